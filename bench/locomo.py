@@ -1,0 +1,804 @@
+#!/usr/bin/env python
+"""LoCoMo ranking benchmark: heapmem beside heapdb-memory and veramem (issue 3).
+
+Memories are the raw LoCoMo turns ("Speaker: text", plus " [shares a photo: <caption>]"
+when the turn has one), one namespace per conversation, created at their session's date
+(plus one second per turn index, to keep order). Questions are asked one day after the
+conversation's last session. A question counts when its evidence names at least one
+existing turn; malformed evidence strings ("D8:6; D9:17", "D30:05") are split and
+normalised (``--evidence literal`` keeps only evidence strings that are exact turn ids).
+
+Metrics per question: reciprocal rank of the first gold turn in the top 50 (0 if none;
+its mean is MRR), Hit@3, Hit@10. Differences are paired over questions, with a 95%
+bootstrap interval (2,000 resamples, numpy default_rng(0)).
+
+Conditions (rows), per system:
+  relevance only, no feedback      relevance alone (heapmem: w_recency = w_importance =
+                                   w_usefulness = 0)
+  defaults, no feedback            day one
+  <config> + oracle feedback       leave one conversation out: a store with every
+                                   conversation; for each question of the other ones,
+                                   recall the top 10 in its conversation and report the
+                                   gold turns among them as used (skipped when none is
+                                   shown); then the held-out conversation's questions are
+                                   evaluated with track=False. One fold per conversation.
+  <config> + noisy feedback        the same, but only half the questions give feedback,
+                                   each used turn is missed with probability 1/2, and 10%
+                                   of rounds add one non-gold shown turn as used
+  <config> + shuffled feedback     the same rounds as oracle, but the turns reported used
+                                   are drawn at random from those shown (as many as the
+                                   oracle would report): a placebo
+  <config> + held-out families     per seed, conversations split in halves at random;
+                                   oracle feedback on one half only, evaluation on the
+                                   other; mean over seeds, with the Hit@3 lift vs no
+                                   feedback (CI by resampling questions within each seed)
+
+Run:
+  python bench/locomo.py --quick                       # < 2 minutes, heapmem
+  python bench/locomo.py --out bench/locomo-full.json  # full run
+  python bench/locomo.py --systems heapmem,heapdb-memory,veramem \\
+      --peer-python /path/to/venv-with-peers/bin/python   # one table, peers beside
+A system whose package this interpreter cannot import is run by --peer-python in a
+subprocess (in parallel with the local systems) and its rows are merged; without
+--peer-python it is skipped with a message. The data is read from
+<repo>/../shared/data/locomo/locomo10.json (``--data``) and never copied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import importlib.util
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+if REPO not in sys.path:
+    sys.path.append(REPO)          # an uninstalled checkout still finds heapmem/
+
+import peers  # noqa: E402  (bench/peers.py)
+
+DEFAULT_DATA = os.path.join(REPO, "..", "shared", "data", "locomo", "locomo10.json")
+K_EVAL = 50                         # MRR is over the top 50
+K_FEEDBACK = 10                     # feedback rounds show the top 10
+DAY = 86400.0
+SYSTEMS = ("heapmem",) + peers.PEERS
+POLICIES = ("oracle", "noisy", "shuffled")
+CONDITIONS = ("oracle", "noisy", "shuffled", "families")
+NOISE_GIVE, NOISE_MISS, NOISE_FALSE = 0.5, 0.5, 0.1
+
+_T0 = time.time()
+
+
+def log(msg: str) -> None:
+    print(f"[{time.time() - _T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------
+# Data
+# ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Question:
+    qid: str                 # "<conv_id>#<index in its qa list>"
+    conv: str
+    text: str
+    category: int
+    gold: frozenset[str]     # turn ids "<conv_id>:<dia_id>"
+    ask_ts: float
+
+
+@dataclass
+class Conversation:
+    id: str
+    memories: list[dict[str, Any]]
+    questions: list[Question]
+    ask_ts: float
+
+
+_SESSION = re.compile(r"session_(\d+)")
+_EVIDENCE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
+
+
+def parse_session_time(s: str) -> float:
+    """'1:56 pm on 8 May, 2023' -> unix seconds (UTC)."""
+    t = dt.datetime.strptime(s.strip(), "%I:%M %p on %d %B, %Y")
+    return t.replace(tzinfo=dt.timezone.utc).timestamp()
+
+
+def evidence_ids(evidence: Sequence[str], mode: str = "split") -> list[str]:
+    """Turn ids named by a question's evidence. "split" reads every D<session>:<turn>
+    inside each string and drops leading zeros ("D8:6; D9:17" -> D8:6, D9:17;
+    "D30:05" -> D30:5); "literal" keeps the strings as they are."""
+    if mode == "literal":
+        return [e for e in evidence if isinstance(e, str)]
+    out: list[str] = []
+    for e in evidence:
+        for s, t in _EVIDENCE.findall(str(e)):
+            tid = f"D{int(s)}:{int(t)}"
+            if tid not in out:
+                out.append(tid)
+    return out
+
+
+def turn_text(turn: dict[str, Any]) -> str:
+    text = f"{turn['speaker']}: {turn['text']}"
+    cap = turn.get("blip_caption")
+    if cap:
+        text += f" [shares a photo: {cap}]"
+    return text
+
+
+def load_locomo(path: str, evidence: str = "split") -> tuple[list[Conversation], dict[str, int]]:
+    with open(path, encoding="utf-8") as fh:
+        raw = json.load(fh)
+    convs: list[Conversation] = []
+    stats = {"questions": 0, "kept": 0, "no_evidence": 0, "turns": 0}
+    for sample in raw:
+        cid, cv = sample["sample_id"], sample["conversation"]
+        sessions = sorted(int(m.group(1)) for k in cv if (m := _SESSION.fullmatch(k)))
+        memories: list[dict[str, Any]] = []
+        last = -float("inf")
+        for s in sessions:
+            turns = cv[f"session_{s}"]
+            if not turns:
+                continue
+            t0 = parse_session_time(cv[f"session_{s}_date_time"])
+            last = max(last, t0)
+            for i, turn in enumerate(turns):
+                memories.append({
+                    "text": turn_text(turn), "kind": "fact", "source": turn["speaker"],
+                    "id": f"{cid}:{turn['dia_id']}", "namespace": cid,
+                    "created_at": t0 + i,
+                })
+        ids = {m["id"] for m in memories}
+        ask = last + DAY
+        questions = []
+        for qi, qa in enumerate(sample["qa"]):
+            stats["questions"] += 1
+            gold = frozenset(f"{cid}:{d}" for d in evidence_ids(qa.get("evidence", []), evidence)
+                             if f"{cid}:{d}" in ids)
+            if not gold:
+                stats["no_evidence"] += 1
+                continue
+            questions.append(Question(f"{cid}#{qi}", cid, str(qa["question"]),
+                                      int(qa.get("category", 0)), gold, ask))
+        stats["kept"] += len(questions)
+        stats["turns"] += len(memories)
+        convs.append(Conversation(cid, memories, questions, ask))
+    return convs, stats
+
+
+# ---------------------------------------------------------------------------------------
+# heapmem adapter (same interface as bench/peers.py)
+# ---------------------------------------------------------------------------------------
+
+class HeapmemSystem:
+    name = "heapmem"
+
+    def __init__(self, extra: Sequence[tuple[str, dict[str, Any]]] = ()) -> None:
+        import heapmem
+
+        self.hm = heapmem
+        self.version = str(getattr(heapmem, "__version__", "unknown"))
+        sc = heapmem.ScoringConfig
+        self.configs: dict[str, Any] = {
+            "relevance": sc(w_recency=0.0, w_importance=0.0, w_usefulness=0.0),
+            "defaults": None,          # the store's own configuration
+        }
+        for name, kw in extra:
+            self.configs[name] = sc(**kw)
+        self.feedback_configs = ["defaults"] + [name for name, _ in extra]
+        self.clock = 0.0
+
+    def build_base(self, memories: Sequence[dict[str, Any]], workdir: str, clock: float) -> str:
+        self.clock = float(clock)
+        path = os.path.join(workdir, "heapmem-base.db")
+        _remove_sqlite(path)
+        mem = self.hm.open(path, clock=lambda: clock)
+        try:
+            mem.add_many([dict(m) for m in memories])
+        finally:
+            mem.close()
+        return path
+
+    def fork(self, base: str, workdir: str, tag: str) -> "HeapmemStore":
+        path = os.path.join(workdir, f"heapmem-{tag}.db")
+        _remove_sqlite(path)
+        for suffix in ("", "-wal"):
+            if os.path.exists(base + suffix):
+                shutil.copyfile(base + suffix, path + suffix)
+        clock = self.clock
+        return HeapmemStore(self.hm.open(path, clock=lambda: clock), path)
+
+
+class HeapmemStore:
+    def __init__(self, mem: Any, path: str) -> None:
+        self.mem, self.path = mem, path
+
+    def recall(self, query: str, *, k: int, namespace: str, now: float, config: Any,
+               track: bool) -> tuple[list[str], Any]:
+        res = self.mem.recall(query, k=k, namespace=namespace, now=now, config=config,
+                              track=track)
+        return list(res.ids), res.recall_id
+
+    def feedback(self, token: Any, used: Sequence[str], *, now: float) -> None:
+        self.mem.feedback(used=list(used), recall_id=token, now=now)
+
+    def prepare_eval(self, train_namespaces: Sequence[str], config: str) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        if self.mem is not None:
+            self.mem.close()
+            self.mem = None
+        _remove_sqlite(self.path)
+
+
+def _remove_sqlite(path: str) -> None:
+    for p in (path, path + "-wal", path + "-shm", path + "-journal"):
+        if os.path.exists(p):
+            os.remove(p)
+
+
+def system_module(name: str) -> str:
+    return "heapmem" if name == "heapmem" else peers._MODULE[name]
+
+
+def importable(name: str) -> bool:
+    return importlib.util.find_spec(system_module(name)) is not None
+
+
+def make_system(name: str, args: argparse.Namespace) -> Any:
+    if name == "heapmem":
+        return HeapmemSystem(args.heapmem_config)
+    return peers.make(name)
+
+
+# ---------------------------------------------------------------------------------------
+# Metrics
+# ---------------------------------------------------------------------------------------
+
+def rank_of(ids: Sequence[str], gold: frozenset[str], k: int = K_EVAL) -> int:
+    """1-based rank of the first gold id in the top k, 0 if none."""
+    for i, x in enumerate(ids[:k]):
+        if x in gold:
+            return i + 1
+    return 0
+
+
+def rr(r: np.ndarray) -> np.ndarray:
+    return np.where(r > 0, 1.0 / np.maximum(r, 1), 0.0)
+
+
+METRICS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "mrr": rr,
+    "hit3": lambda r: ((r >= 1) & (r <= 3)).astype(float),
+    "hit10": lambda r: ((r >= 1) & (r <= 10)).astype(float),
+}
+
+
+@dataclass
+class Row:
+    system: str
+    kind: str                 # "nofb" | "loco" | "families"
+    config: str
+    policy: str = ""          # "oracle" | "noisy" | "shuffled" for loco/families
+    groups: list[dict[str, Any]] = field(default_factory=list)   # [{"qids": [...], "ranks": [...]}]
+    notes: str = ""
+    seconds: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        if self.kind == "nofb":
+            return ("relevance only" if self.config == "relevance" else self.config) + ", no feedback"
+        if self.kind == "loco":
+            return f"{self.config} + {self.policy} feedback (LOCO)"
+        return f"{self.config} + {self.policy} feedback, held-out families ({len(self.groups)} seeds)"
+
+    @property
+    def n(self) -> int:
+        return sum(len(g["qids"]) for g in self.groups)
+
+    def value(self, metric: str) -> float:
+        return float(np.mean([METRICS[metric](np.asarray(g["ranks"])).mean() for g in self.groups]))
+
+    def lookup(self) -> dict[str, int]:
+        return {q: r for g in self.groups for q, r in zip(g["qids"], g["ranks"])}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"system": self.system, "kind": self.kind, "config": self.config,
+                "policy": self.policy, "label": self.label, "n": self.n,
+                "mrr": self.value("mrr"), "hit3": self.value("hit3"), "hit10": self.value("hit10"),
+                "notes": self.notes, "seconds": round(self.seconds, 2), "info": self.info,
+                "groups": self.groups}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Row":
+        return cls(d["system"], d["kind"], d["config"], d.get("policy", ""), d["groups"],
+                   d.get("notes", ""), float(d.get("seconds", 0.0)), d.get("info", {}))
+
+
+def paired_delta(row: Row, base: dict[str, int], metric: str, boot: int,
+                 seed: int = 0) -> tuple[float, float, float] | None:
+    """Mean over groups of the paired per-question difference row - base, with a
+    percentile bootstrap CI (questions resampled within each group, groups averaged)."""
+    f = METRICS[metric]
+    rng = np.random.default_rng(seed)
+    means, reps = [], []
+    for g in row.groups:
+        pairs = [(r, base[q]) for q, r in zip(g["qids"], g["ranks"]) if q in base]
+        if not pairs:
+            continue
+        a = np.asarray(pairs)
+        d = f(a[:, 0]) - f(a[:, 1])
+        means.append(d.mean())
+        idx = rng.integers(0, len(d), size=(boot, len(d)))
+        reps.append(d[idx].mean(axis=1))
+    if not means:
+        return None
+    rep = np.mean(reps, axis=0)
+    lo, hi = np.percentile(rep, [2.5, 97.5])
+    return float(np.mean(means)), float(lo), float(hi)
+
+
+# ---------------------------------------------------------------------------------------
+# Protocol
+# ---------------------------------------------------------------------------------------
+
+def stream(seed: int, *names: Any) -> np.random.Generator:
+    """An independent, reproducible random stream per (seed, condition, fold ...)."""
+    key = [seed] + [zlib.crc32(str(n).encode()) for n in names]
+    return np.random.default_rng(key)
+
+
+def choose_used(policy: str, shown: Sequence[str], gold: frozenset[str],
+                rng: np.random.Generator) -> list[str] | None:
+    """The turns a feedback round reports as used, or None for no feedback."""
+    gold_shown = [i for i in shown if i in gold]
+    if not gold_shown:
+        return None
+    if policy == "oracle":
+        return gold_shown
+    if policy == "shuffled":
+        pick = rng.choice(len(shown), size=len(gold_shown), replace=False)
+        return [shown[i] for i in sorted(pick)]
+    if policy == "noisy":
+        if rng.random() >= NOISE_GIVE:
+            return None
+        used = [g for g in gold_shown if rng.random() >= NOISE_MISS]
+        if rng.random() < NOISE_FALSE:
+            others = [i for i in shown if i not in gold]
+            if others:
+                used.append(others[int(rng.integers(len(others)))])
+        return used                 # may be empty: everything shown was ignored
+    raise ValueError(policy)
+
+
+def feedback_phase(store: Any, questions: Sequence[Question], config: Any, policy: str,
+                   rng: np.random.Generator) -> dict[str, int]:
+    st = {"recalls": 0, "rounds": 0, "used": 0}
+    for q in questions:
+        shown, token = store.recall(q.text, k=K_FEEDBACK, namespace=q.conv, now=q.ask_ts,
+                                    config=config, track=True)
+        st["recalls"] += 1
+        used = choose_used(policy, shown, q.gold, rng)
+        if used is None:
+            continue
+        store.feedback(token, used, now=q.ask_ts)
+        st["rounds"] += 1
+        st["used"] += len(used)
+    return st
+
+
+def evaluate(store: Any, questions: Sequence[Question], config: Any) -> dict[str, Any]:
+    ranks = []
+    for q in questions:
+        ids, _ = store.recall(q.text, k=K_EVAL, namespace=q.conv, now=q.ask_ts, config=config,
+                              track=False)
+        ranks.append(rank_of(ids, q.gold))
+    return {"qids": [q.qid for q in questions], "ranks": ranks}
+
+
+@dataclass
+class Plan:
+    convs: list[Conversation]          # in the store, in the folds
+    eval_q: dict[str, list[Question]]  # per conversation: evaluated questions
+    fb_q: dict[str, list[Question]]    # per conversation: questions that give feedback
+    folds: list[str]                   # held-out conversations (LOCO)
+    family_seeds: int
+    conditions: tuple[str, ...]
+    seed: int
+
+
+def make_plan(convs: list[Conversation], args: argparse.Namespace) -> Plan:
+    chosen = convs[: args.convs] if args.convs else convs
+    fb_q, eval_q = {}, {}
+    for c in chosen:
+        qs = c.questions
+        if args.fb_frac < 1.0:
+            rng = stream(args.seed, "fb-subsample", c.id)
+            keep = np.sort(rng.choice(len(qs), size=max(1, round(len(qs) * args.fb_frac)),
+                                      replace=False))
+            fb_q[c.id] = [qs[i] for i in keep]
+        else:
+            fb_q[c.id] = list(qs)
+        eval_q[c.id] = list(qs)
+    folds = [c.id for c in chosen][: args.folds] if args.folds else [c.id for c in chosen]
+    conds = tuple(x for x in args.conditions.split(",") if x)
+    return Plan(chosen, eval_q, fb_q, folds, args.family_seeds, conds, args.seed)
+
+
+def run_system(name: str, args: argparse.Namespace, plan: Plan, workdir: str) -> list[Row]:
+    system = make_system(name, args)
+    log(f"{name} {system.version}: building the base store "
+        f"({sum(len(c.memories) for c in plan.convs)} memories)")
+    clock = max(c.ask_ts for c in plan.convs)
+    memories = [m for c in plan.convs for m in c.memories]
+    t = time.time()
+    base = system.build_base(memories, workdir, clock)
+    log(f"{name}: base built in {time.time() - t:.1f}s")
+    all_eval = [q for c in plan.convs for q in plan.eval_q[c.id]]
+    rows: list[Row] = []
+
+    # no feedback: every configuration, one pass each over every question
+    nofb_configs = ["relevance", "defaults"] + [c for c in system.configs
+                                                if c not in ("relevance", "defaults")]
+    store = system.fork(base, workdir, "nofb")
+    try:
+        for cfg in nofb_configs:
+            t = time.time()
+            g = evaluate(store, all_eval, system.configs[cfg])
+            rows.append(Row(name, "nofb", cfg, "", [g], seconds=time.time() - t))
+            log(f"{name}: {rows[-1].label}: MRR {rows[-1].value('mrr'):.3f} ({rows[-1].seconds:.1f}s)")
+    finally:
+        store.close()
+
+    for cfg in system.feedback_configs:
+        for policy in POLICIES:
+            if policy in plan.conditions:
+                rows.append(run_loco(system, base, plan, cfg, policy, workdir))
+        if "families" in plan.conditions:
+            rows.append(run_families(system, base, plan, cfg, workdir))
+    return rows
+
+
+def _info_notes(infos: list[dict[str, Any]]) -> str:
+    if not infos or not infos[0]:
+        return ""
+    if "ranker_active" in infos[0]:
+        act = sum(bool(i.get("ranker_active")) for i in infos)
+        tr = sum(bool(i.get("ranker_trained")) for i in infos)
+        return f"; ranker trained {tr}/{len(infos)}, deployed {act}/{len(infos)}"
+    return "; " + json.dumps(infos[0])
+
+
+def run_loco(system: Any, base: Any, plan: Plan, cfg: str, policy: str, workdir: str) -> Row:
+    t = time.time()
+    qids: list[str] = []
+    ranks: list[int] = []
+    stats = {"recalls": 0, "rounds": 0, "used": 0}
+    infos = []
+    for fi, held in enumerate(plan.folds):
+        store = system.fork(base, workdir, f"loco-{policy}-{fi}")
+        try:
+            train = [c.id for c in plan.convs if c.id != held]
+            fb = [q for c in train for q in plan.fb_q[c]]
+            st = feedback_phase(store, fb, system.configs[cfg], policy,
+                                stream(plan.seed, "loco", policy, held))
+            for k in stats:
+                stats[k] += st[k]
+            infos.append(store.prepare_eval(train, cfg))
+            g = evaluate(store, plan.eval_q[held], system.configs[cfg])
+        finally:
+            store.close()
+        qids += g["qids"]
+        ranks += g["ranks"]
+    nf = len(plan.folds)
+    row = Row(system.name, "loco", cfg, policy, [{"qids": qids, "ranks": ranks}],
+              seconds=time.time() - t,
+              info={"folds": nf, **stats, "prepare": infos})
+    row.notes = (f"{stats['rounds'] / nf:.0f} rounds/fold, {stats['used'] / max(1, stats['rounds']):.2f}"
+                 f" used/round" + _info_notes(infos))
+    log(f"{system.name}: {row.label}: MRR {row.value('mrr'):.3f} ({row.seconds:.1f}s; {row.notes})")
+    return row
+
+
+def run_families(system: Any, base: Any, plan: Plan, cfg: str, workdir: str) -> Row:
+    t = time.time()
+    groups, splits, infos = [], [], []
+    rounds = 0
+    ids = [c.id for c in plan.convs]
+    for s in range(plan.family_seeds):
+        order = stream(plan.seed, "families", s).permutation(len(ids))
+        half = len(ids) // 2
+        train = sorted(ids[i] for i in order[:half])
+        test = sorted(ids[i] for i in order[half:])
+        store = system.fork(base, workdir, f"families-{s}")
+        try:
+            fb = [q for c in train for q in plan.fb_q[c]]
+            st = feedback_phase(store, fb, system.configs[cfg], "oracle",
+                                stream(plan.seed, "families-fb", s))
+            rounds += st["rounds"]
+            infos.append(store.prepare_eval(train, cfg))
+            groups.append(evaluate(store, [q for c in test for q in plan.eval_q[c]],
+                                   system.configs[cfg]))
+        finally:
+            store.close()
+        splits.append({"feedback": train, "evaluated": test})
+    row = Row(system.name, "families", cfg, "oracle", groups, seconds=time.time() - t,
+              info={"splits": splits, "rounds": rounds, "prepare": infos})
+    row.notes = f"{rounds / max(1, plan.family_seeds):.0f} rounds/seed" + _info_notes(infos)
+    log(f"{system.name}: {row.label}: Hit@3 {row.value('hit3'):.3f} ({row.seconds:.1f}s)")
+    return row
+
+
+# ---------------------------------------------------------------------------------------
+# Report
+# ---------------------------------------------------------------------------------------
+
+def fmt_delta(d: tuple[float, float, float] | None) -> str:
+    if d is None:
+        return "—"
+    return f"{d[0]:+.3f} [{d[1]:+.3f}, {d[2]:+.3f}]"
+
+
+def baseline_rows(rows: list[Row]) -> dict[tuple[str, str], Row]:
+    return {(r.system, r.config): r for r in rows if r.kind == "nofb"}
+
+
+def table(rows: list[Row], boot: int) -> str:
+    base = baseline_rows(rows)
+    cache: dict[tuple[str, str], dict[str, int]] = {}
+
+    def lk(system: str, cfg: str) -> dict[str, int] | None:
+        r = base.get((system, cfg))
+        if r is None:
+            return None
+        if (system, cfg) not in cache:
+            cache[(system, cfg)] = r.lookup()
+        return cache[(system, cfg)]
+
+    head = ("| system | condition | n | MRR | Hit@3 | Hit@10 | ΔMRR vs relevance only [95% CI] "
+            "| ΔMRR vs no feedback [95% CI] | ΔHit@3 vs no feedback [95% CI] | notes |")
+    out = [head, "|" + "---|" * 10]
+    for r in rows:
+        rel = lk(r.system, "relevance")
+        d_rel = (None if r.kind == "nofb" and r.config == "relevance" or rel is None
+                 else paired_delta(r, rel, "mrr", boot))
+        nofb = lk(r.system, r.config) if r.kind != "nofb" else None
+        d_nf = paired_delta(r, nofb, "mrr", boot) if nofb else None
+        d_nf3 = paired_delta(r, nofb, "hit3", boot) if nofb else None
+        out.append(f"| {r.system} | {r.label} | {r.n} | {r.value('mrr'):.3f} | {r.value('hit3'):.3f} "
+                   f"| {r.value('hit10'):.3f} | {fmt_delta(d_rel)} | {fmt_delta(d_nf)} "
+                   f"| {fmt_delta(d_nf3)} | {r.notes} |")
+    return "\n".join(out)
+
+
+def cross_system(rows: list[Row], boot: int) -> str:
+    """heapmem minus each peer, paired over the same questions."""
+    mine = [r for r in rows if r.system == "heapmem"]
+    others = [r for r in rows if r.system != "heapmem"]
+    if not mine or not others:
+        return ""
+    lines = ["| heapmem row | peer row | n | ΔMRR [95% CI] | ΔHit@3 [95% CI] |", "|---|---|---|---|---|"]
+    for a in mine:
+        if a.kind != "nofb" and a.config != "defaults":
+            continue
+        for b in others:
+            same = (a.kind == b.kind == "nofb" and a.config == b.config) or \
+                   (a.kind == b.kind != "nofb" and a.policy == b.policy)
+            if not same or a.kind == "families":
+                continue
+            lb = b.lookup()
+            lines.append(f"| {a.label} | {b.system}: {b.label} | {sum(q in lb for g in a.groups for q in g['qids'])} "
+                         f"| {fmt_delta(paired_delta(a, lb, 'mrr', boot))} "
+                         f"| {fmt_delta(paired_delta(a, lb, 'hit3', boot))} |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
+# ---------------------------------------------------------------------------------------
+# Command line
+# ---------------------------------------------------------------------------------------
+
+def parse_kv(spec: str) -> tuple[str, dict[str, Any]]:
+    """'name:w_recency=0,half_life_days=90' -> ('name', {...})."""
+    if ":" not in spec:
+        raise argparse.ArgumentTypeError("expected NAME:key=value[,key=value...]")
+    name, body = spec.split(":", 1)
+    kw: dict[str, Any] = {}
+    for part in filter(None, body.split(",")):
+        k, _, v = part.partition("=")
+        try:
+            kw[k.strip()] = json.loads(v)
+        except json.JSONDecodeError:
+            kw[k.strip()] = v
+    if not name or name in ("relevance", "defaults"):
+        raise argparse.ArgumentTypeError(f"config name {name!r} is empty or reserved")
+    return name, kw
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", default=DEFAULT_DATA, help="locomo10.json (default: %(default)s)")
+    p.add_argument("--systems", default=",".join(SYSTEMS),
+                   help="comma-separated, from: " + ", ".join(SYSTEMS) + " (default: all)")
+    p.add_argument("--peer-python", default=os.environ.get("LOCOMO_PEER_PYTHON"),
+                   help="interpreter that runs the systems this one cannot import "
+                        "(default: $LOCOMO_PEER_PYTHON)")
+    p.add_argument("--quick", action="store_true",
+                   help="4 conversations, feedback from half their questions, 2 family seeds")
+    p.add_argument("--convs", type=int, default=None, help="use the first N conversations")
+    p.add_argument("--folds", type=int, default=None, help="hold out only the first N of them")
+    p.add_argument("--fb-frac", type=float, default=None,
+                   help="share of each conversation's questions that give feedback")
+    p.add_argument("--family-seeds", type=int, default=None)
+    p.add_argument("--conditions", default=",".join(CONDITIONS),
+                   help="feedback conditions to run, from: " + ", ".join(CONDITIONS))
+    p.add_argument("--evidence", choices=("split", "literal"), default="split",
+                   help="split malformed evidence strings (default) or keep them literal")
+    p.add_argument("--heapmem-config", type=parse_kv, action="append", default=[],
+                   metavar="NAME:key=value,...",
+                   help="an extra heapmem ScoringConfig (an ablation row, also run with feedback)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--boot", type=int, default=2000, help="bootstrap resamples")
+    p.add_argument("--out", help="write the results: .json (everything) or .md (the tables)")
+    p.add_argument("--workdir", help="where the temporary stores go (default: a temp dir)")
+    args = p.parse_args(argv)
+    q = args.quick
+    args.convs = args.convs if args.convs is not None else (4 if q else 0)
+    args.folds = args.folds if args.folds is not None else 0
+    args.fb_frac = args.fb_frac if args.fb_frac is not None else (0.5 if q else 1.0)
+    args.family_seeds = args.family_seeds if args.family_seeds is not None else (2 if q else 5)
+    args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    for s in args.systems:
+        if s not in SYSTEMS:
+            p.error(f"unknown system {s!r}; choose from {', '.join(SYSTEMS)}")
+    for c in args.conditions.split(","):
+        if c and c not in CONDITIONS:
+            p.error(f"unknown condition {c!r}; choose from {', '.join(CONDITIONS)}")
+    return args
+
+
+def child_argv(args: argparse.Namespace, systems: list[str], out: str, workdir: str) -> list[str]:
+    a = [os.path.abspath(__file__), "--data", args.data, "--systems", ",".join(systems),
+         "--convs", str(args.convs), "--folds", str(args.folds), "--fb-frac", str(args.fb_frac),
+         "--family-seeds", str(args.family_seeds), "--conditions", args.conditions,
+         "--evidence", args.evidence, "--seed", str(args.seed), "--boot", str(args.boot),
+         "--out", out, "--workdir", workdir]
+    return a
+
+
+def data_digest(path: str) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()[:16]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if not os.path.exists(args.data):
+        print(f"error: LoCoMo data not found at {args.data} (pass --data)", file=sys.stderr)
+        return 2
+    convs, st = load_locomo(args.data, args.evidence)
+    plan = make_plan(convs, args)
+    n_eval = sum(len(v) for v in plan.eval_q.values())
+    print(f"LoCoMo: {len(convs)} conversations, {st['turns']} turns, {st['questions']} questions; "
+          f"{st['kept']} have evidence naming an existing turn (evidence={args.evidence}; "
+          f"{st['no_evidence']} left out)")
+    print(f"this run: {len(plan.convs)} conversations, {n_eval} questions evaluated, "
+          f"{sum(len(v) for v in plan.fb_q.values())} feedback questions, "
+          f"{len(plan.folds)} LOCO folds, {plan.family_seeds} family seeds"
+          + (" (quick)" if args.quick else ""))
+
+    own_dir = args.workdir is None
+    workdir = args.workdir or tempfile.mkdtemp(prefix="heapmem-locomo-")
+    os.makedirs(workdir, exist_ok=True)
+    rows: list[Row] = []
+    skipped: list[str] = []
+    versions: dict[str, str] = {}
+    local = [s for s in args.systems if importable(s)]
+    remote = [s for s in args.systems if s not in local]
+    child = None
+    child_out = os.path.join(workdir, "peer-rows.json")
+    if remote and args.peer_python:
+        cdir = os.path.join(workdir, "peer")
+        os.makedirs(cdir, exist_ok=True)
+        cmd = [args.peer_python] + child_argv(args, remote, child_out, cdir)
+        log(f"running {', '.join(remote)} with {args.peer_python} in a subprocess")
+        child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    else:
+        for s in remote:
+            skipped.append(f"{s}: skipped ({'not importable' if s == 'heapmem' else peers.unavailable(s)}; "
+                           f"pass --peer-python to run it with another interpreter)")
+    try:
+        for s in local:
+            t = time.time()
+            rs = run_system(s, args, plan, workdir)
+            rows += rs
+            versions[s] = make_system_version(s)
+            log(f"{s}: done in {time.time() - t:.1f}s")
+        if child is not None:
+            rc = child.wait()
+            if rc != 0 or not os.path.exists(child_out):
+                skipped.append(f"{', '.join(remote)}: the --peer-python run failed (exit {rc})")
+            else:
+                with open(child_out, encoding="utf-8") as fh:
+                    got = json.load(fh)
+                rows += [Row.from_dict(d) for d in got["rows"]]
+                skipped += got["meta"].get("skipped", [])
+                versions.update(got["meta"].get("versions", {}))
+    finally:
+        if child is not None and child.poll() is None:
+            child.kill()
+        if own_dir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    order = {s: i for i, s in enumerate(args.systems)}
+    rows.sort(key=lambda r: order.get(r.system, 99))
+    for s in skipped:
+        print(f"SKIP {s}")
+    tab = table(rows, args.boot)
+    cross = cross_system(rows, args.boot)
+    print()
+    print(tab)
+    if cross:
+        print("\nheapmem minus peers, paired over the same questions:\n")
+        print(cross)
+    total = time.time() - _T0
+    print(f"\n{len(rows)} rows in {total:.0f}s")
+
+    if args.out:
+        meta = {
+            "command": shlex.join([os.path.basename(sys.executable)] + sys.argv),
+            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "python": platform.python_version(), "platform": platform.platform(),
+            "data": os.path.abspath(args.data), "data_sha256_16": data_digest(args.data),
+            "questions_total": st["questions"], "questions_with_evidence": st["kept"],
+            "evidence": args.evidence, "quick": args.quick, "convs": [c.id for c in plan.convs],
+            "folds": plan.folds, "fb_frac": args.fb_frac, "family_seeds": plan.family_seeds,
+            "conditions": plan.conditions, "seed": args.seed, "boot": args.boot,
+            "heapmem_configs": args.heapmem_config, "versions": versions,
+            "skipped": skipped, "seconds": round(total, 1),
+        }
+        if args.out.endswith(".json"):
+            with open(args.out, "w", encoding="utf-8") as fh:
+                json.dump({"meta": meta, "rows": [r.to_dict() for r in rows]}, fh)
+        else:
+            with open(args.out, "w", encoding="utf-8") as fh:
+                fh.write(f"# LoCoMo ranking benchmark\n\n`{meta['command']}`, {meta['date']}, "
+                         f"{meta['seconds']:.0f}s; {n_eval} questions; versions "
+                         + ", ".join(f"{k} {v}" for k, v in versions.items()) + "\n\n")
+                fh.write("\n".join(f"SKIP {s}" for s in skipped) + ("\n\n" if skipped else ""))
+                fh.write(tab + "\n")
+                if cross:
+                    fh.write("\nheapmem minus peers, paired over the same questions:\n\n" + cross + "\n")
+    return 0
+
+
+def make_system_version(name: str) -> str:
+    if name == "heapmem":
+        import heapmem
+        return str(getattr(heapmem, "__version__", "unknown"))
+    return peers._version(name)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1178 @@
+/*
+ * heapmem.c: the whole scoring core of heapmem, in one translation unit.
+ *
+ * Two doors lead here.  SQLite loads this file's shared library as an
+ * extension (`.load heapmem0`, apsw's load_extension) and calls the heap_*
+ * SQL functions; Python dlopens the very same library through cffi (ABI mode)
+ * and calls the hm_* helpers directly.  The hm_* helpers make no sqlite3_*
+ * call at all, so they work without a database; the heap_* functions are thin
+ * wrappers that turn SQL values into hm_* arguments and hm_* errors into SQL
+ * errors.
+ *
+ * Sections:
+ *   text scanning        words, stop words, question types, memory shape
+ *   FTS5 query building  user text -> a quoted, OR-joined MATCH expression
+ *   link sets            the learned (feature -> Beta counts) table as a blob
+ *   scoring              factors, noisy-OR usefulness, explain line
+ *   feedback credit      the Beta updates one judged memory contributes
+ *   SQL functions        heap_* wrappers and their registration
+ */
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT1
+
+#include <ctype.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef HEAPMEM_VERSION
+#define HEAPMEM_VERSION "0.1.0"
+#endif
+
+#ifdef _WIN32
+#define HM_API __declspec(dllexport)
+#else
+#define HM_API __attribute__((visibility("default")))
+#endif
+
+typedef int64_t i64;
+typedef uint64_t u64;
+typedef uint32_t u32;
+
+#define HM_OK 0
+#define HM_ERROR 1
+#define HM_TOOBIG 2
+
+#define HM_MAX_WORD 64         /* longer "words" are cut for matching */
+#define HM_MAX_QUERY_TERMS 32  /* terms kept from one question */
+#define HM_MAX_FEATURES 64     /* active features of one memory */
+
+static void hm_seterr(char *err, int errlen, const char *fmt, const char *a) {
+  if (err && errlen > 0) snprintf(err, (size_t)errlen, fmt, a ? a : "");
+}
+
+#pragma region text scanning
+
+/* A word is a run of ASCII letters/digits/apostrophes or any non-ASCII byte
+ * (so UTF-8 letters of any script stay inside words). */
+static int hm_is_word_byte(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c >= '0' && c <= '9') || c >= 0x80 || c == '\'';
+}
+
+typedef struct {
+  const unsigned char *s;
+  int n;
+  int pos;
+} hm_scanner;
+
+/* Next word into buf (ASCII lowercased, apostrophes dropped at the edges).
+ * Returns the word's length, 0 at the end. *start gets its offset. */
+static int hm_next_word(hm_scanner *sc, char *buf, int *start) {
+  while (sc->pos < sc->n) {
+    while (sc->pos < sc->n && !hm_is_word_byte(sc->s[sc->pos])) sc->pos++;
+    int b = sc->pos;
+    while (sc->pos < sc->n && hm_is_word_byte(sc->s[sc->pos])) sc->pos++;
+    int e = sc->pos;
+    while (b < e && sc->s[b] == '\'') b++;
+    while (e > b && sc->s[e - 1] == '\'') e--;
+    if (e <= b) continue;
+    int len = 0;
+    for (int i = b; i < e && len < HM_MAX_WORD; i++) {
+      unsigned char c = sc->s[i];
+      buf[len++] = (char)((c >= 'A' && c <= 'Z') ? c + 32 : c);
+    }
+    /* never cut a UTF-8 sequence in half */
+    while (len > 0 && e - b > len && ((unsigned char)buf[len] & 0xC0) == 0x80 &&
+           ((unsigned char)buf[len - 1] & 0x80)) {
+      if (((unsigned char)buf[len - 1] & 0xC0) == 0xC0) { len--; break; }
+      len--;
+    }
+    buf[len] = 0;
+    if (start) *start = b;
+    if (len > 0) return len;
+  }
+  return 0;
+}
+
+static int hm_in_list(const char *w, const char *const *list) {
+  for (int i = 0; list[i]; i++)
+    if (strcmp(w, list[i]) == 0) return 1;
+  return 0;
+}
+
+static const char *const hm_stop_words[] = {
+    "a", "about", "above", "after", "again", "all", "am", "an", "and", "any",
+    "are", "as", "at", "be", "been", "before", "being", "below", "between",
+    "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down",
+    "during", "each", "few", "for", "from", "further", "had", "has", "have",
+    "having", "he", "her", "here", "hers", "herself", "him", "himself", "his",
+    "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me",
+    "might", "more", "most", "my", "myself", "no", "nor", "not", "now", "of",
+    "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves",
+    "out", "over", "own", "same", "she", "should", "so", "some", "such", "than",
+    "that", "the", "their", "theirs", "them", "themselves", "then", "there",
+    "these", "they", "this", "those", "through", "to", "too", "under", "until",
+    "up", "very", "was", "we", "were", "what", "when", "where", "which",
+    "while", "who", "whom", "whose", "why", "will", "with", "would", "you",
+    "your", "yours", "yourself", "yourselves", "s", "t", "ll", "ve", "re", "d",
+    "m", "don't", "didn't", "doesn't", "isn't", "aren't", "wasn't", "weren't",
+    "won't", "can't", "i'm", "it's", "that's", "also", "ever", "get", "got",
+    "kind", "much", "many", "one", "us", "let", "shall", "may", "must", "yes",
+    "okay", "ok", "please", "tell", "know", "think", "like", NULL};
+
+HM_API int hm_is_stop_word(const char *w) { return w && hm_in_list(w, hm_stop_words); }
+
+/* Question types, in the order of the enum below. */
+static const char *const hm_qtype_names[] = {
+    "other", "when", "who", "where", "what", "how", "how_many", "why", "yes_no", NULL};
+enum { Q_OTHER, Q_WHEN, Q_WHO, Q_WHERE, Q_WHAT, Q_HOW, Q_HOW_MANY, Q_WHY, Q_YES_NO };
+
+static const char *const hm_aux_words[] = {
+    "is", "are", "am", "was", "were", "do", "does", "did", "can", "could",
+    "will", "would", "should", "shall", "has", "have", "had", "may", "might",
+    "must", "isn't", "aren't", "didn't", "doesn't", "don't", "won't", "wasn't",
+    "weren't", "hasn't", "haven't", NULL};
+
+static const char *const hm_time_nouns[] = {
+    "time", "date", "year", "years", "day", "days", "month", "months", "week",
+    "weeks", "hour", "season", "decade", "weekend", NULL};
+
+/* Classify the wh-word at word index i (words[] lowercased). -1 if none. */
+static int hm_wh_at(char words[][HM_MAX_WORD + 1], int nwords, int i) {
+  const char *w = words[i];
+  const char *next = i + 1 < nwords ? words[i + 1] : "";
+  if (strcmp(w, "when") == 0) return Q_WHEN;
+  if (strcmp(w, "who") == 0 || strcmp(w, "whom") == 0 || strcmp(w, "whose") == 0) return Q_WHO;
+  if (strcmp(w, "where") == 0) return Q_WHERE;
+  if (strcmp(w, "why") == 0) return Q_WHY;
+  if (strcmp(w, "how") == 0) {
+    if (strcmp(next, "many") == 0 || strcmp(next, "much") == 0 || strcmp(next, "often") == 0)
+      return Q_HOW_MANY;
+    if (strcmp(next, "long") == 0 && i + 2 < nwords && strcmp(words[i + 2], "ago") == 0)
+      return Q_WHEN;
+    return Q_HOW;
+  }
+  if (strcmp(w, "what") == 0 || strcmp(w, "which") == 0) {
+    if (hm_in_list(next, hm_time_nouns)) return Q_WHEN;
+    return Q_WHAT;
+  }
+  return -1;
+}
+
+/* The question type of a question: "when", "who", ... or "other". */
+HM_API const char *hm_qtype(const char *q) {
+  if (!q) return hm_qtype_names[Q_OTHER];
+  char words[24][HM_MAX_WORD + 1];
+  int nwords = 0;
+  hm_scanner sc = {(const unsigned char *)q, (int)strlen(q), 0};
+  while (nwords < 24 && hm_next_word(&sc, words[nwords], NULL) > 0) nwords++;
+  if (nwords == 0) return hm_qtype_names[Q_OTHER];
+  int t = hm_wh_at(words, nwords, 0);
+  if (t >= 0) return hm_qtype_names[t];
+  if (hm_in_list(words[0], hm_aux_words)) return hm_qtype_names[Q_YES_NO];
+  for (int i = 1; i < nwords; i++) {
+    t = hm_wh_at(words, nwords, i);
+    if (t >= 0) return hm_qtype_names[t];
+  }
+  return hm_qtype_names[Q_OTHER];
+}
+
+static int hm_qtype_valid(const char *qt) {
+  return qt && hm_in_list(qt, hm_qtype_names);
+}
+
+static const char *const hm_months[] = {
+    "january", "february", "march", "april", "june", "july", "august",
+    "september", "october", "november", "december", "jan", "feb", "mar", "apr",
+    "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", NULL};
+static const char *const hm_days[] = {
+    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
+    "sunday", "today", "tomorrow", "yesterday", "tonight", "ago", "weekend",
+    "morning", "afternoon", "evening", "last", "next", "week", "month", "year",
+    "christmas", "birthday", "anniversary", "summer", "winter", "spring",
+    "autumn", NULL};
+static const char *const hm_number_words[] = {
+    "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    "eleven", "twelve", "twenty", "thirty", "forty", "fifty", "hundred",
+    "thousand", "million", "dozen", "once", "twice", "first", "second",
+    "third", NULL};
+static const char *const hm_self_words[] = {
+    "i", "i'm", "i've", "i'd", "i'll", "my", "me", "mine", "myself", "we",
+    "our", "us", "we're", "we've", NULL};
+static const char *const hm_known_kinds[] = {
+    "fact", "preference", "instruction", "summary", "note", "episode",
+    "tool_result", NULL};
+static const char *const hm_source_roles[] = {
+    "user", "assistant", "agent", "system", "tool", "document", "web", NULL};
+
+static int hm_all_digits(const char *w) {
+  if (!*w) return 0;
+  for (; *w; w++)
+    if (*w < '0' || *w > '9') return 0;
+  return 1;
+}
+
+/* Append " name" (or "name" when empty) to out; HM_TOOBIG if it does not fit. */
+static int hm_append(char *out, int outlen, int *used, const char *name) {
+  int need = (int)strlen(name) + (*used > 0 ? 1 : 0);
+  if (*used + need + 1 > outlen) return HM_TOOBIG;
+  if (*used > 0) out[(*used)++] = ' ';
+  memcpy(out + *used, name, strlen(name));
+  *used += (int)strlen(name);
+  out[*used] = 0;
+  return HM_OK;
+}
+
+/* The shape of a memory as space-separated feature names, e.g.
+ * "kind:fact src:person len:m date num entity self".  Words are never
+ * features: only what kind of text this is.  Returns HM_OK or HM_TOOBIG. */
+HM_API int hm_features(const char *text, const char *kind, const char *source,
+                       char *out, int outlen) {
+  if (!out || outlen < 1) return HM_TOOBIG;
+  out[0] = 0;
+  int used = 0, rc = HM_OK;
+  char name[HM_MAX_WORD + 16];
+
+  /* kind: only the known kinds; anything else is "other" */
+  const char *k = (kind && hm_in_list(kind, hm_known_kinds)) ? kind : "other";
+  snprintf(name, sizeof name, "kind:%s", k);
+  if ((rc = hm_append(out, outlen, &used, name))) return rc;
+
+  /* source: a role when it names one, "person" for any other name */
+  char src[HM_MAX_WORD + 1] = "none";
+  if (source && source[0]) {
+    int i = 0;
+    for (; source[i] && i < HM_MAX_WORD; i++)
+      src[i] = (char)tolower((unsigned char)source[i]);
+    src[i] = 0;
+    if (!hm_in_list(src, hm_source_roles)) strcpy(src, "person");
+  }
+  snprintf(name, sizeof name, "src:%s", src);
+  if ((rc = hm_append(out, outlen, &used, name))) return rc;
+
+  int nwords = 0, date = 0, num = 0, entity = 0, self = 0, clock = 0;
+  int question = 0, money = 0, url = 0;
+  const unsigned char *s = (const unsigned char *)(text ? text : "");
+  int n = (int)strlen((const char *)s);
+  hm_scanner sc = {s, n, 0};
+  char w[HM_MAX_WORD + 1];
+  int start = 0, prev_end = 0;
+  while (hm_next_word(&sc, w, &start) > 0) {
+    /* a sentence starts at the first word and after . ! ? : or a newline */
+    int sentence_start = nwords == 0;
+    for (int i = prev_end; i < start; i++)
+      if (s[i] == '.' || s[i] == '!' || s[i] == '?' || s[i] == ':' || s[i] == '\n')
+        sentence_start = 1;
+    prev_end = sc.pos;
+    nwords++;
+    if (hm_in_list(w, hm_months) || hm_in_list(w, hm_days)) date = 1;
+    if (hm_all_digits(w)) {
+      num = 1;
+      size_t L = strlen(w);
+      if (L == 4 && (w[0] == '1' || w[0] == '2') && (w[1] == '9' || w[1] == '0')) date = 1;
+      /* 3/14, 2024-03-14, 9:40 */
+      if (sc.pos < n && (s[sc.pos] == '/' || s[sc.pos] == '-') && sc.pos + 1 < n &&
+          isdigit(s[sc.pos + 1]) && L <= 4)
+        date = 1;
+      if (sc.pos < n && s[sc.pos] == ':' && sc.pos + 1 < n && isdigit(s[sc.pos + 1])) clock = 1;
+    } else if (isdigit((unsigned char)w[0])) {
+      num = 1; /* 9am, 3rd, 10k */
+      const char *t = w;
+      while (isdigit((unsigned char)*t)) t++;
+      if (strcmp(t, "am") == 0 || strcmp(t, "pm") == 0) clock = 1;
+      if (strcmp(t, "st") == 0 || strcmp(t, "nd") == 0 || strcmp(t, "rd") == 0 ||
+          strcmp(t, "th") == 0)
+        date = 1;
+    } else if (hm_in_list(w, hm_number_words)) {
+      num = 1;
+    }
+    if (hm_in_list(w, hm_self_words)) self = 1;
+    if (strcmp(w, "http") == 0 || strcmp(w, "https") == 0 || strcmp(w, "www") == 0) url = 1;
+    if (strcmp(w, "price") == 0 || strcmp(w, "cost") == 0 || strcmp(w, "dollars") == 0 ||
+        strcmp(w, "euros") == 0 || strcmp(w, "paid") == 0)
+      money = 1;
+    unsigned char c0 = s[start];
+    if (!sentence_start && c0 >= 'A' && c0 <= 'Z' && strcmp(w, "i") != 0 &&
+        !hm_in_list(w, hm_self_words))
+      entity = 1;
+  }
+  for (int i = 0; i < n; i++) {
+    if (s[i] == '?') question = 1;
+    if (s[i] == '$') money = num = 1;
+    if (i + 1 < n && s[i] == 0xE2 && s[i + 1] == 0x82) money = 1; /* euro sign */
+    if (i + 1 < n && s[i] == 0xC2 && s[i + 1] == 0xA3) money = 1; /* pound sign */
+  }
+  const char *len = nwords <= 3 ? "len:xs" : nwords <= 8 ? "len:s" : nwords <= 20 ? "len:m"
+                  : nwords <= 40 ? "len:l" : "len:xl";
+  if ((rc = hm_append(out, outlen, &used, len))) return rc;
+  if (date && (rc = hm_append(out, outlen, &used, "date"))) return rc;
+  if (clock && (rc = hm_append(out, outlen, &used, "clock"))) return rc;
+  if (num && (rc = hm_append(out, outlen, &used, "num"))) return rc;
+  if (money && (rc = hm_append(out, outlen, &used, "money"))) return rc;
+  if (entity && (rc = hm_append(out, outlen, &used, "entity"))) return rc;
+  if (self && (rc = hm_append(out, outlen, &used, "self"))) return rc;
+  if (question && (rc = hm_append(out, outlen, &used, "question"))) return rc;
+  if (url && (rc = hm_append(out, outlen, &used, "url"))) return rc;
+  return HM_OK;
+}
+
+/* The features a memory shows to one question: its shape features, and each
+ * of them crossed with the question type ("when/date").  Space-separated. */
+HM_API int hm_active(const char *features, const char *qtype, char *out, int outlen,
+                     char *err, int errlen) {
+  if (!out || outlen < 1) return HM_TOOBIG;
+  out[0] = 0;
+  if (!hm_qtype_valid(qtype)) {
+    hm_seterr(err, errlen, "unknown question type '%s'", qtype);
+    return HM_ERROR;
+  }
+  int used = 0, count = 0, rc;
+  char name[2 * HM_MAX_WORD + 16];
+  const char *p = features ? features : "";
+  for (int pass = 0; pass < 2; pass++) {
+    p = features ? features : "";
+    while (*p) {
+      while (*p == ' ') p++;
+      const char *e = p;
+      while (*e && *e != ' ') e++;
+      if (e > p) {
+        int L = (int)(e - p);
+        if (L > HM_MAX_WORD) {
+          hm_seterr(err, errlen, "feature name too long: '%s'", "");
+          return HM_ERROR;
+        }
+        if (++count > HM_MAX_FEATURES) {
+          hm_seterr(err, errlen, "too many features%s", "");
+          return HM_ERROR;
+        }
+        if (pass == 0)
+          snprintf(name, sizeof name, "%.*s", L, p);
+        else
+          snprintf(name, sizeof name, "%s/%.*s", qtype, L, p);
+        if ((rc = hm_append(out, outlen, &used, name))) return rc;
+      }
+      p = e;
+    }
+  }
+  return HM_OK;
+}
+
+#pragma endregion
+
+#pragma region FTS5 query building
+
+static u64 hm_fnv64(const char *s, size_t n) {
+  u64 h = 1469598103934665603ULL;
+  for (size_t i = 0; i < n; i++) {
+    h ^= (unsigned char)s[i];
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+/* The FTS5 token that tags every memory of a namespace: "ns" + 16 hex digits. */
+HM_API void hm_ns_tag(const char *ns, char *out /* >= 19 bytes */) {
+  u64 h = hm_fnv64(ns ? ns : "", ns ? strlen(ns) : 0);
+  snprintf(out, 19, "ns%016llx", (unsigned long long)h);
+}
+
+/* A safe FTS5 MATCH expression for a question: its terms (stop words
+ * dropped, duplicates dropped) each quoted, OR-joined; with a namespace, the
+ * whole is restricted to that namespace's tag column.  Writes "" when the
+ * question has no term.  Returns the number of terms, or -1 if out is too
+ * small. */
+HM_API int hm_match(const char *q, const char *ns, char *out, int outlen) {
+  if (!out || outlen < 1) return -1;
+  out[0] = 0;
+  char terms[HM_MAX_QUERY_TERMS][HM_MAX_WORD + 1];
+  int nterms = 0;
+  hm_scanner sc = {(const unsigned char *)(q ? q : ""), q ? (int)strlen(q) : 0, 0};
+  char w[HM_MAX_WORD + 1];
+  while (nterms < HM_MAX_QUERY_TERMS && hm_next_word(&sc, w, NULL) > 0) {
+    if (hm_is_stop_word(w)) continue;
+    /* keep only the part before an apostrophe ("lisbon's" -> "lisbon") */
+    char *ap = strchr(w, '\'');
+    if (ap && ap != w) *ap = 0;
+    if (hm_is_stop_word(w)) continue;
+    int dup = 0;
+    for (int i = 0; i < nterms; i++)
+      if (strcmp(terms[i], w) == 0) dup = 1;
+    if (!dup) strcpy(terms[nterms++], w);
+  }
+  if (nterms == 0) return 0;
+  int used = 0;
+#define HM_PUT(str)                                          \
+  do {                                                       \
+    size_t L_ = strlen(str);                                 \
+    if (used + (int)L_ + 1 > outlen) return -1;              \
+    memcpy(out + used, str, L_);                             \
+    used += (int)L_;                                         \
+    out[used] = 0;                                           \
+  } while (0)
+  if (ns) {
+    char tag[19];
+    hm_ns_tag(ns, tag);
+    HM_PUT("nstag : \"");
+    HM_PUT(tag);
+    HM_PUT("\" AND (");
+  }
+  for (int i = 0; i < nterms; i++) {
+    if (i) HM_PUT(" OR ");
+    HM_PUT("\"");
+    HM_PUT(terms[i]); /* words never hold a double quote */
+    HM_PUT("\"");
+  }
+  if (ns) HM_PUT(")");
+#undef HM_PUT
+  return nterms;
+}
+
+#pragma endregion
+
+#pragma region link sets
+
+/*
+ * A link set is the learned state one recall needs, flattened into a blob:
+ *   "HML1" | u32 count | count x { u64 feature hash, f64 alpha, f64 beta }
+ * sorted by hash.  alpha/beta are evidence counts without the prior: the
+ * namespace's own counts plus the other namespaces' counts scaled down to at
+ * most `pseudocount` observations.  Missing features have no evidence.
+ */
+typedef struct {
+  u64 h;
+  double a, b;
+} hm_link;
+
+#define HM_LINKS_MAGIC "HML1"
+#define HM_LINKS_HEADER 8
+
+static int hm_link_cmp(const void *x, const void *y) {
+  u64 a = ((const hm_link *)x)->h, b = ((const hm_link *)y)->h;
+  return a < b ? -1 : a > b;
+}
+
+/* Check a link-set blob; returns the number of links or -1 if malformed. */
+static i64 hm_links_count(const unsigned char *blob, i64 n) {
+  if (n == 0) return 0; /* an empty blob is an empty set */
+  if (!blob || n < HM_LINKS_HEADER || memcmp(blob, HM_LINKS_MAGIC, 4) != 0) return -1;
+  u32 count;
+  memcpy(&count, blob + 4, 4);
+  if ((i64)count * (i64)sizeof(hm_link) != n - HM_LINKS_HEADER) return -1;
+  return count;
+}
+
+/* Evidence (alpha, beta) for one feature name; 0/0 when absent. */
+static void hm_links_get(const unsigned char *blob, i64 count, const char *name, int len,
+                         double *a, double *b) {
+  *a = *b = 0;
+  u64 h = hm_fnv64(name, (size_t)len);
+  i64 lo = 0, hi = count - 1;
+  while (lo <= hi) {
+    i64 mid = lo + (hi - lo) / 2;
+    hm_link l;
+    memcpy(&l, blob + HM_LINKS_HEADER + mid * (i64)sizeof(hm_link), sizeof l);
+    if (l.h == h) { *a = l.a; *b = l.b; return; }
+    if (l.h < h) lo = mid + 1; else hi = mid - 1;
+  }
+}
+
+/* A namespace's view of one link's evidence: its own counts plus the other
+ * namespaces' counts (pooled minus own), scaled to at most `pseudocount`
+ * observations. */
+HM_API void hm_link_view(double own_a, double own_b, double pool_a, double pool_b,
+                         double pseudocount, double *a, double *b) {
+  double oa = pool_a - own_a, ob = pool_b - own_b;
+  if (!(oa > 0)) oa = 0;
+  if (!(ob > 0)) ob = 0;
+  double n = oa + ob, scale = 1.0;
+  if (n > 0 && pseudocount < n) scale = pseudocount / n;
+  *a = own_a + scale * oa;
+  *b = own_b + scale * ob;
+}
+
+#pragma endregion
+
+#pragma region scoring
+
+typedef struct {
+  double w_relevance, w_recency, w_importance, w_usefulness;
+  double half_life_days, recency_floor, superseded_factor;
+  double prior_alpha, prior_beta;
+} hm_config;
+
+typedef struct {
+  double relevance, recency, importance, usefulness, rules, score;
+} hm_factors;
+
+HM_API void hm_config_default(hm_config *c) {
+  c->w_relevance = c->w_recency = c->w_importance = c->w_usefulness = 1.0;
+  c->half_life_days = 30.0;
+  c->recency_floor = 0.5;
+  c->superseded_factor = 0.1;
+  c->prior_alpha = 0.1;
+  c->prior_beta = 9.9;
+}
+
+static int hm_config_check(const hm_config *c, char *err, int errlen) {
+  const double ws[4] = {c->w_relevance, c->w_recency, c->w_importance, c->w_usefulness};
+  const char *wn[4] = {"w_relevance", "w_recency", "w_importance", "w_usefulness"};
+  for (int i = 0; i < 4; i++)
+    if (!isfinite(ws[i]) || ws[i] < 0 || ws[i] > 100) {
+      hm_seterr(err, errlen, "%s must be a number from 0 to 100", wn[i]);
+      return HM_ERROR;
+    }
+  if (!isfinite(c->half_life_days) || c->half_life_days <= 0) {
+    hm_seterr(err, errlen, "half_life_days must be a positive number%s", "");
+    return HM_ERROR;
+  }
+  if (!(c->recency_floor >= 0 && c->recency_floor <= 1)) {
+    hm_seterr(err, errlen, "recency_floor must be between 0 and 1%s", "");
+    return HM_ERROR;
+  }
+  if (!(c->superseded_factor >= 0 && c->superseded_factor <= 1)) {
+    hm_seterr(err, errlen, "superseded_factor must be between 0 and 1%s", "");
+    return HM_ERROR;
+  }
+  if (!(isfinite(c->prior_alpha) && c->prior_alpha > 0 && isfinite(c->prior_beta) &&
+        c->prior_beta > 0)) {
+    hm_seterr(err, errlen, "prior_alpha and prior_beta must be positive numbers%s", "");
+    return HM_ERROR;
+  }
+  return HM_OK;
+}
+
+/* Parse "w_recency=0 half_life_days=14" (spaces or commas between pairs)
+ * over the defaults. */
+HM_API int hm_config_parse(const char *text, hm_config *c, char *err, int errlen) {
+  hm_config_default(c);
+  const char *p = text ? text : "";
+  while (*p) {
+    while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n') p++;
+    if (!*p) break;
+    const char *k = p;
+    while (*p && *p != '=' && *p != ' ' && *p != ',') p++;
+    int klen = (int)(p - k);
+    char key[40];
+    snprintf(key, sizeof key, "%.*s", klen < 39 ? klen : 39, k);
+    if (*p != '=') {
+      hm_seterr(err, errlen, "expected key=value in the config, got '%s'", key);
+      return HM_ERROR;
+    }
+    p++;
+    char *end;
+    double v = strtod(p, &end);
+    if (end == p || (*end && *end != ' ' && *end != ',' && *end != '\t' && *end != '\n')) {
+      hm_seterr(err, errlen, "config value of '%s' is not a number", key);
+      return HM_ERROR;
+    }
+    p = end;
+    double *slot = NULL;
+    if (!strcmp(key, "w_relevance")) slot = &c->w_relevance;
+    else if (!strcmp(key, "w_recency")) slot = &c->w_recency;
+    else if (!strcmp(key, "w_importance")) slot = &c->w_importance;
+    else if (!strcmp(key, "w_usefulness")) slot = &c->w_usefulness;
+    else if (!strcmp(key, "half_life_days")) slot = &c->half_life_days;
+    else if (!strcmp(key, "recency_floor")) slot = &c->recency_floor;
+    else if (!strcmp(key, "superseded_factor")) slot = &c->superseded_factor;
+    else if (!strcmp(key, "prior_alpha")) slot = &c->prior_alpha;
+    else if (!strcmp(key, "prior_beta")) slot = &c->prior_beta;
+    if (!slot) {
+      hm_seterr(err, errlen, "unknown config key '%s'", key);
+      return HM_ERROR;
+    }
+    *slot = v;
+  }
+  return hm_config_check(c, err, errlen);
+}
+
+HM_API double hm_recency(double age_days, double half_life_days, double floor) {
+  if (!(age_days > 0)) age_days = 0;
+  return floor + (1.0 - floor) * pow(0.5, age_days / half_life_days);
+}
+
+/* 1 - prod(1 - s_i) */
+HM_API double hm_noisy_or(const double *s, int n) {
+  double keep = 1.0;
+  for (int i = 0; i < n; i++) keep *= 1.0 - s[i];
+  return 1.0 - keep;
+}
+
+/* Strengths of the active features (space-separated names) under a link set.
+ * Writes up to max strengths (and the evidence n = alpha + beta if ns != NULL);
+ * returns the count or -1. */
+static int hm_strengths(const char *active, const unsigned char *links, i64 count,
+                        const hm_config *c, double *s, double *ns, int max) {
+  int k = 0;
+  const char *p = active;
+  while (*p) {
+    while (*p == ' ') p++;
+    const char *e = p;
+    while (*e && *e != ' ') e++;
+    if (e > p) {
+      if (k >= max) return -1;
+      double a, b;
+      hm_links_get(links, count, p, (int)(e - p), &a, &b);
+      s[k] = (c->prior_alpha + a) / (c->prior_alpha + c->prior_beta + a + b);
+      if (ns) ns[k] = a + b;
+      k++;
+    }
+    p = e;
+  }
+  return k;
+}
+
+typedef struct {
+  double relevance;   /* BM25 normalised over the candidates, best = 1 */
+  double age_days;    /* since last use (or creation) */
+  double importance;
+  int superseded;
+  const char *features; /* shape features, space-separated */
+} hm_input;
+
+static int hm_score_one(const hm_input *in, const char *qtype, const unsigned char *links,
+                        i64 nlinks, const hm_config *c, hm_factors *f, char *active,
+                        int activelen, double *s, int *ns, char *err, int errlen) {
+  if (!isfinite(in->relevance) || in->relevance < 0) {
+    hm_seterr(err, errlen, "relevance must be a finite number >= 0%s", "");
+    return HM_ERROR;
+  }
+  if (isnan(in->age_days)) {
+    hm_seterr(err, errlen, "age_days must be a number%s", "");
+    return HM_ERROR;
+  }
+  if (!isfinite(in->importance) || in->importance <= 0) {
+    hm_seterr(err, errlen, "importance must be a positive number%s", "");
+    return HM_ERROR;
+  }
+  int rc = hm_active(in->features, qtype, active, activelen, err, errlen);
+  if (rc == HM_TOOBIG) {
+    hm_seterr(err, errlen, "too many features%s", "");
+    return HM_ERROR;
+  }
+  if (rc) return rc;
+  int k = hm_strengths(active, links, nlinks, c, s, NULL, 2 * HM_MAX_FEATURES);
+  if (k < 0) {
+    hm_seterr(err, errlen, "too many features%s", "");
+    return HM_ERROR;
+  }
+  *ns = k;
+  f->relevance = in->relevance;
+  f->recency = hm_recency(in->age_days, c->half_life_days, c->recency_floor);
+  f->importance = in->importance;
+  f->usefulness = hm_noisy_or(s, k);
+  f->rules = in->superseded ? c->superseded_factor : 1.0;
+  f->score = pow(f->relevance, c->w_relevance) * pow(f->recency, c->w_recency) *
+             pow(f->importance, c->w_importance) * pow(f->usefulness, c->w_usefulness) *
+             f->rules;
+  return HM_OK;
+}
+
+#define HM_ACTIVE_LEN (2 * HM_MAX_FEATURES * (2 * HM_MAX_WORD + 16))
+
+/* Score n candidates.  out receives n x 6 doubles: relevance, recency,
+ * importance, usefulness, rules, score.  Returns HM_OK, or HM_ERROR with the
+ * failing row's index in *bad and a message in err. */
+HM_API int hm_score_batch(int n, const double *relevance, const double *age_days,
+                          const double *importance, const int *superseded,
+                          const char *const *features, const char *qtype,
+                          const unsigned char *links, i64 linkslen, const hm_config *c,
+                          double *out, int *bad, char *err, int errlen) {
+  static __thread char active[HM_ACTIVE_LEN];
+  double s[2 * HM_MAX_FEATURES];
+  if (bad) *bad = -1;
+  i64 count = hm_links_count(links, linkslen);
+  if (count < 0) {
+    hm_seterr(err, errlen, "links is not a link set made by heap_links()%s", "");
+    return HM_ERROR;
+  }
+  if (hm_config_check(c, err, errlen)) return HM_ERROR;
+  for (int i = 0; i < n; i++) {
+    hm_input in = {relevance[i], age_days[i], importance[i], superseded[i], features[i]};
+    hm_factors f;
+    int k;
+    if (hm_score_one(&in, qtype, links, count, c, &f, active, sizeof active, s, &k, err,
+                     errlen)) {
+      if (bad) *bad = i;
+      return HM_ERROR;
+    }
+    double *o = out + 6 * (i64)i;
+    o[0] = f.relevance; o[1] = f.recency; o[2] = f.importance;
+    o[3] = f.usefulness; o[4] = f.rules; o[5] = f.score;
+  }
+  return HM_OK;
+}
+
+/* One line saying why a memory got its score, e.g.
+ * "score 0.412 = rel 1.00 x recency 0.81 (age 20.0d) x importance 1.00 x
+ *  useful 0.51 [when/date=0.42 kind:fact=0.05 +6]". */
+HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char *links,
+                      i64 linkslen, const hm_config *c, char *out, int outlen, char *err,
+                      int errlen) {
+  static __thread char active[HM_ACTIVE_LEN];
+  double s[2 * HM_MAX_FEATURES];
+  if (!out || outlen < 1) return HM_TOOBIG;
+  out[0] = 0;
+  i64 count = hm_links_count(links, linkslen);
+  if (count < 0) {
+    hm_seterr(err, errlen, "links is not a link set made by heap_links()%s", "");
+    return HM_ERROR;
+  }
+  if (hm_config_check(c, err, errlen)) return HM_ERROR;
+  hm_factors f;
+  int k;
+  if (hm_score_one(in, qtype, links, count, c, &f, active, sizeof active, s, &k, err, errlen))
+    return HM_ERROR;
+  char buf[1024];
+  int u = 0;
+#define HM_CAT(...) \
+  do { if (u < (int)sizeof buf) u += snprintf(buf + u, sizeof buf - (size_t)u, __VA_ARGS__); } while (0)
+  HM_CAT("score %.3f = ", f.score);
+  if (c->w_relevance > 0) HM_CAT("rel %.2f", f.relevance); else HM_CAT("rel off");
+  if (c->w_recency > 0) HM_CAT(" x recency %.2f (age %.1fd)", f.recency,
+                               in->age_days > 0 ? in->age_days : 0.0);
+  else HM_CAT(" x recency off");
+  if (c->w_importance > 0) HM_CAT(" x importance %.2f", f.importance);
+  else HM_CAT(" x importance off");
+  if (c->w_usefulness > 0) {
+    HM_CAT(" x useful %.2f [", f.usefulness);
+    /* the three strongest features, then how many more */
+    int shown[3] = {-1, -1, -1};
+    for (int j = 0; j < 3; j++) {
+      int best = -1;
+      for (int i = 0; i < k; i++) {
+        if (i == shown[0] || i == shown[1]) continue;
+        if (best < 0 || s[i] > s[best]) best = i;
+      }
+      shown[j] = best;
+    }
+    /* names: walk the active list once */
+    const char *p = active;
+    int idx = 0, printed = 0;
+    for (int j = 0; j < 3; j++) {
+      if (shown[j] < 0) break;
+      p = active; idx = 0;
+      while (*p) {
+        while (*p == ' ') p++;
+        const char *e = p;
+        while (*e && *e != ' ') e++;
+        if (e > p) {
+          if (idx == shown[j]) {
+            HM_CAT("%s%.*s=%.2f", printed ? " " : "", (int)(e - p), p, s[idx]);
+            printed++;
+            break;
+          }
+          idx++;
+        }
+        p = e;
+      }
+    }
+    if (k > printed) HM_CAT(" +%d", k - printed);
+    HM_CAT("]");
+  } else {
+    HM_CAT(" x useful off");
+  }
+  if (in->superseded) HM_CAT(" x superseded %.2f", f.rules);
+#undef HM_CAT
+  if (u >= outlen) u = outlen - 1;
+  memcpy(out, buf, (size_t)u);
+  out[u] = 0;
+  return HM_OK;
+}
+
+#pragma endregion
+
+#pragma region feedback credit
+
+/* What one judged memory teaches.  For a used memory each active feature f
+ * gets success r_f = s_f / U and failure 1 - r_f, U = the noisy-OR of the
+ * strengths (credit in proportion to current strength); for an ignored
+ * memory each feature gets one failure.  names receives the active feature
+ * names, space-separated; d_alpha/d_beta one entry each.  Returns the number
+ * of features, or -1 with a message in err. */
+HM_API int hm_credit(const char *features, const char *qtype, int used,
+                     const unsigned char *links, i64 linkslen, const hm_config *c,
+                     char *names, int nameslen, double *d_alpha, double *d_beta, int max,
+                     char *err, int errlen) {
+  double s[2 * HM_MAX_FEATURES];
+  i64 count = hm_links_count(links, linkslen);
+  if (count < 0) {
+    hm_seterr(err, errlen, "links is not a link set made by heap_links()%s", "");
+    return -1;
+  }
+  if (hm_config_check(c, err, errlen)) return -1;
+  int rc = hm_active(features, qtype, names, nameslen, err, errlen);
+  if (rc == HM_TOOBIG) hm_seterr(err, errlen, "too many features%s", "");
+  if (rc) return -1;
+  int k = hm_strengths(names, links, count, c, s, NULL, 2 * HM_MAX_FEATURES);
+  if (k < 0 || k > max) {
+    hm_seterr(err, errlen, "too many features%s", "");
+    return -1;
+  }
+  double U = hm_noisy_or(s, k);
+  for (int i = 0; i < k; i++) {
+    if (used) {
+      double r = U > 0 ? s[i] / U : 1.0 / k;
+      if (r > 1) r = 1;
+      d_alpha[i] = r;
+      d_beta[i] = 1.0 - r;
+    } else {
+      d_alpha[i] = 0;
+      d_beta[i] = 1;
+    }
+  }
+  return k;
+}
+
+#pragma endregion
+
+#pragma region SQL functions
+
+#define HM_TEXT_ARG(ctx, argv, i, fname, what, out)                                     \
+  do {                                                                                  \
+    if (sqlite3_value_type(argv[i]) != SQLITE_TEXT) {                                   \
+      sqlite3_result_error(ctx, fname ": " what " must be text", -1);                    \
+      goto cleanup;                                                                     \
+    }                                                                                   \
+    out = (const char *)sqlite3_value_text(argv[i]);                                    \
+    if (!out) { sqlite3_result_error_nomem(ctx); goto cleanup; }                        \
+  } while (0)
+
+static int hm_is_number(sqlite3_value *v) {
+  int t = sqlite3_value_type(v);
+  return t == SQLITE_INTEGER || t == SQLITE_FLOAT;
+}
+
+static void hm_result_err(sqlite3_context *ctx, const char *fname, const char *msg) {
+  char *m = sqlite3_mprintf("%s: %s", fname, msg);
+  if (!m) { sqlite3_result_error_nomem(ctx); return; }
+  sqlite3_result_error(ctx, m, -1);
+  sqlite3_free(m);
+}
+
+static void heap_version(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc; (void)argv;
+  sqlite3_result_text(ctx, "v" HEAPMEM_VERSION, -1, SQLITE_STATIC);
+}
+
+/* heap_qtype(question) -> 'when' | 'who' | ... | 'other' */
+static void heap_qtype(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *q = NULL;
+  (void)argc;
+  HM_TEXT_ARG(ctx, argv, 0, "heap_qtype", "the question", q);
+  sqlite3_result_text(ctx, hm_qtype(q), -1, SQLITE_STATIC);
+cleanup:;
+}
+
+/* heap_features(text, kind, source) -> 'kind:fact src:person len:m date ...' */
+static void heap_features(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *text = NULL, *kind = NULL, *source = NULL;
+  char out[1024];
+  (void)argc;
+  HM_TEXT_ARG(ctx, argv, 0, "heap_features", "text", text);
+  HM_TEXT_ARG(ctx, argv, 1, "heap_features", "kind", kind);
+  if (sqlite3_value_type(argv[2]) != SQLITE_NULL)
+    HM_TEXT_ARG(ctx, argv, 2, "heap_features", "source (or NULL)", source);
+  if (hm_features(text, kind, source, out, sizeof out) != HM_OK) {
+    hm_result_err(ctx, "heap_features", "too many features");
+    goto cleanup;
+  }
+  sqlite3_result_text(ctx, out, -1, SQLITE_TRANSIENT);
+cleanup:;
+}
+
+/* heap_match(question [, namespace]) -> FTS5 MATCH expression, NULL if the
+ * question has no searchable term */
+static void heap_match(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *q = NULL, *ns = NULL;
+  char out[HM_MAX_QUERY_TERMS * (HM_MAX_WORD + 8) + 64];
+  HM_TEXT_ARG(ctx, argv, 0, "heap_match", "the question", q);
+  if (argc > 1) HM_TEXT_ARG(ctx, argv, 1, "heap_match", "the namespace", ns);
+  int n = hm_match(q, ns, out, sizeof out);
+  if (n < 0) { hm_result_err(ctx, "heap_match", "query too long"); goto cleanup; }
+  if (n == 0) sqlite3_result_null(ctx);
+  else sqlite3_result_text(ctx, out, -1, SQLITE_TRANSIENT);
+cleanup:;
+}
+
+/* heap_ns_tag(namespace) -> the FTS5 token that tags the namespace */
+static void heap_ns_tag(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *ns = NULL;
+  char tag[19];
+  (void)argc;
+  HM_TEXT_ARG(ctx, argv, 0, "heap_ns_tag", "the namespace", ns);
+  hm_ns_tag(ns, tag);
+  sqlite3_result_text(ctx, tag, -1, SQLITE_TRANSIENT);
+cleanup:;
+}
+
+/* heap_active(features, qtype) -> the features crossed with the question type */
+static void heap_active(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *features = NULL, *qt = NULL;
+  char out[HM_ACTIVE_LEN], err[200] = "";
+  (void)argc;
+  HM_TEXT_ARG(ctx, argv, 0, "heap_active", "features", features);
+  HM_TEXT_ARG(ctx, argv, 1, "heap_active", "the question type", qt);
+  if (hm_active(features, qt, out, sizeof out, err, sizeof err) != HM_OK) {
+    hm_result_err(ctx, "heap_active", err[0] ? err : "too many features");
+    goto cleanup;
+  }
+  sqlite3_result_text(ctx, out, -1, SQLITE_TRANSIENT);
+cleanup:;
+}
+
+/* heap_links(feature, own_alpha, own_beta, pooled_alpha, pooled_beta
+ *            [, pseudocount]) aggregate -> link-set blob */
+typedef struct {
+  hm_link *v;
+  i64 n, cap;
+  int failed;
+} hm_links_acc;
+
+static void heap_links_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  hm_links_acc *acc = sqlite3_aggregate_context(ctx, sizeof(hm_links_acc));
+  const char *name = NULL;
+  if (!acc) { sqlite3_result_error_nomem(ctx); return; }
+  if (acc->failed) return;
+  HM_TEXT_ARG(ctx, argv, 0, "heap_links", "the feature", name);
+  double x[5];
+  x[4] = 20.0;
+  for (int i = 1; i < argc; i++) {
+    if (!hm_is_number(argv[i])) {
+      hm_result_err(ctx, "heap_links", "counts and pseudocount must be numbers");
+      goto cleanup;
+    }
+    x[i - 1] = sqlite3_value_double(argv[i]);
+    if (!isfinite(x[i - 1]) || x[i - 1] < 0) {
+      hm_result_err(ctx, "heap_links", "counts and pseudocount must be finite and >= 0");
+      goto cleanup;
+    }
+  }
+  if (acc->n == acc->cap) {
+    i64 cap = acc->cap ? acc->cap * 2 : 64;
+    hm_link *v = sqlite3_realloc64(acc->v, (sqlite3_uint64)cap * sizeof(hm_link));
+    if (!v) { sqlite3_result_error_nomem(ctx); goto cleanup; }
+    acc->v = v;
+    acc->cap = cap;
+  }
+  hm_link *l = &acc->v[acc->n++];
+  l->h = hm_fnv64(name, strlen(name));
+  hm_link_view(x[0], x[1], x[2], x[3], x[4], &l->a, &l->b);
+  return;
+cleanup:
+  acc->failed = 1;
+}
+
+static void heap_links_final(sqlite3_context *ctx) {
+  hm_links_acc *acc = sqlite3_aggregate_context(ctx, 0);
+  unsigned char *blob = NULL;
+  if (acc && acc->failed) goto cleanup;
+  i64 n = acc ? acc->n : 0;
+  if (n > 0) qsort(acc->v, (size_t)n, sizeof(hm_link), hm_link_cmp);
+  /* a feature listed twice keeps its last row: fold duplicates */
+  i64 m = 0;
+  for (i64 i = 0; i < n; i++) {
+    if (m > 0 && acc->v[m - 1].h == acc->v[i].h) acc->v[m - 1] = acc->v[i];
+    else acc->v[m++] = acc->v[i];
+  }
+  i64 size = HM_LINKS_HEADER + m * (i64)sizeof(hm_link);
+  blob = sqlite3_malloc64((sqlite3_uint64)size);
+  if (!blob) { sqlite3_result_error_nomem(ctx); goto cleanup; }
+  memcpy(blob, HM_LINKS_MAGIC, 4);
+  u32 count = (u32)m;
+  memcpy(blob + 4, &count, 4);
+  if (m > 0) memcpy(blob + HM_LINKS_HEADER, acc->v, (size_t)m * sizeof(hm_link));
+  sqlite3_result_blob64(ctx, blob, (sqlite3_uint64)size, sqlite3_free);
+  blob = NULL;
+cleanup:
+  if (acc) sqlite3_free(acc->v);
+  sqlite3_free(blob);
+}
+
+/* Shared argument handling of heap_score and heap_explain:
+ * (relevance, age_days, importance, superseded, features, qtype, links [, config]) */
+static int hm_sql_score_args(sqlite3_context *ctx, int argc, sqlite3_value **argv,
+                             const char *fname, hm_input *in, const char **qt,
+                             const unsigned char **links, i64 *linkslen, hm_config *c) {
+  char err[200] = "";
+  const char *names[4] = {"relevance", "age_days", "importance", "superseded"};
+  for (int i = 0; i < 4; i++)
+    if (!hm_is_number(argv[i])) {
+      char *m = sqlite3_mprintf("%s: %s must be a number", fname, names[i]);
+      if (!m) { sqlite3_result_error_nomem(ctx); return HM_ERROR; }
+      sqlite3_result_error(ctx, m, -1);
+      sqlite3_free(m);
+      return HM_ERROR;
+    }
+  in->relevance = sqlite3_value_double(argv[0]);
+  in->age_days = sqlite3_value_double(argv[1]);
+  in->importance = sqlite3_value_double(argv[2]);
+  in->superseded = sqlite3_value_int64(argv[3]) != 0;
+  if (sqlite3_value_type(argv[4]) != SQLITE_TEXT) {
+    hm_result_err(ctx, fname, "features must be text");
+    return HM_ERROR;
+  }
+  in->features = (const char *)sqlite3_value_text(argv[4]);
+  if (sqlite3_value_type(argv[5]) != SQLITE_TEXT) {
+    hm_result_err(ctx, fname, "the question type must be text");
+    return HM_ERROR;
+  }
+  *qt = (const char *)sqlite3_value_text(argv[5]);
+  if (!in->features || !*qt) { sqlite3_result_error_nomem(ctx); return HM_ERROR; }
+  if (!hm_qtype_valid(*qt)) {
+    char *m = sqlite3_mprintf("%s: unknown question type '%s'", fname, *qt);
+    if (!m) { sqlite3_result_error_nomem(ctx); return HM_ERROR; }
+    sqlite3_result_error(ctx, m, -1);
+    sqlite3_free(m);
+    return HM_ERROR;
+  }
+  int lt = sqlite3_value_type(argv[6]);
+  if (lt == SQLITE_NULL) {
+    *links = NULL;
+    *linkslen = 0;
+  } else if (lt == SQLITE_BLOB) {
+    *links = sqlite3_value_blob(argv[6]);
+    *linkslen = sqlite3_value_bytes(argv[6]);
+    if (hm_links_count(*links, *linkslen) < 0) {
+      hm_result_err(ctx, fname, "links must be a link set made by heap_links() or NULL");
+      return HM_ERROR;
+    }
+  } else {
+    hm_result_err(ctx, fname, "links must be a link set made by heap_links() or NULL");
+    return HM_ERROR;
+  }
+  const char *cfg = "";
+  if (argc > 7 && sqlite3_value_type(argv[7]) != SQLITE_NULL) {
+    if (sqlite3_value_type(argv[7]) != SQLITE_TEXT) {
+      hm_result_err(ctx, fname, "config must be text like 'w_recency=0 half_life_days=14'");
+      return HM_ERROR;
+    }
+    cfg = (const char *)sqlite3_value_text(argv[7]);
+    if (!cfg) { sqlite3_result_error_nomem(ctx); return HM_ERROR; }
+  }
+  /* the config text is usually a constant: parse it once per statement */
+  hm_config *cached = argc > 7 ? sqlite3_get_auxdata(ctx, 7) : NULL;
+  if (cached) {
+    *c = *cached;
+  } else {
+    if (hm_config_parse(cfg, c, err, sizeof err) != HM_OK) {
+      hm_result_err(ctx, fname, err);
+      return HM_ERROR;
+    }
+    if (argc > 7) {
+      hm_config *keep = sqlite3_malloc(sizeof *keep);
+      if (keep) {
+        *keep = *c;
+        sqlite3_set_auxdata(ctx, 7, keep, sqlite3_free);
+      }
+    }
+  }
+  return HM_OK;
+}
+
+/* heap_score(relevance, age_days, importance, superseded, features, qtype,
+ *            links [, config]) -> the score */
+static void heap_score(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  hm_input in;
+  const char *qt;
+  const unsigned char *links;
+  i64 linkslen;
+  hm_config c;
+  char err[200] = "";
+  double out[6];
+  int bad;
+  if (hm_sql_score_args(ctx, argc, argv, "heap_score", &in, &qt, &links, &linkslen, &c))
+    return;
+  int sup = in.superseded;
+  if (hm_score_batch(1, &in.relevance, &in.age_days, &in.importance, &sup, &in.features, qt,
+                     links, linkslen, &c, out, &bad, err, sizeof err) != HM_OK) {
+    hm_result_err(ctx, "heap_score", err);
+    return;
+  }
+  sqlite3_result_double(ctx, out[5]);
+}
+
+/* heap_explain(same arguments as heap_score) -> one line of text */
+static void heap_explain(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  hm_input in;
+  const char *qt;
+  const unsigned char *links;
+  i64 linkslen;
+  hm_config c;
+  char err[200] = "", out[1024];
+  if (hm_sql_score_args(ctx, argc, argv, "heap_explain", &in, &qt, &links, &linkslen, &c))
+    return;
+  if (hm_explain(&in, qt, links, linkslen, &c, out, sizeof out, err, sizeof err) != HM_OK) {
+    hm_result_err(ctx, "heap_explain", err);
+    return;
+  }
+  sqlite3_result_text(ctx, out, -1, SQLITE_TRANSIENT);
+}
+
+/* heap_recency(age_days [, half_life_days, floor]) */
+static void heap_recency(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  double x[3] = {0, 30.0, 0.5};
+  for (int i = 0; i < argc; i++) {
+    if (!hm_is_number(argv[i])) {
+      hm_result_err(ctx, "heap_recency", "arguments must be numbers");
+      return;
+    }
+    x[i] = sqlite3_value_double(argv[i]);
+  }
+  if (isnan(x[0]) || !isfinite(x[1]) || x[1] <= 0 || !(x[2] >= 0 && x[2] <= 1)) {
+    hm_result_err(ctx, "heap_recency",
+                  "age_days must be a number, half_life_days positive, floor in [0, 1]");
+    return;
+  }
+  sqlite3_result_double(ctx, hm_recency(x[0], x[1], x[2]));
+}
+
+static const struct {
+  const char *name;
+  int nargs;
+  int flags;
+  void (*func)(sqlite3_context *, int, sqlite3_value **);
+  void (*step)(sqlite3_context *, int, sqlite3_value **);
+  void (*final)(sqlite3_context *);
+} hm_functions[] = {
+#define HM_PURE (SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS)
+    {"heap_version", 0, HM_PURE, heap_version, NULL, NULL},
+    {"heap_qtype", 1, HM_PURE, heap_qtype, NULL, NULL},
+    {"heap_features", 3, HM_PURE, heap_features, NULL, NULL},
+    {"heap_match", 1, HM_PURE, heap_match, NULL, NULL},
+    {"heap_match", 2, HM_PURE, heap_match, NULL, NULL},
+    {"heap_ns_tag", 1, HM_PURE, heap_ns_tag, NULL, NULL},
+    {"heap_active", 2, HM_PURE, heap_active, NULL, NULL},
+    {"heap_recency", 1, HM_PURE, heap_recency, NULL, NULL},
+    {"heap_recency", 3, HM_PURE, heap_recency, NULL, NULL},
+    {"heap_score", 7, HM_PURE, heap_score, NULL, NULL},
+    {"heap_score", 8, HM_PURE, heap_score, NULL, NULL},
+    {"heap_explain", 7, HM_PURE, heap_explain, NULL, NULL},
+    {"heap_explain", 8, HM_PURE, heap_explain, NULL, NULL},
+    {"heap_links", 5, HM_PURE, NULL, heap_links_step, heap_links_final},
+    {"heap_links", 6, HM_PURE, NULL, heap_links_step, heap_links_final},
+#undef HM_PURE
+};
+
+#ifdef _WIN32
+__declspec(dllexport)
+#endif
+HM_API int sqlite3_heapmem_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi) {
+  SQLITE_EXTENSION_INIT2(pApi);
+  int rc = SQLITE_OK;
+  for (size_t i = 0; i < sizeof(hm_functions) / sizeof(hm_functions[0]); i++) {
+    rc = sqlite3_create_function_v2(db, hm_functions[i].name, hm_functions[i].nargs,
+                                    hm_functions[i].flags, NULL, hm_functions[i].func,
+                                    hm_functions[i].step, hm_functions[i].final, NULL);
+    if (rc != SQLITE_OK) {
+      if (pzErrMsg)
+        *pzErrMsg = sqlite3_mprintf("heapmem: could not register %s", hm_functions[i].name);
+      break;
+    }
+  }
+  return rc;
+}
+
+#pragma endregion

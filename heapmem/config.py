@@ -1,0 +1,93 @@
+"""ScoringConfig: the weights and constants of heapmem's ranking."""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Mapping
+
+from . import _native
+
+#: Importance a memory gets from its kind when none is given.
+KIND_IMPORTANCE: dict[str, float] = {
+    "instruction": 1.5,
+    "preference": 1.3,
+    "summary": 1.2,
+    "fact": 1.0,
+    "note": 1.0,
+    "episode": 0.8,
+    "tool_result": 0.6,
+}
+#: Importance must lie in (0, MAX_IMPORTANCE].
+MAX_IMPORTANCE = 10.0
+
+# The fields the C core reads, in the order of its config string.
+_C_FIELDS = ("w_relevance", "w_recency", "w_importance", "w_usefulness", "half_life_days",
+             "recency_floor", "superseded_factor", "prior_alpha", "prior_beta")
+
+
+@dataclass(frozen=True)
+class ScoringConfig:
+    """How recall scores a candidate:
+
+    score = relevance^w_relevance x recency^w_recency x importance^w_importance
+            x usefulness^w_usefulness x rules
+
+    A weight of 0 switches its factor off.  recency = recency_floor +
+    (1 - recency_floor) * 0.5^(age / half_life_days), age since the memory was
+    last used (or created).  usefulness is the noisy-OR of the memory's learned
+    link strengths, each link a Beta(prior_alpha + successes, prior_beta +
+    failures) posterior; a namespace borrows the other namespaces' evidence,
+    scaled down to at most pooled_pseudocount observations.  rules multiply a
+    memory superseded by a newer one with the same key by superseded_factor.
+    candidates is how many BM25 candidates are re-ranked.
+
+    Invalid values raise ValueError when the config is made.
+    """
+
+    w_relevance: float = 1.0
+    w_recency: float = 1.0
+    w_importance: float = 1.0
+    w_usefulness: float = 1.0
+    half_life_days: float = 30.0
+    recency_floor: float = 0.5
+    superseded_factor: float = 0.1
+    candidates: int = 50
+    prior_alpha: float = 0.1
+    prior_beta: float = 9.9
+    pooled_pseudocount: float = 20.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise TypeError(f"ScoringConfig.{f.name} must be a number, got {type(v).__name__}")
+        if not isinstance(self.candidates, int) or not 1 <= self.candidates <= 1000:
+            raise ValueError(f"ScoringConfig.candidates must be an integer from 1 to 1000, "
+                             f"got {self.candidates!r}")
+        if not (math.isfinite(self.pooled_pseudocount) and self.pooled_pseudocount >= 0):
+            raise ValueError("ScoringConfig.pooled_pseudocount must be a finite number >= 0, "
+                             f"got {self.pooled_pseudocount!r}")
+        # one validator: the C core's own parser
+        try:
+            object.__setattr__(self, "_c", _native.config(self.to_sql()))
+        except ValueError as e:
+            raise ValueError(str(e).replace("heapmem: ", "ScoringConfig.")) from None
+
+    def to_sql(self) -> str:
+        """The config as the text heap_score() and heap_explain() take as their
+        last argument, e.g. 'w_relevance=1.0 w_recency=0.0 ...'."""
+        return " ".join(f"{name}={float(getattr(self, name))!r}" for name in _C_FIELDS)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ScoringConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"ScoringConfig: unknown field(s) {sorted(unknown)}")
+        return cls(**dict(d))
+
+    def replace(self, **changes: Any) -> "ScoringConfig":
+        return replace(self, **changes)

@@ -1,0 +1,971 @@
+"""The store: one SQLite file holding memories, their FTS5 index, the recall
+log, feedback events and learned links.  See heapmem.open()."""
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, Union
+
+import apsw
+import numpy as np
+
+from . import _native
+from ._version import __version__
+from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
+from .errors import DuplicateIdError, HeapmemError, NotAStoreError, ReadOnlyError, SchemaVersionError
+
+#: Longest memory text accepted, in UTF-8 bytes.
+MAX_TEXT_BYTES = 1 << 20
+#: Longest id, namespace, kind, source or key, in characters.
+MAX_NAME_CHARS = 256
+#: Most memories one recall may return.
+MAX_K = 1000
+#: The schema version this heapmem writes (PRAGMA user_version).
+SCHEMA_VERSION = 1
+#: The namespace name of the pooled layer of links (reserved).
+POOLED = "*"
+
+Timestamp = Union[int, float, datetime]
+
+_SCHEMA_V1 = """
+CREATE TABLE heapmem_meta(
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+CREATE TABLE memories(
+  seq          INTEGER PRIMARY KEY,   -- the FTS5 rowid
+  id           TEXT NOT NULL UNIQUE,
+  namespace    TEXT NOT NULL,
+  nstag        TEXT NOT NULL,         -- heap_ns_tag(namespace): filters MATCH
+  text         TEXT NOT NULL,
+  kind         TEXT NOT NULL,
+  source       TEXT,
+  key          TEXT,
+  importance   REAL NOT NULL,
+  features     TEXT NOT NULL,         -- heap_features(text, kind, source)
+  created_at   REAL NOT NULL,
+  last_used_at REAL,
+  metadata     TEXT                   -- JSON object or NULL
+);
+CREATE INDEX memories_namespace ON memories(namespace);
+CREATE INDEX memories_key ON memories(namespace, key, created_at) WHERE key IS NOT NULL;
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+  nstag, text, content='memories', content_rowid='seq',
+  tokenize='porter unicode61 remove_diacritics 2'
+);
+INSERT INTO memories_fts(memories_fts, rank) VALUES('rank', 'bm25(0.0, 1.0)');
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+  INSERT INTO memories_fts(rowid, nstag, text) VALUES (new.seq, new.nstag, new.text);
+END;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+  INSERT INTO memories_fts(memories_fts, rowid, nstag, text)
+    VALUES ('delete', old.seq, old.nstag, old.text);
+END;
+CREATE TRIGGER memories_au AFTER UPDATE OF nstag, text ON memories BEGIN
+  INSERT INTO memories_fts(memories_fts, rowid, nstag, text)
+    VALUES ('delete', old.seq, old.nstag, old.text);
+  INSERT INTO memories_fts(rowid, nstag, text) VALUES (new.seq, new.nstag, new.text);
+END;
+CREATE TABLE recalls(
+  id         INTEGER PRIMARY KEY,
+  namespace  TEXT NOT NULL,
+  query      TEXT NOT NULL,
+  qtype      TEXT NOT NULL,
+  created_at REAL NOT NULL,
+  shown      TEXT NOT NULL            -- JSON array of memory ids, in rank order
+);
+CREATE TABLE events(
+  id         INTEGER PRIMARY KEY,
+  recall_id  INTEGER,                 -- NULL once the recall is forgotten
+  position   INTEGER NOT NULL,        -- rank - 1 of the judged memory
+  namespace  TEXT NOT NULL,
+  qtype      TEXT NOT NULL,
+  used       INTEGER NOT NULL,        -- 1 used, 0 ignored
+  deltas     TEXT NOT NULL,           -- JSON [[feature, d_alpha, d_beta], ...]: no text, no ids
+  created_at REAL NOT NULL,
+  UNIQUE(recall_id, position)
+);
+CREATE TABLE links(
+  namespace TEXT NOT NULL,            -- '*' is the pooled layer
+  feature   TEXT NOT NULL,
+  qtype     TEXT NOT NULL,            -- '' for a shape feature, else its question type
+  alpha     REAL NOT NULL,            -- success evidence (the prior is not stored)
+  beta      REAL NOT NULL,            -- failure evidence
+  n         INTEGER NOT NULL,         -- events that touched it
+  PRIMARY KEY(namespace, feature)
+) WITHOUT ROWID;
+CREATE INDEX links_qtype ON links(namespace, qtype);
+"""
+
+# Numbered schema steps: _MIGRATIONS[v] takes a store from version v to v + 1.
+_MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1}
+
+_LINKS_SQL = """
+SELECT heap_links(p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0), p.alpha, p.beta, ?3)
+FROM links AS p LEFT JOIN links AS o ON o.namespace = ?1 AND o.feature = p.feature
+WHERE p.namespace = '*' AND p.qtype IN ('', ?2)
+"""
+
+_CANDIDATES_SQL = """
+SELECT m.seq, m.id, m.text, m.kind, m.source, f.rank, m.importance,
+       coalesce(m.last_used_at, m.created_at),
+       m.key IS NOT NULL AND EXISTS (
+         SELECT 1 FROM memories AS n
+         WHERE n.namespace = m.namespace AND n.key = m.key
+           AND (n.created_at > m.created_at OR (n.created_at = m.created_at AND n.seq > m.seq))),
+       m.features, m.created_at, m.last_used_at, m.metadata, m.key
+FROM (SELECT rowid, rank FROM memories_fts WHERE memories_fts MATCH ?1
+      ORDER BY rank LIMIT ?3) AS f
+JOIN memories AS m ON m.seq = f.rowid
+WHERE m.namespace = ?2
+ORDER BY f.rank, m.seq
+"""
+
+# The whole ranking as one statement, for any SQLite client that loaded the
+# library.  Parameters: ?1 question, ?2 namespace, ?3 now (unix seconds),
+# ?4 k, ?5 candidates, ?6 pooled pseudocount, ?7 config text.
+RECALL_SQL = """
+WITH cand AS (
+  SELECT m.seq, m.id, m.text, m.importance, m.features, f.rank,
+         (?3 - coalesce(m.last_used_at, m.created_at)) / 86400.0 AS age_days,
+         m.key IS NOT NULL AND EXISTS (
+           SELECT 1 FROM memories AS n
+           WHERE n.namespace = m.namespace AND n.key = m.key
+             AND (n.created_at > m.created_at OR (n.created_at = m.created_at AND n.seq > m.seq)))
+           AS superseded
+  FROM (SELECT rowid, rank FROM memories_fts WHERE memories_fts MATCH heap_match(?1, ?2)
+        ORDER BY rank LIMIT ?5) AS f
+  JOIN memories AS m ON m.seq = f.rowid
+  WHERE m.namespace = ?2
+),
+learned AS (
+  SELECT heap_links(p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0), p.alpha, p.beta, ?6)
+           AS links
+  FROM links AS p LEFT JOIN links AS o ON o.namespace = ?2 AND o.feature = p.feature
+  WHERE p.namespace = '*' AND p.qtype IN ('', heap_qtype(?1))
+)
+SELECT id, text,
+       heap_score(rank / min(rank) OVER (), age_days, importance, superseded, features,
+                  heap_qtype(?1), (SELECT links FROM learned), ?7) AS score
+FROM cand
+ORDER BY score DESC, seq
+LIMIT ?4
+"""
+
+
+def _now_from(x: Any, what: str) -> float:
+    if isinstance(x, datetime):
+        if x.tzinfo is None:
+            x = x.replace(tzinfo=timezone.utc)
+        return x.timestamp()
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise TypeError(f"{what} must be unix seconds (int or float) or a datetime, "
+                        f"got {type(x).__name__}")
+    v = float(x)
+    if not math.isfinite(v):
+        raise ValueError(f"{what} must be a finite number of unix seconds, got {x!r}")
+    return v
+
+
+def _check_name(value: Any, what: str, *, optional: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise ValueError(f"{what} must not be empty")
+    if len(value) > MAX_NAME_CHARS:
+        raise ValueError(f"{what} is longer than {MAX_NAME_CHARS} characters")
+    if "\x00" in value:
+        raise ValueError(f"{what} must not contain a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} is not valid Unicode (it holds a lone surrogate)") from None
+    return value
+
+
+def _check_namespace(ns: Any) -> str:
+    ns = _check_name(ns, "namespace")
+    if ns == POOLED:
+        raise ValueError("namespace '*' is reserved for the pooled layer of learned links")
+    return ns  # type: ignore[return-value]
+
+
+def _check_text(text: Any) -> str:
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a string, got {type(text).__name__}")
+    if not text.strip():
+        raise ValueError("text must not be empty or only whitespace")
+    if "\x00" in text:
+        raise ValueError("text must not contain a NUL character")
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValueError("text is not valid Unicode (it holds a lone surrogate)") from None
+    if size > MAX_TEXT_BYTES:
+        raise ValueError(f"text is {size} bytes of UTF-8; the limit is {MAX_TEXT_BYTES} (1 MiB)")
+    return text
+
+
+def _check_ids(ids: Any, what: str) -> list[str]:
+    if isinstance(ids, (str, bytes)):
+        raise TypeError(f"{what} must be a list of ids, not a single string; wrap it: {what}=[id]")
+    try:
+        out = list(ids)
+    except TypeError:
+        raise TypeError(f"{what} must be a list of ids, got {type(ids).__name__}") from None
+    for i in out:
+        if not isinstance(i, str):
+            raise TypeError(f"{what} must hold string ids, got {type(i).__name__}")
+    if len(set(out)) != len(out):
+        raise ValueError(f"{what} lists the same id twice")
+    return out
+
+
+@dataclass(frozen=True)
+class Item:
+    """One stored memory."""
+
+    id: str
+    text: str
+    namespace: str
+    kind: str
+    source: str | None
+    key: str | None
+    importance: float
+    created_at: float
+    last_used_at: float | None
+    metadata: dict | None
+    features: tuple[str, ...]
+
+
+@dataclass
+class Result:
+    """One recalled memory with the factors of its score."""
+
+    rank: int
+    id: str
+    text: str
+    score: float
+    kind: str
+    source: str | None
+    key: str | None
+    relevance: float
+    recency: float
+    importance: float
+    usefulness: float
+    rules: float
+    bm25: float
+    age_days: float
+    superseded: bool
+    features: tuple[str, ...]
+    created_at: float
+    last_used_at: float | None
+    metadata: dict | None
+    _recall: "Recall" = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
+
+    def explain(self) -> str:
+        """One line saying why this memory got its score: each factor, and the
+        strongest learned links behind its usefulness."""
+        r = self._recall
+        return _native.explain(self.relevance, self.age_days, self.importance, self.superseded,
+                               " ".join(self.features), r.qtype, r._links, r.config._c)
+
+
+class Recall(Sequence[Result]):
+    """The ranked results of one recall; indexable and iterable."""
+
+    def __init__(self, query: str, namespace: str, qtype: str, results: list[Result],
+                 recall_id: int | None, config: ScoringConfig, links: bytes):
+        self.query = query
+        self.namespace = namespace
+        self.qtype = qtype
+        self.recall_id = recall_id
+        self.config = config
+        self._links = links
+        self._results = results
+        for r in results:
+            r._recall = self
+
+    @property
+    def ids(self) -> list[str]:
+        return [r.id for r in self._results]
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._results[i]
+
+    def __len__(self) -> int:
+        return len(self._results)
+
+    def __iter__(self) -> Iterator[Result]:
+        return iter(self._results)
+
+    def __repr__(self) -> str:
+        return (f"<Recall {self.query!r} in {self.namespace!r}: {len(self)} results, "
+                f"recall_id={self.recall_id}>")
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """What one feedback call recorded."""
+
+    recall_id: int
+    used: tuple[str, ...]
+    ignored: tuple[str, ...]
+    features: int  # distinct features whose links changed
+
+
+@dataclass(frozen=True)
+class LinkRow:
+    """A learned link as a namespace (or the pooled layer) sees it."""
+
+    feature: str
+    strength: float
+    n: int
+    alpha: float
+    beta: float
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    ok: bool
+    problems: tuple[str, ...]
+    memories: int
+    events: int
+    links: int
+
+
+def load(conn: Any) -> None:
+    """Load the heapmem SQL functions into an apsw or sqlite3 connection."""
+    path = _native.loadable_path()
+    if isinstance(conn, apsw.Connection):
+        conn.enable_load_extension(True)
+        try:
+            conn.load_extension(path)
+        finally:
+            conn.enable_load_extension(False)
+        return
+    enable = getattr(conn, "enable_load_extension", None)
+    if enable is None:
+        raise TypeError("load() needs an apsw.Connection or a sqlite3.Connection built with "
+                        "extension loading")
+    enable(True)
+    try:
+        conn.load_extension(path)
+    finally:
+        enable(False)
+
+
+class Memory:
+    """A heapmem store: use heapmem.open() to make one.  A context manager."""
+
+    def __init__(self, path: str, *, clock: Callable[[], Timestamp] = time.time,
+                 config: ScoringConfig | None = None, readonly: bool = False):
+        if not isinstance(path, str):
+            path = str(path)
+        if not callable(clock):
+            raise TypeError("clock must be a callable returning unix seconds or a datetime")
+        if config is not None and not isinstance(config, ScoringConfig):
+            raise TypeError("config must be a heapmem.ScoringConfig")
+        self.path = path
+        self.readonly = bool(readonly)
+        self.config = config or ScoringConfig()
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._links_cache: dict[tuple[str, str, float], bytes] = {}
+        self._links_version: Any = None
+        flags = apsw.SQLITE_OPEN_READONLY if readonly else (
+            apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
+        flags |= apsw.SQLITE_OPEN_URI
+        try:
+            self._conn = apsw.Connection(path, flags=flags)
+        except apsw.CantOpenError as e:
+            raise HeapmemError(f"cannot open {path!r}: {e}") from None
+        try:
+            self._configure()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # -- connection and schema -------------------------------------------------
+
+    def _configure(self) -> None:
+        c = self._conn
+        c.setbusytimeout(10_000)
+        for opt in (apsw.SQLITE_DBCONFIG_DQS_DML, apsw.SQLITE_DBCONFIG_DQS_DDL):
+            c.config(opt, 0)
+        load(c)
+        try:
+            version = c.execute("PRAGMA user_version").fetchall()[0][0]
+            objects = c.execute("SELECT name FROM sqlite_schema").fetchall()
+        except (apsw.NotADBError, apsw.CorruptError) as e:
+            raise NotAStoreError(f"{self.path!r} is not a SQLite database ({e})") from None
+        names = {r[0] for r in objects}
+        if version > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"{self.path!r} has schema version {version}, newer than this heapmem "
+                f"({__version__}, schema {SCHEMA_VERSION}); upgrade heapmem to open it")
+        if version == 0 and names:
+            raise NotAStoreError(f"{self.path!r} is a SQLite database but not a heapmem store "
+                                 "(it has tables of its own); it was not modified")
+        if version > 0 and not self._is_store():
+            raise NotAStoreError(f"{self.path!r} is a SQLite database but not a heapmem store; "
+                                 "it was not modified")
+        if version < SCHEMA_VERSION:
+            if self.readonly:
+                raise SchemaVersionError(
+                    f"{self.path!r} has schema version {version}; open it once without "
+                    f"readonly=True to upgrade it to {SCHEMA_VERSION}")
+            self._migrate()
+        if not self.readonly:
+            c.execute("PRAGMA journal_mode=WAL")
+        c.execute("PRAGMA foreign_keys=ON")
+        c.execute("PRAGMA secure_delete=ON")
+
+    def _is_store(self) -> bool:
+        try:
+            row = self._conn.execute(
+                "SELECT value FROM heapmem_meta WHERE key = 'format'").fetchall()
+        except apsw.SQLError:
+            return False
+        return bool(row) and row[0][0] == "heapmem"
+
+    def _migrate(self) -> None:
+        c = self._conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            # re-read under the write lock: another process may have migrated
+            version = c.execute("PRAGMA user_version").fetchall()[0][0]
+            if version == 0 and c.execute("SELECT count(*) FROM sqlite_schema").fetchall()[0][0]:
+                raise NotAStoreError(f"{self.path!r} is not a heapmem store; it was not modified")
+            while version < SCHEMA_VERSION:
+                c.execute(_MIGRATIONS[version])
+                version += 1
+                if version == 1:
+                    c.execute("INSERT INTO heapmem_meta VALUES ('format', 'heapmem'), "
+                              "('created_with', ?)", (__version__,))
+            c.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+
+    @contextmanager
+    def _write(self) -> Iterator[apsw.Connection]:
+        """One write transaction (BEGIN IMMEDIATE: the write lock up front, so
+        the busy timeout applies instead of a failed upgrade)."""
+        if self.readonly:
+            raise ReadOnlyError(f"{self.path!r} was opened with readonly=True; writes are refused")
+        with self._lock:
+            c = self._conn
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                yield c
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+            c.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close the store (runs PRAGMA optimize first).  Safe to call twice."""
+        conn = getattr(self, "_conn", None)
+        if conn is None:
+            return
+        try:
+            if not self.readonly:
+                conn.execute("PRAGMA optimize")
+        except apsw.Error:
+            pass
+        conn.close()
+        self._conn = None  # type: ignore[assignment]
+
+    def __enter__(self) -> "Memory":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def connection(self) -> apsw.Connection:
+        """The underlying apsw connection, with the heap_* functions loaded."""
+        if self._conn is None:
+            raise HeapmemError("this store is closed")
+        return self._conn
+
+    def _now(self, now: Timestamp | None) -> float:
+        if now is None:
+            return _now_from(self._clock(), "clock()")
+        return _now_from(now, "now")
+
+    # -- facts ---------------------------------------------------------------------
+
+    @property
+    def schema_version(self) -> int:
+        return self.connection.execute("PRAGMA user_version").fetchall()[0][0]
+
+    @property
+    def count(self) -> int:
+        """Number of memories in all namespaces."""
+        return self.connection.execute("SELECT count(*) FROM memories").fetchall()[0][0]
+
+    @property
+    def namespaces(self) -> list[str]:
+        return [r[0] for r in self.connection.execute(
+            "SELECT DISTINCT namespace FROM memories ORDER BY namespace")]
+
+    # -- adding ------------------------------------------------------------------
+
+    def _prepare(self, text: Any, *, kind: Any = "fact", source: Any = None, id: Any = None,
+                 namespace: Any = "default", created_at: Any = None, importance: Any = None,
+                 key: Any = None, metadata: Any = None) -> dict[str, Any]:
+        text = _check_text(text)
+        kind = _check_name(kind, "kind")
+        source = _check_name(source, "source", optional=True)
+        id = _check_name(id, "id", optional=True)
+        namespace = _check_namespace(namespace)
+        key = _check_name(key, "key", optional=True)
+        created = self._now(created_at) if created_at is not None else self._now(None)
+        if importance is None:
+            importance = KIND_IMPORTANCE.get(kind, 1.0)
+        elif isinstance(importance, bool) or not isinstance(importance, (int, float)):
+            raise TypeError(f"importance must be a number, got {type(importance).__name__}")
+        importance = float(importance)
+        if not (math.isfinite(importance) and 0 < importance <= MAX_IMPORTANCE):
+            raise ValueError(f"importance must be a number in (0, {MAX_IMPORTANCE:g}], "
+                             f"got {importance!r}")
+        meta = None
+        if metadata is not None:
+            if not isinstance(metadata, Mapping):
+                raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
+            try:
+                meta = json.dumps(dict(metadata), allow_nan=False, ensure_ascii=False,
+                                  sort_keys=True)
+                meta.encode("utf-8")
+            except (TypeError, ValueError, UnicodeEncodeError) as e:
+                raise ValueError(f"metadata must be JSON-serialisable (no NaN): {e}") from None
+        return {"text": text, "kind": kind, "source": source, "id": id, "namespace": namespace,
+                "created_at": created, "importance": importance, "key": key, "metadata": meta,
+                "features": _native.features(text, kind, source), "nstag": _native.ns_tag(namespace)}
+
+    def _insert(self, c: apsw.Connection, rows: list[dict[str, Any]]) -> list[Item]:
+        given = [r["id"] for r in rows if r["id"] is not None]
+        if len(set(given)) != len(given):
+            raise DuplicateIdError("the same id is given twice")
+        for i in given:
+            if c.execute("SELECT 1 FROM memories WHERE id = ?", (i,)).fetchall():
+                raise DuplicateIdError(f"a memory with id {i!r} already exists; it was not changed")
+        seq = c.execute("SELECT coalesce(max(seq), 0) FROM memories").fetchall()[0][0]
+        taken = set(given)
+        items = []
+        for r in rows:
+            seq += 1
+            if r["id"] is None:
+                mid = f"m{seq}"
+                while mid in taken or c.execute("SELECT 1 FROM memories WHERE id = ?",
+                                                (mid,)).fetchall():
+                    mid = f"m{seq}-{len(taken)}"
+                    taken.add(mid)
+                r["id"] = mid
+            r["seq"] = seq
+        c.executemany(
+            "INSERT INTO memories(seq, id, namespace, nstag, text, kind, source, key, importance,"
+            " features, created_at, metadata) VALUES (:seq, :id, :namespace, :nstag, :text, :kind,"
+            " :source, :key, :importance, :features, :created_at, :metadata)", rows)
+        for r in rows:
+            items.append(Item(r["id"], r["text"], r["namespace"], r["kind"], r["source"], r["key"],
+                              r["importance"], r["created_at"], None,
+                              json.loads(r["metadata"]) if r["metadata"] else None,
+                              tuple(r["features"].split())))
+        return items
+
+    def add(self, text: str, *, kind: str = "fact", source: str | None = None,
+            id: str | None = None, namespace: str = "default",
+            created_at: Timestamp | None = None, importance: float | None = None,
+            key: str | None = None, metadata: Mapping[str, Any] | None = None) -> Item:
+        """Store one memory and return it (with its id).
+
+        kind sets the default importance (instruction 1.5, preference 1.3,
+        summary 1.2, fact 1.0, note 1.0, episode 0.8, tool_result 0.6, other
+        kinds 1.0); importance, if given, must lie in (0, 10].  A memory with a
+        key supersedes older memories of the namespace with the same key.
+        Bad input raises ValueError/TypeError; a duplicate id raises
+        DuplicateIdError.  Nothing is written on error.
+        """
+        row = self._prepare(text, kind=kind, source=source, id=id, namespace=namespace,
+                            created_at=created_at, importance=importance, key=key,
+                            metadata=metadata)
+        with self._write() as c:
+            return self._insert(c, [row])[0]
+
+    def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[Item]:
+        """Store many memories in one transaction: all or none.  Each item is a
+        dict with add()'s arguments ("text" required)."""
+        if isinstance(items, (str, bytes, Mapping)):
+            raise TypeError("add_many takes a list of dicts, one per memory")
+        rows = []
+        for n, it in enumerate(items):
+            if not isinstance(it, Mapping):
+                raise TypeError(f"add_many: item {n} must be a dict, got {type(it).__name__}")
+            unknown = set(it) - {"text", "kind", "source", "id", "namespace", "created_at",
+                                 "importance", "key", "metadata"}
+            if unknown:
+                raise ValueError(f"add_many: item {n} has unknown field(s) {sorted(unknown)}")
+            if "text" not in it:
+                raise ValueError(f"add_many: item {n} has no text")
+            try:
+                rows.append(self._prepare(**it))
+            except (TypeError, ValueError) as e:
+                raise type(e)(f"add_many: item {n}: {e}") from None
+        if not rows:
+            return []
+        with self._write() as c:
+            return self._insert(c, rows)
+
+    def get(self, id: str) -> Item | None:
+        """The memory with this id, or None."""
+        _check_name(id, "id")
+        rows = self.connection.execute(
+            "SELECT id, text, namespace, kind, source, key, importance, created_at, last_used_at,"
+            " metadata, features FROM memories WHERE id = ?", (id,)).fetchall()
+        if not rows:
+            return None
+        r = rows[0]
+        return Item(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8],
+                    json.loads(r[9]) if r[9] else None, tuple(r[10].split()))
+
+    # -- recall --------------------------------------------------------------------
+
+    def _links(self, namespace: str, qt: str, config: ScoringConfig) -> bytes:
+        """The link set a recall in namespace with question type qt sees
+        (cached until the file's links change)."""
+        c = self.connection
+        version = (c.execute("PRAGMA data_version").fetchall()[0][0], c.totalchanges())
+        with self._lock:
+            if version != self._links_version:
+                self._links_cache.clear()
+                self._links_version = version
+            key = (namespace, qt, config.pooled_pseudocount)
+            blob = self._links_cache.get(key)
+            if blob is None:
+                blob = bytes(c.execute(_LINKS_SQL, (namespace, qt, config.pooled_pseudocount)
+                                       ).fetchall()[0][0])
+                self._links_cache[key] = blob
+            return blob
+
+    def recall(self, query: str, *, k: int = 5, namespace: str = "default",
+               now: Timestamp | None = None, config: ScoringConfig | None = None,
+               track: bool = True) -> Recall:
+        """The k memories of the namespace most worth putting in the prompt for
+        this query.
+
+        Candidates are the FTS5 BM25 top `config.candidates` for the query's
+        terms (stop words dropped; the query is always treated as text, never
+        as FTS5 syntax); they are re-ranked by relevance x recency x importance
+        x learned usefulness x rules in C.  A query with no searchable term
+        ("" or only stop words) returns an empty Recall without scanning.
+        track=True records the recall so feedback() can refer to it by
+        recall_id; track=False records nothing.
+        """
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a string, got {type(query).__name__}")
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise TypeError(f"k must be an integer, got {type(k).__name__}")
+        if not 1 <= k <= MAX_K:
+            raise ValueError(f"k must be from 1 to {MAX_K}, got {k}")
+        namespace = _check_namespace(namespace)
+        if config is None:
+            config = self.config
+        elif not isinstance(config, ScoringConfig):
+            raise TypeError("config must be a heapmem.ScoringConfig")
+        t = self._now(now)
+        if "\x00" in query:
+            query = query.replace("\x00", " ")
+        try:
+            query.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("query is not valid Unicode (it holds a lone surrogate)") from None
+        qt = _native.qtype(query)
+        match = _native.match(query, namespace)
+        c = self.connection
+        if match is None:
+            return Recall(query, namespace, qt, [], None, config, b"")
+        links = self._links(namespace, qt, config)
+        rows = c.execute(_CANDIDATES_SQL, (match, namespace, config.candidates)).fetchall()
+        results: list[Result] = []
+        if rows:
+            rank = np.array([r[5] for r in rows], dtype=np.float64)
+            best = rank.min()
+            rel = rank / best if best < 0 else np.ones_like(rank)
+            age = (t - np.array([r[7] for r in rows], dtype=np.float64)) / 86400.0
+            imp = np.array([r[6] for r in rows], dtype=np.float64)
+            sup = np.array([r[8] for r in rows], dtype=np.intc)
+            feats = [r[9] for r in rows]
+            out = _native.score_batch(rel, age, imp, sup, feats, qt, links, config._c)
+            seq = np.array([r[0] for r in rows], dtype=np.int64)
+            order = np.lexsort((seq, -out[:, 5]))[:k]
+            for pos, i in enumerate(order):
+                r = rows[i]
+                f = out[i]
+                results.append(Result(
+                    rank=pos + 1, id=r[1], text=r[2], score=float(f[5]), kind=r[3], source=r[4],
+                    key=r[13], relevance=float(f[0]), recency=float(f[1]), importance=float(f[2]),
+                    usefulness=float(f[3]), rules=float(f[4]), bm25=float(-rank[i]),
+                    age_days=float(age[i]), superseded=bool(r[8]), features=tuple(feats[i].split()),
+                    created_at=r[10], last_used_at=r[11],
+                    metadata=json.loads(r[12]) if r[12] else None))
+        recall_id = None
+        if track and results and not self.readonly:
+            with self._write() as w:
+                w.execute("INSERT INTO recalls(namespace, query, qtype, created_at, shown) "
+                          "VALUES (?, ?, ?, ?, ?)",
+                          (namespace, query, qt, t, json.dumps([r.id for r in results])))
+                recall_id = w.last_insert_rowid()
+        return Recall(query, namespace, qt, results, recall_id, config, links)
+
+    def recall_sql(self) -> str:
+        """The one SQL statement that ranks like recall(), for any SQLite client
+        with the library loaded.  Parameters: ?1 question, ?2 namespace, ?3 now
+        (unix seconds), ?4 k, ?5 candidates, ?6 pooled pseudocount, ?7 config
+        text (ScoringConfig.to_sql()).  Returns id, text, score."""
+        return RECALL_SQL
+
+    # -- feedback ----------------------------------------------------------------
+
+    def _resolve_recall(self, c: apsw.Connection, recall_id: Any,
+                        ids: list[str]) -> tuple[int, str, str, list[str]]:
+        if recall_id is None:
+            if not ids:
+                raise ValueError("feedback needs a recall_id (or ids to find the recall by)")
+            # the newest recall that showed every given id
+            cond = " AND ".join(["EXISTS (SELECT 1 FROM json_each(shown) WHERE value = ?)"] * len(ids))
+            rows = c.execute(f"SELECT id FROM recalls WHERE {cond} ORDER BY id DESC LIMIT 1",
+                             ids).fetchall()
+            if not rows:
+                raise ValueError("no tracked recall showed all of these ids; pass recall_id")
+            recall_id = rows[0][0]
+        if isinstance(recall_id, str) and recall_id.strip().isdigit():
+            recall_id = int(recall_id)
+        if isinstance(recall_id, bool) or not isinstance(recall_id, int):
+            raise TypeError(f"recall_id must be an integer, got {type(recall_id).__name__}")
+        rows = c.execute("SELECT namespace, qtype, shown FROM recalls WHERE id = ?",
+                         (recall_id,)).fetchall()
+        if not rows:
+            raise ValueError(f"unknown recall_id {recall_id} (never recorded, or forgotten)")
+        ns, qt, shown = rows[0]
+        return recall_id, ns, qt, json.loads(shown)
+
+    def _judge(self, recall_id: Any, used: Any, ignored: Any, rest_ignored: bool,
+               now: Timestamp | None) -> Feedback:
+        used_ids = _check_ids(used, "used")
+        ignored_ids = _check_ids(ignored, "ignored") if ignored is not None else []
+        both = set(used_ids) & set(ignored_ids)
+        if both:
+            raise ValueError(f"ids both used and ignored: {sorted(both)}")
+        t = self._now(now)
+        config = self.config
+        with self._write() as c:
+            rid, ns, qt, shown = self._resolve_recall(c, recall_id, used_ids + ignored_ids)
+            pos = {mid: i for i, mid in enumerate(shown)}
+            not_shown = [i for i in used_ids + ignored_ids if i not in pos]
+            if not_shown:
+                raise ValueError(f"recall {rid} did not show {not_shown}; feedback can only "
+                                 "judge memories that recall returned")
+            judged = {r[0] for r in c.execute("SELECT position FROM events WHERE recall_id = ?",
+                                              (rid,))}
+            again = [i for i in used_ids + ignored_ids if pos[i] in judged]
+            if again:
+                raise ValueError(f"recall {rid} already has feedback for {again}; "
+                                 "each shown memory is judged once")
+            if rest_ignored:
+                ignored_ids = ignored_ids + [m for m in shown if m not in used_ids
+                                             and m not in ignored_ids and pos[m] not in judged]
+            feats = {}
+            for mid in used_ids + ignored_ids:
+                row = c.execute("SELECT features FROM memories WHERE id = ?", (mid,)).fetchall()
+                if row:
+                    feats[mid] = row[0][0]
+                elif mid in used_ids:
+                    raise ValueError(f"memory {mid!r} no longer exists (forgotten)")
+            links = bytes(c.execute(_LINKS_SQL, (ns, qt, config.pooled_pseudocount)
+                                    ).fetchall()[0][0])
+            totals: dict[str, list[float]] = {}
+            events = []
+            for mid in used_ids + ignored_ids:
+                if mid not in feats:
+                    continue  # an ignored memory that was forgotten since
+                is_used = mid in used_ids
+                rows = _native.credit(feats[mid], qt, is_used, links, config._c)
+                for f, da, db in rows:
+                    tot = totals.setdefault(f, [0.0, 0.0, 0])
+                    tot[0] += da
+                    tot[1] += db
+                    tot[2] += 1
+                events.append((rid, pos[mid], ns, qt, int(is_used),
+                               json.dumps([[f, da, db] for f, da, db in rows]), t))
+            c.executemany("INSERT INTO events(recall_id, position, namespace, qtype, used, deltas,"
+                          " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)", events)
+            upsert = ("INSERT INTO links(namespace, feature, qtype, alpha, beta, n) "
+                      "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(namespace, feature) DO UPDATE SET "
+                      "alpha = alpha + excluded.alpha, beta = beta + excluded.beta, "
+                      "n = n + excluded.n")
+            rows = []
+            for f, (da, db, n) in totals.items():
+                fq = f.split("/", 1)[0] if "/" in f else ""
+                rows.append((ns, f, fq, da, db, n))
+                rows.append((POOLED, f, fq, da, db, n))
+            c.executemany(upsert, rows)
+            if used_ids:
+                c.executemany("UPDATE memories SET last_used_at = max(coalesce(last_used_at, 0), ?)"
+                              " WHERE id = ?", [(t, mid) for mid in used_ids])
+        return Feedback(rid, tuple(used_ids), tuple(m for m in ignored_ids if m in feats),
+                        len(totals))
+
+    def feedback(self, used: Iterable[str] = (), *, recall_id: int | None = None,
+                 ignored: Iterable[str] | None = None, now: Timestamp | None = None) -> Feedback:
+        """Tell heapmem which memories of a recall the answer used.
+
+        Every other memory the recall showed counts as ignored, unless
+        `ignored` lists the ignored ones explicitly (the rest then stay
+        unjudged).  Used memories confirm their features' links in proportion
+        to each link's current strength; ignored ones count one failure per
+        feature.  Each shown memory can be judged once: judging it again
+        raises ValueError.  Without recall_id, the newest recall that showed
+        all the given ids is meant.  Unknown ids or recall, ids the recall did
+        not show, or a bare string for `used`: ValueError/TypeError, and
+        nothing is written.
+        """
+        return self._judge(recall_id, used, ignored, ignored is None, now)
+
+    def mark_used(self, ids: Iterable[str], *, recall_id: int | None = None,
+                  now: Timestamp | None = None) -> Feedback:
+        """Judge only these memories of a recall as used (others stay unjudged)."""
+        return self._judge(recall_id, ids, [], False, now)
+
+    def mark_ignored(self, ids: Iterable[str], *, recall_id: int | None = None,
+                     now: Timestamp | None = None) -> Feedback:
+        """Judge only these memories of a recall as ignored."""
+        return self._judge(recall_id, [], ids, False, now)
+
+    def explain_usefulness(self, namespace: str = POOLED, *,
+                           config: ScoringConfig | None = None) -> list[LinkRow]:
+        """The learned links as `namespace` sees them ('*': the pooled layer),
+        strongest first: feature, strength (posterior mean), n (events)."""
+        config = config or self.config
+        if namespace != POOLED:
+            namespace = _check_namespace(namespace)
+        c = self.connection
+        out = []
+        if namespace == POOLED:
+            rows = c.execute("SELECT feature, alpha, beta, n FROM links WHERE namespace = '*'")
+            for f, a, b, n in rows:
+                out.append((f, a, b, n))
+        else:
+            rows = c.execute(
+                "SELECT p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0), p.alpha, p.beta, "
+                "coalesce(o.n, 0) FROM links AS p LEFT JOIN links AS o ON o.namespace = ? AND "
+                "o.feature = p.feature WHERE p.namespace = '*'", (namespace,))
+            for f, oa, ob, pa, pb, n in rows:
+                a, b = _native.link_view(oa, ob, pa, pb, config.pooled_pseudocount)
+                out.append((f, a, b, n))
+        res = [LinkRow(f, (config.prior_alpha + a) / (config.prior_alpha + config.prior_beta + a + b),
+                       n, a, b) for f, a, b, n in out]
+        res.sort(key=lambda r: (-r.strength, r.feature))
+        return res
+
+    # -- forgetting ----------------------------------------------------------------
+
+    def forget(self, ids: Iterable[str] | None = None, *, namespace: str | None = None) -> int:
+        """Erase memories: the given ids, or a whole namespace.  Their text
+        leaves the table and the FTS index (secure_delete overwrites freed
+        pages), and recall log entries that showed them (or, for a namespace,
+        all its recalls) are dropped with their query text.  What they taught
+        the learned links stays: links hold feature statistics only, never text
+        or ids.  Unknown ids raise ValueError and nothing is erased.  Returns the
+        number of memories erased."""
+        if (ids is None) == (namespace is None):
+            raise ValueError("forget needs either ids or namespace=..., not both")
+        with self._write() as c:
+            if namespace is not None:
+                namespace = _check_namespace(namespace)
+                n = c.execute("SELECT count(*) FROM memories WHERE namespace = ?",
+                              (namespace,)).fetchall()[0][0]
+                c.execute("DELETE FROM memories WHERE namespace = ?", (namespace,))
+                c.execute("UPDATE events SET recall_id = NULL WHERE namespace = ?", (namespace,))
+                c.execute("DELETE FROM recalls WHERE namespace = ?", (namespace,))
+            else:
+                id_list = _check_ids(ids, "ids")
+                for i in id_list:
+                    _check_name(i, "id")
+                missing = [i for i in id_list if not c.execute(
+                    "SELECT 1 FROM memories WHERE id = ?", (i,)).fetchall()]
+                if missing:
+                    raise ValueError(f"unknown memory ids {missing}; nothing was forgotten")
+                c.executemany("DELETE FROM memories WHERE id = ?", [(i,) for i in id_list])
+                gone = json.dumps(id_list)
+                doomed = [r[0] for r in c.execute(
+                    "SELECT DISTINCT r.id FROM recalls AS r, json_each(r.shown) AS s "
+                    "WHERE s.value IN (SELECT value FROM json_each(?))", (gone,))]
+                c.executemany("UPDATE events SET recall_id = NULL WHERE recall_id = ?",
+                              [(r,) for r in doomed])
+                c.executemany("DELETE FROM recalls WHERE id = ?", [(r,) for r in doomed])
+                n = len(id_list)
+        return n
+
+    # -- checking ------------------------------------------------------------------
+
+    def check(self) -> CheckReport:
+        """Check the store: SQLite's integrity_check, the FTS index against the
+        memories table, and the links against a replay of the event log."""
+        c = self.connection
+        problems = []
+        ic = [r[0] for r in c.execute("PRAGMA integrity_check")]
+        if ic != ["ok"]:
+            problems += [f"integrity_check: {m}" for m in ic]
+        try:
+            c.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES ('integrity-check', 1)")
+        except apsw.Error as e:
+            problems.append(f"FTS index does not match the memories table: {e}")
+        replay: dict[tuple[str, str], list[float]] = {}
+        nevents = 0
+        for ns, deltas in c.execute("SELECT namespace, deltas FROM events ORDER BY id"):
+            nevents += 1
+            for f, da, db in json.loads(deltas):
+                for layer in (ns, POOLED):
+                    r = replay.setdefault((layer, f), [0.0, 0.0, 0])
+                    r[0] += da
+                    r[1] += db
+                    r[2] += 1
+        stored = {(ns, f): (a, b, n) for ns, f, a, b, n in c.execute(
+            "SELECT namespace, feature, alpha, beta, n FROM links")}
+        for key, (a, b, n) in replay.items():
+            s = stored.get(key)
+            if s is None or abs(s[0] - a) > 1e-6 * max(1, a) or abs(s[1] - b) > 1e-6 * max(1, b) \
+                    or s[2] != n:
+                problems.append(f"link {key[0]}:{key[1]} is {s}, the event log gives "
+                                f"({a:.6g}, {b:.6g}, {n})")
+        for key in stored:
+            if key not in replay:
+                problems.append(f"link {key[0]}:{key[1]} has no events behind it")
+        nmem = c.execute("SELECT count(*) FROM memories").fetchall()[0][0]
+        return CheckReport(not problems, tuple(problems[:100]), nmem, nevents, len(stored))
+
+
+def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
+         config: ScoringConfig | None = None, readonly: bool = False) -> Memory:
+    """Open (or create) the heapmem store at path.
+
+    The connection runs in WAL mode with a busy timeout, and the schema is
+    created or migrated in one transaction.  A SQLite file that is not a
+    heapmem store raises NotAStoreError, one written by a newer heapmem raises
+    SchemaVersionError; neither is modified.  clock() gives the time (unix
+    seconds or a datetime) when a call has no now=; a fixed clock makes every
+    output reproducible.  readonly=True opens without writing anything: recall
+    works (nothing is tracked), writes raise ReadOnlyError.
+    """
+    return Memory(path, clock=clock, config=config, readonly=readonly)

@@ -1,0 +1,87 @@
+"""Build heapmem: a Python package around one plain C shared library.
+
+The library (heapmem/heapmem0.so, .dylib or .dll) is compiled from
+csrc/heapmem.c as an ordinary shared object with no Python symbols, so that
+any SQLite client can load it as an extension and Python can dlopen it
+through cffi.  A build needs a C compiler and the SQLite development headers
+(sqlite3ext.h); on Debian/Ubuntu: `apt-get install gcc libsqlite3-dev`.
+"""
+import os
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _version() -> str:
+    with open(os.path.join(HERE, "heapmem", "_version.py")) as f:
+        for line in f:
+            if line.startswith("__version__"):
+                return line.split("=")[1].strip().strip("\"'")
+    raise RuntimeError("heapmem/_version.py has no __version__")
+
+
+VERSION = _version()
+if sys.platform == "darwin":
+    SUFFIX = ".dylib"
+elif sys.platform == "win32":
+    SUFFIX = ".dll"
+else:
+    SUFFIX = ".so"
+
+
+class build_plain_library(build_ext):
+    """Build the extension as a plain shared library named heapmem0<SUFFIX>
+    (no Python ABI tag, no PyInit_ symbol): SQLite derives the entry point
+    sqlite3_heapmem_init from that file name."""
+
+    def get_ext_filename(self, ext_name):
+        parts = ext_name.split(".")
+        return os.path.join(*parts[:-1], parts[-1] + SUFFIX)
+
+    def get_export_symbols(self, ext):
+        return ["sqlite3_heapmem_init"]
+
+
+cflags = ["-O2", "-fvisibility=hidden", "-Wall", "-Wno-unknown-pragmas", "-std=c11"]
+ldflags = []
+if os.environ.get("HEAPMEM_SANITIZE"):
+    # `HEAPMEM_SANITIZE=1 pip install -e .` builds with ASan and UBSan
+    cflags = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
+              "-fno-sanitize-recover=undefined", "-Wall", "-Wno-unknown-pragmas"]
+    ldflags = ["-fsanitize=address,undefined"]
+if sys.platform == "win32":
+    cflags, ldflags = [], []
+
+setup(
+    name="heapmem",
+    version=VERSION,
+    description="Agent memory in one SQLite file, ranked in C inside SQL, that learns what is worth recalling",
+    long_description=open(os.path.join(HERE, "README.md"), encoding="utf-8").read()
+    if os.path.exists(os.path.join(HERE, "README.md")) else "",
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    packages=["heapmem"],
+    package_data={"heapmem": ["py.typed"]},
+    python_requires=">=3.9",
+    install_requires=["apsw>=3.40", "numpy>=1.22", "cffi>=1.15"],
+    extras_require={
+        "test": ["pytest>=7", "hypothesis>=6"],
+        "bench": ["heapdb-memory==0.1.0", "veramem==0.1.0"],
+    },
+    ext_modules=[
+        Extension(
+            "heapmem.heapmem0",
+            sources=["csrc/heapmem.c"],
+            define_macros=[("HEAPMEM_VERSION", '"%s"' % VERSION)],
+            extra_compile_args=cflags,
+            extra_link_args=ldflags,
+            libraries=[] if sys.platform == "win32" else ["m"],
+        )
+    ],
+    cmdclass={"build_ext": build_plain_library},
+    entry_points={"console_scripts": ["heapmem=heapmem.cli:main"]},
+    zip_safe=False,
+)
