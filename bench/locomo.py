@@ -262,7 +262,13 @@ def system_module(name: str) -> str:
 
 
 def importable(name: str) -> bool:
-    return importlib.util.find_spec(system_module(name)) is not None
+    if name != "heapmem":
+        return importlib.util.find_spec(system_module(name)) is not None
+    try:                            # a half-built checkout is a namespace package: not enough
+        import heapmem
+    except ImportError:
+        return False
+    return hasattr(heapmem, "open") and hasattr(heapmem, "ScoringConfig")
 
 
 def make_system(name: str, args: argparse.Namespace) -> Any:
@@ -461,12 +467,18 @@ def run_system(name: str, args: argparse.Namespace, plan: Plan, workdir: str) ->
     # no feedback: every configuration, one pass each over every question
     nofb_configs = ["relevance", "defaults"] + [c for c in system.configs
                                                 if c not in ("relevance", "defaults")]
+    same = getattr(system, "same_ranking", {})   # configs that rank like another until fed
     store = system.fork(base, workdir, "nofb")
     try:
         for cfg in nofb_configs:
             t = time.time()
-            g = evaluate(store, all_eval, system.configs[cfg])
-            rows.append(Row(name, "nofb", cfg, "", [g], seconds=time.time() - t))
+            done = {r.config: r for r in rows}
+            if same.get(cfg) in done:
+                g = done[same[cfg]].groups[0]
+                note = f"= {same[cfg]} without feedback (not re-run)"
+            else:
+                g, note = evaluate(store, all_eval, system.configs[cfg]), ""
+            rows.append(Row(name, "nofb", cfg, "", [g], notes=note, seconds=time.time() - t))
             log(f"{name}: {rows[-1].label}: MRR {rows[-1].value('mrr'):.3f} ({rows[-1].seconds:.1f}s)")
     finally:
         store.close()
@@ -716,14 +728,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     versions: dict[str, str] = {}
     local = [s for s in args.systems if importable(s)]
     remote = [s for s in args.systems if s not in local]
-    child = None
-    child_out = os.path.join(workdir, "peer-rows.json")
+    children: list[tuple[str, subprocess.Popen, str]] = []
     if remote and args.peer_python:
-        cdir = os.path.join(workdir, "peer")
-        os.makedirs(cdir, exist_ok=True)
-        cmd = [args.peer_python] + child_argv(args, remote, child_out, cdir)
-        log(f"running {', '.join(remote)} with {args.peer_python} in a subprocess")
-        child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+        # one subprocess per system, all in parallel with the local ones
+        for s in remote:
+            cdir = os.path.join(workdir, f"peer-{s}")
+            os.makedirs(cdir, exist_ok=True)
+            out = os.path.join(cdir, "rows.json")
+            cmd = [args.peer_python] + child_argv(args, [s], out, cdir)
+            log(f"running {s} with {args.peer_python} in a subprocess")
+            children.append((s, subprocess.Popen(cmd, stdout=subprocess.DEVNULL), out))
     else:
         for s in remote:
             skipped.append(f"{s}: skipped ({'not importable' if s == 'heapmem' else peers.unavailable(s)}; "
@@ -735,19 +749,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows += rs
             versions[s] = make_system_version(s)
             log(f"{s}: done in {time.time() - t:.1f}s")
-        if child is not None:
+        for s, child, out in children:
             rc = child.wait()
-            if rc != 0 or not os.path.exists(child_out):
-                skipped.append(f"{', '.join(remote)}: the --peer-python run failed (exit {rc})")
-            else:
-                with open(child_out, encoding="utf-8") as fh:
-                    got = json.load(fh)
-                rows += [Row.from_dict(d) for d in got["rows"]]
-                skipped += got["meta"].get("skipped", [])
-                versions.update(got["meta"].get("versions", {}))
+            if rc != 0 or not os.path.exists(out):
+                skipped.append(f"{s}: the --peer-python run failed (exit {rc}; its log is above)")
+                continue
+            with open(out, encoding="utf-8") as fh:
+                got = json.load(fh)
+            rows += [Row.from_dict(d) for d in got["rows"]]
+            skipped += got["meta"].get("skipped", [])
+            versions.update(got["meta"].get("versions", {}))
     finally:
-        if child is not None and child.poll() is None:
-            child.kill()
+        for _, child, _ in children:
+            if child.poll() is None:
+                child.kill()
         if own_dir:
             shutil.rmtree(workdir, ignore_errors=True)
 

@@ -11,7 +11,9 @@ interface to the harness:
 ``System``
     ``name``, ``version``, ``configs`` (name -> whatever the system takes as a scoring
     configuration; always ``"relevance"`` and ``"defaults"``), ``feedback_configs`` (the
-    configurations the feedback conditions run under), ``build_base(memories, workdir)``
+    configurations the feedback conditions run under), optionally ``same_ranking``
+    (config -> another config it ranks exactly like before any feedback, so its
+    no-feedback row is not re-run), ``build_base(memories, workdir)``
     once, then ``fork(base, workdir, tag)`` for every store that needs all memories and no
     feedback yet.
 ``Store``
@@ -163,6 +165,8 @@ class VeramemSystem:
             "ranker": "ranker",
         }
         self.feedback_configs = ["ranker"]
+        # with no trained ranker, "ranker" falls back to "contextual": the same ranking
+        self.same_ranking = {"ranker": "defaults"}
 
     def _open(self, path: str) -> Any:
         from veramem import Config, Memory

@@ -85,10 +85,10 @@ static int hm_next_word(hm_scanner *sc, char *buf, int *start) {
       buf[len++] = (char)((c >= 'A' && c <= 'Z') ? c + 32 : c);
     }
     /* never cut a UTF-8 sequence in half */
-    while (len > 0 && e - b > len && ((unsigned char)buf[len] & 0xC0) == 0x80 &&
-           ((unsigned char)buf[len - 1] & 0x80)) {
-      if (((unsigned char)buf[len - 1] & 0xC0) == 0xC0) { len--; break; }
-      len--;
+    /* (the byte after the cut is in the source: buf[len] is not written yet) */
+    if (e - b > len && (sc->s[b + len] & 0xC0) == 0x80) {
+      while (len > 0 && ((unsigned char)buf[len - 1] & 0xC0) == 0x80) len--;
+      if (len > 0 && ((unsigned char)buf[len - 1] & 0xC0) == 0xC0) len--;
     }
     buf[len] = 0;
     if (start) *start = b;
@@ -227,7 +227,7 @@ static int hm_append(char *out, int outlen, int *used, const char *name) {
 }
 
 /* The shape of a memory as space-separated feature names, e.g.
- * "kind:fact src:person len:m date num entity self".  Words are never
+ * "kind:fact src:other len:m date num entity self".  Words are never
  * features: only what kind of text this is.  Returns HM_OK or HM_TOOBIG. */
 HM_API int hm_features(const char *text, const char *kind, const char *source,
                        char *out, int outlen) {
@@ -241,14 +241,14 @@ HM_API int hm_features(const char *text, const char *kind, const char *source,
   snprintf(name, sizeof name, "kind:%s", k);
   if ((rc = hm_append(out, outlen, &used, name))) return rc;
 
-  /* source: a role when it names one, "person" for any other name */
+  /* source: a role when it names one, "other" for any other name */
   char src[HM_MAX_WORD + 1] = "none";
   if (source && source[0]) {
     int i = 0;
     for (; source[i] && i < HM_MAX_WORD; i++)
       src[i] = (char)tolower((unsigned char)source[i]);
     src[i] = 0;
-    if (!hm_in_list(src, hm_source_roles)) strcpy(src, "person");
+    if (!hm_in_list(src, hm_source_roles)) strcpy(src, "other");
   }
   snprintf(name, sizeof name, "src:%s", src);
   if ((rc = hm_append(out, outlen, &used, name))) return rc;
@@ -883,8 +883,8 @@ static void heap_features(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
 cleanup:;
 }
 
-/* heap_match(question [, namespace]) -> FTS5 MATCH expression, NULL if the
- * question has no searchable term */
+/* heap_match(question [, namespace]) -> FTS5 MATCH expression; '""' (which
+ * matches nothing, without scanning) when the question has no searchable term */
 static void heap_match(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *q = NULL, *ns = NULL;
   char out[HM_MAX_QUERY_TERMS * (HM_MAX_WORD + 8) + 64];
@@ -892,7 +892,7 @@ static void heap_match(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   if (argc > 1) HM_TEXT_ARG(ctx, argv, 1, "heap_match", "the namespace", ns);
   int n = hm_match(q, ns, out, sizeof out);
   if (n < 0) { hm_result_err(ctx, "heap_match", "query too long"); goto cleanup; }
-  if (n == 0) sqlite3_result_null(ctx);
+  if (n == 0) sqlite3_result_text(ctx, "\"\"", -1, SQLITE_STATIC);
   else sqlite3_result_text(ctx, out, -1, SQLITE_TRANSIENT);
 cleanup:;
 }

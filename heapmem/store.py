@@ -105,56 +105,52 @@ CREATE INDEX links_qtype ON links(namespace, qtype);
 # Numbered schema steps: _MIGRATIONS[v] takes a store from version v to v + 1.
 _MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1}
 
+# The learned links a namespace sees, as one link-set blob for heap_score().
+# (Restricting to the question type's rows only skips rows it never reads.)
 _LINKS_SQL = """
-SELECT heap_links(p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0), p.alpha, p.beta, ?3)
-FROM links AS p LEFT JOIN links AS o ON o.namespace = ?1 AND o.feature = p.feature
-WHERE p.namespace = '*' AND p.qtype IN ('', ?2)
+SELECT heap_links(p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0), p.alpha, p.beta,
+                  :pseudocount)
+FROM links AS p LEFT JOIN links AS o ON o.namespace = :namespace AND o.feature = p.feature
+WHERE p.namespace = '*' AND p.qtype IN ('', :qtype)
 """
 
-_CANDIDATES_SQL = """
-SELECT m.seq, m.id, m.text, m.kind, m.source, f.rank, m.importance,
-       coalesce(m.last_used_at, m.created_at),
-       m.key IS NOT NULL AND EXISTS (
-         SELECT 1 FROM memories AS n
-         WHERE n.namespace = m.namespace AND n.key = m.key
-           AND (n.created_at > m.created_at OR (n.created_at = m.created_at AND n.seq > m.seq))),
-       m.features, m.created_at, m.last_used_at, m.metadata, m.key
-FROM (SELECT rowid, rank FROM memories_fts WHERE memories_fts MATCH ?1
-      ORDER BY rank LIMIT ?3) AS f
-JOIN memories AS m ON m.seq = f.rowid
-WHERE m.namespace = ?2
-ORDER BY f.rank, m.seq
-"""
-
-# The whole ranking as one statement, for any SQLite client that loaded the
-# library.  Parameters: ?1 question, ?2 namespace, ?3 now (unix seconds),
-# ?4 k, ?5 candidates, ?6 pooled pseudocount, ?7 config text.
-RECALL_SQL = """
-WITH cand AS (
-  SELECT m.seq, m.id, m.text, m.importance, m.features, f.rank,
-         (?3 - coalesce(m.last_used_at, m.created_at)) / 86400.0 AS age_days,
+# The BM25 candidates of a question in a namespace, with every input of the
+# score; shared by recall() and RECALL_SQL.
+_CAND_CTE = """
+cand AS (
+  SELECT m.seq, m.id, m.text, m.kind, m.source, m.key, m.importance, m.features,
+         m.created_at, m.last_used_at, m.metadata, f.rank,
+         (:now - coalesce(m.last_used_at, m.created_at)) / 86400.0 AS age_days,
          m.key IS NOT NULL AND EXISTS (
            SELECT 1 FROM memories AS n
            WHERE n.namespace = m.namespace AND n.key = m.key
-             AND (n.created_at > m.created_at OR (n.created_at = m.created_at AND n.seq > m.seq)))
-           AS superseded
-  FROM (SELECT rowid, rank FROM memories_fts WHERE memories_fts MATCH heap_match(?1, ?2)
-        ORDER BY rank LIMIT ?5) AS f
+             AND (n.created_at > m.created_at OR (n.created_at = m.created_at AND n.seq > m.seq))
+         ) AS superseded
+  FROM (SELECT rowid, rank FROM memories_fts
+        WHERE memories_fts MATCH heap_match(:question, :namespace)
+        ORDER BY rank LIMIT :candidates) AS f
   JOIN memories AS m ON m.seq = f.rowid
-  WHERE m.namespace = ?2
-),
-learned AS (
-  SELECT heap_links(p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0), p.alpha, p.beta, ?6)
-           AS links
-  FROM links AS p LEFT JOIN links AS o ON o.namespace = ?2 AND o.feature = p.feature
-  WHERE p.namespace = '*' AND p.qtype IN ('', heap_qtype(?1))
+  WHERE m.namespace = :namespace
+)"""
+
+_CANDIDATES_SQL = "WITH" + _CAND_CTE + """
+SELECT seq, id, text, kind, source, rank, importance, age_days, superseded, features,
+       created_at, last_used_at, metadata, key
+FROM cand ORDER BY rank, seq
+"""
+
+# The whole ranking as one statement, for any SQLite client that loaded the
+# library.  Named parameters: :question, :namespace, :now (unix seconds), :k,
+# :candidates, :pseudocount and :config (ScoringConfig.to_sql()).
+RECALL_SQL = "WITH" + _CAND_CTE + """,
+learned AS (""" + _LINKS_SQL.replace(":qtype", "heap_qtype(:question)").rstrip() + """
 )
 SELECT id, text,
        heap_score(rank / min(rank) OVER (), age_days, importance, superseded, features,
-                  heap_qtype(?1), (SELECT links FROM learned), ?7) AS score
+                  heap_qtype(:question), (SELECT * FROM learned), :config) AS score
 FROM cand
 ORDER BY score DESC, seq
-LIMIT ?4
+LIMIT :k
 """
 
 
@@ -166,7 +162,10 @@ def _now_from(x: Any, what: str) -> float:
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         raise TypeError(f"{what} must be unix seconds (int or float) or a datetime, "
                         f"got {type(x).__name__}")
-    v = float(x)
+    try:
+        v = float(x)
+    except OverflowError:  # an int beyond float range
+        v = math.inf
     if not math.isfinite(v):
         raise ValueError(f"{what} must be a finite number of unix seconds, got {x!r}")
     return v
@@ -535,7 +534,10 @@ class Memory:
             importance = KIND_IMPORTANCE.get(kind, 1.0)
         elif isinstance(importance, bool) or not isinstance(importance, (int, float)):
             raise TypeError(f"importance must be a number, got {type(importance).__name__}")
-        importance = float(importance)
+        try:
+            importance = float(importance)
+        except OverflowError:  # an int beyond float range
+            importance = math.inf
         if not (math.isfinite(importance) and 0 < importance <= MAX_IMPORTANCE):
             raise ValueError(f"importance must be a number in (0, {MAX_IMPORTANCE:g}], "
                              f"got {importance!r}")
@@ -653,8 +655,9 @@ class Memory:
             key = (namespace, qt, config.pooled_pseudocount)
             blob = self._links_cache.get(key)
             if blob is None:
-                blob = bytes(c.execute(_LINKS_SQL, (namespace, qt, config.pooled_pseudocount)
-                                       ).fetchall()[0][0])
+                blob = bytes(c.execute(_LINKS_SQL, {
+                    "namespace": namespace, "qtype": qt,
+                    "pseudocount": config.pooled_pseudocount}).fetchall()[0][0])
                 self._links_cache[key] = blob
             return blob
 
@@ -696,13 +699,14 @@ class Memory:
         if match is None:
             return Recall(query, namespace, qt, [], None, config, b"")
         links = self._links(namespace, qt, config)
-        rows = c.execute(_CANDIDATES_SQL, (match, namespace, config.candidates)).fetchall()
+        rows = c.execute(_CANDIDATES_SQL, {"question": query, "namespace": namespace, "now": t,
+                                           "candidates": config.candidates}).fetchall()
         results: list[Result] = []
         if rows:
             rank = np.array([r[5] for r in rows], dtype=np.float64)
             best = rank.min()
             rel = rank / best if best < 0 else np.ones_like(rank)
-            age = (t - np.array([r[7] for r in rows], dtype=np.float64)) / 86400.0
+            age = np.array([r[7] for r in rows], dtype=np.float64)
             imp = np.array([r[6] for r in rows], dtype=np.float64)
             sup = np.array([r[8] for r in rows], dtype=np.intc)
             feats = [r[9] for r in rows]
@@ -728,12 +732,17 @@ class Memory:
                 recall_id = w.last_insert_rowid()
         return Recall(query, namespace, qt, results, recall_id, config, links)
 
-    def recall_sql(self) -> str:
-        """The one SQL statement that ranks like recall(), for any SQLite client
-        with the library loaded.  Parameters: ?1 question, ?2 namespace, ?3 now
-        (unix seconds), ?4 k, ?5 candidates, ?6 pooled pseudocount, ?7 config
-        text (ScoringConfig.to_sql()).  Returns id, text, score."""
-        return RECALL_SQL
+    def recall_sql(self, query: str, *, k: int = 5, namespace: str = "default",
+                   now: Timestamp | None = None,
+                   config: ScoringConfig | None = None) -> tuple[str, dict[str, Any]]:
+        """The one SQL statement that ranks like recall(), and its parameters,
+        for any SQLite client with the library loaded: run it as
+        `conn.execute(sql, params)`.  It returns id, text, score."""
+        config = config or self.config
+        return RECALL_SQL, {"question": query, "namespace": _check_namespace(namespace),
+                            "now": self._now(now), "k": k, "candidates": config.candidates,
+                            "pseudocount": config.pooled_pseudocount,
+                            "config": config.to_sql()}
 
     # -- feedback ----------------------------------------------------------------
 
@@ -753,6 +762,8 @@ class Memory:
             recall_id = int(recall_id)
         if isinstance(recall_id, bool) or not isinstance(recall_id, int):
             raise TypeError(f"recall_id must be an integer, got {type(recall_id).__name__}")
+        if not -(1 << 63) <= recall_id < (1 << 63):  # SQLite integers are 64-bit
+            raise ValueError(f"unknown recall_id {recall_id} (never recorded, or forgotten)")
         rows = c.execute("SELECT namespace, qtype, shown FROM recalls WHERE id = ?",
                          (recall_id,)).fetchall()
         if not rows:
@@ -792,8 +803,9 @@ class Memory:
                     feats[mid] = row[0][0]
                 elif mid in used_ids:
                     raise ValueError(f"memory {mid!r} no longer exists (forgotten)")
-            links = bytes(c.execute(_LINKS_SQL, (ns, qt, config.pooled_pseudocount)
-                                    ).fetchall()[0][0])
+            links = bytes(c.execute(_LINKS_SQL, {
+                "namespace": ns, "qtype": qt, "pseudocount": config.pooled_pseudocount
+            }).fetchall()[0][0])
             totals: dict[str, list[float]] = {}
             events = []
             for mid in used_ids + ignored_ids:

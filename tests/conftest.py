@@ -1,0 +1,40 @@
+import os
+
+import apsw
+import pytest
+
+import heapmem
+
+T0 = 1_700_000_000.0  # 2023-11-14: every test runs on this fixed clock
+DAY = 86400.0
+
+
+@pytest.fixture
+def clock():
+    """A settable clock: clock.t is now."""
+    class Clock:
+        t = T0 + 30 * DAY
+
+        def __call__(self):
+            return self.t
+    return Clock()
+
+
+@pytest.fixture
+def mem(tmp_path, clock):
+    m = heapmem.open(str(tmp_path / "agent.db"), clock=clock)
+    yield m
+    m.close()
+
+
+@pytest.fixture
+def db():
+    """A bare in-memory apsw connection with the extension loaded."""
+    conn = apsw.Connection(":memory:")
+    heapmem.load(conn)
+    yield conn
+    conn.close()
+
+
+def one(conn, sql, *params):
+    return conn.execute(sql, params).fetchall()[0][0]

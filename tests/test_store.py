@@ -1,0 +1,184 @@
+"""Opening, adding, getting, forgetting; bad input writes nothing."""
+import math
+import os
+import sqlite3
+
+import apsw
+import pytest
+
+import heapmem
+from conftest import DAY, T0
+
+
+def test_open_creates_a_store_and_reopens_it(tmp_path, clock):
+    path = str(tmp_path / "a.db")
+    with heapmem.open(path, clock=clock) as mem:
+        item = mem.add("Maya likes window seats", kind="preference", namespace="user:maya")
+        assert item.id == "m1" and item.importance == 1.3
+        assert mem.schema_version == 1 and mem.count == 1 and mem.namespaces == ["user:maya"]
+        jm = mem.connection.execute("PRAGMA journal_mode").fetchall()[0][0]
+        assert jm == "wal"
+    with heapmem.open(path, clock=clock) as mem:
+        assert mem.get("m1").text == "Maya likes window seats"
+        assert mem.get("nope") is None
+
+
+def test_not_a_store_is_refused_untouched(tmp_path):
+    path = str(tmp_path / "other.db")
+    conn = apsw.Connection(path)
+    conn.execute("CREATE TABLE t(x); INSERT INTO t VALUES (1)")
+    conn.close()
+    before = open(path, "rb").read()
+    with pytest.raises(heapmem.NotAStoreError, match="not a heapmem store"):
+        heapmem.open(path)
+    assert open(path, "rb").read() == before
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(heapmem.NotAStoreError, match="not a SQLite database"):
+        heapmem.open(str(junk))
+
+
+def test_newer_schema_is_refused_untouched(tmp_path):
+    path = str(tmp_path / "new.db")
+    heapmem.open(path).close()
+    conn = apsw.Connection(path)
+    conn.execute("PRAGMA user_version=99")
+    conn.close()
+    before = open(path, "rb").read()
+    with pytest.raises(heapmem.SchemaVersionError, match="schema version 99, newer"):
+        heapmem.open(path)
+    assert open(path, "rb").read() == before
+
+
+def test_add_defaults_and_explicit_fields(mem):
+    it = mem.add("Always answer in French", kind="instruction", source="user", id="rule-1",
+                 namespace="n", created_at=T0, importance=2.5, key="lang",
+                 metadata={"why": "asked", "n": 1})
+    assert it.id == "rule-1" and it.importance == 2.5 and it.created_at == T0
+    got = mem.get("rule-1")
+    assert got == it
+    assert got.features[:2] == ("kind:instruction", "src:user")
+    for kind, imp in heapmem.KIND_IMPORTANCE.items():
+        assert mem.add("x y", kind=kind).importance == imp
+    assert mem.add("x y", kind="gossip").importance == 1.0
+
+
+def test_add_many_is_one_transaction(mem):
+    items = mem.add_many([{"text": "one"}, {"text": "two", "id": "b"}, {"text": "three"}])
+    assert [i.id for i in items] == ["m1", "b", "m3"]
+    with pytest.raises(heapmem.DuplicateIdError):
+        mem.add_many([{"text": "four"}, {"text": "five", "id": "b"}])
+    with pytest.raises(ValueError, match="item 1: text must not be empty"):
+        mem.add_many([{"text": "four"}, {"text": "  "}])
+    with pytest.raises(ValueError, match="unknown field"):
+        mem.add_many([{"text": "four", "colour": "red"}])
+    assert mem.count == 3
+
+
+BAD_ADDS = [
+    (dict(text=""), ValueError, "must not be empty"),
+    (dict(text=" \n\t"), ValueError, "must not be empty"),
+    (dict(text=None), TypeError, "text must be a string"),
+    (dict(text=b"bytes"), TypeError, "text must be a string"),
+    (dict(text=42), TypeError, "text must be a string"),
+    (dict(text="x" * (heapmem.MAX_TEXT_BYTES + 1)), ValueError, "the limit is 1048576"),
+    (dict(text="a\x00b"), ValueError, "NUL"),
+    (dict(text="\ud800 lone"), ValueError, "lone surrogate"),
+    (dict(text="ok", importance=0), ValueError, "importance must be a number in"),
+    (dict(text="ok", importance=-1), ValueError, "importance must be a number in"),
+    (dict(text="ok", importance=float("nan")), ValueError, "importance"),
+    (dict(text="ok", importance=float("inf")), ValueError, "importance"),
+    (dict(text="ok", importance=1e308), ValueError, "importance"),
+    (dict(text="ok", importance="high"), TypeError, "importance must be a number"),
+    (dict(text="ok", importance=True), TypeError, "importance must be a number"),
+    (dict(text="ok", namespace=""), ValueError, "namespace must not be empty"),
+    (dict(text="ok", namespace="*"), ValueError, "reserved"),
+    (dict(text="ok", namespace=3), TypeError, "namespace must be a string"),
+    (dict(text="ok", id=""), ValueError, "id must not be empty"),
+    (dict(text="ok", kind=None), TypeError, "kind must be a string"),
+    (dict(text="ok", created_at=float("nan")), ValueError, "finite"),
+    (dict(text="ok", created_at="yesterday"), TypeError, "unix seconds"),
+    (dict(text="ok", metadata={"x": float("nan")}), ValueError, "JSON"),
+    (dict(text="ok", metadata=[1, 2]), TypeError, "metadata must be a dict"),
+]
+
+
+@pytest.mark.parametrize("kwargs, exc, msg", BAD_ADDS)
+def test_bad_add_raises_and_writes_nothing(mem, kwargs, exc, msg):
+    mem.add("existing memory", id="keep")
+    changes = mem.connection.totalchanges()
+    with pytest.raises(exc, match=msg):
+        mem.add(**kwargs)
+    assert mem.connection.totalchanges() == changes
+    assert mem.count == 1
+
+
+def test_text_at_the_limit_is_accepted(mem):
+    it = mem.add("x" * (heapmem.MAX_TEXT_BYTES - 2) + " y")
+    assert len(mem.get(it.id).text.encode()) == heapmem.MAX_TEXT_BYTES
+
+
+def test_duplicate_id_leaves_the_original(mem):
+    mem.add("the original", id="a", importance=2)
+    with pytest.raises(heapmem.DuplicateIdError, match="'a' already exists"):
+        mem.add("an impostor", id="a")
+    assert mem.get("a").text == "the original" and mem.get("a").importance == 2
+
+
+def test_datetime_timestamps(mem):
+    from datetime import datetime, timezone
+    it = mem.add("dated", created_at=datetime(2024, 3, 14, tzinfo=timezone.utc))
+    assert it.created_at == datetime(2024, 3, 14, tzinfo=timezone.utc).timestamp()
+    naive = mem.add("naive", created_at=datetime(2024, 3, 14))
+    assert naive.created_at == it.created_at  # naive datetimes are UTC
+
+
+def test_forget_ids_and_namespace(mem):
+    mem.add("flight to Lisbon booked", id="a", namespace="u1")
+    mem.add("flight to Porto booked", id="b", namespace="u1")
+    mem.add("flight to Rome booked", id="c", namespace="u2")
+    res = mem.recall("flight", namespace="u1")
+    with pytest.raises(ValueError, match="unknown memory ids \\['zz'\\]; nothing was forgotten"):
+        mem.forget(["a", "zz"])
+    with pytest.raises(TypeError, match="not a single string"):
+        mem.forget("a")
+    with pytest.raises(ValueError, match="either ids or namespace"):
+        mem.forget()
+    assert mem.forget(["a"]) == 1
+    assert mem.get("a") is None and mem.get("b") is not None
+    # the recall that showed it is dropped with its query text
+    with pytest.raises(ValueError, match="unknown recall_id"):
+        mem.feedback(used=["b"], recall_id=res.recall_id)
+    assert [r.id for r in mem.recall("flight", namespace="u1")] == ["b"]
+    assert mem.forget(namespace="u1") == 1
+    assert mem.recall("flight", namespace="u1").ids == []
+    assert mem.recall("flight", namespace="u2").ids == ["c"]
+    assert mem.check().ok
+
+
+def test_readonly_store_recalls_and_refuses_writes(tmp_path, clock):
+    path = str(tmp_path / "ship.db")
+    with heapmem.open(path, clock=clock) as mem:
+        mem.add("ships with the app", id="a")
+    with heapmem.open(path, clock=clock, readonly=True) as ro:
+        res = ro.recall("app")
+        assert res.ids == ["a"] and res.recall_id is None
+        for call in (lambda: ro.add("x"), lambda: ro.forget(["a"]),
+                     lambda: ro.feedback(used=["a"], recall_id=1)):
+            with pytest.raises(heapmem.ReadOnlyError, match="readonly=True"):
+                call()
+
+
+def test_load_into_stdlib_sqlite3():
+    conn = sqlite3.connect(":memory:")
+    if not hasattr(conn, "enable_load_extension"):
+        pytest.skip("this Python's sqlite3 cannot load extensions")
+    heapmem.load(conn)
+    assert conn.execute("SELECT heap_qtype('Where is it?')").fetchone()[0] == "where"
+    conn.close()
+
+
+def test_public_surface():
+    assert sorted(heapmem.__all__) == heapmem.__all__
+    assert heapmem.loadable_path().endswith("heapmem0")
+    assert os.path.exists(heapmem.loadable_path() + heapmem._native.SUFFIX)
