@@ -1,0 +1,142 @@
+"""The SQL door: registered functions, their errors, and parity with recall()."""
+import math
+import random
+import re
+
+import apsw
+import pytest
+
+import heapmem
+from conftest import DAY, T0, one
+
+FUNCTIONS = [
+    ("heap_active", 2), ("heap_explain", 7), ("heap_explain", 8), ("heap_features", 3),
+    ("heap_links", 5), ("heap_links", 6), ("heap_match", 1), ("heap_match", 2),
+    ("heap_ns_tag", 1), ("heap_qtype", 1), ("heap_recency", 1), ("heap_recency", 3),
+    ("heap_score", 7), ("heap_score", 8), ("heap_version", 0),
+]
+
+
+def test_registered_functions(db):
+    rows = db.execute("SELECT name, narg FROM pragma_function_list WHERE name LIKE 'heap%' "
+                      "ORDER BY name, narg").fetchall()
+    assert rows == FUNCTIONS
+    assert one(db, "SELECT heap_version()") == "v" + heapmem.__version__
+
+
+def test_scalar_functions(db):
+    assert one(db, "SELECT heap_qtype('How many cats?')") == "how_many"
+    assert one(db, "SELECT heap_features('Met Ana at 5pm', 'fact', 'user')") == \
+        "kind:fact src:user len:s clock num entity"
+    assert one(db, "SELECT heap_features('x', 'fact', NULL)") == "kind:fact src:none len:xs"
+    assert one(db, "SELECT heap_match('flight?')") == '"flight"'
+    assert one(db, "SELECT heap_match('the', 'ns')") == '""'
+    assert one(db, "SELECT heap_active('date', 'when')") == "date when/date"
+    assert one(db, "SELECT heap_recency(30)") == pytest.approx(0.75)
+    assert one(db, "SELECT heap_ns_tag('user:maya')") == heapmem._native.ns_tag("user:maya")
+
+
+def test_score_and_explain_in_sql(db):
+    s = one(db, "SELECT heap_score(0.5, 30, 1.5, 1, 'kind:note date', 'what', NULL)")
+    assert s == pytest.approx(0.5 * 0.75 * 1.5 * (1 - 0.99 ** 4) * 0.1)
+    s0 = one(db, "SELECT heap_score(0.5, 30, 1.5, 1, 'kind:note date', 'what', NULL, "
+                 "'w_recency=0 w_importance=0 superseded_factor=1')")
+    assert s0 == pytest.approx(0.5 * (1 - 0.99 ** 4))
+    line = one(db, "SELECT heap_explain(1, 0, 1, 0, 'kind:fact', 'when', NULL)")
+    assert line == ("score 0.020 = rel 1.00 x recency 1.00 (age 0.0d) x importance 1.00 "
+                    "x useful 0.02 [kind:fact=0.01 when/kind:fact=0.01]")
+
+
+def test_links_aggregate_feeds_score(db):
+    db.execute("CREATE TABLE l(feature, oa, ob, pa, pb)")
+    db.execute("INSERT INTO l VALUES ('when/date', 9.9, 0, 9.9, 0), ('date', 0, 0, 0, 40)")
+    blob = one(db, "SELECT heap_links(feature, oa, ob, pa, pb) FROM l")
+    assert blob[:4] == b"HML1" and len(blob) == 8 + 2 * 24
+    s = one(db, "SELECT heap_score(1, 0, 1, 0, 'date', 'when', ?)", blob)
+    # when/date: (0.1 + 9.9) / (10 + 9.9) ; date: others' 40 failures scaled to 20
+    assert s == pytest.approx(1 - (1 - 10 / 19.9) * (1 - 0.1 / 30))
+    empty = one(db, "SELECT heap_links(feature, oa, ob, pa, pb) FROM l WHERE 0")
+    assert empty == b"HML1\x00\x00\x00\x00"
+
+
+@pytest.mark.parametrize("sql, msg", [
+    ("SELECT heap_qtype(NULL)", "heap_qtype: the question must be text"),
+    ("SELECT heap_qtype(3)", "heap_qtype: the question must be text"),
+    ("SELECT heap_features('x', NULL, NULL)", "heap_features: kind must be text"),
+    ("SELECT heap_match(x'00')", "heap_match: the question must be text"),
+    ("SELECT heap_active('date', 'sometimes')", "heap_active: unknown question type 'sometimes'"),
+    ("SELECT heap_score('a', 0, 1, 0, 'f', 'what', NULL)", "heap_score: relevance must be a number"),
+    ("SELECT heap_score(1, NULL, 1, 0, 'f', 'what', NULL)", "heap_score: age_days must be a number"),
+    ("SELECT heap_score(1, 0, -1, 0, 'f', 'what', NULL)",
+     "heap_score: importance must be a positive number"),
+    ("SELECT heap_score(1, 0, 1, 0, 'f', 'what', x'0102')",
+     "heap_score: links must be a link set made by heap_links"),
+    ("SELECT heap_score(1, 0, 1, 0, 'f', 'what', 'text')",
+     "heap_score: links must be a link set made by heap_links"),
+    ("SELECT heap_score(1, 0, 1, 0, 'f', 'whenever', NULL)",
+     "heap_score: unknown question type 'whenever'"),
+    ("SELECT heap_score(1, 0, 1, 0, 'f', 'what', NULL, 'w_recency=-2')",
+     "heap_score: w_recency must be a number from 0 to 100"),
+    ("SELECT heap_score(1, 0, 1, 0, 'f', 'what', NULL, 7)", "heap_score: config must be text"),
+    ("SELECT heap_explain(1, 0, 1, 0, 3, 'what', NULL)", "heap_explain: features must be text"),
+    ("SELECT heap_links('f', 1, 'x', 1, 1)", "heap_links: counts and pseudocount must be numbers"),
+    ("SELECT heap_links('f', -1, 0, 1, 1)", "heap_links: counts and pseudocount must be finite"),
+    ("SELECT heap_recency(1, 0, 0.5)", "heap_recency: age_days must be a number"),
+    ("SELECT heap_score(1, 0, 1)", "wrong number of arguments to function heap_score()"),
+])
+def test_sql_errors_are_sentences(db, sql, msg):
+    with pytest.raises(apsw.Error, match=re.escape(msg)):
+        db.execute(sql).fetchall()
+
+
+def _store_with_feedback(path, clock):
+    """A store with several namespaces, keys and feedback, for parity checks."""
+    rng = random.Random(7)
+    words = ("flight lisbon train paris dentist tuesday booked price ticket concert "
+             "wedding sister car service lease haircut morning meeting report").split()
+    mem = heapmem.open(path, clock=clock)
+    items = []
+    for ns in ("a", "b", "c"):
+        for i in range(60):
+            text = " ".join(rng.choice(words) for _ in range(rng.randint(2, 12)))
+            if rng.random() < 0.3:
+                text += f" at {rng.randint(1, 12)}pm on March {rng.randint(1, 28)}"
+            if rng.random() < 0.2:
+                text = text.capitalize() + " with Ana"
+            items.append({"text": text, "namespace": ns,
+                          "kind": rng.choice(list(heapmem.KIND_IMPORTANCE) + ["misc"]),
+                          "source": rng.choice([None, "user", "tool", "ana"]),
+                          "created_at": T0 - rng.uniform(0, 90) * DAY,
+                          "key": rng.choice([None, None, "k1", "k2"])})
+    mem.add_many(items)
+    for _ in range(40):
+        ns = rng.choice("ab")
+        q = rng.choice(["When is the flight?", "How many tickets?", "Where is the meeting?",
+                        "what about the dentist", "Did she book the train?"])
+        res = mem.recall(q, k=5, namespace=ns)
+        if res.ids:
+            mem.feedback(used=rng.sample(res.ids, 1), recall_id=res.recall_id)
+    return mem
+
+
+@pytest.mark.parametrize("config", [
+    heapmem.ScoringConfig(),
+    heapmem.ScoringConfig(w_recency=0, w_importance=0, w_usefulness=0),
+    heapmem.ScoringConfig(w_usefulness=2.5, half_life_days=7, recency_floor=0.1,
+                          candidates=20, pooled_pseudocount=3),
+])
+def test_raw_sql_ranks_exactly_like_recall(tmp_path, clock, config):
+    mem = _store_with_feedback(str(tmp_path / "p.db"), clock)
+    checked = 0
+    for ns in "abc":
+        for q in ["When is the flight to Lisbon?", "how many concert tickets", "dentist",
+                  "Who is Ana?", "the wedding of my sister", "report"]:
+            res = mem.recall(q, k=10, namespace=ns, config=config, track=False)
+            sql, params = mem.recall_sql(q, k=10, namespace=ns, config=config)
+            rows = mem.connection.execute(sql, params).fetchall()
+            assert [r[0] for r in rows] == res.ids, (ns, q)
+            for (rid, text, score), r in zip(rows, res):
+                assert abs(score - r.score) <= 1e-9
+            checked += len(rows)
+    assert checked > 50
+    mem.close()
