@@ -227,8 +227,8 @@ static int hm_append(char *out, int outlen, int *used, const char *name) {
 }
 
 /* The shape of a memory as space-separated feature names, e.g.
- * "kind:fact src:other len:m date num entity self".  Words are never
- * features: only what kind of text this is.  Returns HM_OK or HM_TOOBIG. */
+ * "kind:fact src:other len:m date:1 clock:0 num:1 ...": one value in every
+ * slot.  Words are never features: only what kind of text this is.  Returns HM_OK or HM_TOOBIG. */
 HM_API int hm_features(const char *text, const char *kind, const char *source,
                        char *out, int outlen) {
   if (!out || outlen < 1) return HM_TOOBIG;
@@ -308,32 +308,79 @@ HM_API int hm_features(const char *text, const char *kind, const char *source,
   const char *len = nwords <= 3 ? "len:xs" : nwords <= 8 ? "len:s" : nwords <= 20 ? "len:m"
                   : nwords <= 40 ? "len:l" : "len:xl";
   if ((rc = hm_append(out, outlen, &used, len))) return rc;
-  if (date && (rc = hm_append(out, outlen, &used, "date"))) return rc;
-  if (clock && (rc = hm_append(out, outlen, &used, "clock"))) return rc;
-  if (num && (rc = hm_append(out, outlen, &used, "num"))) return rc;
-  if (money && (rc = hm_append(out, outlen, &used, "money"))) return rc;
-  if (entity && (rc = hm_append(out, outlen, &used, "entity"))) return rc;
-  if (self && (rc = hm_append(out, outlen, &used, "self"))) return rc;
-  if (question && (rc = hm_append(out, outlen, &used, "question"))) return rc;
-  if (url && (rc = hm_append(out, outlen, &used, "url"))) return rc;
+  /* every memory has every slot, present or absent, so that no memory gets
+   * more (or fewer) chances of being useful from the mere number of its
+   * features */
+  const struct { const char *name; int on; } slots[] = {
+      {"date", date}, {"clock", clock}, {"num", num}, {"money", money},
+      {"entity", entity}, {"self", self}, {"question", question}, {"url", url}};
+  for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
+    snprintf(name, sizeof name, "%s:%d", slots[i].name, slots[i].on);
+    if ((rc = hm_append(out, outlen, &used, name))) return rc;
+  }
   return HM_OK;
 }
 
-/* The features a memory shows to one question: its shape features, and each
- * of them crossed with the question type ("when/date").  Space-separated. */
-HM_API int hm_active(const char *features, const char *qtype, char *out, int outlen,
-                     char *err, int errlen) {
+/* How a memory relates to the question, as features: "srcq:1" when the
+ * memory's source is named in the question ("What did Ana say ...?" and a
+ * memory Ana stated), else "srcq:0".  No word of either is kept. */
+HM_API int hm_relate(const char *question, const char *source, char *out, int outlen) {
+  int named = 0;
+  if (source && source[0] && question) {
+    char src[HM_MAX_WORD + 1], w[HM_MAX_WORD + 1];
+    hm_scanner ss = {(const unsigned char *)source, (int)strlen(source), 0};
+    if (hm_next_word(&ss, src, NULL) > 0 && !hm_in_list(src, hm_source_roles)) {
+      hm_scanner sq = {(const unsigned char *)question, (int)strlen(question), 0};
+      while (!named && hm_next_word(&sq, w, NULL) > 0) {
+        char *ap = strchr(w, '\'');
+        if (ap && ap != w) *ap = 0; /* "ana's" -> "ana" */
+        named = strcmp(w, src) == 0;
+      }
+    }
+  }
+  if (!out || outlen < 7) return HM_TOOBIG;
+  strcpy(out, named ? "srcq:1" : "srcq:0");
+  return HM_OK;
+}
+
+/* The age bucket of a memory (time since last use, or creation). */
+static const char *hm_age_bucket(double age_days) {
+  if (isnan(age_days)) return NULL;
+  return age_days < 2 ? "age:day" : age_days < 8 ? "age:week" : age_days < 31 ? "age:month"
+       : age_days < 92 ? "age:quarter" : age_days < 366 ? "age:year" : "age:old";
+}
+
+/* The features a memory shows to one question: "base" (every memory has it:
+ * its link learns the base rate of use), the memory's shape features, its
+ * age bucket (unless age_days is NaN), then each of those crossed with the
+ * question type ("when/date:1").  Space-separated. */
+HM_API int hm_active(const char *features, const char *qtype, double age_days, char *out,
+                     int outlen, char *err, int errlen) {
   if (!out || outlen < 1) return HM_TOOBIG;
   out[0] = 0;
   if (!hm_qtype_valid(qtype)) {
     hm_seterr(err, errlen, "unknown question type '%s'", qtype);
     return HM_ERROR;
   }
+  char own[HM_MAX_FEATURES * (HM_MAX_WORD + 2) + 32];
+  int ownlen = snprintf(own, sizeof own, "base %s", features ? features : "");
+  if (ownlen >= (int)sizeof own) {
+    hm_seterr(err, errlen, "too many features%s", "");
+    return HM_ERROR;
+  }
+  const char *age = hm_age_bucket(age_days);
+  if (age) {
+    if (ownlen + 1 + (int)strlen(age) + 1 > (int)sizeof own) {
+      hm_seterr(err, errlen, "too many features%s", "");
+      return HM_ERROR;
+    }
+    own[ownlen++] = ' ';
+    strcpy(own + ownlen, age);
+  }
   int used = 0, count = 0, rc;
   char name[2 * HM_MAX_WORD + 16];
-  const char *p = features ? features : "";
   for (int pass = 0; pass < 2; pass++) {
-    p = features ? features : "";
+    const char *p = own;
     while (*p) {
       while (*p == ' ') p++;
       const char *e = p;
@@ -342,6 +389,10 @@ HM_API int hm_active(const char *features, const char *qtype, char *out, int out
         int L = (int)(e - p);
         if (L > HM_MAX_WORD) {
           hm_seterr(err, errlen, "feature name too long: '%s'", "");
+          return HM_ERROR;
+        }
+        if (memchr(p, '/', (size_t)L)) {
+          hm_seterr(err, errlen, "feature names must not contain '/'%s", "");
           return HM_ERROR;
         }
         if (++count > HM_MAX_FEATURES) {
@@ -372,6 +423,9 @@ static u64 hm_fnv64(const char *s, size_t n) {
   }
   return h;
 }
+
+/* The 64-bit FNV-1a hash that keys a feature in a link set. */
+HM_API uint64_t hm_hash(const char *s) { return hm_fnv64(s ? s : "", s ? strlen(s) : 0); }
 
 /* The FTS5 token that tags every memory of a namespace: "ns" + 16 hex digits. */
 HM_API void hm_ns_tag(const char *ns, char *out /* >= 19 bytes */) {
@@ -501,6 +555,9 @@ typedef struct {
   double w_relevance, w_recency, w_importance, w_usefulness;
   double half_life_days, recency_floor, superseded_factor;
   double prior_alpha, prior_beta;
+  double model;  /* 1: gated lift (default), 0: the reference noisy-OR */
+  double gate_z; /* model 1: a link moves rankings only beyond z standard errors */
+  double combine; /* model 1: 1 product of each slot's most specific ratio, 0 noisy-OR */
 } hm_config;
 
 typedef struct {
@@ -508,12 +565,18 @@ typedef struct {
 } hm_factors;
 
 HM_API void hm_config_default(hm_config *c) {
-  c->w_relevance = c->w_recency = c->w_importance = c->w_usefulness = 1.0;
+  c->w_relevance = 1.0;
+  c->w_recency = 0.0;
+  c->w_importance = 1.0;
+  c->w_usefulness = 1.0;
   c->half_life_days = 30.0;
   c->recency_floor = 0.5;
   c->superseded_factor = 0.1;
   c->prior_alpha = 0.1;
   c->prior_beta = 9.9;
+  c->model = 1.0;
+  c->gate_z = 2.0;
+  c->combine = 1.0;
 }
 
 static int hm_config_check(const hm_config *c, char *err, int errlen) {
@@ -537,8 +600,20 @@ static int hm_config_check(const hm_config *c, char *err, int errlen) {
     return HM_ERROR;
   }
   if (!(isfinite(c->prior_alpha) && c->prior_alpha > 0 && isfinite(c->prior_beta) &&
-        c->prior_beta > 0)) {
+        c->prior_beta > 0 && c->prior_alpha + c->prior_beta <= 1e6)) {
     hm_seterr(err, errlen, "prior_alpha and prior_beta must be positive numbers%s", "");
+    return HM_ERROR;
+  }
+  if (!(c->model == 0 || c->model == 1)) {
+    hm_seterr(err, errlen, "model must be 1 (gated lift) or 0 (reference noisy-OR)%s", "");
+    return HM_ERROR;
+  }
+  if (!(c->combine == 0 || c->combine == 1)) {
+    hm_seterr(err, errlen, "combine must be 1 (product) or 0 (noisy-OR)%s", "");
+    return HM_ERROR;
+  }
+  if (!(c->gate_z >= 0 && c->gate_z <= 10)) {
+    hm_seterr(err, errlen, "gate_z must be a number from 0 to 10%s", "");
     return HM_ERROR;
   }
   return HM_OK;
@@ -579,6 +654,9 @@ HM_API int hm_config_parse(const char *text, hm_config *c, char *err, int errlen
     else if (!strcmp(key, "superseded_factor")) slot = &c->superseded_factor;
     else if (!strcmp(key, "prior_alpha")) slot = &c->prior_alpha;
     else if (!strcmp(key, "prior_beta")) slot = &c->prior_beta;
+    else if (!strcmp(key, "model")) slot = &c->model;
+    else if (!strcmp(key, "gate_z")) slot = &c->gate_z;
+    else if (!strcmp(key, "combine")) slot = &c->combine;
     if (!slot) {
       hm_seterr(err, errlen, "unknown config key '%s'", key);
       return HM_ERROR;
@@ -600,28 +678,107 @@ HM_API double hm_noisy_or(const double *s, int n) {
   return 1.0 - keep;
 }
 
-/* Strengths of the active features (space-separated names) under a link set.
- * Writes up to max strengths (and the evidence n = alpha + beta if ns != NULL);
- * returns the count or -1. */
-static int hm_strengths(const char *active, const unsigned char *links, i64 count,
-                        const hm_config *c, double *s, double *ns, int max) {
-  int k = 0;
+/* The usefulness of one memory from the learned links of its active features.
+ *
+ * model 0 (the reference design): s_f = posterior mean of Beta(prior + counts),
+ *   usefulness = 1 - prod(1 - s_f).
+ * model 1 (gated lift): each link is compared with the base rate p of its
+ *   layer (the "base" link: how often any shown memory is used; per question
+ *   type for crossed features).  Its posterior, shrunk towards p with the
+ *   prior's weight, moves rankings only where it lies more than gate_z
+ *   standard errors from p, and then only by the near edge of that interval,
+ *   g; its ratio is g / p (exactly 1 when gated).
+ *   combine 1: usefulness = the product over the memory's slots of the most
+ *     specific ratio that passed the gate (the crossed link, else the plain
+ *     one): the likelihood ratio of use, naive-Bayes style, without counting
+ *     a feature twice.
+ *   combine 0: a link above p is a cause of use with strength
+ *     (g - p) / (1 - p), one below p an inhibitor g / p; usefulness =
+ *     P(used) / p with P(used) the noisy-OR of the causes leaking p.
+ *   Either way usefulness is exactly 1 with no evidence, or with evidence
+ *   that cannot beat chance.
+ * eff[i] receives each feature's effect for explain (model 0: s_f; model 1:
+ * the factor it multiplies usefulness by, 1 when it has none). */
+static int hm_usefulness(const char *active, const unsigned char *links, i64 count,
+                         const hm_config *c, double *use, double *eff, int max) {
+  double k0 = c->prior_alpha + c->prior_beta;
+  double pa, pb, base_a, base_b;
+  int n = 0, first_crossed = -1;
+  /* base rates: uncrossed and of the question type's layer */
+  const char *slash = strchr(active, '/');
+  hm_links_get(links, count, "base", 4, &base_a, &base_b);
+  double p_all = (c->prior_alpha + base_a) / (k0 + base_a + base_b);
+  double p_q = p_all;
+  if (slash) {
+    const char *qs = slash;
+    while (qs > active && qs[-1] != ' ') qs--;
+    char qb[HM_MAX_WORD + 8];
+    snprintf(qb, sizeof qb, "%.*s/base", (int)(slash - qs), qs);
+    hm_links_get(links, count, qb, (int)strlen(qb), &pa, &pb);
+    p_q = (c->prior_alpha + pa) / (k0 + pa + pb);
+  }
+  double noisy = 1.0;
   const char *p = active;
   while (*p) {
     while (*p == ' ') p++;
     const char *e = p;
     while (*e && *e != ' ') e++;
     if (e > p) {
-      if (k >= max) return -1;
-      double a, b;
-      hm_links_get(links, count, p, (int)(e - p), &a, &b);
-      s[k] = (c->prior_alpha + a) / (c->prior_alpha + c->prior_beta + a + b);
-      if (ns) ns[k] = a + b;
-      k++;
+      if (n >= max) return -1;
+      double A, B;
+      int L = (int)(e - p);
+      hm_links_get(links, count, p, L, &A, &B);
+      const char *sl = memchr(p, '/', (size_t)L);
+      if (sl && first_crossed < 0) first_crossed = n;
+      const char *name = sl ? sl + 1 : p;
+      int is_base = (int)(e - name) == 4 && memcmp(name, "base", 4) == 0;
+      if (c->model == 0) {
+        double sf = (c->prior_alpha + A) / (k0 + A + B);
+        noisy *= 1.0 - sf;
+        eff[n] = sf;
+      } else if (is_base) {
+        eff[n] = 1.0;
+      } else {
+        double base = sl ? p_q : p_all;
+        double m = (base * k0 + A) / (k0 + A + B);
+        double se = sqrt(m * (1.0 - m) / (k0 + A + B + 1.0));
+        double lo = m - c->gate_z * se, hi = m + c->gate_z * se, g = base;
+        if (lo > base) g = lo;
+        else if (hi < base) g = hi;
+        eff[n] = g / base; /* the ratio; combine 0 turns it into a cause below */
+      }
+      n++;
     }
     p = e;
   }
-  return k;
+  if (c->model == 0) {
+    *use = 1.0 - noisy;
+    return n;
+  }
+  if (first_crossed < 0 || 2 * first_crossed != n) return -1; /* not an hm_active list */
+  if (c->combine == 1) {
+    double u = 1.0;
+    for (int j = 0; j < first_crossed; j++) {
+      double *plain = &eff[j], *crossed = &eff[first_crossed + j];
+      if (*crossed != 1.0) { u *= *crossed; *plain = 1.0; }
+      else u *= *plain;
+    }
+    *use = u;
+  } else {
+    double keep = 1.0, inhib = 1.0;
+    for (int i = 0; i < n; i++) {
+      double base = i >= first_crossed ? p_q : p_all;
+      if (eff[i] > 1.0) {
+        double ef = (eff[i] * base - base) / (1.0 - base);
+        keep *= 1.0 - ef;
+        eff[i] = (1.0 - (1.0 - p_q) * (1.0 - ef)) / p_q; /* its effect alone */
+      } else if (eff[i] < 1.0) {
+        inhib *= eff[i];
+      }
+    }
+    *use = (1.0 - (1.0 - p_q) * keep) / p_q * inhib;
+  }
+  return n;
 }
 
 typedef struct {
@@ -634,7 +791,7 @@ typedef struct {
 
 static int hm_score_one(const hm_input *in, const char *qtype, const unsigned char *links,
                         i64 nlinks, const hm_config *c, hm_factors *f, char *active,
-                        int activelen, double *s, int *ns, char *err, int errlen) {
+                        int activelen, double *eff, int *ns, char *err, int errlen) {
   if (!isfinite(in->relevance) || in->relevance < 0) {
     hm_seterr(err, errlen, "relevance must be a finite number >= 0%s", "");
     return HM_ERROR;
@@ -647,13 +804,14 @@ static int hm_score_one(const hm_input *in, const char *qtype, const unsigned ch
     hm_seterr(err, errlen, "importance must be a positive number%s", "");
     return HM_ERROR;
   }
-  int rc = hm_active(in->features, qtype, active, activelen, err, errlen);
+  int rc = hm_active(in->features, qtype, in->age_days, active, activelen, err, errlen);
   if (rc == HM_TOOBIG) {
     hm_seterr(err, errlen, "too many features%s", "");
     return HM_ERROR;
   }
   if (rc) return rc;
-  int k = hm_strengths(active, links, nlinks, c, s, NULL, 2 * HM_MAX_FEATURES);
+  double use;
+  int k = hm_usefulness(active, links, nlinks, c, &use, eff, 2 * HM_MAX_FEATURES);
   if (k < 0) {
     hm_seterr(err, errlen, "too many features%s", "");
     return HM_ERROR;
@@ -662,7 +820,7 @@ static int hm_score_one(const hm_input *in, const char *qtype, const unsigned ch
   f->relevance = in->relevance;
   f->recency = hm_recency(in->age_days, c->half_life_days, c->recency_floor);
   f->importance = in->importance;
-  f->usefulness = hm_noisy_or(s, k);
+  f->usefulness = use;
   f->rules = in->superseded ? c->superseded_factor : 1.0;
   f->score = pow(f->relevance, c->w_relevance) * pow(f->recency, c->w_recency) *
              pow(f->importance, c->w_importance) * pow(f->usefulness, c->w_usefulness) *
@@ -681,7 +839,7 @@ HM_API int hm_score_batch(int n, const double *relevance, const double *age_days
                           const unsigned char *links, i64 linkslen, const hm_config *c,
                           double *out, int *bad, char *err, int errlen) {
   static __thread char active[HM_ACTIVE_LEN];
-  double s[2 * HM_MAX_FEATURES];
+  double eff[2 * HM_MAX_FEATURES];
   if (bad) *bad = -1;
   i64 count = hm_links_count(links, linkslen);
   if (count < 0) {
@@ -693,7 +851,7 @@ HM_API int hm_score_batch(int n, const double *relevance, const double *age_days
     hm_input in = {relevance[i], age_days[i], importance[i], superseded[i], features[i]};
     hm_factors f;
     int k;
-    if (hm_score_one(&in, qtype, links, count, c, &f, active, sizeof active, s, &k, err,
+    if (hm_score_one(&in, qtype, links, count, c, &f, active, sizeof active, eff, &k, err,
                      errlen)) {
       if (bad) *bad = i;
       return HM_ERROR;
@@ -705,14 +863,32 @@ HM_API int hm_score_batch(int n, const double *relevance, const double *age_days
   return HM_OK;
 }
 
+/* The name of the i-th word of a space-separated list, as (pointer, length). */
+static int hm_nth(const char *list, int i, const char **name) {
+  const char *p = list;
+  int idx = 0;
+  while (*p) {
+    while (*p == ' ') p++;
+    const char *e = p;
+    while (*e && *e != ' ') e++;
+    if (e > p) {
+      if (idx == i) { *name = p; return (int)(e - p); }
+      idx++;
+    }
+    p = e;
+  }
+  *name = "";
+  return 0;
+}
+
 /* One line saying why a memory got its score, e.g.
- * "score 0.412 = rel 1.00 x recency 0.81 (age 20.0d) x importance 1.00 x
- *  useful 0.51 [when/date=0.42 kind:fact=0.05 +6]". */
+ * "score 0.412 = rel 1.00 x importance 1.00 x useful 2.10 [when/clock:1 x1.85
+ *  when/question:0 x1.12 +24 at base]". */
 HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char *links,
                       i64 linkslen, const hm_config *c, char *out, int outlen, char *err,
                       int errlen) {
   static __thread char active[HM_ACTIVE_LEN];
-  double s[2 * HM_MAX_FEATURES];
+  double eff[2 * HM_MAX_FEATURES];
   if (!out || outlen < 1) return HM_TOOBIG;
   out[0] = 0;
   i64 count = hm_links_count(links, linkslen);
@@ -723,7 +899,7 @@ HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char
   if (hm_config_check(c, err, errlen)) return HM_ERROR;
   hm_factors f;
   int k;
-  if (hm_score_one(in, qtype, links, count, c, &f, active, sizeof active, s, &k, err, errlen))
+  if (hm_score_one(in, qtype, links, count, c, &f, active, sizeof active, eff, &k, err, errlen))
     return HM_ERROR;
   char buf[1024];
   int u = 0;
@@ -733,46 +909,40 @@ HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char
   if (c->w_relevance > 0) HM_CAT("rel %.2f", f.relevance); else HM_CAT("rel off");
   if (c->w_recency > 0) HM_CAT(" x recency %.2f (age %.1fd)", f.recency,
                                in->age_days > 0 ? in->age_days : 0.0);
-  else HM_CAT(" x recency off");
   if (c->w_importance > 0) HM_CAT(" x importance %.2f", f.importance);
-  else HM_CAT(" x importance off");
   if (c->w_usefulness > 0) {
     HM_CAT(" x useful %.2f [", f.usefulness);
-    /* the three strongest features, then how many more */
-    int shown[3] = {-1, -1, -1};
+    /* the three features with the largest effect, then how many more */
+    int shown[3] = {-1, -1, -1}, printed = 0;
     for (int j = 0; j < 3; j++) {
       int best = -1;
+      double bestv = 0;
       for (int i = 0; i < k; i++) {
         if (i == shown[0] || i == shown[1]) continue;
-        if (best < 0 || s[i] > s[best]) best = i;
+        double v = c->model == 0 ? eff[i] : fabs(log(eff[i]));
+        if (c->model == 1 && !(v > 1e-12)) continue;
+        if (best < 0 || v > bestv) { best = i; bestv = v; }
       }
       shown[j] = best;
+      if (best < 0) break;
+      const char *name;
+      int L = hm_nth(active, best, &name);
+      if (c->model == 0) HM_CAT("%s%.*s=%.2f", printed ? " " : "", L, name, eff[best]);
+      else HM_CAT("%s%.*s x%.2f", printed ? " " : "", L, name, eff[best]);
+      printed++;
     }
-    /* names: walk the active list once */
-    const char *p = active;
-    int idx = 0, printed = 0;
-    for (int j = 0; j < 3; j++) {
-      if (shown[j] < 0) break;
-      p = active; idx = 0;
-      while (*p) {
-        while (*p == ' ') p++;
-        const char *e = p;
-        while (*e && *e != ' ') e++;
-        if (e > p) {
-          if (idx == shown[j]) {
-            HM_CAT("%s%.*s=%.2f", printed ? " " : "", (int)(e - p), p, s[idx]);
-            printed++;
-            break;
-          }
-          idx++;
-        }
-        p = e;
+    if (c->model == 0) {
+      if (k > printed) HM_CAT(" +%d", k - printed);
+    } else {
+      if (printed == 0) HM_CAT("no link beats the base rate yet");
+      else {
+        int rest = 0;
+        for (int i = 0; i < k; i++)
+          if (eff[i] != 1.0) rest++;
+        if (rest > printed) HM_CAT(" +%d", rest - printed);
       }
     }
-    if (k > printed) HM_CAT(" +%d", k - printed);
     HM_CAT("]");
-  } else {
-    HM_CAT(" x useful off");
   }
   if (in->superseded) HM_CAT(" x superseded %.2f", f.rules);
 #undef HM_CAT
@@ -786,13 +956,16 @@ HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char
 
 #pragma region feedback credit
 
-/* What one judged memory teaches.  For a used memory each active feature f
- * gets success r_f = s_f / U and failure 1 - r_f, U = the noisy-OR of the
- * strengths (credit in proportion to current strength); for an ignored
- * memory each feature gets one failure.  names receives the active feature
- * names, space-separated; d_alpha/d_beta one entry each.  Returns the number
- * of features, or -1 with a message in err. */
-HM_API int hm_credit(const char *features, const char *qtype, int used,
+/* What one judged memory teaches, feature by feature.
+ * model 1: a used memory gives each active feature one success, an ignored
+ *   one each feature one failure: the links count how often a memory with
+ *   that feature, shown for that kind of question, was used.
+ * model 0 (the reference design): a used memory gives each feature success
+ *   r_f = s_f / U and failure 1 - r_f (credit in proportion to current
+ *   strength, U the noisy-OR); an ignored memory one failure per feature.
+ * names receives the active feature names, space-separated; d_alpha/d_beta
+ * one entry each.  Returns the number of features, or -1 with a message. */
+HM_API int hm_credit(const char *features, const char *qtype, double age_days, int used,
                      const unsigned char *links, i64 linkslen, const hm_config *c,
                      char *names, int nameslen, double *d_alpha, double *d_beta, int max,
                      char *err, int errlen) {
@@ -803,24 +976,29 @@ HM_API int hm_credit(const char *features, const char *qtype, int used,
     return -1;
   }
   if (hm_config_check(c, err, errlen)) return -1;
-  int rc = hm_active(features, qtype, names, nameslen, err, errlen);
+  int rc = hm_active(features, qtype, age_days, names, nameslen, err, errlen);
   if (rc == HM_TOOBIG) hm_seterr(err, errlen, "too many features%s", "");
   if (rc) return -1;
-  int k = hm_strengths(names, links, count, c, s, NULL, 2 * HM_MAX_FEATURES);
+  double use;
+  hm_config c0 = *c;
+  c0.model = 0; /* the raw strengths s_f */
+  int k = hm_usefulness(names, links, count, &c0, &use, s, 2 * HM_MAX_FEATURES);
   if (k < 0 || k > max) {
     hm_seterr(err, errlen, "too many features%s", "");
     return -1;
   }
-  double U = hm_noisy_or(s, k);
   for (int i = 0; i < k; i++) {
-    if (used) {
-      double r = U > 0 ? s[i] / U : 1.0 / k;
+    if (!used) {
+      d_alpha[i] = 0;
+      d_beta[i] = 1;
+    } else if (c->model == 1) {
+      d_alpha[i] = 1;
+      d_beta[i] = 0;
+    } else {
+      double r = use > 0 ? s[i] / use : 1.0 / k;
       if (r > 1) r = 1;
       d_alpha[i] = r;
       d_beta[i] = 1.0 - r;
-    } else {
-      d_alpha[i] = 0;
-      d_beta[i] = 1;
     }
   }
   return k;
@@ -908,6 +1086,20 @@ static void heap_ns_tag(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 cleanup:;
 }
 
+/* heap_relate(question, source) -> 'srcq:1' when the source is named in the
+ * question, else 'srcq:0' */
+static void heap_relate(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *q = NULL, *src = NULL;
+  char out[16];
+  (void)argc;
+  HM_TEXT_ARG(ctx, argv, 0, "heap_relate", "the question", q);
+  if (sqlite3_value_type(argv[1]) != SQLITE_NULL)
+    HM_TEXT_ARG(ctx, argv, 1, "heap_relate", "source (or NULL)", src);
+  hm_relate(q, src, out, sizeof out);
+  sqlite3_result_text(ctx, out, -1, SQLITE_TRANSIENT);
+cleanup:;
+}
+
 /* heap_active(features, qtype) -> the features crossed with the question type */
 static void heap_active(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *features = NULL, *qt = NULL;
@@ -915,7 +1107,7 @@ static void heap_active(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
   HM_TEXT_ARG(ctx, argv, 0, "heap_active", "features", features);
   HM_TEXT_ARG(ctx, argv, 1, "heap_active", "the question type", qt);
-  if (hm_active(features, qt, out, sizeof out, err, sizeof err) != HM_OK) {
+  if (hm_active(features, qt, NAN, out, sizeof out, err, sizeof err) != HM_OK) {
     hm_result_err(ctx, "heap_active", err[0] ? err : "too many features");
     goto cleanup;
   }
@@ -1145,6 +1337,7 @@ static const struct {
     {"heap_match", 2, HM_PURE, heap_match, NULL, NULL},
     {"heap_ns_tag", 1, HM_PURE, heap_ns_tag, NULL, NULL},
     {"heap_active", 2, HM_PURE, heap_active, NULL, NULL},
+    {"heap_relate", 2, HM_PURE, heap_relate, NULL, NULL},
     {"heap_recency", 1, HM_PURE, heap_recency, NULL, NULL},
     {"heap_recency", 3, HM_PURE, heap_recency, NULL, NULL},
     {"heap_score", 7, HM_PURE, heap_score, NULL, NULL},

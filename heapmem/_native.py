@@ -6,6 +6,7 @@ entry point; numpy arrays are checked at the boundary.
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 from typing import Sequence
@@ -20,6 +21,7 @@ typedef struct {
   double w_relevance, w_recency, w_importance, w_usefulness;
   double half_life_days, recency_floor, superseded_factor;
   double prior_alpha, prior_beta;
+  double model, gate_z, combine;
 } hm_config;
 typedef struct {
   double relevance;
@@ -32,8 +34,11 @@ typedef struct {
 const char *hm_qtype(const char *q);
 int hm_is_stop_word(const char *w);
 int hm_features(const char *text, const char *kind, const char *source, char *out, int outlen);
-int hm_active(const char *features, const char *qtype, char *out, int outlen, char *err, int errlen);
+int hm_active(const char *features, const char *qtype, double age_days, char *out, int outlen,
+              char *err, int errlen);
 void hm_ns_tag(const char *ns, char *out);
+uint64_t hm_hash(const char *s);
+int hm_relate(const char *question, const char *source, char *out, int outlen);
 int hm_match(const char *q, const char *ns, char *out, int outlen);
 void hm_link_view(double own_a, double own_b, double pool_a, double pool_b, double pseudocount,
                   double *a, double *b);
@@ -49,7 +54,7 @@ int hm_score_batch(int n, const double *relevance, const double *age_days,
 int hm_explain(const hm_input *in, const char *qtype, const unsigned char *links,
                int64_t linkslen, const hm_config *c, char *out, int outlen, char *err,
                int errlen);
-int hm_credit(const char *features, const char *qtype, int used,
+int hm_credit(const char *features, const char *qtype, double age_days, int used,
               const unsigned char *links, int64_t linkslen, const hm_config *c,
               char *names, int nameslen, double *d_alpha, double *d_beta, int max,
               char *err, int errlen);
@@ -106,13 +111,25 @@ def features(text: str, kind: str, source: str | None) -> str:
     return ffi.string(out).decode()
 
 
-def active(features: str, qt: str) -> list[str]:
-    """The features a memory shows to a question of type qt."""
+def active(features: str, qt: str, age_days: float = math.nan) -> list[str]:
+    """The features a memory of this age shows to a question of type qt."""
     out = ffi.new("char[]", _ACTIVE_LEN)
     err = ffi.new("char[]", _ERRLEN)
-    if lib.hm_active(_cstr(features), _cstr(qt), out, _ACTIVE_LEN, err, _ERRLEN) != 0:
+    if lib.hm_active(_cstr(features), _cstr(qt), age_days, out, _ACTIVE_LEN, err, _ERRLEN) != 0:
         raise ValueError(ffi.string(err).decode() or "too many features")
     return ffi.string(out).decode().split()
+
+
+def fnv64(feature: str) -> int:
+    """The hash that keys a feature in a link-set blob."""
+    return int(lib.hm_hash(_cstr(feature)))
+
+
+def relate(question: str, source: str | None) -> str:
+    """How a memory relates to a question, as features ("srcq:1")."""
+    out = ffi.new("char[]", 16)
+    lib.hm_relate(_cstr(question), _cstr(source) if source is not None else ffi.NULL, out, 16)
+    return ffi.string(out).decode()
 
 
 def ns_tag(namespace: str) -> str:
@@ -201,14 +218,14 @@ def explain(relevance: float, age_days: float, importance: float, superseded: bo
     return ffi.string(out).decode()
 
 
-def credit(features: str, qt: str, used: bool, links: bytes,
+def credit(features: str, qt: str, age_days: float, used: bool, links: bytes,
            cfg: "ffi.CData") -> list[tuple[str, float, float]]:
     """What judging one memory teaches: (feature, d_alpha, d_beta) rows."""
     names = ffi.new("char[]", _ACTIVE_LEN)
     da = np.zeros(MAX_FEATURES, dtype=np.float64)
     db = np.zeros(MAX_FEATURES, dtype=np.float64)
     err = ffi.new("char[]", _ERRLEN)
-    k = lib.hm_credit(_cstr(features), _cstr(qt), int(bool(used)), links, len(links), cfg, names,
+    k = lib.hm_credit(_cstr(features), _cstr(qt), age_days, int(bool(used)), links, len(links), cfg, names,
                       _ACTIVE_LEN, ffi.cast("double *", ffi.from_buffer(da)),
                       ffi.cast("double *", ffi.from_buffer(db)), MAX_FEATURES, err, _ERRLEN)
     if k < 0:

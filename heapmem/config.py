@@ -22,7 +22,8 @@ MAX_IMPORTANCE = 10.0
 
 # The fields the C core reads, in the order of its config string.
 _C_FIELDS = ("w_relevance", "w_recency", "w_importance", "w_usefulness", "half_life_days",
-             "recency_floor", "superseded_factor", "prior_alpha", "prior_beta")
+             "recency_floor", "superseded_factor", "prior_alpha", "prior_beta", "model", "gate_z",
+             "combine")
 
 
 @dataclass(frozen=True)
@@ -32,20 +33,32 @@ class ScoringConfig:
     score = relevance^w_relevance x recency^w_recency x importance^w_importance
             x usefulness^w_usefulness x rules
 
-    A weight of 0 switches its factor off.  recency = recency_floor +
-    (1 - recency_floor) * 0.5^(age / half_life_days), age since the memory was
-    last used (or created).  usefulness is the noisy-OR of the memory's learned
-    link strengths, each link a Beta(prior_alpha + successes, prior_beta +
-    failures) posterior; a namespace borrows the other namespaces' evidence,
-    scaled down to at most pooled_pseudocount observations.  rules multiply a
-    memory superseded by a newer one with the same key by superseded_factor.
-    candidates is how many BM25 candidates are re-ranked.
+    A weight of 0 switches its factor off.
+
+    - relevance: BM25 over the best candidate's (the top `candidates` are
+      re-ranked).
+    - recency = recency_floor + (1 - recency_floor) * 0.5^(age / half_life_days),
+      age since last use (or creation).  Off by default (w_recency=0): a fixed
+      decay hurts when questions reach back months; how much age matters is
+      learned instead, through the age-bucket features.
+    - importance: given, or from the kind.
+    - usefulness: from the learned links of the memory's features, each link a
+      Beta(prior_alpha + successes, prior_beta + failures) posterior; a
+      namespace borrows the other namespaces' evidence, scaled down to at most
+      pooled_pseudocount observations.  model=1 (default) is the gated lift:
+      a link moves rankings only where its rate of use differs from the base
+      rate by more than gate_z standard errors, and usefulness is the
+      noisy-OR likelihood of use over the base rate (exactly 1 before any
+      feedback).  model=0 is the reference design's plain noisy-OR of link
+      strengths with credit split in proportion to strength.
+    - rules: a memory superseded by a newer one with the same key is
+      multiplied by superseded_factor.
 
     Invalid values raise ValueError when the config is made.
     """
 
     w_relevance: float = 1.0
-    w_recency: float = 1.0
+    w_recency: float = 0.0
     w_importance: float = 1.0
     w_usefulness: float = 1.0
     half_life_days: float = 30.0
@@ -55,6 +68,9 @@ class ScoringConfig:
     prior_alpha: float = 0.1
     prior_beta: float = 9.9
     pooled_pseudocount: float = 20.0
+    model: int = 1
+    gate_z: float = 2.0
+    combine: int = 1
 
     def __post_init__(self) -> None:
         for f in fields(self):

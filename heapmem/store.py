@@ -2,10 +2,13 @@
 log, feedback events and learned links.  See heapmem.open()."""
 from __future__ import annotations
 
+import functools
 import json
 import math
+import os
 import threading
 import time
+import urllib.parse
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -77,7 +80,9 @@ CREATE TABLE recalls(
   query      TEXT NOT NULL,
   qtype      TEXT NOT NULL,
   created_at REAL NOT NULL,
-  shown      TEXT NOT NULL            -- JSON array of memory ids, in rank order
+  shown      TEXT NOT NULL,           -- JSON array of memory ids, in rank order
+  ages       TEXT NOT NULL,           -- JSON array: each one's age in days at recall time
+  features   TEXT NOT NULL            -- JSON array: each one's features as scored
 );
 CREATE TABLE events(
   id         INTEGER PRIMARY KEY,
@@ -118,7 +123,8 @@ WHERE p.namespace = '*' AND p.qtype IN ('', :qtype)
 # score; shared by recall() and RECALL_SQL.
 _CAND_CTE = """
 cand AS (
-  SELECT m.seq, m.id, m.text, m.kind, m.source, m.key, m.importance, m.features,
+  SELECT m.seq, m.id, m.text, m.kind, m.source, m.key, m.importance,
+         m.features || ' ' || heap_relate(:question, m.source) AS features,
          m.created_at, m.last_used_at, m.metadata, f.rank,
          (:now - coalesce(m.last_used_at, m.created_at)) / 86400.0 AS age_days,
          m.key IS NOT NULL AND EXISTS (
@@ -361,6 +367,18 @@ def load(conn: Any) -> None:
         enable(False)
 
 
+def _locked(method: Callable) -> Callable:
+    """Run a Memory method holding the store's lock: threads share one apsw
+    connection, which refuses to run two statements at once
+    (ThreadingViolationError), and a read must not see another thread's
+    half-done write transaction."""
+    @functools.wraps(method)
+    def locked(self: "Memory", *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return locked
+
+
 class Memory:
     """A heapmem store: use heapmem.open() to make one.  A context manager."""
 
@@ -388,6 +406,22 @@ class Memory:
             raise HeapmemError(f"cannot open {path!r}: {e}") from None
         try:
             self._configure()
+        except apsw.CantOpenError as e:
+            self._conn.close()
+            wal = path + "-wal"
+            if not readonly or path.startswith("file:") or (
+                    os.path.exists(wal) and os.path.getsize(wal) > 0):
+                raise HeapmemError(f"cannot open {path!r}: {e}") from None
+            # a WAL-mode file on read-only media (an app bundle, a read-only
+            # mount): SQLite cannot make its -shm file there, and with no -wal
+            # file nothing is pending, so read the file as immutable
+            uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?immutable=1"
+            self._conn = apsw.Connection(uri, flags=flags)
+            try:
+                self._configure()
+            except BaseException:
+                self._conn.close()
+                raise
         except BaseException:
             self._conn.close()
             raise
@@ -401,11 +435,16 @@ class Memory:
             c.config(opt, 0)
         load(c)
         try:
-            version = c.execute("PRAGMA user_version").fetchall()[0][0]
-            objects = c.execute("SELECT name FROM sqlite_schema").fetchall()
+            # one statement, one snapshot: another process may be creating the
+            # schema right now (two reads could see version 0 and its tables)
+            objects = c.execute("SELECT (SELECT user_version FROM pragma_user_version), name "
+                                "FROM (SELECT NULL AS name UNION ALL SELECT name "
+                                "FROM sqlite_schema)").fetchall()
+            version = objects[0][0]
+            objects = [r for r in objects if r[1] is not None]
         except (apsw.NotADBError, apsw.CorruptError) as e:
             raise NotAStoreError(f"{self.path!r} is not a SQLite database ({e})") from None
-        names = {r[0] for r in objects}
+        names = {r[1] for r in objects}
         if version > SCHEMA_VERSION:
             raise SchemaVersionError(
                 f"{self.path!r} has schema version {version}, newer than this heapmem "
@@ -462,7 +501,7 @@ class Memory:
         if self.readonly:
             raise ReadOnlyError(f"{self.path!r} was opened with readonly=True; writes are refused")
         with self._lock:
-            c = self._conn
+            c = self.connection
             c.execute("BEGIN IMMEDIATE")
             try:
                 yield c
@@ -471,6 +510,7 @@ class Memory:
                 raise
             c.execute("COMMIT")
 
+    @_locked
     def close(self) -> None:
         """Close the store (runs PRAGMA optimize first).  Safe to call twice."""
         conn = getattr(self, "_conn", None)
@@ -505,15 +545,18 @@ class Memory:
     # -- facts ---------------------------------------------------------------------
 
     @property
+    @_locked
     def schema_version(self) -> int:
         return self.connection.execute("PRAGMA user_version").fetchall()[0][0]
 
     @property
+    @_locked
     def count(self) -> int:
         """Number of memories in all namespaces."""
         return self.connection.execute("SELECT count(*) FROM memories").fetchall()[0][0]
 
     @property
+    @_locked
     def namespaces(self) -> list[str]:
         return [r[0] for r in self.connection.execute(
             "SELECT DISTINCT namespace FROM memories ORDER BY namespace")]
@@ -562,7 +605,10 @@ class Memory:
         for i in given:
             if c.execute("SELECT 1 FROM memories WHERE id = ?", (i,)).fetchall():
                 raise DuplicateIdError(f"a memory with id {i!r} already exists; it was not changed")
-        seq = c.execute("SELECT coalesce(max(seq), 0) FROM memories").fetchall()[0][0]
+        # never reuse the seq (and so the automatic id) of a forgotten memory
+        seq = c.execute("SELECT max(coalesce((SELECT max(seq) FROM memories), 0), coalesce(("
+                        "SELECT CAST(value AS INTEGER) FROM heapmem_meta WHERE key = 'last_seq'"
+                        "), 0))").fetchall()[0][0]
         taken = set(given)
         items = []
         for r in rows:
@@ -629,6 +675,7 @@ class Memory:
         with self._write() as c:
             return self._insert(c, rows)
 
+    @_locked
     def get(self, id: str) -> Item | None:
         """The memory with this id, or None."""
         _check_name(id, "id")
@@ -661,6 +708,7 @@ class Memory:
                 self._links_cache[key] = blob
             return blob
 
+    @_locked
     def recall(self, query: str, *, k: int = 5, namespace: str = "default",
                now: Timestamp | None = None, config: ScoringConfig | None = None,
                track: bool = True) -> Recall:
@@ -726,9 +774,14 @@ class Memory:
         recall_id = None
         if track and results and not self.readonly:
             with self._write() as w:
-                w.execute("INSERT INTO recalls(namespace, query, qtype, created_at, shown) "
-                          "VALUES (?, ?, ?, ?, ?)",
-                          (namespace, query, qt, t, json.dumps([r.id for r in results])))
+                w.execute("INSERT INTO recalls(id, namespace, query, qtype, created_at, shown, ages,"
+                          " features) "
+                          "VALUES (1 + max(coalesce((SELECT max(id) FROM recalls), 0), coalesce(("
+                          "SELECT CAST(value AS INTEGER) FROM heapmem_meta WHERE key = "
+                          "'last_recall'), 0)), ?, ?, ?, ?, ?, ?, ?)",
+                          (namespace, query, qt, t, json.dumps([r.id for r in results]),
+                           json.dumps([r.age_days for r in results]),
+                           json.dumps([" ".join(r.features) for r in results])))
                 recall_id = w.last_insert_rowid()
         return Recall(query, namespace, qt, results, recall_id, config, links)
 
@@ -747,14 +800,17 @@ class Memory:
     # -- feedback ----------------------------------------------------------------
 
     def _resolve_recall(self, c: apsw.Connection, recall_id: Any,
-                        ids: list[str]) -> tuple[int, str, str, list[str]]:
+                        ids: list[str]
+                        ) -> tuple[int, str, str, list[str], list[float], list[str]]:
         if recall_id is None:
             if not ids:
                 raise ValueError("feedback needs a recall_id (or ids to find the recall by)")
             # the newest recall that showed every given id
-            cond = " AND ".join(["EXISTS (SELECT 1 FROM json_each(shown) WHERE value = ?)"] * len(ids))
-            rows = c.execute(f"SELECT id FROM recalls WHERE {cond} ORDER BY id DESC LIMIT 1",
-                             ids).fetchall()
+            # (one JSON parameter: any number of ids, no SQL depth or variable limit)
+            rows = c.execute("SELECT r.id FROM recalls AS r WHERE NOT EXISTS (SELECT 1 FROM "
+                             "json_each(?) AS g WHERE g.value NOT IN (SELECT value FROM "
+                             "json_each(r.shown))) ORDER BY r.id DESC LIMIT 1",
+                             (json.dumps(ids),)).fetchall()
             if not rows:
                 raise ValueError("no tracked recall showed all of these ids; pass recall_id")
             recall_id = rows[0][0]
@@ -764,12 +820,12 @@ class Memory:
             raise TypeError(f"recall_id must be an integer, got {type(recall_id).__name__}")
         if not -(1 << 63) <= recall_id < (1 << 63):  # SQLite integers are 64-bit
             raise ValueError(f"unknown recall_id {recall_id} (never recorded, or forgotten)")
-        rows = c.execute("SELECT namespace, qtype, shown FROM recalls WHERE id = ?",
-                         (recall_id,)).fetchall()
+        rows = c.execute("SELECT namespace, qtype, shown, ages, features FROM recalls "
+                         "WHERE id = ?", (recall_id,)).fetchall()
         if not rows:
             raise ValueError(f"unknown recall_id {recall_id} (never recorded, or forgotten)")
-        ns, qt, shown = rows[0]
-        return recall_id, ns, qt, json.loads(shown)
+        ns, qt, shown, ages, feats = rows[0]
+        return recall_id, ns, qt, json.loads(shown), json.loads(ages), json.loads(feats)
 
     def _judge(self, recall_id: Any, used: Any, ignored: Any, rest_ignored: bool,
                now: Timestamp | None) -> Feedback:
@@ -781,7 +837,8 @@ class Memory:
         t = self._now(now)
         config = self.config
         with self._write() as c:
-            rid, ns, qt, shown = self._resolve_recall(c, recall_id, used_ids + ignored_ids)
+            rid, ns, qt, shown, ages, shown_feats = self._resolve_recall(
+                c, recall_id, used_ids + ignored_ids)
             pos = {mid: i for i, mid in enumerate(shown)}
             not_shown = [i for i in used_ids + ignored_ids if i not in pos]
             if not_shown:
@@ -798,9 +855,8 @@ class Memory:
                                              and m not in ignored_ids and pos[m] not in judged]
             feats = {}
             for mid in used_ids + ignored_ids:
-                row = c.execute("SELECT features FROM memories WHERE id = ?", (mid,)).fetchall()
-                if row:
-                    feats[mid] = row[0][0]
+                if c.execute("SELECT 1 FROM memories WHERE id = ?", (mid,)).fetchall():
+                    feats[mid] = shown_feats[pos[mid]]  # as the recall scored it
                 elif mid in used_ids:
                     raise ValueError(f"memory {mid!r} no longer exists (forgotten)")
             links = bytes(c.execute(_LINKS_SQL, {
@@ -812,7 +868,7 @@ class Memory:
                 if mid not in feats:
                     continue  # an ignored memory that was forgotten since
                 is_used = mid in used_ids
-                rows = _native.credit(feats[mid], qt, is_used, links, config._c)
+                rows = _native.credit(feats[mid], qt, ages[pos[mid]], is_used, links, config._c)
                 for f, da, db in rows:
                     tot = totals.setdefault(f, [0.0, 0.0, 0])
                     tot[0] += da
@@ -864,11 +920,15 @@ class Memory:
         """Judge only these memories of a recall as ignored."""
         return self._judge(recall_id, [], ids, False, now)
 
+    @_locked
     def explain_usefulness(self, namespace: str = POOLED, *,
                            config: ScoringConfig | None = None) -> list[LinkRow]:
         """The learned links as `namespace` sees them ('*': the pooled layer),
         strongest first: feature, strength (posterior mean), n (events)."""
-        config = config or self.config
+        if config is None:
+            config = self.config
+        elif not isinstance(config, ScoringConfig):
+            raise TypeError("config must be a heapmem.ScoringConfig")
         if namespace != POOLED:
             namespace = _check_namespace(namespace)
         c = self.connection
@@ -903,6 +963,16 @@ class Memory:
         if (ids is None) == (namespace is None):
             raise ValueError("forget needs either ids or namespace=..., not both")
         with self._write() as c:
+            # FTS5 keeps a deleted row's terms in its old index segments until a
+            # merge; 'secure-delete' removes them at once (SQLite >= 3.42)
+            c.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES ('secure-delete', 1)")
+            # remember the highest seq and recall id, so that the id of a
+            # forgotten memory or recall is never given to a new one
+            c.execute("INSERT INTO heapmem_meta(key, value) VALUES "
+                      "('last_seq', (SELECT coalesce(max(seq), 0) FROM memories)), "
+                      "('last_recall', (SELECT coalesce(max(id), 0) FROM recalls)) "
+                      "ON CONFLICT(key) DO UPDATE SET value ="
+                      " max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))")
             if namespace is not None:
                 namespace = _check_namespace(namespace)
                 n = c.execute("SELECT count(*) FROM memories WHERE namespace = ?",
@@ -927,10 +997,25 @@ class Memory:
                               [(r,) for r in doomed])
                 c.executemany("DELETE FROM recalls WHERE id = ?", [(r,) for r in doomed])
                 n = len(id_list)
+        # the WAL still holds the old pages: copy the erased ones into the file
+        # and empty the WAL.  A TRUNCATE checkpoint stalls every writer while it
+        # waits for readers, so it waits 0.25 s at most; if other connections
+        # are busy then, the old pages stay in the -wal file until a later
+        # complete checkpoint (at the latest when the last connection closes)
+        with self._lock:
+            c = self.connection
+            c.setbusytimeout(250)
+            try:
+                c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except apsw.BusyError:
+                pass
+            finally:
+                c.setbusytimeout(10_000)
         return n
 
     # -- checking ------------------------------------------------------------------
 
+    @_locked
     def check(self) -> CheckReport:
         """Check the store: SQLite's integrity_check, the FTS index against the
         memories table, and the links against a replay of the event log."""
@@ -939,10 +1024,21 @@ class Memory:
         ic = [r[0] for r in c.execute("PRAGMA integrity_check")]
         if ic != ["ok"]:
             problems += [f"integrity_check: {m}" for m in ic]
-        try:
-            c.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES ('integrity-check', 1)")
-        except apsw.Error as e:
-            problems.append(f"FTS index does not match the memories table: {e}")
+        if self.readonly:
+            # FTS5's 'integrity-check' command is a write, refused here: check
+            # only that the index and the table hold the same rows
+            odd = c.execute("SELECT count(*) FROM memories AS m FULL JOIN memories_fts_docsize"
+                            " AS d ON d.id = m.seq WHERE m.seq IS NULL OR d.id IS NULL"
+                            ).fetchall()[0][0]
+            if odd:
+                problems.append(f"FTS index does not match the memories table: {odd} rows "
+                                "are in only one of them")
+        else:
+            try:
+                c.execute("INSERT INTO memories_fts(memories_fts, rank) "
+                          "VALUES ('integrity-check', 1)")
+            except apsw.Error as e:
+                problems.append(f"FTS index does not match the memories table: {e}")
         replay: dict[tuple[str, str], list[float]] = {}
         nevents = 0
         for ns, deltas in c.execute("SELECT namespace, deltas FROM events ORDER BY id"):

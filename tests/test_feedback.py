@@ -12,67 +12,98 @@ def links(mem, ns):
         "SELECT feature, alpha, beta, n FROM links WHERE namespace = ?", (ns,))}
 
 
-def test_credit_arithmetic_by_hand(mem):
+def test_feedback_counts_uses_per_feature(mem):
     mem.add("Dentist on Tuesday at 3pm", id="d", source="user", namespace="u")
     mem.add("Dentist is nice", id="n", source="user", namespace="u")
     res = mem.recall("When is the dentist?", namespace="u", k=5)
     assert res.qtype == "when" and set(res.ids) == {"d", "n"}
     fb = mem.feedback(used=["d"], recall_id=res.recall_id)
     assert fb.used == ("d",) and fb.ignored == ("n",)
-    d_active = mem.get("d").features
-    k = 2 * len(d_active)
-    U = 1 - 0.99 ** k          # every link starts at the prior mean 0.1 / 10
-    r = 0.01 / U               # each feature's share of the credit
     own = links(mem, "u")
-    assert own[("when/date",)] == pytest.approx((r, 1 - r, 1))
-    assert own[("when/clock",)] == pytest.approx((r, 1 - r, 1))
-    # features of both memories: d's credit plus n's failure
-    assert own[("kind:fact",)] == pytest.approx((r, 1 - r + 1, 2))
+    # one success for each of d's features, one failure for each of n's
+    assert own[("when/date:1",)] == (1, 0, 1)
+    assert own[("when/clock:1",)] == (1, 0, 1)
+    assert own[("when/date:0",)] == (0, 1, 1)
+    assert own[("kind:fact",)] == (1, 1, 2)
+    assert own[("base",)] == (1, 1, 2) and own[("when/base",)] == (1, 1, 2)
     # the pooled layer got the same counts
-    pooled = links(mem, "*")
-    for key, v in own.items():
-        assert pooled[key] == pytest.approx(v)
-    # events carry features and deltas only
+    assert links(mem, "*") == own
+    # events carry features and deltas only: no text, no ids
     ev = mem.connection.execute("SELECT used, deltas FROM events ORDER BY position").fetchall()
-    assert [u for u, _ in ev] in ([1, 0], [0, 1])
-    assert all("Dentist" not in d for _, d in ev)
+    assert sorted(u for u, _ in ev) == [0, 1]
+    assert all("Dentist" not in d and '"d"' not in d for _, d in ev)
     assert mem.check().ok
 
 
+def test_reference_credit_arithmetic_by_hand(tmp_path, clock):
+    mem = heapmem.open(str(tmp_path / "ref.db"), clock=clock,
+                       config=heapmem.ScoringConfig(model=0))
+    mem.add("Dentist on Tuesday at 3pm", id="d", source="user", namespace="u")
+    mem.add("Dentist is nice", id="n", source="user", namespace="u")
+    res = mem.recall("When is the dentist?", namespace="u", k=5)
+    mem.feedback(used=["d"], recall_id=res.recall_id)
+    k = 2 * (len(res[0].features) + 2)  # shape + relation, base, age; alone and crossed
+    U = 1 - 0.99 ** k          # every link starts at the prior mean 0.1 / 10
+    r = 0.01 / U               # each feature's share of the credit
+    own = links(mem, "u")
+    assert own[("when/date:1",)] == pytest.approx((r, 1 - r, 1))
+    assert own[("when/clock:1",)] == pytest.approx((r, 1 - r, 1))
+    # a feature of both memories: d's credit plus n's failure
+    assert own[("kind:fact",)] == pytest.approx((r, 1 - r + 1, 2))
+    assert mem.check().ok
+    mem.close()
+
+
 def test_used_memory_rises_in_its_namespace(mem, clock):
-    mem.add("Flight departs March 14 at 9:40am", id="booking", namespace="u")
-    mem.add("flight prices are high", id="quote", kind="tool_result", source="tool", namespace="u")
-    for _ in range(5):
-        res = mem.recall("When is my flight?", namespace="u")
-        mem.feedback(used=["booking"], recall_id=res.recall_id)
-    res = mem.recall("When is my flight?", namespace="u")
-    assert res.ids[0] == "booking"
-    assert res[0].usefulness > res[1].usefulness
-    top = mem.explain_usefulness("u")[0]
-    assert top.feature.startswith("when/") or top.feature in res[0].features
+    for i in range(6):
+        mem.add(f"Flight {i} departs March {i + 3} at 9:40am", id=f"booking{i}", namespace="u")
+        mem.add(f"flight prices are high, flight {i} is pricey", id=f"quote{i}",
+                kind="tool_result", source="tool", namespace="u")
+    # six rounds are too little evidence to move rankings: the gate holds
+    for i in range(6):
+        res = mem.recall(f"When is flight {i}?", namespace="u")
+        mem.feedback(used=[f"booking{i}"], recall_id=res.recall_id)
+    res = mem.recall("When is my next flight?", namespace="u", k=12, track=False)
+    assert {r.usefulness for r in res} == {1.0}
+    for _ in range(4):
+        for i in range(6):
+            res = mem.recall(f"When is flight {i}?", namespace="u")
+            mem.feedback(used=[f"booking{i}"], recall_id=res.recall_id)
+    res = mem.recall("When is my next flight?", namespace="u", k=12, track=False)
+    by = {r.id: r for r in res}
+    # quotes, shown 30 times and never used, fall below the base rate; bookings,
+    # used 30 times in 120 showings (base rate 30 in 150), are not distinguishable
+    # from it yet
+    assert all(by[f"booking{i}"].usefulness == 1 > by[f"quote{i}"].usefulness
+               for i in range(6))
+    assert res.ids[0].startswith("booking")
+    assert "when/kind:tool_result x0.60" in by["quote0"].explain()
 
 
 def test_pooled_borrowing_reaches_a_new_namespace(mem):
-    # ten users teach that "when" questions are answered by memories with a time
-    for u in range(10):
+    # twenty users teach that "when" questions are answered by memories with a time
+    for u in range(20):
         ns = f"user{u}"
-        mem.add(f"Appointment with Dr Lee on Friday at {u + 1}pm", id=f"t{u}", namespace=ns)
+        mem.add(f"Appointment with Dr Lee on Friday at {u % 12 + 1}pm", id=f"t{u}", namespace=ns)
         mem.add("Dr Lee is a great appointment to have", id=f"x{u}", kind="episode", namespace=ns)
+        mem.add("I want an appointment with Dr Lee someday", id=f"y{u}", kind="preference",
+                namespace=ns)
         res = mem.recall("When is my appointment with Dr Lee?", namespace=ns)
         mem.feedback(used=[f"t{u}"], recall_id=res.recall_id)
     pooled = {r.feature: r for r in mem.explain_usefulness("*")}
     fresh = {r.feature: r for r in mem.explain_usefulness("newbie")}
-    assert fresh["when/clock"].strength == pytest.approx(pooled["when/clock"].strength)
-    assert fresh["when/clock"].strength > 3 * 0.01  # well above the prior mean
-    assert fresh["when/clock"].strength > fresh["when/kind:episode"].strength
-    # borrowed evidence is capped at pooled_pseudocount observations
+    assert pooled["when/clock:1"].n == 20 and pooled["when/clock:1"].alpha == 20
+    # a new namespace sees the others' evidence, scaled down to pooled_pseudocount
+    assert fresh["when/clock:1"].alpha + fresh["when/clock:1"].beta == pytest.approx(20)
+    assert fresh["when/clock:1"].strength > fresh["when/base"].strength
     heavy = {r.feature: r for r in mem.explain_usefulness(
         "newbie", config=heapmem.ScoringConfig(pooled_pseudocount=2))}
     assert heavy["kind:fact"].alpha + heavy["kind:fact"].beta == pytest.approx(2)
-    # and the strength of a namespace's own evidence: prior + own + scaled others
-    assert fresh["when/clock"].strength == pytest.approx(
-        (0.1 + fresh["when/clock"].alpha) / (10 + fresh["when/clock"].alpha
-                                              + fresh["when/clock"].beta))
+    # and it ranks by it on its first recall
+    mem.add("I'd love an appointment with Dr Lee", id="n1", kind="preference", namespace="newbie")
+    mem.add("Appointment with Dr Lee: Monday at 10am", id="n2", namespace="newbie")
+    res = mem.recall("When is my appointment with Dr Lee?", namespace="newbie")
+    assert res.ids[0] == "n2" and res[0].usefulness > 1 > res[1].usefulness
 
 
 def test_recall_id_survives_a_restart(tmp_path, clock):

@@ -51,22 +51,35 @@ def test_importance_alone(mem):
     assert [r.score for r in res] == [7.5, 1.5, 0.6]
 
 
-def test_usefulness_alone_without_feedback_is_the_prior(mem):
+def test_usefulness_alone_without_feedback_is_neutral(mem):
     mem.add("lisbon", kind="fact")
-    r = mem.recall("where is lisbon", config=only(w_usefulness=1))[0]
-    k = len(r.features) * 2
+    mem.add("lisbon at 5pm on Friday with Ana, who paid $30?", kind="fact")
+    res = mem.recall("where is lisbon", config=only(w_usefulness=1))
+    assert [r.usefulness for r in res] == [1.0, 1.0]
+    # the reference design's noisy-OR of the prior strengths
+    r = mem.recall("where is lisbon", config=only(w_usefulness=1).replace(model=0))[0]
+    k = 2 * (len(r.features) + 2)  # + base and age, each alone and crossed
     assert r.usefulness == pytest.approx(1 - 0.99 ** k)
-    assert r.score == pytest.approx(r.usefulness)
+
+
+def test_defaults_on_day_one_rank_by_relevance_and_importance(mem, clock):
+    mem.add("lisbon lisbon", id="a", created_at=clock.t - 300 * DAY)
+    mem.add("lisbon and porto", id="b", kind="instruction", created_at=clock.t)
+    res = mem.recall("lisbon")
+    for r in res:
+        assert r.score == pytest.approx(r.relevance * r.importance)
 
 
 def test_weight_zero_switches_a_factor_off(mem, clock):
     mem.add("lisbon", created_at=clock.t - 300 * DAY, importance=9)
-    full = mem.recall("lisbon")[0]
+    cfg = heapmem.ScoringConfig(w_recency=1, w_usefulness=1, model=0)
+    full = mem.recall("lisbon", config=cfg)[0]
     assert full.score == pytest.approx(full.relevance * full.recency * full.importance
                                        * full.usefulness * full.rules)
-    r = mem.recall("lisbon", config=heapmem.ScoringConfig(w_recency=0, w_importance=0))[0]
+    r = mem.recall("lisbon", config=cfg.replace(w_recency=0, w_importance=0))[0]
     assert r.score == pytest.approx(r.relevance * r.usefulness)
-    assert "recency off" in r.explain() and "importance off" in r.explain()
+    line = r.explain()
+    assert "recency" not in line and "importance" not in line
 
 
 def test_superseded_by_key(mem, clock):
@@ -87,10 +100,14 @@ def test_superseded_by_key(mem, clock):
 def test_explain_line(mem, clock):
     mem.add("Booked the flight: SFO to LIS, departs March 14, 9:40am", source="maya",
             created_at=clock.t - 20 * DAY)
-    line = mem.recall("When is my flight?")[0].explain()
-    assert line.startswith("score ")
-    assert "rel 1.00 x recency 0.81 (age 20.0d) x importance 1.00 x useful 0.13 [" in line
-    assert line.endswith("+11]")
+    res = mem.recall("When is my flight?")
+    assert res[0].explain() == ("score 1.000 = rel 1.00 x importance 1.00 x useful 1.00 "
+                                "[no link beats the base rate yet]")
+    cfg = heapmem.ScoringConfig(w_recency=1, model=0)
+    line = mem.recall("When is my flight?", config=cfg)[0].explain()
+    assert line.startswith("score 0.200 = rel 1.00 x recency 0.81 (age 20.0d) x importance "
+                           "1.00 x useful 0.25 [base=0.01 ")
+    assert line.endswith("+25]")
 
 
 def test_fts_syntax_is_text(mem):

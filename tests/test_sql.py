@@ -13,6 +13,7 @@ FUNCTIONS = [
     ("heap_active", 2), ("heap_explain", 7), ("heap_explain", 8), ("heap_features", 3),
     ("heap_links", 5), ("heap_links", 6), ("heap_match", 1), ("heap_match", 2),
     ("heap_ns_tag", 1), ("heap_qtype", 1), ("heap_recency", 1), ("heap_recency", 3),
+    ("heap_relate", 2),
     ("heap_score", 7), ("heap_score", 8), ("heap_version", 0),
 ]
 
@@ -26,35 +27,50 @@ def test_registered_functions(db):
 
 def test_scalar_functions(db):
     assert one(db, "SELECT heap_qtype('How many cats?')") == "how_many"
-    assert one(db, "SELECT heap_features('Met Ana at 5pm', 'fact', 'user')") == \
-        "kind:fact src:user len:s clock num entity"
-    assert one(db, "SELECT heap_features('x', 'fact', NULL)") == "kind:fact src:none len:xs"
+    assert one(db, "SELECT heap_features('Met Ana at 5pm', 'fact', 'user')") == (
+        "kind:fact src:user len:s date:0 clock:1 num:1 money:0 entity:1 self:0 question:0 url:0")
+    assert one(db, "SELECT heap_features('x', 'fact', NULL)").startswith("kind:fact src:none len:xs")
+    assert one(db, "SELECT heap_relate('What did Ana say?', 'Ana')") == "srcq:1"
+    assert one(db, "SELECT heap_relate('What did Ana say?', NULL)") == "srcq:0"
     assert one(db, "SELECT heap_match('flight?')") == '"flight"'
     assert one(db, "SELECT heap_match('the', 'ns')") == '""'
-    assert one(db, "SELECT heap_active('date', 'when')") == "date when/date"
+    assert one(db, "SELECT heap_active('date:1', 'when')") == "base date:1 when/base when/date:1"
     assert one(db, "SELECT heap_recency(30)") == pytest.approx(0.75)
     assert one(db, "SELECT heap_ns_tag('user:maya')") == heapmem._native.ns_tag("user:maya")
 
 
 def test_score_and_explain_in_sql(db):
-    s = one(db, "SELECT heap_score(0.5, 30, 1.5, 1, 'kind:note date', 'what', NULL)")
-    assert s == pytest.approx(0.5 * 0.75 * 1.5 * (1 - 0.99 ** 4) * 0.1)
-    s0 = one(db, "SELECT heap_score(0.5, 30, 1.5, 1, 'kind:note date', 'what', NULL, "
-                 "'w_recency=0 w_importance=0 superseded_factor=1')")
-    assert s0 == pytest.approx(0.5 * (1 - 0.99 ** 4))
-    line = one(db, "SELECT heap_explain(1, 0, 1, 0, 'kind:fact', 'when', NULL)")
-    assert line == ("score 0.020 = rel 1.00 x recency 1.00 (age 0.0d) x importance 1.00 "
-                    "x useful 0.02 [kind:fact=0.01 when/kind:fact=0.01]")
+    s = one(db, "SELECT heap_score(0.5, 30, 1.5, 1, 'kind:note date:1', 'what', NULL)")
+    assert s == pytest.approx(0.5 * 1.5 * 1.0 * 0.1)  # recency off, no evidence yet
+    s1 = one(db, "SELECT heap_score(0.5, 30, 1.5, 1, 'kind:note date:1', 'what', NULL, "
+                 "'w_recency=1 w_importance=0 superseded_factor=1')")
+    assert s1 == pytest.approx(0.5 * 0.75)
+    ref = one(db, "SELECT heap_score(1, 0, 1, 0, 'kind:note', 'what', NULL, 'model=0')")
+    assert ref == pytest.approx(1 - 0.99 ** 6)
+    line = one(db, "SELECT heap_explain(1, 0, 1, 0, 'kind:fact', 'when', NULL, 'model=0')")
+    assert line == ("score 0.059 = rel 1.00 x importance 1.00 x useful 0.06 "
+                    "[base=0.01 kind:fact=0.01 age:day=0.01 +3]")
 
 
 def test_links_aggregate_feeds_score(db):
     db.execute("CREATE TABLE l(feature, oa, ob, pa, pb)")
-    db.execute("INSERT INTO l VALUES ('when/date', 9.9, 0, 9.9, 0), ('date', 0, 0, 0, 40)")
+    db.execute("INSERT INTO l VALUES ('base', 0, 0, 10, 90), ('date:1', 0, 0, 30, 70), "
+               "('when/date:1', 2, 0, 2, 0)")
     blob = one(db, "SELECT heap_links(feature, oa, ob, pa, pb) FROM l")
-    assert blob[:4] == b"HML1" and len(blob) == 8 + 2 * 24
-    s = one(db, "SELECT heap_score(1, 0, 1, 0, 'date', 'when', ?)", blob)
-    # when/date: (0.1 + 9.9) / (10 + 9.9) ; date: others' 40 failures scaled to 20
-    assert s == pytest.approx(1 - (1 - 10 / 19.9) * (1 - 0.1 / 30))
+    assert blob[:4] == b"HML1" and len(blob) == 8 + 3 * 24
+    # the others' 100 observations of base and date:1 are scaled to 20
+    blob_p = one(db, "SELECT heap_links(feature, oa, ob, pa, pb, 1e9) FROM l")
+    s = one(db, "SELECT heap_score(1, 0, 1, 0, 'date:1', 'when', ?, 'model=0')", blob)
+    p = (0.1 + 2) / (10 + 20)       # base: 2 successes, 18 failures
+    d = (0.1 + 6) / (10 + 20)       # date:1: 6 and 14
+    wd = (0.1 + 2) / (10 + 2)       # when/date:1: its own 2 successes
+    age = 0.1 / 10
+    assert s == pytest.approx(1 - (1 - p) * (1 - d) * (1 - wd) * (1 - age) ** 2 * (1 - 0.01))
+    # in the gated model date:1 beats its base rate; more so with all the evidence
+    u = one(db, "SELECT heap_score(1, 0, 1, 0, 'date:1', 'when', ?)", blob)
+    u_all = one(db, "SELECT heap_score(1, 0, 1, 0, 'date:1', 'when', ?)", blob_p)
+    assert u_all > u > 1
+    assert one(db, "SELECT heap_score(1, 0, 1, 0, 'date:0', 'when', ?)", blob) == 1.0
     empty = one(db, "SELECT heap_links(feature, oa, ob, pa, pb) FROM l WHERE 0")
     assert empty == b"HML1\x00\x00\x00\x00"
 
@@ -65,6 +81,11 @@ def test_links_aggregate_feeds_score(db):
     ("SELECT heap_features('x', NULL, NULL)", "heap_features: kind must be text"),
     ("SELECT heap_match(x'00')", "heap_match: the question must be text"),
     ("SELECT heap_active('date', 'sometimes')", "heap_active: unknown question type 'sometimes'"),
+    ("SELECT heap_relate('q', 3)", "heap_relate: source (or NULL) must be text"),
+    ("SELECT heap_score(1, 0, 1, 0, 'f', 'what', NULL, 'model=2')",
+     "heap_score: model must be 1 (gated lift) or 0 (reference noisy-OR)"),
+    ("SELECT heap_score(1, 0, 1, 0, 'a/b', 'what', NULL)",
+     "heap_score: feature names must not contain '/'"),
     ("SELECT heap_score('a', 0, 1, 0, 'f', 'what', NULL)", "heap_score: relevance must be a number"),
     ("SELECT heap_score(1, NULL, 1, 0, 'f', 'what', NULL)", "heap_score: age_days must be a number"),
     ("SELECT heap_score(1, 0, -1, 0, 'f', 'what', NULL)",
