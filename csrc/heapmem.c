@@ -49,8 +49,20 @@ typedef uint32_t u32;
 #define HM_MAX_QUERY_TERMS 32  /* terms kept from one question */
 #define HM_MAX_FEATURES 64     /* active features of one memory */
 
+/* The longest prefix of s[0..len) that does not end inside a UTF-8 sequence. */
+static int hm_utf8_cut(const char *s, int len) {
+  int i = len, k = 0;
+  while (i > 0 && k < 4 && ((unsigned char)s[i - 1] & 0xC0) == 0x80) { i--; k++; }
+  if (i == 0) return len;
+  unsigned char lead = (unsigned char)s[i - 1];
+  int need = lead >= 0xF0 ? 3 : lead >= 0xE0 ? 2 : lead >= 0xC0 ? 1 : 0;
+  return (lead >= 0xC0 && k < need) ? i - 1 : len;
+}
+
 static void hm_seterr(char *err, int errlen, const char *fmt, const char *a) {
-  if (err && errlen > 0) snprintf(err, (size_t)errlen, fmt, a ? a : "");
+  if (!err || errlen <= 0) return;
+  int n = snprintf(err, (size_t)errlen, fmt, a ? a : "");
+  if (n >= errlen) err[hm_utf8_cut(err, errlen - 1)] = 0; /* cut, but not mid-character */
 }
 
 #pragma region text scanning
@@ -631,7 +643,7 @@ HM_API int hm_config_parse(const char *text, hm_config *c, char *err, int errlen
     while (*p && *p != '=' && *p != ' ' && *p != ',') p++;
     int klen = (int)(p - k);
     char key[40];
-    snprintf(key, sizeof key, "%.*s", klen < 39 ? klen : 39, k);
+    snprintf(key, sizeof key, "%.*s", klen < 39 ? klen : hm_utf8_cut(k, 39), k);
     if (*p != '=') {
       hm_seterr(err, errlen, "expected key=value in the config, got '%s'", key);
       return HM_ERROR;
@@ -782,11 +794,13 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
 }
 
 typedef struct {
-  double relevance;   /* BM25 normalised over the candidates, best = 1 */
+  double relevance;   /* BM25 normalised over the candidates, best = 1 (or a blend) */
   double age_days;    /* since last use (or creation) */
   double importance;
   int superseded;
   const char *features; /* shape features, space-separated */
+  double bm25_part;   /* hybrid recall: the parts of relevance, for explain; */
+  double cos_part;    /* NaN when relevance is BM25 alone */
 } hm_input;
 
 static int hm_score_one(const hm_input *in, const char *qtype, const unsigned char *links,
@@ -848,7 +862,8 @@ HM_API int hm_score_batch(int n, const double *relevance, const double *age_days
   }
   if (hm_config_check(c, err, errlen)) return HM_ERROR;
   for (int i = 0; i < n; i++) {
-    hm_input in = {relevance[i], age_days[i], importance[i], superseded[i], features[i]};
+    hm_input in = {relevance[i], age_days[i], importance[i], superseded[i], features[i],
+                   NAN, NAN};
     hm_factors f;
     int k;
     if (hm_score_one(&in, qtype, links, count, c, &f, active, sizeof active, eff, &k, err,
@@ -907,6 +922,8 @@ HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char
   do { if (u < (int)sizeof buf) u += snprintf(buf + u, sizeof buf - (size_t)u, __VA_ARGS__); } while (0)
   HM_CAT("score %.3f = ", f.score);
   if (c->w_relevance > 0) HM_CAT("rel %.2f", f.relevance); else HM_CAT("rel off");
+  if (c->w_relevance > 0 && !isnan(in->bm25_part) && !isnan(in->cos_part))
+    HM_CAT(" (bm25 %.2f, cos %.2f)", in->bm25_part, in->cos_part);
   if (c->w_recency > 0) HM_CAT(" x recency %.2f (age %.1fd)", f.recency,
                                in->age_days > 0 ? in->age_days : 0.0);
   if (c->w_importance > 0) HM_CAT(" x importance %.2f", f.importance);
@@ -946,10 +963,24 @@ HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char
   }
   if (in->superseded) HM_CAT(" x superseded %.2f", f.rules);
 #undef HM_CAT
-  if (u >= outlen) u = outlen - 1;
+  if (u >= (int)sizeof buf) u = (int)sizeof buf - 1; /* snprintf counts what did not fit */
+  if (u >= outlen) u = hm_utf8_cut(buf, outlen - 1);
   memcpy(out, buf, (size_t)u);
   out[u] = 0;
   return HM_OK;
+}
+
+/* Cosine similarity of two float32 vectors of n components; NaN if either
+ * has no length. */
+HM_API double hm_cosine(const float *a, const float *b, int n) {
+  double dot = 0, na = 0, nb = 0;
+  for (int i = 0; i < n; i++) {
+    dot += (double)a[i] * b[i];
+    na += (double)a[i] * a[i];
+    nb += (double)b[i] * b[i];
+  }
+  if (!(na > 0 && nb > 0)) return NAN;
+  return dot / sqrt(na * nb);
 }
 
 #pragma endregion
@@ -1202,6 +1233,7 @@ static int hm_sql_score_args(sqlite3_context *ctx, int argc, sqlite3_value **arg
   in->age_days = sqlite3_value_double(argv[1]);
   in->importance = sqlite3_value_double(argv[2]);
   in->superseded = sqlite3_value_int64(argv[3]) != 0;
+  in->bm25_part = in->cos_part = NAN;
   if (sqlite3_value_type(argv[4]) != SQLITE_TEXT) {
     hm_result_err(ctx, fname, "features must be text");
     return HM_ERROR;
@@ -1303,6 +1335,42 @@ static void heap_explain(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   sqlite3_result_text(ctx, out, -1, SQLITE_TRANSIENT);
 }
 
+/* heap_cosine(a, b) -> cosine similarity of two float32 vector blobs */
+static void heap_cosine(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc;
+  if (sqlite3_value_type(argv[0]) != SQLITE_BLOB || sqlite3_value_type(argv[1]) != SQLITE_BLOB) {
+    hm_result_err(ctx, "heap_cosine", "both vectors must be blobs of float32");
+    return;
+  }
+  int na = sqlite3_value_bytes(argv[0]), nb = sqlite3_value_bytes(argv[1]);
+  const void *a = sqlite3_value_blob(argv[0]), *b = sqlite3_value_blob(argv[1]);
+  if (na != nb || na == 0 || na % 4 != 0) {
+    char *m = sqlite3_mprintf("heap_cosine: vectors must be float32 blobs of the same length, "
+                              "got %d and %d bytes", na, nb);
+    if (!m) { sqlite3_result_error_nomem(ctx); return; }
+    sqlite3_result_error(ctx, m, -1);
+    sqlite3_free(m);
+    return;
+  }
+  if (!a || !b) { sqlite3_result_error_nomem(ctx); return; }
+  /* blobs carry no alignment promise: copy when needed */
+  float *fa = NULL, *fb = NULL;
+  if (((uintptr_t)a % sizeof(float)) || ((uintptr_t)b % sizeof(float))) {
+    fa = sqlite3_malloc(na);
+    fb = sqlite3_malloc(nb);
+    if (!fa || !fb) { sqlite3_free(fa); sqlite3_free(fb); sqlite3_result_error_nomem(ctx); return; }
+    memcpy(fa, a, (size_t)na);
+    memcpy(fb, b, (size_t)nb);
+    a = fa;
+    b = fb;
+  }
+  double c = hm_cosine((const float *)a, (const float *)b, na / 4);
+  sqlite3_free(fa);
+  sqlite3_free(fb);
+  if (isnan(c)) sqlite3_result_null(ctx);
+  else sqlite3_result_double(ctx, c);
+}
+
 /* heap_recency(age_days [, half_life_days, floor]) */
 static void heap_recency(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   double x[3] = {0, 30.0, 0.5};
@@ -1338,6 +1406,7 @@ static const struct {
     {"heap_ns_tag", 1, HM_PURE, heap_ns_tag, NULL, NULL},
     {"heap_active", 2, HM_PURE, heap_active, NULL, NULL},
     {"heap_relate", 2, HM_PURE, heap_relate, NULL, NULL},
+    {"heap_cosine", 2, HM_PURE, heap_cosine, NULL, NULL},
     {"heap_recency", 1, HM_PURE, heap_recency, NULL, NULL},
     {"heap_recency", 3, HM_PURE, heap_recency, NULL, NULL},
     {"heap_score", 7, HM_PURE, heap_score, NULL, NULL},

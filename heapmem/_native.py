@@ -29,6 +29,8 @@ typedef struct {
   double importance;
   int superseded;
   const char *features;
+  double bm25_part;
+  double cos_part;
 } hm_input;
 
 const char *hm_qtype(const char *q);
@@ -46,6 +48,7 @@ void hm_config_default(hm_config *c);
 int hm_config_parse(const char *text, hm_config *c, char *err, int errlen);
 double hm_recency(double age_days, double half_life_days, double floor);
 double hm_noisy_or(const double *s, int n);
+double hm_cosine(const float *a, const float *b, int n);
 int hm_score_batch(int n, const double *relevance, const double *age_days,
                    const double *importance, const int *superseded,
                    const char *const *features, const char *qtype,
@@ -166,6 +169,16 @@ def noisy_or(strengths: Sequence[float]) -> float:
     return lib.hm_noisy_or(ffi.cast("double *", ffi.from_buffer(s)), len(s))
 
 
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Cosine similarity of two float32 vectors (NaN if either is all zeros)."""
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    b = np.ascontiguousarray(b, dtype=np.float32)
+    if a.ndim != 1 or a.shape != b.shape:
+        raise ValueError(f"heapmem: vectors must be 1-D and of one length, got {a.shape}, {b.shape}")
+    return lib.hm_cosine(ffi.cast("float *", ffi.from_buffer(a)),
+                         ffi.cast("float *", ffi.from_buffer(b)), len(a))
+
+
 def config(text: str) -> "ffi.CData":
     """Parse a config string ('w_recency=0 half_life_days=14') in C."""
     c = ffi.new("hm_config *")
@@ -206,11 +219,12 @@ def score_batch(relevance: np.ndarray, age_days: np.ndarray, importance: np.ndar
 
 
 def explain(relevance: float, age_days: float, importance: float, superseded: bool,
-            features: str, qt: str, links: bytes, cfg: "ffi.CData") -> str:
+            features: str, qt: str, links: bytes, cfg: "ffi.CData",
+            bm25_part: float = math.nan, cos_part: float = math.nan) -> str:
     fb = ffi.new("char[]", _cstr(features))
     inp = ffi.new("hm_input *", {"relevance": relevance, "age_days": age_days,
                                  "importance": importance, "superseded": int(bool(superseded)),
-                                 "features": fb})
+                                 "features": fb, "bm25_part": bm25_part, "cos_part": cos_part})
     out = ffi.new("char[]", 1024)
     err = ffi.new("char[]", _ERRLEN)
     if lib.hm_explain(inp, _cstr(qt), links, len(links), cfg, out, 1024, err, _ERRLEN) != 0:

