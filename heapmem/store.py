@@ -20,6 +20,7 @@ import numpy as np
 from . import _native
 from ._version import __version__
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
+from .tune import TuneReport
 from .errors import DuplicateIdError, HeapmemError, NotAStoreError, ReadOnlyError, SchemaVersionError
 
 #: Longest memory text accepted, in UTF-8 bytes.
@@ -82,7 +83,8 @@ CREATE TABLE recalls(
   created_at REAL NOT NULL,
   shown      TEXT NOT NULL,           -- JSON array of memory ids, in rank order
   ages       TEXT NOT NULL,           -- JSON array: each one's age in days at recall time
-  features   TEXT NOT NULL            -- JSON array: each one's features as scored
+  features   TEXT NOT NULL,           -- JSON array: each one's features as scored
+  rest       TEXT NOT NULL            -- JSON array: each one's score without usefulness
 );
 CREATE TABLE events(
   id         INTEGER PRIMARY KEY,
@@ -483,6 +485,12 @@ class Memory:
         except BaseException:
             self._conn.close()
             raise
+        if config is None:
+            # weights that tune() deployed in this store
+            rows = self._conn.execute(
+                "SELECT value FROM heapmem_meta WHERE key = 'tuned'").fetchall()
+            if rows:
+                self.config = ScoringConfig.from_dict(json.loads(rows[0][0]))
         if embedder is not None:
             try:
                 self._attach_embedder(reembed)
@@ -928,13 +936,17 @@ class Memory:
         if track and results and not self.readonly:
             with self._write() as w:
                 w.execute("INSERT INTO recalls(id, namespace, query, qtype, created_at, shown, ages,"
-                          " features) "
+                          " features, rest) "
                           "VALUES (1 + max(coalesce((SELECT max(id) FROM recalls), 0), coalesce(("
                           "SELECT CAST(value AS INTEGER) FROM heapmem_meta WHERE key = "
-                          "'last_recall'), 0)), ?, ?, ?, ?, ?, ?, ?)",
+                          "'last_recall'), 0)), ?, ?, ?, ?, ?, ?, ?, ?)",
                           (namespace, query, qt, t, json.dumps([r.id for r in results]),
                            json.dumps([r.age_days for r in results]),
-                           json.dumps([" ".join(r.features) for r in results])))
+                           json.dumps([" ".join(r.features) for r in results]),
+                           json.dumps([r.relevance ** config.w_relevance
+                                       * r.recency ** config.w_recency
+                                       * r.importance ** config.w_importance * r.rules
+                                       for r in results])))
                 recall_id = w.last_insert_rowid()
         return Recall(query, namespace, qt, results, recall_id, config, links)
 
@@ -1170,6 +1182,25 @@ class Memory:
             finally:
                 c.setbusytimeout(10_000)
         return n
+
+    # -- tuning --------------------------------------------------------------------
+
+    def tune(self, *, deploy: bool = True, seed: int = 0) -> "TuneReport":
+        """Replay the logged recalls under other usefulness weights with
+        grouped cross-validation, and deploy the best one only if it is
+        significantly better than the weight in force (saved in the store,
+        used by every later open without an explicit config).  Returns what it
+        measured and why it did or did not deploy."""
+        from .tune import tune
+        return tune(self, deploy=deploy, seed=seed)
+
+    def _set_tuned(self, changes: dict[str, float]) -> None:
+        new = self.config.replace(**changes)
+        with self._write() as c:
+            c.execute("INSERT INTO heapmem_meta(key, value) VALUES ('tuned', ?) "
+                      "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                      (json.dumps(new.to_dict(), sort_keys=True),))
+        self.config = new
 
     # -- checking ------------------------------------------------------------------
 
