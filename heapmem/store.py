@@ -438,7 +438,8 @@ class Memory:
 
     def __init__(self, path: str, *, clock: Callable[[], Timestamp] = time.time,
                  config: ScoringConfig | None = None, readonly: bool = False,
-                 embedder: Callable[[list[str]], Any] | None = None, reembed: bool = False):
+                 embedder: Callable[[list[str]], Any] | None = None, reembed: bool = False,
+                 durable: bool = False):
         if not isinstance(path, str):
             path = str(path)
         if not callable(clock):
@@ -447,6 +448,7 @@ class Memory:
             raise TypeError("config must be a heapmem.ScoringConfig")
         self.path = path
         self.readonly = bool(readonly)
+        self.durable = bool(durable)
         self.config = config or ScoringConfig()
         self._clock = clock
         if embedder is not None and not callable(embedder):
@@ -601,6 +603,11 @@ class Memory:
             self._migrate()
         if not self.readonly:
             c.execute("PRAGMA journal_mode=WAL")
+        # WAL with synchronous=NORMAL: a commit survives the process dying at
+        # any point (kill -9 included); only an OS crash or power cut can lose
+        # the last commits, never corrupt the file.  durable=True syncs every
+        # commit to disk as well (FULL), at a few milliseconds a commit.
+        c.execute("PRAGMA synchronous=" + ("FULL" if self.durable else "NORMAL"))
         c.execute("PRAGMA foreign_keys=ON")
         c.execute("PRAGMA secure_delete=ON")
 
@@ -1018,20 +1025,24 @@ class Memory:
             if rest_ignored:
                 ignored_ids = ignored_ids + [m for m in shown if m not in used_ids
                                              and m not in ignored_ids and pos[m] not in judged]
-            feats = {}
-            for mid in used_ids + ignored_ids:
-                if c.execute("SELECT 1 FROM memories WHERE id = ?", (mid,)).fetchall():
-                    feats[mid] = shown_feats[pos[mid]]  # as the recall scored it
-                elif mid in used_ids:
-                    raise ValueError(f"memory {mid!r} no longer exists (forgotten)")
-            links = bytes(c.execute(_LINKS_SQL, {
-                "namespace": ns, "qtype": qt, "pseudocount": config.pooled_pseudocount
-            }).fetchall()[0][0])
+            alive = {r[0] for r in c.execute(
+                "SELECT id FROM memories WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(used_ids + ignored_ids),))}
+            gone = [mid for mid in used_ids if mid not in alive]
+            if gone:
+                raise ValueError(f"memory {gone[0]!r} no longer exists (forgotten)")
+            # as the recall scored them (an ignored memory forgotten since is skipped)
+            feats = {mid: shown_feats[pos[mid]] for mid in used_ids + ignored_ids if mid in alive}
+            links = b""
+            if config.model == 0:  # the reference credit depends on current strengths
+                links = bytes(c.execute(_LINKS_SQL, {
+                    "namespace": ns, "qtype": qt, "pseudocount": config.pooled_pseudocount
+                }).fetchall()[0][0])
             totals: dict[str, list[float]] = {}
             events = []
             for mid in used_ids + ignored_ids:
                 if mid not in feats:
-                    continue  # an ignored memory that was forgotten since
+                    continue
                 is_used = mid in used_ids
                 rows = _native.credit(feats[mid], qt, ages[pos[mid]], is_used, links, config._c)
                 for f, da, db in rows:
@@ -1262,7 +1273,8 @@ class Memory:
 
 def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
          config: ScoringConfig | None = None, readonly: bool = False,
-         embedder: Callable[[list[str]], Any] | None = None, reembed: bool = False) -> Memory:
+         embedder: Callable[[list[str]], Any] | None = None, reembed: bool = False,
+         durable: bool = False) -> Memory:
     """Open (or create) the heapmem store at path.
 
     The connection runs in WAL mode with a busy timeout, and the schema is
@@ -1279,6 +1291,10 @@ def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
     with another embedder raises HeapmemError unless reembed=True, which
     embeds every memory again.  Memories added without an embedder are
     embedded when the store is next opened with one.
+
+    Commits survive the process dying at any point; durable=True also makes
+    them survive an OS crash or power cut (synchronous=FULL), at the cost of
+    a disk sync per commit.
     """
     return Memory(path, clock=clock, config=config, readonly=readonly, embedder=embedder,
-                  reembed=reembed)
+                  reembed=reembed, durable=durable)
