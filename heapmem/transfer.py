@@ -1,0 +1,787 @@
+"""Export and import a heapmem store as JSON Lines.
+
+A full export is lossless: importing it into a new file reproduces every
+memory (id, text, every field, its place in the FTS index), the recall log,
+the feedback events and the learned links exactly, so check() passes and
+recall() returns the same ids, order and scores.
+
+    {"heapmem": "export", "format": 1, "schema": 2, "version": "0.1.0", "counts": {...}, ...}
+    {"type": "meta", "key": "last_seq", "value": "12"}
+    {"type": "memory", "seq": 1, "id": "m1", "namespace": "user:maya", "text": "...", ...}
+    {"type": "vector", "seq": 1, "v": "<base64 float32>"}
+    {"type": "recall", "id": 1, "namespace": "user:maya", "query": "...", "shown": [...], ...}
+    {"type": "event", "id": 1, "recall_id": 1, "used": 1, "deltas": [[f, da, db], ...], ...}
+    {"type": "link", "namespace": "*", "feature": "kind:fact", "alpha": 3.0, "beta": 1.0, ...}
+
+Each record holds its row's columns (JSON text as JSON, BLOBs as base64;
+memories.nstag is left out and recomputed).  Records come in that order; the
+header's counts let import detect a cut-off file.  Importing into a store that
+already holds data merges: memory ids must not collide (else nothing is
+imported), sequence numbers and recall ids are shifted past the store's own,
+and links add up (the events come along, so check() still agrees).
+
+A links-only export (`export_links`) holds the pooled layer of learned links
+and nothing else: no text, no memory ids, no namespaces, no queries:
+
+    {"heapmem": "links", "format": 1, "version": "0.1.0", "exported_at": ..., "count": 40}
+    {"feature": "when/clock", "qtype": "when", "alpha": 1.9, "beta": 4.2, "n": 18}
+
+Importing it merges it as a prior: each row's alpha, beta and n are added to
+the pooled layer ('*') of the target store, which every namespace borrows from
+(up to ScoringConfig.pooled_pseudocount observations' worth).  The merged
+totals are kept in heapmem_meta under 'links_prior', so check() can tell
+the prior from evidence that events produced; the file's SHA-256 is kept too,
+and merging the same file twice is refused.
+
+Every import runs in one transaction: any bad record, a wrong header, a
+truncated file or a colliding id raises ValueError and nothing is written.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import IO, Any, Callable, Iterator, Union
+
+import apsw
+
+from . import _native
+from ._version import __version__
+from .config import MAX_IMPORTANCE
+from .store import (POOLED, SCHEMA_VERSION, Memory, _check_name, _check_namespace,
+                    _check_text)
+
+#: Version of the JSON Lines layout written by export().
+FORMAT = 1
+#: heapmem_meta key holding the pooled evidence merged from links-only files.
+PRIOR_KEY = "links_prior"
+#: heapmem_meta key holding the SHA-256 of each links-only file merged.
+PRIOR_FILES_KEY = "links_prior_files"
+
+#: progress(done, total): total is None when unknown.
+Progress = Callable[[int, Union[int, None]], None]
+PathOrFile = Union[str, "os.PathLike[str]", IO[Any]]
+
+_ORDER = {"meta": 0, "memory": 1, "vector": 2, "recall": 3, "event": 4, "link": 5}
+_PLURAL = {"meta": "meta", "memory": "memories", "vector": "vectors", "recall": "recalls",
+           "event": "events", "link": "links"}
+#: meta keys that name the embedder the vectors were made with
+_EMBEDDER_KEYS = ("embedder", "embedding_dim")
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    """What one import wrote."""
+
+    kind: str          # "export" (a full export) or "links" (merged as a prior)
+    memories: int = 0
+    recalls: int = 0
+    events: int = 0
+    links: int = 0
+    seq_offset: int = 0     # added to every imported seq (0 into a new store)
+    recall_offset: int = 0  # added to every imported recall id (0 into a new store)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class ProgressBar:
+    """A one-line progress bar on a stream (stderr by default), for
+    export(..., progress=ProgressBar()).  It draws only on a terminal (or
+    with force=True), and only once a run has lasted `delay` seconds, so short
+    runs print nothing."""
+
+    def __init__(self, label: str, stream: IO[str] | None = None, *, force: bool = False,
+                 delay: float = 0.5, width: int = 30):
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = force or bool(getattr(self.stream, "isatty", lambda: False)())
+        self.delay = 0.0 if force else delay
+        self.width = width
+        self._start = time.monotonic()
+        self._last = 0.0
+        self._drawn = False
+
+    def __call__(self, done: int, total: int | None) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        finished = total is not None and done >= total
+        if now - self._start < self.delay or (now - self._last < 0.1 and not finished):
+            return
+        self._last = now
+        if total:
+            frac = min(1.0, done / total)
+            fill = int(frac * self.width)
+            line = (f"\r{self.label} [{'#' * fill}{'.' * (self.width - fill)}] "
+                    f"{frac * 100:3.0f}%")
+        else:
+            line = f"\r{self.label} {done:,}"
+        self.stream.write(line)
+        self.stream.flush()
+        self._drawn = True
+
+    def close(self) -> None:
+        if self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._drawn = False
+
+
+# -- export --------------------------------------------------------------------------
+
+
+def _dump(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+@dataclass
+class _Sink:
+    """Where an export goes: a path (written to a temporary file, then
+    renamed, so a failed export leaves nothing) or an open text file."""
+
+    target: PathOrFile
+
+    def __enter__(self) -> IO[str]:
+        if hasattr(self.target, "write"):
+            self._fp = self.target  # type: ignore[assignment]
+            self._tmp = None
+            return self._fp  # type: ignore[return-value]
+        path = os.fspath(self.target)  # type: ignore[arg-type]
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise ValueError(f"cannot write {path!r}: the folder {folder!r} does not exist")
+        fd, self._tmp = tempfile.mkstemp(prefix=".heapmem-export-", dir=folder)
+        self._path = path
+        self._fp = io.open(fd, "w", encoding="utf-8", newline="\n")
+        return self._fp
+
+    def __exit__(self, exc_type: Any, *rest: Any) -> None:
+        if self._tmp is None:
+            return
+        self._fp.close()
+        if exc_type is None:
+            os.replace(self._tmp, self._path)
+        else:
+            os.unlink(self._tmp)
+
+
+def _has_vectors(c: Any) -> bool:
+    return bool(c.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'vectors'"
+                          ).fetchall())
+
+
+def _counts(c: Any) -> dict[str, int]:
+    return {
+        "meta": c.execute("SELECT count(*) FROM heapmem_meta WHERE key NOT IN "
+                          "('format', 'created_with')").fetchall()[0][0],
+        "memories": c.execute("SELECT count(*) FROM memories").fetchall()[0][0],
+        "vectors": c.execute("SELECT count(*) FROM vectors").fetchall()[0][0]
+        if _has_vectors(c) else 0,
+        "recalls": c.execute("SELECT count(*) FROM recalls").fetchall()[0][0],
+        "events": c.execute("SELECT count(*) FROM events").fetchall()[0][0],
+        "links": c.execute("SELECT count(*) FROM links").fetchall()[0][0],
+    }
+
+
+#: (record type, table, ORDER BY) in the order an export lists them
+_TABLES = (("memory", "memories", "seq"), ("vector", "vectors", "seq"),
+           ("recall", "recalls", "id"), ("event", "events", "id"),
+           ("link", "links", "namespace, feature"))
+#: columns holding JSON text, written to the file as JSON values
+_JSON_COLUMNS = {"memories": {"metadata"}, "recalls": {"shown", "ages", "features", "rest"},
+                 "events": {"deltas"}}
+#: columns derived from others, recomputed on import
+_DERIVED = {"memories": {"nstag"}}
+
+
+def _columns(c: Any, table: str) -> list[str]:
+    return [r[1] for r in c.execute(f"PRAGMA table_info({table})")
+            if r[1] not in _DERIVED.get(table, ())]
+
+
+def _out(table: str, col: str, v: Any) -> Any:
+    if isinstance(v, (bytes, memoryview)):
+        return base64.b64encode(bytes(v)).decode("ascii")
+    if v is not None and col in _JSON_COLUMNS.get(table, ()):
+        return json.loads(v)
+    return v
+
+
+def _records(c: Any) -> Iterator[dict[str, Any]]:
+    """Every row of the store, table by table, each column as a field (JSON
+    text as JSON, BLOBs as base64)."""
+    for k, v in c.execute("SELECT key, value FROM heapmem_meta WHERE key NOT IN "
+                          "('format', 'created_with') ORDER BY key"):
+        yield {"type": "meta", "key": k, "value": v}
+    for typ, table, order in _TABLES:
+        if table == "vectors" and not _has_vectors(c):
+            continue
+        cols = _columns(c, table)
+        for row in c.execute(f"SELECT {', '.join(cols)} FROM {table} ORDER BY {order}"):
+            rec = {"type": typ}
+            for col, v in zip(cols, row):
+                rec[col] = _out(table, col, v)
+            yield rec
+
+
+class _Snapshot:
+    """A read transaction on the store's connection (one consistent snapshot
+    of the file, while other processes keep writing), holding its lock."""
+
+    def __init__(self, mem: Memory):
+        self.mem = mem
+
+    def __enter__(self) -> Any:
+        self.mem._lock.acquire()
+        try:
+            c = self.mem.connection
+            c.execute("BEGIN")
+        except BaseException:
+            self.mem._lock.release()
+            raise
+        return c
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.mem.connection.execute("COMMIT")
+        finally:
+            self.mem._lock.release()
+
+
+def export(mem: Memory, target: PathOrFile, *, progress: Progress | None = None) -> dict[str, int]:
+    """Write the whole store to target (a path, or an open text file) as JSON
+    Lines; returns the counts written.  A path is written to a temporary file
+    first and renamed at the end, so a failed export leaves no partial file."""
+    with _Snapshot(mem) as c:
+        counts = _counts(c)
+        total = sum(counts.values())
+        header = {"heapmem": "export", "format": FORMAT, "schema": SCHEMA_VERSION,
+                  "version": __version__, "exported_at": mem._now(None), "counts": counts}
+        with _Sink(target) as fp:
+            fp.write(_dump(header) + "\n")
+            done = 0
+            for rec in _records(c):
+                fp.write(_dump(rec) + "\n")
+                done += 1
+                if progress is not None and (done % 500 == 0 or done == total):
+                    progress(done, total)
+            if progress is not None and total == 0:
+                progress(0, 0)
+    return counts
+
+
+def export_links(mem: Memory, target: PathOrFile) -> int:
+    """Write the pooled layer of learned links (feature, qtype, alpha, beta, n)
+    to target as JSON Lines: no text, no memory ids, no namespaces, no
+    queries.  Returns the number of links written."""
+    with _Snapshot(mem) as c:
+        rows = c.execute("SELECT feature, qtype, alpha, beta, n FROM links WHERE namespace = ? "
+                         "ORDER BY feature", (POOLED,)).fetchall()
+        header = {"heapmem": "links", "format": FORMAT, "version": __version__,
+                  "exported_at": mem._now(None), "count": len(rows)}
+        with _Sink(target) as fp:
+            fp.write(_dump(header) + "\n")
+            for f, qt, a, b, n in rows:
+                fp.write(_dump({"feature": f, "qtype": qt, "alpha": a, "beta": b, "n": n}) + "\n")
+    return len(rows)
+
+
+# -- import --------------------------------------------------------------------------
+
+
+class _Lines:
+    """Numbered, decoded lines of a path or an open (text or binary) file, with
+    the bytes read so far for a progress bar and the SHA-256 of the whole."""
+
+    def __init__(self, source: PathOrFile):
+        self._own = not hasattr(source, "read")
+        if self._own:
+            path = os.fspath(source)  # type: ignore[arg-type]
+            if os.path.isdir(path):
+                raise ValueError(f"{path!r} is a folder, not a JSON Lines file")
+            try:
+                self.fp: IO[Any] = io.open(path, "rb")
+            except FileNotFoundError:
+                raise ValueError(f"no file at {path!r}") from None
+            self.name = path
+        else:
+            self.fp = source  # type: ignore[assignment]
+            self.name = getattr(source, "name", "the input")
+        self.total: int | None = None
+        try:
+            self.total = os.fstat(self.fp.fileno()).st_size - self.fp.tell()
+            if self.total <= 0:
+                self.total = None
+        except (OSError, AttributeError, ValueError, io.UnsupportedOperation):
+            self.total = None
+        self.read = 0
+        self.sha = hashlib.sha256()
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        for n, raw in enumerate(self.fp, 1):
+            if isinstance(raw, str):
+                raw = raw.encode("utf-8", "surrogatepass")
+            self.read += len(raw)
+            self.sha.update(raw)
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(f"line {n} of {self.name} is not valid UTF-8") from None
+            yield n, line
+
+    def close(self) -> None:
+        if self._own:
+            self.fp.close()
+
+
+def _num(rec: dict, name: str, where: str, *, optional: bool = False, lo: float | None = None,
+         integer: bool = False) -> Any:
+    v = rec.get(name)
+    if v is None and optional:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (
+            integer and not isinstance(v, int)):
+        raise ValueError(f"{where}: {name} must be {'an integer' if integer else 'a number'}, "
+                         f"got {v!r}")
+    if not math.isfinite(v):
+        raise ValueError(f"{where}: {name} must be finite, got {v!r}")
+    if integer and not -(1 << 62) < v < (1 << 62):
+        raise ValueError(f"{where}: {name} is out of range")
+    if lo is not None and v < lo:
+        raise ValueError(f"{where}: {name} must be at least {lo:g}, got {v!r}")
+    return v
+
+
+def _str(rec: dict, name: str, where: str, *, optional: bool = False, empty: bool = False) -> Any:
+    v = rec.get(name)
+    if v is None and optional:
+        return None
+    if not isinstance(v, str):
+        raise ValueError(f"{where}: {name} must be a string, got {v!r}")
+    if "\x00" in v:
+        raise ValueError(f"{where}: {name} must not contain a NUL character")
+    if not empty and not v.strip():
+        raise ValueError(f"{where}: {name} must not be empty")
+    return v
+
+
+def _named(check: Callable, value: Any, what: str, where: str) -> Any:
+    try:
+        return check(value, what) if check is _check_name else check(value)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{where}: {e}") from None
+
+
+def _deltas(v: Any, where: str) -> list:
+    if not isinstance(v, list):
+        raise ValueError(f"{where}: deltas must be a list of [feature, d_alpha, d_beta]")
+    for d in v:
+        if not (isinstance(d, list) and len(d) == 3 and isinstance(d[0], str) and d[0]
+                and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                        and math.isfinite(x) for x in d[1:])):
+            raise ValueError(f"{where}: each delta must be [feature, d_alpha, d_beta], got {d!r}")
+    return v
+
+
+def _feature_qtype(feature: str) -> str:
+    return feature.split("/", 1)[0] if "/" in feature else ""
+
+
+def _read_header(lines: Iterator[tuple[int, str]], name: str) -> dict:
+    for n, line in lines:
+        if not line.strip():
+            continue
+        try:
+            h = json.loads(line)
+        except ValueError:
+            h = None
+        if not isinstance(h, dict) or h.get("heapmem") not in ("export", "links"):
+            raise ValueError(f"{name} is not a heapmem export (its first line is not a heapmem "
+                             "header)")
+        fmt = h.get("format")
+        if fmt != FORMAT:
+            raise ValueError(f"{name} has export format {fmt!r}; this heapmem ({__version__}) "
+                             f"reads format {FORMAT}")
+        if h["heapmem"] == "export" and not (isinstance(h.get("schema"), int)
+                                             and 1 <= h["schema"] <= SCHEMA_VERSION):
+            raise ValueError(f"{name} was exported from schema {h.get('schema')!r}, newer than "
+                             f"this heapmem's ({SCHEMA_VERSION}); upgrade heapmem to import it")
+        return h
+    raise ValueError(f"{name} is empty")
+
+
+def import_file(mem: Memory, source: PathOrFile, *,
+                progress: Progress | None = None) -> ImportReport:
+    """Import a JSON Lines file written by export() or export_links() (told
+    apart by its header).  All or nothing: on any problem ValueError is raised
+    and the store is unchanged."""
+    lines = _Lines(source)
+    try:
+        it = iter(lines)
+        header = _read_header(it, lines.name)
+        if header["heapmem"] == "links":
+            return _import_links(mem, it, lines, header, progress)
+        return _import_export(mem, it, lines, header, progress)
+    finally:
+        lines.close()
+
+
+def _parse(n: int, line: str, name: str) -> dict | None:
+    if not line.strip():
+        return None
+    try:
+        rec = json.loads(line)
+    except ValueError as e:
+        raise ValueError(f"line {n} of {name} is not valid JSON ({e})") from None
+    if not isinstance(rec, dict):
+        raise ValueError(f"line {n} of {name} is not a JSON object")
+    return rec
+
+
+def _meta_int(c: Any, key: str) -> int:
+    row = c.execute("SELECT value FROM heapmem_meta WHERE key = ?", (key,)).fetchall()
+    try:
+        return int(row[0][0]) if row else 0
+    except (TypeError, ValueError):
+        return 0
+
+
+def _meta_json(c: Any, key: str, default: Any) -> Any:
+    row = c.execute("SELECT value FROM heapmem_meta WHERE key = ?", (key,)).fetchall()
+    return json.loads(row[0][0]) if row else default
+
+
+def _set_meta(c: Any, key: str, value: str) -> None:
+    c.execute("INSERT INTO heapmem_meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE "
+              "SET value = excluded.value", (key, value))
+
+
+_UPSERT_LINK = ("INSERT INTO links(namespace, feature, qtype, alpha, beta, n) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(namespace, feature) DO UPDATE SET "
+                "alpha = alpha + excluded.alpha, beta = beta + excluded.beta, n = n + excluded.n")
+
+
+def _merge_prior(c: Any, rows: dict[str, list]) -> None:
+    prior = _meta_json(c, PRIOR_KEY, {})
+    for f, (a, b, n) in rows.items():
+        p = prior.setdefault(f, [0.0, 0.0, 0])
+        p[0] += a
+        p[1] += b
+        p[2] += n
+    _set_meta(c, PRIOR_KEY, json.dumps(prior, sort_keys=True, allow_nan=False))
+
+
+def _import_links(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, header: dict,
+                  progress: Progress | None) -> ImportReport:
+    rows: dict[str, list] = {}
+    for n, line in it:
+        rec = _parse(n, line, lines.name)
+        if rec is None:
+            continue
+        where = f"line {n} of {lines.name}"
+        unknown = set(rec) - {"feature", "qtype", "alpha", "beta", "n"}
+        if unknown:
+            raise ValueError(f"{where}: unknown field(s) {sorted(unknown)} in a link")
+        f = _str(rec, "feature", where)
+        if any(ch.isspace() for ch in f) or len(f) > 256:
+            raise ValueError(f"{where}: feature {f!r} is not a feature name")
+        qt = _str(rec, "qtype", where, empty=True)
+        if qt != _feature_qtype(f):
+            raise ValueError(f"{where}: qtype {qt!r} does not match feature {f!r}")
+        if f in rows:
+            raise ValueError(f"{where}: feature {f!r} is listed twice")
+        rows[f] = [_num(rec, "alpha", where, lo=0), _num(rec, "beta", where, lo=0),
+                   _num(rec, "n", where, lo=0, integer=True)]
+        if progress is not None and n % 500 == 0:
+            progress(lines.read, lines.total)
+    if isinstance(header.get("count"), int) and header["count"] != len(rows):
+        raise ValueError(f"{lines.name} is incomplete: its header promises {header['count']} "
+                         f"links, it holds {len(rows)}; nothing was imported")
+    digest = lines.sha.hexdigest()
+    with mem._write() as c:
+        seen = _meta_json(c, PRIOR_FILES_KEY, [])
+        if digest in seen:
+            raise ValueError(f"{lines.name} was already merged into this store as a prior; "
+                             "merging it again would count its evidence twice")
+        c.executemany(_UPSERT_LINK, [(POOLED, f, _feature_qtype(f), a, b, k)
+                                     for f, (a, b, k) in rows.items()])
+        _merge_prior(c, rows)
+        _set_meta(c, PRIOR_FILES_KEY, json.dumps(seen + [digest]))
+    _bump_links(mem)
+    if progress is not None:
+        progress(lines.total or lines.read, lines.total or lines.read)
+    return ImportReport("links", links=len(rows))
+
+
+def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, header: dict,
+                   progress: Progress | None) -> ImportReport:
+    name = lines.name
+    counts = {"meta": 0, "memories": 0, "vectors": 0, "recalls": 0, "events": 0, "links": 0}
+    stage = 0
+    replay: dict[tuple[str, str], list] = {}
+    file_links: dict[tuple[str, str], tuple] = {}
+    file_prior: dict[str, list] = {}
+    seqs: set[int] = set()
+    recall_ids: set[int] = set()
+    event_ids: set[int] = set()
+    mem_ids: set[str] = set()
+    with mem._write() as c:
+        seq_off = max(c.execute("SELECT coalesce(max(seq), 0) FROM memories").fetchall()[0][0],
+                      _meta_int(c, "last_seq"))
+        rec_off = max(c.execute("SELECT coalesce(max(id), 0) FROM recalls").fetchall()[0][0],
+                      _meta_int(c, "last_recall"))
+        ev_off = c.execute("SELECT coalesce(max(id), 0) FROM events").fetchall()[0][0]
+        meta_in: dict[str, str] = {}
+        columns = {t: _columns(c, t) for _, t, _ in _TABLES
+                   if t != "vectors" or _has_vectors(c)}
+        for n, line in it:
+            rec = _parse(n, line, name)
+            if rec is None:
+                continue
+            where = f"line {n} of {name}"
+            typ = rec.get("type")
+            if typ not in _ORDER:
+                raise ValueError(f"{where}: unknown record type {typ!r}")
+            if _ORDER[typ] < stage:
+                raise ValueError(f"{where}: a {typ} record after the "
+                                 f"{[k for k, v in _ORDER.items() if v == stage][0]} records; "
+                                 "an export lists meta, memories, recalls, events, links in order")
+            if stage == 0 and _ORDER[typ] > 0 and any(k in meta_in for k in _EMBEDDER_KEYS):
+                _check_embedder(c, meta_in, name)  # before any memory: the clearer error
+            stage = _ORDER[typ]
+            counts[_PLURAL[typ]] += 1
+            if typ == "meta":
+                k = _str(rec, "key", where)
+                v = _str(rec, "value", where, empty=True)
+                if k in meta_in:
+                    raise ValueError(f"{where}: meta key {k!r} is listed twice")
+                meta_in[k] = v
+                if k == PRIOR_KEY:
+                    try:
+                        file_prior = json.loads(v)
+                        for f, (a, b, pn) in file_prior.items():
+                            float(a), float(b), int(pn)
+                    except (ValueError, TypeError):
+                        raise ValueError(f"{where}: meta {PRIOR_KEY} is not a JSON object of "
+                                         "[alpha, beta, n]") from None
+            elif typ == "memory":
+                row = _memory_row(c, rec, where, seqs, mem_ids)
+                row["seq"] += seq_off
+                _insert(c, "memories", row, rec, where, columns)
+            elif typ == "vector":
+                if counts["vectors"] == 1:
+                    _check_embedder(c, meta_in, name)
+                seq = _num(rec, "seq", where, lo=1, integer=True)
+                if seq not in seqs:
+                    raise ValueError(f"{where}: the vector's memory (seq {seq}) is not in the file")
+                try:
+                    v = base64.b64decode(_str(rec, "v", where), validate=True)
+                except ValueError:
+                    raise ValueError(f"{where}: v must be base64 float32 data") from None
+                dim = int(meta_in.get("embedding_dim") or 0)
+                if not v or len(v) % 4 or (dim and len(v) != 4 * dim):
+                    raise ValueError(f"{where}: the vector has {len(v)} bytes, not "
+                                     f"{dim or 'a whole number of'} float32 values")
+                _insert(c, "vectors", {"seq": seq + seq_off, "v": v}, rec, where, columns)
+            elif typ == "recall":
+                rid = _num(rec, "id", where, lo=1, integer=True)
+                if rid in recall_ids:
+                    raise ValueError(f"{where}: recall id {rid} is listed twice")
+                recall_ids.add(rid)
+                shown, ages, feats = rec.get("shown"), rec.get("ages"), rec.get("features")
+                if not (isinstance(shown, list) and isinstance(ages, list)
+                        and isinstance(feats, list) and len(shown) == len(ages) == len(feats)
+                        and all(isinstance(s, str) for s in shown)
+                        and all(isinstance(s, str) for s in feats)
+                        and all(isinstance(a, (int, float)) and not isinstance(a, bool)
+                                for a in ages)):
+                    raise ValueError(f"{where}: shown, ages and features must be lists of the "
+                                     "same length (ids, numbers, strings)")
+                row = {"id": rid + rec_off,
+                       "namespace": _named(_check_namespace, rec.get("namespace"), "namespace",
+                                           where),
+                       "query": _str(rec, "query", where, empty=True),
+                       "qtype": _str(rec, "qtype", where),
+                       "created_at": _num(rec, "created_at", where)}
+                _insert(c, "recalls", row, rec, where, columns)
+            elif typ == "event":
+                eid = _num(rec, "id", where, lo=1, integer=True)
+                if eid in event_ids:
+                    raise ValueError(f"{where}: event id {eid} is listed twice")
+                event_ids.add(eid)
+                rid = _num(rec, "recall_id", where, optional=True, lo=1, integer=True)
+                if rid is not None and rid not in recall_ids:
+                    raise ValueError(f"{where}: the event's recall {rid} is not in the file")
+                ns = _named(_check_namespace, rec.get("namespace"), "namespace", where)
+                used = rec.get("used")
+                if used not in (0, 1) or isinstance(used, bool):
+                    raise ValueError(f"{where}: used must be 0 or 1, got {used!r}")
+                deltas = _deltas(rec.get("deltas"), where)
+                for f, da, db in deltas:
+                    for layer in (ns, POOLED):
+                        r = replay.setdefault((layer, f), [0.0, 0.0, 0])
+                        r[0] += da
+                        r[1] += db
+                        r[2] += 1
+                row = {"id": eid + ev_off, "recall_id": None if rid is None else rid + rec_off,
+                       "position": _num(rec, "position", where, lo=0, integer=True),
+                       "namespace": ns, "qtype": _str(rec, "qtype", where), "used": used,
+                       "created_at": _num(rec, "created_at", where)}
+                _insert(c, "events", row, rec, where, columns)
+            else:  # link
+                ns = _str(rec, "namespace", where)
+                if ns != POOLED:
+                    _named(_check_namespace, ns, "namespace", where)
+                f = _str(rec, "feature", where)
+                qt = _str(rec, "qtype", where, empty=True)
+                if qt != _feature_qtype(f):
+                    raise ValueError(f"{where}: qtype {qt!r} does not match feature {f!r}")
+                if (ns, f) in file_links:
+                    raise ValueError(f"{where}: link {ns}:{f} is listed twice")
+                extra = set(rec) - {"type", "namespace", "feature", "qtype", "alpha", "beta", "n"}
+                if extra:
+                    raise ValueError(f"{where}: unknown field(s) {sorted(extra)} in a link")
+                row = (_num(rec, "alpha", where, lo=0), _num(rec, "beta", where, lo=0),
+                       _num(rec, "n", where, lo=0, integer=True))
+                file_links[(ns, f)] = row
+                c.execute(_UPSERT_LINK, (ns, f, qt) + row)
+            if progress is not None and n % 500 == 0:
+                progress(lines.read, lines.total)
+        want = header.get("counts")
+        if isinstance(want, dict):
+            for k, v in counts.items():
+                if k in want and want[k] != v:
+                    raise ValueError(f"{name} is incomplete or altered: its header promises "
+                                     f"{want[k]} {k}, it holds {v}; nothing was imported")
+        # the file's links must be what its events (and any prior) add up to
+        for f, (a, b, pn) in file_prior.items():
+            r = replay.setdefault((POOLED, f), [0.0, 0.0, 0])
+            r[0] += a
+            r[1] += b
+            r[2] += pn
+        for key in set(replay) | set(file_links):
+            got, exp = file_links.get(key), replay.get(key)
+            if got is None or exp is None or abs(got[0] - exp[0]) > 1e-6 * max(1, abs(exp[0])) \
+                    or abs(got[1] - exp[1]) > 1e-6 * max(1, abs(exp[1])) or got[2] != exp[2]:
+                raise ValueError(f"in {name}, link {key[0]}:{key[1]} does not match the file's "
+                                 "events; nothing was imported")
+        if any(k in meta_in for k in _EMBEDDER_KEYS):
+            _check_embedder(c, meta_in, name)
+        for k, v in meta_in.items():
+            if k == "last_seq":
+                _set_meta(c, k, str(max(_meta_int(c, k), seq_off + int(v))))
+            elif k == "last_recall":
+                _set_meta(c, k, str(max(_meta_int(c, k), rec_off + int(v))))
+            elif k == PRIOR_KEY:
+                _merge_prior(c, file_prior)
+            elif k in _EMBEDDER_KEYS:
+                _set_meta(c, k, v)  # checked against the store's above
+            elif k == PRIOR_FILES_KEY:
+                seen = _meta_json(c, k, [])
+                _set_meta(c, k, json.dumps(seen + [d for d in json.loads(v) if d not in seen]))
+            else:
+                c.execute("INSERT OR IGNORE INTO heapmem_meta(key, value) VALUES (?, ?)", (k, v))
+    _bump_links(mem)
+    if progress is not None:
+        progress(lines.total or lines.read, lines.total or lines.read)
+    return ImportReport("export", counts["memories"], counts["recalls"], counts["events"],
+                        counts["links"], seq_off, rec_off)
+
+
+def _check_embedder(c: Any, meta_in: dict[str, str], name: str) -> None:
+    """The file's vectors and the store's must come from one embedder."""
+    mine = dict(c.execute("SELECT key, value FROM heapmem_meta WHERE key IN "
+                          "('embedder', 'embedding_dim')").fetchall())
+    theirs = {k: meta_in[k] for k in _EMBEDDER_KEYS if k in meta_in}
+    if not theirs.get("embedder"):
+        raise ValueError(f"{name} holds vectors but does not name their embedder")
+    if mine.get("embedder") and (mine.get("embedder"), mine.get("embedding_dim")) != (
+            theirs.get("embedder"), theirs.get("embedding_dim")):
+        held = c.execute("SELECT count(*) FROM vectors").fetchall()[0][0]
+        if held:
+            raise ValueError(f"{name} holds vectors of embedder {theirs.get('embedder')!r}, this "
+                             f"store holds vectors of {mine.get('embedder')!r}; nothing was "
+                             "imported")
+
+
+def _bump_links(mem: Memory) -> None:
+    """The store caches link sets per connection; links written here must
+    reach the next recall."""
+    if hasattr(mem, "_links_gen"):
+        mem._links_gen += 1
+    cache = getattr(mem, "_links_cache", None)
+    if cache is not None:
+        cache.clear()
+
+
+def _insert(c: Any, table: str, row: dict[str, Any], rec: dict, where: str,
+            columns: dict[str, list[str]]) -> None:
+    """Insert one record: the checked values in row, and the record's other
+    fields as they are (JSON text columns re-encoded, base64 BLOBs decoded).
+    A field the table lacks, or a required column the record lacks, is an
+    error."""
+    if table not in columns:
+        raise ValueError(f"{where}: this store has no {table} table")
+    cols = columns[table]
+    unknown = set(rec) - set(cols) - {"type"}
+    if unknown:
+        raise ValueError(f"{where}: unknown field(s) {sorted(unknown)} in a record of {table}")
+    full = dict(row)
+    for col in cols:
+        if col in full or col not in rec:
+            continue
+        v = rec[col]
+        if col in _JSON_COLUMNS.get(table, ()):
+            v = None if v is None else json.dumps(v, allow_nan=False)
+        elif isinstance(v, (dict, list)):
+            raise ValueError(f"{where}: {col} must be a plain value, got {v!r}")
+        full[col] = v
+    names = list(full)
+    try:
+        c.execute(f"INSERT INTO {table}({', '.join(names)}) VALUES "
+                  f"({', '.join('?' * len(names))})", [full[k] for k in names])
+    except apsw.ConstraintError as e:
+        raise ValueError(f"{where}: the {table} record does not fit this store ({e}); "
+                         "nothing was imported") from None
+
+
+def _memory_row(c: Any, rec: dict, where: str, seqs: set, ids: set) -> dict[str, Any]:
+    seq = _num(rec, "seq", where, lo=1, integer=True)
+    if seq in seqs:
+        raise ValueError(f"{where}: seq {seq} is listed twice")
+    seqs.add(seq)
+    mid = _named(_check_name, rec.get("id"), "id", where)
+    if mid in ids:
+        raise ValueError(f"{where}: memory id {mid!r} is listed twice")
+    ids.add(mid)
+    if c.execute("SELECT 1 FROM memories WHERE id = ?", (mid,)).fetchall():
+        raise ValueError(f"{where}: a memory with id {mid!r} is already in the store; "
+                         "nothing was imported")
+    ns = _named(_check_namespace, rec.get("namespace"), "namespace", where)
+    imp = _num(rec, "importance", where)
+    if not 0 < imp <= MAX_IMPORTANCE:
+        raise ValueError(f"{where}: importance must be in (0, {MAX_IMPORTANCE:g}], got {imp!r}")
+    used = _num(rec, "last_used_at", where, optional=True)
+    meta = rec.get("metadata")
+    if meta is not None and not isinstance(meta, dict):
+        raise ValueError(f"{where}: metadata must be a JSON object or null")
+    return {
+        "seq": seq, "id": mid, "namespace": ns, "nstag": _native.ns_tag(ns),
+        "text": _named(_check_text, rec.get("text"), "text", where),
+        "kind": _named(_check_name, rec.get("kind"), "kind", where),
+        "source": None if rec.get("source") is None else _named(_check_name, rec["source"],
+                                                                  "source", where),
+        "key": None if rec.get("key") is None else _named(_check_name, rec["key"], "key", where),
+        "importance": float(imp), "features": _str(rec, "features", where, empty=True),
+        "created_at": float(_num(rec, "created_at", where)),
+        "last_used_at": None if used is None else float(used),
+        "metadata": None if meta is None else json.dumps(meta, allow_nan=False,
+                                                         ensure_ascii=False, sort_keys=True)}

@@ -1,0 +1,358 @@
+"""The heapmem command: every verb, human and --json output, and bad input
+answered with one sentence on stderr, a non-zero exit status, and nothing
+written."""
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import heapmem
+from heapmem import cli
+
+T = 1_796_040_000.0  # 2026-11-30 12:00 UTC
+DAY = 86400.0
+
+
+class Run:
+    """heapmem's main() in-process, on a fixed clock, with captured output."""
+
+    def __init__(self, db, env=None):
+        self.db = db
+        self.env = env if env is not None else {}
+
+    def __call__(self, *argv, db=True, stdin=None):
+        out, err = io.StringIO(), io.StringIO()
+        args = (["--db", self.db] if db else []) + [str(a) for a in argv]
+        old = sys.stdin
+        if stdin is not None:
+            sys.stdin = io.TextIOWrapper(io.BytesIO(stdin.encode()), encoding="utf-8")
+        try:
+            code = cli.main(args, clock=lambda: T, stdout=out, stderr=err, env=self.env)
+        except SystemExit as e:  # argparse: --help, usage errors
+            code = e.code
+        finally:
+            sys.stdin = old
+        self.out, self.err, self.code = out.getvalue(), err.getvalue(), code
+        return self
+
+    def json(self):
+        return json.loads(self.out)
+
+
+@pytest.fixture
+def run(tmp_path):
+    return Run(str(tmp_path / "agent.db"))
+
+
+def fails(r, *words):
+    """A one-sentence error on stderr, exit status 1, nothing on stdout."""
+    assert r.code == 1, (r.code, r.out, r.err)
+    assert r.out == ""
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("heapmem: error: "), r.err
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+
+
+def seed(run):
+    ns = ["-n", "user:maya"]
+    run("add", "Booked the flight: SFO to LIS, departs March 14, 9:40am", "--source", "maya",
+        "--created-at", T - 20 * DAY, *ns)
+    run("add", "Lisbon! I'd love to visit Lisbon someday", "--kind", "preference",
+        "--created-at", T - 5 * DAY, *ns)
+    run("add", "Flights to Lisbon from SFO cost around $700 in spring", "--kind", "tool_result",
+        "--source", "tool", "--created-at", "2026-11-28", *ns)
+    assert run.code == 0
+
+
+def test_help_reads_well(capsys):
+    for argv in (["--help"], ["mcp", "--help"], ["recall", "--help"], ["export", "--help"],
+                 ["--version"]):
+        assert Run("x")(*argv, db=False).code == 0
+        assert capsys.readouterr().out.startswith(("usage: heapmem", "heapmem "))
+    # and as a process, as a person would run it
+    p = subprocess.run([sys.executable, "-m", "heapmem.cli", "--help"], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0
+    for verb in ("add", "recall", "feedback", "links", "stats", "forget", "check", "export",
+                 "import", "sql", "path", "mcp"):
+        assert f"\n    {verb} " in p.stdout, verb
+    assert "HEAPMEM_DB" in p.stdout and "examples:" in p.stdout
+    p = subprocess.run([sys.executable, "-m", "heapmem.cli", "mcp", "--help"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0
+    for word in ("remember", "recall", "mark_used", "mark_ignored", "forget", "list", "stdio",
+                 "http", "loopback", "heapmem[mcp]"):
+        assert word in p.stdout, word
+
+
+def test_add_recall_feedback_links(run, tmp_path):
+    seed(run)
+    r = run("-n", "user:maya", "recall", "When is my flight to Lisbon?")
+    assert r.code == 0
+    lines = r.out.splitlines()
+    assert lines[0].split() == ["#", "id", "score", "relevance", "recency", "importance",
+                                "usefulness", "rules", "text"]
+    assert lines[1].split()[:2] == ["1", "m2"] and "Lisbon!" in lines[1]
+    assert lines[2].strip().startswith("score ") and " = rel " in lines[2]  # the explain line
+    assert "recall_id 1" in r.out and "heapmem feedback 1 --used" in r.out
+    r = run("feedback", "1", "--used", "m1")
+    assert r.code == 0 and r.out.startswith("recall 1: used m1; ignored m2, m3;")
+    fails(run("feedback", "1", "--used", "m1"), "already has feedback")
+    r = run("-n", "user:maya", "links", "--limit", "3")
+    assert r.code == 0 and "as user:maya sees them" in r.out
+    assert r.out.splitlines()[1].split() == ["#", "feature", "strength", "alpha", "beta", "n"]
+    assert len(r.out.splitlines()) == 5
+    r = run("links", "--pooled", "--json")
+    d = r.json()
+    assert d["namespace"] == "*" and d["links"][0]["strength"] >= d["links"][-1]["strength"]
+    assert run("links", "-n", "*", "--json").json() == d
+    with heapmem.open(run.db, clock=lambda: T) as mem:
+        assert d["total"] == len(mem.explain_usefulness())
+
+
+def test_json_output(run):
+    r = run("add", "Seat preference: window", "--kind", "preference", "--key", "seat",
+            "--metadata", '{"cabin": "economy"}', "--importance", "2", "--json")
+    item = r.json()
+    assert item["id"] == "m1" and item["metadata"] == {"cabin": "economy"}
+    assert item["importance"] == 2 and item["created_at"] == T and "kind:preference" in \
+        item["features"]
+    r = run("recall", "which seat do I like?", "--json")
+    d = r.json()
+    assert d["recall_id"] == 1 and d["qtype"]
+    res = d["results"][0]
+    assert {"rank", "id", "score", "relevance", "recency", "importance", "usefulness", "rules",
+            "text", "explain"} <= set(res)
+    r = run("feedback", "--used", "m1", "--json")  # the recall found by its ids
+    assert r.json() == {"recall_id": 1, "used": ["m1"], "ignored": [], "features": r.json()[
+        "features"]}
+    s = run("stats", "--json").json()
+    assert (s["memories"], s["recalls"], s["events"], s["used"]) == (1, 1, 1, 1)
+    assert s["by_namespace"][0]["namespace"] == "default"
+    assert run("check", "--json").json()["ok"] is True
+    assert run("path", "--json").json()["path"] == heapmem.loadable_path()
+
+
+def test_global_options_anywhere_and_from_the_environment(tmp_path):
+    db = str(tmp_path / "env.db")
+    run = Run("unused", env={"HEAPMEM_DB": db, "HEAPMEM_NAMESPACE": "user:ana"})
+    run("add", "Dentist appointment confirmed for Tuesday at 3:15pm", db=False)
+    assert run.code == 0 and "to user:ana" in run.out and os.path.exists(db)
+    r = run("recall", "When is my dentist appointment?", "--json", db=False)
+    assert r.json()["namespace"] == "user:ana" and r.json()["results"][0]["id"] == "m1"
+    other = str(tmp_path / "other.db")
+    r = run("add", "x marks the spot", "--db", other, "-n", "elsewhere", db=False)
+    assert r.code == 0 and "to elsewhere" in r.out and os.path.exists(other)
+
+
+def test_stats_forget_check(run):
+    seed(run)
+    run("add", "Dentist appointment confirmed for Tuesday at 3:15pm", "-n", "user:ana")
+    r = run("stats")
+    assert r.code == 0
+    assert "memories   4 in 2 namespaces" in r.out and "user:maya" in r.out
+    r = run("forget", "m4")
+    assert r.code == 0 and r.out.strip() == "forgot 1 memory"
+    fails(run("forget", "m4"), "unknown memory ids")
+    fails(run("forget", "--all"), "--namespace")
+    fails(run("forget"), "ids")
+    fails(run("forget", "m1", "--all", "-n", "user:maya"), "not both")
+    r = run("forget", "--all", "-n", "user:maya")
+    assert r.code == 0 and r.out.strip() == "forgot 3 memories (all of user:maya)"
+    r = run("check")
+    assert r.code == 0 and r.out.startswith("ok: 0 memories")
+
+
+def test_check_reports_problems(run):
+    seed(run)
+    run("recall", "When is my flight?", "-n", "user:maya")
+    run("feedback", "1", "--used", "m1")
+    with heapmem.open(run.db) as mem:
+        mem.connection.execute("UPDATE links SET alpha = alpha + 5 WHERE namespace = '*'")
+    r = run("check")
+    assert r.code == 1 and "the event log gives" in r.out
+    assert r.err.startswith("heapmem: error: the store has ") and len(r.err.splitlines()) == 1
+
+
+def test_export_import_round_trip(run, tmp_path):
+    seed(run)
+    run("recall", "When is my flight to Lisbon?", "-n", "user:maya")
+    run("feedback", "1", "--used", "m1")
+    path = str(tmp_path / "backup.jsonl")
+    r = run("export", path)
+    assert r.code == 0 and r.out.strip() == (
+        f"wrote 3 memories, 1 recall, 3 events and {r.out.split()[-4]} links to {path}")
+    copy = Run(str(tmp_path / "copy.db"))
+    r = copy("import", path)
+    assert r.code == 0 and r.out.startswith("imported 3 memories, 1 recall, 3 events")
+    assert copy("check").code == 0
+    a = run("recall", "When is my flight to Lisbon?", "-n", "user:maya", "--no-track",
+            "--json").json()
+    b = copy("recall", "When is my flight to Lisbon?", "-n", "user:maya", "--no-track",
+             "--json").json()
+    assert a == b
+    # to standard output, and back from standard input
+    r = run("export")
+    assert r.out.splitlines()[0].startswith('{"heapmem":"export"')
+    third = Run(str(tmp_path / "third.db"))
+    old = sys.stdin
+    sys.stdin = io.TextIOWrapper(io.BytesIO(r.out.encode()), encoding="utf-8")
+    try:
+        r = third("import", "-", "--json")
+    finally:
+        sys.stdin = old
+    assert r.code == 0 and r.json()["memories"] == 3
+    # the same file again: ids collide, nothing is written
+    before = open(path).read()
+    fails(copy("import", path), "already in the store")
+    assert copy("export").out.splitlines()[1:] == before.splitlines()[1:]
+
+
+def test_links_only_export_and_prior_import(run, tmp_path):
+    seed(run)
+    run("recall", "When is my flight to Lisbon?", "-n", "user:maya")
+    run("feedback", "1", "--used", "m1")
+    path = str(tmp_path / "links.jsonl")
+    r = run("export", "--links-only", path)
+    assert r.code == 0 and "no text, no ids" in r.out
+    text = open(path).read()
+    assert "Lisbon" not in text and "m1" not in text and "maya" not in text
+    fresh = Run(str(tmp_path / "fresh.db"))
+    r = fresh("import", path)
+    assert r.code == 0 and r.out.strip().endswith("into the pooled layer '*' as a prior")
+    assert fresh("check").code == 0
+    assert fresh("links", "--pooled", "--json").json() == run("links", "--pooled",
+                                                              "--json").json()
+    assert "carry a merged prior" in fresh("stats").out
+    fails(fresh("import", path), "already merged")
+
+
+def test_progress_bar_on_request(run, tmp_path):
+    seed(run)
+    r = run("export", str(tmp_path / "x.jsonl"), "--progress")
+    assert r.code == 0 and "export [" in r.err and "100%" in r.err
+    r = Run(str(tmp_path / "y.db"))("import", str(tmp_path / "x.jsonl"), "--progress")
+    assert r.code == 0 and "import [" in r.err
+    r = Run(str(tmp_path / "z.db"))("import", str(tmp_path / "x.jsonl"))
+    assert r.err == ""  # not a terminal: no bar
+
+
+def test_sql_and_path(run):
+    seed(run)
+    r = run("sql", "SELECT id, kind, importance FROM memories ORDER BY seq")
+    assert r.code == 0
+    assert r.out.splitlines()[0].split() == ["id", "kind", "importance"]
+    assert r.out.splitlines()[1].split() == ["m1", "fact", "1.0"]
+    r = run("sql", "SELECT heap_qtype('When is my flight?') AS qtype", "--json")
+    assert r.json() == [{"qtype": "when"}]
+    assert run("sql", "SELECT 1 WHERE 0").out.strip() == "(no rows)"
+    fails(run("sql", "DELETE FROM memories"), "--write")
+    assert run("sql", "SELECT count(*) AS n FROM memories", "--json").json() == [{"n": 3}]
+    fails(run("sql", "SELECT nope"), "SQL error", "nope")
+    fails(run("sql"), "needs a statement")
+    fails(run("sql", "SELECT 1", "--load-line"), "not both")
+    r = run("sql", "--load-line")
+    assert r.out.strip() == f".load {heapmem.loadable_path()}"
+    assert run("path").out.strip() == heapmem.loadable_path()
+    r = run("sql", "UPDATE memories SET importance = 2 WHERE id = 'm1'", "--write")
+    assert r.code == 0 and r.out.strip() == "(no rows)"
+
+
+def test_add_reads_standard_input(run):
+    r = run("add", "-", "--json", stdin="A memory from a pipe\n")
+    assert r.code == 0 and r.json()["text"] == "A memory from a pipe"
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["add", "  "], ["text must not be empty"]),
+    (["add", "x", "--importance", "11"], ["importance"]),
+    (["add", "x", "--importance", "nan"], ["importance"]),
+    (["add", "x", "--metadata", "{oops"], ["not valid JSON"]),
+    (["add", "x", "--metadata", "[1]"], ["JSON object"]),
+    (["add", "x", "-n", "*"], ["reserved"]),
+    (["add", "x", "--id", "m1"], ["already exists"]),
+])
+def test_add_refuses_bad_input_and_writes_nothing(run, argv, words):
+    run("add", "the first memory")
+    before = os.path.getsize(run.db), run("stats", "--json").json()
+    fails(run(*argv), *words)
+    assert run("stats", "--json").json() == before[1]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["recall", "x"], ["no store at"]),
+    (["links"], ["no store at"]),
+    (["stats"], ["no store at"]),
+    (["check"], ["no store at"]),
+    (["export", "x.jsonl"], ["no store at"]),
+    (["forget", "m1"], ["no store at"]),
+    (["feedback", "1", "--used", "m1"], ["no store at"]),
+    (["sql", "SELECT 1"], ["no store at"]),
+])
+def test_reading_verbs_never_create_a_store(run, argv, words):
+    fails(run(*argv), *words)
+    assert not os.path.exists(run.db)
+
+
+def test_bad_input_elsewhere(run, tmp_path):
+    seed(run)
+    fails(run("recall", "x", "-k", "1001"), "k must be")
+    fails(run("feedback", "1"), "--used")
+    fails(run("feedback", "99", "--used", "m1"), "unknown recall_id")
+    fails(run("import", str(tmp_path / "missing.jsonl")), "no file at")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"hello": 1}\n')
+    fails(run("import", str(bad)), "not a heapmem export")
+    fails(run("export", str(tmp_path)), "folder")
+    fails(run("export", str(tmp_path / "no" / "x.jsonl")), "does not exist")
+    fails(Run(str(tmp_path / "no" / "x.db"))("add", "x"), "does not exist")
+    not_a_store = tmp_path / "other.sqlite"
+    import apsw
+    c = apsw.Connection(str(not_a_store))
+    c.execute("CREATE TABLE t(x)")
+    c.close()
+    size = not_a_store.stat().st_size
+    fails(Run(str(not_a_store))("add", "x"), "not a heapmem store")
+    assert not_a_store.stat().st_size == size
+
+
+def test_usage_errors_are_one_line(run, capsys):
+    for argv in (["recall"], ["add", "x", "--importance", "high"], ["nosuchverb"],
+                 ["--now", "yesterday", "add", "x"], ["recall", "x", "-k", "0"]):
+        r = run(*argv)
+        err = capsys.readouterr().err  # argparse writes to sys.stderr
+        assert r.code == 2 and len(err.strip().splitlines()) == 1, (argv, err)
+        assert err.startswith("heapmem") and "error:" in err and "--help" in err
+    assert not os.path.exists(run.db)
+
+
+def test_now_option_makes_output_reproducible(run):
+    run("--now", "2026-01-01T00:00:00Z", "add", "New year memory", "--json")
+    assert run.json()["created_at"] == 1767225600.0
+    run("add", "x", "--json", "--now", "1767225700")
+    assert run.json()["created_at"] == 1767225700.0
+
+
+def test_mcp_without_the_package(run, monkeypatch):
+    monkeypatch.setitem(sys.modules, "heapmem.mcp_server", None)  # as if mcp were missing
+    monkeypatch.delattr(heapmem, "mcp_server", raising=False)
+    fails(run("mcp"), "pip install 'heapmem[mcp]'")
+    assert not os.path.exists(run.db)
+
+
+def test_mcp_http_is_loopback_only(run):
+    pytest.importorskip("mcp")
+    fails(run("mcp", "--transport", "http", "--host", "0.0.0.0"), "loopback")
+    fails(run("mcp", "--transport", "http", "--host", "192.168.1.5"), "loopback")
+    assert not os.path.exists(run.db)
+
+
+def test_console_script_entry_point():
+    p = subprocess.run([sys.executable, "-c", "import sys; from heapmem.cli import main; "
+                        "sys.exit(main(['--version']))"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0 and p.stdout.strip() == f"heapmem {heapmem.__version__}"

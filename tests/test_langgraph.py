@@ -1,0 +1,287 @@
+"""HeapmemStore against LangGraph's own BaseStore interface (get, put,
+search, delete, list_namespaces, their async twins, batch), inside a compiled
+graph, and the example agent."""
+import asyncio
+import os
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("langgraph")
+
+from langgraph.store.base import (BaseStore, GetOp, InvalidNamespaceError,  # noqa: E402
+                                  ListNamespacesOp, MatchCondition, PutOp, SearchItem,
+                                  SearchOp)
+
+import heapmem  # noqa: E402
+from heapmem.langgraph_store import HeapmemStore  # noqa: E402
+
+ROOT = Path(__file__).parent.parent
+T = 1_796_040_000.0  # 2026-11-30 12:00 UTC
+DAY = 86400.0
+MAYA = ("users", "maya")
+
+
+class Clock:
+    t = T
+
+    def __call__(self):
+        return self.t
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def mem(tmp_path, clock):
+    m = heapmem.open(str(tmp_path / "lg.db"), clock=clock)
+    yield m
+    m.close()
+
+
+@pytest.fixture
+def store(mem, clock):
+    s = HeapmemStore(mem)
+    for key, value, age in [
+            ("flight", {"text": "Booked the flight: SFO to LIS, departs March 14, 9:40am"}, 20),
+            ("wish", {"text": "Lisbon! I'd love to visit Lisbon someday", "kind": "preference",
+                      "stars": 5}, 5),
+            ("price", {"content": "Flights to Lisbon from SFO cost around $700",
+                       "kind": "tool_result", "source": "tool", "stars": 2}, 2)]:
+        clock.t = T - age * DAY
+        s.put(MAYA, key, value)
+    clock.t = T - DAY
+    s.put(("users", "ben"), "train", {"text": "Train to Paris leaves June 2 at 7:01am"})
+    s.put(("docs",), "readme", {"text": "heapmem keeps agent memory in SQLite"})
+    clock.t = T
+    return s
+
+
+def test_is_a_langgraph_store(store):
+    assert isinstance(store, BaseStore) and store.supports_ttl is False
+
+
+def test_put_and_get(store, mem):
+    item = store.get(MAYA, "flight")
+    assert item.key == "flight" and item.namespace == MAYA
+    assert item.value == {"text": "Booked the flight: SFO to LIS, departs March 14, 9:40am"}
+    assert item.created_at == datetime.fromtimestamp(T - 20 * DAY, timezone.utc)
+    assert item.updated_at == item.created_at
+    assert store.get(MAYA, "nope") is None
+    assert store.get(("users", "ben"), "flight") is None  # keys are per namespace
+    # the memory behind it: namespace "users/maya", kind and source from the value
+    it = mem.get("users/maya.price")
+    assert (it.namespace, it.kind, it.source) == ("users/maya", "tool_result", "tool")
+    assert it.text == "Flights to Lisbon from SFO cost around $700"
+
+
+def test_put_updates_in_place(store, mem, clock):
+    res = store.search(MAYA, query="When is my flight to Lisbon?")
+    clock.t = T + DAY
+    store.put(MAYA, "flight", {"text": "Booked the flight: SFO to LIS, departs April 2, 9:40am",
+                               "note": "moved"})
+    item = store.get(MAYA, "flight")
+    assert item.value["note"] == "moved"
+    assert item.created_at == datetime.fromtimestamp(T - 20 * DAY, timezone.utc)
+    assert item.updated_at == datetime.fromtimestamp(T + DAY, timezone.utc)
+    assert [h.key for h in store.search(MAYA, query="April")] == ["flight"]
+    assert store.search(MAYA, query="March") == []  # the old text left the index
+    # the earlier search can still be reported on
+    store.mark_used(MAYA, ["flight"], recall_id=store.last_recalls["users/maya"])
+    assert mem.check().ok and mem.count == 5
+    assert res  # (it showed the booking)
+
+
+def test_delete(store, mem):
+    store.delete(MAYA, "wish")
+    assert store.get(MAYA, "wish") is None and mem.get("users/maya.wish") is None
+    store.delete(MAYA, "wish")  # deleting what is gone is fine
+    assert mem.check().ok
+
+
+def test_search_with_a_query_ranks_by_heapmem(store, mem):
+    hits = store.search(MAYA, query="When is my flight to Lisbon?", limit=3)
+    assert all(isinstance(h, SearchItem) for h in hits)
+    assert {h.key for h in hits} == {"flight", "wish", "price"}
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    direct = mem.recall("When is my flight to Lisbon?", namespace="users/maya", track=False)
+    assert [h.score for h in hits] == [r.score for r in direct]
+    assert store.last_recalls["users/maya"] is not None
+    assert store.search(MAYA, query="When is my flight to Lisbon?", limit=1, offset=1)[0].key \
+        == hits[1].key
+    assert store.search(MAYA, query="the and of") == []  # no searchable word
+    # a prefix searches every namespace under it
+    assert {h.namespace for h in store.search(("users",), query="when")} <= {
+        MAYA, ("users", "ben")}
+    assert [h.key for h in store.search((), query="Paris train")] == ["train"]
+
+
+def test_search_without_a_query_lists_newest_first(store):
+    items = store.search(("users",))
+    assert [i.key for i in items] == ["train", "price", "wish", "flight"]
+    assert all(i.score is None for i in items)
+    assert [i.key for i in store.search(("users",), limit=2, offset=1)] == ["price", "wish"]
+    assert [i.key for i in store.search(())] == ["readme", "train", "price", "wish", "flight"]
+
+
+def test_search_filters(store):
+    assert [i.key for i in store.search(MAYA, filter={"kind": "preference"})] == ["wish"]
+    assert [i.key for i in store.search(MAYA, filter={"stars": {"$gte": 3}})] == ["wish"]
+    assert [i.key for i in store.search(MAYA, filter={"stars": {"$lt": 3}})] == ["price"]
+    assert [i.key for i in store.search(MAYA, filter={"stars": {"$ne": 5}})] == ["price",
+                                                                                  "flight"]
+    hits = store.search(MAYA, query="Lisbon", filter={"kind": "tool_result"})
+    assert [h.key for h in hits] == ["price"] and hits[0].score > 0
+
+
+def test_list_namespaces(store):
+    assert store.list_namespaces() == [("docs",), ("users", "ben"), MAYA]
+    assert store.list_namespaces(prefix=("users",)) == [("users", "ben"), MAYA]
+    assert store.list_namespaces(suffix=("maya",)) == [MAYA]
+    assert store.list_namespaces(prefix=("*", "ben")) == [("users", "ben")]
+    assert store.list_namespaces(max_depth=1) == [("docs",), ("users",)]
+    assert store.list_namespaces(limit=1, offset=1) == [("users", "ben")]
+
+
+def test_batch_runs_ops_in_order(store):
+    out = store.batch([
+        PutOp(("t",), "a", {"text": "alpha memory"}),
+        GetOp(("t",), "a"),
+        SearchOp(("t",), query="alpha"),
+        ListNamespacesOp(match_conditions=(MatchCondition("prefix", ("t",)),)),
+        PutOp(("t",), "a", None),
+        GetOp(("t",), "a"),
+    ])
+    assert out[0] is None and out[1].value == {"text": "alpha memory"}
+    assert [h.key for h in out[2]] == ["a"] and out[3] == [("t",)] and out[5] is None
+
+
+def test_async_interface(store):
+    async def main():
+        await store.aput(("a",), "k", {"text": "hello async world"})
+        assert (await store.aget(("a",), "k")).value == {"text": "hello async world"}
+        hits = await store.asearch(("a",), query="hello")
+        assert [h.key for h in hits] == ["k"]
+        assert ("a",) in await store.alist_namespaces()
+        fb = await store.amark_used(("a",), ["k"])
+        assert fb.used == ("a.k",)
+        await store.adelete(("a",), "k")
+        assert await store.aget(("a",), "k") is None
+        res = await store.abatch([GetOp(MAYA, "flight"), GetOp(MAYA, "nope")])
+        assert res[0].key == "flight" and res[1] is None
+
+    asyncio.run(main())
+
+
+def test_feedback_teaches_heapmem(store, mem):
+    hits = store.search(MAYA, query="When is my flight to Lisbon?")
+    assert mem.explain_usefulness() == []
+    fb = store.feedback(MAYA, ["flight"])  # the rest of the search counts as ignored
+    assert fb.used == ("users/maya.flight",) and len(fb.ignored) == len(hits) - 1
+    links = {ln.feature: ln for ln in mem.explain_usefulness("users/maya")}
+    assert links["kind:fact"].alpha > 0 and links["kind:preference"].beta > 0
+    store.search(("users", "ben"), query="When does my train leave?")
+    assert store.mark_used(("users", "ben"), ["train"]).used == ("users/ben.train",)
+    with pytest.raises(ValueError, match="no item"):
+        store.mark_used(MAYA, ["nope"])
+    with pytest.raises(TypeError, match="list of keys"):
+        store.mark_ignored(MAYA, "flight")
+    assert mem.check().ok
+
+
+def test_bad_input(store, mem):
+    n = mem.count
+    for ns in [(), ("a/b",), ("",), ("a.b",), ("*",)]:
+        with pytest.raises((InvalidNamespaceError, ValueError)):
+            store.put(ns, "k", {"text": "x"})
+    with pytest.raises(ValueError):
+        store.put(MAYA, "", {"text": "x"})
+    with pytest.raises(ValueError):
+        store.put(MAYA, "k" * 300, {"text": "x"})  # ids are at most 256 characters
+    with pytest.raises(NotImplementedError):
+        store.put(MAYA, "k", {"text": "x"}, ttl=5)
+    with pytest.raises(TypeError):
+        store.batch([object()])
+    with pytest.raises(ValueError, match="operator"):
+        store.search(MAYA, filter={"stars": {"$regex": "x"}})
+    assert mem.count == n
+
+
+def test_text_fields_and_index(mem):
+    s = HeapmemStore(mem, text_fields=("body",))
+    s.put(("n",), "a", {"body": "the body text", "text": "not this"})
+    assert mem.get("n.a").text == "the body text"
+    s.put(("n",), "b", {"title": "Title here", "summary": "and summary"},
+          index=["title", "summary"])
+    assert mem.get("n.b").text == "Title here\nand summary"
+    s.put(("n",), "c", {"x": 1, "y": [2]})
+    assert mem.get("n.c").text == '{"x": 1, "y": [2]}'
+    with pytest.raises(TypeError):
+        HeapmemStore(mem, text_fields="body")
+
+
+def test_memories_added_otherwise_show_up(store, mem):
+    mem.add("Maya's passport expires in 2031", namespace="users/maya", id="passport")
+    item = store.get(MAYA, "passport")
+    assert item.value["text"] == "Maya's passport expires in 2031" and item.key == "passport"
+    assert "passport" in [h.key for h in store.search(MAYA, query="passport")]
+
+
+def test_opens_a_path(tmp_path):
+    s = HeapmemStore(str(tmp_path / "own.db"))
+    s.put(("x",), "k", {"text": "owned store"})
+    assert s.get(("x",), "k").value == {"text": "owned store"}
+    s.close()
+    with pytest.raises(TypeError):
+        HeapmemStore(42)
+
+
+def test_in_a_compiled_graph(store, mem):
+    from typing import TypedDict
+
+    from langgraph.config import get_store
+    from langgraph.graph import END, START, StateGraph
+
+    class State(TypedDict, total=False):
+        question: str
+        keys: list
+
+    def recall(state):
+        hits = get_store().search(MAYA, query=state["question"], limit=3)
+        return {"keys": [h.key for h in hits]}
+
+    def report(state):
+        get_store().mark_used(MAYA, [k for k in state["keys"] if k == "flight"])
+        return {}
+
+    g = StateGraph(State)
+    g.add_node("recall", recall)
+    g.add_node("report", report)
+    g.add_edge(START, "recall")
+    g.add_edge("recall", "report")
+    g.add_edge("report", END)
+    out = g.compile(store=store).invoke({"question": "When is my flight to Lisbon?"})
+    assert "flight" in out["keys"]
+    assert any(ln.feature == "kind:fact" and ln.alpha > 0 for ln in mem.explain_usefulness())
+
+
+def test_example_agent(tmp_path):
+    p = subprocess.run([sys.executable, str(ROOT / "examples" / "langgraph_agent.py"),
+                        str(tmp_path / "agent.db")], capture_output=True, text=True,
+                       timeout=180, env=dict(os.environ))
+    assert p.returncode == 0, p.stderr
+    first, last = p.stdout.split("Maya asks again:")
+    day_one = first.split("maya asks")[1].split("\n\n")[0]
+    assert "3. " in day_one and day_one.split("3. ")[1].split("\n")[0].endswith(
+        "the answer used it")
+    again = last.split("\n\n")[1]
+    assert "1. " in again and "Booked the flight" in again.split("1. ")[1].split("\n")[0]
+    p2 = subprocess.run([sys.executable, str(ROOT / "examples" / "langgraph_agent.py"),
+                         str(tmp_path / "agent2.db")], capture_output=True, text=True,
+                        timeout=180)
+    assert p2.stdout == p.stdout  # deterministic
