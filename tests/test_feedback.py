@@ -193,3 +193,24 @@ def test_used_memory_forgotten_since(mem):
         mem.feedback(used=["a"], recall_id=res.recall_id)
     # an ignored memory that is gone is skipped
     assert mem.feedback(used=["b"], recall_id=res.recall_id).ignored == ()
+
+
+def test_source_authority_transfers_to_question_types_without_feedback(mem):
+    # feedback only ever comes from "when" questions: what the user said is
+    # used, what a tool said is not
+    for u in range(30):
+        ns = f"user{u}"
+        mem.add(f"The meeting {u} is on Friday", id=f"said{u}", source="user", namespace=ns)
+        mem.add(f"The meeting {u} is on Friday", id=f"tool{u}", source="tool", namespace=ns,
+                kind="fact")
+        res = mem.recall(f"When is meeting {u}?", namespace=ns)
+        mem.feedback(used=[f"said{u}"], recall_id=res.recall_id)
+    # a "who" question in a new namespace: no feedback ever came from one
+    mem.add("Ana runs the budget meeting", id="a-user", source="user", namespace="new")
+    mem.add("Ana runs the budget meeting", id="a-tool", source="tool", namespace="new")
+    res = mem.recall("Who runs the budget meeting?", namespace="new", track=False)
+    assert res.qtype == "who"
+    by = {r.id: r for r in res}
+    assert by["a-user"].usefulness > 1 > by["a-tool"].usefulness
+    assert res.ids[0] == "a-user"
+    assert "src:user x" in by["a-user"].explain()
