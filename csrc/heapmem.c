@@ -580,7 +580,7 @@ HM_API void hm_config_default(hm_config *c) {
   c->w_relevance = 1.0;
   c->w_recency = 0.0;
   c->w_importance = 1.0;
-  c->w_usefulness = 1.0;
+  c->w_usefulness = 0.3;
   c->half_life_days = 30.0;
   c->recency_floor = 0.5;
   c->superseded_factor = 0.1;
@@ -921,14 +921,22 @@ HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char
 #define HM_CAT(...) \
   do { if (u < (int)sizeof buf) u += snprintf(buf + u, sizeof buf - (size_t)u, __VA_ARGS__); } while (0)
   HM_CAT("score %.3f = ", f.score);
-  if (c->w_relevance > 0) HM_CAT("rel %.2f", f.relevance); else HM_CAT("rel off");
+  /* a factor with a weight other than 1 shows it as an exponent: useful 16.31^0.3 */
+#define HM_W(w) do { if ((w) != 1.0) HM_CAT("^%g", (w)); } while (0)
+  if (c->w_relevance > 0) { HM_CAT("rel %.2f", f.relevance); HM_W(c->w_relevance); }
+  else HM_CAT("rel off");
   if (c->w_relevance > 0 && !isnan(in->bm25_part) && !isnan(in->cos_part))
     HM_CAT(" (bm25 %.2f, cos %.2f)", in->bm25_part, in->cos_part);
-  if (c->w_recency > 0) HM_CAT(" x recency %.2f (age %.1fd)", f.recency,
-                               in->age_days > 0 ? in->age_days : 0.0);
-  if (c->w_importance > 0) HM_CAT(" x importance %.2f", f.importance);
+  if (c->w_recency > 0) {
+    HM_CAT(" x recency %.2f", f.recency);
+    HM_W(c->w_recency);
+    HM_CAT(" (age %.1fd)", in->age_days > 0 ? in->age_days : 0.0);
+  }
+  if (c->w_importance > 0) { HM_CAT(" x importance %.2f", f.importance); HM_W(c->w_importance); }
   if (c->w_usefulness > 0) {
-    HM_CAT(" x useful %.2f [", f.usefulness);
+    HM_CAT(" x useful %.2f", f.usefulness);
+    HM_W(c->w_usefulness);
+    HM_CAT(" [");
     /* the three features with the largest effect, then how many more */
     int shown[3] = {-1, -1, -1}, printed = 0;
     for (int j = 0; j < 3; j++) {
@@ -1161,7 +1169,7 @@ static void heap_links_step(sqlite3_context *ctx, int argc, sqlite3_value **argv
   if (acc->failed) return;
   HM_TEXT_ARG(ctx, argv, 0, "heap_links", "the feature", name);
   double x[5];
-  x[4] = 20.0;
+  x[4] = 1e9; /* no cap: borrow all the other namespaces' evidence */
   for (int i = 1; i < argc; i++) {
     if (!hm_is_number(argv[i])) {
       hm_result_err(ctx, "heap_links", "counts and pseudocount must be numbers");

@@ -63,7 +63,7 @@ class ScoringConfig:
     w_relevance: float = 1.0
     w_recency: float = 0.0
     w_importance: float = 1.0
-    w_usefulness: float = 1.0
+    w_usefulness: float = 0.3
     half_life_days: float = 30.0
     recency_floor: float = 0.5
     superseded_factor: float = 0.1
@@ -71,7 +71,7 @@ class ScoringConfig:
     lexical_weight: float = 0.5
     prior_alpha: float = 0.1
     prior_beta: float = 9.9
-    pooled_pseudocount: float = 20.0
+    pooled_pseudocount: float = 1e9
     model: int = 1
     gate_z: float = 2.0
     combine: int = 1

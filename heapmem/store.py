@@ -135,16 +135,16 @@ _CAND_CTE = """
 cand AS (
   SELECT m.seq, m.id, m.text, m.kind, m.source, m.key, m.importance,
          m.features || ' ' || heap_relate(:question, m.source) AS features,
-         m.created_at, m.last_used_at, m.metadata, f.rank,
+         m.created_at, m.last_used_at, m.metadata, f.b AS rank,
          (:now - coalesce(m.last_used_at, m.created_at)) / 86400.0 AS age_days,
          m.key IS NOT NULL AND EXISTS (
            SELECT 1 FROM memories AS n
            WHERE n.namespace = m.namespace AND n.key = m.key
              AND (n.created_at > m.created_at OR (n.created_at = m.created_at AND n.seq > m.seq))
          ) AS superseded
-  FROM (SELECT rowid, rank FROM memories_fts
+  FROM (SELECT rowid, bm25(memories_fts, 0.0, 1.0) AS b FROM memories_fts
         WHERE memories_fts MATCH heap_match(:question, :namespace)
-        ORDER BY rank LIMIT :candidates) AS f
+        ORDER BY b LIMIT :candidates) AS f
   JOIN memories AS m ON m.seq = f.rowid
   WHERE m.namespace = :namespace
 )"""
@@ -154,9 +154,11 @@ cand AS (
 # when only the vectors found it) and cosine.
 _HYBRID_CTE = """
 lex AS (
-  SELECT rowid AS seq, rank FROM memories_fts
+  -- bm25() with the weights spelled out, not the rank column: the same
+  -- numbers, but FTS5 computes them once instead of twice
+  SELECT rowid AS seq, bm25(memories_fts, 0.0, 1.0) AS rank FROM memories_fts
   WHERE memories_fts MATCH heap_match(:question, :namespace)
-  ORDER BY rank LIMIT :candidates
+  ORDER BY 2 LIMIT :candidates
 ),
 vec AS (
   SELECT v.seq FROM vectors AS v JOIN memories AS m ON m.seq = v.seq

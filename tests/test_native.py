@@ -209,3 +209,13 @@ def test_gated_lift_by_hand():
     out = n.score_batch(np.array([1.0]), np.array([1.0]), np.array([1.0]), np.array([0]),
                         ["date:1"], "when", blob, cfg)
     assert out[0][3] == pytest.approx((mq - 2 * seq) / pq)
+
+
+def test_c_defaults_are_scoring_config_defaults():
+    import heapmem
+    c = n.config("")
+    py = heapmem.ScoringConfig()
+    for name in ("w_relevance", "w_recency", "w_importance", "w_usefulness", "half_life_days",
+                 "recency_floor", "superseded_factor", "prior_alpha", "prior_beta", "model",
+                 "gate_z", "combine"):
+        assert getattr(c, name) == getattr(py, name), name

@@ -101,9 +101,9 @@ def test_explain_line(mem, clock):
     mem.add("Booked the flight: SFO to LIS, departs March 14, 9:40am", source="maya",
             created_at=clock.t - 20 * DAY)
     res = mem.recall("When is my flight?")
-    assert res[0].explain() == ("score 1.000 = rel 1.00 x importance 1.00 x useful 1.00 "
+    assert res[0].explain() == ("score 1.000 = rel 1.00 x importance 1.00 x useful 1.00^0.3 "
                                 "[no link beats the base rate yet]")
-    cfg = heapmem.ScoringConfig(w_recency=1, model=0)
+    cfg = heapmem.ScoringConfig(w_recency=1, w_usefulness=1, model=0)
     line = mem.recall("When is my flight?", config=cfg)[0].explain()
     assert line.startswith("score 0.200 = rel 1.00 x recency 0.81 (age 20.0d) x importance "
                            "1.00 x useful 0.25 [base=0.01 ")

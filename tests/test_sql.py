@@ -45,9 +45,11 @@ def test_score_and_explain_in_sql(db):
     s1 = one(db, "SELECT heap_score(0.5, 30, 1.5, 1, 'kind:note date:1', 'what', NULL, "
                  "'w_recency=1 w_importance=0 superseded_factor=1')")
     assert s1 == pytest.approx(0.5 * 0.75)
-    ref = one(db, "SELECT heap_score(1, 0, 1, 0, 'kind:note', 'what', NULL, 'model=0')")
+    ref = one(db, "SELECT heap_score(1, 0, 1, 0, 'kind:note', 'what', NULL, "
+                  "'model=0 w_usefulness=1')")
     assert ref == pytest.approx(1 - 0.99 ** 6)
-    line = one(db, "SELECT heap_explain(1, 0, 1, 0, 'kind:fact', 'when', NULL, 'model=0')")
+    line = one(db, "SELECT heap_explain(1, 0, 1, 0, 'kind:fact', 'when', NULL, "
+                   "'model=0 w_usefulness=1')")
     assert line == ("score 0.059 = rel 1.00 x importance 1.00 x useful 0.06 "
                     "[base=0.01 kind:fact=0.01 age:day=0.01 +3]")
 
@@ -56,21 +58,24 @@ def test_links_aggregate_feeds_score(db):
     db.execute("CREATE TABLE l(feature, oa, ob, pa, pb)")
     db.execute("INSERT INTO l VALUES ('base', 0, 0, 10, 90), ('date:1', 0, 0, 30, 70), "
                "('when/date:1', 2, 0, 2, 0)")
-    blob = one(db, "SELECT heap_links(feature, oa, ob, pa, pb) FROM l")
+    blob = one(db, "SELECT heap_links(feature, oa, ob, pa, pb, 20) FROM l")
     assert blob[:4] == b"HML1" and len(blob) == 8 + 3 * 24
     # the others' 100 observations of base and date:1 are scaled to 20
-    blob_p = one(db, "SELECT heap_links(feature, oa, ob, pa, pb, 1e9) FROM l")
-    s = one(db, "SELECT heap_score(1, 0, 1, 0, 'date:1', 'when', ?, 'model=0')", blob)
+    blob_p = one(db, "SELECT heap_links(feature, oa, ob, pa, pb) FROM l")  # no cap by default
+    s = one(db, "SELECT heap_score(1, 0, 1, 0, 'date:1', 'when', ?, 'model=0 w_usefulness=1')",
+            blob)
     p = (0.1 + 2) / (10 + 20)       # base: 2 successes, 18 failures
     d = (0.1 + 6) / (10 + 20)       # date:1: 6 and 14
     wd = (0.1 + 2) / (10 + 2)       # when/date:1: its own 2 successes
     age = 0.1 / 10
     assert s == pytest.approx(1 - (1 - p) * (1 - d) * (1 - wd) * (1 - age) ** 2 * (1 - 0.01))
     # in the gated model date:1 beats its base rate; more so with all the evidence
-    u = one(db, "SELECT heap_score(1, 0, 1, 0, 'date:1', 'when', ?)", blob)
-    u_all = one(db, "SELECT heap_score(1, 0, 1, 0, 'date:1', 'when', ?)", blob_p)
+    u = one(db, "SELECT heap_score(1, 0, 1, 0, 'date:1', 'when', ?, 'w_usefulness=1')", blob)
+    u_all = one(db, "SELECT heap_score(1, 0, 1, 0, 'date:1', 'when', ?, 'w_usefulness=1')",
+                blob_p)
     assert u_all > u > 1
-    assert one(db, "SELECT heap_score(1, 0, 1, 0, 'date:0', 'when', ?)", blob) == 1.0
+    assert one(db, "SELECT heap_score(1, 0, 1, 0, 'date:0', 'when', ?, 'w_usefulness=1')",
+               blob) == 1.0
     empty = one(db, "SELECT heap_links(feature, oa, ob, pa, pb) FROM l WHERE 0")
     assert empty == b"HML1\x00\x00\x00\x00"
 

@@ -1,0 +1,72 @@
+"""Rebuild README.md from examples/readme_template.md, running every sample.
+
+    python examples/readme.py
+
+Runs the demo in a temporary folder, then the Python sample, then the SQL
+sample in the sqlite3 shell, and pastes their real output into the template
+(tests/test_readme.py checks that the README still matches).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import heapmem
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = '''import heapmem
+
+mem = heapmem.open("agent.db", clock=lambda: 1741910400)  # the demo's store, its fixed clock
+mem.add("Maya prefers a window seat", kind="preference", source="maya", namespace="user:maya")
+res = mem.recall("When is my flight to Lisbon?", k=3, namespace="user:maya")
+for r in res:
+    print(r.rank, f"{r.score:.3f}", r.text)
+print(res[0].explain())
+print(mem.feedback(used=[res[0].id], recall_id=res.recall_id))'''
+
+SQL = '''WITH cand AS (
+  SELECT m.id, m.text, m.importance, bm25(memories_fts, 0.0, 1.0) AS rank,
+         m.features || ' ' || heap_relate('When is my flight to Lisbon?', m.source) AS features,
+         (1741910400 - coalesce(m.last_used_at, m.created_at)) / 86400.0 AS age_days
+  FROM memories_fts JOIN memories AS m ON m.seq = memories_fts.rowid
+  WHERE memories_fts MATCH heap_match('When is my flight to Lisbon?', 'user:maya')
+    AND m.namespace = 'user:maya'
+  ORDER BY rank LIMIT 50
+),
+learned AS (
+  SELECT heap_links(p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0), p.alpha, p.beta)
+  FROM links AS p LEFT JOIN links AS o ON o.namespace = 'user:maya' AND o.feature = p.feature
+  WHERE p.namespace = '*'
+)
+SELECT id, round(s, 3) AS score, text FROM (
+  SELECT id, text, heap_score(rank / min(rank) OVER (), age_days, importance, 0, features,
+                              heap_qtype('When is my flight to Lisbon?'),
+                              (SELECT * FROM learned)) AS s
+  FROM cand)
+ORDER BY s DESC LIMIT 3;'''
+
+
+def main() -> None:
+    tmp = tempfile.mkdtemp()
+    try:
+        run = dict(cwd=tmp, capture_output=True, text=True, check=True)
+        demo = subprocess.run([sys.executable, str(ROOT / "examples" / "lisbon.py")], **run).stdout
+        pyout = subprocess.run([sys.executable, "-c", SAMPLE], **run).stdout
+        sqlout = subprocess.run(["sqlite3", "agent.db", "-cmd",
+                                 f".load {heapmem.loadable_path()}", "-cmd", ".mode box"],
+                                input=SQL + "\n", **run).stdout
+    finally:
+        shutil.rmtree(tmp)
+    text = (ROOT / "examples" / "readme_template.md").read_text()
+    for key, value in {"DEMO": demo, "PYSAMPLE": SAMPLE, "PYOUT": pyout,
+                       "SQL": SQL, "SQLOUT": sqlout,
+                       "WUSE": f"{heapmem.ScoringConfig().w_usefulness:g}"}.items():
+        text = text.replace("{{" + key + "}}", value.rstrip("\n"))
+    (ROOT / "README.md").write_text(text)
+    print("README.md rebuilt")
+
+
+if __name__ == "__main__":
+    main()
