@@ -229,11 +229,12 @@ static int hm_all_digits(const char *w) {
 
 /* Append " name" (or "name" when empty) to out; HM_TOOBIG if it does not fit. */
 static int hm_append(char *out, int outlen, int *used, const char *name) {
-  int need = (int)strlen(name) + (*used > 0 ? 1 : 0);
+  int len = (int)strlen(name);
+  int need = len + (*used > 0 ? 1 : 0);
   if (*used + need + 1 > outlen) return HM_TOOBIG;
   if (*used > 0) out[(*used)++] = ' ';
-  memcpy(out + *used, name, strlen(name));
-  *used += (int)strlen(name);
+  memcpy(out + *used, name, (size_t)len);
+  *used += len;
   out[*used] = 0;
   return HM_OK;
 }
@@ -391,6 +392,7 @@ HM_API int hm_active(const char *features, const char *qtype, double age_days, c
   }
   int used = 0, count = 0, rc;
   char name[2 * HM_MAX_WORD + 16];
+  size_t qlen = strlen(qtype); /* a valid question type: at most 8 bytes */
   for (int pass = 0; pass < 2; pass++) {
     const char *p = own;
     while (*p) {
@@ -411,10 +413,16 @@ HM_API int hm_active(const char *features, const char *qtype, double age_days, c
           hm_seterr(err, errlen, "too many features%s", "");
           return HM_ERROR;
         }
-        if (pass == 0)
-          snprintf(name, sizeof name, "%.*s", L, p);
-        else
-          snprintf(name, sizeof name, "%s/%.*s", qtype, L, p);
+        /* "name" or "qtype/name", built without snprintf (this runs for
+         * every feature of every candidate of every recall) */
+        int n = 0;
+        if (pass == 1) {
+          memcpy(name, qtype, qlen);
+          n = qlen;
+          name[n++] = '/';
+        }
+        memcpy(name + n, p, (size_t)L);
+        name[n + L] = 0;
         if ((rc = hm_append(out, outlen, &used, name))) return rc;
       }
       p = e;

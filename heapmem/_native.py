@@ -6,9 +6,11 @@ entry point; numpy arrays are checked at the boundary.
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
+import threading
 from typing import Sequence
 
 import numpy as np
@@ -104,9 +106,14 @@ def qtype(question: str) -> str:
     return ffi.string(lib.hm_qtype(_cstr(question))).decode()
 
 
+_local = threading.local()
+
+
 def features(text: str, kind: str, source: str | None) -> str:
     """The memory's shape features, space-separated."""
-    out = ffi.new("char[]", 1024)
+    out = getattr(_local, "features_buf", None)
+    if out is None:  # one output buffer per thread, reused: add_many calls this per memory
+        out = _local.features_buf = ffi.new("char[]", 1024)
     rc = lib.hm_features(_cstr(text), _cstr(kind), _cstr(source) if source is not None else ffi.NULL,
                          out, 1024)
     if rc != 0:
@@ -135,7 +142,9 @@ def relate(question: str, source: str | None) -> str:
     return ffi.string(out).decode()
 
 
+@functools.lru_cache(maxsize=4096)
 def ns_tag(namespace: str) -> str:
+    """The FTS5 token that tags a namespace's memories."""
     out = ffi.new("char[]", 19)
     lib.hm_ns_tag(_cstr(namespace), out)
     return ffi.string(out).decode()
@@ -202,8 +211,15 @@ def score_batch(relevance: np.ndarray, age_days: np.ndarray, importance: np.ndar
         if a.shape != (n,):
             raise ValueError(f"heapmem: {name} must have shape ({n},), got {a.shape}")
         arrays.append(a)
-    keep = [ffi.new("char[]", _cstr(f)) for f in features]
-    fptr = ffi.new("const char *[]", keep) if n else ffi.NULL
+    # every features string in one NUL-separated buffer, and pointers into it
+    encoded = [_cstr(f) for f in features]
+    buf = ffi.from_buffer(b"\0".join(encoded) + b"\0")
+    fptr = ffi.new("const char *[]", n) if n else ffi.NULL
+    off = 0
+    base = ffi.cast("const char *", buf)
+    for i, e in enumerate(encoded):
+        fptr[i] = base + off
+        off += len(e) + 1
     out = np.zeros((n, 6), dtype=np.float64)
     bad = ffi.new("int *")
     err = ffi.new("char[]", _ERRLEN)
