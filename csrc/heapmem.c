@@ -619,7 +619,8 @@ static int hm_config_check(const hm_config *c, char *err, int errlen) {
     hm_seterr(err, errlen, "superseded_factor must be between 0 and 1%s", "");
     return HM_ERROR;
   }
-  if (!(isfinite(c->prior_alpha) && c->prior_alpha > 0 && isfinite(c->prior_beta) &&
+  /* isnormal: a subnormal prior (5e-324) divides down to 0 and makes NaN scores */
+  if (!(isnormal(c->prior_alpha) && c->prior_alpha > 0 && isnormal(c->prior_beta) &&
         c->prior_beta > 0 && c->prior_alpha + c->prior_beta <= 1e6)) {
     hm_seterr(err, errlen, "prior_alpha and prior_beta must be positive numbers%s", "");
     return HM_ERROR;

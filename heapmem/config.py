@@ -81,6 +81,8 @@ class ScoringConfig:
             v = getattr(self, f.name)
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise TypeError(f"ScoringConfig.{f.name} must be a number, got {type(v).__name__}")
+            if isinstance(v, int) and abs(v) > 1e300:  # float(v) would overflow
+                raise ValueError(f"ScoringConfig.{f.name} is out of range")
         if not isinstance(self.candidates, int) or not 1 <= self.candidates <= 1000:
             raise ValueError(f"ScoringConfig.candidates must be an integer from 1 to 1000, "
                              f"got {self.candidates!r}")

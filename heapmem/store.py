@@ -857,7 +857,7 @@ class Memory:
             if blob is None:
                 blob = bytes(c.execute(_LINKS_SQL, {
                     "namespace": namespace, "qtype": qt,
-                    "pseudocount": config.pooled_pseudocount}).fetchall()[0][0])
+                    "pseudocount": float(config.pooled_pseudocount)}).fetchall()[0][0])
                 self._links_cache[key] = blob
             return blob
 
@@ -968,7 +968,7 @@ class Memory:
         config = config or self.config
         return RECALL_SQL, {"question": query, "namespace": _check_namespace(namespace),
                             "now": self._now(now), "k": k, "candidates": config.candidates,
-                            "pseudocount": config.pooled_pseudocount,
+                            "pseudocount": float(config.pooled_pseudocount),
                             "config": config.to_sql()}
 
     # -- feedback ----------------------------------------------------------------
@@ -1038,7 +1038,8 @@ class Memory:
             links = b""
             if config.model == 0:  # the reference credit depends on current strengths
                 links = bytes(c.execute(_LINKS_SQL, {
-                    "namespace": ns, "qtype": qt, "pseudocount": config.pooled_pseudocount
+                    "namespace": ns, "qtype": qt,
+                    "pseudocount": float(config.pooled_pseudocount)  # an int may exceed 64 bits
                 }).fetchall()[0][0])
             totals: dict[str, list[float]] = {}
             events = []

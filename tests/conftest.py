@@ -5,6 +5,11 @@ import pytest
 
 import heapmem
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "soak: long soak variants, run with HEAPMEM_SOAK=1 "
+                                       "(see RELIABILITY.md)")
+
+
 T0 = 1_700_000_000.0  # 2023-11-14: every test runs on this fixed clock
 DAY = 86400.0
 

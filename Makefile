@@ -1,0 +1,59 @@
+# heapmem developer targets.
+#
+#   make test       the whole test suite (CI)
+#   make soak       the long soak variants (HEAPMEM_SOAK=1): concurrency,
+#                   crash and 20x the property-test examples
+#   make sanitize   the C library built with AddressSanitizer + UBSan
+#                   (setup.py's HEAPMEM_SANITIZE=1) and the tests that drive
+#                   it run against that build
+#
+# `make sanitize` builds into build/sanitize/ (a copy of the package with the
+# instrumented library), never over heapmem/heapmem0.so, so the normal build
+# keeps working.  Python itself is not instrumented, so libasan must be
+# preloaded for the dlopen'ed library; leak detection is off (the Python
+# interpreter does not free everything at exit).
+
+# the repo's .venv (as .ci/run makes it), else the dev venv, else python3
+PYTHON ?= $(firstword $(wildcard .venv/bin/python /work/venv/bin/python) python3)
+CC ?= gcc
+SAN_DIR := build/sanitize
+SAN_TESTS ?= tests/test_cfuzz.py tests/test_hostile.py tests/test_isolation.py \
+	$(wildcard tests/test_sql.py tests/test_native.py)
+LIBASAN = $(shell $(CC) -print-file-name=libasan.so)
+LIBUBSAN = $(shell $(CC) -print-file-name=libubsan.so)
+
+.PHONY: test soak sanitize sanitize-build clean-sanitize
+
+test:
+	$(PYTHON) -m pytest tests -q
+
+soak:
+	HEAPMEM_SOAK=1 $(PYTHON) -m pytest tests/test_concurrency.py tests/test_crash.py \
+		tests/test_hostile.py tests/test_cfuzz.py tests/test_isolation.py -q -s
+
+sanitize-build:
+	rm -rf $(SAN_DIR) build/sanitize-tmp
+	HEAPMEM_SANITIZE=1 $(PYTHON) setup.py -q build_ext --build-lib $(SAN_DIR) \
+		--build-temp build/sanitize-tmp
+	cp heapmem/*.py heapmem/py.typed $(SAN_DIR)/heapmem/
+	@nm -D $(SAN_DIR)/heapmem/heapmem0.so | grep -q __asan_init \
+		|| (echo "sanitize: the library was not built with ASan" && exit 1)
+
+# -p no:cacheprovider: no .pytest_cache writes from the instrumented run;
+# cd into the build copy so `import heapmem` finds it, not the source tree
+sanitize: sanitize-build
+	cd $(SAN_DIR) && \
+	LD_PRELOAD="$(LIBASAN) $(LIBUBSAN)" \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	PYTHONPATH=$(CURDIR)/$(SAN_DIR) \
+	$(PYTHON) -c "import heapmem, sys; assert heapmem.__file__.startswith('$(CURDIR)/$(SAN_DIR)'), heapmem.__file__" && \
+	LD_PRELOAD="$(LIBASAN) $(LIBUBSAN)" \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	PYTHONPATH=$(CURDIR)/$(SAN_DIR) \
+	$(PYTHON) -m pytest -q -p no:cacheprovider --rootdir=$(CURDIR) \
+		$(addprefix $(CURDIR)/,$(SAN_TESTS))
+
+clean-sanitize:
+	rm -rf $(SAN_DIR) build/sanitize-tmp
