@@ -192,8 +192,18 @@ def load_locomo(path: str, evidence: str = "split") -> tuple[list[Conversation],
 class HeapmemSystem:
     name = "heapmem"
 
-    def __init__(self, extra: Sequence[tuple[str, dict[str, Any]]] = ()) -> None:
+    def __init__(self, extra: Sequence[tuple[str, dict[str, Any]]] = (),
+                 embedder: str | None = None) -> None:
         import heapmem
+
+        # hybrid recall: BM25 candidates united with vector candidates
+        self.embedder = None
+        if embedder == "minilm":
+            from heapmem.embedders import MiniLM
+            self.embedder = MiniLM()
+            self.name = "heapmem+minilm"
+        elif embedder:
+            raise SystemExit(f"unknown --embedder {embedder!r} (known: minilm)")
 
         self.hm = heapmem
         self.version = str(getattr(heapmem, "__version__", "unknown"))
@@ -211,7 +221,7 @@ class HeapmemSystem:
         self.clock = float(clock)
         path = os.path.join(workdir, "heapmem-base.db")
         _remove_sqlite(path)
-        mem = self.hm.open(path, clock=lambda: clock)
+        mem = self.hm.open(path, clock=lambda: clock, embedder=self.embedder)
         try:
             mem.add_many([dict(m) for m in memories])
         finally:
@@ -225,7 +235,8 @@ class HeapmemSystem:
             if os.path.exists(base + suffix):
                 shutil.copyfile(base + suffix, path + suffix)
         clock = self.clock
-        return HeapmemStore(self.hm.open(path, clock=lambda: clock), path)
+        return HeapmemStore(self.hm.open(path, clock=lambda: clock, embedder=self.embedder),
+                            path)
 
 
 class HeapmemStore:
@@ -273,7 +284,7 @@ def importable(name: str) -> bool:
 
 def make_system(name: str, args: argparse.Namespace) -> Any:
     if name == "heapmem":
-        return HeapmemSystem(args.heapmem_config)
+        return HeapmemSystem(args.heapmem_config, embedder=args.embedder)
     return peers.make(name)
 
 
@@ -523,6 +534,8 @@ def run_loco(system: Any, base: Any, plan: Plan, cfg: str, policy: str, workdir:
             store.close()
         qids += g["qids"]
         ranks += g["ranks"]
+        if len(plan.folds) > 4:
+            log(f"{system.name}: {cfg} + {policy} (LOCO): fold {fi + 1}/{len(plan.folds)} done")
     nf = len(plan.folds)
     row = Row(system.name, "loco", cfg, policy, [{"qids": qids, "ranks": ranks}],
               seconds=time.time() - t,
@@ -667,9 +680,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="feedback conditions to run, from: " + ", ".join(CONDITIONS))
     p.add_argument("--evidence", choices=("split", "literal"), default="split",
                    help="split malformed evidence strings (default) or keep them literal")
+    p.add_argument("--embedder", choices=["minilm"], default=None,
+                   help="heapmem: hybrid recall with this embedder (minilm needs the "
+                        "semantic extra)")
     p.add_argument("--heapmem-config", type=parse_kv, action="append", default=[],
                    metavar="NAME:key=value,...",
                    help="an extra heapmem ScoringConfig (an ablation row, also run with feedback)")
+    p.add_argument("--merge", action="append", default=[], metavar="RUN.json",
+                   help="add the rows of systems not run now from an earlier --out .json of "
+                        "the same plan (e.g. the peers' full run, which takes an hour)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--boot", type=int, default=2000, help="bootstrap resamples")
     p.add_argument("--out", help="write the results: .json (everything) or .md (the tables)")
@@ -727,7 +746,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     skipped: list[str] = []
     versions: dict[str, str] = {}
     local = [s for s in args.systems if importable(s)]
-    remote = [s for s in args.systems if s not in local]
+    remote = [s for s in args.systems if s not in local and s != "heapmem"]
+    if "heapmem" in args.systems and "heapmem" not in local:
+        skipped.append("heapmem: skipped (this interpreter cannot import a built heapmem; "
+                       "install it with `pip install -e .` or run with the project's venv)")
     children: list[tuple[str, subprocess.Popen, str]] = []
     if remote and args.peer_python:
         # one subprocess per system, all in parallel with the local ones
@@ -740,7 +762,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             children.append((s, subprocess.Popen(cmd, stdout=subprocess.DEVNULL), out))
     else:
         for s in remote:
-            skipped.append(f"{s}: skipped ({'not importable' if s == 'heapmem' else peers.unavailable(s)}; "
+            skipped.append(f"{s}: skipped ({peers.unavailable(s)}; "
                            f"pass --peer-python to run it with another interpreter)")
     try:
         for s in local:
@@ -766,8 +788,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if own_dir:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    order = {s: i for i, s in enumerate(args.systems)}
+    for path in args.merge:
+        rows += merge_rows(path, plan, args, {r.system for r in rows}, versions)
+    order = {s: i for i, s in enumerate(SYSTEMS)}
     rows.sort(key=lambda r: order.get(r.system, 99))
+    merged = {r.system for r in rows if r.info.get("merged_from")}
+    skipped = [s for s in skipped if s.split(":")[0] not in merged]
     for s in skipped:
         print(f"SKIP {s}")
     tab = table(rows, args.boot)
@@ -787,9 +813,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "python": platform.python_version(), "platform": platform.platform(),
             "data": os.path.abspath(args.data), "data_sha256_16": data_digest(args.data),
             "questions_total": st["questions"], "questions_with_evidence": st["kept"],
-            "evidence": args.evidence, "quick": args.quick, "convs": [c.id for c in plan.convs],
-            "folds": plan.folds, "fb_frac": args.fb_frac, "family_seeds": plan.family_seeds,
-            "conditions": plan.conditions, "seed": args.seed, "boot": args.boot,
+            "quick": args.quick, **plan_key(plan, args),
+            "conditions": plan.conditions, "boot": args.boot, "merged": args.merge,
             "heapmem_configs": args.heapmem_config, "versions": versions,
             "skipped": skipped, "seconds": round(total, 1),
         }
@@ -806,6 +831,34 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if cross:
                     fh.write("\nheapmem minus peers, paired over the same questions:\n\n" + cross + "\n")
     return 0
+
+
+def plan_key(plan: Plan, args: argparse.Namespace) -> dict[str, Any]:
+    return {"convs": [c.id for c in plan.convs], "folds": list(plan.folds),
+            "fb_frac": args.fb_frac, "family_seeds": plan.family_seeds,
+            "evidence": args.evidence, "seed": args.seed}
+
+
+def merge_rows(path: str, plan: Plan, args: argparse.Namespace, have: set[str],
+               versions: dict[str, str]) -> list[Row]:
+    """Rows of systems not run now, from an earlier run of the same plan."""
+    with open(path, encoding="utf-8") as fh:
+        got = json.load(fh)
+    meta = got["meta"]
+    want = plan_key(plan, args)
+    diff = [k for k in want if k in meta and json.dumps(meta[k]) != json.dumps(want[k])]
+    if diff:
+        raise SystemExit(f"error: {path} was run with another plan ({', '.join(diff)} differ); "
+                         "rerun it with the same options")
+    rows = [Row.from_dict(d) for d in got["rows"] if d["system"] not in have]
+    for r in rows:
+        r.notes = (r.notes + "; " if r.notes else "") + f"from {os.path.basename(path)}"
+        r.info["merged_from"] = path
+        if r.system in meta.get("versions", {}):
+            versions[r.system] = meta["versions"][r.system]
+    log(f"merged {len(rows)} rows of {sorted({r.system for r in rows})} from {path} "
+        f"({meta.get('command')}, {meta.get('date')})")
+    return rows
 
 
 def make_system_version(name: str) -> str:

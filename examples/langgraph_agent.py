@@ -139,10 +139,10 @@ def main(path: str) -> None:
     agent = build(store)
     print("Day one, no feedback yet:\n")
     ask(agent, "maya", "When is my flight to Lisbon?", show=True)
-    for day in range(3):
+    for day in range(6):
         for user, question in QUESTIONS[:-1]:
             ask(agent, user, question, show=day == 0)
-    print("...and twice more each.  Maya asks again:\n")
+    print("...and five more times each.  Maya asks again:\n")
     ask(agent, "maya", "When is my flight to Lisbon?", show=True)
     print("Strongest learned links (pooled over all users):")
     for link in mem.explain_usefulness()[:4]:

@@ -182,3 +182,24 @@ def test_public_surface():
     assert sorted(heapmem.__all__) == heapmem.__all__
     assert heapmem.loadable_path().endswith("heapmem0")
     assert os.path.exists(heapmem.loadable_path() + heapmem._native.SUFFIX)
+
+
+def test_an_older_schema_migrates_in_place(tmp_path, clock):
+    path = str(tmp_path / "v1.db")
+    with heapmem.open(path, clock=clock) as mem:
+        mem.add("written by schema 1", id="old")
+    # make it a schema-1 file: no vectors table, user_version 1
+    conn = apsw.Connection(path)
+    conn.execute("DROP TABLE vectors; PRAGMA user_version=1")
+    conn.close()
+    with heapmem.open(path, clock=clock) as mem:
+        assert mem.schema_version == 2
+        assert mem.get("old").text == "written by schema 1"
+        assert mem.connection.execute("SELECT count(*) FROM vectors").fetchall() == [(0,)]
+        assert mem.check().ok
+    # a read-only open does not migrate: it says how to
+    conn = apsw.Connection(path)
+    conn.execute("DROP TABLE vectors; PRAGMA user_version=1")
+    conn.close()
+    with pytest.raises(heapmem.SchemaVersionError, match="without readonly=True to upgrade"):
+        heapmem.open(path, readonly=True)
