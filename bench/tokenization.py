@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Relevance-only LoCoMo MRR under FTS5 tokenizer and stop-word choices (issue 3).
 
-    python bench/tokenizers.py [--data ../shared/data/locomo/locomo10.json]
+    python bench/tokenization.py [--data ../shared/data/locomo/locomo10.json]
 
 Builds one in-memory FTS5 table per choice over the raw LoCoMo turns (with
 heapmem's namespace tags), asks every question with evidence in its own
