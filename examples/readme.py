@@ -48,12 +48,20 @@ SELECT id, round(s, 3) AS score, text FROM (
 ORDER BY s DESC LIMIT 3;'''
 
 
-def main() -> None:
+def build() -> str:
+    """The README as the template and the samples' real output make it."""
     tmp = tempfile.mkdtemp()
     try:
         run = dict(cwd=tmp, capture_output=True, text=True, check=True)
         demo = subprocess.run([sys.executable, str(ROOT / "examples" / "lisbon.py")], **run).stdout
         pyout = subprocess.run([sys.executable, "-c", SAMPLE], **run).stdout
+        cli = subprocess.run([sys.executable, "-m", "heapmem.cli", "--db", "agent.db",
+                              "--now", "2025-03-14", "-n", "user:maya", "recall",
+                              "When is my flight to Lisbon?", "-k", "2", "--no-track"],
+                             **run).stdout
+        lg = subprocess.run([sys.executable, str(ROOT / "examples" / "langgraph_agent.py"),
+                             os.path.join(tmp, "lg.db")], **run).stdout
+        lg = lg[lg.index("...and"):]
         sqlout = subprocess.run(["sqlite3", "agent.db", "-cmd",
                                  f".load {heapmem.loadable_path()}", "-cmd", ".mode box"],
                                 input=SQL + "\n", **run).stdout
@@ -62,9 +70,16 @@ def main() -> None:
     text = (ROOT / "examples" / "readme_template.md").read_text()
     for key, value in {"DEMO": demo, "PYSAMPLE": SAMPLE, "PYOUT": pyout,
                        "SQL": SQL, "SQLOUT": sqlout,
+                       "CLI": "$ heapmem --db agent.db --now 2025-03-14 -n user:maya recall "
+                              "\"When is my flight to Lisbon?\" -k 2 --no-track\n" + cli,
+                       "LANGGRAPH": lg,
                        "WUSE": f"{heapmem.ScoringConfig().w_usefulness:g}"}.items():
         text = text.replace("{{" + key + "}}", value.rstrip("\n"))
-    (ROOT / "README.md").write_text(text)
+    return text
+
+
+def main() -> None:
+    (ROOT / "README.md").write_text(build())
     print("README.md rebuilt")
 
 

@@ -65,3 +65,12 @@ def test_sqlite3_shell_runs_the_readme_sql(readme_dir):
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == block("sql-output").strip()
+
+
+@pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 shell on PATH")
+def test_every_readme_sample_prints_what_the_readme_shows():
+    pytest.importorskip("langgraph")
+    import runpy
+    build = runpy.run_path(str(ROOT / "examples" / "readme.py"))["build"]
+    assert build() == (ROOT / "README.md").read_text(), \
+        "README.md is stale: run python examples/readme.py"
