@@ -272,7 +272,7 @@ HM_API int hm_features(const char *text, const char *kind, const char *source,
   int n = (int)strlen((const char *)s);
   hm_scanner sc = {s, n, 0};
   char w[HM_MAX_WORD + 1];
-  int start = 0, prev_end = 0;
+  int start = 0, prev_end = 0, prev_digits = 0;
   while (hm_next_word(&sc, w, &start) > 0) {
     /* a sentence starts at the first word and after . ! ? : or a newline */
     int sentence_start = nwords == 0;
@@ -282,6 +282,13 @@ HM_API int hm_features(const char *text, const char *kind, const char *source,
     prev_end = sc.pos;
     nwords++;
     if (hm_in_list(w, hm_months) || hm_in_list(w, hm_days)) date = 1;
+    /* "may" is a month only next to a day number ("May 2", "2 May"), else a verb */
+    if (strcmp(w, "may") == 0) {
+      int j = sc.pos;
+      while (j < n && s[j] == ' ') j++;
+      if ((j < n && isdigit(s[j])) || prev_digits) date = 1;
+    }
+    prev_digits = hm_all_digits(w);
     if (hm_all_digits(w)) {
       num = 1;
       size_t L = strlen(w);

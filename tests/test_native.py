@@ -219,3 +219,9 @@ def test_c_defaults_are_scoring_config_defaults():
                  "recency_floor", "superseded_factor", "prior_alpha", "prior_beta", "model",
                  "gate_z", "combine"):
         assert getattr(c, name) == getattr(py, name), name
+
+
+def test_may_is_a_month_only_beside_a_day():
+    assert "date:1" in n.features("Flight departs May 2, 6:10pm", "fact", None).split()
+    assert "date:1" in n.features("Flight on 2 May", "fact", None).split()
+    assert "date:0" in n.features("You may go now", "fact", None).split()
