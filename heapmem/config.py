@@ -68,7 +68,7 @@ class ScoringConfig:
     recency_floor: float = 0.5
     superseded_factor: float = 0.1
     candidates: int = 50
-    lexical_weight: float = 0.5
+    lexical_weight: float = 0.7
     prior_alpha: float = 0.1
     prior_beta: float = 9.9
     pooled_pseudocount: float = 1e9
