@@ -54,6 +54,11 @@ def build() -> str:
     try:
         run = dict(cwd=tmp, capture_output=True, text=True, check=True)
         demo = subprocess.run([sys.executable, str(ROOT / "examples" / "lisbon.py")], **run).stdout
+        shutil.copy(os.path.join(tmp, "agent.db"), os.path.join(tmp, "mcp.db"))
+        mcp = subprocess.run([sys.executable, str(ROOT / "examples" / "mcp_client.py"), "mcp.db"],
+                             **run).stdout
+        hybrid = subprocess.run([sys.executable, str(ROOT / "examples" / "hybrid.py"),
+                                 os.path.join(tmp, "hybrid.db")], **run).stdout
         pyout = subprocess.run([sys.executable, "-c", SAMPLE], **run).stdout
         cli = subprocess.run([sys.executable, "-m", "heapmem.cli", "--db", "agent.db",
                               "--now", "2025-03-14", "-n", "user:maya", "recall",
@@ -73,6 +78,8 @@ def build() -> str:
                        "CLI": "$ heapmem --db agent.db --now 2025-03-14 -n user:maya recall "
                               "\"When is my flight to Lisbon?\" -k 2 --no-track\n" + cli,
                        "LANGGRAPH": lg,
+                       "MCP": "$ python examples/mcp_client.py agent.db\n" + mcp,
+                       "HYBRID": "$ python examples/hybrid.py\n" + hybrid,
                        "WUSE": f"{heapmem.ScoringConfig().w_usefulness:g}"}.items():
         text = text.replace("{{" + key + "}}", value.rstrip("\n"))
     return text

@@ -70,6 +70,7 @@ def test_sqlite3_shell_runs_the_readme_sql(readme_dir):
 @pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 shell on PATH")
 def test_every_readme_sample_prints_what_the_readme_shows():
     pytest.importorskip("langgraph")
+    pytest.importorskip("mcp")
     import runpy
     build = runpy.run_path(str(ROOT / "examples" / "readme.py"))["build"]
     assert build() == (ROOT / "README.md").read_text(), \
