@@ -13,6 +13,7 @@ from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
 from .errors import DuplicateIdError, HeapmemError, NotAStoreError, ReadOnlyError, SchemaVersionError
 from .store import (MAX_TEXT_BYTES, CheckReport, Feedback, Item, LinkRow, Memory, Recall, Result,
                     load, open)
+from .tune import TuneReport
 
 __all__ = [
     "CheckReport",
@@ -31,6 +32,7 @@ __all__ = [
     "Result",
     "SchemaVersionError",
     "ScoringConfig",
+    "TuneReport",
     "__version__",
     "load",
     "loadable_path",

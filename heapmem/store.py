@@ -964,7 +964,9 @@ class Memory:
                    config: ScoringConfig | None = None) -> tuple[str, dict[str, Any]]:
         """The one SQL statement that ranks like recall(), and its parameters,
         for any SQLite client with the library loaded: run it as
-        `conn.execute(sql, params)`.  It returns id, text, score."""
+        `conn.execute(sql, params)`.  It returns id, text, score.  It is the
+        lexical recall: on a store opened with an embedder, recall() also
+        unites vector candidates, which this statement leaves out."""
         config = config or self.config
         return RECALL_SQL, {"question": query, "namespace": _check_namespace(namespace),
                             "now": self._now(now), "k": k, "candidates": config.candidates,
