@@ -180,8 +180,9 @@ def noisy_or(strengths: Sequence[float]) -> float:
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
     """Cosine similarity of two float32 vectors (NaN if either is all zeros)."""
-    a = np.ascontiguousarray(a, dtype=np.float32)
-    b = np.ascontiguousarray(b, dtype=np.float32)
+    with np.errstate(all="ignore"):  # out-of-range values become inf, as float32 says
+        a = np.ascontiguousarray(a, dtype=np.float32)
+        b = np.ascontiguousarray(b, dtype=np.float32)
     if a.ndim != 1 or a.shape != b.shape:
         raise ValueError(f"heapmem: vectors must be 1-D and of one length, got {a.shape}, {b.shape}")
     return lib.hm_cosine(ffi.cast("float *", ffi.from_buffer(a)),
@@ -207,7 +208,8 @@ def score_batch(relevance: np.ndarray, age_days: np.ndarray, importance: np.ndar
     for name, arr, dtype in (("relevance", relevance, np.float64), ("age_days", age_days, np.float64),
                              ("importance", importance, np.float64),
                              ("superseded", superseded, np.intc)):
-        a = np.ascontiguousarray(arr, dtype=dtype)
+        with np.errstate(all="ignore"):  # C checks the values: NaN relevance is an error
+            a = np.ascontiguousarray(arr, dtype=dtype)
         if a.shape != (n,):
             raise ValueError(f"heapmem: {name} must have shape ({n},), got {a.shape}")
         arrays.append(a)
