@@ -129,52 +129,44 @@ FROM links AS p LEFT JOIN links AS o ON o.namespace = :namespace AND o.feature =
 WHERE p.namespace = '*' AND p.qtype IN ('', :qtype)
 """
 
-# The BM25 candidates of a question in a namespace, with every input of the
-# score; shared by recall() and RECALL_SQL.
-_CAND_CTE = """
-cand AS (
-  SELECT m.seq, m.id, m.text, m.kind, m.source, m.key, m.importance,
+# The BM25 top N of a question in a namespace.  bm25() with the weights spelled
+# out, not the rank column: the same numbers, but FTS5 computes them once.
+_LEX_TOP = """SELECT rowid AS seq, bm25(memories_fts, 0.0, 1.0) AS b FROM memories_fts
+        WHERE memories_fts MATCH heap_match(:question, :namespace)
+        ORDER BY b LIMIT :candidates"""
+
+# Every input of a candidate's score, from memories m and its BM25 row lex
+# (lex.b is NULL for a candidate only the vectors found).
+_SCORE_INPUTS = """m.seq, m.id, m.text, m.kind, m.source, m.key, m.importance,
          m.features || ' ' || heap_relate(:question, m.source) AS features,
-         m.created_at, m.last_used_at, m.metadata, f.b AS rank,
+         m.created_at, m.last_used_at, m.metadata, lex.b AS rank,
          (:now - coalesce(m.last_used_at, m.created_at)) / 86400.0 AS age_days,
          m.key IS NOT NULL AND EXISTS (
            SELECT 1 FROM memories AS n
            WHERE n.namespace = m.namespace AND n.key = m.key
              AND (n.created_at > m.created_at OR (n.created_at = m.created_at AND n.seq > m.seq))
-         ) AS superseded
-  FROM (SELECT rowid, bm25(memories_fts, 0.0, 1.0) AS b FROM memories_fts
-        WHERE memories_fts MATCH heap_match(:question, :namespace)
-        ORDER BY b LIMIT :candidates) AS f
-  JOIN memories AS m ON m.seq = f.rowid
+         ) AS superseded"""
+
+# The BM25 candidates with their score inputs; shared by recall() and RECALL_SQL.
+_CAND_CTE = f"""
+cand AS (
+  SELECT {_SCORE_INPUTS}
+  FROM ({_LEX_TOP}) AS lex
+  JOIN memories AS m ON m.seq = lex.seq
   WHERE m.namespace = :namespace
 )"""
 
 # Hybrid candidates: the BM25 top N united with the vector top N of the
-# namespace (:qvec, the question's embedding), each with its BM25 rank (NULL
-# when only the vectors found it) and cosine.
-_HYBRID_CTE = """
-lex AS (
-  -- bm25() with the weights spelled out, not the rank column: the same
-  -- numbers, but FTS5 computes them once instead of twice
-  SELECT rowid AS seq, bm25(memories_fts, 0.0, 1.0) AS rank FROM memories_fts
-  WHERE memories_fts MATCH heap_match(:question, :namespace)
-  ORDER BY 2 LIMIT :candidates
-),
+# namespace (:qvec, the question's embedding), each with its cosine.
+_HYBRID_CTE = f"""
+lex AS ({_LEX_TOP}),
 vec AS (
   SELECT v.seq FROM vectors AS v JOIN memories AS m ON m.seq = v.seq
   WHERE m.namespace = :namespace
   ORDER BY heap_cosine(v.v, :qvec) DESC LIMIT :candidates
 ),
 cand AS (
-  SELECT m.seq, m.id, m.text, m.kind, m.source, m.key, m.importance,
-         m.features || ' ' || heap_relate(:question, m.source) AS features,
-         m.created_at, m.last_used_at, m.metadata, lex.rank,
-         (:now - coalesce(m.last_used_at, m.created_at)) / 86400.0 AS age_days,
-         m.key IS NOT NULL AND EXISTS (
-           SELECT 1 FROM memories AS n
-           WHERE n.namespace = m.namespace AND n.key = m.key
-             AND (n.created_at > m.created_at OR (n.created_at = m.created_at AND n.seq > m.seq))
-         ) AS superseded,
+  SELECT {_SCORE_INPUTS},
          heap_cosine(vv.v, :qvec) AS cos
   FROM (SELECT seq FROM lex UNION SELECT seq FROM vec) AS u
   JOIN memories AS m ON m.seq = u.seq
