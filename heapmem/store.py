@@ -1106,11 +1106,10 @@ class Memory:
         if namespace != POOLED:
             namespace = _check_namespace(namespace)
         c = self.connection
-        out = []
+        out: list[tuple[str, float, float, int]] = []
         if namespace == POOLED:
-            rows = c.execute("SELECT feature, alpha, beta, n FROM links WHERE namespace = '*'")
-            for f, a, b, n in rows:
-                out.append((f, a, b, n))
+            out = c.execute("SELECT feature, alpha, beta, n FROM links WHERE namespace = '*'"
+                            ).fetchall()
         else:
             rows = c.execute(
                 "SELECT p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0), p.alpha, p.beta, "

@@ -96,8 +96,10 @@ def tune(mem: "Memory", *, grid: Sequence[float] = GRID, boot: int = 2000, seed:
     by_ns = len(namespaces) >= 5
     nfold = 5
 
+    ns_index = {ns: i for i, ns in enumerate(namespaces)}
+
     def fold_of(rid: int, ns: str) -> int:
-        return namespaces.index(ns) % nfold if by_ns else rid % nfold
+        return ns_index[ns] % nfold if by_ns else rid % nfold
 
     fold_own: dict[int, dict[str, dict[str, list[float]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(lambda: [0.0, 0.0])))
@@ -166,7 +168,7 @@ def tune(mem: "Memory", *, grid: Sequence[float] = GRID, boot: int = 2000, seed:
     table = tuple((w, float(per_w[w].mean())) for w in grid)
     best_w = max(grid, key=lambda w: (round(per_w[w].mean(), 12), -abs(w - current_w)))
     diff = per_w[best_w] - per_w[current_w]
-    groups = [recalls[r]["ns"] if by_ns else rid for r, rid in zip(ids, ids)]
+    groups = [recalls[r]["ns"] if by_ns else r for r in ids]
     gkeys = sorted(set(groups))
     gidx = {g: i for i, g in enumerate(gkeys)}
     gsum = np.zeros(len(gkeys))
