@@ -1055,12 +1055,12 @@ class Memory:
                       "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(namespace, feature) DO UPDATE SET "
                       "alpha = alpha + excluded.alpha, beta = beta + excluded.beta, "
                       "n = n + excluded.n")
-            rows = []
+            link_rows = []
             for f, (da, db, n) in totals.items():
                 fq = f.split("/", 1)[0] if "/" in f else ""
-                rows.append((ns, f, fq, da, db, n))
-                rows.append((POOLED, f, fq, da, db, n))
-            c.executemany(upsert, rows)
+                link_rows.append((ns, f, fq, da, db, n))
+                link_rows.append((POOLED, f, fq, da, db, n))
+            c.executemany(upsert, link_rows)
             self._links_gen += 1
             if used_ids:
                 c.executemany("UPDATE memories SET last_used_at = max(coalesce(last_used_at, 0), ?)"
