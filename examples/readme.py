@@ -26,14 +26,21 @@ for r in res:
 print(res[0].explain())
 print(mem.feedback(used=[res[0].id], recall_id=res.recall_id))'''
 
-SQL = '''WITH cand AS (
-  SELECT m.id, m.text, m.importance, bm25(memories_fts, 0.0, 1.0) AS rank,
+SQL = '''WITH lex AS (  -- the BM25 top 50, scored with the namespace's own statistics
+  SELECT json_extract(value, '$[0]') AS seq, json_extract(value, '$[1]') AS rank
+  FROM json_each((
+    SELECT heap_bm25_top(hit.seq, hit.row, ns.docs, ns.tokens, 50, 'memories_fts')
+    FROM (SELECT rowid AS seq, heap_bm25_row(memories_fts, 0.0, 1.0) AS row
+          FROM memories_fts
+          WHERE memories_fts MATCH heap_match('When is my flight to Lisbon?', 'user:maya')
+          LIMIT -1) AS hit,
+         namespaces AS ns WHERE ns.namespace = 'user:maya'))
+),
+cand AS (
+  SELECT m.id, m.text, m.importance, lex.rank,
          m.features || ' ' || heap_relate('When is my flight to Lisbon?', m.source) AS features,
          (1741910400 - coalesce(m.last_used_at, m.created_at)) / 86400.0 AS age_days
-  FROM memories_fts JOIN memories AS m ON m.seq = memories_fts.rowid
-  WHERE memories_fts MATCH heap_match('When is my flight to Lisbon?', 'user:maya')
-    AND m.namespace = 'user:maya'
-  ORDER BY rank LIMIT 50
+  FROM lex JOIN memories AS m ON m.seq = lex.seq
 ),
 learned AS (
   SELECT heap_links(p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0), p.alpha, p.beta)

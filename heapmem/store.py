@@ -30,7 +30,7 @@ MAX_NAME_CHARS = 256
 #: Most memories one recall may return.
 MAX_K = 1000
 #: The schema version this heapmem writes (PRAGMA user_version).
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: The namespace name of the pooled layer of links (reserved).
 POOLED = "*"
 
@@ -117,8 +117,38 @@ CREATE TABLE vectors(
 );
 """
 
+# Version 3: each namespace's own BM25 statistics (its memories and their FTS5
+# tokens), kept by plain-SQL triggers, so that a namespace ranks (and costs) as
+# if it were alone in the file.  ntok is heap_ntokens(nstag) + heap_ntokens(text).
+_SCHEMA_V3 = """
+ALTER TABLE memories ADD COLUMN ntok INTEGER NOT NULL DEFAULT 0;
+UPDATE memories SET ntok = heap_ntokens(nstag) + heap_ntokens(text);
+CREATE TABLE namespaces(
+  namespace TEXT PRIMARY KEY,
+  docs      INTEGER NOT NULL,         -- memories in the namespace
+  tokens    INTEGER NOT NULL          -- their FTS5 tokens, all columns
+) WITHOUT ROWID;
+INSERT INTO namespaces SELECT namespace, count(*), sum(ntok) FROM memories GROUP BY namespace;
+CREATE TRIGGER namespaces_ai AFTER INSERT ON memories BEGIN
+  INSERT INTO namespaces VALUES (new.namespace, 1, new.ntok)
+    ON CONFLICT(namespace) DO UPDATE SET docs = docs + 1, tokens = tokens + excluded.tokens;
+END;
+CREATE TRIGGER namespaces_ad AFTER DELETE ON memories BEGIN
+  UPDATE namespaces SET docs = docs - 1, tokens = tokens - old.ntok
+    WHERE namespace = old.namespace;
+  DELETE FROM namespaces WHERE namespace = old.namespace AND docs <= 0;
+END;
+CREATE TRIGGER namespaces_au AFTER UPDATE OF namespace, ntok ON memories BEGIN
+  UPDATE namespaces SET docs = docs - 1, tokens = tokens - old.ntok
+    WHERE namespace = old.namespace;
+  INSERT INTO namespaces VALUES (new.namespace, 1, new.ntok)
+    ON CONFLICT(namespace) DO UPDATE SET docs = docs + 1, tokens = tokens + excluded.tokens;
+  DELETE FROM namespaces WHERE namespace = old.namespace AND docs <= 0;
+END;
+"""
+
 # Numbered schema steps: _MIGRATIONS[v] takes a store from version v to v + 1.
-_MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2}
+_MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3}
 
 # The learned links a namespace sees, as one link-set blob for heap_score().
 # (Restricting to the question type's rows only skips rows it never reads.)
@@ -129,11 +159,23 @@ FROM links AS p LEFT JOIN links AS o ON o.namespace = :namespace AND o.feature =
 WHERE p.namespace = '*' AND p.qtype IN ('', :qtype)
 """
 
-# The BM25 top N of a question in a namespace.  bm25() with the weights spelled
-# out, not the rank column: the same numbers, but FTS5 computes them once.
-_LEX_TOP = """SELECT rowid AS seq, bm25(memories_fts, 0.0, 1.0) AS b FROM memories_fts
-        WHERE memories_fts MATCH heap_match(:question, :namespace)
-        ORDER BY b LIMIT :candidates"""
+# The BM25 top N of a question in a namespace, with the namespace's own
+# statistics: heap_bm25_row() reads each matching row's term frequencies and
+# length, heap_bm25_top() scores them with the namespace's document count and
+# average length (and each term's document frequency over the match set) and
+# returns the best N as JSON.  The same numbers as FTS5's bm25(memories_fts,
+# 0.0, 1.0) in a store holding only this namespace, and no scan of the other
+# namespaces' postings.  (LIMIT -1 keeps SQLite from flattening the inner
+# query into the aggregate, where an FTS5 auxiliary function cannot run.)
+_LEX_TOP = """SELECT json_extract(value, '$[0]') AS seq, json_extract(value, '$[1]') AS b
+        FROM json_each((
+          SELECT heap_bm25_top(hit.seq, hit.row,
+                   (SELECT docs FROM namespaces WHERE namespace = :namespace),
+                   (SELECT tokens FROM namespaces WHERE namespace = :namespace), :candidates,
+                   'memories_fts')
+          FROM (SELECT rowid AS seq, heap_bm25_row(memories_fts, 0.0, 1.0) AS row
+                FROM memories_fts WHERE memories_fts MATCH heap_match(:question, :namespace)
+                LIMIT -1) AS hit))"""
 
 # Every input of a candidate's score, from memories m and its BM25 row lex
 # (lex.b is NULL for a candidate only the vectors found).
@@ -762,8 +804,9 @@ class Memory:
             r["seq"] = seq
         c.executemany(
             "INSERT INTO memories(seq, id, namespace, nstag, text, kind, source, key, importance,"
-            " features, created_at, metadata) VALUES (:seq, :id, :namespace, :nstag, :text, :kind,"
-            " :source, :key, :importance, :features, :created_at, :metadata)", rows)
+            " features, created_at, metadata, ntok) VALUES (:seq, :id, :namespace, :nstag, :text,"
+            " :kind, :source, :key, :importance, :features, :created_at, :metadata,"
+            " heap_ntokens(:nstag) + heap_ntokens(:text))", rows)
         if self._embedder is not None:
             vecs = self._embed([r["text"] for r in rows])
             c.executemany("INSERT INTO vectors(seq, v) VALUES (?, ?)",
@@ -1214,7 +1257,8 @@ class Memory:
     @_locked
     def check(self) -> CheckReport:
         """Check the store: SQLite's integrity_check, the FTS index against the
-        memories table, and the links against a replay of the event log."""
+        memories table, each namespace's BM25 statistics against its memories,
+        and the links against a replay of the event log."""
         c = self.connection
         problems = []
         ic = [r[0] for r in c.execute("PRAGMA integrity_check")]
@@ -1235,6 +1279,17 @@ class Memory:
                           "VALUES ('integrity-check', 1)")
             except apsw.Error as e:
                 problems.append(f"FTS index does not match the memories table: {e}")
+        # each namespace's BM25 statistics against its memories
+        odd = c.execute("SELECT count(*) FROM memories WHERE ntok IS NOT "
+                        "heap_ntokens(nstag) + heap_ntokens(text)").fetchall()[0][0]
+        if odd:
+            problems.append(f"namespace statistics: {odd} memories have a wrong token count")
+        odd = c.execute("SELECT count(*) FROM (SELECT namespace, count(*) AS docs, sum(ntok) AS "
+                        "tokens FROM memories GROUP BY namespace) AS t FULL JOIN namespaces AS s "
+                        "USING (namespace) WHERE t.docs IS NOT s.docs OR t.tokens IS NOT s.tokens"
+                        ).fetchall()[0][0]
+        if odd:
+            problems.append(f"namespace statistics: {odd} namespaces disagree with their memories")
         replay: dict[tuple[str, str], list[float]] = {}
         nevents = 0
         for ns, deltas in c.execute("SELECT namespace, deltas FROM events ORDER BY id"):

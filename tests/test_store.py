@@ -15,7 +15,7 @@ def test_open_creates_a_store_and_reopens_it(tmp_path, clock):
     with heapmem.open(path, clock=clock) as mem:
         item = mem.add("Maya likes window seats", kind="preference", namespace="user:maya")
         assert item.id == "m1" and item.importance == 1.3
-        assert mem.schema_version == 2 and mem.count == 1 and mem.namespaces == ["user:maya"]
+        assert mem.schema_version == 3 and mem.count == 1 and mem.namespaces == ["user:maya"]
         jm = mem.connection.execute("PRAGMA journal_mode").fetchall()[0][0]
         assert jm == "wal"
     with heapmem.open(path, clock=clock) as mem:
@@ -184,22 +184,39 @@ def test_public_surface():
     assert os.path.exists(heapmem.loadable_path() + heapmem._native.SUFFIX)
 
 
-def test_an_older_schema_migrates_in_place(tmp_path, clock):
-    path = str(tmp_path / "v1.db")
-    with heapmem.open(path, clock=clock) as mem:
-        mem.add("written by schema 1", id="old")
-    # make it a schema-1 file: no vectors table, user_version 1
+def _old_store(path, version):
+    """A store file as heapmem schema `version` wrote it, holding two memories."""
+    from heapmem.store import _MIGRATIONS
     conn = apsw.Connection(path)
-    conn.execute("DROP TABLE vectors; PRAGMA user_version=1")
+    heapmem.load(conn)
+    for v in range(version):
+        conn.execute(_MIGRATIONS[v])
+    conn.execute("INSERT INTO heapmem_meta VALUES ('format', 'heapmem'), ('created_with', 'old')")
+    for seq, (ns, text) in enumerate([("a", "written by an older heapmem"),
+                                      ("b", "another namespace, older still")], 1):
+        conn.execute("INSERT INTO memories(seq, id, namespace, nstag, text, kind, importance,"
+                     " features, created_at) VALUES (?, ?, ?, ?, ?, 'fact', 1, ?, 0)",
+                     (seq, f"old{seq}", ns, heapmem._native.ns_tag(ns), text,
+                      heapmem._native.features(text, "fact", None)))
+    conn.execute(f"PRAGMA user_version={version}")
     conn.close()
-    with heapmem.open(path, clock=clock) as mem:
-        assert mem.schema_version == 2
-        assert mem.get("old").text == "written by schema 1"
-        assert mem.connection.execute("SELECT count(*) FROM vectors").fetchall() == [(0,)]
-        assert mem.check().ok
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_older_schema_migrates_in_place(tmp_path, clock, version):
+    path = str(tmp_path / f"v{version}.db")
+    _old_store(path, version)
     # a read-only open does not migrate: it says how to
-    conn = apsw.Connection(path)
-    conn.execute("DROP TABLE vectors; PRAGMA user_version=1")
-    conn.close()
     with pytest.raises(heapmem.SchemaVersionError, match="without readonly=True to upgrade"):
         heapmem.open(path, readonly=True)
+    with heapmem.open(path, clock=clock) as mem:
+        assert mem.schema_version == 3
+        assert mem.get("old1").text == "written by an older heapmem"
+        assert mem.connection.execute("SELECT count(*) FROM vectors").fetchall() == [(0,)]
+        # the namespaces' BM25 statistics are rebuilt from the memories
+        stats = mem.connection.execute("SELECT * FROM namespaces ORDER BY 1").fetchall()
+        assert stats == [("a", 1, 1 + 5), ("b", 1, 1 + 4)]
+        assert mem.recall("older", namespace="a", track=False).ids == ["old1"]
+        assert mem.check().ok
+        mem.add("a third one", namespace="a")
+        assert mem.check().ok
