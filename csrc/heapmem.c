@@ -1034,10 +1034,21 @@ HM_API int hm_credit(const char *features, const char *qtype, double age_days, i
   int rc = hm_active(features, qtype, age_days, names, nameslen, err, errlen);
   if (rc == HM_TOOBIG) hm_seterr(err, errlen, "too many features%s", "");
   if (rc) return -1;
-  double use;
-  hm_config c0 = *c;
-  c0.model = 0; /* the raw strengths s_f */
-  int k = hm_usefulness(names, links, count, &c0, &use, s, 2 * HM_MAX_FEATURES);
+  double use = 0.0;
+  int k = 0;
+  if (c->model == 1 || !used) {
+    /* counts: the credit does not depend on the links, only on the names */
+    for (const char *p = names; *p;) {
+      while (*p == ' ') p++;
+      if (!*p) break;
+      k++;
+      p += strcspn(p, " ");
+    }
+  } else {
+    hm_config c0 = *c;
+    c0.model = 0; /* the raw strengths s_f */
+    k = hm_usefulness(names, links, count, &c0, &use, s, 2 * HM_MAX_FEATURES);
+  }
   if (k < 0 || k > max) {
     hm_seterr(err, errlen, "too many features%s", "");
     return -1;
@@ -1280,12 +1291,44 @@ cleanup:
   sqlite3_free(blob);
 }
 
+/* The optional config argument argv[i] ('w_recency=0 ...', NULL or absent:
+ * the defaults), parsed once per statement when it is a constant. */
+static int hm_sql_config(sqlite3_context *ctx, int argc, sqlite3_value **argv, int i,
+                         const char *fname, hm_config *c) {
+  char err[200] = "";
+  const char *cfg = "";
+  if (argc > i && sqlite3_value_type(argv[i]) != SQLITE_NULL) {
+    if (sqlite3_value_type(argv[i]) != SQLITE_TEXT) {
+      hm_result_err(ctx, fname, "config must be text like 'w_recency=0 half_life_days=14'");
+      return HM_ERROR;
+    }
+    cfg = (const char *)sqlite3_value_text(argv[i]);
+    if (!cfg) { sqlite3_result_error_nomem(ctx); return HM_ERROR; }
+  }
+  hm_config *cached = argc > i ? sqlite3_get_auxdata(ctx, i) : NULL;
+  if (cached) {
+    *c = *cached;
+  } else {
+    if (hm_config_parse(cfg, c, err, sizeof err) != HM_OK) {
+      hm_result_err(ctx, fname, err);
+      return HM_ERROR;
+    }
+    if (argc > i) {
+      hm_config *keep = sqlite3_malloc(sizeof *keep);
+      if (keep) {
+        *keep = *c;
+        sqlite3_set_auxdata(ctx, i, keep, sqlite3_free);
+      }
+    }
+  }
+  return HM_OK;
+}
+
 /* Shared argument handling of heap_score and heap_explain:
  * (relevance, age_days, importance, superseded, features, qtype, links [, config]) */
 static int hm_sql_score_args(sqlite3_context *ctx, int argc, sqlite3_value **argv,
                              const char *fname, hm_input *in, const char **qt,
                              const unsigned char **links, i64 *linkslen, hm_config *c) {
-  char err[200] = "";
   const char *names[4] = {"relevance", "age_days", "importance", "superseded"};
   for (int i = 0; i < 4; i++)
     if (!hm_is_number(argv[i])) {
@@ -1333,33 +1376,7 @@ static int hm_sql_score_args(sqlite3_context *ctx, int argc, sqlite3_value **arg
     hm_result_err(ctx, fname, "links must be a link set made by heap_links() or NULL");
     return HM_ERROR;
   }
-  const char *cfg = "";
-  if (argc > 7 && sqlite3_value_type(argv[7]) != SQLITE_NULL) {
-    if (sqlite3_value_type(argv[7]) != SQLITE_TEXT) {
-      hm_result_err(ctx, fname, "config must be text like 'w_recency=0 half_life_days=14'");
-      return HM_ERROR;
-    }
-    cfg = (const char *)sqlite3_value_text(argv[7]);
-    if (!cfg) { sqlite3_result_error_nomem(ctx); return HM_ERROR; }
-  }
-  /* the config text is usually a constant: parse it once per statement */
-  hm_config *cached = argc > 7 ? sqlite3_get_auxdata(ctx, 7) : NULL;
-  if (cached) {
-    *c = *cached;
-  } else {
-    if (hm_config_parse(cfg, c, err, sizeof err) != HM_OK) {
-      hm_result_err(ctx, fname, err);
-      return HM_ERROR;
-    }
-    if (argc > 7) {
-      hm_config *keep = sqlite3_malloc(sizeof *keep);
-      if (keep) {
-        *keep = *c;
-        sqlite3_set_auxdata(ctx, 7, keep, sqlite3_free);
-      }
-    }
-  }
-  return HM_OK;
+  return hm_sql_config(ctx, argc, argv, 7, fname, c);
 }
 
 /* heap_score(relevance, age_days, importance, superseded, features, qtype,
@@ -1453,6 +1470,212 @@ static void heap_recency(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     return;
   }
   sqlite3_result_double(ctx, hm_recency(x[0], x[1], x[2]));
+}
+
+/* x as Python's repr() writes a float (the shortest text that reads back as
+ * x, "1.0" not "1"), so deltas read the same whichever side wrote them. */
+static void hm_repr(double x, char out[32]) {
+  if (x == 0.0 || x == 1.0) { /* the counts model 1 writes: no printf */
+    strcpy(out, signbit(x) ? "-0.0" : x == 0.0 ? "0.0" : "1.0");
+    return;
+  }
+  if (!isfinite(x)) {
+    strcpy(out, isnan(x) ? "NaN" : x > 0 ? "Infinity" : "-Infinity");
+    return;
+  }
+  for (int p = 15; p <= 17; p++) {
+    snprintf(out, 32, "%.*g", p, x);
+    if (strtod(out, NULL) == x) break;
+  }
+  if (!strpbrk(out, ".en")) strcat(out, ".0");
+}
+
+/* s[0..len) as a JSON string */
+static void hm_json_string(sqlite3_str *str, const char *s, int len) {
+  sqlite3_str_appendchar(str, 1, '"');
+  for (int i = 0; i < len; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if (ch == '"' || ch == '\\') sqlite3_str_appendf(str, "\\%c", ch);
+    else if (ch < 0x20) sqlite3_str_appendf(str, "\\u%04x", ch);
+    else sqlite3_str_appendchar(str, 1, (char)ch);
+  }
+  sqlite3_str_appendchar(str, 1, '"');
+}
+
+/* heap_credit(features, qtype, age_days, used, links [, config]) -> what
+ * judging one shown memory teaches, as JSON [[feature, d_alpha, d_beta], ...]
+ * (the events table's deltas); links matter only to the reference learner
+ * (model=0). */
+static void heap_credit(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *features = NULL, *qt = NULL;
+  const unsigned char *links = NULL;
+  i64 linkslen = 0;
+  hm_config c;
+  char names[HM_ACTIVE_LEN], err[200] = "";
+  double da[2 * HM_MAX_FEATURES], db[2 * HM_MAX_FEATURES];
+  HM_TEXT_ARG(ctx, argv, 0, "heap_credit", "features", features);
+  HM_TEXT_ARG(ctx, argv, 1, "heap_credit", "the question type", qt);
+  if (!hm_qtype_valid(qt)) {
+    hm_result_err(ctx, "heap_credit", "unknown question type");
+    goto cleanup;
+  }
+  if (!hm_is_number(argv[2]) || !hm_is_number(argv[3])) {
+    hm_result_err(ctx, "heap_credit", "age_days and used must be numbers");
+    goto cleanup;
+  }
+  if (sqlite3_value_type(argv[4]) == SQLITE_BLOB) {
+    links = sqlite3_value_blob(argv[4]);
+    linkslen = sqlite3_value_bytes(argv[4]);
+  } else if (sqlite3_value_type(argv[4]) != SQLITE_NULL) {
+    hm_result_err(ctx, "heap_credit", "links must be a link set made by heap_links() or NULL");
+    goto cleanup;
+  }
+  if (hm_sql_config(ctx, argc, argv, 5, "heap_credit", &c) != HM_OK) goto cleanup;
+  int k = hm_credit(features, qt, sqlite3_value_double(argv[2]), sqlite3_value_int64(argv[3]) != 0,
+                    links, linkslen, &c, names, sizeof names, da, db, 2 * HM_MAX_FEATURES, err,
+                    sizeof err);
+  if (k < 0) {
+    hm_result_err(ctx, "heap_credit", err);
+    goto cleanup;
+  }
+  sqlite3_str *str = sqlite3_str_new(NULL);
+  sqlite3_str_appendchar(str, 1, '[');
+  const char *name = names;
+  for (int i = 0; i < k; i++) {
+    while (*name == ' ') name++;
+    int len = (int)strcspn(name, " ");
+    char a[32], b[32];
+    hm_repr(da[i], a);
+    hm_repr(db[i], b);
+    sqlite3_str_appendall(str, i ? ", [" : "[");
+    hm_json_string(str, name, len);
+    sqlite3_str_appendf(str, ", %s, %s]", a, b);
+    name += len;
+  }
+  sqlite3_str_appendchar(str, 1, ']');
+  int rc = sqlite3_str_errcode(str);
+  char *out = sqlite3_str_finish(str);
+  if (rc != SQLITE_OK || !out) {
+    sqlite3_free(out);
+    sqlite3_result_error_nomem(ctx);
+    goto cleanup;
+  }
+  sqlite3_result_text(ctx, out, -1, sqlite3_free);
+cleanup:;
+}
+
+/* heap_fold(features, qtype, age_days, used, links [, config]) aggregate ->
+ * the sum of heap_credit() over the rows, as a JSON object
+ * {"feature": [d_alpha, d_beta, events], ...} in first-seen order: what one
+ * feedback adds to each link. */
+typedef struct {
+  u64 h;
+  char *name;
+  double a, b;
+  i64 n;
+} hm_fold_entry;
+
+typedef struct {
+  hm_fold_entry *v;
+  i64 n, cap;
+  int failed;
+} hm_fold_acc;
+
+static void heap_fold_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  hm_fold_acc *acc = sqlite3_aggregate_context(ctx, sizeof(hm_fold_acc));
+  const char *features = NULL, *qt = NULL;
+  const unsigned char *links = NULL;
+  i64 linkslen = 0;
+  hm_config c;
+  char names[HM_ACTIVE_LEN], err[200] = "";
+  double da[2 * HM_MAX_FEATURES], db[2 * HM_MAX_FEATURES];
+  if (!acc) { sqlite3_result_error_nomem(ctx); return; }
+  if (acc->failed) return;
+  HM_TEXT_ARG(ctx, argv, 0, "heap_fold", "features", features);
+  HM_TEXT_ARG(ctx, argv, 1, "heap_fold", "the question type", qt);
+  if (!hm_qtype_valid(qt)) {
+    hm_result_err(ctx, "heap_fold", "unknown question type");
+    goto cleanup;
+  }
+  if (!hm_is_number(argv[2]) || !hm_is_number(argv[3])) {
+    hm_result_err(ctx, "heap_fold", "age_days and used must be numbers");
+    goto cleanup;
+  }
+  if (sqlite3_value_type(argv[4]) == SQLITE_BLOB) {
+    links = sqlite3_value_blob(argv[4]);
+    linkslen = sqlite3_value_bytes(argv[4]);
+  } else if (sqlite3_value_type(argv[4]) != SQLITE_NULL) {
+    hm_result_err(ctx, "heap_fold", "links must be a link set made by heap_links() or NULL");
+    goto cleanup;
+  }
+  if (hm_sql_config(ctx, argc, argv, 5, "heap_fold", &c) != HM_OK) goto cleanup;
+  int k = hm_credit(features, qt, sqlite3_value_double(argv[2]), sqlite3_value_int64(argv[3]) != 0,
+                    links, linkslen, &c, names, sizeof names, da, db, 2 * HM_MAX_FEATURES, err,
+                    sizeof err);
+  if (k < 0) {
+    hm_result_err(ctx, "heap_fold", err);
+    goto cleanup;
+  }
+  const char *name = names;
+  for (int i = 0; i < k; i++) {
+    while (*name == ' ') name++;
+    size_t len = strcspn(name, " ");
+    u64 h = hm_fnv64(name, len);
+    i64 j = 0;
+    while (j < acc->n && !(acc->v[j].h == h && strlen(acc->v[j].name) == len &&
+                           memcmp(acc->v[j].name, name, len) == 0))
+      j++;
+    if (j == acc->n) {
+      if (acc->n == acc->cap) {
+        i64 cap = acc->cap ? acc->cap * 2 : 64;
+        hm_fold_entry *v = sqlite3_realloc64(acc->v, (sqlite3_uint64)cap * sizeof *v);
+        if (!v) { sqlite3_result_error_nomem(ctx); goto cleanup; }
+        acc->v = v;
+        acc->cap = cap;
+      }
+      hm_fold_entry *e = &acc->v[acc->n];
+      e->name = sqlite3_mprintf("%.*s", (int)len, name);
+      if (!e->name) { sqlite3_result_error_nomem(ctx); goto cleanup; }
+      e->h = h;
+      e->a = e->b = 0.0;
+      e->n = 0;
+      acc->n++;
+    }
+    acc->v[j].a += da[i];
+    acc->v[j].b += db[i];
+    acc->v[j].n++;
+    name += len;
+  }
+  return;
+cleanup:
+  acc->failed = 1;
+}
+
+static void heap_fold_final(sqlite3_context *ctx) {
+  hm_fold_acc *acc = sqlite3_aggregate_context(ctx, 0);
+  if (acc && acc->failed) goto cleanup;
+  sqlite3_str *str = sqlite3_str_new(NULL);
+  sqlite3_str_appendchar(str, 1, '{');
+  for (i64 i = 0; acc && i < acc->n; i++) {
+    char a[32], b[32];
+    hm_repr(acc->v[i].a, a);
+    hm_repr(acc->v[i].b, b);
+    if (i) sqlite3_str_appendall(str, ", ");
+    hm_json_string(str, acc->v[i].name, (int)strlen(acc->v[i].name));
+    sqlite3_str_appendf(str, ": [%s, %s, %lld]", a, b, (long long)acc->v[i].n);
+  }
+  sqlite3_str_appendchar(str, 1, '}');
+  int rc = sqlite3_str_errcode(str);
+  char *out = sqlite3_str_finish(str);
+  if (rc != SQLITE_OK || !out) {
+    sqlite3_free(out);
+    sqlite3_result_error_nomem(ctx);
+    goto cleanup;
+  }
+  sqlite3_result_text(ctx, out, -1, sqlite3_free);
+cleanup:
+  for (i64 i = 0; acc && i < acc->n; i++) sqlite3_free(acc->v[i].name);
+  if (acc) sqlite3_free(acc->v);
 }
 
 /* ---- namespace-local BM25 in SQL -------------------------------------------- */
@@ -1877,6 +2100,10 @@ static const struct {
     {"heap_explain", 8, HM_PURE, heap_explain, NULL, NULL},
     {"heap_links", 5, HM_PURE, NULL, heap_links_step, heap_links_final},
     {"heap_links", 6, HM_PURE, NULL, heap_links_step, heap_links_final},
+    {"heap_credit", 5, HM_PURE, heap_credit, NULL, NULL},
+    {"heap_credit", 6, HM_PURE, heap_credit, NULL, NULL},
+    {"heap_fold", 5, HM_PURE, NULL, heap_fold_step, heap_fold_final},
+    {"heap_fold", 6, HM_PURE, NULL, heap_fold_step, heap_fold_final},
     {"heap_bm25_top", 6, SQLITE_UTF8, NULL, heap_bm25_top_step, heap_bm25_top_final},
 #undef HM_PURE
 };

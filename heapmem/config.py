@@ -93,15 +93,17 @@ class ScoringConfig:
             raise ValueError("ScoringConfig.pooled_pseudocount must be a finite number >= 0, "
                              f"got {self.pooled_pseudocount!r}")
         # one validator: the C core's own parser
+        sql = " ".join(f"{name}={float(getattr(self, name))!r}" for name in _C_FIELDS)
+        object.__setattr__(self, "_sql", sql)
         try:
-            object.__setattr__(self, "_c", _native.config(self.to_sql()))
+            object.__setattr__(self, "_c", _native.config(sql))
         except ValueError as e:
             raise ValueError(str(e).replace("heapmem: ", "ScoringConfig.")) from None
 
     def to_sql(self) -> str:
         """The config as the text heap_score() and heap_explain() take as their
         last argument, e.g. 'w_relevance=1.0 w_recency=0.0 ...'."""
-        return " ".join(f"{name}={float(getattr(self, name))!r}" for name in _C_FIELDS)
+        return self._sql
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

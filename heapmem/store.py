@@ -159,6 +159,32 @@ FROM links AS p LEFT JOIN links AS o ON o.namespace = :namespace AND o.feature =
 WHERE p.namespace = '*' AND p.qtype IN ('', :qtype)
 """
 
+# Feedback: the judged memories (:judged, JSON [[position, used, features,
+# age_days], ...]) become events, each with the deltas heap_credit() gives it.
+_EVENTS_SQL = """
+INSERT INTO events(recall_id, position, namespace, qtype, used, deltas, created_at)
+SELECT :rid, j.value ->> 0, :namespace, :qtype, j.value ->> 1,
+       heap_credit(j.value ->> 2, :qtype, j.value ->> 3, j.value ->> 1, :links, :config), :now
+FROM json_each(:judged) AS j
+"""
+
+# ... and fold into the links of their namespace and of the pooled layer
+# ('*'): heap_fold() sums the same credits per feature, one row per feature
+# and layer.
+_FOLD_SQL = """
+INSERT INTO links(namespace, feature, qtype, alpha, beta, n)
+SELECT layer.namespace, t.key,
+       CASE WHEN instr(t.key, '/') > 0 THEN substr(t.key, 1, instr(t.key, '/') - 1) ELSE '' END,
+       t.value ->> 0, t.value ->> 1, t.value ->> 2
+FROM json_each((
+       SELECT heap_fold(j.value ->> 2, :qtype, j.value ->> 3, j.value ->> 1, :links, :config)
+       FROM json_each(:judged) AS j)) AS t,
+     (SELECT :namespace AS namespace UNION ALL SELECT '*') AS layer
+WHERE true
+ON CONFLICT(namespace, feature) DO UPDATE SET
+  alpha = alpha + excluded.alpha, beta = beta + excluded.beta, n = n + excluded.n
+"""
+
 # The BM25 top N of a question in a namespace, with the namespace's own
 # statistics: heap_bm25_row() reads each matching row's term frequencies and
 # length, heap_bm25_top() scores them with the namespace's document count and
@@ -1072,44 +1098,32 @@ class Memory:
                 raise ValueError(f"memory {gone[0]!r} no longer exists (forgotten)")
             # as the recall scored them (an ignored memory forgotten since is skipped)
             feats = {mid: shown_feats[pos[mid]] for mid in used_ids + ignored_ids if mid in alive}
-            links = b""
+            used_set = set(used_ids)
+            links = None
             if config.model == 0:  # the reference credit depends on current strengths
                 links = bytes(c.execute(_LINKS_SQL, {
                     "namespace": ns, "qtype": qt,
                     "pseudocount": float(config.pooled_pseudocount)  # an int may exceed 64 bits
                 }).fetchall()[0][0])
-            totals: dict[str, list[float]] = {}
-            events = []
-            for mid in used_ids + ignored_ids:
-                if mid not in feats:
-                    continue
-                is_used = mid in used_ids
-                rows = _native.credit(feats[mid], qt, ages[pos[mid]], is_used, links, config._c)
-                for f, da, db in rows:
-                    tot = totals.setdefault(f, [0.0, 0.0, 0])
-                    tot[0] += da
-                    tot[1] += db
-                    tot[2] += 1
-                events.append((rid, pos[mid], ns, qt, int(is_used),
-                               json.dumps([[f, da, db] for f, da, db in rows]), t))
-            c.executemany("INSERT INTO events(recall_id, position, namespace, qtype, used, deltas,"
-                          " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)", events)
-            upsert = ("INSERT INTO links(namespace, feature, qtype, alpha, beta, n) "
-                      "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(namespace, feature) DO UPDATE SET "
-                      "alpha = alpha + excluded.alpha, beta = beta + excluded.beta, "
-                      "n = n + excluded.n")
-            link_rows = []
-            for f, (da, db, n) in totals.items():
-                fq = f.split("/", 1)[0] if "/" in f else ""
-                link_rows.append((ns, f, fq, da, db, n))
-                link_rows.append((POOLED, f, fq, da, db, n))
-            c.executemany(upsert, link_rows)
-            self._links_gen += 1
+            # one statement writes the events (heap_credit works out each one's
+            # deltas in C), one folds them into both layers of links
+            judged_rows = [[pos[mid], int(mid in used_set), feats[mid], ages[pos[mid]]]
+                           for mid in used_ids + ignored_ids if mid in feats]
+            nfeatures = 0
+            if judged_rows:
+                params = {"rid": rid, "namespace": ns, "qtype": qt, "now": t,
+                          "judged": json.dumps(judged_rows), "links": links,
+                          "config": config.to_sql()}
+                c.execute(_EVENTS_SQL, params)
+                c.execute(_FOLD_SQL, params)
+                nfeatures = c.changes() // 2
+                self._links_gen += 1
             if used_ids:
-                c.executemany("UPDATE memories SET last_used_at = max(coalesce(last_used_at, 0), ?)"
-                              " WHERE id = ?", [(t, mid) for mid in used_ids])
+                c.execute("UPDATE memories SET last_used_at = max(coalesce(last_used_at, 0), ?)"
+                          " WHERE id IN (SELECT value FROM json_each(?))",
+                          (t, json.dumps(used_ids)))
         return Feedback(rid, tuple(used_ids), tuple(m for m in ignored_ids if m in feats),
-                        len(totals))
+                        nfeatures)
 
     def feedback(self, used: Iterable[str] = (), *, recall_id: int | None = None,
                  ignored: Iterable[str] | None = None, now: Timestamp | None = None) -> Feedback:

@@ -115,6 +115,10 @@ DEFAULTS = {
     "heap_links": ["'when/date'", "1", "2", "3", "4", "20"],
 }
 DEFAULTS["heap_explain"] = DEFAULTS["heap_score"]
+DEFAULTS["heap_credit"] = ["'kind:fact src:none len:s date:1'", "'when'", "3.0", "1",
+                           "(SELECT heap_links('when/date:1', 1, 2, 3, 4))", "'model=0'"]
+DEFAULTS["heap_fold"] = DEFAULTS["heap_credit"]
+DEFAULTS["heap_ntokens"] = ["'Café at 5pm'"]
 
 
 def run_sql(conn, sql):

@@ -1,4 +1,5 @@
 """The SQL door: registered functions, their errors, and parity with recall()."""
+import json
 import math
 import random
 import re
@@ -10,8 +11,8 @@ import heapmem
 from conftest import DAY, T0, one
 
 FUNCTIONS = [
-    ("heap_active", 2), ("heap_bm25_row", -1), ("heap_bm25_top", 6), ("heap_cosine", 2),
-    ("heap_explain", 7), ("heap_explain", 8), ("heap_features", 3), ("heap_links", 5),
+    ("heap_active", 2), ("heap_bm25_row", -1), ("heap_bm25_top", 6), ("heap_cosine", 2), ("heap_credit", 5), ("heap_credit", 6),
+    ("heap_explain", 7), ("heap_explain", 8), ("heap_features", 3), ("heap_fold", 5), ("heap_fold", 6), ("heap_links", 5),
     ("heap_links", 6), ("heap_match", 1), ("heap_match", 2), ("heap_ns_tag", 1),
     ("heap_ntokens", 1), ("heap_qtype", 1), ("heap_recency", 1), ("heap_recency", 3),
     ("heap_relate", 2), ("heap_score", 7), ("heap_score", 8), ("heap_version", 0),
@@ -166,3 +167,46 @@ def test_raw_sql_ranks_exactly_like_recall(tmp_path, clock, config):
             checked += len(rows)
     assert checked > 50
     mem.close()
+
+
+@pytest.mark.parametrize("model", [0, 1])
+def test_heap_credit_and_heap_fold_match_the_native_credit(db, model):
+    cfg = heapmem.ScoringConfig(model=model)
+    links = one(db, "SELECT heap_links(column1, 0, 0, column2, column3) FROM (VALUES "
+                    "('when/date:1', 5, 1), ('kind:fact', 1, 4), ('base', 2, 2))")
+    rows = [("kind:fact src:user len:s date:1 srcq:0", 3.0, 1),
+            ("kind:note src:none len:m date:0 srcq:1", 40.0, 0),
+            ("kind:fact src:user len:xs date:1 srcq:0", 0.5, 1)]
+    total = {}
+    for features, age, used in rows:
+        want = heapmem._native.credit(features, "when", age, bool(used), links, cfg._c)
+        got = json.loads(one(db, "SELECT heap_credit(?, 'when', ?, ?, ?, ?)", features, age, used,
+                             links, cfg.to_sql()))
+        assert [tuple(r) for r in got] == [(f, pytest.approx(a, abs=1e-15), pytest.approx(
+            b, abs=1e-15)) for f, a, b in want]
+        for f, a, b in want:
+            t = total.setdefault(f, [0.0, 0.0, 0])
+            t[0] += a
+            t[1] += b
+            t[2] += 1
+    folded = json.loads(one(db, "SELECT heap_fold(column1, 'when', column2, column3, ?, ?) "
+                                "FROM (VALUES " + ", ".join("(?, ?, ?)" for _ in rows) + ")",
+                            links, cfg.to_sql(), *[v for r in rows for v in r]))
+    assert list(folded) == list(total)  # first-seen order
+    for f, (a, b, n) in total.items():
+        assert folded[f] == [pytest.approx(a, abs=1e-12), pytest.approx(b, abs=1e-12), n]
+    assert one(db, "SELECT heap_fold('x', 'when', 1, 1, NULL) WHERE 0") == "{}"
+
+
+@pytest.mark.parametrize("fn", ["heap_credit", "heap_fold"])
+@pytest.mark.parametrize("args, msg", [
+    ("1, 'when', 1, 1, NULL", "features must be text"),
+    ("'kind:fact', 'nope', 1, 1, NULL", "unknown question type"),
+    ("'kind:fact', 'when', 'x', 1, NULL", "must be numbers"),
+    ("'kind:fact', 'when', 1, 1, 'x'", "links must be a link set"),
+    ("'kind:fact', 'when', 1, 1, x'00'", "links is not a link set"),
+    ("'kind:fact', 'when', 1, 1, NULL, 'model=7'", "model"),
+])
+def test_heap_credit_and_heap_fold_bad_input(db, fn, args, msg):
+    with pytest.raises(apsw.SQLError, match=f"{fn}: .*{msg}"):
+        db.execute(f"SELECT {fn}({args})").fetchall()
