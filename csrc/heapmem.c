@@ -110,8 +110,8 @@ static int hm_next_word(hm_scanner *sc, char *buf, int *start) {
 }
 
 static int hm_in_list(const char *w, const char *const *list) {
-  for (int i = 0; list[i]; i++)
-    if (strcmp(w, list[i]) == 0) return 1;
+  for (int i = 0; list[i]; i++) /* the first byte rules out most entries cheaply */
+    if (list[i][0] == w[0] && strcmp(w, list[i]) == 0) return 1;
   return 0;
 }
 
@@ -335,7 +335,11 @@ HM_API int hm_features(const char *text, const char *kind, const char *source,
       {"date", date}, {"clock", clock}, {"num", num}, {"money", money},
       {"entity", entity}, {"self", self}, {"question", question}, {"url", url}};
   for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
-    snprintf(name, sizeof name, "%s:%d", slots[i].name, slots[i].on);
+    size_t L = strlen(slots[i].name);
+    memcpy(name, slots[i].name, L);
+    name[L] = ':';
+    name[L + 1] = slots[i].on ? '1' : '0';
+    name[L + 2] = 0;
     if ((rc = hm_append(out, outlen, &used, name))) return rc;
   }
   return HM_OK;

@@ -269,7 +269,8 @@ class HeapmemStore(BaseStore):
                            created_at=existing.created_at, metadata=meta)
         with mem._write() as c:
             c.execute("UPDATE memories SET text = :text, kind = :kind, source = :source, "
-                      "importance = :importance, features = :features, metadata = :metadata, "
+                      "importance = :importance, features = heap_features(:text, :kind, :source), "
+                      "metadata = :metadata, "
                       "ntok = heap_ntokens(nstag) + heap_ntokens(:text) "
                       "WHERE id = :id", row)
             if getattr(mem, "_embedder", None) is not None and text != existing.text:

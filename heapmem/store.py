@@ -159,6 +159,17 @@ FROM links AS p LEFT JOIN links AS o ON o.namespace = :namespace AND o.feature =
 WHERE p.namespace = '*' AND p.qtype IN ('', :qtype)
 """
 
+# One new memory; the C core works out its shape features, namespace tag and
+# FTS5 token count.
+_INSERT_SQL = """
+INSERT INTO memories(seq, id, namespace, nstag, text, kind, source, key, importance, features,
+                     created_at, metadata, ntok)
+VALUES (:seq, :id, :namespace, heap_ns_tag(:namespace), :text, :kind, :source, :key, :importance,
+        heap_features(:text, :kind, :source), :created_at, :metadata,
+        heap_ntokens(heap_ns_tag(:namespace)) + heap_ntokens(:text))
+RETURNING features
+"""
+
 # Feedback: the judged memories (:judged, JSON [[position, used, features,
 # age_days], ...]) become events, each with the deltas heap_credit() gives it.
 _EVENTS_SQL = """
@@ -802,47 +813,56 @@ class Memory:
             except (TypeError, ValueError, UnicodeEncodeError) as e:
                 raise ValueError(f"metadata must be JSON-serialisable (no NaN): {e}") from None
         return {"text": text, "kind": kind, "source": source, "id": id, "namespace": namespace,
-                "created_at": created, "importance": importance, "key": key, "metadata": meta,
-                "features": _native.features(text, kind, source), "nstag": _native.ns_tag(namespace)}
+                "created_at": created, "importance": importance, "key": key, "metadata": meta}
 
     def _insert(self, c: apsw.Connection, rows: list[dict[str, Any]]) -> list[Item]:
         given = [r["id"] for r in rows if r["id"] is not None]
         if len(set(given)) != len(given):
             raise DuplicateIdError("the same id is given twice")
-        for i in given:
-            if c.execute("SELECT 1 FROM memories WHERE id = ?", (i,)).fetchall():
-                raise DuplicateIdError(f"a memory with id {i!r} already exists; it was not changed")
+        if given:
+            taken = c.execute("SELECT id FROM memories WHERE id IN (SELECT value FROM json_each(?))"
+                              " LIMIT 1", (json.dumps(given),)).fetchall()
+            if taken:
+                raise DuplicateIdError(f"a memory with id {taken[0][0]!r} already exists; "
+                                       "it was not changed")
         # never reuse the seq (and so the automatic id) of a forgotten memory
         seq = c.execute("SELECT max(coalesce((SELECT max(seq) FROM memories), 0), coalesce(("
                         "SELECT CAST(value AS INTEGER) FROM heapmem_meta WHERE key = 'last_seq'"
                         "), 0))").fetchall()[0][0]
-        taken = set(given)
-        items = []
+        auto = [r for r in rows if r["id"] is None]
         for r in rows:
             seq += 1
-            if r["id"] is None:
-                mid = f"m{seq}"
-                while mid in taken or c.execute("SELECT 1 FROM memories WHERE id = ?",
-                                                (mid,)).fetchall():
-                    mid = f"m{seq}-{len(taken)}"
-                    taken.add(mid)
-                r["id"] = mid
             r["seq"] = seq
-        c.executemany(
-            "INSERT INTO memories(seq, id, namespace, nstag, text, kind, source, key, importance,"
-            " features, created_at, metadata, ntok) VALUES (:seq, :id, :namespace, :nstag, :text,"
-            " :kind, :source, :key, :importance, :features, :created_at, :metadata,"
-            " heap_ntokens(:nstag) + heap_ntokens(:text))", rows)
+        for r in auto:
+            r["id"] = f"m{r['seq']}"
+        # the shape features, the namespace tag and the token count are worked
+        # out by the C core inside the INSERT
+        c.execute("SAVEPOINT heapmem_ids")
+        try:
+            feats = [f for (f,) in c.executemany(_INSERT_SQL, rows)]
+        except apsw.ConstraintError:
+            # an automatic id "m<seq>" is already some memory's explicit id:
+            # give each automatic id a free name, checking one by one
+            c.execute("ROLLBACK TO heapmem_ids")
+            names = set(given)
+            for r in auto:
+                mid = f"m{r['seq']}"
+                while mid in names or c.execute("SELECT 1 FROM memories WHERE id = ?",
+                                                (mid,)).fetchall():
+                    mid = f"m{r['seq']}-{len(names)}"
+                    names.add(mid)
+                r["id"] = mid
+            feats = [f for (f,) in c.executemany(_INSERT_SQL, rows)]
+        finally:
+            c.execute("RELEASE heapmem_ids")
         if self._embedder is not None:
             vecs = self._embed([r["text"] for r in rows])
             c.executemany("INSERT INTO vectors(seq, v) VALUES (?, ?)",
                           [(r["seq"], vecs[j].tobytes()) for j, r in enumerate(rows)])
-        for r in rows:
-            items.append(Item(r["id"], r["text"], r["namespace"], r["kind"], r["source"], r["key"],
-                              r["importance"], r["created_at"], None,
-                              json.loads(r["metadata"]) if r["metadata"] else None,
-                              tuple(r["features"].split())))
-        return items
+        return [Item(r["id"], r["text"], r["namespace"], r["kind"], r["source"], r["key"],
+                     r["importance"], r["created_at"], None,
+                     json.loads(r["metadata"]) if r["metadata"] else None, tuple(f.split()))
+                for r, f in zip(rows, feats)]
 
     def add(self, text: str, *, kind: str = "fact", source: str | None = None,
             id: str | None = None, namespace: str = "default",

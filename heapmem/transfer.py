@@ -199,7 +199,7 @@ _TABLES = (("memory", "memories", "seq"), ("vector", "vectors", "seq"),
 _JSON_COLUMNS = {"memories": {"metadata"}, "recalls": {"shown", "ages", "features", "rest"},
                  "events": {"deltas"}}
 #: columns derived from others, recomputed on import
-_DERIVED = {"memories": {"nstag"}}
+_DERIVED = {"memories": {"nstag", "ntok"}}
 
 
 def _columns(c: Any, table: str) -> list[str]:
@@ -773,9 +773,12 @@ def _memory_row(c: Any, rec: dict, where: str, seqs: set, ids: set) -> dict[str,
     meta = rec.get("metadata")
     if meta is not None and not isinstance(meta, dict):
         raise ValueError(f"{where}: metadata must be a JSON object or null")
+    text = _named(_check_text, rec.get("text"), "text", where)
+    nstag = _native.ns_tag(ns)
     return {
-        "seq": seq, "id": mid, "namespace": ns, "nstag": _native.ns_tag(ns),
-        "text": _named(_check_text, rec.get("text"), "text", where),
+        "seq": seq, "id": mid, "namespace": ns, "nstag": nstag, "text": text,
+        "ntok": c.execute("SELECT heap_ntokens(?) + heap_ntokens(?)",
+                          (nstag, text)).fetchall()[0][0],
         "kind": _named(_check_name, rec.get("kind"), "kind", where),
         "source": None if rec.get("source") is None else _named(_check_name, rec["source"],
                                                                   "source", where),
