@@ -208,20 +208,26 @@ def score_batch(relevance: np.ndarray, age_days: np.ndarray, importance: np.ndar
     for name, arr, dtype in (("relevance", relevance, np.float64), ("age_days", age_days, np.float64),
                              ("importance", importance, np.float64),
                              ("superseded", superseded, np.intc)):
-        with np.errstate(all="ignore"):  # C checks the values: NaN relevance is an error
-            a = np.ascontiguousarray(arr, dtype=dtype)
+        if isinstance(arr, np.ndarray) and arr.dtype == dtype and arr.flags.c_contiguous:
+            a = arr  # recall()'s own arrays: nothing to convert
+        else:
+            with np.errstate(all="ignore"):  # C checks the values: NaN relevance is an error
+                a = np.ascontiguousarray(arr, dtype=dtype)
         if a.shape != (n,):
             raise ValueError(f"heapmem: {name} must have shape ({n},), got {a.shape}")
         arrays.append(a)
     # every features string in one NUL-separated buffer, and pointers into it
+    # (computed by numpy from the offsets: no Python loop over the candidates)
     encoded = [_cstr(f) for f in features]
-    buf = ffi.from_buffer(b"\0".join(encoded) + b"\0")
-    fptr = ffi.new("const char *[]", n) if n else ffi.NULL
-    off = 0
-    base = ffi.cast("const char *", buf)
-    for i, e in enumerate(encoded):
-        fptr[i] = base + off
-        off += len(e) + 1
+    joined = b"\0".join(encoded) + b"\0"
+    buf = ffi.from_buffer(joined)
+    if n:
+        starts = np.zeros(n, dtype=np.uintp)
+        np.cumsum([len(e) + 1 for e in encoded[:-1]], out=starts[1:])
+        starts += int(ffi.cast("uintptr_t", buf))
+        fptr = ffi.cast("const char **", ffi.from_buffer(starts))
+    else:
+        fptr = ffi.NULL
     out = np.zeros((n, 6), dtype=np.float64)
     bad = ffi.new("int *")
     err = ffi.new("char[]", _ERRLEN)
@@ -243,8 +249,10 @@ def explain(relevance: float, age_days: float, importance: float, superseded: bo
     inp = ffi.new("hm_input *", {"relevance": relevance, "age_days": age_days,
                                  "importance": importance, "superseded": int(bool(superseded)),
                                  "features": fb, "bm25_part": bm25_part, "cos_part": cos_part})
-    out = ffi.new("char[]", 1024)
-    err = ffi.new("char[]", _ERRLEN)
+    bufs = getattr(_local, "explain_bufs", None)
+    if bufs is None:  # one pair of output buffers per thread, reused
+        bufs = _local.explain_bufs = (ffi.new("char[]", 1024), ffi.new("char[]", _ERRLEN))
+    out, err = bufs
     if lib.hm_explain(inp, _cstr(qt), links, len(links), cfg, out, 1024, err, _ERRLEN) != 0:
         raise ValueError("heapmem: " + ffi.string(err).decode())
     return ffi.string(out).decode()

@@ -216,9 +216,8 @@ _LEX_TOP = """SELECT json_extract(value, '$[0]') AS seq, json_extract(value, '$[
 
 # Every input of a candidate's score, from memories m and its BM25 row lex
 # (lex.b is NULL for a candidate only the vectors found).
-_SCORE_INPUTS = """m.seq, m.id, m.text, m.kind, m.source, m.key, m.importance,
-         m.features || ' ' || heap_relate(:question, m.source) AS features,
-         m.created_at, m.last_used_at, m.metadata, lex.b AS rank,
+_SCORE_INPUTS = """m.seq, m.importance,
+         m.features || ' ' || heap_relate(:question, m.source) AS features, lex.b AS rank,
          (:now - coalesce(m.last_used_at, m.created_at)) / 86400.0 AS age_days,
          m.key IS NOT NULL AND EXISTS (
            SELECT 1 FROM memories AS n
@@ -255,16 +254,16 @@ cand AS (
 )"""
 
 _HYBRID_SQL = "WITH" + _HYBRID_CTE + """
-SELECT seq, id, text, kind, source, rank, importance, age_days, superseded, features,
-       created_at, last_used_at, metadata, key, cos
-FROM cand ORDER BY seq
+SELECT seq, rank, importance, age_days, superseded, features, cos FROM cand ORDER BY seq
 """
 
 _CANDIDATES_SQL = "WITH" + _CAND_CTE + """
-SELECT seq, id, text, kind, source, rank, importance, age_days, superseded, features,
-       created_at, last_used_at, metadata, key
-FROM cand ORDER BY rank, seq
+SELECT seq, rank, importance, age_days, superseded, features FROM cand ORDER BY rank, seq
 """
+
+# What a result shows, fetched for the top k only (:seqs, a JSON array).
+_SHOW_SQL = """SELECT seq, id, text, kind, source, key, created_at, last_used_at, metadata
+FROM memories WHERE seq IN (SELECT value FROM json_each(:seqs))"""
 
 # The whole ranking as one statement, for any SQLite client that loaded the
 # library.  Named parameters: :question, :namespace, :now (unix seconds), :k,
@@ -272,12 +271,13 @@ FROM cand ORDER BY rank, seq
 RECALL_SQL = "WITH" + _CAND_CTE + """,
 learned AS (""" + _LINKS_SQL.replace(":qtype", "heap_qtype(:question)").rstrip() + """
 )
-SELECT id, text,
-       heap_score(rank / min(rank) OVER (), age_days, importance, superseded, features,
-                  heap_qtype(:question), (SELECT * FROM learned), :config) AS score
-FROM cand
-ORDER BY score DESC, seq
-LIMIT :k
+SELECT m.id, m.text, top.score
+FROM (SELECT seq, heap_score(rank / min(rank) OVER (), age_days, importance, superseded,
+                             features, heap_qtype(:question), (SELECT * FROM learned),
+                             :config) AS score
+      FROM cand ORDER BY score DESC, seq LIMIT :k) AS top
+JOIN memories AS m ON m.seq = top.seq
+ORDER BY top.score DESC, top.seq
 """
 
 
@@ -981,45 +981,57 @@ class Memory:
         hybrid = self._embedder is not None and config.lexical_weight < 1 and query.strip()
         if match is None and not hybrid:
             return Recall(query, namespace, qt, [], None, config, b"")
-        links = self._links(namespace, qt, config)
         params = {"question": query, "namespace": namespace, "now": t,
                   "candidates": config.candidates}
         if hybrid:
             params["qvec"] = self._embed([query])[0].tobytes()
-            rows = c.execute(_HYBRID_SQL, params).fetchall()
-        else:
-            rows = c.execute(_CANDIDATES_SQL, params).fetchall()
         results: list[Result] = []
+        # the links, the candidates and what the winners show: one snapshot
+        c.execute("SAVEPOINT heapmem_recall")
+        try:
+            links = self._links(namespace, qt, config)
+            rows = c.execute(_HYBRID_SQL if hybrid else _CANDIDATES_SQL, params).fetchall()
+            if rows:
+                # rows: seq, rank (BM25, lower is better; NULL: found by vectors only),
+                # importance, age_days, superseded, features [, cos]
+                rank = np.array([r[1] if r[1] is not None else 0.0 for r in rows],
+                                dtype=np.float64)
+                best = rank.min()
+                lexical = rank / best if best < 0 else np.ones_like(rank)
+                if hybrid:
+                    lexical = np.where([r[1] is None for r in rows], 0.0, lexical)
+                    cos = np.array([r[6] if r[6] is not None else 0.0 for r in rows])
+                    top = cos.max()
+                    cosn = np.clip(cos, 0.0, None) / top if top > 0 else np.zeros_like(cos)
+                    a = config.lexical_weight
+                    rel = a * lexical + (1 - a) * cosn
+                else:
+                    rel = lexical
+                age = np.array([r[3] for r in rows], dtype=np.float64)
+                imp = np.array([r[2] for r in rows], dtype=np.float64)
+                sup = np.array([r[4] for r in rows], dtype=np.intc)
+                feats = [r[5] for r in rows]
+                out = _native.score_batch(rel, age, imp, sup, feats, qt, links, config._c)
+                seq = np.array([r[0] for r in rows], dtype=np.int64)
+                order = np.lexsort((seq, -out[:, 5]))[:k]
+                shown = {s[0]: s for s in c.execute(
+                    _SHOW_SQL, {"seqs": json.dumps([rows[i][0] for i in order])})}
+        finally:
+            c.execute("RELEASE heapmem_recall")
         if rows:
-            rank = np.array([r[5] if r[5] is not None else 0.0 for r in rows], dtype=np.float64)
-            best = rank.min()
-            lexical = rank / best if best < 0 else np.ones_like(rank)
-            if hybrid:
-                lexical = np.where([r[5] is None for r in rows], 0.0, lexical)
-                cos = np.array([r[14] if r[14] is not None else 0.0 for r in rows])
-                top = cos.max()
-                cosn = np.clip(cos, 0.0, None) / top if top > 0 else np.zeros_like(cos)
-                a = config.lexical_weight
-                rel = a * lexical + (1 - a) * cosn
-            else:
-                rel = lexical
-            age = np.array([r[7] for r in rows], dtype=np.float64)
-            imp = np.array([r[6] for r in rows], dtype=np.float64)
-            sup = np.array([r[8] for r in rows], dtype=np.intc)
-            feats = [r[9] for r in rows]
-            out = _native.score_batch(rel, age, imp, sup, feats, qt, links, config._c)
-            seq = np.array([r[0] for r in rows], dtype=np.int64)
-            order = np.lexsort((seq, -out[:, 5]))[:k]
-            for pos, i in enumerate(order):
+            for i in order:
                 r = rows[i]
+                m = shown.get(r[0])
+                if m is None:  # cannot happen inside the snapshot; never a half result
+                    continue
                 f = out[i]
                 results.append(Result(
-                    rank=pos + 1, id=r[1], text=r[2], score=float(f[5]), kind=r[3], source=r[4],
-                    key=r[13], relevance=float(f[0]), recency=float(f[1]), importance=float(f[2]),
-                    usefulness=float(f[3]), rules=float(f[4]), bm25=float(-rank[i]),
-                    age_days=float(age[i]), superseded=bool(r[8]), features=tuple(feats[i].split()),
-                    created_at=r[10], last_used_at=r[11],
-                    metadata=json.loads(r[12]) if r[12] else None,
+                    rank=len(results) + 1, id=m[1], text=m[2], score=float(f[5]), kind=m[3],
+                    source=m[4], key=m[5], relevance=float(f[0]), recency=float(f[1]),
+                    importance=float(f[2]), usefulness=float(f[3]), rules=float(f[4]),
+                    bm25=float(-rank[i]), age_days=float(age[i]), superseded=bool(r[4]),
+                    features=tuple(feats[i].split()), created_at=m[6], last_used_at=m[7],
+                    metadata=json.loads(m[8]) if m[8] else None,
                     lexical=float(lexical[i]) if hybrid else None,
                     cosine=float(cosn[i]) if hybrid else None))
         recall_id = None
