@@ -110,8 +110,9 @@ static int hm_next_word(hm_scanner *sc, char *buf, int *start) {
 }
 
 static int hm_in_list(const char *w, const char *const *list) {
-  for (int i = 0; list[i]; i++) /* the first byte rules out most entries cheaply */
-    if (list[i][0] == w[0] && strcmp(w, list[i]) == 0) return 1;
+  for (int i = 0; list[i]; i++) /* the first two bytes rule out most entries cheaply */
+    if (list[i][0] == w[0] && (!w[0] || (list[i][1] == w[1] && strcmp(w, list[i]) == 0)))
+      return 1;
   return 0;
 }
 
