@@ -1498,12 +1498,19 @@ static void hm_repr(double x, char out[32]) {
 /* s[0..len) as a JSON string */
 static void hm_json_string(sqlite3_str *str, const char *s, int len) {
   sqlite3_str_appendchar(str, 1, '"');
+  int plain = 0; /* the run of bytes that need no escape, appended in one call */
   for (int i = 0; i < len; i++) {
     unsigned char ch = (unsigned char)s[i];
+    if (ch != '"' && ch != '\\' && ch >= 0x20) {
+      plain++;
+      continue;
+    }
+    sqlite3_str_append(str, s + i - plain, plain);
+    plain = 0;
     if (ch == '"' || ch == '\\') sqlite3_str_appendf(str, "\\%c", ch);
-    else if (ch < 0x20) sqlite3_str_appendf(str, "\\u%04x", ch);
-    else sqlite3_str_appendchar(str, 1, (char)ch);
+    else sqlite3_str_appendf(str, "\\u%04x", ch);
   }
+  sqlite3_str_append(str, s + len - plain, plain);
   sqlite3_str_appendchar(str, 1, '"');
 }
 
@@ -1554,7 +1561,11 @@ static void heap_credit(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     hm_repr(db[i], b);
     sqlite3_str_appendall(str, i ? ", [" : "[");
     hm_json_string(str, name, len);
-    sqlite3_str_appendf(str, ", %s, %s]", a, b);
+    sqlite3_str_appendall(str, ", ");
+    sqlite3_str_appendall(str, a);
+    sqlite3_str_appendall(str, ", ");
+    sqlite3_str_appendall(str, b);
+    sqlite3_str_appendchar(str, 1, ']');
     name += len;
   }
   sqlite3_str_appendchar(str, 1, ']');
