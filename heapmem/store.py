@@ -120,6 +120,10 @@ CREATE TABLE vectors(
 # Version 3: each namespace's own BM25 statistics (its memories and their FTS5
 # tokens), kept by plain-SQL triggers, so that a namespace ranks (and costs) as
 # if it were alone in the file.  ntok is heap_ntokens(nstag) + heap_ntokens(text).
+# And add_many() indexes its rows in one statement: FTS5 flushes its pending
+# index at every statement boundary, and a trigger is one per row (4-5x slower
+# to build).  Inside add_many()'s transaction the 'fts_deferred' meta row, never
+# committed, turns the per-row trigger off; any other writer still gets it.
 _SCHEMA_V3 = """
 ALTER TABLE memories ADD COLUMN ntok INTEGER NOT NULL DEFAULT 0;
 UPDATE memories SET ntok = heap_ntokens(nstag) + heap_ntokens(text);
@@ -129,6 +133,11 @@ CREATE TABLE namespaces(
   tokens    INTEGER NOT NULL          -- their FTS5 tokens, all columns
 ) WITHOUT ROWID;
 INSERT INTO namespaces SELECT namespace, count(*), sum(ntok) FROM memories GROUP BY namespace;
+DROP TRIGGER memories_ai;
+CREATE TRIGGER memories_ai AFTER INSERT ON memories
+  WHEN NOT EXISTS (SELECT 1 FROM heapmem_meta WHERE key = 'fts_deferred') BEGIN
+  INSERT INTO memories_fts(rowid, nstag, text) VALUES (new.seq, new.nstag, new.text);
+END;
 CREATE TRIGGER namespaces_ai AFTER INSERT ON memories BEGIN
   INSERT INTO namespaces VALUES (new.namespace, 1, new.ntok)
     ON CONFLICT(namespace) DO UPDATE SET docs = docs + 1, tokens = tokens + excluded.tokens;
@@ -836,7 +845,9 @@ class Memory:
         for r in auto:
             r["id"] = f"m{r['seq']}"
         # the shape features, the namespace tag and the token count are worked
-        # out by the C core inside the INSERT
+        # out by the C core inside the INSERT; the FTS index takes the rows in
+        # one statement afterwards (the 'fts_deferred' row never commits)
+        c.execute("INSERT OR REPLACE INTO heapmem_meta(key, value) VALUES ('fts_deferred', '1')")
         c.execute("SAVEPOINT heapmem_ids")
         try:
             feats = [f for (f,) in c.executemany(_INSERT_SQL, rows)]
@@ -855,6 +866,9 @@ class Memory:
             feats = [f for (f,) in c.executemany(_INSERT_SQL, rows)]
         finally:
             c.execute("RELEASE heapmem_ids")
+        c.execute("INSERT INTO memories_fts(rowid, nstag, text) SELECT seq, nstag, text "
+                  "FROM memories WHERE seq BETWEEN ? AND ?", (rows[0]["seq"], rows[-1]["seq"]))
+        c.execute("DELETE FROM heapmem_meta WHERE key = 'fts_deferred'")
         if self._embedder is not None:
             vecs = self._embed([r["text"] for r in rows])
             c.executemany("INSERT INTO vectors(seq, v) VALUES (?, ?)",
@@ -1325,6 +1339,9 @@ class Memory:
                           "VALUES ('integrity-check', 1)")
             except apsw.Error as e:
                 problems.append(f"FTS index does not match the memories table: {e}")
+        if c.execute("SELECT 1 FROM heapmem_meta WHERE key = 'fts_deferred'").fetchall():
+            problems.append("heapmem_meta holds 'fts_deferred': the FTS index trigger is off "
+                            "for every writer (delete that row)")
         # each namespace's BM25 statistics against its memories
         odd = c.execute("SELECT count(*) FROM memories WHERE ntok IS NOT "
                         "heap_ntokens(nstag) + heap_ntokens(text)").fetchall()[0][0]

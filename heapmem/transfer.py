@@ -539,6 +539,9 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
         rec_off = max(c.execute("SELECT coalesce(max(id), 0) FROM recalls").fetchall()[0][0],
                       _meta_int(c, "last_recall"))
         ev_off = c.execute("SELECT coalesce(max(id), 0) FROM events").fetchall()[0][0]
+        # index the imported memories in one statement at the end (see
+        # store._SCHEMA_V3: the per-row trigger flushes FTS5 at every row)
+        c.execute("INSERT OR REPLACE INTO heapmem_meta(key, value) VALUES ('fts_deferred', '1')")
         meta_in: dict[str, str] = {}
         columns = {t: _columns(c, t) for _, t, _ in _TABLES
                    if t != "vectors" or _has_vectors(c)}
@@ -561,6 +564,9 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
             if typ == "meta":
                 k = _str(rec, "key", where)
                 v = _str(rec, "value", where, empty=True)
+                if k == "fts_deferred":
+                    raise ValueError(f"{where}: meta key {k!r} is heapmem's own and cannot be "
+                                     "imported")
                 if k in meta_in:
                     raise ValueError(f"{where}: meta key {k!r} is listed twice")
                 meta_in[k] = v
@@ -675,6 +681,9 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                                  "events; nothing was imported")
         if any(k in meta_in for k in _EMBEDDER_KEYS):
             _check_embedder(c, meta_in, name)
+        c.execute("INSERT INTO memories_fts(rowid, nstag, text) SELECT seq, nstag, text "
+                  "FROM memories WHERE seq > ?", (seq_off,))
+        c.execute("DELETE FROM heapmem_meta WHERE key = 'fts_deferred'")
         for k, v in meta_in.items():
             if k == "last_seq":
                 _set_meta(c, k, str(max(_meta_int(c, k), seq_off + int(v))))

@@ -220,3 +220,27 @@ def test_an_older_schema_migrates_in_place(tmp_path, clock, version):
         assert mem.check().ok
         mem.add("a third one", namespace="a")
         assert mem.check().ok
+
+
+def test_raw_sql_writers_keep_the_index_current(mem):
+    """add_many() indexes its rows in one statement with the per-row FTS
+    trigger switched off by a meta row that never commits; any other writer
+    (here raw SQL) still goes through the trigger."""
+    mem.add_many([{"text": "flight to Lisbon", "namespace": "u"}] * 3)
+    c = mem.connection
+    assert c.execute("SELECT count(*) FROM heapmem_meta WHERE key = 'fts_deferred'"
+                     ).fetchall() == [(0,)]
+    c.execute("INSERT INTO memories(seq, id, namespace, nstag, text, kind, importance, features,"
+              " created_at, ntok) VALUES (100, 'raw', 'u', heap_ns_tag('u'), 'a raw Lisbon row',"
+              " 'fact', 1, heap_features('a raw Lisbon row', 'fact', NULL), 0,"
+              " heap_ntokens(heap_ns_tag('u')) + heap_ntokens('a raw Lisbon row'))")
+    assert "raw" in mem.recall("Lisbon", namespace="u", k=10, track=False).ids
+    assert mem.check().ok
+    # a failed add_many leaves no flag behind either
+    with pytest.raises(heapmem.DuplicateIdError):
+        mem.add_many([{"text": "x", "id": "new"}, {"text": "y", "id": "raw"}])
+    assert c.execute("SELECT count(*) FROM heapmem_meta WHERE key = 'fts_deferred'"
+                     ).fetchall() == [(0,)]
+    # a committed flag would silence the trigger for everyone: check() says so
+    c.execute("INSERT INTO heapmem_meta VALUES ('fts_deferred', '1')")
+    assert any("fts_deferred" in p for p in mem.check().problems)

@@ -172,6 +172,8 @@ def _bad(tmp_path, lines):
      "deltas"),
     (lambda L: [dict(x, type="mystery") if x.get("type") == "recall" else x for x in L],
      "unknown record type"),
+    (lambda L: L[:1] + [{"type": "meta", "key": "fts_deferred", "value": "1"}] + L[1:],
+     "heapmem's own"),
 ])
 def test_bad_files_are_refused_and_nothing_is_written(src, tmp_path, mutate, message):
     buf = io.StringIO()
