@@ -489,7 +489,10 @@ def run_system(name: str, args: argparse.Namespace, plan: Plan, workdir: str) ->
                 note = f"= {same[cfg]} without feedback (not re-run)"
             else:
                 g, note = evaluate(store, all_eval, system.configs[cfg]), ""
-            rows.append(Row(name, "nofb", cfg, "", [g], notes=note, seconds=time.time() - t))
+            # the system's own name ("heapmem+minilm" with an embedder), as its
+            # feedback rows carry it, so that the two pair up in the table
+            rows.append(Row(system.name, "nofb", cfg, "", [g], notes=note,
+                            seconds=time.time() - t))
             log(f"{name}: {rows[-1].label}: MRR {rows[-1].value('mrr'):.3f} ({rows[-1].seconds:.1f}s)")
     finally:
         store.close()
@@ -619,8 +622,8 @@ def table(rows: list[Row], boot: int) -> str:
 
 def cross_system(rows: list[Row], boot: int) -> str:
     """heapmem minus each peer, paired over the same questions."""
-    mine = [r for r in rows if r.system == "heapmem"]
-    others = [r for r in rows if r.system != "heapmem"]
+    mine = [r for r in rows if r.system.startswith("heapmem")]
+    others = [r for r in rows if not r.system.startswith("heapmem")]
     if not mine or not others:
         return ""
     lines = ["| heapmem row | peer row | n | ΔMRR [95% CI] | ΔHit@3 [95% CI] |", "|---|---|---|---|---|"]
