@@ -1514,42 +1514,55 @@ static void hm_json_string(sqlite3_str *str, const char *s, int len) {
   sqlite3_str_appendchar(str, 1, '"');
 }
 
-/* heap_credit(features, qtype, age_days, used, links [, config]) -> what
- * judging one shown memory teaches, as JSON [[feature, d_alpha, d_beta], ...]
- * (the events table's deltas); links matter only to the reference learner
- * (model=0). */
-static void heap_credit(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+/* Shared by heap_credit and heap_fold: (features, qtype, age_days, used, links
+ * [, config]) -> hm_credit's names and deltas.  Returns the number of
+ * features, or -1 with the SQL error set. */
+static int hm_sql_credit(sqlite3_context *ctx, int argc, sqlite3_value **argv, const char *fname,
+                         char *names, int nameslen, double *da, double *db) {
   const char *features = NULL, *qt = NULL;
   const unsigned char *links = NULL;
   i64 linkslen = 0;
   hm_config c;
-  char names[HM_ACTIVE_LEN], err[200] = "";
-  double da[2 * HM_MAX_FEATURES], db[2 * HM_MAX_FEATURES];
-  HM_TEXT_ARG(ctx, argv, 0, "heap_credit", "features", features);
-  HM_TEXT_ARG(ctx, argv, 1, "heap_credit", "the question type", qt);
+  char err[200] = "";
+  if (sqlite3_value_type(argv[0]) != SQLITE_TEXT || sqlite3_value_type(argv[1]) != SQLITE_TEXT) {
+    hm_result_err(ctx, fname, "features and the question type must be text");
+    return -1;
+  }
+  features = (const char *)sqlite3_value_text(argv[0]);
+  qt = (const char *)sqlite3_value_text(argv[1]);
+  if (!features || !qt) { sqlite3_result_error_nomem(ctx); return -1; }
   if (!hm_qtype_valid(qt)) {
-    hm_result_err(ctx, "heap_credit", "unknown question type");
-    goto cleanup;
+    hm_result_err(ctx, fname, "unknown question type");
+    return -1;
   }
   if (!hm_is_number(argv[2]) || !hm_is_number(argv[3])) {
-    hm_result_err(ctx, "heap_credit", "age_days and used must be numbers");
-    goto cleanup;
+    hm_result_err(ctx, fname, "age_days and used must be numbers");
+    return -1;
   }
   if (sqlite3_value_type(argv[4]) == SQLITE_BLOB) {
     links = sqlite3_value_blob(argv[4]);
     linkslen = sqlite3_value_bytes(argv[4]);
   } else if (sqlite3_value_type(argv[4]) != SQLITE_NULL) {
-    hm_result_err(ctx, "heap_credit", "links must be a link set made by heap_links() or NULL");
-    goto cleanup;
+    hm_result_err(ctx, fname, "links must be a link set made by heap_links() or NULL");
+    return -1;
   }
-  if (hm_sql_config(ctx, argc, argv, 5, "heap_credit", &c) != HM_OK) goto cleanup;
+  if (hm_sql_config(ctx, argc, argv, 5, fname, &c) != HM_OK) return -1;
   int k = hm_credit(features, qt, sqlite3_value_double(argv[2]), sqlite3_value_int64(argv[3]) != 0,
-                    links, linkslen, &c, names, sizeof names, da, db, 2 * HM_MAX_FEATURES, err,
+                    links, linkslen, &c, names, nameslen, da, db, 2 * HM_MAX_FEATURES, err,
                     sizeof err);
-  if (k < 0) {
-    hm_result_err(ctx, "heap_credit", err);
-    goto cleanup;
-  }
+  if (k < 0) hm_result_err(ctx, fname, err);
+  return k;
+}
+
+/* heap_credit(features, qtype, age_days, used, links [, config]) -> what
+ * judging one shown memory teaches, as JSON [[feature, d_alpha, d_beta], ...]
+ * (the events table's deltas); links matter only to the reference learner
+ * (model=0). */
+static void heap_credit(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  char names[HM_ACTIVE_LEN];
+  double da[2 * HM_MAX_FEATURES], db[2 * HM_MAX_FEATURES];
+  int k = hm_sql_credit(ctx, argc, argv, "heap_credit", names, sizeof names, da, db);
+  if (k < 0) return;
   sqlite3_str *str = sqlite3_str_new(NULL);
   sqlite3_str_appendchar(str, 1, '[');
   const char *name = names;
@@ -1574,10 +1587,9 @@ static void heap_credit(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   if (rc != SQLITE_OK || !out) {
     sqlite3_free(out);
     sqlite3_result_error_nomem(ctx);
-    goto cleanup;
+    return;
   }
   sqlite3_result_text(ctx, out, -1, sqlite3_free);
-cleanup:;
 }
 
 /* heap_fold(features, qtype, age_days, used, links [, config]) aggregate ->
@@ -1599,39 +1611,12 @@ typedef struct {
 
 static void heap_fold_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   hm_fold_acc *acc = sqlite3_aggregate_context(ctx, sizeof(hm_fold_acc));
-  const char *features = NULL, *qt = NULL;
-  const unsigned char *links = NULL;
-  i64 linkslen = 0;
-  hm_config c;
-  char names[HM_ACTIVE_LEN], err[200] = "";
+  char names[HM_ACTIVE_LEN];
   double da[2 * HM_MAX_FEATURES], db[2 * HM_MAX_FEATURES];
   if (!acc) { sqlite3_result_error_nomem(ctx); return; }
   if (acc->failed) return;
-  HM_TEXT_ARG(ctx, argv, 0, "heap_fold", "features", features);
-  HM_TEXT_ARG(ctx, argv, 1, "heap_fold", "the question type", qt);
-  if (!hm_qtype_valid(qt)) {
-    hm_result_err(ctx, "heap_fold", "unknown question type");
-    goto cleanup;
-  }
-  if (!hm_is_number(argv[2]) || !hm_is_number(argv[3])) {
-    hm_result_err(ctx, "heap_fold", "age_days and used must be numbers");
-    goto cleanup;
-  }
-  if (sqlite3_value_type(argv[4]) == SQLITE_BLOB) {
-    links = sqlite3_value_blob(argv[4]);
-    linkslen = sqlite3_value_bytes(argv[4]);
-  } else if (sqlite3_value_type(argv[4]) != SQLITE_NULL) {
-    hm_result_err(ctx, "heap_fold", "links must be a link set made by heap_links() or NULL");
-    goto cleanup;
-  }
-  if (hm_sql_config(ctx, argc, argv, 5, "heap_fold", &c) != HM_OK) goto cleanup;
-  int k = hm_credit(features, qt, sqlite3_value_double(argv[2]), sqlite3_value_int64(argv[3]) != 0,
-                    links, linkslen, &c, names, sizeof names, da, db, 2 * HM_MAX_FEATURES, err,
-                    sizeof err);
-  if (k < 0) {
-    hm_result_err(ctx, "heap_fold", err);
-    goto cleanup;
-  }
+  int k = hm_sql_credit(ctx, argc, argv, "heap_fold", names, sizeof names, da, db);
+  if (k < 0) goto cleanup;
   const char *name = names;
   for (int i = 0; i < k; i++) {
     while (*name == ' ') name++;

@@ -200,7 +200,7 @@ def test_heap_credit_and_heap_fold_match_the_native_credit(db, model):
 
 @pytest.mark.parametrize("fn", ["heap_credit", "heap_fold"])
 @pytest.mark.parametrize("args, msg", [
-    ("1, 'when', 1, 1, NULL", "features must be text"),
+    ("1, 'when', 1, 1, NULL", "must be text"),
     ("'kind:fact', 'nope', 1, 1, NULL", "unknown question type"),
     ("'kind:fact', 'when', 'x', 1, NULL", "must be numbers"),
     ("'kind:fact', 'when', 1, 1, 'x'", "links must be a link set"),
