@@ -206,10 +206,11 @@ ON CONFLICT(namespace, feature) DO UPDATE SET
 """
 
 # The BM25 top N of a question in a namespace, with the namespace's own
-# statistics: heap_bm25_row() reads each matching row's term frequencies and
-# length, heap_bm25_top() scores them with the namespace's document count and
-# average length (and each term's document frequency over the match set) and
-# returns the best N as JSON.  The same numbers as FTS5's bm25(memories_fts,
+# statistics: heap_bm25_row() reads each matching row's term frequencies,
+# heap_bm25_top() scores them with the namespace's document count and average
+# length (and each term's document frequency over the match set), reading exact
+# row lengths only for rows that can still reach the top, and returns the best
+# N as JSON.  The same numbers as FTS5's bm25(memories_fts,
 # 0.0, 1.0) in a store holding only this namespace, and no scan of the other
 # namespaces' postings.  (LIMIT -1 keeps SQLite from flattening the inner
 # query into the aggregate, where an FTS5 auxiliary function cannot run.)
