@@ -824,9 +824,8 @@ typedef struct {
   double cos_part;    /* NaN when relevance is BM25 alone */
 } hm_input;
 
-static int hm_score_one(const hm_input *in, const char *qtype, const unsigned char *links,
-                        i64 nlinks, const hm_config *c, hm_factors *f, char *active,
-                        int activelen, double *eff, int *ns, char *err, int errlen) {
+/* The inputs every factor needs, checked. */
+static int hm_check_input(const hm_input *in, char *err, int errlen) {
   if (!isfinite(in->relevance) || in->relevance < 0) {
     hm_seterr(err, errlen, "relevance must be a finite number >= 0%s", "");
     return HM_ERROR;
@@ -839,6 +838,25 @@ static int hm_score_one(const hm_input *in, const char *qtype, const unsigned ch
     hm_seterr(err, errlen, "importance must be a positive number%s", "");
     return HM_ERROR;
   }
+  return HM_OK;
+}
+
+/* Every factor and the score, given the usefulness. */
+static void hm_finish(const hm_input *in, double use, const hm_config *c, hm_factors *f) {
+  f->relevance = in->relevance;
+  f->recency = hm_recency(in->age_days, c->half_life_days, c->recency_floor);
+  f->importance = in->importance;
+  f->usefulness = use;
+  f->rules = in->superseded ? c->superseded_factor : 1.0;
+  f->score = pow(f->relevance, c->w_relevance) * pow(f->recency, c->w_recency) *
+             pow(f->importance, c->w_importance) * pow(f->usefulness, c->w_usefulness) *
+             f->rules;
+}
+
+static int hm_score_one(const hm_input *in, const char *qtype, const unsigned char *links,
+                        i64 nlinks, const hm_config *c, hm_factors *f, char *active,
+                        int activelen, double *eff, int *ns, char *err, int errlen) {
+  if (hm_check_input(in, err, errlen)) return HM_ERROR;
   int rc = hm_active(in->features, qtype, in->age_days, active, activelen, err, errlen);
   if (rc == HM_TOOBIG) {
     hm_seterr(err, errlen, "too many features%s", "");
@@ -852,14 +870,7 @@ static int hm_score_one(const hm_input *in, const char *qtype, const unsigned ch
     return HM_ERROR;
   }
   *ns = k;
-  f->relevance = in->relevance;
-  f->recency = hm_recency(in->age_days, c->half_life_days, c->recency_floor);
-  f->importance = in->importance;
-  f->usefulness = use;
-  f->rules = in->superseded ? c->superseded_factor : 1.0;
-  f->score = pow(f->relevance, c->w_relevance) * pow(f->recency, c->w_recency) *
-             pow(f->importance, c->w_importance) * pow(f->usefulness, c->w_usefulness) *
-             f->rules;
+  hm_finish(in, use, c, f);
   return HM_OK;
 }
 
@@ -882,15 +893,42 @@ HM_API int hm_score_batch(int n, const double *relevance, const double *age_days
     return HM_ERROR;
   }
   if (hm_config_check(c, err, errlen)) return HM_ERROR;
+  /* candidates often share their shape: usefulness depends only on the
+   * features and the age bucket, so each distinct pair is worked out once */
+  struct { u64 h; const char *features, *bucket; double use; } memo[64];
+  int nmemo = 0;
   for (int i = 0; i < n; i++) {
     hm_input in = {relevance[i], age_days[i], importance[i], superseded[i], features[i],
                    NAN, NAN};
     hm_factors f;
-    int k;
-    if (hm_score_one(&in, qtype, links, count, c, &f, active, sizeof active, eff, &k, err,
-                     errlen)) {
-      if (bad) *bad = i;
-      return HM_ERROR;
+    int k, hit = -1;
+    u64 h = 0;
+    const char *bucket = hm_age_bucket(age_days[i]);
+    if (features[i]) {
+      h = hm_fnv64(features[i], strlen(features[i]));
+      for (int j = 0; j < nmemo && hit < 0; j++)
+        if (memo[j].h == h && memo[j].bucket == bucket && strcmp(memo[j].features, features[i]) == 0)
+          hit = j;
+    }
+    if (hit >= 0) {
+      if (hm_check_input(&in, err, errlen)) {
+        if (bad) *bad = i;
+        return HM_ERROR;
+      }
+      hm_finish(&in, memo[hit].use, c, &f);
+    } else {
+      if (hm_score_one(&in, qtype, links, count, c, &f, active, sizeof active, eff, &k, err,
+                       errlen)) {
+        if (bad) *bad = i;
+        return HM_ERROR;
+      }
+      if (features[i] && nmemo < (int)(sizeof memo / sizeof memo[0])) {
+        memo[nmemo].h = h;
+        memo[nmemo].features = features[i];
+        memo[nmemo].bucket = bucket;
+        memo[nmemo].use = f.usefulness;
+        nmemo++;
+      }
     }
     double *o = out + 6 * (i64)i;
     o[0] = f.relevance; o[1] = f.recency; o[2] = f.importance;

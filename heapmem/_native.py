@@ -245,14 +245,19 @@ def score_batch(relevance: np.ndarray, age_days: np.ndarray, importance: np.ndar
 def explain(relevance: float, age_days: float, importance: float, superseded: bool,
             features: str, qt: str, links: bytes, cfg: "ffi.CData",
             bm25_part: float = math.nan, cos_part: float = math.nan) -> str:
-    fb = ffi.new("char[]", _cstr(features))
-    inp = ffi.new("hm_input *", {"relevance": relevance, "age_days": age_days,
-                                 "importance": importance, "superseded": int(bool(superseded)),
-                                 "features": fb, "bm25_part": bm25_part, "cos_part": cos_part})
     bufs = getattr(_local, "explain_bufs", None)
-    if bufs is None:  # one pair of output buffers per thread, reused
-        bufs = _local.explain_bufs = (ffi.new("char[]", 1024), ffi.new("char[]", _ERRLEN))
-    out, err = bufs
+    if bufs is None:  # one input struct and two output buffers per thread, reused
+        bufs = _local.explain_bufs = (ffi.new("hm_input *"), ffi.new("char[]", 1024),
+                                      ffi.new("char[]", _ERRLEN))
+    inp, out, err = bufs
+    fb = ffi.from_buffer(_cstr(features) + b"\0")  # alive until the call returns
+    inp.relevance = relevance
+    inp.age_days = age_days
+    inp.importance = importance
+    inp.superseded = int(bool(superseded))
+    inp.features = ffi.cast("const char *", fb)
+    inp.bm25_part = bm25_part
+    inp.cos_part = cos_part
     if lib.hm_explain(inp, _cstr(qt), links, len(links), cfg, out, 1024, err, _ERRLEN) != 0:
         raise ValueError("heapmem: " + ffi.string(err).decode())
     return ffi.string(out).decode()
