@@ -1969,9 +1969,11 @@ static void heap_bm25_top_final(sqlite3_context *ctx) {
   double docs = acc->docs, tokens = acc->tokens;
   /* stale or missing namespace counts: the rows are a lower bound */
   if (docs < (double)n) docs = (double)n;
+  int exact = 0; /* acc->lower holds exact lengths, not bounds */
   if (tokens <= 0.0) {
     /* no statistics: the match set's mean length stands in (every length read) */
     double sum = 0.0;
+    exact = 1;
     for (i64 k = 0; k < n && rc == SQLITE_OK; k++) {
       rc = hm_doclen(db, acc->table, &blob, acc->rowid[k], &acc->lower[k]);
       sum += acc->lower[k];
@@ -1997,8 +1999,8 @@ static void heap_bm25_top_final(sqlite3_context *ctx) {
     if (size == limit && !hm_scored_before(&best, &top[0])) break;
     todo[0] = todo[left - 1];
     if (left > 1) hm_heap_down(todo, left - 1, 0, 0);
-    double dl;
-    rc = hm_doclen(db, acc->table, &blob, best.rowid, &dl);
+    double dl = acc->lower[best.k];
+    if (!exact) rc = hm_doclen(db, acc->table, &blob, best.rowid, &dl);
     if (rc != SQLITE_OK) break;
     hm_scored s = {hm_bm25(np, &acc->freq[best.k * np], idf, dl, avgdl), best.rowid, best.k};
     if (size < limit) {

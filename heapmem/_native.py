@@ -111,9 +111,7 @@ _local = threading.local()
 
 def features(text: str, kind: str, source: str | None) -> str:
     """The memory's shape features, space-separated."""
-    out = getattr(_local, "features_buf", None)
-    if out is None:  # one output buffer per thread, reused: add_many calls this per memory
-        out = _local.features_buf = ffi.new("char[]", 1024)
+    out = ffi.new("char[]", 1024)
     rc = lib.hm_features(_cstr(text), _cstr(kind), _cstr(source) if source is not None else ffi.NULL,
                          out, 1024)
     if rc != 0:

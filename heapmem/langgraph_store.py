@@ -40,7 +40,7 @@ from langgraph.store.base import (BaseStore, GetOp, InvalidNamespaceError, Item,
                                   ListNamespacesOp, MatchCondition, Op, PutOp, Result,
                                   SearchItem, SearchOp)
 
-from .store import MAX_K, Feedback, Memory
+from .store import MAX_K, Feedback, Memory, _ntok_sql
 from .store import open as _open
 
 try:  # langgraph-checkpoint >= 2.1
@@ -271,7 +271,7 @@ class HeapmemStore(BaseStore):
             c.execute("UPDATE memories SET text = :text, kind = :kind, source = :source, "
                       "importance = :importance, features = heap_features(:text, :kind, :source), "
                       "metadata = :metadata, "
-                      "ntok = heap_ntokens(nstag) + heap_ntokens(:text) "
+                      f"ntok = {_ntok_sql('nstag', ':text')} "
                       "WHERE id = :id", row)
             if getattr(mem, "_embedder", None) is not None and text != existing.text:
                 vec = mem._embed([text])[0].tobytes()

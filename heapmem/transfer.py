@@ -56,7 +56,7 @@ from . import _native
 from ._version import __version__
 from .config import MAX_IMPORTANCE
 from .store import (POOLED, SCHEMA_VERSION, Memory, _check_name, _check_namespace,
-                    _check_text)
+                    _check_text, _ntok_sql)
 
 #: Version of the JSON Lines layout written by export().
 FORMAT = 1
@@ -786,8 +786,7 @@ def _memory_row(c: Any, rec: dict, where: str, seqs: set, ids: set) -> dict[str,
     nstag = _native.ns_tag(ns)
     return {
         "seq": seq, "id": mid, "namespace": ns, "nstag": nstag, "text": text,
-        "ntok": c.execute("SELECT heap_ntokens(?) + heap_ntokens(?)",
-                          (nstag, text)).fetchall()[0][0],
+        "ntok": c.execute("SELECT " + _ntok_sql("?", "?"), (nstag, text)).fetchall()[0][0],
         "kind": _named(_check_name, rec.get("kind"), "kind", where),
         "source": None if rec.get("source") is None else _named(_check_name, rec["source"],
                                                                   "source", where),
