@@ -164,6 +164,21 @@ CREATE TRIGGER namespaces_au AFTER UPDATE OF namespace, ntok ON memories BEGIN
 END;
 """
 
+def _defer_fts(c: apsw.Connection) -> None:
+    """Inside the current write transaction, switch off the per-row FTS
+    trigger (see _SCHEMA_V3); _index_deferred() indexes the rows and turns it
+    back on before the commit, so the switch is never seen outside."""
+    c.execute("INSERT OR REPLACE INTO heapmem_meta(key, value) VALUES ('fts_deferred', '1')")
+
+
+def _index_deferred(c: apsw.Connection, first_seq: int) -> None:
+    """Index, in one statement, the memories added since _defer_fts() (every
+    seq >= first_seq), and switch the per-row trigger back on."""
+    c.execute("INSERT INTO memories_fts(rowid, nstag, text) SELECT seq, nstag, text "
+              "FROM memories WHERE seq >= ?", (first_seq,))
+    c.execute("DELETE FROM heapmem_meta WHERE key = 'fts_deferred'")
+
+
 # Numbered schema steps: _MIGRATIONS[v] takes a store from version v to v + 1.
 _MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3}
 
@@ -862,7 +877,7 @@ class Memory:
         # the shape features, the namespace tag and the token count are worked
         # out by the C core inside the INSERT; the FTS index takes the rows in
         # one statement afterwards (the 'fts_deferred' row never commits)
-        c.execute("INSERT OR REPLACE INTO heapmem_meta(key, value) VALUES ('fts_deferred', '1')")
+        _defer_fts(c)
         c.execute("SAVEPOINT heapmem_ids")
         try:
             feats = [f for (f,) in c.executemany(_INSERT_SQL, rows)]
@@ -881,9 +896,7 @@ class Memory:
             feats = [f for (f,) in c.executemany(_INSERT_SQL, rows)]
         finally:
             c.execute("RELEASE heapmem_ids")
-        c.execute("INSERT INTO memories_fts(rowid, nstag, text) SELECT seq, nstag, text "
-                  "FROM memories WHERE seq BETWEEN ? AND ?", (rows[0]["seq"], rows[-1]["seq"]))
-        c.execute("DELETE FROM heapmem_meta WHERE key = 'fts_deferred'")
+        _index_deferred(c, rows[0]["seq"])
         if self._embedder is not None:
             vecs = self._embed([r["text"] for r in rows])
             c.executemany("INSERT INTO vectors(seq, v) VALUES (?, ?)",

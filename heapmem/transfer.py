@@ -56,7 +56,7 @@ from . import _native
 from ._version import __version__
 from .config import MAX_IMPORTANCE
 from .store import (POOLED, SCHEMA_VERSION, Memory, _check_name, _check_namespace,
-                    _check_text, _ntok_sql)
+                    _check_text, _defer_fts, _index_deferred, _ntok_sql)
 
 #: Version of the JSON Lines layout written by export().
 FORMAT = 1
@@ -541,7 +541,7 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
         ev_off = c.execute("SELECT coalesce(max(id), 0) FROM events").fetchall()[0][0]
         # index the imported memories in one statement at the end (see
         # store._SCHEMA_V3: the per-row trigger flushes FTS5 at every row)
-        c.execute("INSERT OR REPLACE INTO heapmem_meta(key, value) VALUES ('fts_deferred', '1')")
+        _defer_fts(c)
         meta_in: dict[str, str] = {}
         columns = {t: _columns(c, t) for _, t, _ in _TABLES
                    if t != "vectors" or _has_vectors(c)}
@@ -681,9 +681,7 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                                  "events; nothing was imported")
         if any(k in meta_in for k in _EMBEDDER_KEYS):
             _check_embedder(c, meta_in, name)
-        c.execute("INSERT INTO memories_fts(rowid, nstag, text) SELECT seq, nstag, text "
-                  "FROM memories WHERE seq > ?", (seq_off,))
-        c.execute("DELETE FROM heapmem_meta WHERE key = 'fts_deferred'")
+        _index_deferred(c, seq_off + 1)
         for k, v in meta_in.items():
             if k == "last_seq":
                 _set_meta(c, k, str(max(_meta_int(c, k), seq_off + int(v))))
