@@ -24,6 +24,7 @@ def _version() -> str:
 
 
 VERSION = _version()
+HEADER_NAME = "heapmem.h"
 if sys.platform == "darwin":
     SUFFIX = ".dylib"
 elif sys.platform == "win32":
@@ -43,6 +44,21 @@ class build_plain_library(build_ext):
 
     def get_export_symbols(self, ext):
         return ["sqlite3_heapmem_init"]
+
+    # The header ships beside the library: heapmem/_native.py reads its cffi
+    # declarations from it.  It goes wherever the library goes: build/ (then
+    # the wheel) and, for in-place and editable builds, the source package.
+    def _copy_header(self, folder):
+        self.copy_file(os.path.join(HERE, "csrc", HEADER_NAME), os.path.join(folder, HEADER_NAME))
+
+    def build_extension(self, ext):
+        super().build_extension(ext)
+        self._copy_header(os.path.dirname(self.get_ext_fullpath(ext.name)))
+
+    def copy_extensions_to_source(self):
+        super().copy_extensions_to_source()
+        build_py = self.get_finalized_command("build_py")
+        self._copy_header(build_py.get_package_dir("heapmem"))
 
 
 cflags = ["-O2", "-fvisibility=hidden", "-Wall", "-Wno-unknown-pragmas", "-std=c11"]
@@ -64,7 +80,7 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     packages=["heapmem"],
-    package_data={"heapmem": ["py.typed"]},
+    package_data={"heapmem": ["py.typed", HEADER_NAME]},
     python_requires=">=3.9",
     install_requires=["apsw>=3.40", "numpy>=1.22", "cffi>=1.15"],
     extras_require={
@@ -79,6 +95,7 @@ setup(
         Extension(
             "heapmem.heapmem0",
             sources=["csrc/heapmem.c"],
+            depends=["csrc/heapmem.h"],
             define_macros=[("HEAPMEM_VERSION", '"%s"' % VERSION)],
             extra_compile_args=cflags,
             extra_link_args=ldflags,

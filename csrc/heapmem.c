@@ -22,6 +22,7 @@ SQLITE_EXTENSION_INIT1
 
 #include <ctype.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,23 +32,15 @@ SQLITE_EXTENSION_INIT1
 #define HEAPMEM_VERSION "0.1.0"
 #endif
 
-#ifdef _WIN32
-#define HM_API __declspec(dllexport)
-#else
-#define HM_API __attribute__((visibility("default")))
-#endif
+#include "heapmem.h"
 
 typedef int64_t i64;
 typedef uint64_t u64;
 typedef uint32_t u32;
 
-#define HM_OK 0
-#define HM_ERROR 1
-#define HM_TOOBIG 2
-
-#define HM_MAX_WORD 64         /* longer "words" are cut for matching */
-#define HM_MAX_QUERY_TERMS 32  /* terms kept from one question */
-#define HM_MAX_FEATURES 64     /* active features of one memory */
+/* the literal buffer sizes in heapmem.h, checked against what they hold */
+_Static_assert(HM_ACTIVE_LEN == 2 * HM_MAX_FEATURES * (2 * HM_MAX_WORD + 16), "HM_ACTIVE_LEN");
+_Static_assert(HM_MATCH_LEN == HM_MAX_QUERY_TERMS * (HM_MAX_WORD + 8) + 64, "HM_MATCH_LEN");
 
 /* The longest prefix of s[0..len) that does not end inside a UTF-8 sequence. */
 static int hm_utf8_cut(const char *s, int len) {
@@ -583,71 +576,52 @@ HM_API void hm_link_view(double own_a, double own_b, double pool_a, double pool_
 
 #pragma region scoring
 
-typedef struct {
-  double w_relevance, w_recency, w_importance, w_usefulness;
-  double half_life_days, recency_floor, superseded_factor;
-  double prior_alpha, prior_beta;
-  double model;  /* 1: gated lift (default), 0: the reference noisy-OR */
-  double gate_z; /* model 1: a link moves rankings only beyond z standard errors */
-  double combine; /* model 1: 1 product of each slot's most specific ratio, 0 noisy-OR */
-} hm_config;
 
 typedef struct {
   double relevance, recency, importance, usefulness, rules, score;
+  double rest; /* the score without its usefulness factor */
 } hm_factors;
 
+/* The config fields' table, from HM_CONFIG_FIELDS: name, offset, default,
+ * bounds, rule and the message a bad value gets. */
+static const struct {
+  const char *name;
+  size_t offset;
+  double dflt, lo, hi;
+  int rule;
+  const char *msg;
+} hm_config_fields[] = {
+#define HM_CONFIG_ROW(name, dflt, lo, hi, rule, msg) \
+  {#name, offsetof(hm_config, name), dflt, lo, hi, rule, msg},
+    HM_CONFIG_FIELDS(HM_CONFIG_ROW)
+#undef HM_CONFIG_ROW
+};
+#define HM_NCONFIG ((int)(sizeof hm_config_fields / sizeof hm_config_fields[0]))
+
+static double *hm_config_slot(hm_config *c, int i) {
+  return (double *)((char *)c + hm_config_fields[i].offset);
+}
+
 HM_API void hm_config_default(hm_config *c) {
-  c->w_relevance = 1.0;
-  c->w_recency = 0.0;
-  c->w_importance = 1.0;
-  c->w_usefulness = 0.3;
-  c->half_life_days = 30.0;
-  c->recency_floor = 0.5;
-  c->superseded_factor = 0.1;
-  c->prior_alpha = 0.1;
-  c->prior_beta = 9.9;
-  c->model = 1.0;
-  c->gate_z = 2.0;
-  c->combine = 1.0;
+  for (int i = 0; i < HM_NCONFIG; i++) *hm_config_slot(c, i) = hm_config_fields[i].dflt;
 }
 
 static int hm_config_check(const hm_config *c, char *err, int errlen) {
-  const double ws[4] = {c->w_relevance, c->w_recency, c->w_importance, c->w_usefulness};
-  const char *wn[4] = {"w_relevance", "w_recency", "w_importance", "w_usefulness"};
-  for (int i = 0; i < 4; i++)
-    if (!isfinite(ws[i]) || ws[i] < 0 || ws[i] > 100) {
-      hm_seterr(err, errlen, "%s must be a number from 0 to 100", wn[i]);
+  for (int i = 0; i < HM_NCONFIG; i++) {
+    double v = *hm_config_slot((hm_config *)c, i), lo = hm_config_fields[i].lo,
+           hi = hm_config_fields[i].hi;
+    int ok;
+    switch (hm_config_fields[i].rule) {
+    case HM_RULE_POSITIVE: ok = isfinite(v) && v > 0; break;
+    /* isnormal: a subnormal prior (5e-324) divides down to 0 and makes NaN scores */
+    case HM_RULE_PRIOR: ok = isnormal(v) && v > 0 && c->prior_alpha + c->prior_beta <= hi; break;
+    case HM_RULE_SWITCH: ok = v == lo || v == hi; break;
+    default: ok = v >= lo && v <= hi; break; /* NaN fails */
+    }
+    if (!ok) {
+      hm_seterr(err, errlen, "%s", hm_config_fields[i].msg);
       return HM_ERROR;
     }
-  if (!isfinite(c->half_life_days) || c->half_life_days <= 0) {
-    hm_seterr(err, errlen, "half_life_days must be a positive number%s", "");
-    return HM_ERROR;
-  }
-  if (!(c->recency_floor >= 0 && c->recency_floor <= 1)) {
-    hm_seterr(err, errlen, "recency_floor must be between 0 and 1%s", "");
-    return HM_ERROR;
-  }
-  if (!(c->superseded_factor >= 0 && c->superseded_factor <= 1)) {
-    hm_seterr(err, errlen, "superseded_factor must be between 0 and 1%s", "");
-    return HM_ERROR;
-  }
-  /* isnormal: a subnormal prior (5e-324) divides down to 0 and makes NaN scores */
-  if (!(isnormal(c->prior_alpha) && c->prior_alpha > 0 && isnormal(c->prior_beta) &&
-        c->prior_beta > 0 && c->prior_alpha + c->prior_beta <= 1e6)) {
-    hm_seterr(err, errlen, "prior_alpha and prior_beta must be positive numbers%s", "");
-    return HM_ERROR;
-  }
-  if (!(c->model == 0 || c->model == 1)) {
-    hm_seterr(err, errlen, "model must be 1 (gated lift) or 0 (reference noisy-OR)%s", "");
-    return HM_ERROR;
-  }
-  if (!(c->combine == 0 || c->combine == 1)) {
-    hm_seterr(err, errlen, "combine must be 1 (product) or 0 (noisy-OR)%s", "");
-    return HM_ERROR;
-  }
-  if (!(c->gate_z >= 0 && c->gate_z <= 10)) {
-    hm_seterr(err, errlen, "gate_z must be a number from 0 to 10%s", "");
-    return HM_ERROR;
   }
   return HM_OK;
 }
@@ -678,18 +652,8 @@ HM_API int hm_config_parse(const char *text, hm_config *c, char *err, int errlen
     }
     p = end;
     double *slot = NULL;
-    if (!strcmp(key, "w_relevance")) slot = &c->w_relevance;
-    else if (!strcmp(key, "w_recency")) slot = &c->w_recency;
-    else if (!strcmp(key, "w_importance")) slot = &c->w_importance;
-    else if (!strcmp(key, "w_usefulness")) slot = &c->w_usefulness;
-    else if (!strcmp(key, "half_life_days")) slot = &c->half_life_days;
-    else if (!strcmp(key, "recency_floor")) slot = &c->recency_floor;
-    else if (!strcmp(key, "superseded_factor")) slot = &c->superseded_factor;
-    else if (!strcmp(key, "prior_alpha")) slot = &c->prior_alpha;
-    else if (!strcmp(key, "prior_beta")) slot = &c->prior_beta;
-    else if (!strcmp(key, "model")) slot = &c->model;
-    else if (!strcmp(key, "gate_z")) slot = &c->gate_z;
-    else if (!strcmp(key, "combine")) slot = &c->combine;
+    for (int i = 0; i < HM_NCONFIG && !slot; i++)
+      if (!strcmp(key, hm_config_fields[i].name)) slot = hm_config_slot(c, i);
     if (!slot) {
       hm_seterr(err, errlen, "unknown config key '%s'", key);
       return HM_ERROR;
@@ -814,15 +778,6 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
   return n;
 }
 
-typedef struct {
-  double relevance;   /* BM25 normalised over the candidates, best = 1 (or a blend) */
-  double age_days;    /* since last use (or creation) */
-  double importance;
-  int superseded;
-  const char *features; /* shape features, space-separated */
-  double bm25_part;   /* hybrid recall: the parts of relevance, for explain; */
-  double cos_part;    /* NaN when relevance is BM25 alone */
-} hm_input;
 
 /* The inputs every factor needs, checked. */
 static int hm_check_input(const hm_input *in, char *err, int errlen) {
@@ -848,9 +803,10 @@ static void hm_finish(const hm_input *in, double use, const hm_config *c, hm_fac
   f->importance = in->importance;
   f->usefulness = use;
   f->rules = in->superseded ? c->superseded_factor : 1.0;
-  f->score = pow(f->relevance, c->w_relevance) * pow(f->recency, c->w_recency) *
-             pow(f->importance, c->w_importance) * pow(f->usefulness, c->w_usefulness) *
-             f->rules;
+  double fixed = pow(f->relevance, c->w_relevance) * pow(f->recency, c->w_recency) *
+                 pow(f->importance, c->w_importance);
+  f->score = fixed * pow(f->usefulness, c->w_usefulness) * f->rules;
+  f->rest = fixed * f->rules;
 }
 
 static int hm_score_one(const hm_input *in, const char *qtype, const unsigned char *links,
@@ -874,10 +830,9 @@ static int hm_score_one(const hm_input *in, const char *qtype, const unsigned ch
   return HM_OK;
 }
 
-#define HM_ACTIVE_LEN (2 * HM_MAX_FEATURES * (2 * HM_MAX_WORD + 16))
 
-/* Score n candidates.  out receives n x 6 doubles: relevance, recency,
- * importance, usefulness, rules, score.  Returns HM_OK, or HM_ERROR with the
+/* Score n candidates.  out receives n x HM_SCORE_COLUMNS doubles: relevance,
+ * recency, importance, usefulness, rules, score, rest.  Returns HM_OK, or HM_ERROR with the
  * failing row's index in *bad and a message in err. */
 HM_API int hm_score_batch(int n, const double *relevance, const double *age_days,
                           const double *importance, const int *superseded,
@@ -930,9 +885,9 @@ HM_API int hm_score_batch(int n, const double *relevance, const double *age_days
         nmemo++;
       }
     }
-    double *o = out + 6 * (i64)i;
+    double *o = out + HM_SCORE_COLUMNS * (i64)i;
     o[0] = f.relevance; o[1] = f.recency; o[2] = f.importance;
-    o[3] = f.usefulness; o[4] = f.rules; o[5] = f.score;
+    o[3] = f.usefulness; o[4] = f.rules; o[5] = f.score; o[6] = f.rest;
   }
   return HM_OK;
 }
@@ -1198,7 +1153,7 @@ cleanup:;
 /* heap_features(text, kind, source) -> 'kind:fact src:person len:m date ...' */
 static void heap_features(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *text = NULL, *kind = NULL, *source = NULL;
-  char out[1024];
+  char out[HM_FEATURES_LEN];
   (void)argc;
   HM_TEXT_ARG(ctx, argv, 0, "heap_features", "text", text);
   HM_TEXT_ARG(ctx, argv, 1, "heap_features", "kind", kind);
@@ -1216,7 +1171,7 @@ cleanup:;
  * matches nothing, without scanning) when the question has no searchable term */
 static void heap_match(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *q = NULL, *ns = NULL;
-  char out[HM_MAX_QUERY_TERMS * (HM_MAX_WORD + 8) + 64];
+  char out[HM_MATCH_LEN];
   HM_TEXT_ARG(ctx, argv, 0, "heap_match", "the question", q);
   if (argc > 1) HM_TEXT_ARG(ctx, argv, 1, "heap_match", "the namespace", ns);
   int n = hm_match(q, ns, out, sizeof out);
@@ -1254,7 +1209,7 @@ cleanup:;
 /* heap_active(features, qtype) -> the features crossed with the question type */
 static void heap_active(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *features = NULL, *qt = NULL;
-  char out[HM_ACTIVE_LEN], err[200] = "";
+  char out[HM_ACTIVE_LEN], err[HM_ERRLEN] = "";
   (void)argc;
   HM_TEXT_ARG(ctx, argv, 0, "heap_active", "features", features);
   HM_TEXT_ARG(ctx, argv, 1, "heap_active", "the question type", qt);
@@ -1338,7 +1293,7 @@ cleanup:
  * the defaults), parsed once per statement when it is a constant. */
 static int hm_sql_config(sqlite3_context *ctx, int argc, sqlite3_value **argv, int i,
                          const char *fname, hm_config *c) {
-  char err[200] = "";
+  char err[HM_ERRLEN] = "";
   const char *cfg = "";
   if (argc > i && sqlite3_value_type(argv[i]) != SQLITE_NULL) {
     if (sqlite3_value_type(argv[i]) != SQLITE_TEXT) {
@@ -1430,7 +1385,7 @@ static void heap_score(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const unsigned char *links;
   i64 linkslen;
   hm_config c;
-  char err[200] = "";
+  char err[HM_ERRLEN] = "";
   double out[6];
   int bad;
   if (hm_sql_score_args(ctx, argc, argv, "heap_score", &in, &qt, &links, &linkslen, &c))
@@ -1451,7 +1406,7 @@ static void heap_explain(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const unsigned char *links;
   i64 linkslen;
   hm_config c;
-  char err[200] = "", out[1024];
+  char err[HM_ERRLEN] = "", out[HM_EXPLAIN_LEN];
   if (hm_sql_score_args(ctx, argc, argv, "heap_explain", &in, &qt, &links, &linkslen, &c))
     return;
   if (hm_explain(&in, qt, links, linkslen, &c, out, sizeof out, err, sizeof err) != HM_OK) {
@@ -1561,7 +1516,7 @@ static int hm_sql_credit(sqlite3_context *ctx, int argc, sqlite3_value **argv, c
   const unsigned char *links = NULL;
   i64 linkslen = 0;
   hm_config c;
-  char err[200] = "";
+  char err[HM_ERRLEN] = "";
   if (sqlite3_value_type(argv[0]) != SQLITE_TEXT || sqlite3_value_type(argv[1]) != SQLITE_TEXT) {
     hm_result_err(ctx, fname, "features and the question type must be text");
     return -1;

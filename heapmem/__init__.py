@@ -7,31 +7,37 @@ learns from feedback which kinds of memory answer which kinds of question.
     res = mem.recall("When is my flight to Lisbon?", namespace="user:maya")
     mem.feedback(used=[res[0].id], recall_id=res.recall_id)
 """
-from ._native import loadable_path
+from ._native import load, loadable_path
 from ._version import __version__
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
 from .errors import DuplicateIdError, HeapmemError, NotAStoreError, ReadOnlyError, SchemaVersionError
-from .store import (MAX_TEXT_BYTES, CheckReport, Feedback, Item, LinkRow, Memory, Recall, Result,
-                    load, open)
-from .tune import TuneReport
+from .results import (CheckReport, Event, Feedback, ImportReport, Item, LinkRow, LoggedRecall,
+                      NamespaceStats, Recall, Result, Stats, TuneReport)
+from .store import Memory, open
+from .validate import MAX_TEXT_BYTES
 
 __all__ = [
     "CheckReport",
     "DuplicateIdError",
+    "Event",
     "Feedback",
     "HeapmemError",
+    "ImportReport",
     "Item",
     "KIND_IMPORTANCE",
     "LinkRow",
+    "LoggedRecall",
     "MAX_IMPORTANCE",
     "MAX_TEXT_BYTES",
     "Memory",
+    "NamespaceStats",
     "NotAStoreError",
     "ReadOnlyError",
     "Recall",
     "Result",
     "SchemaVersionError",
     "ScoringConfig",
+    "Stats",
     "TuneReport",
     "__version__",
     "load",

@@ -1,69 +1,28 @@
-"""cffi (ABI mode) bindings to the compiled heapmem library.
+"""The compiled heapmem library: where it is, loading it into SQLite
+connections, and its cffi (ABI mode) bindings.
 
-The library SQLite loads as an extension is the one dlopened here, so Python
-and raw SQL rank with the very same C code.  One thin, typed function per C
-entry point; numpy arrays are checked at the boundary.
+Owns: the library's path (loadable_path), load(conn), the cffi declarations
+(read from csrc/heapmem.h, shipped beside the library, never copied here) and
+one thin, typed Python function per hm_* entry point.  The library SQLite
+loads as an extension is the one dlopened here, so Python and raw SQL rank
+with the very same C code.  numpy arrays are checked at the boundary.
 """
 from __future__ import annotations
 
 import functools
+import io
 import math
 import os
+import re
 import sys
 import threading
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 import numpy as np
 from cffi import FFI
 
 from .errors import HeapmemError
-
-_CDEF = """
-typedef struct {
-  double w_relevance, w_recency, w_importance, w_usefulness;
-  double half_life_days, recency_floor, superseded_factor;
-  double prior_alpha, prior_beta;
-  double model, gate_z, combine;
-} hm_config;
-typedef struct {
-  double relevance;
-  double age_days;
-  double importance;
-  int superseded;
-  const char *features;
-  double bm25_part;
-  double cos_part;
-} hm_input;
-
-const char *hm_qtype(const char *q);
-int hm_is_stop_word(const char *w);
-int hm_features(const char *text, const char *kind, const char *source, char *out, int outlen);
-int hm_active(const char *features, const char *qtype, double age_days, char *out, int outlen,
-              char *err, int errlen);
-void hm_ns_tag(const char *ns, char *out);
-uint64_t hm_hash(const char *s);
-int hm_relate(const char *question, const char *source, char *out, int outlen);
-int hm_match(const char *q, const char *ns, char *out, int outlen);
-void hm_link_view(double own_a, double own_b, double pool_a, double pool_b, double pseudocount,
-                  double *a, double *b);
-void hm_config_default(hm_config *c);
-int hm_config_parse(const char *text, hm_config *c, char *err, int errlen);
-double hm_recency(double age_days, double half_life_days, double floor);
-double hm_noisy_or(const double *s, int n);
-double hm_cosine(const float *a, const float *b, int n);
-int hm_score_batch(int n, const double *relevance, const double *age_days,
-                   const double *importance, const int *superseded,
-                   const char *const *features, const char *qtype,
-                   const unsigned char *links, int64_t linkslen, const hm_config *c,
-                   double *out, int *bad, char *err, int errlen);
-int hm_explain(const hm_input *in, const char *qtype, const unsigned char *links,
-               int64_t linkslen, const hm_config *c, char *out, int outlen, char *err,
-               int errlen);
-int hm_credit(const char *features, const char *qtype, double age_days, int used,
-              const unsigned char *links, int64_t linkslen, const hm_config *c,
-              char *names, int nameslen, double *d_alpha, double *d_beta, int max,
-              char *err, int errlen);
-"""
 
 if sys.platform == "darwin":
     SUFFIX = ".dylib"
@@ -79,8 +38,74 @@ def loadable_path() -> str:
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "heapmem0")
 
 
+#: The C header, shipped beside the library (setup.py copies csrc/heapmem.h).
+HEADER_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "heapmem.h")
+
+
+@dataclass(frozen=True)
+class ConfigField:
+    """One field of the C config struct, as HM_CONFIG_FIELDS lists it."""
+
+    name: str
+    default: float
+    low: float
+    high: float
+    rule: str  # HM_RULE_RANGE, HM_RULE_POSITIVE, HM_RULE_PRIOR or HM_RULE_SWITCH
+    message: str
+
+
+_FIELD_RE = re.compile(r'X\((\w+),\s*([^,]+),\s*([^,]+),\s*([^,]+),\s*(HM_RULE_\w+),\s*"([^"]*)"\)')
+
+
+def read_header(path: str = HEADER_PATH) -> tuple[str, tuple[ConfigField, ...]]:
+    """The cffi declarations and the config fields, from the C header: the
+    text between its cdef markers, with HM_API dropped and the config struct's
+    field list written out."""
+    try:
+        with io.open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise ImportError(f"heapmem: the C header {path} is missing ({e}); reinstall heapmem "
+                          "(`pip install .` copies it beside the library)") from None
+    fields = tuple(ConfigField(m[1], float(m[2]), float(m[3]), float(m[4]), m[5], m[6])
+                   for m in _FIELD_RE.finditer(text))
+    try:
+        cdef = text[text.index("/* cdef-begin */"):text.index("/* cdef-end */")]
+    except ValueError:
+        raise ImportError(f"heapmem: {path} has no cdef markers") from None
+    cdef = re.sub(r"\bHM_API\s+", "", cdef)
+    cdef = cdef.replace("HM_CONFIG_FIELDS(HM_CONFIG_MEMBER)",
+                        " ".join(f"double {f.name};" for f in fields))
+    return cdef, fields
+
+
+CDEF, CONFIG_FIELDS = read_header()
+
+def load(conn: Any) -> None:
+    """Load the heapmem SQL functions into an apsw or sqlite3 connection."""
+    import apsw
+
+    path = loadable_path()
+    if isinstance(conn, apsw.Connection):
+        conn.enable_load_extension(True)
+        try:
+            conn.load_extension(path)
+        finally:
+            conn.enable_load_extension(False)
+        return
+    enable = getattr(conn, "enable_load_extension", None)
+    if enable is None:
+        raise TypeError("load() needs an apsw.Connection or a sqlite3.Connection built with "
+                        "extension loading")
+    enable(True)
+    try:
+        conn.load_extension(path)
+    finally:
+        enable(False)
+
+
 ffi = FFI()
-ffi.cdef(_CDEF)
+ffi.cdef(CDEF)
 try:
     lib = ffi.dlopen(loadable_path() + SUFFIX)
 except OSError as e:  # pragma: no cover - only on a broken install
@@ -89,9 +114,10 @@ except OSError as e:  # pragma: no cover - only on a broken install
         "reinstall with `pip install .` (needs a C compiler and the SQLite headers)"
     ) from None
 
-_ERRLEN = 256
-_ACTIVE_LEN = 2 * 64 * (2 * 64 + 16)
-MAX_FEATURES = 128
+_ERRLEN = lib.HM_ERRLEN
+_ACTIVE_LEN = lib.HM_ACTIVE_LEN
+#: Most active features of one memory (shape features and their crossed twins).
+MAX_FEATURES = 2 * lib.HM_MAX_FEATURES
 
 
 def _cstr(s: str) -> bytes:
@@ -111,9 +137,9 @@ _local = threading.local()
 
 def features(text: str, kind: str, source: str | None) -> str:
     """The memory's shape features, space-separated."""
-    out = ffi.new("char[]", 1024)
+    out = ffi.new("char[]", lib.HM_FEATURES_LEN)
     rc = lib.hm_features(_cstr(text), _cstr(kind), _cstr(source) if source is not None else ffi.NULL,
-                         out, 1024)
+                         out, lib.HM_FEATURES_LEN)
     if rc != 0:
         raise HeapmemError("heapmem: too many features")
     return ffi.string(out).decode()
@@ -135,22 +161,23 @@ def fnv64(feature: str) -> int:
 
 def relate(question: str, source: str | None) -> str:
     """How a memory relates to a question, as features ("srcq:1")."""
-    out = ffi.new("char[]", 16)
-    lib.hm_relate(_cstr(question), _cstr(source) if source is not None else ffi.NULL, out, 16)
+    out = ffi.new("char[]", lib.HM_RELATE_LEN)
+    lib.hm_relate(_cstr(question), _cstr(source) if source is not None else ffi.NULL, out,
+                  lib.HM_RELATE_LEN)
     return ffi.string(out).decode()
 
 
 @functools.lru_cache(maxsize=4096)
 def ns_tag(namespace: str) -> str:
     """The FTS5 token that tags a namespace's memories."""
-    out = ffi.new("char[]", 19)
+    out = ffi.new("char[]", lib.HM_NS_TAG_LEN)
     lib.hm_ns_tag(_cstr(namespace), out)
     return ffi.string(out).decode()
 
 
 def match(question: str, namespace: str | None = None) -> str | None:
     """The safe FTS5 MATCH expression for a question, None without terms."""
-    size = 32 * 72 + 64
+    size = lib.HM_MATCH_LEN
     out = ffi.new("char[]", size)
     n = lib.hm_match(_cstr(question), _cstr(namespace) if namespace is not None else ffi.NULL,
                      out, size)
@@ -199,8 +226,9 @@ def config(text: str) -> "ffi.CData":
 def score_batch(relevance: np.ndarray, age_days: np.ndarray, importance: np.ndarray,
                 superseded: np.ndarray, features: Sequence[str], qt: str, links: bytes,
                 cfg: "ffi.CData") -> np.ndarray:
-    """Score n candidates; returns an (n, 6) array: relevance, recency,
-    importance, usefulness, rules, score."""
+    """Score n candidates; returns an (n, SCORE_COLUMNS) array: relevance,
+    recency, importance, usefulness, rules, score, and rest (the score
+    without its usefulness factor)."""
     n = len(features)
     arrays = []
     for name, arr, dtype in (("relevance", relevance, np.float64), ("age_days", age_days, np.float64),
@@ -226,7 +254,7 @@ def score_batch(relevance: np.ndarray, age_days: np.ndarray, importance: np.ndar
         fptr = ffi.cast("const char **", ffi.from_buffer(starts))
     else:
         fptr = ffi.NULL
-    out = np.zeros((n, 6), dtype=np.float64)
+    out = np.zeros((n, lib.HM_SCORE_COLUMNS), dtype=np.float64)
     bad = ffi.new("int *")
     err = ffi.new("char[]", _ERRLEN)
     rc = lib.hm_score_batch(
@@ -245,7 +273,8 @@ def explain(relevance: float, age_days: float, importance: float, superseded: bo
             bm25_part: float = math.nan, cos_part: float = math.nan) -> str:
     bufs = getattr(_local, "explain_bufs", None)
     if bufs is None:  # one input struct and two output buffers per thread, reused
-        bufs = _local.explain_bufs = (ffi.new("hm_input *"), ffi.new("char[]", 1024),
+        bufs = _local.explain_bufs = (ffi.new("hm_input *"),
+                                      ffi.new("char[]", lib.HM_EXPLAIN_LEN),
                                       ffi.new("char[]", _ERRLEN))
     inp, out, err = bufs
     fb = ffi.from_buffer(_cstr(features) + b"\0")  # alive until the call returns
@@ -256,7 +285,8 @@ def explain(relevance: float, age_days: float, importance: float, superseded: bo
     inp.features = ffi.cast("const char *", fb)
     inp.bm25_part = bm25_part
     inp.cos_part = cos_part
-    if lib.hm_explain(inp, _cstr(qt), links, len(links), cfg, out, 1024, err, _ERRLEN) != 0:
+    if lib.hm_explain(inp, _cstr(qt), links, len(links), cfg, out, lib.HM_EXPLAIN_LEN, err,
+                      _ERRLEN) != 0:
         raise ValueError("heapmem: " + ffi.string(err).decode())
     return ffi.string(out).decode()
 

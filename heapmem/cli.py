@@ -452,26 +452,18 @@ def cmd_links(ctx: Context) -> int:
 
 def cmd_stats(ctx: Context) -> int:
     with ctx.open(readonly=True) as mem:
-        c = mem.connection
-        per_ns = c.execute(
-            "SELECT namespace, count(*), max(created_at), max(last_used_at) FROM memories "
-            "GROUP BY namespace ORDER BY namespace").fetchall()
-        recalls = dict(c.execute("SELECT namespace, count(*) FROM recalls GROUP BY namespace"))
-        ev = {ns: (u, t) for ns, u, t in c.execute(
-            "SELECT namespace, sum(used), count(*) FROM events GROUP BY namespace")}
-        nlinks = c.execute("SELECT count(*) FROM links WHERE namespace = '*'").fetchall()[0][0]
-        nrows = c.execute("SELECT count(*) FROM links").fetchall()[0][0]
-        prior = c.execute("SELECT value FROM heapmem_meta WHERE key = 'links_prior'").fetchall()
-        nprior = len(json.loads(prior[0][0])) if prior else 0
-        schema = mem.schema_version
-        total = mem.count
+        st = mem.stats()
+    schema, total, nlinks, nrows, nprior = st.schema, st.memories, st.links, st.link_rows, \
+        st.prior_links
+    per_ns = [(n.namespace, n.memories, n.last_added, n.last_used) for n in st.by_namespace]
+    recalls = {n.namespace: n.recalls for n in st.by_namespace if n.recalls}
+    ev = {n.namespace: (None, n.events) for n in st.by_namespace if n.events}
     size = os.path.getsize(ctx.db) if os.path.exists(ctx.db) else 0
-    used = sum(u or 0 for u, _ in ev.values())
-    nev = sum(t for _, t in ev.values())
+    used, nev = st.used, st.events
     if ctx.json:
         ctx.emit({"path": ctx.db, "bytes": size, "schema": schema, "heapmem": __version__,
                   "memories": total, "namespaces": len(per_ns),
-                  "recalls": sum(recalls.values()), "events": nev, "used": used,
+                  "recalls": st.recalls, "events": nev, "used": used,
                   "ignored": nev - used, "links": nlinks, "link_rows": nrows,
                   "prior_links": nprior,
                   "by_namespace": [{"namespace": ns, "memories": n,
@@ -483,7 +475,7 @@ def cmd_stats(ctx: Context) -> int:
     ctx.print(f"store      {ctx.db} ({size / 1024:,.0f} KiB, schema {schema}, "
               f"heapmem {__version__})")
     ctx.print(f"memories   {total} in {len(per_ns)} namespace{'s' * (len(per_ns) != 1)}")
-    ctx.print(f"recalls    {sum(recalls.values())} logged")
+    ctx.print(f"recalls    {st.recalls} logged")
     ctx.print(f"feedback   {nev} judgements ({used} used, {nev - used} ignored)")
     ctx.print(f"links      {nlinks} features learned (pooled over all namespaces), {nrows} "
               "rows in all" + (f"; {nprior} carry a merged prior" if nprior else ""))

@@ -1,4 +1,11 @@
-"""ScoringConfig: the weights and constants of heapmem's ranking."""
+"""ScoringConfig: the weights and constants of heapmem's ranking.
+
+Owns: the config's fields, their defaults and their checks on the Python
+side.  The fields the C core reads (and their defaults and bounds) are listed
+once, in csrc/heapmem.h's HM_CONFIG_FIELDS; this module takes them from
+there, and a test checks that every one is a field here.  Adding a C knob:
+one line in HM_CONFIG_FIELDS, one field here, its use in C.
+"""
 from __future__ import annotations
 
 import math
@@ -20,10 +27,10 @@ KIND_IMPORTANCE: dict[str, float] = {
 #: Importance must lie in (0, MAX_IMPORTANCE].
 MAX_IMPORTANCE = 10.0
 
-# The fields the C core reads, in the order of its config string.
-_C_FIELDS = ("w_relevance", "w_recency", "w_importance", "w_usefulness", "half_life_days",
-             "recency_floor", "superseded_factor", "prior_alpha", "prior_beta", "model", "gate_z",
-             "combine")
+# The fields the C core reads, in the order of its config string, and their
+# defaults (csrc/heapmem.h).
+_C_FIELDS = tuple(f.name for f in _native.CONFIG_FIELDS)
+_C = {f.name: f.default for f in _native.CONFIG_FIELDS}
 
 
 @dataclass(frozen=True)
@@ -51,30 +58,32 @@ class ScoringConfig:
       pooled_pseudocount observations.  model=1 (default) is the gated lift:
       a link moves rankings only where its rate of use differs from the base
       rate by more than gate_z standard errors, and usefulness is the
-      noisy-OR likelihood of use over the base rate (exactly 1 before any
-      feedback).  model=0 is the reference design's plain noisy-OR of link
-      strengths with credit split in proportion to strength.
+      product, over the memory's feature slots, of the most specific link's
+      ratio to the base rate (combine=1, default; combine=0: the noisy-OR
+      likelihood of use over the base rate); exactly 1 before any feedback.
+      model=0 is the reference design's plain noisy-OR of link strengths
+      with credit split in proportion to strength.
     - rules: a memory superseded by a newer one with the same key is
       multiplied by superseded_factor.
 
     Invalid values raise ValueError when the config is made.
     """
 
-    w_relevance: float = 1.0
-    w_recency: float = 0.0
-    w_importance: float = 1.0
-    w_usefulness: float = 0.3
-    half_life_days: float = 30.0
-    recency_floor: float = 0.5
-    superseded_factor: float = 0.1
+    w_relevance: float = _C["w_relevance"]
+    w_recency: float = _C["w_recency"]
+    w_importance: float = _C["w_importance"]
+    w_usefulness: float = _C["w_usefulness"]
+    half_life_days: float = _C["half_life_days"]
+    recency_floor: float = _C["recency_floor"]
+    superseded_factor: float = _C["superseded_factor"]
     candidates: int = 50
     lexical_weight: float = 0.7
-    prior_alpha: float = 0.1
-    prior_beta: float = 9.9
+    prior_alpha: float = _C["prior_alpha"]
+    prior_beta: float = _C["prior_beta"]
     pooled_pseudocount: float = 1e9
-    model: int = 1
-    gate_z: float = 2.0
-    combine: int = 1
+    model: int = int(_C["model"])
+    gate_z: float = _C["gate_z"]
+    combine: int = int(_C["combine"])
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -99,6 +108,11 @@ class ScoringConfig:
             object.__setattr__(self, "_c", _native.config(sql))
         except ValueError as e:
             raise ValueError(str(e).replace("heapmem: ", "ScoringConfig.")) from None
+
+    @property
+    def cdata(self) -> Any:
+        """The config as the C core's hm_config struct (cffi), parsed once."""
+        return self._c
 
     def to_sql(self) -> str:
         """The config as the text heap_score() and heap_explain() take as their

@@ -40,8 +40,10 @@ from langgraph.store.base import (BaseStore, GetOp, InvalidNamespaceError, Item,
                                   ListNamespacesOp, MatchCondition, Op, PutOp, Result,
                                   SearchItem, SearchOp)
 
-from .store import MAX_K, Feedback, Memory, _ntok_sql
+from .results import Feedback
+from .store import Memory
 from .store import open as _open
+from .validate import MAX_K
 
 try:  # langgraph-checkpoint >= 2.1
     from langgraph.store.base import validate_op_namespace as _validate_op
@@ -188,6 +190,10 @@ class HeapmemStore(BaseStore):
             return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
         return "\n".join(parts)
 
+    def _updated_at(self, it: Any) -> float:
+        lg = self._value_of(it.metadata)
+        return float(lg.get("updated_at", it.created_at)) if lg is not None else it.created_at
+
     def _item(self, it: Any, ns: str, *, score: float | None = None,
               search: bool = False) -> Item:
         lg = self._value_of(it.metadata)
@@ -257,7 +263,7 @@ class HeapmemStore(BaseStore):
         source = value.get("source") if isinstance(value.get("source"), str) and \
             value["source"].strip() else None
         text = self._text(value, op.index)
-        now = mem._now(None)
+        now = mem.now()
         existing = mem.get(mid)
         meta = {"langgraph": {"key": op.key, "value": value, "updated_at": now}}
         if existing is None:
@@ -265,18 +271,7 @@ class HeapmemStore(BaseStore):
                     created_at=now)
             return
         # an update: same memory, new text and value (its recall log and links stay)
-        row = mem._prepare(text, kind=kind, source=source, id=mid, namespace=ns,
-                           created_at=existing.created_at, metadata=meta)
-        with mem._write() as c:
-            c.execute("UPDATE memories SET text = :text, kind = :kind, source = :source, "
-                      "importance = :importance, features = heap_features(:text, :kind, :source), "
-                      "metadata = :metadata, "
-                      f"ntok = {_ntok_sql('nstag', ':text')} "
-                      "WHERE id = :id", row)
-            if getattr(mem, "_embedder", None) is not None and text != existing.text:
-                vec = mem._embed([text])[0].tobytes()
-                c.execute("INSERT OR REPLACE INTO vectors(seq, v) SELECT seq, ? FROM memories "
-                          "WHERE id = ?", (vec, mid))
+        mem.update(mid, text=text, kind=kind, source=source, importance=None, metadata=meta)
 
     def _namespaces_under(self, prefix: Sequence[str]) -> list[str]:
         prefix = tuple(prefix)
@@ -305,19 +300,10 @@ class HeapmemStore(BaseStore):
             hits.sort(key=lambda h: -h[0])
             items = [self._item(r, ns, score=s, search=True) for s, ns, r in hits]
         else:
-            mem = self.memory
-            marks = ",".join("?" * len(namespaces))
-            with mem._lock:
-                rows = mem.connection.execute(
-                    f"SELECT id, namespace FROM memories WHERE namespace IN ({marks}) ORDER BY "
-                    "coalesce(json_extract(metadata, '$.langgraph.updated_at'), created_at) DESC,"
-                    " seq DESC" + ("" if keep else " LIMIT ?"),
-                    tuple(namespaces) + (() if keep else (want,))).fetchall()
-            items = []
-            for mid, ns in rows:
-                it = mem.get(mid)
-                if it is not None:
-                    items.append(self._item(it, ns, search=True))
+            # newest update first (a put's time is in its metadata)
+            found = [(it, ns) for ns in namespaces for it in self.memory.list(ns)]
+            found.sort(key=lambda p: (-self._updated_at(p[0]), -p[0].created_at))
+            items = [self._item(it, ns, search=True) for it, ns in found]
         if keep:
             items = [i for i in items if keep(i.value)]
         return items[op.offset:op.offset + op.limit]  # type: ignore[return-value]

@@ -28,7 +28,8 @@ except ImportError:  # mcp 1.x
     from mcp.server.fastmcp.exceptions import ToolError
 
 from .errors import HeapmemError
-from .store import MAX_K, Memory
+from .store import Memory
+from .validate import MAX_K, check_namespace
 
 #: The most memories `list` returns in one call.
 MAX_LIST = 200
@@ -84,8 +85,7 @@ def _iso(t: Optional[float]) -> Optional[str]:
 
 def build_server(mem: Memory, namespace: str = "default") -> Any:
     """An MCP server (FastMCP / MCPServer) whose tools act on mem, in namespace."""
-    from .store import _check_namespace
-    namespace = _check_namespace(namespace)
+    namespace = check_namespace(namespace)
     server = _Server("heapmem", instructions=INSTRUCTIONS.format(namespace=namespace),
                      log_level="WARNING")
 
@@ -102,10 +102,8 @@ def build_server(mem: Memory, namespace: str = "default") -> Any:
     def own_recall(recall_id: Optional[int]) -> None:
         if recall_id is None:
             return
-        with mem._lock:
-            row = mem.connection.execute("SELECT namespace FROM recalls WHERE id = ?",
-                                         (recall_id,)).fetchall()
-        if not row or row[0][0] != namespace:
+        logged = mem.logged_recall(recall_id) if isinstance(recall_id, int) else None
+        if logged is None or logged.namespace != namespace:
             raise ValueError(f"unknown recall_id {recall_id}")
 
     @server.tool()
@@ -173,17 +171,12 @@ def build_server(mem: Memory, namespace: str = "default") -> Any:
                 raise ValueError(f"limit must be from 1 to {MAX_LIST}")
             if offset < 0:
                 raise ValueError("offset must be 0 or more")
-            with mem._lock:
-                c = mem.connection
-                total = c.execute("SELECT count(*) FROM memories WHERE namespace = ?",
-                                  (namespace,)).fetchall()[0][0]
-                rows = c.execute("SELECT id, text, kind, source, created_at, last_used_at "
-                                 "FROM memories WHERE namespace = ? "
-                                 "ORDER BY created_at DESC, seq DESC LIMIT ? OFFSET ?",
-                                 (namespace, limit, offset)).fetchall()
+            total = mem.stats().namespace(namespace).memories
+            rows = mem.list(namespace, limit=limit, offset=offset)
             return {"total": total, "memories": [
-                {"id": i, "text": t, "kind": k, "source": s, "created_at": _iso(ca),
-                 "last_used_at": _iso(lu)} for i, t, k, s, ca, lu in rows]}
+                {"id": it.id, "text": it.text, "kind": it.kind, "source": it.source,
+                 "created_at": _iso(it.created_at), "last_used_at": _iso(it.last_used_at)}
+                for it in rows]}
 
     return server
 

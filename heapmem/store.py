@@ -1,5 +1,12 @@
-"""The store: one SQLite file holding memories, their FTS5 index, the recall
-log, feedback events and learned links.  See heapmem.open()."""
+"""The store: Memory, one SQLite file holding memories, their FTS5 index,
+the recall log, feedback events and learned links.  See heapmem.open().
+
+Owns: the connection and its lock, every transaction (none is ever left
+open), the verbs (add, update, get, list, recall, feedback, forget, links,
+stats, check, tune, set_config), the learned-link cache, and the embedder.
+Other modules reach the file only through Memory's public methods; the SQL
+it runs is in heapmem.sql, the schema and meta keys in heapmem.schema.
+"""
 from __future__ import annotations
 
 import functools
@@ -10,522 +17,36 @@ import threading
 import time
 import urllib.parse
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import apsw
 import numpy as np
 
-from . import _native
-from ._version import __version__
+from . import _native, learning, schema, sql, tune
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
-from .tune import TuneReport
-from .errors import DuplicateIdError, HeapmemError, NotAStoreError, ReadOnlyError, SchemaVersionError
+from .errors import DuplicateIdError, HeapmemError, ReadOnlyError
+from .results import (CheckReport, Event, Feedback, Item, LinkRow, LoggedRecall, NamespaceStats,
+                      Recall, Result, Stats, TuneReport)
+from .sql import RECALL_SQL
+from .validate import (MAX_K, MAX_TEXT_BYTES, POOLED, Timestamp, check_ids, check_name,
+                       check_namespace, check_text, seconds)
 
-#: Longest memory text accepted, in UTF-8 bytes.
-MAX_TEXT_BYTES = 1 << 20
-#: Longest id, namespace, kind, source or key, in characters.
-MAX_NAME_CHARS = 256
-#: Most memories one recall may return.
-MAX_K = 1000
-#: The schema version this heapmem writes (PRAGMA user_version).
-SCHEMA_VERSION = 3
-#: The namespace name of the pooled layer of links (reserved).
-POOLED = "*"
+__all__ = ["Memory", "open", "RECALL_SQL", "MAX_K", "MAX_TEXT_BYTES", "POOLED"]
 
-Timestamp = Union[int, float, datetime]
-
-_SCHEMA_V1 = """
-CREATE TABLE heapmem_meta(
-  key   TEXT PRIMARY KEY,
-  value TEXT NOT NULL
-);
-CREATE TABLE memories(
-  seq          INTEGER PRIMARY KEY,   -- the FTS5 rowid
-  id           TEXT NOT NULL UNIQUE,
-  namespace    TEXT NOT NULL,
-  nstag        TEXT NOT NULL,         -- heap_ns_tag(namespace): filters MATCH
-  text         TEXT NOT NULL,
-  kind         TEXT NOT NULL,
-  source       TEXT,
-  key          TEXT,
-  importance   REAL NOT NULL,
-  features     TEXT NOT NULL,         -- heap_features(text, kind, source)
-  created_at   REAL NOT NULL,
-  last_used_at REAL,
-  metadata     TEXT                   -- JSON object or NULL
-);
-CREATE INDEX memories_namespace ON memories(namespace);
-CREATE INDEX memories_key ON memories(namespace, key, created_at) WHERE key IS NOT NULL;
-CREATE VIRTUAL TABLE memories_fts USING fts5(
-  nstag, text, content='memories', content_rowid='seq',
-  tokenize='porter unicode61 remove_diacritics 2'
-);
-INSERT INTO memories_fts(memories_fts, rank) VALUES('rank', 'bm25(0.0, 1.0)');
-CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
-  INSERT INTO memories_fts(rowid, nstag, text) VALUES (new.seq, new.nstag, new.text);
-END;
-CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
-  INSERT INTO memories_fts(memories_fts, rowid, nstag, text)
-    VALUES ('delete', old.seq, old.nstag, old.text);
-END;
-CREATE TRIGGER memories_au AFTER UPDATE OF nstag, text ON memories BEGIN
-  INSERT INTO memories_fts(memories_fts, rowid, nstag, text)
-    VALUES ('delete', old.seq, old.nstag, old.text);
-  INSERT INTO memories_fts(rowid, nstag, text) VALUES (new.seq, new.nstag, new.text);
-END;
-CREATE TABLE recalls(
-  id         INTEGER PRIMARY KEY,
-  namespace  TEXT NOT NULL,
-  query      TEXT NOT NULL,
-  qtype      TEXT NOT NULL,
-  created_at REAL NOT NULL,
-  shown      TEXT NOT NULL,           -- JSON array of memory ids, in rank order
-  ages       TEXT NOT NULL,           -- JSON array: each one's age in days at recall time
-  features   TEXT NOT NULL,           -- JSON array: each one's features as scored
-  rest       TEXT NOT NULL            -- JSON array: each one's score without usefulness
-);
-CREATE TABLE events(
-  id         INTEGER PRIMARY KEY,
-  recall_id  INTEGER,                 -- NULL once the recall is forgotten
-  position   INTEGER NOT NULL,        -- rank - 1 of the judged memory
-  namespace  TEXT NOT NULL,
-  qtype      TEXT NOT NULL,
-  used       INTEGER NOT NULL,        -- 1 used, 0 ignored
-  deltas     TEXT NOT NULL,           -- JSON [[feature, d_alpha, d_beta], ...]: no text, no ids
-  created_at REAL NOT NULL,
-  UNIQUE(recall_id, position)
-);
-CREATE TABLE links(
-  namespace TEXT NOT NULL,            -- '*' is the pooled layer
-  feature   TEXT NOT NULL,
-  qtype     TEXT NOT NULL,            -- '' for a shape feature, else its question type
-  alpha     REAL NOT NULL,            -- success evidence (the prior is not stored)
-  beta      REAL NOT NULL,            -- failure evidence
-  n         INTEGER NOT NULL,         -- events that touched it
-  PRIMARY KEY(namespace, feature)
-) WITHOUT ROWID;
-CREATE INDEX links_qtype ON links(namespace, qtype);
-"""
-
-# Version 2: embeddings for hybrid (BM25 + vector) candidates.
-_SCHEMA_V2 = """
-CREATE TABLE vectors(
-  seq INTEGER PRIMARY KEY REFERENCES memories(seq) ON DELETE CASCADE,
-  v   BLOB NOT NULL                   -- float32, unit length, the embedder's dimension
-);
-"""
+#: update()'s "leave this field as it is".
+_KEEP: Any = object()
 
 
-def _ntok_sql(nstag: str, text: str) -> str:
-    """SQL for a memory's FTS5 token count (memories.ntok), given SQL for its
-    namespace tag and its text: the tokens of every indexed column, as
-    %_docsize counts them."""
-    return f"heap_ntokens({nstag}) + heap_ntokens({text})"
+def _item(r: tuple) -> Item:
+    """An Item from a row of sql.GET_MEMORY / sql.LIST_MEMORIES."""
+    return Item(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8],
+                json.loads(r[9]) if r[9] else None, tuple(r[10].split()))
 
 
-# Version 3: each namespace's own BM25 statistics (its memories and their FTS5
-# tokens), kept by plain-SQL triggers, so that a namespace ranks (and costs) as
-# if it were alone in the file.  ntok is _ntok_sql(nstag, text).
-# And add_many() indexes its rows in one statement: FTS5 flushes its pending
-# index at every statement boundary, and a trigger is one per row (4-5x slower
-# to build).  Inside add_many()'s transaction the 'fts_deferred' meta row, never
-# committed, turns the per-row trigger off; any other writer still gets it.
-_SCHEMA_V3 = f"""
-ALTER TABLE memories ADD COLUMN ntok INTEGER NOT NULL DEFAULT 0;
-UPDATE memories SET ntok = {_ntok_sql("nstag", "text")};
-CREATE TABLE namespaces(
-  namespace TEXT PRIMARY KEY,
-  docs      INTEGER NOT NULL,         -- memories in the namespace
-  tokens    INTEGER NOT NULL          -- their FTS5 tokens, all columns
-) WITHOUT ROWID;
-INSERT INTO namespaces SELECT namespace, count(*), sum(ntok) FROM memories GROUP BY namespace;
-DROP TRIGGER memories_ai;
-CREATE TRIGGER memories_ai AFTER INSERT ON memories
-  WHEN NOT EXISTS (SELECT 1 FROM heapmem_meta WHERE key = 'fts_deferred') BEGIN
-  INSERT INTO memories_fts(rowid, nstag, text) VALUES (new.seq, new.nstag, new.text);
-END;
-CREATE TRIGGER namespaces_ai AFTER INSERT ON memories BEGIN
-  INSERT INTO namespaces VALUES (new.namespace, 1, new.ntok)
-    ON CONFLICT(namespace) DO UPDATE SET docs = docs + 1, tokens = tokens + excluded.tokens;
-END;
-CREATE TRIGGER namespaces_ad AFTER DELETE ON memories BEGIN
-  UPDATE namespaces SET docs = docs - 1, tokens = tokens - old.ntok
-    WHERE namespace = old.namespace;
-  DELETE FROM namespaces WHERE namespace = old.namespace AND docs <= 0;
-END;
-CREATE TRIGGER namespaces_au AFTER UPDATE OF namespace, ntok ON memories BEGIN
-  UPDATE namespaces SET docs = docs - 1, tokens = tokens - old.ntok
-    WHERE namespace = old.namespace;
-  INSERT INTO namespaces VALUES (new.namespace, 1, new.ntok)
-    ON CONFLICT(namespace) DO UPDATE SET docs = docs + 1, tokens = tokens + excluded.tokens;
-  DELETE FROM namespaces WHERE namespace = old.namespace AND docs <= 0;
-END;
-"""
-
-def _defer_fts(c: apsw.Connection) -> None:
-    """Inside the current write transaction, switch off the per-row FTS
-    trigger (see _SCHEMA_V3); _index_deferred() indexes the rows and turns it
-    back on before the commit, so the switch is never seen outside."""
-    c.execute("INSERT OR REPLACE INTO heapmem_meta(key, value) VALUES ('fts_deferred', '1')")
-
-
-def _index_deferred(c: apsw.Connection, first_seq: int) -> None:
-    """Index, in one statement, the memories added since _defer_fts() (every
-    seq >= first_seq), and switch the per-row trigger back on."""
-    c.execute("INSERT INTO memories_fts(rowid, nstag, text) SELECT seq, nstag, text "
-              "FROM memories WHERE seq >= ?", (first_seq,))
-    c.execute("DELETE FROM heapmem_meta WHERE key = 'fts_deferred'")
-
-
-# Numbered schema steps: _MIGRATIONS[v] takes a store from version v to v + 1.
-_MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3}
-
-# The learned links a namespace sees, as one link-set blob for heap_score().
-# (Restricting to the question type's rows only skips rows it never reads.)
-_LINKS_SQL = """
-SELECT heap_links(p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0), p.alpha, p.beta,
-                  :pseudocount)
-FROM links AS p LEFT JOIN links AS o ON o.namespace = :namespace AND o.feature = p.feature
-WHERE p.namespace = '*' AND p.qtype IN ('', :qtype)
-"""
-
-# One new memory; the C core works out its shape features, namespace tag and
-# FTS5 token count.
-_INSERT_SQL = f"""
-INSERT INTO memories(seq, id, namespace, nstag, text, kind, source, key, importance, features,
-                     created_at, metadata, ntok)
-VALUES (:seq, :id, :namespace, heap_ns_tag(:namespace), :text, :kind, :source, :key, :importance,
-        heap_features(:text, :kind, :source), :created_at, :metadata,
-        {_ntok_sql("heap_ns_tag(:namespace)", ":text")})
-RETURNING features
-"""
-
-# Feedback: the judged memories (:judged, JSON [[position, used, features,
-# age_days], ...]) become events, each with the deltas heap_credit() gives it.
-_EVENTS_SQL = """
-INSERT INTO events(recall_id, position, namespace, qtype, used, deltas, created_at)
-SELECT :rid, j.value ->> 0, :namespace, :qtype, j.value ->> 1,
-       heap_credit(j.value ->> 2, :qtype, j.value ->> 3, j.value ->> 1, :links, :config), :now
-FROM json_each(:judged) AS j
-"""
-
-# ... and fold into the links of their namespace and of the pooled layer
-# ('*'): heap_fold() sums the same credits per feature, one row per feature
-# and layer.  (It works the credits out again from :judged: summing the
-# events' JSON back in SQL measured slower, 0.28 against 0.16 ms.)
-_FOLD_SQL = """
-INSERT INTO links(namespace, feature, qtype, alpha, beta, n)
-SELECT layer.namespace, t.key,
-       CASE WHEN instr(t.key, '/') > 0 THEN substr(t.key, 1, instr(t.key, '/') - 1) ELSE '' END,
-       t.value ->> 0, t.value ->> 1, t.value ->> 2
-FROM json_each((
-       SELECT heap_fold(j.value ->> 2, :qtype, j.value ->> 3, j.value ->> 1, :links, :config)
-       FROM json_each(:judged) AS j)) AS t,
-     (SELECT :namespace AS namespace UNION ALL SELECT '*') AS layer
-WHERE true
-ON CONFLICT(namespace, feature) DO UPDATE SET
-  alpha = alpha + excluded.alpha, beta = beta + excluded.beta, n = n + excluded.n
-"""
-
-# The BM25 top N of a question in a namespace, with the namespace's own
-# statistics: heap_bm25_row() reads each matching row's term frequencies,
-# heap_bm25_top() scores them with the namespace's document count and average
-# length (and each term's document frequency over the match set), reading exact
-# row lengths only for rows that can still reach the top, and returns the best
-# N as JSON.  The same numbers as FTS5's bm25(memories_fts,
-# 0.0, 1.0) in a store holding only this namespace, and no scan of the other
-# namespaces' postings.  (LIMIT -1 keeps SQLite from flattening the inner
-# query into the aggregate, where an FTS5 auxiliary function cannot run.)
-_LEX_TOP = """SELECT json_extract(value, '$[0]') AS seq, json_extract(value, '$[1]') AS b
-        FROM json_each((
-          SELECT heap_bm25_top(hit.seq, hit.row,
-                   (SELECT docs FROM namespaces WHERE namespace = :namespace),
-                   (SELECT tokens FROM namespaces WHERE namespace = :namespace), :candidates,
-                   'memories_fts')
-          FROM (SELECT rowid AS seq, heap_bm25_row(memories_fts, 0.0, 1.0) AS row
-                FROM memories_fts WHERE memories_fts MATCH heap_match(:question, :namespace)
-                LIMIT -1) AS hit))"""
-
-# Every input of a candidate's score, from memories m and its BM25 row lex
-# (lex.b is NULL for a candidate only the vectors found).
-_SCORE_INPUTS = """m.seq, m.importance,
-         m.features || ' ' || heap_relate(:question, m.source) AS features, lex.b AS rank,
-         (:now - coalesce(m.last_used_at, m.created_at)) / 86400.0 AS age_days,
-         m.key IS NOT NULL AND EXISTS (
-           SELECT 1 FROM memories AS n
-           WHERE n.namespace = m.namespace AND n.key = m.key
-             AND (n.created_at > m.created_at OR (n.created_at = m.created_at AND n.seq > m.seq))
-         ) AS superseded"""
-
-# The BM25 candidates with their score inputs; shared by recall() and RECALL_SQL.
-_CAND_CTE = f"""
-cand AS (
-  SELECT {_SCORE_INPUTS}
-  FROM ({_LEX_TOP}) AS lex
-  JOIN memories AS m ON m.seq = lex.seq
-  WHERE m.namespace = :namespace
-)"""
-
-# Hybrid candidates: the BM25 top N united with the vector top N of the
-# namespace (:qvec, the question's embedding), each with its cosine.
-_HYBRID_CTE = f"""
-lex AS ({_LEX_TOP}),
-vec AS (
-  SELECT v.seq FROM vectors AS v JOIN memories AS m ON m.seq = v.seq
-  WHERE m.namespace = :namespace
-  ORDER BY heap_cosine(v.v, :qvec) DESC LIMIT :candidates
-),
-cand AS (
-  SELECT {_SCORE_INPUTS},
-         heap_cosine(vv.v, :qvec) AS cos
-  FROM (SELECT seq FROM lex UNION SELECT seq FROM vec) AS u
-  JOIN memories AS m ON m.seq = u.seq
-  LEFT JOIN lex ON lex.seq = u.seq
-  LEFT JOIN vectors AS vv ON vv.seq = u.seq
-  WHERE m.namespace = :namespace
-)"""
-
-_HYBRID_SQL = "WITH" + _HYBRID_CTE + """
-SELECT seq, rank, importance, age_days, superseded, features, cos FROM cand ORDER BY seq
-"""
-
-_CANDIDATES_SQL = "WITH" + _CAND_CTE + """
-SELECT seq, rank, importance, age_days, superseded, features FROM cand ORDER BY rank, seq
-"""
-
-# What a result shows, fetched for the top k only (:seqs, a JSON array).
-_SHOW_SQL = """SELECT seq, id, text, kind, source, key, created_at, last_used_at, metadata
-FROM memories WHERE seq IN (SELECT value FROM json_each(:seqs))"""
-
-# The whole ranking as one statement, for any SQLite client that loaded the
-# library.  Named parameters: :question, :namespace, :now (unix seconds), :k,
-# :candidates, :pseudocount and :config (ScoringConfig.to_sql()).
-RECALL_SQL = "WITH" + _CAND_CTE + """,
-learned AS (""" + _LINKS_SQL.replace(":qtype", "heap_qtype(:question)").rstrip() + """
-)
-SELECT m.id, m.text, top.score
-FROM (SELECT seq, heap_score(rank / min(rank) OVER (), age_days, importance, superseded,
-                             features, heap_qtype(:question), (SELECT * FROM learned),
-                             :config) AS score
-      FROM cand ORDER BY score DESC, seq LIMIT :k) AS top
-JOIN memories AS m ON m.seq = top.seq
-ORDER BY top.score DESC, top.seq
-"""
-
-
-def _now_from(x: Any, what: str) -> float:
-    if isinstance(x, datetime):
-        if x.tzinfo is None:
-            x = x.replace(tzinfo=timezone.utc)
-        return x.timestamp()
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        raise TypeError(f"{what} must be unix seconds (int or float) or a datetime, "
-                        f"got {type(x).__name__}")
-    try:
-        v = float(x)
-    except OverflowError:  # an int beyond float range
-        v = math.inf
-    if not math.isfinite(v):
-        raise ValueError(f"{what} must be a finite number of unix seconds, got {x!r}")
-    return v
-
-
-def _check_name(value: Any, what: str, *, optional: bool = False) -> str | None:
-    if value is None and optional:
-        return None
-    if not isinstance(value, str):
-        raise TypeError(f"{what} must be a string, got {type(value).__name__}")
-    if not value.strip():
-        raise ValueError(f"{what} must not be empty")
-    if len(value) > MAX_NAME_CHARS:
-        raise ValueError(f"{what} is longer than {MAX_NAME_CHARS} characters")
-    if "\x00" in value:
-        raise ValueError(f"{what} must not contain a NUL character")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"{what} is not valid Unicode (it holds a lone surrogate)") from None
-    return value
-
-
-def _check_namespace(ns: Any) -> str:
-    ns = _check_name(ns, "namespace")
-    if ns == POOLED:
-        raise ValueError("namespace '*' is reserved for the pooled layer of learned links")
-    return ns  # type: ignore[return-value]
-
-
-def _check_text(text: Any) -> str:
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a string, got {type(text).__name__}")
-    if not text.strip():
-        raise ValueError("text must not be empty or only whitespace")
-    if "\x00" in text:
-        raise ValueError("text must not contain a NUL character")
-    try:
-        size = len(text.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise ValueError("text is not valid Unicode (it holds a lone surrogate)") from None
-    if size > MAX_TEXT_BYTES:
-        raise ValueError(f"text is {size} bytes of UTF-8; the limit is {MAX_TEXT_BYTES} (1 MiB)")
-    return text
-
-
-def _check_ids(ids: Any, what: str) -> list[str]:
-    if isinstance(ids, (str, bytes)):
-        raise TypeError(f"{what} must be a list of ids, not a single string; wrap it: {what}=[id]")
-    try:
-        out = list(ids)
-    except TypeError:
-        raise TypeError(f"{what} must be a list of ids, got {type(ids).__name__}") from None
-    for i in out:
-        if not isinstance(i, str):
-            raise TypeError(f"{what} must hold string ids, got {type(i).__name__}")
-    if len(set(out)) != len(out):
-        raise ValueError(f"{what} lists the same id twice")
-    return out
-
-
-@dataclass(frozen=True)
-class Item:
-    """One stored memory."""
-
-    id: str
-    text: str
-    namespace: str
-    kind: str
-    source: str | None
-    key: str | None
-    importance: float
-    created_at: float
-    last_used_at: float | None
-    metadata: dict | None
-    features: tuple[str, ...]
-
-
-@dataclass
-class Result:
-    """One recalled memory with the factors of its score."""
-
-    rank: int
-    id: str
-    text: str
-    score: float
-    kind: str
-    source: str | None
-    key: str | None
-    relevance: float
-    recency: float
-    importance: float
-    usefulness: float
-    rules: float
-    bm25: float
-    age_days: float
-    superseded: bool
-    features: tuple[str, ...]
-    created_at: float
-    last_used_at: float | None
-    metadata: dict | None
-    #: hybrid recall: the BM25 and cosine parts of relevance (None otherwise)
-    lexical: float | None = None
-    cosine: float | None = None
-    _recall: "Recall" = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
-
-    def explain(self) -> str:
-        """One line saying why this memory got its score: each factor, and the
-        strongest learned links behind its usefulness."""
-        r = self._recall
-        nan = math.nan
-        return _native.explain(self.relevance, self.age_days, self.importance, self.superseded,
-                               " ".join(self.features), r.qtype, r._links, r.config._c,
-                               nan if self.lexical is None else self.lexical,
-                               nan if self.cosine is None else self.cosine)
-
-
-class Recall(Sequence[Result]):
-    """The ranked results of one recall; indexable and iterable."""
-
-    def __init__(self, query: str, namespace: str, qtype: str, results: list[Result],
-                 recall_id: int | None, config: ScoringConfig, links: bytes):
-        self.query = query
-        self.namespace = namespace
-        self.qtype = qtype
-        self.recall_id = recall_id
-        self.config = config
-        self._links = links
-        self._results = results
-        for r in results:
-            r._recall = self
-
-    @property
-    def ids(self) -> list[str]:
-        return [r.id for r in self._results]
-
-    def __getitem__(self, i):  # type: ignore[override]
-        return self._results[i]
-
-    def __len__(self) -> int:
-        return len(self._results)
-
-    def __iter__(self) -> Iterator[Result]:
-        return iter(self._results)
-
-    def __repr__(self) -> str:
-        return (f"<Recall {self.query!r} in {self.namespace!r}: {len(self)} results, "
-                f"recall_id={self.recall_id}>")
-
-
-@dataclass(frozen=True)
-class Feedback:
-    """What one feedback call recorded."""
-
-    recall_id: int
-    used: tuple[str, ...]
-    ignored: tuple[str, ...]
-    features: int  # distinct features whose links changed
-
-
-@dataclass(frozen=True)
-class LinkRow:
-    """A learned link as a namespace (or the pooled layer) sees it."""
-
-    feature: str
-    strength: float
-    n: int
-    alpha: float
-    beta: float
-
-
-@dataclass(frozen=True)
-class CheckReport:
-    ok: bool
-    problems: tuple[str, ...]
-    memories: int
-    events: int
-    links: int
-
-
-def load(conn: Any) -> None:
-    """Load the heapmem SQL functions into an apsw or sqlite3 connection."""
-    path = _native.loadable_path()
-    if isinstance(conn, apsw.Connection):
-        conn.enable_load_extension(True)
-        try:
-            conn.load_extension(path)
-        finally:
-            conn.enable_load_extension(False)
-        return
-    enable = getattr(conn, "enable_load_extension", None)
-    if enable is None:
-        raise TypeError("load() needs an apsw.Connection or a sqlite3.Connection built with "
-                        "extension loading")
-    enable(True)
-    try:
-        conn.load_extension(path)
-    finally:
-        enable(False)
+def _logged_recall(r: tuple) -> LoggedRecall:
+    """A LoggedRecall from a row of sql.GET_RECALL / sql.JUDGED_RECALLS."""
+    return LoggedRecall(r[0], r[1], r[2], r[3], r[4], tuple(json.loads(r[5])),
+                        tuple(json.loads(r[6])), tuple(json.loads(r[7])), tuple(json.loads(r[8])))
 
 
 def _locked(method: Callable) -> Callable:
@@ -574,7 +95,7 @@ class Memory:
         except apsw.CantOpenError as e:
             raise HeapmemError(f"cannot open {path!r}: {e}") from None
         try:
-            self._configure()
+            self._open_file()
         except apsw.CantOpenError as e:
             self._conn.close()
             wal = path + "-wal"
@@ -587,7 +108,7 @@ class Memory:
             uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?immutable=1"
             self._conn = apsw.Connection(uri, flags=flags)
             try:
-                self._configure()
+                self._open_file()
             except BaseException:
                 self._conn.close()
                 raise
@@ -596,10 +117,9 @@ class Memory:
             raise
         if config is None:
             # weights that tune() deployed in this store
-            rows = self._conn.execute(
-                "SELECT value FROM heapmem_meta WHERE key = 'tuned'").fetchall()
-            if rows:
-                self.config = ScoringConfig.from_dict(json.loads(rows[0][0]))
+            tuned = schema.meta_get(self._conn, schema.META_TUNED)
+            if tuned is not None:
+                self.config = ScoringConfig.from_dict(json.loads(tuned))
         if embedder is not None:
             try:
                 self._attach_embedder(reembed)
@@ -610,11 +130,10 @@ class Memory:
     # -- embeddings ----------------------------------------------------------------
 
     @property
+    @_locked
     def embedder_name(self) -> str | None:
         """The name of the embedder this store's vectors were made with."""
-        rows = self.connection.execute(
-            "SELECT value FROM heapmem_meta WHERE key = 'embedder'").fetchall()
-        return rows[0][0] if rows else None
+        return schema.meta_get(self.connection, schema.META_EMBEDDER)
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         """Unit-length float32 vectors of texts, checked."""
@@ -645,8 +164,8 @@ class Memory:
             raise TypeError("the embedder needs a .name (a string naming its model), so the "
                             "store can tell its vectors from another model's")
         c = self.connection
-        meta = dict(c.execute("SELECT key, value FROM heapmem_meta "
-                              "WHERE key IN ('embedder', 'embedding_dim')").fetchall())
+        meta = {k: v for k in (schema.META_EMBEDDER, schema.META_EMBEDDING_DIM)
+                if (v := schema.meta_get(c, k)) is not None}
         dim = self._embed(["heapmem"]).shape[1]
         same = meta.get("embedder") == name and int(meta.get("embedding_dim", dim)) == dim
         if meta.get("embedder") is not None and not same and not reembed:
@@ -661,100 +180,29 @@ class Memory:
             return
         with self._write() as w:
             if not same:
-                w.execute("DELETE FROM vectors")
-            w.execute("INSERT INTO heapmem_meta(key, value) VALUES ('embedder', ?), "
-                      "('embedding_dim', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                      (name, str(dim)))
-            todo = w.execute("SELECT m.seq, m.text FROM memories AS m LEFT JOIN vectors AS v "
-                             "ON v.seq = m.seq WHERE v.seq IS NULL").fetchall()
+                w.execute(sql.DELETE_VECTORS)
+            schema.meta_set(w, schema.META_EMBEDDER, name)
+            schema.meta_set(w, schema.META_EMBEDDING_DIM, str(dim))
+            todo = w.execute(sql.UNEMBEDDED).fetchall()
             for i in range(0, len(todo), 256):
                 chunk = todo[i:i + 256]
                 vecs = self._embed([t for _, t in chunk])
-                w.executemany("INSERT INTO vectors(seq, v) VALUES (?, ?)",
+                w.executemany(sql.INSERT_VECTOR,
                               [(seq, vecs[j].tobytes()) for j, (seq, _) in enumerate(chunk)])
 
     # -- connection and schema -------------------------------------------------
 
-    def _configure(self) -> None:
-        c = self._conn
-        c.setbusytimeout(10_000)
-        for opt in (apsw.SQLITE_DBCONFIG_DQS_DML, apsw.SQLITE_DBCONFIG_DQS_DDL):
-            c.config(opt, 0)
-        # Plans that do not depend on bound values.  Once PRAGMA optimize has
-        # gathered sqlite_stat4, SQLite otherwise re-prepares every statement
-        # comparing an indexed column with a parameter (m.namespace =
-        # :namespace, ...) each time the value changes: a fifth of a recall.
-        c.config(apsw.SQLITE_DBCONFIG_ENABLE_QPSG, 1)
-        load(c)
-        try:
-            # one statement, one snapshot: another process may be creating the
-            # schema right now (two reads could see version 0 and its tables)
-            objects = c.execute("SELECT (SELECT user_version FROM pragma_user_version), name "
-                                "FROM (SELECT NULL AS name UNION ALL SELECT name "
-                                "FROM sqlite_schema)").fetchall()
-            version = objects[0][0]
-            objects = [r for r in objects if r[1] is not None]
-        except (apsw.NotADBError, apsw.CorruptError) as e:
-            raise NotAStoreError(f"{self.path!r} is not a SQLite database ({e})") from None
-        names = {r[1] for r in objects}
-        if version > SCHEMA_VERSION:
-            raise SchemaVersionError(
-                f"{self.path!r} has schema version {version}, newer than this heapmem "
-                f"({__version__}, schema {SCHEMA_VERSION}); upgrade heapmem to open it")
-        if version == 0 and names:
-            raise NotAStoreError(f"{self.path!r} is a SQLite database but not a heapmem store "
-                                 "(it has tables of its own); it was not modified")
-        if version > 0 and not self._is_store():
-            raise NotAStoreError(f"{self.path!r} is a SQLite database but not a heapmem store; "
-                                 "it was not modified")
-        if version < SCHEMA_VERSION:
-            if self.readonly:
-                raise SchemaVersionError(
-                    f"{self.path!r} has schema version {version}; open it once without "
-                    f"readonly=True to upgrade it to {SCHEMA_VERSION}")
-            self._migrate()
-        if not self.readonly:
-            c.execute("PRAGMA journal_mode=WAL")
-        # WAL with synchronous=NORMAL: a commit survives the process dying at
-        # any point (kill -9 included); only an OS crash or power cut can lose
-        # the last commits, never corrupt the file.  durable=True syncs every
-        # commit to disk as well (FULL), at a few milliseconds a commit.
-        c.execute("PRAGMA synchronous=" + ("FULL" if self.durable else "NORMAL"))
-        c.execute("PRAGMA foreign_keys=ON")
-        c.execute("PRAGMA secure_delete=ON")
-
-    def _is_store(self) -> bool:
-        try:
-            row = self._conn.execute(
-                "SELECT value FROM heapmem_meta WHERE key = 'format'").fetchall()
-        except apsw.SQLError:
-            return False
-        return bool(row) and row[0][0] == "heapmem"
-
-    def _migrate(self) -> None:
-        c = self._conn
-        c.execute("BEGIN IMMEDIATE")
-        try:
-            # re-read under the write lock: another process may have migrated
-            version = c.execute("PRAGMA user_version").fetchall()[0][0]
-            if version == 0 and c.execute("SELECT count(*) FROM sqlite_schema").fetchall()[0][0]:
-                raise NotAStoreError(f"{self.path!r} is not a heapmem store; it was not modified")
-            while version < SCHEMA_VERSION:
-                c.execute(_MIGRATIONS[version])
-                version += 1
-                if version == 1:
-                    c.execute("INSERT INTO heapmem_meta VALUES ('format', 'heapmem'), "
-                              "('created_with', ?)", (__version__,))
-            c.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            c.execute("COMMIT")
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
+    def _open_file(self) -> None:
+        schema.configure(self._conn)
+        schema.open_file(self._conn, self.path, readonly=self.readonly, durable=self.durable)
 
     @contextmanager
     def _write(self) -> Iterator[apsw.Connection]:
         """One write transaction (BEGIN IMMEDIATE: the write lock up front, so
-        the busy timeout applies instead of a failed upgrade)."""
+        the busy timeout applies instead of a failed upgrade).  It is never
+        left open: an error inside rolls it back, and so does a COMMIT that
+        fails (a full disk, an I/O error), so the write lock is released and
+        the next call starts clean."""
         if self.readonly:
             raise ReadOnlyError(f"{self.path!r} was opened with readonly=True; writes are refused")
         with self._lock:
@@ -762,10 +210,39 @@ class Memory:
             c.execute("BEGIN IMMEDIATE")
             try:
                 yield c
+                c.execute("COMMIT")
             except BaseException:
-                c.execute("ROLLBACK")
+                if not c.getautocommit():
+                    try:
+                        c.execute("ROLLBACK")
+                    except apsw.Error:  # pragma: no cover - SQLite rolled back already
+                        pass
                 raise
-            c.execute("COMMIT")
+
+    @contextmanager
+    def transaction(self) -> Iterator[apsw.Connection]:
+        """A write transaction on the store's connection, for code that writes
+        rows heapmem's own verbs do not (heapmem.transfer's import): all or
+        nothing, holding the store's lock.  Learned links cached for recall are
+        dropped afterwards, as the transaction may have changed them."""
+        try:
+            with self._write() as c:
+                yield c
+        finally:
+            self._links_gen += 1
+
+    @contextmanager
+    def snapshot(self) -> Iterator[apsw.Connection]:
+        """A read transaction: one consistent view of the file while other
+        processes keep writing, holding the store's lock."""
+        with self._lock:
+            c = self.connection
+            c.execute("BEGIN")
+            try:
+                yield c
+            finally:
+                if not c.getautocommit():
+                    c.execute("COMMIT")
 
     @_locked
     def close(self) -> None:
@@ -794,42 +271,42 @@ class Memory:
             raise HeapmemError("this store is closed")
         return self._conn
 
-    def _now(self, now: Timestamp | None) -> float:
+    def now(self, now: Timestamp | None = None) -> float:
+        """now as unix seconds, or the store's clock() when now is None."""
         if now is None:
-            return _now_from(self._clock(), "clock()")
-        return _now_from(now, "now")
+            return seconds(self._clock(), "clock()")
+        return seconds(now, "now")
 
     # -- facts ---------------------------------------------------------------------
 
     @property
     @_locked
     def schema_version(self) -> int:
-        return self.connection.execute("PRAGMA user_version").fetchall()[0][0]
+        return schema.user_version(self.connection)
 
     @property
     @_locked
     def count(self) -> int:
         """Number of memories in all namespaces."""
-        return self.connection.execute("SELECT count(*) FROM memories").fetchall()[0][0]
+        return self.connection.execute(sql.COUNT_MEMORIES).fetchall()[0][0]
 
     @property
     @_locked
     def namespaces(self) -> list[str]:
-        return [r[0] for r in self.connection.execute(
-            "SELECT DISTINCT namespace FROM memories ORDER BY namespace")]
+        return [r[0] for r in self.connection.execute(sql.NAMESPACES)]
 
     # -- adding ------------------------------------------------------------------
 
     def _prepare(self, text: Any, *, kind: Any = "fact", source: Any = None, id: Any = None,
                  namespace: Any = "default", created_at: Any = None, importance: Any = None,
                  key: Any = None, metadata: Any = None) -> dict[str, Any]:
-        text = _check_text(text)
-        kind = _check_name(kind, "kind")
-        source = _check_name(source, "source", optional=True)
-        id = _check_name(id, "id", optional=True)
-        namespace = _check_namespace(namespace)
-        key = _check_name(key, "key", optional=True)
-        created = self._now(created_at) if created_at is not None else self._now(None)
+        text = check_text(text)
+        kind = check_name(kind, "kind")
+        source = check_name(source, "source", optional=True)
+        id = check_name(id, "id", optional=True)
+        namespace = check_namespace(namespace)
+        key = check_name(key, "key", optional=True)
+        created = self.now(created_at) if created_at is not None else self.now(None)
         if importance is None:
             importance = KIND_IMPORTANCE.get(kind, 1.0)
         elif isinstance(importance, bool) or not isinstance(importance, (int, float)):
@@ -859,15 +336,12 @@ class Memory:
         if len(set(given)) != len(given):
             raise DuplicateIdError("the same id is given twice")
         if given:
-            taken = c.execute("SELECT id FROM memories WHERE id IN (SELECT value FROM json_each(?))"
-                              " LIMIT 1", (json.dumps(given),)).fetchall()
+            taken = c.execute(sql.TAKEN_IDS, {"ids": json.dumps(given)}).fetchall()
             if taken:
                 raise DuplicateIdError(f"a memory with id {taken[0][0]!r} already exists; "
                                        "it was not changed")
         # never reuse the seq (and so the automatic id) of a forgotten memory
-        seq = c.execute("SELECT max(coalesce((SELECT max(seq) FROM memories), 0), coalesce(("
-                        "SELECT CAST(value AS INTEGER) FROM heapmem_meta WHERE key = 'last_seq'"
-                        "), 0))").fetchall()[0][0]
+        seq = c.execute(sql.LAST_SEQ).fetchall()[0][0]
         auto = [r for r in rows if r["id"] is None]
         for r in rows:
             seq += 1
@@ -877,10 +351,10 @@ class Memory:
         # the shape features, the namespace tag and the token count are worked
         # out by the C core inside the INSERT; the FTS index takes the rows in
         # one statement afterwards (the 'fts_deferred' row never commits)
-        _defer_fts(c)
+        schema.defer_fts(c)
         c.execute("SAVEPOINT heapmem_ids")
         try:
-            feats = [f for (f,) in c.executemany(_INSERT_SQL, rows)]
+            feats = [f for (f,) in c.executemany(sql.INSERT_MEMORY, rows)]
         except apsw.ConstraintError:
             # an automatic id "m<seq>" is already some memory's explicit id:
             # give each automatic id a free name, checking one by one
@@ -888,18 +362,17 @@ class Memory:
             names = set(given)
             for r in auto:
                 mid = f"m{r['seq']}"
-                while mid in names or c.execute("SELECT 1 FROM memories WHERE id = ?",
-                                                (mid,)).fetchall():
+                while mid in names or c.execute(sql.ID_EXISTS, {"id": mid}).fetchall():
                     mid = f"m{r['seq']}-{len(names)}"
                     names.add(mid)
                 r["id"] = mid
-            feats = [f for (f,) in c.executemany(_INSERT_SQL, rows)]
+            feats = [f for (f,) in c.executemany(sql.INSERT_MEMORY, rows)]
         finally:
             c.execute("RELEASE heapmem_ids")
-        _index_deferred(c, rows[0]["seq"])
+        schema.index_deferred(c, rows[0]["seq"])
         if self._embedder is not None:
             vecs = self._embed([r["text"] for r in rows])
-            c.executemany("INSERT INTO vectors(seq, v) VALUES (?, ?)",
+            c.executemany(sql.INSERT_VECTOR,
                           [(r["seq"], vecs[j].tobytes()) for j, r in enumerate(rows)])
         return [Item(r["id"], r["text"], r["namespace"], r["kind"], r["source"], r["key"],
                      r["importance"], r["created_at"], None,
@@ -952,15 +425,75 @@ class Memory:
     @_locked
     def get(self, id: str) -> Item | None:
         """The memory with this id, or None."""
-        _check_name(id, "id")
-        rows = self.connection.execute(
-            "SELECT id, text, namespace, kind, source, key, importance, created_at, last_used_at,"
-            " metadata, features FROM memories WHERE id = ?", (id,)).fetchall()
-        if not rows:
-            return None
-        r = rows[0]
-        return Item(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8],
-                    json.loads(r[9]) if r[9] else None, tuple(r[10].split()))
+        check_name(id, "id")
+        rows = self.connection.execute(sql.GET_MEMORY, {"id": id}).fetchall()
+        return _item(rows[0]) if rows else None
+
+    def update(self, id: str, *, text: Any = _KEEP, kind: Any = _KEEP, source: Any = _KEEP,
+               key: Any = _KEEP, importance: Any = _KEEP, metadata: Any = _KEEP) -> Item:
+        """Change a memory in place and return it.  Only the fields given
+        change (source=None, key=None or metadata=None clear them; importance
+        None goes back to the kind's default).  Its id, namespace, creation
+        time, recall log and what it taught the links stay.  Its shape
+        features, FTS index entry, namespace statistics and (with an embedder)
+        its vector follow the new text in the same transaction.  Unknown id:
+        ValueError; bad values: ValueError/TypeError; nothing is written."""
+        check_name(id, "id")
+        with self._write() as c:
+            rows = c.execute(sql.GET_MEMORY, {"id": id}).fetchall()
+            if not rows:
+                raise ValueError(f"unknown memory id {id!r}; nothing was updated")
+            old = _item(rows[0])
+            new_kind = old.kind if kind is _KEEP else kind
+            imp = importance
+            if imp is _KEEP:
+                # a memory's default importance follows its kind
+                imp = None if kind is not _KEEP and old.importance == KIND_IMPORTANCE.get(
+                    old.kind, 1.0) else old.importance
+            row = self._prepare(
+                old.text if text is _KEEP else text, kind=new_kind,
+                source=old.source if source is _KEEP else source, id=id,
+                namespace=old.namespace, created_at=old.created_at, importance=imp,
+                key=old.key if key is _KEEP else key,
+                metadata=old.metadata if metadata is _KEEP else metadata)
+            seq, feats = c.execute(sql.UPDATE_MEMORY, row).fetchall()[0]
+            if self._embedder is not None and row["text"] != old.text:
+                c.execute(sql.REPLACE_VECTOR, {"seq": seq,
+                                               "v": self._embed([row["text"]])[0].tobytes()})
+            return Item(id, row["text"], old.namespace, row["kind"], row["source"], row["key"],
+                        row["importance"], old.created_at, old.last_used_at,
+                        json.loads(row["metadata"]) if row["metadata"] else None,
+                        tuple(feats.split()))
+
+    @_locked
+    def list(self, namespace: str = "default", *, limit: int | None = None,
+             offset: int = 0) -> list[Item]:
+        """The namespace's memories, newest first (by creation time): at most
+        limit of them (all when None), after skipping offset."""
+        namespace = check_namespace(namespace)
+        for name, v in (("limit", limit), ("offset", offset)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise ValueError(f"{name} must be an integer >= 0, got {v!r}")
+        return [_item(r) for r in self.connection.execute(sql.LIST_MEMORIES, {
+            "namespace": namespace, "limit": -1 if limit is None else limit, "offset": offset})]
+
+    @_locked
+    def stats(self) -> Stats:
+        """What the store holds: memories, recalls, judgements and learned
+        links, in all and per namespace."""
+        with self.snapshot() as c:
+            per_ns = c.execute(sql.STATS_BY_NAMESPACE).fetchall()
+            recalls = dict(c.execute(sql.RECALLS_BY_NAMESPACE).fetchall())
+            ev = {ns: (u, t) for ns, u, t in c.execute(sql.EVENTS_BY_NAMESPACE)}
+            nlinks = c.execute(sql.COUNT_POOLED_LINKS).fetchall()[0][0]
+            nrows = c.execute(sql.COUNT_LINKS).fetchall()[0][0]
+            prior = schema.meta_json(c, schema.META_LINKS_PRIOR, {})
+            version = schema.user_version(c)
+        by_ns = tuple(NamespaceStats(ns, n, recalls.get(ns, 0), ev.get(ns, (0, 0))[1], last, lu)
+                      for ns, n, last, lu in per_ns)
+        return Stats(version, sum(s.memories for s in by_ns), sum(recalls.values()),
+                     sum(t for _, t in ev.values()), sum(u for u, _ in ev.values()), nlinks,
+                     nrows, len(prior), by_ns)
 
     # -- recall --------------------------------------------------------------------
 
@@ -978,7 +511,7 @@ class Memory:
             key = (namespace, qt, config.pooled_pseudocount)
             blob = self._links_cache.get(key)
             if blob is None:
-                blob = bytes(c.execute(_LINKS_SQL, {
+                blob = bytes(c.execute(sql.LINKS, {
                     "namespace": namespace, "qtype": qt,
                     "pseudocount": float(config.pooled_pseudocount)}).fetchall()[0][0])
                 self._links_cache[key] = blob
@@ -1005,12 +538,12 @@ class Memory:
             raise TypeError(f"k must be an integer, got {type(k).__name__}")
         if not 1 <= k <= MAX_K:
             raise ValueError(f"k must be from 1 to {MAX_K}, got {k}")
-        namespace = _check_namespace(namespace)
+        namespace = check_namespace(namespace)
         if config is None:
             config = self.config
         elif not isinstance(config, ScoringConfig):
             raise TypeError("config must be a heapmem.ScoringConfig")
-        t = self._now(now)
+        t = self.now(now)
         if "\x00" in query:
             query = query.replace("\x00", " ")
         try:
@@ -1028,11 +561,12 @@ class Memory:
         if hybrid:
             params["qvec"] = self._embed([query])[0].tobytes()
         results: list[Result] = []
+        rest: list[float] = []  # each one's score without usefulness, from C
         # the links, the candidates and what the winners show: one snapshot
         c.execute("SAVEPOINT heapmem_recall")
         try:
             links = self._links(namespace, qt, config)
-            rows = c.execute(_HYBRID_SQL if hybrid else _CANDIDATES_SQL, params).fetchall()
+            rows = c.execute(sql.HYBRID_CANDIDATES if hybrid else sql.CANDIDATES, params).fetchall()
             if rows:
                 # rows: seq, rank (BM25, lower is better; NULL: found by vectors only),
                 # importance, age_days, superseded, features [, cos]
@@ -1053,11 +587,11 @@ class Memory:
                 imp = np.array([r[2] for r in rows], dtype=np.float64)
                 sup = np.array([r[4] for r in rows], dtype=np.intc)
                 feats = [r[5] for r in rows]
-                out = _native.score_batch(rel, age, imp, sup, feats, qt, links, config._c)
+                out = _native.score_batch(rel, age, imp, sup, feats, qt, links, config.cdata)
                 seq = np.array([r[0] for r in rows], dtype=np.int64)
                 order = np.lexsort((seq, -out[:, 5]))[:k]
                 shown = {s[0]: s for s in c.execute(
-                    _SHOW_SQL, {"seqs": json.dumps([rows[i][0] for i in order])})}
+                    sql.SHOW, {"seqs": json.dumps([rows[i][0] for i in order])})}
         finally:
             c.execute("RELEASE heapmem_recall")
         if rows:
@@ -1067,6 +601,7 @@ class Memory:
                 if m is None:  # cannot happen inside the snapshot; never a half result
                     continue
                 f = out[i]
+                rest.append(float(f[6]))
                 results.append(Result(
                     rank=len(results) + 1, id=m[1], text=m[2], score=float(f[5]), kind=m[3],
                     source=m[4], key=m[5], relevance=float(f[0]), recency=float(f[1]),
@@ -1079,18 +614,12 @@ class Memory:
         recall_id = None
         if track and results and not self.readonly:
             with self._write() as w:
-                w.execute("INSERT INTO recalls(id, namespace, query, qtype, created_at, shown, ages,"
-                          " features, rest) "
-                          "VALUES (1 + max(coalesce((SELECT max(id) FROM recalls), 0), coalesce(("
-                          "SELECT CAST(value AS INTEGER) FROM heapmem_meta WHERE key = "
-                          "'last_recall'), 0)), ?, ?, ?, ?, ?, ?, ?, ?)",
-                          (namespace, query, qt, t, json.dumps([r.id for r in results]),
-                           json.dumps([r.age_days for r in results]),
-                           json.dumps([" ".join(r.features) for r in results]),
-                           json.dumps([r.relevance ** config.w_relevance
-                                       * r.recency ** config.w_recency
-                                       * r.importance ** config.w_importance * r.rules
-                                       for r in results])))
+                w.execute(sql.LOG_RECALL, {
+                    "namespace": namespace, "query": query, "qtype": qt, "created_at": t,
+                    "shown": json.dumps([r.id for r in results]),
+                    "ages": json.dumps([r.age_days for r in results]),
+                    "features": json.dumps([" ".join(r.features) for r in results]),
+                    "rest": json.dumps(rest)})
                 recall_id = w.last_insert_rowid()
         return Recall(query, namespace, qt, results, recall_id, config, links)
 
@@ -1103,8 +632,8 @@ class Memory:
         lexical recall: on a store opened with an embedder, recall() also
         unites vector candidates, which this statement leaves out."""
         config = config or self.config
-        return RECALL_SQL, {"question": query, "namespace": _check_namespace(namespace),
-                            "now": self._now(now), "k": k, "candidates": config.candidates,
+        return sql.RECALL_SQL, {"question": query, "namespace": check_namespace(namespace),
+                            "now": self.now(now), "k": k, "candidates": config.candidates,
                             "pseudocount": float(config.pooled_pseudocount),
                             "config": config.to_sql()}
 
@@ -1118,10 +647,7 @@ class Memory:
                 raise ValueError("feedback needs a recall_id (or ids to find the recall by)")
             # the newest recall that showed every given id
             # (one JSON parameter: any number of ids, no SQL depth or variable limit)
-            rows = c.execute("SELECT r.id FROM recalls AS r WHERE NOT EXISTS (SELECT 1 FROM "
-                             "json_each(?) AS g WHERE g.value NOT IN (SELECT value FROM "
-                             "json_each(r.shown))) ORDER BY r.id DESC LIMIT 1",
-                             (json.dumps(ids),)).fetchall()
+            rows = c.execute(sql.NEWEST_RECALL_SHOWING, {"ids": json.dumps(ids)}).fetchall()
             if not rows:
                 raise ValueError("no tracked recall showed all of these ids; pass recall_id")
             recall_id = rows[0][0]
@@ -1131,21 +657,20 @@ class Memory:
             raise TypeError(f"recall_id must be an integer, got {type(recall_id).__name__}")
         if not -(1 << 63) <= recall_id < (1 << 63):  # SQLite integers are 64-bit
             raise ValueError(f"unknown recall_id {recall_id} (never recorded, or forgotten)")
-        rows = c.execute("SELECT namespace, qtype, shown, ages, features FROM recalls "
-                         "WHERE id = ?", (recall_id,)).fetchall()
+        rows = c.execute(sql.GET_RECALL, {"id": recall_id}).fetchall()
         if not rows:
             raise ValueError(f"unknown recall_id {recall_id} (never recorded, or forgotten)")
-        ns, qt, shown, ages, feats = rows[0]
-        return recall_id, ns, qt, json.loads(shown), json.loads(ages), json.loads(feats)
+        r = _logged_recall(rows[0])
+        return recall_id, r.namespace, r.qtype, list(r.shown), list(r.ages), list(r.features)
 
     def _judge(self, recall_id: Any, used: Any, ignored: Any, rest_ignored: bool,
                now: Timestamp | None) -> Feedback:
-        used_ids = _check_ids(used, "used")
-        ignored_ids = _check_ids(ignored, "ignored") if ignored is not None else []
+        used_ids = check_ids(used, "used")
+        ignored_ids = check_ids(ignored, "ignored") if ignored is not None else []
         both = set(used_ids) & set(ignored_ids)
         if both:
             raise ValueError(f"ids both used and ignored: {sorted(both)}")
-        t = self._now(now)
+        t = self.now(now)
         config = self.config
         with self._write() as c:
             rid, ns, qt, shown, ages, shown_feats = self._resolve_recall(
@@ -1155,8 +680,7 @@ class Memory:
             if not_shown:
                 raise ValueError(f"recall {rid} did not show {not_shown}; feedback can only "
                                  "judge memories that recall returned")
-            judged = {r[0] for r in c.execute("SELECT position FROM events WHERE recall_id = ?",
-                                              (rid,))}
+            judged = {r[0] for r in c.execute(sql.JUDGED_POSITIONS, {"id": rid})}
             again = [i for i in used_ids + ignored_ids if pos[i] in judged]
             if again:
                 raise ValueError(f"recall {rid} already has feedback for {again}; "
@@ -1164,9 +688,8 @@ class Memory:
             if rest_ignored:
                 ignored_ids = ignored_ids + [m for m in shown if m not in used_ids
                                              and m not in ignored_ids and pos[m] not in judged]
-            alive = {r[0] for r in c.execute(
-                "SELECT id FROM memories WHERE id IN (SELECT value FROM json_each(?))",
-                (json.dumps(used_ids + ignored_ids),))}
+            alive = {r[0] for r in c.execute(sql.EXISTING_IDS,
+                                             {"ids": json.dumps(used_ids + ignored_ids)})}
             gone = [mid for mid in used_ids if mid not in alive]
             if gone:
                 raise ValueError(f"memory {gone[0]!r} no longer exists (forgotten)")
@@ -1175,7 +698,7 @@ class Memory:
             used_set = set(used_ids)
             links = None
             if config.model == 0:  # the reference credit depends on current strengths
-                links = bytes(c.execute(_LINKS_SQL, {
+                links = bytes(c.execute(sql.LINKS, {
                     "namespace": ns, "qtype": qt,
                     "pseudocount": float(config.pooled_pseudocount)  # an int may exceed 64 bits
                 }).fetchall()[0][0])
@@ -1188,14 +711,12 @@ class Memory:
                 params = {"rid": rid, "namespace": ns, "qtype": qt, "now": t,
                           "judged": json.dumps(judged_rows), "links": links,
                           "config": config.to_sql()}
-                c.execute(_EVENTS_SQL, params)
-                c.execute(_FOLD_SQL, params)
+                c.execute(sql.INSERT_EVENTS, params)
+                c.execute(sql.FOLD_LINKS, params)
                 nfeatures = c.changes() // 2
                 self._links_gen += 1
             if used_ids:
-                c.execute("UPDATE memories SET last_used_at = max(coalesce(last_used_at, 0), ?)"
-                          " WHERE id IN (SELECT value FROM json_each(?))",
-                          (t, json.dumps(used_ids)))
+                c.execute(sql.MARK_USED, {"now": t, "ids": json.dumps(used_ids)})
         return Feedback(rid, tuple(used_ids), tuple(m for m in ignored_ids if m in feats),
                         nfeatures)
 
@@ -1205,9 +726,12 @@ class Memory:
 
         Every other memory the recall showed counts as ignored, unless
         `ignored` lists the ignored ones explicitly (the rest then stay
-        unjudged).  Used memories confirm their features' links in proportion
-        to each link's current strength; ignored ones count one failure per
-        feature.  Each shown memory can be judged once: judging it again
+        unjudged).  A used memory adds one success to the link of each of its
+        active features (shape features, crossed with the question type), in
+        its namespace and in the pooled layer; an ignored one adds one
+        failure.  (With model=0, the reference design's learner, a use is
+        instead split among the features in proportion to their current
+        strength.)  Each shown memory can be judged once: judging it again
         raises ValueError.  Without recall_id, the newest recall that showed
         all the given ids is meant.  Unknown ids or recall, ids the recall did
         not show, or a bare string for `used`: ValueError/TypeError, and
@@ -1226,33 +750,34 @@ class Memory:
         return self._judge(recall_id, [], ids, False, now)
 
     @_locked
-    def explain_usefulness(self, namespace: str = POOLED, *,
-                           config: ScoringConfig | None = None) -> list[LinkRow]:
+    def links(self, namespace: str = POOLED, *,
+              config: ScoringConfig | None = None) -> list[LinkRow]:
         """The learned links as `namespace` sees them ('*': the pooled layer),
-        strongest first: feature, strength (posterior mean), n (events)."""
+        strongest first: feature, strength (posterior mean), n (events), and
+        the alpha and beta behind the strength."""
         if config is None:
             config = self.config
         elif not isinstance(config, ScoringConfig):
             raise TypeError("config must be a heapmem.ScoringConfig")
         if namespace != POOLED:
-            namespace = _check_namespace(namespace)
+            namespace = check_namespace(namespace)
         c = self.connection
         out: list[tuple[str, float, float, int]] = []
         if namespace == POOLED:
-            out = c.execute("SELECT feature, alpha, beta, n FROM links WHERE namespace = '*'"
-                            ).fetchall()
+            out = c.execute(sql.POOLED_LINKS).fetchall()
         else:
-            rows = c.execute(
-                "SELECT p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0), p.alpha, p.beta, "
-                "coalesce(o.n, 0) FROM links AS p LEFT JOIN links AS o ON o.namespace = ? AND "
-                "o.feature = p.feature WHERE p.namespace = '*'", (namespace,))
-            for f, oa, ob, pa, pb, n in rows:
+            for f, oa, ob, pa, pb, n in c.execute(sql.NAMESPACE_LINKS, {"namespace": namespace}):
                 a, b = _native.link_view(oa, ob, pa, pb, config.pooled_pseudocount)
                 out.append((f, a, b, n))
         res = [LinkRow(f, (config.prior_alpha + a) / (config.prior_alpha + config.prior_beta + a + b),
                        n, a, b) for f, a, b, n in out]
         res.sort(key=lambda r: (-r.strength, r.feature))
         return res
+
+    def explain_usefulness(self, namespace: str = POOLED, *,
+                           config: ScoringConfig | None = None) -> list[LinkRow]:
+        """links() under its older name."""
+        return self.links(namespace, config=config)
 
     # -- forgetting ----------------------------------------------------------------
 
@@ -1269,34 +794,30 @@ class Memory:
         with self._write() as c:
             # remember the highest seq and recall id, so that the id of a
             # forgotten memory or recall is never given to a new one
-            c.execute("INSERT INTO heapmem_meta(key, value) VALUES "
-                      "('last_seq', (SELECT coalesce(max(seq), 0) FROM memories)), "
-                      "('last_recall', (SELECT coalesce(max(id), 0) FROM recalls)) "
-                      "ON CONFLICT(key) DO UPDATE SET value ="
-                      " max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))")
+            schema.meta_raise_int(c, schema.META_LAST_SEQ,
+                                  "SELECT coalesce(max(seq), 0) FROM memories")
+            schema.meta_raise_int(c, schema.META_LAST_RECALL,
+                                  "SELECT coalesce(max(id), 0) FROM recalls")
             if namespace is not None:
-                namespace = _check_namespace(namespace)
-                n = c.execute("SELECT count(*) FROM memories WHERE namespace = ?",
-                              (namespace,)).fetchall()[0][0]
-                c.execute("DELETE FROM memories WHERE namespace = ?", (namespace,))
-                c.execute("UPDATE events SET recall_id = NULL WHERE namespace = ?", (namespace,))
-                c.execute("DELETE FROM recalls WHERE namespace = ?", (namespace,))
+                namespace = check_namespace(namespace)
+                p = {"namespace": namespace}
+                n = c.execute(sql.COUNT_NAMESPACE, p).fetchall()[0][0]
+                c.execute(sql.FORGET_NAMESPACE, p)
+                c.execute(sql.DETACH_NAMESPACE_EVENTS, p)
+                c.execute(sql.FORGET_NAMESPACE_RECALLS, p)
             else:
-                id_list = _check_ids(ids, "ids")
+                id_list = check_ids(ids, "ids")
                 for i in id_list:
-                    _check_name(i, "id")
+                    check_name(i, "id")
                 missing = [i for i in id_list if not c.execute(
-                    "SELECT 1 FROM memories WHERE id = ?", (i,)).fetchall()]
+                    sql.ID_EXISTS, {"id": i}).fetchall()]
                 if missing:
                     raise ValueError(f"unknown memory ids {missing}; nothing was forgotten")
-                c.executemany("DELETE FROM memories WHERE id = ?", [(i,) for i in id_list])
-                gone = json.dumps(id_list)
-                doomed = [r[0] for r in c.execute(
-                    "SELECT DISTINCT r.id FROM recalls AS r, json_each(r.shown) AS s "
-                    "WHERE s.value IN (SELECT value FROM json_each(?))", (gone,))]
-                c.executemany("UPDATE events SET recall_id = NULL WHERE recall_id = ?",
-                              [(r,) for r in doomed])
-                c.executemany("DELETE FROM recalls WHERE id = ?", [(r,) for r in doomed])
+                c.executemany(sql.FORGET_MEMORY, [(i,) for i in id_list])
+                doomed = [r[0] for r in c.execute(sql.RECALLS_SHOWING,
+                                                  {"ids": json.dumps(id_list)})]
+                c.executemany(sql.DETACH_EVENTS, [(r,) for r in doomed])
+                c.executemany(sql.FORGET_RECALL, [(r,) for r in doomed])
                 n = len(id_list)
             # FTS5 keeps a deleted row's terms in its old index segments until a
             # merge: merge them all now, so the terms leave the index (and
@@ -1304,7 +825,7 @@ class Memory:
             # option would be cheaper, but it moves the index to a format that
             # SQLite before 3.42 cannot read, and the file is meant for any client.
             if n:
-                c.execute("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')")
+                c.execute(sql.MERGE_FTS)
         # the WAL still holds the old pages: copy the erased ones into the file
         # and empty the WAL.  A TRUNCATE checkpoint stalls every writer while it
         # waits for readers, so it waits 0.25 s at most; if other connections
@@ -1323,22 +844,55 @@ class Memory:
 
     # -- tuning --------------------------------------------------------------------
 
-    def tune(self, *, deploy: bool = True, seed: int = 0) -> "TuneReport":
+    def tune(self, *, deploy: bool = True, seed: int = 0) -> TuneReport:
         """Replay the logged recalls under other usefulness weights with
         grouped cross-validation, and deploy the best one only if it is
         significantly better than the weight in force (saved in the store,
         used by every later open without an explicit config).  Returns what it
         measured and why it did or did not deploy."""
-        from .tune import tune
-        return tune(self, deploy=deploy, seed=seed)
+        with self._lock:  # one view of the logs while it replays them
+            return tune.tune(self, deploy=deploy, seed=seed)
 
-    def _set_tuned(self, changes: dict[str, float]) -> None:
-        new = self.config.replace(**changes)
-        with self._write() as c:
-            c.execute("INSERT INTO heapmem_meta(key, value) VALUES ('tuned', ?) "
-                      "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                      (json.dumps(new.to_dict(), sort_keys=True),))
+    def set_config(self, config: ScoringConfig | None = None, *, save: bool = False,
+                   **changes: Any) -> ScoringConfig:
+        """Change the config recall and feedback use: a whole ScoringConfig,
+        or some of its fields by name (set_config(w_usefulness=0.5)).
+        save=True also keeps it in the store, for every later open without an
+        explicit config (as tune() does).  Returns the config now in force.
+        Unknown fields or bad values raise ValueError/TypeError and change
+        nothing."""
+        if config is not None and not isinstance(config, ScoringConfig):
+            raise TypeError("config must be a heapmem.ScoringConfig")
+        new = (config or self.config).replace(**changes) if changes else (config or self.config)
+        if save:
+            with self._write() as c:
+                schema.meta_set(c, schema.META_TUNED, json.dumps(new.to_dict(), sort_keys=True))
         self.config = new
+        return new
+
+    # -- the logs ------------------------------------------------------------------
+
+    @_locked
+    def logged_recall(self, recall_id: int) -> LoggedRecall | None:
+        """A tracked recall as the log keeps it, or None (never tracked, or
+        forgotten)."""
+        if isinstance(recall_id, bool) or not isinstance(recall_id, int):
+            raise TypeError(f"recall_id must be an integer, got {type(recall_id).__name__}")
+        if not -(1 << 63) <= recall_id < (1 << 63):
+            return None
+        rows = self.connection.execute(sql.GET_RECALL, {"id": recall_id}).fetchall()
+        return _logged_recall(rows[0]) if rows else None
+
+    @_locked
+    def judged_recalls(self) -> list[LoggedRecall]:
+        """Every logged recall in which feedback judged some memory used."""
+        return [_logged_recall(r) for r in self.connection.execute(sql.JUDGED_RECALLS)]
+
+    @_locked
+    def events(self) -> list[Event]:
+        """The feedback event log, oldest first: one Event per judged memory."""
+        return [Event(i, rid, pos, ns, qt, bool(used), tuple(tuple(d) for d in json.loads(deltas)))
+                for i, rid, pos, ns, qt, used, deltas in self.connection.execute(sql.EVENTS)]
 
     # -- checking ------------------------------------------------------------------
 
@@ -1349,67 +903,47 @@ class Memory:
         and the links against a replay of the event log."""
         c = self.connection
         problems = []
-        ic = [r[0] for r in c.execute("PRAGMA integrity_check")]
+        ic = [r[0] for r in c.execute(sql.INTEGRITY)]
         if ic != ["ok"]:
             problems += [f"integrity_check: {m}" for m in ic]
         if self.readonly:
             # FTS5's 'integrity-check' command is a write, refused here: check
             # only that the index and the table hold the same rows
-            odd = c.execute("SELECT count(*) FROM memories AS m FULL JOIN memories_fts_docsize"
-                            " AS d ON d.id = m.seq WHERE m.seq IS NULL OR d.id IS NULL"
-                            ).fetchall()[0][0]
+            odd = c.execute(sql.FTS_ROWS_APART).fetchall()[0][0]
             if odd:
                 problems.append(f"FTS index does not match the memories table: {odd} rows "
                                 "are in only one of them")
         else:
             try:
-                c.execute("INSERT INTO memories_fts(memories_fts, rank) "
-                          "VALUES ('integrity-check', 1)")
+                c.execute(sql.FTS_INTEGRITY)
             except apsw.Error as e:
                 problems.append(f"FTS index does not match the memories table: {e}")
-        if c.execute("SELECT 1 FROM heapmem_meta WHERE key = 'fts_deferred'").fetchall():
+        if schema.fts_deferred(c):
             problems.append("heapmem_meta holds 'fts_deferred': the FTS index trigger is off "
                             "for every writer (delete that row)")
         # each namespace's BM25 statistics against its memories
-        odd = c.execute("SELECT count(*) FROM memories WHERE ntok IS NOT "
-                        + _ntok_sql("nstag", "text")).fetchall()[0][0]
+        odd = c.execute(sql.WRONG_NTOK).fetchall()[0][0]
         if odd:
             problems.append(f"namespace statistics: {odd} memories have a wrong token count")
-        odd = c.execute("SELECT count(*) FROM (SELECT namespace, count(*) AS docs, sum(ntok) AS "
-                        "tokens FROM memories GROUP BY namespace) AS t FULL JOIN namespaces AS s "
-                        "USING (namespace) WHERE t.docs IS NOT s.docs OR t.tokens IS NOT s.tokens"
-                        ).fetchall()[0][0]
+        odd = c.execute(sql.WRONG_NAMESPACE_STATS).fetchall()[0][0]
         if odd:
             problems.append(f"namespace statistics: {odd} namespaces disagree with their memories")
-        replay: dict[tuple[str, str], list[float]] = {}
-        nevents = 0
-        for ns, deltas in c.execute("SELECT namespace, deltas FROM events ORDER BY id"):
-            nevents += 1
-            for f, da, db in json.loads(deltas):
-                for layer in (ns, POOLED):
-                    r = replay.setdefault((layer, f), [0.0, 0.0, 0])
-                    r[0] += da
-                    r[1] += db
-                    r[2] += 1
+        events = [(ns, json.loads(d)) for _, _, _, ns, _, _, d in c.execute(sql.EVENTS)]
         # pooled evidence merged from a links-only export (heapmem.transfer): no events
-        prior = c.execute("SELECT value FROM heapmem_meta WHERE key = 'links_prior'").fetchall()
-        for f, (a, b, n) in (json.loads(prior[0][0]) if prior else {}).items():
-            r = replay.setdefault((POOLED, f), [0.0, 0.0, 0])
-            r[0] += a
-            r[1] += b
-            r[2] += n
-        stored = {(ns, f): (a, b, n) for ns, f, a, b, n in c.execute(
-            "SELECT namespace, feature, alpha, beta, n FROM links")}
-        for key, (a, b, n) in replay.items():
-            s = stored.get(key)
-            if s is None or abs(s[0] - a) > 1e-6 * max(1, a) or abs(s[1] - b) > 1e-6 * max(1, b) \
-                    or s[2] != n:
-                problems.append(f"link {key[0]}:{key[1]} is {s}, the event log gives "
-                                f"({a:.6g}, {b:.6g}, {n})")
-        for key in stored:
-            if key not in replay:
-                problems.append(f"link {key[0]}:{key[1]} has no events behind it")
-        nmem = c.execute("SELECT count(*) FROM memories").fetchall()[0][0]
+        prior = schema.meta_json(c, schema.META_LINKS_PRIOR, {})
+        replayed = learning.replay(events, prior)
+        stored = {(ns, f): (a, b, n) for ns, f, a, b, n in c.execute(sql.ALL_LINKS)}
+        for (layer, f), s, r in learning.mismatches(stored, replayed):
+            if s is None:
+                problems.append(f"link {layer}:{f} is None, the event log gives "
+                                f"({r[0]:.6g}, {r[1]:.6g}, {r[2]})")
+            elif r is None:
+                problems.append(f"link {layer}:{f} has no events behind it")
+            else:
+                problems.append(f"link {layer}:{f} is {s}, the event log gives "
+                                f"({r[0]:.6g}, {r[1]:.6g}, {r[2]})")
+        nevents = len(events)
+        nmem = c.execute(sql.COUNT_MEMORIES).fetchall()[0][0]
         return CheckReport(not problems, tuple(problems[:100]), nmem, nevents, len(stored))
 
 

@@ -1,11 +1,16 @@
 """Export and import a heapmem store as JSON Lines.
 
+Owns: the JSON Lines formats (a full export, a links-only export) and the
+checks of every record read from one.  It reaches the store only through
+Memory.snapshot() and Memory.transaction(), with statements from
+heapmem.sql and the layout and meta keys of heapmem.schema.
+
 A full export is lossless: importing it into a new file reproduces every
 memory (id, text, every field, its place in the FTS index), the recall log,
 the feedback events and the learned links exactly, so check() passes and
 recall() returns the same ids, order and scores.
 
-    {"heapmem": "export", "format": 1, "schema": 2, "version": "0.1.0", "counts": {...}, ...}
+    {"heapmem": "export", "format": 1, "schema": 3, "version": "0.1.0", "counts": {...}, ...}
     {"type": "meta", "key": "last_seq", "value": "12"}
     {"type": "memory", "seq": 1, "id": "m1", "namespace": "user:maya", "text": "...", ...}
     {"type": "vector", "seq": 1, "v": "<base64 float32>"}
@@ -52,18 +57,20 @@ from typing import IO, Any, Callable, Iterator, Union
 
 import apsw
 
-from . import _native
+from . import _native, learning, schema, sql
 from ._version import __version__
 from .config import MAX_IMPORTANCE
-from .store import (POOLED, SCHEMA_VERSION, Memory, _check_name, _check_namespace,
-                    _check_text, _defer_fts, _index_deferred, _ntok_sql)
+from .results import ImportReport
+from .schema import META_LINKS_PRIOR, META_LINKS_PRIOR_FILES, SCHEMA_VERSION
+from .store import Memory
+from .validate import POOLED, check_name, check_namespace, check_text
 
 #: Version of the JSON Lines layout written by export().
 FORMAT = 1
 #: heapmem_meta key holding the pooled evidence merged from links-only files.
-PRIOR_KEY = "links_prior"
+PRIOR_KEY = META_LINKS_PRIOR
 #: heapmem_meta key holding the SHA-256 of each links-only file merged.
-PRIOR_FILES_KEY = "links_prior_files"
+PRIOR_FILES_KEY = META_LINKS_PRIOR_FILES
 
 #: progress(done, total): total is None when unknown.
 Progress = Callable[[int, Union[int, None]], None]
@@ -73,23 +80,7 @@ _ORDER = {"meta": 0, "memory": 1, "vector": 2, "recall": 3, "event": 4, "link": 
 _PLURAL = {"meta": "meta", "memory": "memories", "vector": "vectors", "recall": "recalls",
            "event": "events", "link": "links"}
 #: meta keys that name the embedder the vectors were made with
-_EMBEDDER_KEYS = ("embedder", "embedding_dim")
-
-
-@dataclass(frozen=True)
-class ImportReport:
-    """What one import wrote."""
-
-    kind: str          # "export" (a full export) or "links" (merged as a prior)
-    memories: int = 0
-    recalls: int = 0
-    events: int = 0
-    links: int = 0
-    seq_offset: int = 0     # added to every imported seq (0 into a new store)
-    recall_offset: int = 0  # added to every imported recall id (0 into a new store)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+_EMBEDDER_KEYS = (schema.META_EMBEDDER, schema.META_EMBEDDING_DIM)
 
 
 class ProgressBar:
@@ -174,43 +165,21 @@ class _Sink:
 
 
 def _has_vectors(c: Any) -> bool:
-    return bool(c.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'vectors'"
-                          ).fetchall())
+    return schema.has_table(c, "vectors")
 
 
 def _counts(c: Any) -> dict[str, int]:
-    return {
-        "meta": c.execute("SELECT count(*) FROM heapmem_meta WHERE key NOT IN "
-                          "('format', 'created_with')").fetchall()[0][0],
-        "memories": c.execute("SELECT count(*) FROM memories").fetchall()[0][0],
-        "vectors": c.execute("SELECT count(*) FROM vectors").fetchall()[0][0]
-        if _has_vectors(c) else 0,
-        "recalls": c.execute("SELECT count(*) FROM recalls").fetchall()[0][0],
-        "events": c.execute("SELECT count(*) FROM events").fetchall()[0][0],
-        "links": c.execute("SELECT count(*) FROM links").fetchall()[0][0],
-    }
-
-
-#: (record type, table, ORDER BY) in the order an export lists them
-_TABLES = (("memory", "memories", "seq"), ("vector", "vectors", "seq"),
-           ("recall", "recalls", "id"), ("event", "events", "id"),
-           ("link", "links", "namespace, feature"))
-#: columns holding JSON text, written to the file as JSON values
-_JSON_COLUMNS = {"memories": {"metadata"}, "recalls": {"shown", "ages", "features", "rest"},
-                 "events": {"deltas"}}
-#: columns derived from others, recomputed on import
-_DERIVED = {"memories": {"nstag", "ntok"}}
-
-
-def _columns(c: Any, table: str) -> list[str]:
-    return [r[1] for r in c.execute(f"PRAGMA table_info({table})")
-            if r[1] not in _DERIVED.get(table, ())]
+    out = {"meta": len(schema.meta_items(c))}
+    for _, table, _ in schema.TABLES:
+        out[table] = (c.execute(sql.count_rows(table)).fetchall()[0][0]
+                      if table != "vectors" or _has_vectors(c) else 0)
+    return out
 
 
 def _out(table: str, col: str, v: Any) -> Any:
     if isinstance(v, (bytes, memoryview)):
         return base64.b64encode(bytes(v)).decode("ascii")
-    if v is not None and col in _JSON_COLUMNS.get(table, ()):
+    if v is not None and col in schema.JSON_COLUMNS.get(table, ()):
         return json.loads(v)
     return v
 
@@ -218,53 +187,28 @@ def _out(table: str, col: str, v: Any) -> Any:
 def _records(c: Any) -> Iterator[dict[str, Any]]:
     """Every row of the store, table by table, each column as a field (JSON
     text as JSON, BLOBs as base64)."""
-    for k, v in c.execute("SELECT key, value FROM heapmem_meta WHERE key NOT IN "
-                          "('format', 'created_with') ORDER BY key"):
+    for k, v in schema.meta_items(c):
         yield {"type": "meta", "key": k, "value": v}
-    for typ, table, order in _TABLES:
+    for typ, table, order in schema.TABLES:
         if table == "vectors" and not _has_vectors(c):
             continue
-        cols = _columns(c, table)
-        for row in c.execute(f"SELECT {', '.join(cols)} FROM {table} ORDER BY {order}"):
+        cols = schema.columns(c, table)
+        for row in c.execute(sql.select_all(table, cols, order)):
             rec = {"type": typ}
             for col, v in zip(cols, row):
                 rec[col] = _out(table, col, v)
             yield rec
 
 
-class _Snapshot:
-    """A read transaction on the store's connection (one consistent snapshot
-    of the file, while other processes keep writing), holding its lock."""
-
-    def __init__(self, mem: Memory):
-        self.mem = mem
-
-    def __enter__(self) -> Any:
-        self.mem._lock.acquire()
-        try:
-            c = self.mem.connection
-            c.execute("BEGIN")
-        except BaseException:
-            self.mem._lock.release()
-            raise
-        return c
-
-    def __exit__(self, *exc: Any) -> None:
-        try:
-            self.mem.connection.execute("COMMIT")
-        finally:
-            self.mem._lock.release()
-
-
 def export(mem: Memory, target: PathOrFile, *, progress: Progress | None = None) -> dict[str, int]:
     """Write the whole store to target (a path, or an open text file) as JSON
     Lines; returns the counts written.  A path is written to a temporary file
     first and renamed at the end, so a failed export leaves no partial file."""
-    with _Snapshot(mem) as c:
+    with mem.snapshot() as c:
         counts = _counts(c)
         total = sum(counts.values())
         header = {"heapmem": "export", "format": FORMAT, "schema": SCHEMA_VERSION,
-                  "version": __version__, "exported_at": mem._now(None), "counts": counts}
+                  "version": __version__, "exported_at": mem.now(), "counts": counts}
         with _Sink(target) as fp:
             fp.write(_dump(header) + "\n")
             done = 0
@@ -282,11 +226,10 @@ def export_links(mem: Memory, target: PathOrFile) -> int:
     """Write the pooled layer of learned links (feature, qtype, alpha, beta, n)
     to target as JSON Lines: no text, no memory ids, no namespaces, no
     queries.  Returns the number of links written."""
-    with _Snapshot(mem) as c:
-        rows = c.execute("SELECT feature, qtype, alpha, beta, n FROM links WHERE namespace = ? "
-                         "ORDER BY feature", (POOLED,)).fetchall()
+    with mem.snapshot() as c:
+        rows = c.execute(sql.EXPORT_LINKS).fetchall()
         header = {"heapmem": "links", "format": FORMAT, "version": __version__,
-                  "exported_at": mem._now(None), "count": len(rows)}
+                  "exported_at": mem.now(), "count": len(rows)}
         with _Sink(target) as fp:
             fp.write(_dump(header) + "\n")
             for f, qt, a, b, n in rows:
@@ -375,7 +318,7 @@ def _str(rec: dict, name: str, where: str, *, optional: bool = False, empty: boo
 
 def _named(check: Callable, value: Any, what: str, where: str) -> Any:
     try:
-        return check(value, what) if check is _check_name else check(value)
+        return check(value, what) if check is check_name else check(value)
     except (TypeError, ValueError) as e:
         raise ValueError(f"{where}: {e}") from None
 
@@ -389,10 +332,6 @@ def _deltas(v: Any, where: str) -> list:
                         and math.isfinite(x) for x in d[1:])):
             raise ValueError(f"{where}: each delta must be [feature, d_alpha, d_beta], got {d!r}")
     return v
-
-
-def _feature_qtype(feature: str) -> str:
-    return feature.split("/", 1)[0] if "/" in feature else ""
 
 
 def _read_header(lines: Iterator[tuple[int, str]], name: str) -> dict:
@@ -446,37 +385,14 @@ def _parse(n: int, line: str, name: str) -> dict | None:
     return rec
 
 
-def _meta_int(c: Any, key: str) -> int:
-    row = c.execute("SELECT value FROM heapmem_meta WHERE key = ?", (key,)).fetchall()
-    try:
-        return int(row[0][0]) if row else 0
-    except (TypeError, ValueError):
-        return 0
-
-
-def _meta_json(c: Any, key: str, default: Any) -> Any:
-    row = c.execute("SELECT value FROM heapmem_meta WHERE key = ?", (key,)).fetchall()
-    return json.loads(row[0][0]) if row else default
-
-
-def _set_meta(c: Any, key: str, value: str) -> None:
-    c.execute("INSERT INTO heapmem_meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE "
-              "SET value = excluded.value", (key, value))
-
-
-_UPSERT_LINK = ("INSERT INTO links(namespace, feature, qtype, alpha, beta, n) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(namespace, feature) DO UPDATE SET "
-                "alpha = alpha + excluded.alpha, beta = beta + excluded.beta, n = n + excluded.n")
-
-
 def _merge_prior(c: Any, rows: dict[str, list]) -> None:
-    prior = _meta_json(c, PRIOR_KEY, {})
+    prior = schema.meta_json(c, PRIOR_KEY, {})
     for f, (a, b, n) in rows.items():
         p = prior.setdefault(f, [0.0, 0.0, 0])
         p[0] += a
         p[1] += b
         p[2] += n
-    _set_meta(c, PRIOR_KEY, json.dumps(prior, sort_keys=True, allow_nan=False))
+    schema.meta_set(c, PRIOR_KEY, json.dumps(prior, sort_keys=True, allow_nan=False))
 
 
 def _import_links(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, header: dict,
@@ -494,7 +410,7 @@ def _import_links(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, hea
         if any(ch.isspace() for ch in f) or len(f) > 256:
             raise ValueError(f"{where}: feature {f!r} is not a feature name")
         qt = _str(rec, "qtype", where, empty=True)
-        if qt != _feature_qtype(f):
+        if qt != learning.feature_qtype(f):
             raise ValueError(f"{where}: qtype {qt!r} does not match feature {f!r}")
         if f in rows:
             raise ValueError(f"{where}: feature {f!r} is listed twice")
@@ -506,16 +422,15 @@ def _import_links(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, hea
         raise ValueError(f"{lines.name} is incomplete: its header promises {header['count']} "
                          f"links, it holds {len(rows)}; nothing was imported")
     digest = lines.sha.hexdigest()
-    with mem._write() as c:
-        seen = _meta_json(c, PRIOR_FILES_KEY, [])
+    with mem.transaction() as c:
+        seen = schema.meta_json(c, PRIOR_FILES_KEY, [])
         if digest in seen:
             raise ValueError(f"{lines.name} was already merged into this store as a prior; "
                              "merging it again would count its evidence twice")
-        c.executemany(_UPSERT_LINK, [(POOLED, f, _feature_qtype(f), a, b, k)
+        c.executemany(sql.UPSERT_LINK, [(POOLED, f, learning.feature_qtype(f), a, b, k)
                                      for f, (a, b, k) in rows.items()])
         _merge_prior(c, rows)
-        _set_meta(c, PRIOR_FILES_KEY, json.dumps(seen + [digest]))
-    _bump_links(mem)
+        schema.meta_set(c, PRIOR_FILES_KEY, json.dumps(seen + [digest]))
     if progress is not None:
         progress(lines.total or lines.read, lines.total or lines.read)
     return ImportReport("links", links=len(rows))
@@ -526,24 +441,22 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
     name = lines.name
     counts = {"meta": 0, "memories": 0, "vectors": 0, "recalls": 0, "events": 0, "links": 0}
     stage = 0
-    replay: dict[tuple[str, str], list] = {}
+    file_events: list[tuple[str, list]] = []
     file_links: dict[tuple[str, str], tuple] = {}
     file_prior: dict[str, list] = {}
     seqs: set[int] = set()
     recall_ids: set[int] = set()
     event_ids: set[int] = set()
     mem_ids: set[str] = set()
-    with mem._write() as c:
-        seq_off = max(c.execute("SELECT coalesce(max(seq), 0) FROM memories").fetchall()[0][0],
-                      _meta_int(c, "last_seq"))
-        rec_off = max(c.execute("SELECT coalesce(max(id), 0) FROM recalls").fetchall()[0][0],
-                      _meta_int(c, "last_recall"))
-        ev_off = c.execute("SELECT coalesce(max(id), 0) FROM events").fetchall()[0][0]
+    with mem.transaction() as c:
+        seq_off = c.execute(sql.LAST_SEQ).fetchall()[0][0]
+        rec_off = c.execute(sql.LAST_RECALL_ID).fetchall()[0][0]
+        ev_off = c.execute(sql.LAST_EVENT_ID).fetchall()[0][0]
         # index the imported memories in one statement at the end (see
-        # store._SCHEMA_V3: the per-row trigger flushes FTS5 at every row)
-        _defer_fts(c)
+        # schema._SCHEMA_V3: the per-row trigger flushes FTS5 at every row)
+        schema.defer_fts(c)
         meta_in: dict[str, str] = {}
-        columns = {t: _columns(c, t) for _, t, _ in _TABLES
+        columns = {t: schema.columns(c, t) for _, t, _ in schema.TABLES
                    if t != "vectors" or _has_vectors(c)}
         for n, line in it:
             rec = _parse(n, line, name)
@@ -564,7 +477,7 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
             if typ == "meta":
                 k = _str(rec, "key", where)
                 v = _str(rec, "value", where, empty=True)
-                if k == "fts_deferred":
+                if k == schema.META_FTS_DEFERRED:
                     raise ValueError(f"{where}: meta key {k!r} is heapmem's own and cannot be "
                                      "imported")
                 if k in meta_in:
@@ -612,7 +525,7 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                     raise ValueError(f"{where}: shown, ages and features must be lists of the "
                                      "same length (ids, numbers, strings)")
                 row = {"id": rid + rec_off,
-                       "namespace": _named(_check_namespace, rec.get("namespace"), "namespace",
+                       "namespace": _named(check_namespace, rec.get("namespace"), "namespace",
                                            where),
                        "query": _str(rec, "query", where, empty=True),
                        "qtype": _str(rec, "qtype", where),
@@ -626,17 +539,12 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                 rid = _num(rec, "recall_id", where, optional=True, lo=1, integer=True)
                 if rid is not None and rid not in recall_ids:
                     raise ValueError(f"{where}: the event's recall {rid} is not in the file")
-                ns = _named(_check_namespace, rec.get("namespace"), "namespace", where)
+                ns = _named(check_namespace, rec.get("namespace"), "namespace", where)
                 used = rec.get("used")
                 if used not in (0, 1) or isinstance(used, bool):
                     raise ValueError(f"{where}: used must be 0 or 1, got {used!r}")
                 deltas = _deltas(rec.get("deltas"), where)
-                for f, da, db in deltas:
-                    for layer in (ns, POOLED):
-                        r = replay.setdefault((layer, f), [0.0, 0.0, 0])
-                        r[0] += da
-                        r[1] += db
-                        r[2] += 1
+                file_events.append((ns, deltas))
                 row = {"id": eid + ev_off, "recall_id": None if rid is None else rid + rec_off,
                        "position": _num(rec, "position", where, lo=0, integer=True),
                        "namespace": ns, "qtype": _str(rec, "qtype", where), "used": used,
@@ -645,10 +553,10 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
             else:  # link
                 ns = _str(rec, "namespace", where)
                 if ns != POOLED:
-                    _named(_check_namespace, ns, "namespace", where)
+                    _named(check_namespace, ns, "namespace", where)
                 f = _str(rec, "feature", where)
                 qt = _str(rec, "qtype", where, empty=True)
-                if qt != _feature_qtype(f):
+                if qt != learning.feature_qtype(f):
                     raise ValueError(f"{where}: qtype {qt!r} does not match feature {f!r}")
                 if (ns, f) in file_links:
                     raise ValueError(f"{where}: link {ns}:{f} is listed twice")
@@ -658,7 +566,7 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                 row = (_num(rec, "alpha", where, lo=0), _num(rec, "beta", where, lo=0),
                        _num(rec, "n", where, lo=0, integer=True))
                 file_links[(ns, f)] = row
-                c.execute(_UPSERT_LINK, (ns, f, qt) + row)
+                c.execute(sql.UPSERT_LINK, (ns, f, qt) + row)
             if progress is not None and n % 500 == 0:
                 progress(lines.read, lines.total)
         want = header.get("counts")
@@ -668,35 +576,29 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                     raise ValueError(f"{name} is incomplete or altered: its header promises "
                                      f"{want[k]} {k}, it holds {v}; nothing was imported")
         # the file's links must be what its events (and any prior) add up to
-        for f, (a, b, pn) in file_prior.items():
-            r = replay.setdefault((POOLED, f), [0.0, 0.0, 0])
-            r[0] += a
-            r[1] += b
-            r[2] += pn
-        for key in set(replay) | set(file_links):
-            got, exp = file_links.get(key), replay.get(key)
-            if got is None or exp is None or abs(got[0] - exp[0]) > 1e-6 * max(1, abs(exp[0])) \
-                    or abs(got[1] - exp[1]) > 1e-6 * max(1, abs(exp[1])) or got[2] != exp[2]:
-                raise ValueError(f"in {name}, link {key[0]}:{key[1]} does not match the file's "
-                                 "events; nothing was imported")
+        bad = learning.mismatches(file_links, learning.replay(file_events, file_prior))
+        if bad:
+            (layer, f), _, _ = bad[0]
+            raise ValueError(f"in {name}, link {layer}:{f} does not match the file's "
+                             "events; nothing was imported")
         if any(k in meta_in for k in _EMBEDDER_KEYS):
             _check_embedder(c, meta_in, name)
-        _index_deferred(c, seq_off + 1)
+        schema.index_deferred(c, seq_off + 1)
         for k, v in meta_in.items():
-            if k == "last_seq":
-                _set_meta(c, k, str(max(_meta_int(c, k), seq_off + int(v))))
-            elif k == "last_recall":
-                _set_meta(c, k, str(max(_meta_int(c, k), rec_off + int(v))))
+            if k == schema.META_LAST_SEQ:
+                schema.meta_set(c, k, str(max(schema.meta_int(c, k), seq_off + int(v))))
+            elif k == schema.META_LAST_RECALL:
+                schema.meta_set(c, k, str(max(schema.meta_int(c, k), rec_off + int(v))))
             elif k == PRIOR_KEY:
                 _merge_prior(c, file_prior)
             elif k in _EMBEDDER_KEYS:
-                _set_meta(c, k, v)  # checked against the store's above
+                schema.meta_set(c, k, v)  # checked against the store's above
             elif k == PRIOR_FILES_KEY:
-                seen = _meta_json(c, k, [])
-                _set_meta(c, k, json.dumps(seen + [d for d in json.loads(v) if d not in seen]))
+                seen = schema.meta_json(c, k, [])
+                schema.meta_set(c, k, json.dumps(seen + [d for d in json.loads(v) if d not in seen]))
             else:
-                c.execute("INSERT OR IGNORE INTO heapmem_meta(key, value) VALUES (?, ?)", (k, v))
-    _bump_links(mem)
+                if schema.meta_get(c, k) is None:
+                    schema.meta_set(c, k, v)
     if progress is not None:
         progress(lines.total or lines.read, lines.total or lines.read)
     return ImportReport("export", counts["memories"], counts["recalls"], counts["events"],
@@ -705,28 +607,17 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
 
 def _check_embedder(c: Any, meta_in: dict[str, str], name: str) -> None:
     """The file's vectors and the store's must come from one embedder."""
-    mine = dict(c.execute("SELECT key, value FROM heapmem_meta WHERE key IN "
-                          "('embedder', 'embedding_dim')").fetchall())
+    mine = {k: v for k in _EMBEDDER_KEYS if (v := schema.meta_get(c, k)) is not None}
     theirs = {k: meta_in[k] for k in _EMBEDDER_KEYS if k in meta_in}
     if not theirs.get("embedder"):
         raise ValueError(f"{name} holds vectors but does not name their embedder")
     if mine.get("embedder") and (mine.get("embedder"), mine.get("embedding_dim")) != (
             theirs.get("embedder"), theirs.get("embedding_dim")):
-        held = c.execute("SELECT count(*) FROM vectors").fetchall()[0][0]
+        held = c.execute(sql.count_rows("vectors")).fetchall()[0][0]
         if held:
             raise ValueError(f"{name} holds vectors of embedder {theirs.get('embedder')!r}, this "
                              f"store holds vectors of {mine.get('embedder')!r}; nothing was "
                              "imported")
-
-
-def _bump_links(mem: Memory) -> None:
-    """The store caches link sets per connection; links written here must
-    reach the next recall."""
-    if hasattr(mem, "_links_gen"):
-        mem._links_gen += 1
-    cache = getattr(mem, "_links_cache", None)
-    if cache is not None:
-        cache.clear()
 
 
 def _insert(c: Any, table: str, row: dict[str, Any], rec: dict, where: str,
@@ -746,15 +637,14 @@ def _insert(c: Any, table: str, row: dict[str, Any], rec: dict, where: str,
         if col in full or col not in rec:
             continue
         v = rec[col]
-        if col in _JSON_COLUMNS.get(table, ()):
+        if col in schema.JSON_COLUMNS.get(table, ()):
             v = None if v is None else json.dumps(v, allow_nan=False)
         elif isinstance(v, (dict, list)):
             raise ValueError(f"{where}: {col} must be a plain value, got {v!r}")
         full[col] = v
     names = list(full)
     try:
-        c.execute(f"INSERT INTO {table}({', '.join(names)}) VALUES "
-                  f"({', '.join('?' * len(names))})", [full[k] for k in names])
+        c.execute(sql.insert_row(table, names), [full[k] for k in names])
     except apsw.ConstraintError as e:
         raise ValueError(f"{where}: the {table} record does not fit this store ({e}); "
                          "nothing was imported") from None
@@ -765,14 +655,14 @@ def _memory_row(c: Any, rec: dict, where: str, seqs: set, ids: set) -> dict[str,
     if seq in seqs:
         raise ValueError(f"{where}: seq {seq} is listed twice")
     seqs.add(seq)
-    mid = _named(_check_name, rec.get("id"), "id", where)
+    mid = _named(check_name, rec.get("id"), "id", where)
     if mid in ids:
         raise ValueError(f"{where}: memory id {mid!r} is listed twice")
     ids.add(mid)
-    if c.execute("SELECT 1 FROM memories WHERE id = ?", (mid,)).fetchall():
+    if c.execute(sql.ID_EXISTS, {"id": mid}).fetchall():
         raise ValueError(f"{where}: a memory with id {mid!r} is already in the store; "
                          "nothing was imported")
-    ns = _named(_check_namespace, rec.get("namespace"), "namespace", where)
+    ns = _named(check_namespace, rec.get("namespace"), "namespace", where)
     imp = _num(rec, "importance", where)
     if not 0 < imp <= MAX_IMPORTANCE:
         raise ValueError(f"{where}: importance must be in (0, {MAX_IMPORTANCE:g}], got {imp!r}")
@@ -780,15 +670,15 @@ def _memory_row(c: Any, rec: dict, where: str, seqs: set, ids: set) -> dict[str,
     meta = rec.get("metadata")
     if meta is not None and not isinstance(meta, dict):
         raise ValueError(f"{where}: metadata must be a JSON object or null")
-    text = _named(_check_text, rec.get("text"), "text", where)
+    text = _named(check_text, rec.get("text"), "text", where)
     nstag = _native.ns_tag(ns)
     return {
         "seq": seq, "id": mid, "namespace": ns, "nstag": nstag, "text": text,
-        "ntok": c.execute("SELECT " + _ntok_sql("?", "?"), (nstag, text)).fetchall()[0][0],
-        "kind": _named(_check_name, rec.get("kind"), "kind", where),
-        "source": None if rec.get("source") is None else _named(_check_name, rec["source"],
+        "ntok": c.execute(sql.NTOK_OF, {"nstag": nstag, "text": text}).fetchall()[0][0],
+        "kind": _named(check_name, rec.get("kind"), "kind", where),
+        "source": None if rec.get("source") is None else _named(check_name, rec["source"],
                                                                   "source", where),
-        "key": None if rec.get("key") is None else _named(_check_name, rec["key"], "key", where),
+        "key": None if rec.get("key") is None else _named(check_name, rec["key"], "key", where),
         "importance": float(imp), "features": _str(rec, "features", where, empty=True),
         "created_at": float(_num(rec, "created_at", where)),
         "last_used_at": None if used is None else float(used),

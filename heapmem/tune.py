@@ -1,5 +1,10 @@
 """Self-tuning from the store's own feedback log.
 
+Owns: the choice of w_usefulness by replaying the logs (Memory.tune() calls
+it).  It reads the logs through Memory's public methods (judged_recalls,
+events), adds events up with heapmem.learning, scores every replay in C
+(score_batch) and deploys through Memory.set_config.
+
 Every tracked recall logs what it showed (features, ages, the score without
 usefulness); feedback logs which were used.  tune() replays those recalls
 under other usefulness weights, with the links learned from the *other* folds
@@ -10,50 +15,21 @@ interval above zero.  Otherwise nothing changes.
 """
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from dataclasses import replace
+from typing import Any, Sequence
 
 import apsw
 import numpy as np
 
-from . import _native
-from .config import ScoringConfig
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .store import Memory
+from . import _native, learning
+from .results import TuneReport
 
 #: The usefulness weights tune() tries.
 GRID = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0)
 #: Fewer judged recalls than this and tune() does not try.
 MIN_RECALLS = 30
-
-
-@dataclass(frozen=True)
-class TuneReport:
-    """What tune() measured and what it did."""
-
-    deployed: bool
-    reason: str
-    recalls: int                 # judged recalls replayed
-    folds: str                   # "namespace" or "recall"
-    current: dict[str, float]    # the weight in force, and its replay MRR
-    best: dict[str, float]       # the best weight, its replay MRR
-    gain: tuple[float, float, float]  # best - current: mean, CI low, CI high
-    table: tuple[tuple[float, float], ...]  # (w_usefulness, replay MRR) for the grid
-
-    def __str__(self) -> str:
-        lines = [f"replayed {self.recalls} judged recalls, folds by {self.folds}"]
-        for w, m in self.table:
-            mark = " <- in force" if w == self.current["w_usefulness"] else ""
-            lines.append(f"  w_usefulness={w:<5g} replay MRR {m:.4f}{mark}")
-        g = self.gain
-        lines.append(f"best w_usefulness={self.best['w_usefulness']:g}: "
-                     f"{g[0]:+.4f} [{g[1]:+.4f}, {g[2]:+.4f}] over the weight in force")
-        lines.append(("deployed: " if self.deployed else "not deployed: ") + self.reason)
-        return "\n".join(lines)
 
 
 def _rr(order_scores: np.ndarray, used: set[int]) -> float:
@@ -64,27 +40,19 @@ def _rr(order_scores: np.ndarray, used: set[int]) -> float:
     return 0.0
 
 
-def tune(mem: "Memory", *, grid: Sequence[float] = GRID, boot: int = 2000, seed: int = 0,
+def tune(mem: Any, *, grid: Sequence[float] = GRID, boot: int = 2000, seed: int = 0,
          deploy: bool = True) -> TuneReport:
-    c = mem.connection
+    """Replay mem's (a heapmem.Memory) judged recalls under each weight of
+    grid; deploy the best one if its gain is significant (see the module)."""
     base = mem.config
-    recalls: dict[int, dict[str, Any]] = {}
-    for rid, ns, qt, ages, feats, rest in c.execute(
-            "SELECT id, namespace, qtype, ages, features, rest FROM recalls WHERE id IN "
-            "(SELECT recall_id FROM events WHERE used = 1)"):
-        recalls[rid] = {"ns": ns, "qt": qt, "ages": json.loads(ages),
-                        "feats": json.loads(feats), "rest": json.loads(rest), "used": set()}
-    own: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(lambda: [0.0, 0.0]))
-    events = []
-    for rid, ns, used, pos, deltas in c.execute(
-            "SELECT recall_id, namespace, used, position, deltas FROM events"):
-        d = json.loads(deltas)
-        events.append((rid, ns, d))
-        for f, da, db in d:
-            own[ns][f][0] += da
-            own[ns][f][1] += db
-        if used and rid in recalls:
-            recalls[rid]["used"].add(pos)
+    recalls: dict[int, dict[str, Any]] = {
+        r.id: {"ns": r.namespace, "qt": r.qtype, "ages": list(r.ages), "feats": list(r.features),
+               "rest": list(r.rest), "used": set()} for r in mem.judged_recalls()}
+    log = mem.events()
+    own = learning.per_namespace((e.namespace, e.deltas) for e in log)
+    for e in log:
+        if e.used and e.recall_id in recalls:
+            recalls[e.recall_id]["used"].add(e.position)
     ids = sorted(recalls)
     current_w = float(base.w_usefulness)
     empty = TuneReport(False, "", len(ids), "-", {"w_usefulness": current_w, "mrr": math.nan},
@@ -101,40 +69,28 @@ def tune(mem: "Memory", *, grid: Sequence[float] = GRID, boot: int = 2000, seed:
     def fold_of(rid: int, ns: str) -> int:
         return ns_index[ns] % nfold if by_ns else rid % nfold
 
-    fold_own: dict[int, dict[str, dict[str, list[float]]]] = defaultdict(
-        lambda: defaultdict(lambda: defaultdict(lambda: [0.0, 0.0])))
-    for rid, ns, d in events:
-        if rid is None:
-            continue
-        fo = fold_of(rid, ns)
-        for f, da, db in d:
-            fold_own[fo][ns][f][0] += da
-            fold_own[fo][ns][f][1] += db
-    pooled: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-    for ns_counts in own.values():
-        for f, (a, b) in ns_counts.items():
-            pooled[f][0] += a
-            pooled[f][1] += b
+    # each fold's own evidence, to hold out when replaying that fold
+    by_fold: dict[int, list] = defaultdict(list)
+    for e in log:
+        if e.recall_id is not None:
+            by_fold[fold_of(e.recall_id, e.namespace)].append((e.namespace, e.deltas))
+    fold_own = {fo: learning.per_namespace(evs) for fo, evs in by_fold.items()}
+    fold_pooled = {fo: learning.pooled(held) for fo, held in fold_own.items()}
+    pooled = learning.pooled(own)
 
     scratch = apsw.Connection(":memory:")
-    from .store import load
-    load(scratch)
+    _native.load(scratch)
     scratch.execute("CREATE TABLE l(feature TEXT, oa REAL, ob REAL, pa REAL, pb REAL)")
     blobs: dict[tuple[int, str, str], bytes] = {}
 
     def blob(fo: int, ns: str, qt: str) -> bytes:
         key = (fo, ns, qt)
         if key not in blobs:
-            held = fold_own[fo]
-            held_pooled: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-            for counts in held.values():
-                for f, (a, b) in counts.items():
-                    held_pooled[f][0] += a
-                    held_pooled[f][1] += b
+            held = fold_own.get(fo, {})
+            held_pooled = fold_pooled.get(fo, {})
             rows = []
             for f, (pa, pb) in pooled.items():
-                q = f.split("/", 1)[0] if "/" in f else ""
-                if q not in ("", qt):
+                if learning.feature_qtype(f) not in ("", qt):
                     continue
                 oa, ob = own[ns].get(f, (0.0, 0.0)) if ns in own else (0.0, 0.0)
                 ha, hb = held[ns].get(f, (0.0, 0.0)) if ns in held else (0.0, 0.0)
@@ -149,22 +105,24 @@ def tune(mem: "Memory", *, grid: Sequence[float] = GRID, boot: int = 2000, seed:
                 (base.pooled_pseudocount,)).fetchall()[0][0])
         return blobs[key]
 
-    ucfg = base.replace(w_usefulness=1.0)._c  # type: ignore[attr-defined]
-    logu, rests, used_sets = [], [], []
+    # Each replayed score is the C core's: score_batch with the logged score
+    # without usefulness (rest, itself from C) as the only other factor, and
+    # the weight tried, so a change to how C combines factors reaches tune.
+    grid = sorted(set(float(w) for w in grid) | {current_w})
+    cfgs = {w: base.replace(w_relevance=1.0, w_recency=0.0, w_importance=1.0,
+                            w_usefulness=w).cdata for w in grid}
+    per_w: dict[float, list[float]] = {w: [] for w in grid}
     for rid in ids:
         r = recalls[rid]
         n = len(r["feats"])
-        out = _native.score_batch(np.ones(n), np.array(r["ages"], dtype=np.float64), np.ones(n),
-                                  np.zeros(n, dtype=np.intc), r["feats"], r["qt"],
-                                  blob(fold_of(rid, r["ns"]), r["ns"], r["qt"]), ucfg)
-        logu.append(np.log(out[:, 3]))
-        rests.append(np.array(r["rest"], dtype=np.float64))
-        used_sets.append(r["used"])
-    grid = sorted(set(float(w) for w in grid) | {current_w})
-    per_w = {}
-    for w in grid:
-        per_w[w] = np.array([_rr(np.log(np.maximum(rest, 1e-300)) + w * lu, u)
-                             for rest, lu, u in zip(rests, logu, used_sets)])
+        links = blob(fold_of(rid, r["ns"]), r["ns"], r["qt"])
+        rest = np.maximum(np.array(r["rest"], dtype=np.float64), 0.0)
+        ages = np.array(r["ages"], dtype=np.float64)
+        ones, zeros = np.ones(n), np.zeros(n, dtype=np.intc)
+        for w in grid:
+            out = _native.score_batch(rest, ages, ones, zeros, r["feats"], r["qt"], links, cfgs[w])
+            per_w[w].append(_rr(out[:, 5], r["used"]))
+    per_w = {w: np.array(v) for w, v in per_w.items()}  # type: ignore[misc]
     table = tuple((w, float(per_w[w].mean())) for w in grid)
     best_w = max(grid, key=lambda w: (round(per_w[w].mean(), 12), -abs(w - current_w)))
     diff = per_w[best_w] - per_w[current_w]
@@ -191,11 +149,10 @@ def tune(mem: "Memory", *, grid: Sequence[float] = GRID, boot: int = 2000, seed:
         return _replace(report, reason="the gain's 95% interval includes 0: not significant")
     if not deploy:
         return _replace(report, reason="significant, but deploy=False")
-    mem._set_tuned({"w_usefulness": best_w})
+    mem.set_config(w_usefulness=best_w, save=True)
     return _replace(report, deployed=True,
                     reason=f"w_usefulness {current_w:g} -> {best_w:g}, saved in the store")
 
 
 def _replace(r: TuneReport, **kw: Any) -> TuneReport:
-    from dataclasses import replace
     return replace(r, **kw)

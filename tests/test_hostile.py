@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import heapmem
-from heapmem.store import MAX_TEXT_BYTES
+from heapmem.validate import MAX_TEXT_BYTES
 
 SOAK = os.environ.get("HEAPMEM_SOAK") == "1"
 ALLOWED = (heapmem.HeapmemError, ValueError, TypeError)

@@ -186,7 +186,7 @@ def test_public_surface():
 
 def _old_store(path, version):
     """A store file as heapmem schema `version` wrote it, holding two memories."""
-    from heapmem.store import _MIGRATIONS
+    from heapmem.schema import MIGRATIONS as _MIGRATIONS
     conn = apsw.Connection(path)
     heapmem.load(conn)
     for v in range(version):

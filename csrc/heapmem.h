@@ -1,0 +1,139 @@
+/*
+ * heapmem.h: the C core's public API (the hm_* helpers), its config struct
+ * and its buffer sizes.
+ *
+ * heapmem.c includes this file; heapmem/_native.py reads the part between the
+ * "cdef" markers below as its cffi declarations (the header ships inside the
+ * Python package as package data), so the C and Python sides cannot drift.
+ * The marked part is therefore plain C that cffi's parser accepts: integer
+ * #defines with literal values, typedefs, prototypes.  Two things are
+ * rewritten by _native.py before cffi sees it: the HM_API prefix is dropped,
+ * and HM_CONFIG_FIELDS(HM_CONFIG_MEMBER) becomes one `double name;` per field.
+ *
+ * None of these functions calls sqlite3_*: they work without a database.
+ */
+#ifndef HEAPMEM_H
+#define HEAPMEM_H
+
+#include <stdint.h>
+
+#ifndef HM_API
+#ifdef _WIN32
+#define HM_API __declspec(dllexport)
+#else
+#define HM_API __attribute__((visibility("default")))
+#endif
+#endif
+
+/*
+ * The scoring config: one line per field, the only list of them.
+ *   X(name, default, low, high, rule, message)
+ * rule: HM_RULE_RANGE    low <= value <= high
+ *       HM_RULE_POSITIVE a finite number > 0
+ *       HM_RULE_PRIOR    a normal positive number; prior_alpha + prior_beta <= high
+ *       HM_RULE_SWITCH   exactly low or high
+ * message is the error a bad value gets.
+ * heapmem/config.py's ScoringConfig takes its C fields, in this order, and
+ * their defaults from this list.
+ */
+#define HM_CONFIG_FIELDS(X)                                                                       \
+  X(w_relevance, 1.0, 0, 100, HM_RULE_RANGE, "w_relevance must be a number from 0 to 100")        \
+  X(w_recency, 0.0, 0, 100, HM_RULE_RANGE, "w_recency must be a number from 0 to 100")            \
+  X(w_importance, 1.0, 0, 100, HM_RULE_RANGE, "w_importance must be a number from 0 to 100")      \
+  X(w_usefulness, 0.3, 0, 100, HM_RULE_RANGE, "w_usefulness must be a number from 0 to 100")      \
+  X(half_life_days, 30.0, 0, 0, HM_RULE_POSITIVE, "half_life_days must be a positive number")     \
+  X(recency_floor, 0.5, 0, 1, HM_RULE_RANGE, "recency_floor must be between 0 and 1")             \
+  X(superseded_factor, 0.1, 0, 1, HM_RULE_RANGE, "superseded_factor must be between 0 and 1")     \
+  X(prior_alpha, 0.1, 0, 1e6, HM_RULE_PRIOR, "prior_alpha and prior_beta must be positive numbers")\
+  X(prior_beta, 9.9, 0, 1e6, HM_RULE_PRIOR, "prior_alpha and prior_beta must be positive numbers")\
+  X(model, 1.0, 0, 1, HM_RULE_SWITCH, "model must be 1 (gated lift) or 0 (reference noisy-OR)")   \
+  X(gate_z, 2.0, 0, 10, HM_RULE_RANGE, "gate_z must be a number from 0 to 10")                    \
+  X(combine, 1.0, 0, 1, HM_RULE_SWITCH, "combine must be 1 (product) or 0 (noisy-OR)")
+
+#define HM_CONFIG_MEMBER(name, dflt, lo, hi, rule, msg) double name;
+
+/* cdef-begin */
+
+/* Status codes. */
+#define HM_OK 0
+#define HM_ERROR 1
+#define HM_TOOBIG 2
+
+/* Limits and buffer sizes (literal values: cffi reads them). */
+#define HM_MAX_WORD 64          /* longer "words" are cut for matching */
+#define HM_MAX_QUERY_TERMS 32   /* terms kept from one question */
+#define HM_MAX_FEATURES 64      /* shape features of one memory; active lists hold twice as many */
+#define HM_ERRLEN 256           /* an error message buffer */
+#define HM_FEATURES_LEN 1024    /* hm_features' output */
+#define HM_ACTIVE_LEN 18432     /* hm_active's output: 2 * HM_MAX_FEATURES * (2 * HM_MAX_WORD + 16) */
+#define HM_MATCH_LEN 2368       /* hm_match's output: HM_MAX_QUERY_TERMS * (HM_MAX_WORD + 8) + 64 */
+#define HM_NS_TAG_LEN 19        /* hm_ns_tag's output: "ns" + 16 hex digits + NUL */
+#define HM_RELATE_LEN 16        /* hm_relate's output */
+#define HM_EXPLAIN_LEN 1024     /* hm_explain's output */
+#define HM_SCORE_COLUMNS 7      /* hm_score_batch's output columns, see below */
+
+/* Rules of the config fields (see HM_CONFIG_FIELDS). */
+#define HM_RULE_RANGE 0
+#define HM_RULE_POSITIVE 1
+#define HM_RULE_PRIOR 2
+#define HM_RULE_SWITCH 3
+
+typedef struct {
+  HM_CONFIG_FIELDS(HM_CONFIG_MEMBER)
+} hm_config;
+
+/* One candidate's score inputs (hm_explain). */
+typedef struct {
+  double relevance;     /* BM25 normalised over the candidates, best = 1 (or a blend) */
+  double age_days;      /* since last use (or creation) */
+  double importance;
+  int superseded;
+  const char *features; /* shape features, space-separated */
+  double bm25_part;     /* hybrid recall: the parts of relevance, for explain; */
+  double cos_part;      /* NaN when relevance is BM25 alone */
+} hm_input;
+
+/* Text scanning. */
+HM_API const char *hm_qtype(const char *q);
+HM_API int hm_is_stop_word(const char *w);
+HM_API int hm_features(const char *text, const char *kind, const char *source, char *out,
+                       int outlen);
+HM_API int hm_active(const char *features, const char *qtype, double age_days, char *out,
+                     int outlen, char *err, int errlen);
+HM_API int hm_relate(const char *question, const char *source, char *out, int outlen);
+
+/* FTS5 query building. */
+HM_API uint64_t hm_hash(const char *s);
+HM_API void hm_ns_tag(const char *ns, char *out);
+HM_API int hm_match(const char *q, const char *ns, char *out, int outlen);
+
+/* Link sets. */
+HM_API void hm_link_view(double own_a, double own_b, double pool_a, double pool_b,
+                         double pseudocount, double *a, double *b);
+
+/* Scoring.  hm_score_batch's out receives n x HM_SCORE_COLUMNS doubles per
+ * candidate: relevance, recency, importance, usefulness, rules, score, and
+ * rest (the score without its usefulness factor: what tune() replays). */
+HM_API void hm_config_default(hm_config *c);
+HM_API int hm_config_parse(const char *text, hm_config *c, char *err, int errlen);
+HM_API double hm_recency(double age_days, double half_life_days, double floor);
+HM_API double hm_noisy_or(const double *s, int n);
+HM_API double hm_cosine(const float *a, const float *b, int n);
+HM_API int hm_score_batch(int n, const double *relevance, const double *age_days,
+                          const double *importance, const int *superseded,
+                          const char *const *features, const char *qtype,
+                          const unsigned char *links, int64_t linkslen, const hm_config *c,
+                          double *out, int *bad, char *err, int errlen);
+HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char *links,
+                      int64_t linkslen, const hm_config *c, char *out, int outlen, char *err,
+                      int errlen);
+
+/* Feedback credit. */
+HM_API int hm_credit(const char *features, const char *qtype, double age_days, int used,
+                     const unsigned char *links, int64_t linkslen, const hm_config *c,
+                     char *names, int nameslen, double *d_alpha, double *d_beta, int max,
+                     char *err, int errlen);
+
+/* cdef-end */
+
+#endif /* HEAPMEM_H */

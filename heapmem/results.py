@@ -1,0 +1,248 @@
+"""The values heapmem's verbs return.
+
+Owns: Item (a stored memory), Result and Recall (what recall() ranks),
+Feedback, LinkRow, CheckReport, Stats and NamespaceStats, LoggedRecall and
+Event (the recall and feedback logs as tune() replays them), TuneReport and
+ImportReport.  Plain data: none of these touches the store.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+from . import _native
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .config import ScoringConfig
+
+
+@dataclass(frozen=True)
+class Item:
+    """One stored memory."""
+
+    id: str
+    text: str
+    namespace: str
+    kind: str
+    source: str | None
+    key: str | None
+    importance: float
+    created_at: float
+    last_used_at: float | None
+    metadata: dict | None
+    features: tuple[str, ...]
+
+
+@dataclass
+class Result:
+    """One recalled memory with the factors of its score."""
+
+    rank: int
+    id: str
+    text: str
+    score: float
+    kind: str
+    source: str | None
+    key: str | None
+    relevance: float
+    recency: float
+    importance: float
+    usefulness: float
+    rules: float
+    bm25: float
+    age_days: float
+    superseded: bool
+    features: tuple[str, ...]
+    created_at: float
+    last_used_at: float | None
+    metadata: dict | None
+    #: hybrid recall: the BM25 and cosine parts of relevance (None otherwise)
+    lexical: float | None = None
+    cosine: float | None = None
+    _recall: "Recall" = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
+
+    def explain(self) -> str:
+        """One line saying why this memory got its score: each factor, and the
+        strongest learned links behind its usefulness."""
+        r = self._recall
+        nan = math.nan
+        return _native.explain(self.relevance, self.age_days, self.importance, self.superseded,
+                               " ".join(self.features), r.qtype, r._links, r.config.cdata,
+                               nan if self.lexical is None else self.lexical,
+                               nan if self.cosine is None else self.cosine)
+
+
+class Recall(Sequence[Result]):
+    """The ranked results of one recall; indexable and iterable."""
+
+    def __init__(self, query: str, namespace: str, qtype: str, results: list[Result],
+                 recall_id: int | None, config: ScoringConfig, links: bytes):
+        self.query = query
+        self.namespace = namespace
+        self.qtype = qtype
+        self.recall_id = recall_id
+        self.config = config
+        self._links = links
+        self._results = results
+        for r in results:
+            r._recall = self
+
+    @property
+    def ids(self) -> list[str]:
+        return [r.id for r in self._results]
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._results[i]
+
+    def __len__(self) -> int:
+        return len(self._results)
+
+    def __iter__(self) -> Iterator[Result]:
+        return iter(self._results)
+
+    def __repr__(self) -> str:
+        return (f"<Recall {self.query!r} in {self.namespace!r}: {len(self)} results, "
+                f"recall_id={self.recall_id}>")
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """What one feedback call recorded."""
+
+    recall_id: int
+    used: tuple[str, ...]
+    ignored: tuple[str, ...]
+    features: int  # distinct features whose links changed
+
+
+@dataclass(frozen=True)
+class LinkRow:
+    """A learned link as a namespace (or the pooled layer) sees it."""
+
+    feature: str
+    strength: float
+    n: int
+    alpha: float
+    beta: float
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    ok: bool
+    problems: tuple[str, ...]
+    memories: int
+    events: int
+    links: int
+
+
+@dataclass(frozen=True)
+class NamespaceStats:
+    """One namespace's share of the store."""
+
+    namespace: str
+    memories: int
+    recalls: int
+    events: int
+    last_added: float | None
+    last_used: float | None
+
+
+@dataclass(frozen=True)
+class Stats:
+    """What a store holds (Memory.stats())."""
+
+    schema: int
+    memories: int
+    recalls: int
+    events: int
+    used: int              # events that judged a memory used
+    links: int             # features learned in the pooled layer
+    link_rows: int         # link rows in all layers
+    prior_links: int       # pooled features that carry a merged prior
+    by_namespace: tuple[NamespaceStats, ...]
+
+    @property
+    def namespaces(self) -> int:
+        return len(self.by_namespace)
+
+    @property
+    def ignored(self) -> int:
+        return self.events - self.used
+
+    def namespace(self, name: str) -> NamespaceStats:
+        """The stats of one namespace (all zeros if it holds nothing)."""
+        for ns in self.by_namespace:
+            if ns.namespace == name:
+                return ns
+        return NamespaceStats(name, 0, 0, 0, None, None)
+
+
+@dataclass(frozen=True)
+class LoggedRecall:
+    """One tracked recall as the log keeps it: what it showed, and how each
+    was scored (features, age, the score without usefulness)."""
+
+    id: int
+    namespace: str
+    query: str
+    qtype: str
+    created_at: float
+    shown: tuple[str, ...]
+    ages: tuple[float, ...]
+    features: tuple[str, ...]
+    rest: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One judged memory of the feedback log: no text, no memory id."""
+
+    id: int
+    recall_id: int | None  # None once the recall is forgotten
+    position: int
+    namespace: str
+    qtype: str
+    used: bool
+    deltas: tuple[tuple[str, float, float], ...]  # (feature, d_alpha, d_beta)
+
+
+@dataclass(frozen=True)
+class TuneReport:
+    """What tune() measured and what it did."""
+
+    deployed: bool
+    reason: str
+    recalls: int                 # judged recalls replayed
+    folds: str                   # "namespace" or "recall"
+    current: dict[str, float]    # the weight in force, and its replay MRR
+    best: dict[str, float]       # the best weight, its replay MRR
+    gain: tuple[float, float, float]  # best - current: mean, CI low, CI high
+    table: tuple[tuple[float, float], ...]  # (w_usefulness, replay MRR) for the grid
+
+    def __str__(self) -> str:
+        lines = [f"replayed {self.recalls} judged recalls, folds by {self.folds}"]
+        for w, m in self.table:
+            mark = " <- in force" if w == self.current["w_usefulness"] else ""
+            lines.append(f"  w_usefulness={w:<5g} replay MRR {m:.4f}{mark}")
+        g = self.gain
+        lines.append(f"best w_usefulness={self.best['w_usefulness']:g}: "
+                     f"{g[0]:+.4f} [{g[1]:+.4f}, {g[2]:+.4f}] over the weight in force")
+        lines.append(("deployed: " if self.deployed else "not deployed: ") + self.reason)
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    """What one import wrote."""
+
+    kind: str          # "export" (a full export) or "links" (merged as a prior)
+    memories: int = 0
+    recalls: int = 0
+    events: int = 0
+    links: int = 0
+    seq_offset: int = 0     # added to every imported seq (0 into a new store)
+    recall_offset: int = 0  # added to every imported recall id (0 into a new store)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)

@@ -1,0 +1,363 @@
+"""The file: its schema, its migrations, the check of a file on open, and
+the heapmem_meta keys.
+
+Owns: the DDL of every schema version and the numbered steps between them
+(PRAGMA user_version), how every connection is configured, what makes a
+SQLite file a heapmem store, the meta keys (each named once, below) with
+typed get and set, the switch that defers FTS indexing inside one
+transaction, and the table layout that export and import walk.  Nothing
+else in heapmem runs DDL or names a meta key.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import apsw
+
+from . import _native
+from ._version import __version__
+from .errors import NotAStoreError, SchemaVersionError
+
+#: The schema version this heapmem writes (PRAGMA user_version).
+SCHEMA_VERSION = 3
+
+# -- heapmem_meta keys -------------------------------------------------------------
+
+#: 'heapmem': marks the file as a store.
+META_FORMAT = "format"
+#: the heapmem version that created the file.
+META_CREATED_WITH = "created_with"
+#: the ScoringConfig that tune() deployed (JSON).
+META_TUNED = "tuned"
+#: the embedder's name and dimension (hybrid recall).
+META_EMBEDDER = "embedder"
+META_EMBEDDING_DIM = "embedding_dim"
+#: high-water marks: a forgotten memory's seq or recall's id is never reused.
+META_LAST_SEQ = "last_seq"
+META_LAST_RECALL = "last_recall"
+#: pooled evidence merged from links-only files ({feature: [alpha, beta, n]}).
+META_LINKS_PRIOR = "links_prior"
+#: the SHA-256 of each links-only file merged (JSON list).
+META_LINKS_PRIOR_FILES = "links_prior_files"
+#: present only inside heapmem's own write transactions (never committed).
+META_FTS_DEFERRED = "fts_deferred"
+
+#: Keys the file records about itself; never exported or imported.
+META_OWN = (META_FORMAT, META_CREATED_WITH)
+#: Every key heapmem writes.
+META_KEYS = (META_FORMAT, META_CREATED_WITH, META_TUNED, META_EMBEDDER, META_EMBEDDING_DIM,
+             META_LAST_SEQ, META_LAST_RECALL, META_LINKS_PRIOR, META_LINKS_PRIOR_FILES,
+             META_FTS_DEFERRED)
+
+
+def meta_get(c: apsw.Connection, key: str) -> str | None:
+    """The value of a meta key, or None."""
+    rows = c.execute("SELECT value FROM heapmem_meta WHERE key = ?", (key,)).fetchall()
+    return rows[0][0] if rows else None
+
+
+def meta_int(c: apsw.Connection, key: str) -> int:
+    """A meta key's integer value (0 when absent or not an integer)."""
+    v = meta_get(c, key)
+    try:
+        return int(v) if v is not None else 0
+    except (TypeError, ValueError):
+        return 0
+
+
+def meta_json(c: apsw.Connection, key: str, default: Any) -> Any:
+    """A meta key's JSON value, or default when absent."""
+    v = meta_get(c, key)
+    return json.loads(v) if v is not None else default
+
+
+def meta_set(c: apsw.Connection, key: str, value: str) -> None:
+    """Set a meta key (inside the caller's write transaction)."""
+    c.execute("INSERT INTO heapmem_meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE "
+              "SET value = excluded.value", (key, value))
+
+
+def meta_raise_int(c: apsw.Connection, key: str, sql_value: str) -> None:
+    """Raise an integer meta key to the value of the SQL expression sql_value,
+    never lowering it (a high-water mark)."""
+    c.execute(f"INSERT INTO heapmem_meta(key, value) VALUES (?, ({sql_value})) "
+              "ON CONFLICT(key) DO UPDATE SET value ="
+              " max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))", (key,))
+
+
+def meta_items(c: apsw.Connection) -> list[tuple[str, str]]:
+    """Every meta key and value but the file's own (format, created_with)."""
+    return c.execute("SELECT key, value FROM heapmem_meta WHERE key NOT IN (?, ?) ORDER BY key",
+                     META_OWN).fetchall()
+
+
+# -- DDL ---------------------------------------------------------------------------
+
+_SCHEMA_V1 = """
+CREATE TABLE heapmem_meta(
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+CREATE TABLE memories(
+  seq          INTEGER PRIMARY KEY,   -- the FTS5 rowid
+  id           TEXT NOT NULL UNIQUE,
+  namespace    TEXT NOT NULL,
+  nstag        TEXT NOT NULL,         -- heap_ns_tag(namespace): filters MATCH
+  text         TEXT NOT NULL,
+  kind         TEXT NOT NULL,
+  source       TEXT,
+  key          TEXT,
+  importance   REAL NOT NULL,
+  features     TEXT NOT NULL,         -- heap_features(text, kind, source)
+  created_at   REAL NOT NULL,
+  last_used_at REAL,
+  metadata     TEXT                   -- JSON object or NULL
+);
+CREATE INDEX memories_namespace ON memories(namespace);
+CREATE INDEX memories_key ON memories(namespace, key, created_at) WHERE key IS NOT NULL;
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+  nstag, text, content='memories', content_rowid='seq',
+  tokenize='porter unicode61 remove_diacritics 2'
+);
+INSERT INTO memories_fts(memories_fts, rank) VALUES('rank', 'bm25(0.0, 1.0)');
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+  INSERT INTO memories_fts(rowid, nstag, text) VALUES (new.seq, new.nstag, new.text);
+END;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+  INSERT INTO memories_fts(memories_fts, rowid, nstag, text)
+    VALUES ('delete', old.seq, old.nstag, old.text);
+END;
+CREATE TRIGGER memories_au AFTER UPDATE OF nstag, text ON memories BEGIN
+  INSERT INTO memories_fts(memories_fts, rowid, nstag, text)
+    VALUES ('delete', old.seq, old.nstag, old.text);
+  INSERT INTO memories_fts(rowid, nstag, text) VALUES (new.seq, new.nstag, new.text);
+END;
+CREATE TABLE recalls(
+  id         INTEGER PRIMARY KEY,
+  namespace  TEXT NOT NULL,
+  query      TEXT NOT NULL,
+  qtype      TEXT NOT NULL,
+  created_at REAL NOT NULL,
+  shown      TEXT NOT NULL,           -- JSON array of memory ids, in rank order
+  ages       TEXT NOT NULL,           -- JSON array: each one's age in days at recall time
+  features   TEXT NOT NULL,           -- JSON array: each one's features as scored
+  rest       TEXT NOT NULL            -- JSON array: each one's score without usefulness
+);
+CREATE TABLE events(
+  id         INTEGER PRIMARY KEY,
+  recall_id  INTEGER,                 -- NULL once the recall is forgotten
+  position   INTEGER NOT NULL,        -- rank - 1 of the judged memory
+  namespace  TEXT NOT NULL,
+  qtype      TEXT NOT NULL,
+  used       INTEGER NOT NULL,        -- 1 used, 0 ignored
+  deltas     TEXT NOT NULL,           -- JSON [[feature, d_alpha, d_beta], ...]: no text, no ids
+  created_at REAL NOT NULL,
+  UNIQUE(recall_id, position)
+);
+CREATE TABLE links(
+  namespace TEXT NOT NULL,            -- '*' is the pooled layer
+  feature   TEXT NOT NULL,
+  qtype     TEXT NOT NULL,            -- '' for a shape feature, else its question type
+  alpha     REAL NOT NULL,            -- success evidence (the prior is not stored)
+  beta      REAL NOT NULL,            -- failure evidence
+  n         INTEGER NOT NULL,         -- events that touched it
+  PRIMARY KEY(namespace, feature)
+) WITHOUT ROWID;
+CREATE INDEX links_qtype ON links(namespace, qtype);
+"""
+
+# Version 2: embeddings for hybrid (BM25 + vector) candidates.
+_SCHEMA_V2 = """
+CREATE TABLE vectors(
+  seq INTEGER PRIMARY KEY REFERENCES memories(seq) ON DELETE CASCADE,
+  v   BLOB NOT NULL                   -- float32, unit length, the embedder's dimension
+);
+"""
+
+
+def ntok_sql(nstag: str, text: str) -> str:
+    """SQL for a memory's FTS5 token count (memories.ntok), given SQL for its
+    namespace tag and its text: the tokens of every indexed column, as
+    %_docsize counts them."""
+    return f"heap_ntokens({nstag}) + heap_ntokens({text})"
+
+
+# Version 3: each namespace's own BM25 statistics (its memories and their FTS5
+# tokens), kept by plain-SQL triggers, so that a namespace ranks (and costs) as
+# if it were alone in the file.  ntok is ntok_sql(nstag, text).
+# And add_many() indexes its rows in one statement: FTS5 flushes its pending
+# index at every statement boundary, and a trigger is one per row (4-5x slower
+# to build).  Inside add_many()'s transaction the 'fts_deferred' meta row, never
+# committed, turns the per-row trigger off; any other writer still gets it.
+_SCHEMA_V3 = f"""
+ALTER TABLE memories ADD COLUMN ntok INTEGER NOT NULL DEFAULT 0;
+UPDATE memories SET ntok = {ntok_sql("nstag", "text")};
+CREATE TABLE namespaces(
+  namespace TEXT PRIMARY KEY,
+  docs      INTEGER NOT NULL,         -- memories in the namespace
+  tokens    INTEGER NOT NULL          -- their FTS5 tokens, all columns
+) WITHOUT ROWID;
+INSERT INTO namespaces SELECT namespace, count(*), sum(ntok) FROM memories GROUP BY namespace;
+DROP TRIGGER memories_ai;
+CREATE TRIGGER memories_ai AFTER INSERT ON memories
+  WHEN NOT EXISTS (SELECT 1 FROM heapmem_meta WHERE key = 'fts_deferred') BEGIN
+  INSERT INTO memories_fts(rowid, nstag, text) VALUES (new.seq, new.nstag, new.text);
+END;
+CREATE TRIGGER namespaces_ai AFTER INSERT ON memories BEGIN
+  INSERT INTO namespaces VALUES (new.namespace, 1, new.ntok)
+    ON CONFLICT(namespace) DO UPDATE SET docs = docs + 1, tokens = tokens + excluded.tokens;
+END;
+CREATE TRIGGER namespaces_ad AFTER DELETE ON memories BEGIN
+  UPDATE namespaces SET docs = docs - 1, tokens = tokens - old.ntok
+    WHERE namespace = old.namespace;
+  DELETE FROM namespaces WHERE namespace = old.namespace AND docs <= 0;
+END;
+CREATE TRIGGER namespaces_au AFTER UPDATE OF namespace, ntok ON memories BEGIN
+  UPDATE namespaces SET docs = docs - 1, tokens = tokens - old.ntok
+    WHERE namespace = old.namespace;
+  INSERT INTO namespaces VALUES (new.namespace, 1, new.ntok)
+    ON CONFLICT(namespace) DO UPDATE SET docs = docs + 1, tokens = tokens + excluded.tokens;
+  DELETE FROM namespaces WHERE namespace = old.namespace AND docs <= 0;
+END;
+"""
+
+
+def defer_fts(c: apsw.Connection) -> None:
+    """Inside the current write transaction, switch off the per-row FTS
+    trigger (see _SCHEMA_V3); index_deferred() indexes the rows and turns it
+    back on before the commit, so the switch is never seen outside."""
+    meta_set(c, META_FTS_DEFERRED, "1")
+
+
+def index_deferred(c: apsw.Connection, first_seq: int) -> None:
+    """Index, in one statement, the memories added since defer_fts() (every
+    seq >= first_seq), and switch the per-row trigger back on."""
+    c.execute("INSERT INTO memories_fts(rowid, nstag, text) SELECT seq, nstag, text "
+              "FROM memories WHERE seq >= ?", (first_seq,))
+    c.execute("DELETE FROM heapmem_meta WHERE key = ?", (META_FTS_DEFERRED,))
+
+
+def fts_deferred(c: apsw.Connection) -> bool:
+    """Whether the FTS switch is set outside heapmem's own transaction (a
+    damaged file: every writer would skip indexing)."""
+    return meta_get(c, META_FTS_DEFERRED) is not None
+
+
+# Numbered schema steps: MIGRATIONS[v] takes a store from version v to v + 1.
+MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3}
+
+# -- opening a file ----------------------------------------------------------------
+
+
+def configure(c: apsw.Connection) -> None:
+    """What every connection gets before it reads the file: a busy timeout, no
+    double-quoted string literals, plans that do not depend on bound values,
+    and the heap_* functions."""
+    c.setbusytimeout(10_000)
+    for opt in (apsw.SQLITE_DBCONFIG_DQS_DML, apsw.SQLITE_DBCONFIG_DQS_DDL):
+        c.config(opt, 0)
+    # Plans that do not depend on bound values.  Once PRAGMA optimize has
+    # gathered sqlite_stat4, SQLite otherwise re-prepares every statement
+    # comparing an indexed column with a parameter (m.namespace =
+    # :namespace, ...) each time the value changes: a fifth of a recall.
+    c.config(apsw.SQLITE_DBCONFIG_ENABLE_QPSG, 1)
+    _native.load(c)
+
+
+def _is_store(c: apsw.Connection) -> bool:
+    try:
+        return meta_get(c, META_FORMAT) == "heapmem"
+    except apsw.SQLError:
+        return False
+
+
+def open_file(c: apsw.Connection, path: str, *, readonly: bool, durable: bool) -> None:
+    """Check that the file behind c is a heapmem store this version can use
+    (or an empty file), create or migrate its schema, and set the journal:
+    NotAStoreError or SchemaVersionError, with the file untouched, if not."""
+    try:
+        # one statement, one snapshot: another process may be creating the
+        # schema right now (two reads could see version 0 and its tables)
+        objects = c.execute("SELECT (SELECT user_version FROM pragma_user_version), name "
+                            "FROM (SELECT NULL AS name UNION ALL SELECT name "
+                            "FROM sqlite_schema)").fetchall()
+        version = objects[0][0]
+        objects = [r for r in objects if r[1] is not None]
+    except (apsw.NotADBError, apsw.CorruptError) as e:
+        raise NotAStoreError(f"{path!r} is not a SQLite database ({e})") from None
+    names = {r[1] for r in objects}
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{path!r} has schema version {version}, newer than this heapmem "
+            f"({__version__}, schema {SCHEMA_VERSION}); upgrade heapmem to open it")
+    if version == 0 and names:
+        raise NotAStoreError(f"{path!r} is a SQLite database but not a heapmem store "
+                             "(it has tables of its own); it was not modified")
+    if version > 0 and not _is_store(c):
+        raise NotAStoreError(f"{path!r} is a SQLite database but not a heapmem store; "
+                             "it was not modified")
+    if version < SCHEMA_VERSION:
+        if readonly:
+            raise SchemaVersionError(
+                f"{path!r} has schema version {version}; open it once without "
+                f"readonly=True to upgrade it to {SCHEMA_VERSION}")
+        _migrate(c, path)
+    if not readonly:
+        c.execute("PRAGMA journal_mode=WAL")
+    # WAL with synchronous=NORMAL: a commit survives the process dying at
+    # any point (kill -9 included); only an OS crash or power cut can lose
+    # the last commits, never corrupt the file.  durable=True syncs every
+    # commit to disk as well (FULL), at a few milliseconds a commit.
+    c.execute("PRAGMA synchronous=" + ("FULL" if durable else "NORMAL"))
+    c.execute("PRAGMA foreign_keys=ON")
+    c.execute("PRAGMA secure_delete=ON")
+
+
+def _migrate(c: apsw.Connection, path: str) -> None:
+    c.execute("BEGIN IMMEDIATE")
+    try:
+        # re-read under the write lock: another process may have migrated
+        version = c.execute("PRAGMA user_version").fetchall()[0][0]
+        if version == 0 and c.execute("SELECT count(*) FROM sqlite_schema").fetchall()[0][0]:
+            raise NotAStoreError(f"{path!r} is not a heapmem store; it was not modified")
+        while version < SCHEMA_VERSION:
+            c.execute(MIGRATIONS[version])
+            version += 1
+            if version == 1:
+                meta_set(c, META_FORMAT, "heapmem")
+                meta_set(c, META_CREATED_WITH, __version__)
+        c.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        c.execute("COMMIT")
+    except BaseException:
+        if not c.getautocommit():
+            c.execute("ROLLBACK")
+        raise
+
+
+def user_version(c: apsw.Connection) -> int:
+    return c.execute("PRAGMA user_version").fetchall()[0][0]
+
+
+# -- the tables as export and import walk them -------------------------------------
+
+#: (record type, table, ORDER BY) in the order an export lists them
+TABLES = (("memory", "memories", "seq"), ("vector", "vectors", "seq"),
+          ("recall", "recalls", "id"), ("event", "events", "id"),
+          ("link", "links", "namespace, feature"))
+#: columns holding JSON text, written to an export as JSON values
+JSON_COLUMNS = {"memories": {"metadata"}, "recalls": {"shown", "ages", "features", "rest"},
+                "events": {"deltas"}}
+#: columns derived from others, recomputed on import
+DERIVED = {"memories": {"nstag", "ntok"}}
+
+
+def has_table(c: apsw.Connection, table: str) -> bool:
+    return bool(c.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?",
+                          (table,)).fetchall())
+
+
+def columns(c: apsw.Connection, table: str) -> list[str]:
+    """A table's columns, less the derived ones."""
+    return [r[1] for r in c.execute("SELECT * FROM pragma_table_info(?)", (table,))
+            if r[1] not in DERIVED.get(table, ())]
