@@ -2,6 +2,8 @@
 
     python examples/cli_doc.py
 
+tests/test_cli.py runs build() and checks that docs/CLI.md is what it gives.
+
 In a temporary folder: the demo builds agent.db, then each `$ heapmem ...`
 line of the doc runs in order (with HEAPMEM_DB=agent.db and the demo's clock,
 --now 2025-03-14), and its output replaces the lines under it.  Commands that
@@ -32,7 +34,8 @@ def run(cmd: str, cwd: str) -> str:
     return out.stdout + out.stderr
 
 
-def main() -> None:
+def build() -> str:
+    """docs/CLI.md as it should read: every command's output, run now."""
     tmp = tempfile.mkdtemp()
     try:
         subprocess.run([sys.executable, str(ROOT / "examples" / "lisbon.py")], cwd=tmp,
@@ -62,9 +65,13 @@ def main() -> None:
                 continue
             out.append(line)
             i += 1
-        DOC.write_text("\n".join(out))
+        return "\n".join(out)
     finally:
         shutil.rmtree(tmp)
+
+
+def main() -> None:
+    DOC.write_text(build())
     print("docs/CLI.md refreshed")
 
 

@@ -4,6 +4,10 @@
     heapmem recall "When is my flight to Lisbon?" -n user:maya
     heapmem feedback 7 --used m1
 
+Owns: the command line: parsing, the verbs, how results are printed.  Each
+verb is a thin call of the Memory method (or heapmem.transfer function) it
+is named after; it holds no SQL and no store logic of its own.
+
 Run `heapmem --help` for the verbs and `heapmem VERB --help` for each.
 Human tables by default, --json for scripts; an error is one sentence on
 stderr and a non-zero exit status, and nothing is written.
@@ -429,7 +433,7 @@ def cmd_links(ctx: Context) -> int:
     a = ctx.args
     ns = "*" if a.pooled or ctx.namespace == "*" else ctx.namespace
     with ctx.open(readonly=True) as mem:
-        rows = mem.explain_usefulness(ns)
+        rows = mem.links(ns)
     shown = rows[:a.limit]
     if ctx.json:
         ctx.emit({"namespace": ns, "links": [

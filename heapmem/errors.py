@@ -1,5 +1,7 @@
 """heapmem's exceptions: one base class and a few specific ones.
 
+Owns: the exception classes.
+
 Bad arguments raise the built-in ValueError or TypeError with a sentence that
 says what to do; errors about the store itself derive from HeapmemError.
 """

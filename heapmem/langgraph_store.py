@@ -1,5 +1,10 @@
 """A LangGraph store backed by heapmem (pip install 'heapmem[langgraph]').
 
+Owns: the mapping between LangGraph's BaseStore (namespaces as tuples, items
+as keyed JSON values) and heapmem's namespaces and memories.  It changes the
+store only through Memory's public verbs (add, update, list, recall,
+feedback, forget).
+
     from heapmem.langgraph_store import HeapmemStore
     store = HeapmemStore("agent.db")
     store.put(("users", "maya"), "flight", {"text": "Booked: SFO to LIS, March 14, 9:40am"})

@@ -1,7 +1,9 @@
 """heapmem as an MCP server: `heapmem mcp` (the official `mcp` SDK, an extra:
 pip install 'heapmem[mcp]').
 
-Tools: remember, recall, mark_used, mark_ignored, forget, list.  The server's
+Owns: the MCP tools and the server's instructions to the model.  Each tool is
+a thin call of the Memory method it is named after (add, recall, mark_used,
+mark_ignored, forget, list; `remember` is add's older name).  The server's
 instructions ask the model to call mark_used with the ids its answer used,
 right after answering: that feedback is what heapmem learns from.
 
@@ -45,7 +47,7 @@ heapmem is the user's long-term memory (namespace {namespace}).
   answer actually used, and the recall_id.  This is how heapmem learns which
   kinds of memory answer which kinds of question; do it every time.  If none of
   the shown memories helped, call mark_ignored with their ids instead.
-- Call remember for each fact, preference, instruction or event worth keeping,
+- Call add for each fact, preference, instruction or event worth keeping,
   one per call, in plain words (kind: fact, preference, instruction, episode or
   note).
 - forget erases memories by id (when the user asks you to); list shows the
@@ -106,9 +108,8 @@ def build_server(mem: Memory, namespace: str = "default") -> Any:
         if logged is None or logged.namespace != namespace:
             raise ValueError(f"unknown recall_id {recall_id}")
 
-    @server.tool()
-    def remember(text: str, kind: str = "fact", source: Optional[str] = None,
-                 key: Optional[str] = None, importance: Optional[float] = None) -> dict[str, Any]:
+    def add(text: str, kind: str = "fact", source: Optional[str] = None,
+            key: Optional[str] = None, importance: Optional[float] = None) -> dict[str, Any]:
         """Store one memory: a fact, preference, instruction, episode or note, in plain
         words.  kind sets its default importance (instruction 1.5, preference 1.3,
         fact 1.0, episode 0.8); source says who said it (the user's name, "tool");
@@ -117,6 +118,9 @@ def build_server(mem: Memory, namespace: str = "default") -> Any:
             it = mem.add(text, kind=kind, source=source, key=key, importance=importance,
                          namespace=namespace)
             return {"id": it.id, "kind": it.kind, "importance": it.importance}
+
+    server.tool(name="add")(add)
+    server.tool(name="remember", description="add under its older name. " + add.__doc__)(add)
 
     @server.tool()
     def recall(query: str, k: int = 5) -> dict[str, Any]:

@@ -8,7 +8,7 @@ always bound, never formatted in.
 """
 from __future__ import annotations
 
-from .schema import META_LAST_RECALL, META_LAST_SEQ, META_LINKS_PRIOR, ntok_sql
+from .schema import META_LAST_RECALL, META_LAST_SEQ, ntok_sql
 
 # -- recall ------------------------------------------------------------------------
 
@@ -271,6 +271,11 @@ WHERE v.seq IS NULL"""
 
 # -- forgetting --------------------------------------------------------------------
 
+MAX_SEQ = "SELECT coalesce(max(seq), 0) FROM memories"
+MAX_RECALL_ID = "SELECT coalesce(max(id), 0) FROM recalls"
+# copy the WAL into the file and empty it (forget: erased pages leave the WAL)
+CHECKPOINT = "PRAGMA wal_checkpoint(TRUNCATE)"
+
 COUNT_NAMESPACE = "SELECT count(*) FROM memories WHERE namespace = :namespace"
 FORGET_NAMESPACE = "DELETE FROM memories WHERE namespace = :namespace"
 DETACH_NAMESPACE_EVENTS = "UPDATE events SET recall_id = NULL WHERE namespace = :namespace"
@@ -283,6 +288,20 @@ DETACH_EVENTS = "UPDATE events SET recall_id = NULL WHERE recall_id = ?"
 FORGET_RECALL = "DELETE FROM recalls WHERE id = ?"
 # FTS5 keeps a deleted row's terms in its old segments until a merge
 MERGE_FTS = "INSERT INTO memories_fts(memories_fts) VALUES ('optimize')"
+
+# -- the connection ----------------------------------------------------------------
+
+# moves when another connection commits (the link cache's clock)
+DATA_VERSION = "PRAGMA data_version"
+# run at close: gathers the statistics the planner uses
+OPTIMIZE = "PRAGMA optimize"
+
+# -- tune()'s scratch database (in memory, never the store) ------------------------
+
+TUNE_SCRATCH = "CREATE TABLE l(feature TEXT, oa REAL, ob REAL, pa REAL, pb REAL)"
+TUNE_CLEAR = "DELETE FROM l"
+TUNE_ROW = "INSERT INTO l VALUES (?, ?, ?, ?, ?)"
+TUNE_LINKS = "SELECT heap_links(feature, oa, ob, pa, pb, ?) FROM l"
 
 # -- checking ----------------------------------------------------------------------
 

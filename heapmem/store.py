@@ -164,14 +164,14 @@ class Memory:
             raise TypeError("the embedder needs a .name (a string naming its model), so the "
                             "store can tell its vectors from another model's")
         c = self.connection
-        meta = {k: v for k in (schema.META_EMBEDDER, schema.META_EMBEDDING_DIM)
-                if (v := schema.meta_get(c, k)) is not None}
+        held_name = schema.meta_get(c, schema.META_EMBEDDER)
+        held_dim = schema.meta_get(c, schema.META_EMBEDDING_DIM)
         dim = self._embed(["heapmem"]).shape[1]
-        same = meta.get("embedder") == name and int(meta.get("embedding_dim", dim)) == dim
-        if meta.get("embedder") is not None and not same and not reembed:
+        same = held_name == name and int(held_dim if held_dim is not None else dim) == dim
+        if held_name is not None and not same and not reembed:
             raise HeapmemError(
-                f"{self.path!r} holds vectors of embedder {meta['embedder']!r} (dimension "
-                f"{meta.get('embedding_dim')}), not {name!r} (dimension {dim}); open it with "
+                f"{self.path!r} holds vectors of embedder {held_name!r} (dimension "
+                f"{held_dim}), not {name!r} (dimension {dim}); open it with "
                 "that embedder, or pass reembed=True to embed every memory again with this one")
         self._dim = dim
         if self.readonly:
@@ -252,7 +252,7 @@ class Memory:
             return
         try:
             if not self.readonly:
-                conn.execute("PRAGMA optimize")
+                conn.execute(sql.OPTIMIZE)
         except apsw.Error:
             pass
         conn.close()
@@ -503,7 +503,7 @@ class Memory:
         c = self.connection
         # data_version moves when another connection commits; _links_gen when
         # this one writes links (its own recall-log inserts leave the cache be)
-        version = (c.execute("PRAGMA data_version").fetchall()[0][0], self._links_gen)
+        version = (c.execute(sql.DATA_VERSION).fetchall()[0][0], self._links_gen)
         with self._lock:
             if version != self._links_version:
                 self._links_cache.clear()
@@ -794,10 +794,8 @@ class Memory:
         with self._write() as c:
             # remember the highest seq and recall id, so that the id of a
             # forgotten memory or recall is never given to a new one
-            schema.meta_raise_int(c, schema.META_LAST_SEQ,
-                                  "SELECT coalesce(max(seq), 0) FROM memories")
-            schema.meta_raise_int(c, schema.META_LAST_RECALL,
-                                  "SELECT coalesce(max(id), 0) FROM recalls")
+            schema.meta_raise_int(c, schema.META_LAST_SEQ, sql.MAX_SEQ)
+            schema.meta_raise_int(c, schema.META_LAST_RECALL, sql.MAX_RECALL_ID)
             if namespace is not None:
                 namespace = check_namespace(namespace)
                 p = {"namespace": namespace}
@@ -835,7 +833,7 @@ class Memory:
             c = self.connection
             c.setbusytimeout(250)
             try:
-                c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+                c.execute(sql.CHECKPOINT).fetchall()
             except apsw.BusyError:
                 pass
             finally:

@@ -505,7 +505,7 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                     v = base64.b64decode(_str(rec, "v", where), validate=True)
                 except ValueError:
                     raise ValueError(f"{where}: v must be base64 float32 data") from None
-                dim = int(meta_in.get("embedding_dim") or 0)
+                dim = int(meta_in.get(schema.META_EMBEDDING_DIM) or 0)
                 if not v or len(v) % 4 or (dim and len(v) != 4 * dim):
                     raise ValueError(f"{where}: the vector has {len(v)} bytes, not "
                                      f"{dim or 'a whole number of'} float32 values")
@@ -609,15 +609,15 @@ def _check_embedder(c: Any, meta_in: dict[str, str], name: str) -> None:
     """The file's vectors and the store's must come from one embedder."""
     mine = {k: v for k in _EMBEDDER_KEYS if (v := schema.meta_get(c, k)) is not None}
     theirs = {k: meta_in[k] for k in _EMBEDDER_KEYS if k in meta_in}
-    if not theirs.get("embedder"):
+    if not theirs.get(schema.META_EMBEDDER):
         raise ValueError(f"{name} holds vectors but does not name their embedder")
-    if mine.get("embedder") and (mine.get("embedder"), mine.get("embedding_dim")) != (
-            theirs.get("embedder"), theirs.get("embedding_dim")):
+    if mine.get(schema.META_EMBEDDER) and [mine.get(k) for k in _EMBEDDER_KEYS] != [
+            theirs.get(k) for k in _EMBEDDER_KEYS]:
         held = c.execute(sql.count_rows("vectors")).fetchall()[0][0]
         if held:
-            raise ValueError(f"{name} holds vectors of embedder {theirs.get('embedder')!r}, this "
-                             f"store holds vectors of {mine.get('embedder')!r}; nothing was "
-                             "imported")
+            raise ValueError(f"{name} holds vectors of embedder "
+                             f"{theirs.get(schema.META_EMBEDDER)!r}, this store holds vectors of "
+                             f"{mine.get(schema.META_EMBEDDER)!r}; nothing was imported")
 
 
 def _insert(c: Any, table: str, row: dict[str, Any], rec: dict, where: str,

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 import apsw
 import numpy as np
 
-from . import _native, learning
+from . import _native, learning, sql
 from .results import TuneReport
 
 #: The usefulness weights tune() tries.
@@ -80,7 +80,7 @@ def tune(mem: Any, *, grid: Sequence[float] = GRID, boot: int = 2000, seed: int 
 
     scratch = apsw.Connection(":memory:")
     _native.load(scratch)
-    scratch.execute("CREATE TABLE l(feature TEXT, oa REAL, ob REAL, pa REAL, pb REAL)")
+    scratch.execute(sql.TUNE_SCRATCH)
     blobs: dict[tuple[int, str, str], bytes] = {}
 
     def blob(fo: int, ns: str, qt: str) -> bytes:
@@ -98,10 +98,10 @@ def tune(mem: Any, *, grid: Sequence[float] = GRID, boot: int = 2000, seed: int 
                 rows.append((f, max(oa - ha, 0.0), max(ob - hb, 0.0), max(pa - hpa, 0.0),
                              max(pb - hpb, 0.0)))
             with scratch:
-                scratch.execute("DELETE FROM l")
-                scratch.executemany("INSERT INTO l VALUES (?, ?, ?, ?, ?)", rows)
+                scratch.execute(sql.TUNE_CLEAR)
+                scratch.executemany(sql.TUNE_ROW, rows)
             blobs[key] = bytes(scratch.execute(
-                "SELECT heap_links(feature, oa, ob, pa, pb, ?) FROM l",
+                sql.TUNE_LINKS,
                 (base.pooled_pseudocount,)).fetchall()[0][0])
         return blobs[key]
 

@@ -356,3 +356,14 @@ def test_console_script_entry_point():
                         "sys.exit(main(['--version']))"], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 0 and p.stdout.strip() == f"heapmem {heapmem.__version__}"
+
+
+def test_cli_doc_shows_what_each_command_prints():
+    """docs/CLI.md's outputs are what the commands print today (refresh them
+    with python examples/cli_doc.py)."""
+    import runpy
+    from pathlib import Path
+    root = Path(__file__).parent.parent
+    build = runpy.run_path(str(root / "examples" / "cli_doc.py"))["build"]
+    assert build() == (root / "docs" / "CLI.md").read_text(), \
+        "docs/CLI.md is stale: run python examples/cli_doc.py"

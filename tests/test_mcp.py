@@ -21,7 +21,7 @@ import heapmem  # noqa: E402
 from heapmem import mcp_server  # noqa: E402
 
 NOW = "2026-11-30T12:00:00Z"
-TOOLS = {"remember", "recall", "mark_used", "mark_ignored", "forget", "list"}
+TOOLS = {"add", "remember", "recall", "mark_used", "mark_ignored", "forget", "list"}
 
 
 def server_args(db, *extra):
@@ -65,7 +65,9 @@ async def conversation(session, db, init_instructions):
     for text, kind in [("Booked the flight: SFO to LIS, departs March 14, 9:40am", "fact"),
                        ("Lisbon! I'd love to visit Lisbon someday", "preference"),
                        ("Flights to Lisbon from SFO cost around $700 in spring", "tool_result")]:
-        out, err = await call(session, "remember", text=text, kind=kind)
+        # add, and remember (its older name) do the same
+        out, err = await call(session, "add" if kind != "preference" else "remember",
+                              text=text, kind=kind)
         assert not err and out["id"].startswith("m")
     assert links(db) == {}
     out, err = await call(session, "recall", query="When is my flight to Lisbon?")

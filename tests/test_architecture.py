@@ -1,0 +1,246 @@
+"""The package's shape: one owner per invariant, checked from the source.
+
+- no heapmem module reaches a private name (_x) another module defines;
+- no import cycle between heapmem's modules;
+- SQL text lives in heapmem.sql (statements) and heapmem.schema (DDL) only,
+  and meta keys are spelled only in heapmem.schema;
+- every module opens with a docstring that says what it owns;
+- the cffi declarations are the C header's, and the config fields too.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import re
+from dataclasses import fields
+
+import pytest
+
+import heapmem
+from heapmem import _native, schema
+from heapmem.config import ScoringConfig
+
+PKG = os.path.dirname(os.path.abspath(heapmem.__file__))
+ROOT = os.path.dirname(PKG)
+MODULES = sorted(f[:-3] for f in os.listdir(PKG) if f.endswith(".py"))
+
+
+def _tree(mod: str) -> ast.Module:
+    with open(os.path.join(PKG, mod + ".py"), encoding="utf-8") as f:
+        return ast.parse(f.read())
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _defined_here(tree: ast.Module) -> set[str]:
+    """Private names a module defines: functions, classes, assignments and
+    attributes it sets (self._x = ..., object.__setattr__(self, "_x", ...))."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            out.add(node.attr)
+        elif isinstance(node, ast.arg):
+            out.add(node.arg)
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "__setattr__":
+            if len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
+                out.add(str(node.args[1].value))
+        elif isinstance(node, ast.alias) and node.asname:
+            out.add(node.asname)
+    return {n for n in out if _private(n)}
+
+
+def _reached(tree: ast.Module) -> list[tuple[int, str]]:
+    """Private names a module uses: x._name, getattr(x, "_name"), and
+    `from .mod import _name` (a private module itself, like _native, is fine)."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            out.append((node.lineno, node.attr))
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in (
+                "getattr", "hasattr", "setattr") and len(node.args) >= 2 \
+                and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str) \
+                and _private(node.args[1].value):
+            out.append((node.lineno, node.args[1].value))
+        elif isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(
+                "heapmem")):
+            for a in node.names:
+                if _private(a.name) and a.name not in MODULES:  # a module: _native, _version
+                    out.append((node.lineno, a.name))
+    return out
+
+
+def test_no_module_reaches_another_modules_private_names():
+    bad = []
+    for mod in MODULES:
+        tree = _tree(mod)
+        own = _defined_here(tree)
+        for line, name in _reached(tree):
+            if name not in own:
+                bad.append(f"heapmem/{mod}.py:{line} uses {name}")
+    assert bad == []
+
+
+def _imports(mod: str) -> set[str]:
+    """The heapmem modules mod imports, anywhere but under TYPE_CHECKING."""
+    tree = _tree(mod)
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for n in ast.walk(node))
+    out = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level == 1:
+                if base:
+                    out.add(base.split(".")[0])
+                else:
+                    out.update(a.name for a in node.names)
+            elif base.startswith("heapmem."):
+                out.add(base.split(".")[1])
+            elif base == "heapmem":
+                out.update(a.name for a in node.names if a.name in MODULES)
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("heapmem."):
+                    out.add(a.name.split(".")[1])
+    return {m for m in out if m in MODULES and m != mod}
+
+
+def test_no_import_cycles():
+    graph = {m: _imports(m) for m in MODULES if m != "__init__"}
+    # __init__ imports everything; nothing may import it back
+    cycles = []
+
+    def walk(node: str, path: list[str]) -> None:
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in path:
+                cycles.append(path[path.index(nxt):] + [nxt])
+            elif nxt != "__init__":
+                walk(nxt, path + [nxt])
+
+    for m in graph:
+        walk(m, [m])
+    assert cycles == []
+    assert not any("__init__" in deps for deps in graph.values())
+
+
+_SQL = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|PRAGMA|WITH)\b", re.I)
+
+
+def _strings(tree: ast.Module) -> list[tuple[int, str]]:
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            out.append((node.lineno, node.value))
+    return out
+
+
+def test_sql_lives_in_sql_and_schema_only():
+    bad = []
+    for mod in MODULES:
+        if mod in ("sql", "schema"):
+            continue
+        tree = _tree(mod)
+        docs = {id(n.body[0].value) for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
+                and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and id(node) not in docs and _SQL.match(node.value) \
+                    and not node.value.startswith(("SELECT count(*) FROM memories\"",)):
+                bad.append(f"heapmem/{mod}.py:{node.lineno}: {node.value[:60]!r}")
+    # transactions are the store's own words, not statements of the schema
+    bad = [b for b in bad if "heapmem/store.py" not in b or not re.search(
+        r"'(BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE)", b)]
+    assert bad == []
+
+
+def test_meta_keys_are_spelled_only_in_schema():
+    # ('format' is also a field of an export's header line: too common a word to check)
+    keys = set(schema.META_KEYS) - {schema.META_FORMAT}
+    bad = []
+    for mod in MODULES:
+        if mod == "schema":
+            continue
+        for line, s in _strings(_tree(mod)):
+            if s in keys:
+                bad.append(f"heapmem/{mod}.py:{line}: {s!r}")
+    assert bad == []
+
+
+def test_every_module_says_what_it_owns():
+    for mod in MODULES:
+        if mod in ("__init__", "_version"):
+            continue
+        doc = ast.get_docstring(_tree(mod)) or ""
+        assert "Owns:" in doc, f"heapmem/{mod}.py's docstring does not say what it owns"
+
+
+# -- the C header and its two readers ---------------------------------------------
+
+HEADER = os.path.join(ROOT, "csrc", "heapmem.h")
+SOURCE = os.path.join(ROOT, "csrc", "heapmem.c")
+
+
+def test_the_shipped_header_is_csrc_heapmem_h():
+    if not os.path.exists(HEADER):
+        pytest.skip("no source tree here (an installed heapmem)")
+    with open(HEADER, encoding="utf-8") as a, open(_native.HEADER_PATH, encoding="utf-8") as b:
+        assert a.read() == b.read(), "heapmem/heapmem.h is stale: rebuild (pip install -e .)"
+
+
+def test_cdef_declares_every_exported_c_function_and_the_library_has_them():
+    if not os.path.exists(SOURCE):
+        pytest.skip("no source tree here (an installed heapmem)")
+    with open(SOURCE, encoding="utf-8") as f:
+        src = f.read()
+    defined = set(re.findall(r"^HM_API\s+[\w\s\*]+?\b(hm_\w+)\(", src, re.M))
+    declared = set(re.findall(r"\b(hm_\w+)\(", _native.CDEF))
+    assert defined, "no HM_API definitions found in heapmem.c"
+    assert defined == declared
+    for name in declared:
+        assert getattr(_native.lib, name) is not None
+    # the C file declares no second copy of what the header holds
+    assert "typedef struct {\n  double w_relevance" not in src
+    assert "#define HM_MAX_FEATURES" not in src
+
+
+def test_buffer_sizes_come_from_the_header():
+    assert _native.lib.HM_ACTIVE_LEN == 2 * _native.lib.HM_MAX_FEATURES * (
+        2 * _native.lib.HM_MAX_WORD + 16)
+    assert _native.MAX_FEATURES == 2 * _native.lib.HM_MAX_FEATURES
+    assert _native.lib.HM_SCORE_COLUMNS == 7
+
+
+def test_config_fields_are_the_headers():
+    names = [f.name for f in _native.CONFIG_FIELDS]
+    assert names == ["w_relevance", "w_recency", "w_importance", "w_usefulness",
+                     "half_life_days", "recency_floor", "superseded_factor", "prior_alpha",
+                     "prior_beta", "model", "gate_z", "combine"]
+    cfg = ScoringConfig()
+    mine = {f.name for f in fields(ScoringConfig)}
+    for f in _native.CONFIG_FIELDS:
+        assert f.name in mine
+        assert float(getattr(cfg, f.name)) == f.default
+        # the C struct's default agrees, and its field is where the header says
+        c = _native.ffi.new("hm_config *")
+        _native.lib.hm_config_default(c)
+        assert getattr(c, f.name) == f.default
+    # every C field reaches the C parser through to_sql(), in the header's order
+    assert [kv.split("=")[0] for kv in cfg.to_sql().split()] == names
+
+
+def test_a_bad_config_value_gets_the_headers_message():
+    for f in _native.CONFIG_FIELDS:
+        with pytest.raises(ValueError) as e:
+            _native.config(f"{f.name}=nan")
+        assert f.message in str(e.value)
