@@ -169,6 +169,9 @@ SELECT id, namespace, query, qtype, created_at, shown, ages, features, rest
 FROM recalls WHERE id = :id
 """
 
+# What feedback needs of a recall (the columns it reads, no more)
+RECALL_TO_JUDGE = "SELECT namespace, qtype, shown, ages, features FROM recalls WHERE id = :id"
+
 # Recalls with at least one memory judged used (tune() replays them).
 JUDGED_RECALLS = """
 SELECT id, namespace, query, qtype, created_at, shown, ages, features, rest FROM recalls

@@ -657,11 +657,11 @@ class Memory:
             raise TypeError(f"recall_id must be an integer, got {type(recall_id).__name__}")
         if not -(1 << 63) <= recall_id < (1 << 63):  # SQLite integers are 64-bit
             raise ValueError(f"unknown recall_id {recall_id} (never recorded, or forgotten)")
-        rows = c.execute(sql.GET_RECALL, {"id": recall_id}).fetchall()
+        rows = c.execute(sql.RECALL_TO_JUDGE, {"id": recall_id}).fetchall()
         if not rows:
             raise ValueError(f"unknown recall_id {recall_id} (never recorded, or forgotten)")
-        r = _logged_recall(rows[0])
-        return recall_id, r.namespace, r.qtype, list(r.shown), list(r.ages), list(r.features)
+        ns, qt, shown, ages, feats = rows[0]
+        return recall_id, ns, qt, json.loads(shown), json.loads(ages), json.loads(feats)
 
     def _judge(self, recall_id: Any, used: Any, ignored: Any, rest_ignored: bool,
                now: Timestamp | None) -> Feedback:
