@@ -32,10 +32,23 @@ Conditions (rows), per system:
                                    oracle feedback on one half only, evaluation on the
                                    other; mean over seeds, with the Hit@3 lift vs no
                                    feedback (CI by resampling questions within each seed)
+  bm25-lucene-idf, bm25-fts5-idf   (--bm25-reference) plain BM25 (k1 1.2, b 0.75) computed
+                                   in Python over heapmem's match set (every memory of the
+                                   namespace holding a query term: the candidates heapmem's
+                                   top 50 comes from), with the Lucene IDF log(1 + (N - n +
+                                   0.5) / (n + 0.5)) or FTS5's log((N - n + 0.5) / (n + 0.5))
+                                   floored at 1e-6; no feedback
+
+New users (issue 12, ``--sessions 1,2,3``): for each N, every conversation is cut to its
+first N sessions: only their turns are memories, only questions whose evidence lies entirely
+in them are asked (one day after the last kept session), and the rows above (default
+conditions: oracle only, with the reference BM25 rows) are run on that smaller store; a last
+table gives each cut's MRR side by side.
 
 Run:
   python bench/locomo.py --quick                       # < 2 minutes, heapmem
   python bench/locomo.py --out bench/locomo-full.json  # full run
+  python bench/locomo.py --systems heapmem --sessions 1,2,3   # new users, < 1 minute
   python bench/locomo.py --systems heapmem,heapdb-memory,veramem \\
       --peer-python /path/to/venv-with-peers/bin/python   # one table, peers beside
 A system whose package this interpreter cannot import is run by --peer-python in a
@@ -47,10 +60,12 @@ subprocess (in parallel with the local systems) and its rows are merged; without
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import platform
 import re
@@ -110,6 +125,8 @@ class Conversation:
     memories: list[dict[str, Any]]
     questions: list[Question]
     ask_ts: float
+    session_ts: dict[int, float] = field(default_factory=dict)  # non-empty session -> its date
+    turn_session: dict[str, int] = field(default_factory=dict)  # memory id -> its session
 
 
 _SESSION = re.compile(r"session_(\d+)")
@@ -154,6 +171,8 @@ def load_locomo(path: str, evidence: str = "split") -> tuple[list[Conversation],
         cid, cv = sample["sample_id"], sample["conversation"]
         sessions = sorted(int(m.group(1)) for k in cv if (m := _SESSION.fullmatch(k)))
         memories: list[dict[str, Any]] = []
+        session_ts: dict[int, float] = {}
+        turn_session: dict[str, int] = {}
         last = -float("inf")
         for s in sessions:
             turns = cv[f"session_{s}"]
@@ -161,7 +180,9 @@ def load_locomo(path: str, evidence: str = "split") -> tuple[list[Conversation],
                 continue
             t0 = parse_session_time(cv[f"session_{s}_date_time"])
             last = max(last, t0)
+            session_ts[s] = t0
             for i, turn in enumerate(turns):
+                turn_session[f"{cid}:{turn['dia_id']}"] = s
                 memories.append({
                     "text": turn_text(turn), "kind": "fact", "source": turn["speaker"],
                     "id": f"{cid}:{turn['dia_id']}", "namespace": cid,
@@ -181,8 +202,25 @@ def load_locomo(path: str, evidence: str = "split") -> tuple[list[Conversation],
                                       int(qa.get("category", 0)), gold, ask))
         stats["kept"] += len(questions)
         stats["turns"] += len(memories)
-        convs.append(Conversation(cid, memories, questions, ask))
+        convs.append(Conversation(cid, memories, questions, ask, session_ts, turn_session))
     return convs, stats
+
+
+def cut_sessions(convs: Sequence[Conversation], n: int) -> list[Conversation]:
+    """A new user's store: each conversation cut to its first n non-empty sessions. Only
+    those sessions' turns are memories; a question is kept only when all its evidence
+    lies in them; questions are asked one day after the last kept session."""
+    out = []
+    for c in convs:
+        keep = set(sorted(c.session_ts)[:n])
+        memories = [m for m in c.memories if c.turn_session[m["id"]] in keep]
+        ids = {m["id"] for m in memories}
+        ask = max(c.session_ts[s] for s in keep) + DAY
+        questions = [dataclasses.replace(q, ask_ts=ask) for q in c.questions if q.gold <= ids]
+        out.append(Conversation(c.id, memories, questions, ask,
+                                {s: c.session_ts[s] for s in sorted(keep)},
+                                {i: c.turn_session[i] for i in ids}))
+    return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -260,6 +298,142 @@ class HeapmemStore:
             self.mem.close()
             self.mem = None
         _remove_sqlite(self.path)
+
+
+# ---------------------------------------------------------------------------------------
+# Reference BM25 (issue 12): plain Okapi BM25 in Python, Lucene IDF or FTS5 IDF
+# ---------------------------------------------------------------------------------------
+
+BM25_K1, BM25_B = 1.2, 0.75
+TOKENIZER = "porter unicode61 remove_diacritics 2"      # heapmem's memories_fts
+
+
+def idf_lucene(n_docs: float, n_hit: float) -> float:
+    """Okapi/Lucene IDF, log(1 + (N - n + 0.5) / (n + 0.5)): always > 0."""
+    return math.log(1.0 + (n_docs - n_hit + 0.5) / (n_hit + 0.5))
+
+
+def idf_fts5(n_docs: float, n_hit: float) -> float:
+    """FTS5's bm25() IDF, log((N - n + 0.5) / (n + 0.5)) floored at 1e-6: a term in more
+    than half the documents weighs (almost) nothing."""
+    idf = math.log((n_docs - n_hit + 0.5) / (n_hit + 0.5))
+    return idf if idf > 0.0 else 1e-6
+
+
+REFERENCE_IDF: dict[str, Callable[[float, float], float]] = {
+    "bm25-lucene-idf": idf_lucene, "bm25-fts5-idf": idf_fts5,
+}
+
+
+class ReferenceBM25:
+    """BM25 (k1 1.2, b 0.75) of each question over its conversation's match set: every
+    memory of the namespace holding any of heapmem's query phrases (heap_match), the
+    candidates heapmem's own top 50 is drawn from. Only the tokenizer is FTS5's: the
+    memories' tokens come from an fts5vocab table over heapmem's memories_fts, the
+    phrases' tokens from a scratch FTS5 table with the same tokenizer; document lengths
+    are memories.ntok (every indexed column, as FTS5's %_docsize). The arithmetic is
+    plain Python."""
+
+    def __init__(self, memories: Sequence[dict[str, Any]], workdir: str, clock: float) -> None:
+        import heapmem
+
+        self.path = os.path.join(workdir, "bm25-reference.db")
+        _remove_sqlite(self.path)
+        self.mem = heapmem.open(self.path, clock=lambda: clock)
+        self.mem.add_many([dict(m) for m in memories])
+        c = self.mem.connection
+        c.execute("CREATE VIRTUAL TABLE temp.ref_vocab USING fts5vocab(main, memories_fts, "
+                  "instance)")
+        c.execute(f"CREATE VIRTUAL TABLE temp.ref_q USING fts5(t, tokenize='{TOKENIZER}')")
+        c.execute("CREATE VIRTUAL TABLE temp.ref_qv USING fts5vocab(temp, ref_q, instance)")
+        self.id_of: dict[int, str] = {}
+        self.length: dict[int, int] = {}
+        self.ns_docs: dict[str, int] = {}
+        self.ns_tokens: dict[str, int] = {}
+        ns_of: dict[int, str] = {}
+        for seq, mid, ns, ntok in c.execute("SELECT seq, id, namespace, ntok FROM memories"):
+            self.id_of[seq], self.length[seq], ns_of[seq] = mid, ntok, ns
+            self.ns_docs[ns] = self.ns_docs.get(ns, 0) + 1
+            self.ns_tokens[ns] = self.ns_tokens.get(ns, 0) + ntok
+        # namespace -> term -> seq -> offsets of the term in the text column
+        self.post: dict[str, dict[str, dict[int, set[int]]]] = {}
+        for term, seq, off in c.execute(
+                "SELECT term, doc, \"offset\" FROM temp.ref_vocab WHERE col = 'text'"):
+            (self.post.setdefault(ns_of[seq], {}).setdefault(term, {})
+             .setdefault(seq, set()).add(off))
+        self._tokens: dict[str, tuple[str, ...]] = {}
+
+    def phrase_tokens(self, phrase: str) -> tuple[str, ...]:
+        if phrase not in self._tokens:
+            c = self.mem.connection
+            c.execute("INSERT INTO temp.ref_q(rowid, t) VALUES (1, ?)", (phrase,))
+            self._tokens[phrase] = tuple(t for t, in c.execute(
+                "SELECT term FROM temp.ref_qv ORDER BY \"offset\""))
+            c.execute("DELETE FROM temp.ref_q")
+        return self._tokens[phrase]
+
+    def phrases(self, question: str) -> list[tuple[str, ...]]:
+        """The query's phrases, as heap_match() writes them (the namespace tag, weighted
+        0 in heapmem's bm25, left out)."""
+        expr = self.mem.connection.execute("SELECT heap_match(?)", (question,)).fetchone()[0]
+        return [self.phrase_tokens(p) for p in re.findall(r'"([^"]*)"', expr) if p]
+
+    def counts(self, toks: tuple[str, ...], namespace: str) -> dict[int, int]:
+        """seq -> occurrences of the phrase (its tokens at consecutive offsets)."""
+        post = self.post.get(namespace, {})
+        if not toks or any(t not in post for t in toks):
+            return {}
+        out = {}
+        for seq, offs in post[toks[0]].items():
+            rest = [post[t].get(seq) for t in toks[1:]]
+            if any(r is None for r in rest):
+                continue
+            n = sum(all(o + j + 1 in r for j, r in enumerate(rest)) for o in offs)
+            if n:
+                out[seq] = n
+        return out
+
+    def rank(self, question: str, namespace: str, idf: Callable[[float, float], float],
+             k: int = K_EVAL) -> list[str]:
+        """The top k memory ids, best first (ties by seq, as heap_bm25_top)."""
+        docs = self.ns_docs.get(namespace, 0)
+        if not docs:
+            return []
+        avgdl = self.ns_tokens[namespace] / docs
+        score: dict[int, float] = {}
+        for toks in self.phrases(question):
+            tf = self.counts(toks, namespace)
+            w = idf(docs, len(tf))
+            for seq, f in tf.items():
+                dl = self.length[seq]
+                score[seq] = score.get(seq, 0.0) + w * (f * (BM25_K1 + 1.0)) / (
+                    f + BM25_K1 * (1.0 - BM25_B + BM25_B * dl / avgdl))
+        top = sorted(score, key=lambda s: (-score[s], s))[:k]
+        return [self.id_of[s] for s in top]
+
+    def close(self) -> None:
+        self.mem.close()
+        _remove_sqlite(self.path)
+
+
+def reference_rows(plan: "Plan", workdir: str) -> list["Row"]:
+    """Plain BM25 with each IDF, no feedback, on the questions heapmem is evaluated on."""
+    t = time.time()
+    clock = max(c.ask_ts for c in plan.convs)
+    ref = ReferenceBM25([m for c in plan.convs for m in c.memories], workdir, clock)
+    try:
+        qs = [q for c in plan.convs for q in plan.eval_q[c.id]]
+        rows = []
+        for name, idf in REFERENCE_IDF.items():
+            ranks = [rank_of(ref.rank(q.text, q.conv, idf), q.gold) for q in qs]
+            rows.append(Row(name, "nofb", "relevance", "", [{"qids": [q.qid for q in qs],
+                                                             "ranks": ranks}],
+                            notes="Python reference, heapmem's match set",
+                            seconds=time.time() - t))
+            log(f"{name}: MRR {rows[-1].value('mrr'):.3f}")
+    finally:
+        ref.close()
+    return rows
 
 
 def _remove_sqlite(path: str) -> None:
@@ -458,7 +632,9 @@ def make_plan(convs: list[Conversation], args: argparse.Namespace) -> Plan:
         else:
             fb_q[c.id] = list(qs)
         eval_q[c.id] = list(qs)
-    folds = [c.id for c in chosen][: args.folds] if args.folds else [c.id for c in chosen]
+    # a conversation with no question left (a --sessions cut) is no fold
+    held = [c.id for c in chosen if eval_q[c.id]]
+    folds = held[: args.folds] if args.folds else held
     conds = tuple(x for x in args.conditions.split(",") if x)
     return Plan(chosen, eval_q, fb_q, folds, args.family_seeds, conds, args.seed)
 
@@ -679,8 +855,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--fb-frac", type=float, default=None,
                    help="share of each conversation's questions that give feedback")
     p.add_argument("--family-seeds", type=int, default=None)
-    p.add_argument("--conditions", default=",".join(CONDITIONS),
-                   help="feedback conditions to run, from: " + ", ".join(CONDITIONS))
+    p.add_argument("--conditions", default=None,
+                   help="feedback conditions to run, from: " + ", ".join(CONDITIONS)
+                        + " (default: all; with --sessions: oracle)")
+    p.add_argument("--sessions", default=None, metavar="N,N,...",
+                   help="new-user cuts: for each N, every conversation cut to its first N "
+                        "sessions (only their turns are memories, only questions whose "
+                        "evidence lies in them are asked); one table per cut, with the "
+                        "reference BM25 rows (--bm25-reference)")
+    p.add_argument("--bm25-reference", action="store_true",
+                   help="add plain BM25 rows computed in Python on heapmem's match set: "
+                        "Lucene IDF and FTS5 IDF (always on with --sessions)")
     p.add_argument("--evidence", choices=("split", "literal"), default="split",
                    help="split malformed evidence strings (default) or keep them literal")
     p.add_argument("--embedder", choices=["minilm"], default=None,
@@ -703,6 +888,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.fb_frac = args.fb_frac if args.fb_frac is not None else (0.5 if q else 1.0)
     args.family_seeds = args.family_seeds if args.family_seeds is not None else (2 if q else 5)
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    if args.conditions is None:
+        args.conditions = "oracle" if args.sessions else ",".join(CONDITIONS)
+    if args.sessions is not None:
+        try:
+            args.sessions = sorted({int(x) for x in args.sessions.split(",") if x.strip()})
+        except ValueError:
+            p.error("--sessions takes comma-separated session counts, e.g. 1,2,3")
+        if not args.sessions or min(args.sessions) < 1:
+            p.error("--sessions takes counts >= 1")
+        if args.merge:
+            p.error("--merge does not apply to --sessions runs")
+        args.bm25_reference = True
     for s in args.systems:
         if s not in SYSTEMS:
             p.error(f"unknown system {s!r}; choose from {', '.join(SYSTEMS)}")
@@ -726,25 +923,9 @@ def data_digest(path: str) -> str:
         return hashlib.sha256(fh.read()).hexdigest()[:16]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    if not os.path.exists(args.data):
-        print(f"error: LoCoMo data not found at {args.data} (pass --data)", file=sys.stderr)
-        return 2
-    convs, st = load_locomo(args.data, args.evidence)
-    plan = make_plan(convs, args)
-    n_eval = sum(len(v) for v in plan.eval_q.values())
-    print(f"LoCoMo: {len(convs)} conversations, {st['turns']} turns, {st['questions']} questions; "
-          f"{st['kept']} have evidence naming an existing turn (evidence={args.evidence}; "
-          f"{st['no_evidence']} left out)")
-    print(f"this run: {len(plan.convs)} conversations, {n_eval} questions evaluated, "
-          f"{sum(len(v) for v in plan.fb_q.values())} feedback questions, "
-          f"{len(plan.folds)} LOCO folds, {plan.family_seeds} family seeds"
-          + (" (quick)" if args.quick else ""))
-
-    own_dir = args.workdir is None
-    workdir = args.workdir or tempfile.mkdtemp(prefix="heapmem-locomo-")
-    os.makedirs(workdir, exist_ok=True)
+def run_systems(args: argparse.Namespace, plan: Plan, workdir: str, remote_ok: bool = True
+                ) -> tuple[list[Row], list[str], dict[str, str]]:
+    """Every system of the run on one plan: (rows, skip messages, versions)."""
     rows: list[Row] = []
     skipped: list[str] = []
     versions: dict[str, str] = {}
@@ -754,7 +935,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         skipped.append("heapmem: skipped (this interpreter cannot import a built heapmem; "
                        "install it with `pip install -e .` or run with the project's venv)")
     children: list[tuple[str, subprocess.Popen, str]] = []
-    if remote and args.peer_python:
+    if remote and args.peer_python and remote_ok:
         # one subprocess per system, all in parallel with the local ones
         for s in remote:
             cdir = os.path.join(workdir, f"peer-{s}")
@@ -765,8 +946,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             children.append((s, subprocess.Popen(cmd, stdout=subprocess.DEVNULL), out))
     else:
         for s in remote:
-            skipped.append(f"{s}: skipped ({peers.unavailable(s)}; "
-                           f"pass --peer-python to run it with another interpreter)")
+            skipped.append(f"{s}: skipped ({peers.unavailable(s)}; " + (
+                "pass --peer-python to run it with another interpreter)" if remote_ok else
+                "--sessions runs only the systems this interpreter imports)"))
     try:
         for s in local:
             t = time.time()
@@ -774,6 +956,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows += rs
             versions[s] = make_system_version(s)
             log(f"{s}: done in {time.time() - t:.1f}s")
+        if args.bm25_reference and "heapmem" in local:
+            rows += reference_rows(plan, workdir)
         for s, child, out in children:
             rc = child.wait()
             if rc != 0 or not os.path.exists(out):
@@ -788,13 +972,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         for _, child, _ in children:
             if child.poll() is None:
                 child.kill()
+    return rows, skipped, versions
+
+
+def sort_rows(rows: list[Row]) -> None:
+    order = {s: i for i, s in enumerate(SYSTEMS + tuple(REFERENCE_IDF))}
+    rows.sort(key=lambda r: order.get(r.system, 99))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if not os.path.exists(args.data):
+        print(f"error: LoCoMo data not found at {args.data} (pass --data)", file=sys.stderr)
+        return 2
+    convs, st = load_locomo(args.data, args.evidence)
+    if args.sessions:
+        return main_sessions(args, convs, st)
+    plan = make_plan(convs, args)
+    n_eval = sum(len(v) for v in plan.eval_q.values())
+    print(f"LoCoMo: {len(convs)} conversations, {st['turns']} turns, {st['questions']} questions; "
+          f"{st['kept']} have evidence naming an existing turn (evidence={args.evidence}; "
+          f"{st['no_evidence']} left out)")
+    print(f"this run: {len(plan.convs)} conversations, {n_eval} questions evaluated, "
+          f"{sum(len(v) for v in plan.fb_q.values())} feedback questions, "
+          f"{len(plan.folds)} LOCO folds, {plan.family_seeds} family seeds"
+          + (" (quick)" if args.quick else ""))
+
+    own_dir = args.workdir is None
+    workdir = args.workdir or tempfile.mkdtemp(prefix="heapmem-locomo-")
+    os.makedirs(workdir, exist_ok=True)
+    try:
+        rows, skipped, versions = run_systems(args, plan, workdir)
+    finally:
         if own_dir:
             shutil.rmtree(workdir, ignore_errors=True)
 
     for path in args.merge:
         rows += merge_rows(path, plan, args, {r.system for r in rows}, versions)
-    order = {s: i for i, s in enumerate(SYSTEMS)}
-    rows.sort(key=lambda r: order.get(r.system, 99))
+    sort_rows(rows)
     merged = {r.system for r in rows if r.info.get("merged_from")}
     skipped = [s for s in skipped if s.split(":")[0] not in merged]
     for s in skipped:
@@ -833,6 +1048,105 @@ def main(argv: Sequence[str] | None = None) -> int:
                 fh.write(tab + "\n")
                 if cross:
                     fh.write("\nheapmem minus peers, paired over the same questions:\n\n" + cross + "\n")
+    return 0
+
+
+def cut_summary(cuts: list[dict[str, Any]], boot: int) -> str:
+    """One line per --sessions cut: MRR of each row that answers issue 12."""
+    head = ("| sessions | memories | questions | heapmem relevance only | BM25, Lucene IDF "
+            "| BM25, FTS5 IDF | ΔMRR heapmem relevance − Lucene BM25 [95% CI] "
+            "| heapmem defaults, no feedback | defaults + oracle feedback (LOCO) |")
+    out = [head, "|" + "---|" * 9]
+    for cut in cuts:
+        rows: list[Row] = cut["rows"]
+        get = {(r.system, r.kind, r.config, r.policy): r for r in rows}
+
+        def mrr(key: tuple[str, str, str, str]) -> str:
+            r = get.get(key)
+            return f"{r.value('mrr'):.3f}" if r else "—"
+
+        rel, luc = get.get(("heapmem", "nofb", "relevance", "")), \
+            get.get(("bm25-lucene-idf", "nofb", "relevance", ""))
+        d = paired_delta(rel, luc.lookup(), "mrr", boot) if rel and luc else None
+        out.append(f"| {cut['sessions']} | {cut['memories']} | {cut['questions']} "
+                   f"| {mrr(('heapmem', 'nofb', 'relevance', ''))} "
+                   f"| {mrr(('bm25-lucene-idf', 'nofb', 'relevance', ''))} "
+                   f"| {mrr(('bm25-fts5-idf', 'nofb', 'relevance', ''))} | {fmt_delta(d)} "
+                   f"| {mrr(('heapmem', 'nofb', 'defaults', ''))} "
+                   f"| {mrr(('heapmem', 'loco', 'defaults', 'oracle'))} |")
+    return "\n".join(out)
+
+
+def main_sessions(args: argparse.Namespace, convs: list[Conversation], st: dict[str, int]) -> int:
+    """The new-user benchmark (issue 12): the whole protocol on each --sessions cut."""
+    print(f"LoCoMo: {len(convs)} conversations, {st['turns']} turns, {st['kept']} questions "
+          f"with evidence; new-user cuts to the first {args.sessions} sessions")
+    own_dir = args.workdir is None
+    workdir = args.workdir or tempfile.mkdtemp(prefix="heapmem-locomo-")
+    os.makedirs(workdir, exist_ok=True)
+    cuts: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    versions: dict[str, str] = {}
+    try:
+        for n in args.sessions:
+            cut = cut_sessions(convs, n)
+            plan = make_plan(cut, args)
+            n_mem = sum(len(c.memories) for c in plan.convs)
+            n_eval = sum(len(v) for v in plan.eval_q.values())
+            print(f"\n## first {n} session(s): {len(plan.convs)} conversations, {n_mem} memories, "
+                  f"{n_eval} questions evaluated, {len(plan.folds)} LOCO folds")
+            if not n_eval:
+                print("no question has all its evidence in these sessions: nothing to rank")
+                continue
+            cdir = os.path.join(workdir, f"sessions-{n}")
+            os.makedirs(cdir, exist_ok=True)
+            rows, sk, vs = run_systems(args, plan, cdir, remote_ok=False)
+            sort_rows(rows)
+            skipped += [x for x in sk if x not in skipped]
+            versions.update(vs)
+            cuts.append({"sessions": n, "memories": n_mem, "questions": n_eval,
+                         "plan": plan_key(plan, args), "rows": rows})
+            print()
+            print(table(rows, args.boot))
+            cross = cross_system(rows, args.boot)
+            if cross:
+                print("\nheapmem minus the other rows, paired over the same questions:\n")
+                print(cross)
+    finally:
+        if own_dir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    for x in skipped:
+        print(f"SKIP {x}")
+    summary = cut_summary(cuts, args.boot)
+    print("\nMRR per cut:\n")
+    print(summary)
+    total = time.time() - _T0
+    print(f"\n{len(cuts)} cuts in {total:.0f}s")
+    if args.out:
+        meta = {
+            "command": shlex.join([os.path.basename(sys.executable)] + sys.argv),
+            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "python": platform.python_version(), "platform": platform.platform(),
+            "data": os.path.abspath(args.data), "data_sha256_16": data_digest(args.data),
+            "sessions": args.sessions, "conditions": args.conditions, "boot": args.boot,
+            "heapmem_configs": args.heapmem_config, "versions": versions,
+            "skipped": skipped, "seconds": round(total, 1),
+        }
+        if args.out.endswith(".json"):
+            with open(args.out, "w", encoding="utf-8") as fh:
+                json.dump({"meta": meta, "cuts": [
+                    {**{k: v for k, v in c.items() if k != "rows"},
+                     "rows": [r.to_dict() for r in c["rows"]]} for c in cuts]}, fh)
+        else:
+            with open(args.out, "w", encoding="utf-8") as fh:
+                fh.write(f"# LoCoMo new-user cuts\n\n`{meta['command']}`, {meta['date']}, "
+                         f"{meta['seconds']:.0f}s; versions "
+                         + ", ".join(f"{k} {v}" for k, v in versions.items()) + "\n\n")
+                fh.write("\n".join(f"SKIP {x}" for x in skipped) + ("\n\n" if skipped else ""))
+                fh.write(summary + "\n")
+                for c in cuts:
+                    fh.write(f"\n## First {c['sessions']} session(s): {c['memories']} memories, "
+                             f"{c['questions']} questions\n\n" + table(c["rows"], args.boot) + "\n")
     return 0
 
 

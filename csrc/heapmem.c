@@ -1076,12 +1076,17 @@ HM_API int hm_credit(const char *features, const char *qtype, double age_days, i
  * FTS5's bm25() takes each term's document frequency over the whole table:
  * in a store of many namespaces, a tenant's scores (and the cost of its query,
  * which must count every posting of every term) depend on all the others.
- * heapmem ranks with the same Okapi BM25 formula (k1 = 1.2, b = 0.75, FTS5's
- * IDF floor of 1e-6), but over the namespace alone: N and the average
- * document length are the namespace's (kept by triggers in heapmem_ns), and a
- * term's document frequency is counted over the match set, which holds every
- * document of the namespace that contains any query term.  A store holding
- * only that namespace gives the same numbers from FTS5's own bm25().
+ * heapmem ranks with Okapi BM25 (k1 = 1.2, b = 0.75, FTS5's term frequencies
+ * and document lengths: every indexed column) over the namespace alone: N and
+ * the average document length are the namespace's (kept by triggers in
+ * heapmem_ns), and a term's document frequency is counted over the match set,
+ * which holds every document of the namespace that contains any query term.
+ * The IDF is Lucene's, log(1 + (N - n + 0.5) / (n + 0.5)), not FTS5's
+ * log((N - n + 0.5) / (n + 0.5)): FTS5's floors to 1e-6 any term in more than
+ * half the documents, which in a new user's small namespace is most of the
+ * words that matter ("Lisbon" in five memories of which four name it).  So the
+ * scores are not FTS5's bm25() numbers; they are the same BM25 with that one
+ * term changed, and still depend on nothing outside the namespace.
  */
 
 #define HM_BM25_K1 1.2
@@ -1094,10 +1099,11 @@ HM_API int hm_credit(const char *features, const char *qtype, double age_days, i
  *   | nphrase x u8 (1 if the phrase occurs in the row, in any column) */
 #define HM_BM25_ROW_SIZE(n) (16 + (n) * 9)
 
-/* Okapi BM25 IDF with FTS5's floor. */
+/* Okapi BM25 IDF in Lucene's form: > 0 for every 0 <= n_hit <= n_docs, so no
+ * floor, and a row's score never grows with its length (heap_bm25_top_final's
+ * pruning relies on it). */
 static double hm_bm25_idf(double n_docs, double n_hit) {
-  double idf = log((n_docs - n_hit + 0.5) / (n_hit + 0.5));
-  return idf > 0.0 ? idf : 1e-6;
+  return log(1.0 + (n_docs - n_hit + 0.5) / (n_hit + 0.5));
 }
 
 /* The (negative, lower is better, as FTS5) BM25 score of one row. */
@@ -1941,7 +1947,9 @@ static void heap_bm25_top_final(sqlite3_context *ctx) {
   todo = sqlite3_malloc64((sqlite3_uint64)n * sizeof(hm_scored));
   top = sqlite3_malloc64((sqlite3_uint64)limit * sizeof(hm_scored));
   if (!todo || !top) { sqlite3_result_error_nomem(ctx); goto cleanup; }
-  /* each row's best possible score (at its shortest possible length), best first */
+  /* each row's best possible score (at its shortest possible length: every idf is
+   * > 0, since n_hit <= n <= docs, so a term's part only shrinks as the length
+   * grows), best first */
   for (i64 k = 0; k < n; k++) {
     todo[k].score = hm_bm25(np, &acc->freq[k * np], idf, acc->lower[k], avgdl);
     todo[k].rowid = acc->rowid[k];
