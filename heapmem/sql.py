@@ -64,8 +64,8 @@ ON CONFLICT(namespace, feature) DO UPDATE SET
 # heap_bm25_top() scores them with the namespace's document count and average
 # length (and each term's document frequency over the match set), reading exact
 # row lengths only for rows that can still reach the top, and returns the best
-# N as JSON.  The same numbers as FTS5's bm25(memories_fts,
-# 0.0, 1.0) in a store holding only this namespace, and no scan of the other
+# N as JSON.  FTS5's bm25(memories_fts, 0.0, 1.0) in a store holding only this
+# namespace, but with Lucene's IDF (never zero), and no scan of the other
 # namespaces' postings.  (LIMIT -1 keeps SQLite from flattening the inner
 # query into the aggregate, where an FTS5 auxiliary function cannot run.)
 LEX_TOP = """SELECT json_extract(value, '$[0]') AS seq, json_extract(value, '$[1]') AS b
