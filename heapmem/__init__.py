@@ -10,7 +10,8 @@ learns from feedback which kinds of memory answer which kinds of question.
 from ._native import load, loadable_path
 from ._version import __version__
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
-from .errors import DuplicateIdError, HeapmemError, NotAStoreError, ReadOnlyError, SchemaVersionError
+from .errors import (CorruptStoreError, DuplicateIdError, HeapmemError, NotAStoreError,
+                     ReadOnlyError, SchemaVersionError, UnsafeStoreError)
 from .results import (CheckReport, Event, Feedback, ImportReport, Item, LinkRow, LoggedRecall,
                       NamespaceStats, Recall, Result, Stats, TuneReport)
 from .store import Memory, open
@@ -18,6 +19,7 @@ from .validate import MAX_TEXT_BYTES
 
 __all__ = [
     "CheckReport",
+    "CorruptStoreError",
     "DuplicateIdError",
     "Event",
     "Feedback",
@@ -39,6 +41,7 @@ __all__ = [
     "ScoringConfig",
     "Stats",
     "TuneReport",
+    "UnsafeStoreError",
     "__version__",
     "load",
     "loadable_path",

@@ -26,3 +26,13 @@ class ReadOnlyError(HeapmemError):
 
 class DuplicateIdError(HeapmemError, ValueError):
     """A memory with this id already exists (the existing one is untouched)."""
+
+
+class UnsafeStoreError(NotAStoreError):
+    """The file holds schema objects heapmem did not create (an extra trigger
+    or view, or one of heapmem's with other SQL), which would run their
+    author's SQL; it is refused before any of them runs, and left untouched."""
+
+
+class CorruptStoreError(HeapmemError):
+    """The file fails SQLite's integrity checks (open(verify=True))."""

@@ -52,12 +52,45 @@ def replay(events: Iterable[tuple[str, Iterable]], prior: Mapping[str, Iterable]
     return out
 
 
+def cap_counts(a: float, b: float, cap: float) -> tuple[float, float]:
+    """A namespace's (alpha, beta) as the pooled layer counts it: scaled down
+    to cap observations in all, its rate kept (schema.capped, in Python)."""
+    s = cap / (a + b) if a + b > cap else 1.0
+    return a * s, b * s
+
+
+def pool(own: Counts, cap: float, prior: Mapping[str, Iterable] | None = None,
+         prior_support: int = 0) -> dict[tuple[str, str], list]:
+    """The pooled layer ('*') that namespaces' own links produce: per feature
+    [alpha, beta, n, support], each namespace capped at cap observations and
+    counted once in support; a links-only prior adds its counts and
+    prior_support."""
+    out: dict[tuple[str, str], list] = {}
+    for (ns, f), (a, b, n) in own.items():
+        if ns == POOLED:
+            continue
+        ca, cb = cap_counts(a, b, cap)
+        r = out.setdefault((POOLED, f), [0.0, 0.0, 0, 0])
+        r[0] += ca
+        r[1] += cb
+        r[2] += n
+        r[3] += 1
+    for f, (a, b, n) in (prior or {}).items():
+        r = out.setdefault((POOLED, f), [0.0, 0.0, 0, 0])
+        r[0] += a
+        r[1] += b
+        r[2] += n
+        r[3] += prior_support
+    return out
+
+
 def agrees(stored: Iterable, replayed: Iterable) -> bool:
-    """Whether a stored link (alpha, beta, n) is what the replay gives."""
-    a, b, n = stored
-    ea, eb, en = replayed
+    """Whether a stored link (alpha, beta, n[, support]) is what the replay
+    gives."""
+    a, b, *rest = stored
+    ea, eb, *erest = replayed
     return (abs(a - ea) <= TOLERANCE * max(1.0, abs(ea))
-            and abs(b - eb) <= TOLERANCE * max(1.0, abs(eb)) and n == en)
+            and abs(b - eb) <= TOLERANCE * max(1.0, abs(eb)) and rest == erest)
 
 
 def mismatches(stored: Mapping[tuple[str, str], Iterable], replayed: Counts

@@ -125,6 +125,9 @@ class LinkRow:
     n: int
     alpha: float
     beta: float
+    #: how many namespaces back it: in the pooled layer, all that contribute (a
+    #: links-only prior counts as several); in a namespace's view, the others
+    namespaces: int = 0
 
 
 @dataclass(frozen=True)
@@ -243,6 +246,7 @@ class ImportReport:
     links: int = 0
     seq_offset: int = 0     # added to every imported seq (0 into a new store)
     recall_offset: int = 0  # added to every imported recall id (0 into a new store)
+    notes: tuple[str, ...] = ()  # what the import chose not to apply, and why
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -15,12 +15,28 @@ from typing import Any
 
 import apsw
 
+import functools
+import time
+
 from . import _native
 from ._version import __version__
-from .errors import NotAStoreError, SchemaVersionError
+from .errors import CorruptStoreError, HeapmemError, NotAStoreError, SchemaVersionError, \
+    UnsafeStoreError
 
 #: The schema version this heapmem writes (PRAGMA user_version).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+
+#: How many observations of a link one namespace may weigh in the pooled
+#: layer (its counts are scaled down to this total, keeping its rate); the
+#: default of a new store, kept in the file under META_POOL_CAP.
+POOL_CAP = 100.0
+#: How many namespaces a links-only prior counts as (heapmem.transfer), so a
+#: new user benefits from it as from that many tenants.
+PRIOR_SUPPORT = 3
+#: The most observations a links-only prior may weigh for one link, in all.
+PRIOR_MAX_WEIGHT = 3 * POOL_CAP
+#: How long opening may spend checking a file (seconds), before any migration.
+OPEN_DEADLINE = 10.0
 
 # -- heapmem_meta keys -------------------------------------------------------------
 
@@ -42,13 +58,15 @@ META_LINKS_PRIOR = "links_prior"
 META_LINKS_PRIOR_FILES = "links_prior_files"
 #: present only inside heapmem's own write transactions (never committed).
 META_FTS_DEFERRED = "fts_deferred"
+#: the file's pool cap (see POOL_CAP).
+META_POOL_CAP = "pool_cap"
 
 #: Keys the file records about itself; never exported or imported.
 META_OWN = (META_FORMAT, META_CREATED_WITH)
 #: Every key heapmem writes.
 META_KEYS = (META_FORMAT, META_CREATED_WITH, META_TUNED, META_EMBEDDER, META_EMBEDDING_DIM,
              META_LAST_SEQ, META_LAST_RECALL, META_LINKS_PRIOR, META_LINKS_PRIOR_FILES,
-             META_FTS_DEFERRED)
+             META_FTS_DEFERRED, META_POOL_CAP)
 
 
 def meta_get(c: apsw.Connection, key: str) -> str | None:
@@ -244,8 +262,62 @@ def fts_deferred(c: apsw.Connection) -> bool:
     return meta_get(c, META_FTS_DEFERRED) is not None
 
 
+# Version 4: a pooled layer that no single tenant can hijack.  Each
+# namespace's evidence counts in the pool ('*') up to the pool cap (scaled
+# down beyond it), and each pooled row knows how many namespaces support it;
+# a namespace borrows pooled evidence only where enough other namespaces
+# agree (ScoringConfig.pooled_min_namespaces).  rebuild_pool() fills the rows.
+_SCHEMA_V4 = f"""
+ALTER TABLE links ADD COLUMN support INTEGER NOT NULL DEFAULT 0;
+INSERT INTO heapmem_meta(key, value) VALUES ('{META_POOL_CAP}', '{POOL_CAP!r}')
+  ON CONFLICT(key) DO NOTHING;
+"""
+
 # Numbered schema steps: MIGRATIONS[v] takes a store from version v to v + 1.
-MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3}
+MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3, 3: _SCHEMA_V4}
+
+# -- the pooled layer --------------------------------------------------------------
+
+
+def capped(a: str, b: str, cap: str) -> tuple[str, str]:
+    """SQL for a namespace's alpha and beta as the pool counts them: scaled
+    down to cap observations in all (the rate kept), given SQL for each."""
+    scale = f"(CASE WHEN {a} + {b} > {cap} THEN {cap} / ({a} + {b}) ELSE 1.0 END)"
+    return f"({a} * {scale})", f"({b} * {scale})"
+
+
+_CA, _CB = capped("alpha", "beta", ":cap")
+_REBUILD_POOL = f"""
+DELETE FROM links WHERE namespace = '*';
+INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support)
+SELECT '*', feature, qtype, sum({_CA}), sum({_CB}), sum(n), count(*)
+FROM links WHERE namespace != '*' GROUP BY feature;
+INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support)
+SELECT '*', p.key,
+       CASE WHEN instr(p.key, '/') > 0 THEN substr(p.key, 1, instr(p.key, '/') - 1) ELSE '' END,
+       p.value ->> 0, p.value ->> 1, p.value ->> 2, {PRIOR_SUPPORT}
+FROM json_each(coalesce((SELECT value FROM heapmem_meta WHERE key = '{META_LINKS_PRIOR}'),
+                        '{{}}')) AS p
+WHERE true
+ON CONFLICT(namespace, feature) DO UPDATE SET
+  alpha = alpha + excluded.alpha, beta = beta + excluded.beta, n = n + excluded.n,
+  support = support + excluded.support;
+"""
+
+
+def pool_cap(c: apsw.Connection) -> float:
+    """The file's pool cap (POOL_CAP unless the store was given another)."""
+    v = meta_get(c, META_POOL_CAP)
+    try:
+        return float(v) if v is not None else POOL_CAP
+    except ValueError:
+        return POOL_CAP
+
+
+def rebuild_pool(c: apsw.Connection) -> None:
+    """Work the pooled layer ('*') out again from every namespace's links and
+    the merged prior (inside the caller's write transaction)."""
+    c.execute(_REBUILD_POOL, {"cap": pool_cap(c)})
 
 # -- opening a file ----------------------------------------------------------------
 
@@ -253,16 +325,89 @@ MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3}
 def configure(c: apsw.Connection) -> None:
     """What every connection gets before it reads the file: a busy timeout, no
     double-quoted string literals, plans that do not depend on bound values,
-    and the heap_* functions."""
+    SQL in the file trusted with nothing (trusted_schema off: a view or
+    trigger may call only innocuous functions), no way for SQL to corrupt the
+    file on purpose (DEFENSIVE: no writable_schema, no writes to shadow
+    tables), every page's cells checked as they are read, and the heap_*
+    functions."""
     c.setbusytimeout(10_000)
-    for opt in (apsw.SQLITE_DBCONFIG_DQS_DML, apsw.SQLITE_DBCONFIG_DQS_DDL):
+    for opt in (apsw.SQLITE_DBCONFIG_DQS_DML, apsw.SQLITE_DBCONFIG_DQS_DDL,
+                apsw.SQLITE_DBCONFIG_TRUSTED_SCHEMA):
         c.config(opt, 0)
+    c.config(apsw.SQLITE_DBCONFIG_DEFENSIVE, 1)
+    c.execute("PRAGMA cell_size_check=ON")
     # Plans that do not depend on bound values.  Once PRAGMA optimize has
     # gathered sqlite_stat4, SQLite otherwise re-prepares every statement
     # comparing an indexed column with a parameter (m.namespace =
     # :namespace, ...) each time the value changes: a fifth of a recall.
     c.config(apsw.SQLITE_DBCONFIG_ENABLE_QPSG, 1)
     _native.load(c)
+
+
+# The tables FTS5 makes for memories_fts: their text is FTS5's (it may vary
+# between SQLite versions), so only their kind and name are compared.
+_FTS_SHADOWS = {"memories_fts_data", "memories_fts_idx", "memories_fts_docsize",
+                "memories_fts_config", "memories_fts_content"}
+# Tables SQLite itself makes: the planner's statistics (PRAGMA optimize).
+_SQLITE_OWN = {("table", "sqlite_stat1"): "CREATE TABLE sqlite_stat1(tbl,idx,stat)",
+               ("table", "sqlite_stat4"): "CREATE TABLE sqlite_stat4(tbl,idx,neq,nlt,ndlt,sample)"}
+
+
+def _norm(sql: str | None) -> str | None:
+    return None if sql is None else " ".join(sql.split())
+
+
+@functools.lru_cache(maxsize=None)
+def expected_objects(version: int) -> dict[tuple[str, str], tuple[str, str | None]]:
+    """Every schema object (type, name) -> (table, SQL) that heapmem's steps
+    up to version create: what a store of that version holds, exactly."""
+    c = apsw.Connection(":memory:")
+    try:
+        _native.load(c)
+        for v in range(version):
+            c.execute(MIGRATIONS[v])
+        return {(t, n): (tbl, _norm(sql)) for t, n, tbl, sql in
+                c.execute("SELECT type, name, tbl_name, sql FROM sqlite_schema")}
+    finally:
+        c.close()
+
+
+def foreign_objects(rows: list[tuple], version: int) -> list[str]:
+    """What in a file's sqlite_schema (rows of type, name, tbl_name, sql)
+    heapmem's schema version `version` does not define, or defines otherwise:
+    one description per object, naming it."""
+    want = expected_objects(version)
+    seen = set()
+    out = []
+    for t, n, tbl, sql in rows:
+        seen.add((t, n))
+        if (t, n) in _SQLITE_OWN and _norm(sql) == _SQLITE_OWN[(t, n)]:
+            continue
+        if (t, n) not in want:
+            out.append(f"{t} {n!r} (on {tbl!r}) is not part of heapmem's schema {version}")
+        elif n in _FTS_SHADOWS and t == "table":
+            continue
+        elif want[(t, n)] != (tbl, _norm(sql)):
+            out.append(f"{t} {n!r} differs from heapmem's schema {version}")
+    for t, n in sorted(set(want) - seen):
+        if n != "memories_fts_content":
+            out.append(f"{t} {n!r} of heapmem's schema {version} is missing")
+    return out
+
+
+def check_objects(c: apsw.Connection, path: str, version: int) -> None:
+    """UnsafeStoreError unless the file holds exactly the objects of its
+    schema version: an extra trigger or view, or one heapmem defines but with
+    other SQL, would run its author's SQL on every open or write."""
+    rows = c.execute("SELECT type, name, tbl_name, sql FROM sqlite_schema").fetchall()
+    _refuse_foreign(path, foreign_objects(rows, version))
+
+
+def _refuse_foreign(path: str, bad: list[str]) -> None:
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise UnsafeStoreError(f"{path!r} holds schema objects heapmem did not create: "
+                               f"{bad[0]}{more}; it was not opened and not modified")
 
 
 def _is_store(c: apsw.Connection) -> bool:
@@ -272,31 +417,25 @@ def _is_store(c: apsw.Connection) -> bool:
         return False
 
 
-def open_file(c: apsw.Connection, path: str, *, readonly: bool, durable: bool) -> None:
+def open_file(c: apsw.Connection, path: str, *, readonly: bool, durable: bool,
+              verify: bool = False) -> None:
     """Check that the file behind c is a heapmem store this version can use
     (or an empty file), create or migrate its schema, and set the journal:
-    NotAStoreError or SchemaVersionError, with the file untouched, if not."""
+    NotAStoreError, SchemaVersionError or UnsafeStoreError, with the file
+    untouched, if not.  Nothing from the file runs before its schema has
+    been compared with heapmem's own, object by object; the checks run under
+    a deadline (OPEN_DEADLINE).  verify=True also runs PRAGMA quick_check
+    (CorruptStoreError), for files from elsewhere."""
+    deadline = time.monotonic() + OPEN_DEADLINE
+    c.setprogresshandler(lambda: time.monotonic() > deadline, 1000)
     try:
-        # one statement, one snapshot: another process may be creating the
-        # schema right now (two reads could see version 0 and its tables)
-        objects = c.execute("SELECT (SELECT user_version FROM pragma_user_version), name "
-                            "FROM (SELECT NULL AS name UNION ALL SELECT name "
-                            "FROM sqlite_schema)").fetchall()
-        version = objects[0][0]
-        objects = [r for r in objects if r[1] is not None]
-    except (apsw.NotADBError, apsw.CorruptError) as e:
-        raise NotAStoreError(f"{path!r} is not a SQLite database ({e})") from None
-    names = {r[1] for r in objects}
-    if version > SCHEMA_VERSION:
-        raise SchemaVersionError(
-            f"{path!r} has schema version {version}, newer than this heapmem "
-            f"({__version__}, schema {SCHEMA_VERSION}); upgrade heapmem to open it")
-    if version == 0 and names:
-        raise NotAStoreError(f"{path!r} is a SQLite database but not a heapmem store "
-                             "(it has tables of its own); it was not modified")
-    if version > 0 and not _is_store(c):
-        raise NotAStoreError(f"{path!r} is a SQLite database but not a heapmem store; "
-                             "it was not modified")
+        _check_file(c, path, readonly=readonly, verify=verify)
+    except apsw.InterruptError:
+        raise UnsafeStoreError(f"checking {path!r} took longer than {OPEN_DEADLINE:g} s; "
+                               "it was not opened") from None
+    finally:
+        c.setprogresshandler(None)
+    version = user_version(c)
     if version < SCHEMA_VERSION:
         if readonly:
             raise SchemaVersionError(
@@ -314,6 +453,46 @@ def open_file(c: apsw.Connection, path: str, *, readonly: bool, durable: bool) -
     c.execute("PRAGMA secure_delete=ON")
 
 
+def _check_file(c: apsw.Connection, path: str, *, readonly: bool, verify: bool) -> None:
+    try:
+        # one statement, one snapshot: another process may be creating the
+        # schema right now (two reads could see version 0 and its tables)
+        rows = c.execute("SELECT (SELECT user_version FROM pragma_user_version), type, name, "
+                         "tbl_name, sql FROM (SELECT NULL AS type, NULL AS name, NULL AS "
+                         "tbl_name, NULL AS sql UNION ALL SELECT type, name, tbl_name, sql "
+                         "FROM sqlite_schema)").fetchall()
+    except (apsw.NotADBError, apsw.CorruptError) as e:
+        raise NotAStoreError(f"{path!r} is not a SQLite database ({e})") from None
+    version = rows[0][0]
+    objects = [r[1:] for r in rows if r[2] is not None]
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{path!r} has schema version {version}, newer than this heapmem "
+            f"({__version__}, schema {SCHEMA_VERSION}); upgrade heapmem to open it")
+    if version < 0:
+        raise NotAStoreError(f"{path!r} has schema version {version}: not a heapmem store; "
+                             "it was not modified")
+    if version == 0:
+        if objects:
+            raise NotAStoreError(f"{path!r} is a SQLite database but not a heapmem store "
+                                 "(it has tables of its own); it was not modified")
+        return
+    if not any(t == "table" and n == "heapmem_meta" for t, n, _, _ in objects):
+        raise NotAStoreError(f"{path!r} is a SQLite database but not a heapmem store; "
+                             "it was not modified")
+    _refuse_foreign(path, foreign_objects(objects, version))
+    if not _is_store(c):
+        raise NotAStoreError(f"{path!r} is a SQLite database but not a heapmem store; "
+                             "it was not modified")
+    if verify:
+        try:
+            found = [r[0] for r in c.execute("PRAGMA quick_check")]
+        except apsw.CorruptError as e:
+            found = [str(e)]
+        if found != ["ok"]:
+            raise CorruptStoreError(f"{path!r} fails SQLite's quick_check: {found[0]}")
+
+
 def _migrate(c: apsw.Connection, path: str) -> None:
     c.execute("BEGIN IMMEDIATE")
     try:
@@ -321,12 +500,15 @@ def _migrate(c: apsw.Connection, path: str) -> None:
         version = c.execute("PRAGMA user_version").fetchall()[0][0]
         if version == 0 and c.execute("SELECT count(*) FROM sqlite_schema").fetchall()[0][0]:
             raise NotAStoreError(f"{path!r} is not a heapmem store; it was not modified")
+        check_objects(c, path, version)  # again, under the write lock
         while version < SCHEMA_VERSION:
             c.execute(MIGRATIONS[version])
             version += 1
             if version == 1:
                 meta_set(c, META_FORMAT, "heapmem")
                 meta_set(c, META_CREATED_WITH, __version__)
+            if version == 4:
+                rebuild_pool(c)
         c.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         c.execute("COMMIT")
     except BaseException:

@@ -8,14 +8,25 @@ always bound, never formatted in.
 """
 from __future__ import annotations
 
-from .schema import META_LAST_RECALL, META_LAST_SEQ, ntok_sql
+from .schema import META_LAST_RECALL, META_LAST_SEQ, capped, ntok_sql
+
+# A namespace's own link o as the pool counts it (scaled to :cap), 0 without one.
+_OWN_A, _OWN_B = (f"coalesce({x}, 0)" for x in capped("o.alpha", "o.beta", ":cap"))
 
 # -- recall ------------------------------------------------------------------------
 
-# The learned links a namespace sees, as one link-set blob for heap_score().
+# The learned links a namespace sees, as one link-set blob for heap_score():
+# its own evidence in full, and the other namespaces' (the pooled row less
+# its own capped share) only where at least :min_support other namespaces
+# back it (a links-only prior counts as schema.PRIOR_SUPPORT).  heap_links()
+# takes (own, own + others) and scales others to :pseudocount observations.
 # (Restricting to the question type's rows only skips rows it never reads.)
-LINKS = """
-SELECT heap_links(p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0), p.alpha, p.beta,
+LINKS = f"""
+SELECT heap_links(p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0),
+                  coalesce(o.alpha, 0) + CASE WHEN p.support - (o.feature IS NOT NULL)
+                    >= :min_support THEN max(p.alpha - {_OWN_A}, 0) ELSE 0 END,
+                  coalesce(o.beta, 0) + CASE WHEN p.support - (o.feature IS NOT NULL)
+                    >= :min_support THEN max(p.beta - {_OWN_B}, 0) ELSE 0 END,
                   :pseudocount)
 FROM links AS p LEFT JOIN links AS o ON o.namespace = :namespace AND o.feature = p.feature
 WHERE p.namespace = '*' AND p.qtype IN ('', :qtype)
@@ -41,22 +52,45 @@ SELECT :rid, j.value ->> 0, :namespace, :qtype, j.value ->> 1,
 FROM json_each(:judged) AS j
 """
 
-# ... and fold into the links of their namespace and of the pooled layer
-# ('*'): heap_fold() sums the same credits per feature, one row per feature
-# and layer.  (It works the credits out again from :judged: summing the
-# events' JSON back in SQL measured slower, 0.28 against 0.16 ms.)
-FOLD_LINKS = """
+# ... and fold into the links: heap_fold() sums the same credits per feature
+# ({feature: [d_alpha, d_beta, n]}, worked out again from :judged: summing
+# the events' JSON back in SQL measured slower).
+FOLD = """
+SELECT heap_fold(j.value ->> 2, :qtype, j.value ->> 3, j.value ->> 1, :links, :config)
+FROM json_each(:judged) AS j
+"""
+
+# The pooled layer holds each namespace's links capped (schema.capped): take
+# this namespace's old share of the touched features out of it, ...
+UNPOOL_OWN = f"""
+UPDATE links AS p SET alpha = p.alpha - {_OWN_A}, beta = p.beta - {_OWN_B},
+                      support = p.support - 1
+FROM links AS o
+WHERE p.namespace = '*' AND o.namespace = :namespace AND o.feature = p.feature
+  AND o.feature IN (SELECT key FROM json_each(:fold))
+"""
+
+# ... add the credits to the namespace's own links, ...
+FOLD_OWN = """
 INSERT INTO links(namespace, feature, qtype, alpha, beta, n)
-SELECT layer.namespace, t.key,
+SELECT :namespace, t.key,
        CASE WHEN instr(t.key, '/') > 0 THEN substr(t.key, 1, instr(t.key, '/') - 1) ELSE '' END,
        t.value ->> 0, t.value ->> 1, t.value ->> 2
-FROM json_each((
-       SELECT heap_fold(j.value ->> 2, :qtype, j.value ->> 3, j.value ->> 1, :links, :config)
-       FROM json_each(:judged) AS j)) AS t,
-     (SELECT :namespace AS namespace UNION ALL SELECT '*') AS layer
+FROM json_each(:fold) AS t
 WHERE true
 ON CONFLICT(namespace, feature) DO UPDATE SET
   alpha = alpha + excluded.alpha, beta = beta + excluded.beta, n = n + excluded.n
+"""
+
+# ... and put its new share back (n counts every event, uncapped).
+POOL_OWN = f"""
+INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support)
+SELECT '*', o.feature, o.qtype, {_OWN_A}, {_OWN_B}, t.value ->> 2, 1
+FROM json_each(:fold) AS t JOIN links AS o ON o.namespace = :namespace AND o.feature = t.key
+WHERE true
+ON CONFLICT(namespace, feature) DO UPDATE SET
+  alpha = alpha + excluded.alpha, beta = beta + excluded.beta, n = n + excluded.n,
+  support = support + 1
 """
 
 # The BM25 top N of a question in a namespace, with the namespace's own
@@ -197,16 +231,19 @@ ON CONFLICT(namespace, feature) DO UPDATE SET
   alpha = alpha + excluded.alpha, beta = beta + excluded.beta, n = n + excluded.n
 """
 
-POOLED_LINKS = "SELECT feature, alpha, beta, n FROM links WHERE namespace = '*'"
+POOLED_LINKS = "SELECT feature, alpha, beta, n, support FROM links WHERE namespace = '*'"
 
 # Each pooled link with the namespace's own share of it.
-NAMESPACE_LINKS = """
-SELECT p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0), p.alpha, p.beta, coalesce(o.n, 0)
+NAMESPACE_LINKS = f"""
+SELECT p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0),
+       coalesce(o.alpha, 0) + max(p.alpha - {_OWN_A}, 0),
+       coalesce(o.beta, 0) + max(p.beta - {_OWN_B}, 0),
+       coalesce(o.n, 0), p.support - (o.feature IS NOT NULL)
 FROM links AS p LEFT JOIN links AS o ON o.namespace = :namespace AND o.feature = p.feature
 WHERE p.namespace = '*'
 """
 
-ALL_LINKS = "SELECT namespace, feature, alpha, beta, n FROM links"
+ALL_LINKS = "SELECT namespace, feature, alpha, beta, n, support FROM links"
 
 EXPORT_LINKS = """SELECT feature, qtype, alpha, beta, n FROM links WHERE namespace = '*'
 ORDER BY feature"""
@@ -309,6 +346,7 @@ TUNE_LINKS = "SELECT heap_links(feature, oa, ob, pa, pb, ?) FROM l"
 # -- checking ----------------------------------------------------------------------
 
 INTEGRITY = "PRAGMA integrity_check"
+SCHEMA_OBJECTS = "SELECT type, name, tbl_name, sql FROM sqlite_schema"
 FTS_INTEGRITY = "INSERT INTO memories_fts(memories_fts, rank) VALUES ('integrity-check', 1)"
 # (read-only: the same rows in the index and the table)
 FTS_ROWS_APART = """SELECT count(*) FROM memories AS m FULL JOIN memories_fts_docsize AS d
@@ -321,6 +359,7 @@ FULL JOIN namespaces AS s USING (namespace)
 WHERE t.docs IS NOT s.docs OR t.tokens IS NOT s.tokens
 """
 NTOK_OF = f"SELECT {ntok_sql(':nstag', ':text')}"
+FEATURES_OF = "SELECT heap_features(:text, :kind, :source)"
 
 # -- stats -------------------------------------------------------------------------
 

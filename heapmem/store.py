@@ -67,7 +67,7 @@ class Memory:
     def __init__(self, path: str, *, clock: Callable[[], Timestamp] = time.time,
                  config: ScoringConfig | None = None, readonly: bool = False,
                  embedder: Callable[[list[str]], Any] | None = None, reembed: bool = False,
-                 durable: bool = False):
+                 durable: bool = False, verify: bool = False):
         if not isinstance(path, str):
             path = str(path)
         if not callable(clock):
@@ -77,6 +77,7 @@ class Memory:
         self.path = path
         self.readonly = bool(readonly)
         self.durable = bool(durable)
+        self.verify = bool(verify)
         self.config = config or ScoringConfig()
         self._clock = clock
         if embedder is not None and not callable(embedder):
@@ -194,7 +195,9 @@ class Memory:
 
     def _open_file(self) -> None:
         schema.configure(self._conn)
-        schema.open_file(self._conn, self.path, readonly=self.readonly, durable=self.durable)
+        schema.open_file(self._conn, self.path, readonly=self.readonly, durable=self.durable,
+                         verify=self.verify)
+        self._pool_cap = schema.pool_cap(self._conn)
 
     @contextmanager
     def _write(self) -> Iterator[apsw.Connection]:
@@ -497,6 +500,11 @@ class Memory:
 
     # -- recall --------------------------------------------------------------------
 
+    def _pool_params(self, namespace: str, config: ScoringConfig) -> dict[str, Any]:
+        """The parameters of sql.LINKS besides the question type."""
+        return {"namespace": namespace, "pseudocount": float(config.pooled_pseudocount),
+                "min_support": config.pooled_min_namespaces, "cap": self._pool_cap}
+
     def _links(self, namespace: str, qt: str, config: ScoringConfig) -> bytes:
         """The link set a recall in namespace with question type qt sees
         (cached until the file's links change)."""
@@ -508,12 +516,11 @@ class Memory:
             if version != self._links_version:
                 self._links_cache.clear()
                 self._links_version = version
-            key = (namespace, qt, config.pooled_pseudocount)
+            key = (namespace, qt, config.pooled_pseudocount, config.pooled_min_namespaces)
             blob = self._links_cache.get(key)
             if blob is None:
                 blob = bytes(c.execute(sql.LINKS, {
-                    "namespace": namespace, "qtype": qt,
-                    "pseudocount": float(config.pooled_pseudocount)}).fetchall()[0][0])
+                    "qtype": qt, **self._pool_params(namespace, config)}).fetchall()[0][0])
                 self._links_cache[key] = blob
             return blob
 
@@ -635,6 +642,7 @@ class Memory:
         return sql.RECALL_SQL, {"question": query, "namespace": check_namespace(namespace),
                             "now": self.now(now), "k": k, "candidates": config.candidates,
                             "pseudocount": float(config.pooled_pseudocount),
+                            "min_support": config.pooled_min_namespaces, "cap": self._pool_cap,
                             "config": config.to_sql()}
 
     # -- feedback ----------------------------------------------------------------
@@ -699,9 +707,7 @@ class Memory:
             links = None
             if config.model == 0:  # the reference credit depends on current strengths
                 links = bytes(c.execute(sql.LINKS, {
-                    "namespace": ns, "qtype": qt,
-                    "pseudocount": float(config.pooled_pseudocount)  # an int may exceed 64 bits
-                }).fetchall()[0][0])
+                    "qtype": qt, **self._pool_params(ns, config)}).fetchall()[0][0])
             # one statement writes the events (heap_credit works out each one's
             # deltas in C), one folds them into both layers of links
             judged_rows = [[pos[mid], int(mid in used_set), feats[mid], ages[pos[mid]]]
@@ -712,8 +718,12 @@ class Memory:
                           "judged": json.dumps(judged_rows), "links": links,
                           "config": config.to_sql()}
                 c.execute(sql.INSERT_EVENTS, params)
-                c.execute(sql.FOLD_LINKS, params)
-                nfeatures = c.changes() // 2
+                fold = c.execute(sql.FOLD, params).fetchall()[0][0]
+                p = {"namespace": ns, "fold": fold, "cap": self._pool_cap}
+                c.execute(sql.UNPOOL_OWN, p)
+                c.execute(sql.FOLD_OWN, p)
+                nfeatures = c.changes()
+                c.execute(sql.POOL_OWN, p)
                 self._links_gen += 1
             if used_ids:
                 c.execute(sql.MARK_USED, {"now": t, "ids": json.dumps(used_ids)})
@@ -762,15 +772,18 @@ class Memory:
         if namespace != POOLED:
             namespace = check_namespace(namespace)
         c = self.connection
-        out: list[tuple[str, float, float, int]] = []
+        out: list[tuple[str, float, float, int, int]] = []
         if namespace == POOLED:
             out = c.execute(sql.POOLED_LINKS).fetchall()
         else:
-            for f, oa, ob, pa, pb, n in c.execute(sql.NAMESPACE_LINKS, {"namespace": namespace}):
+            for f, oa, ob, pa, pb, n, support in c.execute(
+                    sql.NAMESPACE_LINKS, {"namespace": namespace, "cap": self._pool_cap}):
+                if support < config.pooled_min_namespaces:  # too few others back it
+                    pa, pb = oa, ob
                 a, b = _native.link_view(oa, ob, pa, pb, config.pooled_pseudocount)
-                out.append((f, a, b, n))
+                out.append((f, a, b, n, support))
         res = [LinkRow(f, (config.prior_alpha + a) / (config.prior_alpha + config.prior_beta + a + b),
-                       n, a, b) for f, a, b, n in out]
+                       n, a, b, k) for f, a, b, n, k in out]
         res.sort(key=lambda r: (-r.strength, r.feature))
         return res
 
@@ -926,20 +939,26 @@ class Memory:
         odd = c.execute(sql.WRONG_NAMESPACE_STATS).fetchall()[0][0]
         if odd:
             problems.append(f"namespace statistics: {odd} namespaces disagree with their memories")
+        objects = c.execute(sql.SCHEMA_OBJECTS).fetchall()
+        problems += [f"schema: {m}" for m in schema.foreign_objects(
+            objects, schema.user_version(c))]
         events = [(ns, json.loads(d)) for _, _, _, ns, _, _, d in c.execute(sql.EVENTS)]
-        # pooled evidence merged from a links-only export (heapmem.transfer): no events
+        # each namespace's links are what its events add up to; the pooled
+        # layer is theirs, capped, plus any prior merged from a links-only
+        # export (heapmem.transfer), which has no events
         prior = schema.meta_json(c, schema.META_LINKS_PRIOR, {})
-        replayed = learning.replay(events, prior)
-        stored = {(ns, f): (a, b, n) for ns, f, a, b, n in c.execute(sql.ALL_LINKS)}
+        replayed: dict = learning.replay(events, layers=False)
+        replayed.update(learning.pool(replayed, self._pool_cap, prior, schema.PRIOR_SUPPORT))
+        stored = {(ns, f): (a, b, n) if ns != POOLED else (a, b, n, k)
+                  for ns, f, a, b, n, k in c.execute(sql.ALL_LINKS)}
         for (layer, f), s, r in learning.mismatches(stored, replayed):
+            gives = "(" + ", ".join(f"{x:.6g}" for x in r) + ")" if r is not None else ""
             if s is None:
-                problems.append(f"link {layer}:{f} is None, the event log gives "
-                                f"({r[0]:.6g}, {r[1]:.6g}, {r[2]})")
+                problems.append(f"link {layer}:{f} is None, the event log gives {gives}")
             elif r is None:
                 problems.append(f"link {layer}:{f} has no events behind it")
             else:
-                problems.append(f"link {layer}:{f} is {s}, the event log gives "
-                                f"({r[0]:.6g}, {r[1]:.6g}, {r[2]})")
+                problems.append(f"link {layer}:{f} is {s}, the event log gives {gives}")
         nevents = len(events)
         nmem = c.execute(sql.COUNT_MEMORIES).fetchall()[0][0]
         return CheckReport(not problems, tuple(problems[:100]), nmem, nevents, len(stored))
@@ -948,7 +967,7 @@ class Memory:
 def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
          config: ScoringConfig | None = None, readonly: bool = False,
          embedder: Callable[[list[str]], Any] | None = None, reembed: bool = False,
-         durable: bool = False) -> Memory:
+         durable: bool = False, verify: bool = False) -> Memory:
     """Open (or create) the heapmem store at path.
 
     The connection runs in WAL mode with a busy timeout, and the schema is
@@ -966,9 +985,15 @@ def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
     embeds every memory again.  Memories added without an embedder are
     embedded when the store is next opened with one.
 
+    A file from elsewhere is checked before anything in it runs: its schema
+    must be exactly heapmem's for its version (an extra trigger or view, or
+    one of heapmem's with other SQL, raises UnsafeStoreError), and the
+    connection trusts nothing in the file (trusted_schema off, DEFENSIVE).
+    verify=True also runs SQLite's quick_check (CorruptStoreError).
+
     Commits survive the process dying at any point; durable=True also makes
     them survive an OS crash or power cut (synchronous=FULL), at the cost of
     a disk sync per commit.
     """
     return Memory(path, clock=clock, config=config, readonly=readonly, embedder=embedder,
-                  reembed=reembed, durable=durable)
+                  reembed=reembed, durable=durable, verify=verify)

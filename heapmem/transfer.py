@@ -59,11 +59,12 @@ import apsw
 
 from . import _native, learning, schema, sql
 from ._version import __version__
-from .config import MAX_IMPORTANCE
+from .config import MAX_IMPORTANCE, ScoringConfig
 from .results import ImportReport
 from .schema import META_LINKS_PRIOR, META_LINKS_PRIOR_FILES, SCHEMA_VERSION
 from .store import Memory
-from .validate import POOLED, check_name, check_namespace, check_text
+from .errors import HeapmemError
+from .validate import MAX_K, POOLED, check_name, check_namespace, check_text
 
 #: Version of the JSON Lines layout written by export().
 FORMAT = 1
@@ -285,8 +286,12 @@ class _Lines:
             self.fp.close()
 
 
+#: The largest count (alpha, beta) a file may carry for one link.
+MAX_COUNT = 1e12
+
+
 def _num(rec: dict, name: str, where: str, *, optional: bool = False, lo: float | None = None,
-         integer: bool = False) -> Any:
+         hi: float | None = None, integer: bool = False) -> Any:
     v = rec.get(name)
     if v is None and optional:
         return None
@@ -294,13 +299,88 @@ def _num(rec: dict, name: str, where: str, *, optional: bool = False, lo: float 
             integer and not isinstance(v, int)):
         raise ValueError(f"{where}: {name} must be {'an integer' if integer else 'a number'}, "
                          f"got {v!r}")
+    if isinstance(v, int) and not -(1 << 62) < v < (1 << 62):
+        raise ValueError(f"{where}: {name} is out of range")
     if not math.isfinite(v):
         raise ValueError(f"{where}: {name} must be finite, got {v!r}")
-    if integer and not -(1 << 62) < v < (1 << 62):
-        raise ValueError(f"{where}: {name} is out of range")
     if lo is not None and v < lo:
         raise ValueError(f"{where}: {name} must be at least {lo:g}, got {v!r}")
+    if hi is not None and v > hi:
+        raise ValueError(f"{where}: {name} must be at most {hi:g}, got {v!r}")
     return v
+
+
+def _finite(x: Any) -> bool:
+    if isinstance(x, int):
+        return abs(x) < (1 << 62)
+    return isinstance(x, float) and math.isfinite(x)
+
+
+def _feature_name(f: Any, where: str) -> str:
+    if not isinstance(f, str) or not f or len(f) > 2 * _native.lib.HM_MAX_WORD + 16 or any(
+            ch.isspace() for ch in f) or "\x00" in f:
+        raise ValueError(f"{where}: {f!r} is not a feature name")
+    return f
+
+
+def _counts_of(v: Any, where: str, what: str) -> tuple[float, float, int]:
+    """[alpha, beta, n]: finite, >= 0, bounded."""
+    if not (isinstance(v, list) and len(v) == 3):
+        raise ValueError(f"{where}: {what} must be [alpha, beta, n], got {v!r}")
+    rec = dict(zip(("alpha", "beta", "n"), v))
+    return (_num(rec, "alpha", where, lo=0, hi=MAX_COUNT),
+            _num(rec, "beta", where, lo=0, hi=MAX_COUNT), _num(rec, "n", where, lo=0, integer=True))
+
+
+def _meta_value(k: str, v: str, where: str) -> Any:
+    """A meta record's value, checked: only the keys an export writes, each
+    of its own type.  Returns the parsed value."""
+    def parsed() -> Any:
+        try:
+            return json.loads(v)
+        except (ValueError, RecursionError):
+            raise ValueError(f"{where}: meta {k!r} is not valid JSON") from None
+
+    if k in (schema.META_LAST_SEQ, schema.META_LAST_RECALL):
+        if not (v.isascii() and v.isdigit() and len(v) <= 18):
+            raise ValueError(f"{where}: meta {k!r} must be a whole number, got {v!r}")
+        return int(v)
+    if k == schema.META_EMBEDDER:
+        return _named(check_name, v, k, where)
+    if k == schema.META_EMBEDDING_DIM:
+        if not (v.isascii() and v.isdigit() and 0 < int(v) <= 65536):
+            raise ValueError(f"{where}: meta {k!r} must be a dimension from 1 to 65536")
+        return int(v)
+    if k == schema.META_POOL_CAP:
+        try:
+            cap = float(v)
+        except ValueError:
+            cap = math.nan
+        if not (math.isfinite(cap) and cap > 0):
+            raise ValueError(f"{where}: meta {k!r} must be a positive number, got {v!r}")
+        return cap
+    if k == PRIOR_KEY:
+        d = parsed()
+        if not isinstance(d, dict):
+            raise ValueError(f"{where}: meta {PRIOR_KEY} is not a JSON object of [alpha, beta, n]")
+        return {_feature_name(f, where): _counts_of(x, where, f"meta {PRIOR_KEY}[{f!r}]")
+                for f, x in d.items()}
+    if k == PRIOR_FILES_KEY:
+        d = parsed()
+        if not (isinstance(d, list) and all(isinstance(x, str) and len(x) == 64 for x in d)):
+            raise ValueError(f"{where}: meta {k!r} must be a list of SHA-256 digests")
+        return d
+    if k == schema.META_TUNED:
+        d = parsed()
+        if not isinstance(d, dict):
+            raise ValueError(f"{where}: meta {k!r} must be a ScoringConfig as a JSON object")
+        try:
+            return ScoringConfig.from_dict(d)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{where}: meta {k!r} is not a valid ScoringConfig ({e})") from None
+    if k == schema.META_FTS_DEFERRED:
+        raise ValueError(f"{where}: meta key {k!r} is heapmem's own and cannot be imported")
+    raise ValueError(f"{where}: unknown meta key {k!r}; nothing was imported")
 
 
 def _str(rec: dict, name: str, where: str, *, optional: bool = False, empty: bool = False) -> Any:
@@ -326,11 +406,16 @@ def _named(check: Callable, value: Any, what: str, where: str) -> Any:
 def _deltas(v: Any, where: str) -> list:
     if not isinstance(v, list):
         raise ValueError(f"{where}: deltas must be a list of [feature, d_alpha, d_beta]")
+    if len(v) > _native.MAX_FEATURES:
+        raise ValueError(f"{where}: an event credits at most {_native.MAX_FEATURES} features")
     for d in v:
+        # one judged memory gives each feature at most one observation
         if not (isinstance(d, list) and len(d) == 3 and isinstance(d[0], str) and d[0]
                 and all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                        and math.isfinite(x) for x in d[1:])):
-            raise ValueError(f"{where}: each delta must be [feature, d_alpha, d_beta], got {d!r}")
+                        and _finite(x) and 0 <= x <= 1 for x in d[1:])):
+            raise ValueError(f"{where}: each delta must be [feature, d_alpha, d_beta] with "
+                             f"credits from 0 to 1, got {d!r}")
+        _feature_name(d[0], where)
     return v
 
 
@@ -340,7 +425,7 @@ def _read_header(lines: Iterator[tuple[int, str]], name: str) -> dict:
             continue
         try:
             h = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             h = None
         if not isinstance(h, dict) or h.get("heapmem") not in ("export", "links"):
             raise ValueError(f"{name} is not a heapmem export (its first line is not a heapmem "
@@ -380,17 +465,21 @@ def _parse(n: int, line: str, name: str) -> dict | None:
         rec = json.loads(line)
     except ValueError as e:
         raise ValueError(f"line {n} of {name} is not valid JSON ({e})") from None
+    except RecursionError:
+        raise ValueError(f"line {n} of {name} nests JSON too deeply") from None
     if not isinstance(rec, dict):
         raise ValueError(f"line {n} of {name} is not a JSON object")
     return rec
 
 
-def _merge_prior(c: Any, rows: dict[str, list]) -> None:
+def _merge_prior(c: Any, rows: dict[str, Any]) -> None:
+    """Add rows to the store's prior, each link bounded to PRIOR_MAX_WEIGHT
+    observations in all (scaled down, its rate kept): however large a file's
+    counts, a prior weighs like a few namespaces, never like millions."""
     prior = schema.meta_json(c, PRIOR_KEY, {})
     for f, (a, b, n) in rows.items():
         p = prior.setdefault(f, [0.0, 0.0, 0])
-        p[0] += a
-        p[1] += b
+        p[0], p[1] = learning.cap_counts(p[0] + a, p[1] + b, schema.PRIOR_MAX_WEIGHT)
         p[2] += n
     schema.meta_set(c, PRIOR_KEY, json.dumps(prior, sort_keys=True, allow_nan=False))
 
@@ -406,31 +495,34 @@ def _import_links(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, hea
         unknown = set(rec) - {"feature", "qtype", "alpha", "beta", "n"}
         if unknown:
             raise ValueError(f"{where}: unknown field(s) {sorted(unknown)} in a link")
-        f = _str(rec, "feature", where)
-        if any(ch.isspace() for ch in f) or len(f) > 256:
-            raise ValueError(f"{where}: feature {f!r} is not a feature name")
+        f = _feature_name(_str(rec, "feature", where), where)
         qt = _str(rec, "qtype", where, empty=True)
         if qt != learning.feature_qtype(f):
             raise ValueError(f"{where}: qtype {qt!r} does not match feature {f!r}")
         if f in rows:
             raise ValueError(f"{where}: feature {f!r} is listed twice")
-        rows[f] = [_num(rec, "alpha", where, lo=0), _num(rec, "beta", where, lo=0),
+        rows[f] = [_num(rec, "alpha", where, lo=0, hi=MAX_COUNT),
+                   _num(rec, "beta", where, lo=0, hi=MAX_COUNT),
                    _num(rec, "n", where, lo=0, integer=True)]
         if progress is not None and n % 500 == 0:
             progress(lines.read, lines.total)
     if isinstance(header.get("count"), int) and header["count"] != len(rows):
         raise ValueError(f"{lines.name} is incomplete: its header promises {header['count']} "
                          f"links, it holds {len(rows)}; nothing was imported")
-    digest = lines.sha.hexdigest()
+    if not rows:
+        raise ValueError(f"{lines.name} holds no links; nothing was imported")
+    # the same prior is the same links, however the file spells them (blank
+    # lines, key order, 1 or 1.0): its digest is of the parsed content
+    digest = hashlib.sha256(json.dumps(sorted([f, float(a), float(b), int(k)] for f, (a, b, k)
+                                              in rows.items())).encode()).hexdigest()
     with mem.transaction() as c:
         seen = schema.meta_json(c, PRIOR_FILES_KEY, [])
         if digest in seen:
             raise ValueError(f"{lines.name} was already merged into this store as a prior; "
                              "merging it again would count its evidence twice")
-        c.executemany(sql.UPSERT_LINK, [(POOLED, f, learning.feature_qtype(f), a, b, k)
-                                     for f, (a, b, k) in rows.items()])
         _merge_prior(c, rows)
         schema.meta_set(c, PRIOR_FILES_KEY, json.dumps(seen + [digest]))
+        schema.rebuild_pool(c)
     if progress is not None:
         progress(lines.total or lines.read, lines.total or lines.read)
     return ImportReport("links", links=len(rows))
@@ -449,6 +541,8 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
     event_ids: set[int] = set()
     mem_ids: set[str] = set()
     with mem.transaction() as c:
+        fresh = c.execute(sql.COUNT_MEMORIES).fetchall()[0][0] == 0 and \
+            c.execute(sql.COUNT_LINKS).fetchall()[0][0] == 0
         seq_off = c.execute(sql.LAST_SEQ).fetchall()[0][0]
         rec_off = c.execute(sql.LAST_RECALL_ID).fetchall()[0][0]
         ev_off = c.execute(sql.LAST_EVENT_ID).fetchall()[0][0]
@@ -477,20 +571,12 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
             if typ == "meta":
                 k = _str(rec, "key", where)
                 v = _str(rec, "value", where, empty=True)
-                if k == schema.META_FTS_DEFERRED:
-                    raise ValueError(f"{where}: meta key {k!r} is heapmem's own and cannot be "
-                                     "imported")
                 if k in meta_in:
                     raise ValueError(f"{where}: meta key {k!r} is listed twice")
                 meta_in[k] = v
+                parsed = _meta_value(k, v, where)
                 if k == PRIOR_KEY:
-                    try:
-                        file_prior = json.loads(v)
-                        for f, (a, b, pn) in file_prior.items():
-                            float(a), float(b), int(pn)
-                    except (ValueError, TypeError):
-                        raise ValueError(f"{where}: meta {PRIOR_KEY} is not a JSON object of "
-                                         "[alpha, beta, n]") from None
+                    file_prior = parsed
             elif typ == "memory":
                 row = _memory_row(c, rec, where, seqs, mem_ids)
                 row["seq"] += seq_off
@@ -524,6 +610,15 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                                 for a in ages)):
                     raise ValueError(f"{where}: shown, ages and features must be lists of the "
                                      "same length (ids, numbers, strings)")
+                if len(shown) > MAX_K or not all(_finite(a) for a in ages):
+                    raise ValueError(f"{where}: a recall shows at most {MAX_K} memories, each "
+                                     "with a finite age")
+                for fs in feats:  # feedback on this recall will read them: they must parse
+                    try:
+                        _native.active(fs, "other", 0.0)
+                    except (ValueError, HeapmemError) as e:
+                        raise ValueError(f"{where}: a shown memory's features do not parse "
+                                         f"({e})") from None
                 row = {"id": rid + rec_off,
                        "namespace": _named(check_namespace, rec.get("namespace"), "namespace",
                                            where),
@@ -558,15 +653,22 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                 qt = _str(rec, "qtype", where, empty=True)
                 if qt != learning.feature_qtype(f):
                     raise ValueError(f"{where}: qtype {qt!r} does not match feature {f!r}")
+                _feature_name(f, where)
                 if (ns, f) in file_links:
                     raise ValueError(f"{where}: link {ns}:{f} is listed twice")
-                extra = set(rec) - {"type", "namespace", "feature", "qtype", "alpha", "beta", "n"}
+                extra = set(rec) - {"type", "namespace", "feature", "qtype", "alpha", "beta", "n",
+                                    "support"}
                 if extra:
                     raise ValueError(f"{where}: unknown field(s) {sorted(extra)} in a link")
-                row = (_num(rec, "alpha", where, lo=0), _num(rec, "beta", where, lo=0),
+                row = (_num(rec, "alpha", where, lo=0, hi=MAX_COUNT),
+                       _num(rec, "beta", where, lo=0, hi=MAX_COUNT),
                        _num(rec, "n", where, lo=0, integer=True))
+                if ns == POOLED:  # checked against the namespaces' links, then worked out anew
+                    row += (_num(rec, "support", where, lo=0, integer=True),) \
+                        if header["schema"] >= 4 else ()
+                else:
+                    c.execute(sql.UPSERT_LINK, (ns, f, qt) + row)
                 file_links[(ns, f)] = row
-                c.execute(sql.UPSERT_LINK, (ns, f, qt) + row)
             if progress is not None and n % 500 == 0:
                 progress(lines.read, lines.total)
         want = header.get("counts")
@@ -575,8 +677,16 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                 if k in want and want[k] != v:
                     raise ValueError(f"{name} is incomplete or altered: its header promises "
                                      f"{want[k]} {k}, it holds {v}; nothing was imported")
-        # the file's links must be what its events (and any prior) add up to
-        bad = learning.mismatches(file_links, learning.replay(file_events, file_prior))
+        # the file's links must be what its events (and any prior) add up to:
+        # each namespace's exactly, the pooled layer as the file's version
+        # built it (schema 4: capped and with support; before: plain sums)
+        if header["schema"] >= 4:
+            expect: dict = learning.replay(file_events, layers=False)
+            cap = float(meta_in.get(schema.META_POOL_CAP) or schema.POOL_CAP)
+            expect.update(learning.pool(expect, cap, file_prior, schema.PRIOR_SUPPORT))
+        else:
+            expect = learning.replay(file_events, file_prior)
+        bad = learning.mismatches(file_links, expect)
         if bad:
             (layer, f), _, _ = bad[0]
             raise ValueError(f"in {name}, link {layer}:{f} does not match the file's "
@@ -584,6 +694,7 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
         if any(k in meta_in for k in _EMBEDDER_KEYS):
             _check_embedder(c, meta_in, name)
         schema.index_deferred(c, seq_off + 1)
+        notes = []
         for k, v in meta_in.items():
             if k == schema.META_LAST_SEQ:
                 schema.meta_set(c, k, str(max(schema.meta_int(c, k), seq_off + int(v))))
@@ -596,13 +707,20 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
             elif k == PRIOR_FILES_KEY:
                 seen = schema.meta_json(c, k, [])
                 schema.meta_set(c, k, json.dumps(seen + [d for d in json.loads(v) if d not in seen]))
-            else:
-                if schema.meta_get(c, k) is None:
+            elif k == schema.META_TUNED:
+                # a restore into a new store takes the file's tuned weights; a
+                # merge never changes the weights of a store in use
+                if fresh and schema.meta_get(c, k) is None:
                     schema.meta_set(c, k, v)
+                else:
+                    notes.append("the file's tuned weights were not applied (this store was not "
+                                 "empty); tune() or set_config(save=True) sets them")
+            # META_POOL_CAP: the store keeps its own (the pool is worked out below)
+        schema.rebuild_pool(c)
     if progress is not None:
         progress(lines.total or lines.read, lines.total or lines.read)
     return ImportReport("export", counts["memories"], counts["recalls"], counts["events"],
-                        counts["links"], seq_off, rec_off)
+                        counts["links"], seq_off, rec_off, tuple(notes))
 
 
 def _check_embedder(c: Any, meta_in: dict[str, str], name: str) -> None:
@@ -672,15 +790,19 @@ def _memory_row(c: Any, rec: dict, where: str, seqs: set, ids: set) -> dict[str,
         raise ValueError(f"{where}: metadata must be a JSON object or null")
     text = _named(check_text, rec.get("text"), "text", where)
     nstag = _native.ns_tag(ns)
-    return {
+    row = {
         "seq": seq, "id": mid, "namespace": ns, "nstag": nstag, "text": text,
         "ntok": c.execute(sql.NTOK_OF, {"nstag": nstag, "text": text}).fetchall()[0][0],
         "kind": _named(check_name, rec.get("kind"), "kind", where),
         "source": None if rec.get("source") is None else _named(check_name, rec["source"],
                                                                   "source", where),
         "key": None if rec.get("key") is None else _named(check_name, rec["key"], "key", where),
-        "importance": float(imp), "features": _str(rec, "features", where, empty=True),
+        "importance": float(imp),
         "created_at": float(_num(rec, "created_at", where)),
         "last_used_at": None if used is None else float(used),
         "metadata": None if meta is None else json.dumps(meta, allow_nan=False,
                                                          ensure_ascii=False, sort_keys=True)}
+    # a memory's shape is worked out from its text here, never taken from the file
+    _str(rec, "features", where, empty=True)
+    row["features"] = c.execute(sql.FEATURES_OF, row).fetchall()[0][0]
+    return row

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import heapmem
+import heapmem.schema
 from heapmem import ScoringConfig
 
 NS = "user:maya"
@@ -100,7 +101,7 @@ def test_stats_counts_what_the_store_holds(mem):
     mem.feedback(used=["booking"], recall_id=res.recall_id)
     st = mem.stats()
     assert (st.memories, st.namespaces, st.recalls, st.events, st.used) == (4, 2, 1, 3, 1)
-    assert st.ignored == 2 and st.links == len(mem.links()) and st.schema == 3
+    assert st.ignored == 2 and st.links == len(mem.links()) and st.schema == heapmem.schema.SCHEMA_VERSION
     assert st.namespace(NS).memories == 3 and st.namespace("nobody").memories == 0
 
 
