@@ -33,8 +33,9 @@ POOL_CAP = 100.0
 #: How many namespaces a links-only prior counts as (heapmem.transfer), so a
 #: new user benefits from it as from that many tenants.
 PRIOR_SUPPORT = 3
-#: The most observations a links-only prior may weigh for one link, in all.
-PRIOR_MAX_WEIGHT = 3 * POOL_CAP
+#: The most observations a links-only prior may weigh for one link, in all
+#: (as much as one heavily used namespace).
+PRIOR_MAX_WEIGHT = POOL_CAP
 #: How long opening may spend checking a file (seconds), before any migration.
 OPEN_DEADLINE = 10.0
 
@@ -405,9 +406,9 @@ def check_objects(c: apsw.Connection, path: str, version: int) -> None:
 
 def _refuse_foreign(path: str, bad: list[str]) -> None:
     if bad:
-        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
         raise UnsafeStoreError(f"{path!r} holds schema objects heapmem did not create: "
-                               f"{bad[0]}{more}; it was not opened and not modified")
+                               f"{'; '.join(bad[:3])}{more}; it was not opened and not modified")
 
 
 def _is_store(c: apsw.Connection) -> bool:
@@ -427,7 +428,7 @@ def open_file(c: apsw.Connection, path: str, *, readonly: bool, durable: bool,
     a deadline (OPEN_DEADLINE).  verify=True also runs PRAGMA quick_check
     (CorruptStoreError), for files from elsewhere."""
     deadline = time.monotonic() + OPEN_DEADLINE
-    c.setprogresshandler(lambda: time.monotonic() > deadline, 1000)
+    c.setprogresshandler(lambda: time.monotonic() > deadline, 100)
     try:
         _check_file(c, path, readonly=readonly, verify=verify)
     except apsw.InterruptError:
@@ -477,7 +478,7 @@ def _check_file(c: apsw.Connection, path: str, *, readonly: bool, verify: bool) 
             raise NotAStoreError(f"{path!r} is a SQLite database but not a heapmem store "
                                  "(it has tables of its own); it was not modified")
         return
-    if not any(t == "table" and n == "heapmem_meta" for t, n, _, _ in objects):
+    if not any(n == "heapmem_meta" for _, n, _, _ in objects):
         raise NotAStoreError(f"{path!r} is a SQLite database but not a heapmem store; "
                              "it was not modified")
     _refuse_foreign(path, foreign_objects(objects, version))

@@ -501,8 +501,9 @@ def _import_links(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, hea
             raise ValueError(f"{where}: qtype {qt!r} does not match feature {f!r}")
         if f in rows:
             raise ValueError(f"{where}: feature {f!r} is listed twice")
-        rows[f] = [_num(rec, "alpha", where, lo=0, hi=MAX_COUNT),
-                   _num(rec, "beta", where, lo=0, hi=MAX_COUNT),
+        # any size (bounded when merged: schema.PRIOR_MAX_WEIGHT)
+        rows[f] = [_num(rec, "alpha", where, lo=0, hi=1e300), _num(rec, "beta", where, lo=0,
+                                                                   hi=1e300),
                    _num(rec, "n", where, lo=0, integer=True)]
         if progress is not None and n % 500 == 0:
             progress(lines.read, lines.total)
