@@ -36,3 +36,28 @@ class UnsafeStoreError(NotAStoreError):
 
 class CorruptStoreError(HeapmemError):
     """The file fails SQLite's integrity checks (open(verify=True))."""
+
+
+class StoreBusyError(HeapmemError):
+    """Another connection held the store's write lock past the busy timeout."""
+
+
+def from_sqlite(e: BaseException, doing: str) -> HeapmemError:
+    """The HeapmemError a failure from SQLite (or from a damaged value in
+    the file) becomes, as one sentence saying what was being done."""
+    import apsw
+
+    msg = " ".join(str(e).split()) or type(e).__name__
+    if isinstance(e, apsw.BusyError):
+        return StoreBusyError(f"{doing}: the store is busy (another connection holds its write "
+                              f"lock): {msg}")
+    if isinstance(e, (apsw.CorruptError, apsw.NotADBError)):
+        return CorruptStoreError(f"{doing}: the file is damaged: {msg}")
+    if isinstance(e, apsw.ReadOnlyError):
+        return ReadOnlyError(f"{doing}: the store cannot be written: {msg}")
+    if isinstance(e, apsw.FullError):
+        return HeapmemError(f"{doing}: the disk is full: {msg}")
+    if isinstance(e, apsw.Error):
+        return HeapmemError(f"{doing}: SQLite failed: {msg}")
+    return CorruptStoreError(f"{doing}: a value in the store is damaged "
+                             f"({type(e).__name__}: {msg})")

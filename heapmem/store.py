@@ -24,7 +24,7 @@ import numpy as np
 
 from . import _native, learning, schema, sql, tune
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
-from .errors import DuplicateIdError, HeapmemError, ReadOnlyError
+from .errors import CorruptStoreError, DuplicateIdError, HeapmemError, ReadOnlyError, from_sqlite
 from .results import (CheckReport, Event, Feedback, Item, LinkRow, LoggedRecall, NamespaceStats,
                       Recall, Result, Stats, TuneReport)
 from .sql import RECALL_SQL
@@ -59,6 +59,30 @@ def _locked(method: Callable) -> Callable:
         with self._lock:
             return method(self, *args, **kwargs)
     return locked
+
+
+#: What a damaged file (or SQLite itself) can raise inside a verb; each
+#: reaches the caller as a HeapmemError (errors.from_sqlite), never as itself.
+_DAMAGE = (apsw.Error, OverflowError, KeyError, IndexError, RecursionError, UnicodeError,
+           json.JSONDecodeError)
+
+
+def _guarded(method: Callable, *, strict: bool = False) -> Callable:
+    """Let only heapmem's own errors reach the caller: ValueError and
+    TypeError for bad arguments, HeapmemError subclasses for the rest.
+    strict: the method takes no argument that could be bad, so a ValueError
+    or TypeError inside it comes from a damaged value too."""
+    damage = _DAMAGE + ((ValueError, TypeError) if strict else ())
+
+    @functools.wraps(method)
+    def guarded(self: "Memory", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except HeapmemError:
+            raise
+        except damage as e:
+            raise from_sqlite(e, method.__name__) from e
+    return guarded
 
 
 class Memory:
@@ -120,7 +144,14 @@ class Memory:
             # weights that tune() deployed in this store
             tuned = schema.meta_get(self._conn, schema.META_TUNED)
             if tuned is not None:
-                self.config = ScoringConfig.from_dict(json.loads(tuned))
+                try:
+                    self.config = ScoringConfig.from_dict(json.loads(tuned))
+                except (ValueError, TypeError, RecursionError, AttributeError) as e:
+                    self._conn.close()
+                    raise CorruptStoreError(
+                        f"{path!r} holds tuned weights heapmem cannot read ({e}); open it with "
+                        "config=heapmem.ScoringConfig() to ignore them, then set_config(..., "
+                        "save=True) replaces them") from None
         if embedder is not None:
             try:
                 self._attach_embedder(reembed)
@@ -590,11 +621,17 @@ class Memory:
                     rel = a * lexical + (1 - a) * cosn
                 else:
                     rel = lexical
-                age = np.array([r[3] for r in rows], dtype=np.float64)
-                imp = np.array([r[2] for r in rows], dtype=np.float64)
-                sup = np.array([r[4] for r in rows], dtype=np.intc)
-                feats = [r[5] for r in rows]
-                out = _native.score_batch(rel, age, imp, sup, feats, qt, links, config.cdata)
+                # every value from here on is the file's: a ValueError or
+                # TypeError means a damaged value, not a bad argument
+                try:
+                    age = np.array([r[3] for r in rows], dtype=np.float64)
+                    imp = np.array([r[2] for r in rows], dtype=np.float64)
+                    sup = np.array([r[4] for r in rows], dtype=np.intc)
+                    feats = [r[5] for r in rows]
+                    out = _native.score_batch(rel, age, imp, sup, feats, qt, links, config.cdata)
+                except (ValueError, TypeError) as e:
+                    raise CorruptStoreError(f"recall: a memory's stored values are damaged "
+                                            f"({e})") from None
                 seq = np.array([r[0] for r in rows], dtype=np.int64)
                 order = np.lexsort((seq, -out[:, 5]))[:k]
                 shown = {s[0]: s for s in c.execute(
@@ -909,11 +946,21 @@ class Memory:
 
     @_locked
     def check(self) -> CheckReport:
-        """Check the store: SQLite's integrity_check, the FTS index against the
-        memories table, each namespace's BM25 statistics against its memories,
-        and the links against a replay of the event log."""
+        """Check the store: SQLite's integrity_check, the schema against
+        heapmem's own, the FTS index against the memories table, each
+        namespace's BM25 statistics against its memories, and the links
+        against a replay of the event log.  Damage is reported, never raised:
+        a check that cannot finish says where it stopped."""
+        problems: list[str] = []
+        counts = (0, 0, 0)
+        try:
+            counts = self._check(problems)
+        except _DAMAGE + (ValueError, TypeError) as e:
+            problems.append(f"the check stopped early: {from_sqlite(e, 'check')}")
+        return CheckReport(not problems, tuple(problems[:100]), *counts)
+
+    def _check(self, problems: list[str]) -> tuple[int, int, int]:
         c = self.connection
-        problems = []
         ic = [r[0] for r in c.execute(sql.INTEGRITY)]
         if ic != ["ok"]:
             problems += [f"integrity_check: {m}" for m in ic]
@@ -961,7 +1008,17 @@ class Memory:
                 problems.append(f"link {layer}:{f} is {s}, the event log gives {gives}")
         nevents = len(events)
         nmem = c.execute(sql.COUNT_MEMORIES).fetchall()[0][0]
-        return CheckReport(not problems, tuple(problems[:100]), nmem, nevents, len(stored))
+        return nmem, nevents, len(stored)
+
+
+for _name in ("add", "add_many", "update", "get", "list", "recall", "feedback", "mark_used",
+              "mark_ignored", "links", "forget", "set_config", "logged_recall"):
+    setattr(Memory, _name, _guarded(getattr(Memory, _name)))
+for _name in ("stats", "tune", "judged_recalls", "events", "close"):
+    setattr(Memory, _name, _guarded(getattr(Memory, _name), strict=True))
+for _name in ("embedder_name", "schema_version", "count", "namespaces"):
+    setattr(Memory, _name, property(_guarded(getattr(Memory, _name).fget, strict=True)))
+del _name
 
 
 def open(path: str, *, clock: Callable[[], Timestamp] = time.time,

@@ -63,7 +63,7 @@ from .config import MAX_IMPORTANCE, ScoringConfig
 from .results import ImportReport
 from .schema import META_LINKS_PRIOR, META_LINKS_PRIOR_FILES, SCHEMA_VERSION
 from .store import Memory
-from .errors import HeapmemError
+from .errors import HeapmemError, from_sqlite
 from .validate import MAX_K, POOLED, check_name, check_namespace, check_text
 
 #: Version of the JSON Lines layout written by export().
@@ -201,6 +201,25 @@ def _records(c: Any) -> Iterator[dict[str, Any]]:
             yield rec
 
 
+def _from_store(fn: Callable) -> Callable:
+    """An export reads only the store: whatever fails in it (SQLite, or a
+    damaged value that will not encode) is a HeapmemError."""
+    import functools
+
+    @functools.wraps(fn)
+    def guarded(mem: Memory, target: PathOrFile, **kw: Any) -> Any:
+        try:
+            return fn(mem, target, **kw)
+        except HeapmemError:
+            raise
+        except (apsw.Error, ValueError, TypeError, OverflowError, RecursionError) as e:
+            if isinstance(e, ValueError) and str(e).startswith("cannot write"):
+                raise  # the target folder: the caller's argument
+            raise from_sqlite(e, fn.__name__) from e
+    return guarded
+
+
+@_from_store
 def export(mem: Memory, target: PathOrFile, *, progress: Progress | None = None) -> dict[str, int]:
     """Write the whole store to target (a path, or an open text file) as JSON
     Lines; returns the counts written.  A path is written to a temporary file
@@ -223,6 +242,7 @@ def export(mem: Memory, target: PathOrFile, *, progress: Progress | None = None)
     return counts
 
 
+@_from_store
 def export_links(mem: Memory, target: PathOrFile) -> int:
     """Write the pooled layer of learned links (feature, qtype, alpha, beta, n)
     to target as JSON Lines: no text, no memory ids, no namespaces, no

@@ -133,7 +133,7 @@ def test_no_import_cycles():
     assert not any("__init__" in deps for deps in graph.values())
 
 
-_SQL = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|PRAGMA|WITH)\b", re.I)
+_SQL = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|PRAGMA|WITH)\s+\S")
 
 
 def _strings(tree: ast.Module) -> list[tuple[int, str]]:

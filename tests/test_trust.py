@@ -385,3 +385,67 @@ def test_a_negative_user_version_is_not_a_store(tmp_path):
     c.close()
     with pytest.raises(heapmem.NotAStoreError, match="schema version -1"):
         heapmem.open(str(path))
+
+
+# -- damaged values in the file: every failure is heapmem's own ---------------------
+
+DAMAGE = {
+    "link alpha is text": "UPDATE links SET alpha = 'abc'",
+    "importance is negative": "UPDATE memories SET importance = -1",
+    "importance is text": "UPDATE memories SET importance = 'x'",
+    "recall log is not JSON": "UPDATE recalls SET shown = 'not json', ages = '[', features = '{'",
+    "last_seq at the top of int64": "UPDATE heapmem_meta SET value = '9223372036854775807' "
+                                    "WHERE key = 'last_seq'",
+    "tuned is not JSON": "INSERT INTO heapmem_meta VALUES ('tuned', '{bad')",
+    "tuned has an unknown field": "INSERT INTO heapmem_meta VALUES ('tuned', '{\"nope\": 1}')",
+    "event deltas are not JSON": "UPDATE events SET deltas = 'nope'",
+    "300 made-up features": "UPDATE memories SET features = (WITH RECURSIVE n(i) AS (SELECT 1 "
+                            "UNION ALL SELECT i + 1 FROM n WHERE i < 300) SELECT group_concat("
+                            "'made:' || i, ' ') FROM n)",
+    "namespace statistics negative": "UPDATE namespaces SET docs = -5, tokens = -7",
+    "pool cap is text": "UPDATE heapmem_meta SET value = 'lots' WHERE key = 'pool_cap'",
+    "ages are huge": "UPDATE recalls SET ages = '[1e999, 1e999, 1e999, 1e999, 1e999]'",
+}
+
+
+@pytest.mark.parametrize("what", sorted(DAMAGE))
+def test_damaged_values_raise_heapmem_errors_only(tmp_path, what):
+    path = tmp_path / "d.db"
+    m = _store(path, close=False)
+    res = m.recall("When is my flight to Lisbon?", namespace="user:maya")
+    m.feedback(used=[res[0].id], recall_id=res.recall_id)
+    res2 = m.recall("When is my flight to Lisbon?", namespace="user:maya")
+    m.add("Remember it: forget me later", id="later", namespace="user:maya")
+    m.close()
+    c = apsw.Connection(str(path))
+    c.execute("INSERT OR IGNORE INTO heapmem_meta VALUES ('last_seq', '0')")
+    c.execute(DAMAGE[what])
+    c.close()
+
+    def attempt(fn):
+        try:
+            fn()
+        except heapmem.HeapmemError:
+            pass  # a clear error of heapmem's own
+        # anything else (apsw.*, KeyError, OverflowError, ValueError ...) fails the test
+
+    try:
+        m = heapmem.open(str(path), clock=lambda: T0)
+    except heapmem.HeapmemError:
+        m = heapmem.open(str(path), clock=lambda: T0, config=ScoringConfig())
+    with m:
+        report = m.check()  # never raises
+        assert isinstance(report.ok, bool)
+        attempt(lambda: m.recall("When is my flight to Lisbon?", namespace="user:maya"))
+        attempt(lambda: m.feedback(used=[res2[0].id], recall_id=res2.recall_id))
+        attempt(lambda: m.add("a new memory after the damage", namespace="user:maya"))
+        attempt(lambda: m.add_many([{"text": "two more", "namespace": "x"}] * 2))
+        attempt(lambda: m.links())
+        attempt(lambda: m.links("user:maya"))
+        attempt(lambda: m.stats())
+        attempt(lambda: m.tune(deploy=False))
+        attempt(lambda: m.list("user:maya"))
+        attempt(lambda: m.judged_recalls())
+        attempt(lambda: m.events())
+        attempt(lambda: transfer.export(m, str(tmp_path / "out.jsonl")))
+        attempt(lambda: m.forget(["later"]))
