@@ -918,6 +918,25 @@ class Memory:
         self.config = new
         return new
 
+    @property
+    def pool_cap(self) -> float:
+        """How many observations of a link one namespace may weigh in the
+        pooled layer (its counts are scaled down beyond that, its rate kept)."""
+        return self._pool_cap
+
+    def set_pool_cap(self, cap: float) -> None:
+        """Change the pool cap and work the pooled layer out again, in one
+        transaction.  Lower: no tenant weighs much in what others borrow;
+        higher: heavy users' evidence counts more (bench/RESULTS.md measures
+        the trade-off)."""
+        if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not (
+                math.isfinite(cap) and cap > 0):
+            raise ValueError(f"cap must be a positive number, got {cap!r}")
+        with self.transaction() as c:
+            schema.meta_set(c, schema.META_POOL_CAP, repr(float(cap)))
+            schema.rebuild_pool(c)
+        self._pool_cap = float(cap)
+
     # -- the logs ------------------------------------------------------------------
 
     @_locked
@@ -1012,7 +1031,7 @@ class Memory:
 
 
 for _name in ("add", "add_many", "update", "get", "list", "recall", "feedback", "mark_used",
-              "mark_ignored", "links", "forget", "set_config", "logged_recall"):
+              "mark_ignored", "links", "forget", "set_config", "logged_recall", "set_pool_cap"):
     setattr(Memory, _name, _guarded(getattr(Memory, _name)))
 for _name in ("stats", "tune", "judged_recalls", "events", "close"):
     setattr(Memory, _name, _guarded(getattr(Memory, _name), strict=True))
