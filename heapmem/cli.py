@@ -223,12 +223,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_import, creates=True)
 
     p = verb("sql", "run SQL on the store with the heap_* functions loaded",
-             "Run SQL on the store with heapmem's SQL functions loaded (read-only unless "
-             "--write),\nor print the line that loads them into the sqlite3 shell.")
+             "Run one SQL statement on the store with heapmem's SQL functions loaded, or "
+             "print the\nline that loads them into the sqlite3 shell.  Without --write it "
+             "only reads: SELECT,\nWITH, the heap_* functions and a few read-only PRAGMAs "
+             "(table_info, user_version, ...);\na statement that could write to the store or "
+             "the file system (INSERT, VACUUM INTO,\nATTACH, a PRAGMA with a value, BEGIN, ...) "
+             "or a second statement is refused, and\nnothing runs.")
     p.add_argument("query", metavar="SQL", nargs="?")
     p.add_argument("--load-line", action="store_true",
                    help="print the sqlite3 shell's .load line for the extension")
-    p.add_argument("--write", action="store_true", help="allow statements that change the store")
+    p.add_argument("--write", action="store_true",
+                   help="run the SQL as it is (several statements too), bypassing heapmem's "
+                        "invariants: the search index, the namespace statistics and the "
+                        "learned links can be left inconsistent; `heapmem check` reports "
+                        "what it breaks")
     p.set_defaults(func=cmd_sql)
 
     p = verb("path", "print the loadable library's path",
@@ -595,6 +603,23 @@ def _cell(v: Any) -> Any:
     return v
 
 
+def _read_sql(mem: Any, query: str) -> tuple[list[str], list[list[Any]]]:
+    """One statement in read mode (heapmem.sqlguard), in a read transaction."""
+    import apsw
+
+    from . import sqlguard
+    from .errors import ReadOnlyError
+    try:
+        with mem.snapshot() as conn:
+            return sqlguard.run_read_only(conn, query, _cell)
+    except ReadOnlyError as e:
+        raise CLIError(f"{e}; add --write to allow it") from None
+    except apsw.ReadOnlyError:  # SQLite's own refusal, should the guard miss one
+        raise CLIError("the statement writes to the store; add --write to allow it") from None
+    except apsw.Error as e:
+        raise CLIError(f"SQL error: {e}") from None
+
+
 def cmd_sql(ctx: Context) -> int:
     import apsw
 
@@ -608,18 +633,19 @@ def cmd_sql(ctx: Context) -> int:
     if not a.query:
         raise CLIError("sql needs a statement, like: heapmem sql \"SELECT count(*) FROM memories\"")
     with ctx.open(readonly=not a.write) as mem:
-        cur = mem.connection.cursor()
-        try:
-            cur.execute(a.query)
+        if not a.write:
+            cols, rows = _read_sql(mem, a.query)
+        else:  # the SQL as it is: heapmem's invariants are the caller's
+            cur = mem.connection.cursor()
             try:
-                cols = [d[0] for d in cur.getdescription()]
-            except apsw.ExecutionCompleteError:
-                cols = []
-            rows = [[_cell(v) for v in r] for r in cur] if cols else []
-        except apsw.ReadOnlyError:
-            raise CLIError("the statement writes to the store; add --write to allow it") from None
-        except apsw.Error as e:
-            raise CLIError(f"SQL error: {e}") from None
+                cur.execute(a.query)
+                try:
+                    cols = [d[0] for d in cur.getdescription()]
+                except apsw.ExecutionCompleteError:
+                    cols = []
+                rows = [[_cell(v) for v in r] for r in cur] if cols else []
+            except apsw.Error as e:
+                raise CLIError(f"SQL error: {e}") from None
     if ctx.json:
         ctx.emit([dict(zip(cols, r)) for r in rows])
         return 0
