@@ -247,16 +247,27 @@ def build_parser() -> argparse.ArgumentParser:
              "Serve the store over the Model Context Protocol, with the tools remember, "
              "recall,\nmark_used, mark_ignored, forget and list.  The server tells the model to "
              "call\nmark_used with the ids its answer used, so heapmem learns from every answer.\n"
-             "Needs the mcp package: pip install 'heapmem[mcp]'.")
+             "Over http every request's Host must name the address served and its Origin, if "
+             "any,\nbe http://HOST:PORT (else 403), and with a token it must carry it (else "
+             "401).\nNeeds the mcp package: pip install 'heapmem[mcp]'.")
     p.add_argument("--transport", choices=("stdio", "http"), default="stdio",
                    help="stdio (default; for a client that starts the server) or http "
                         "(streamable HTTP at http://HOST:PORT/mcp)")
     p.add_argument("--host", default="127.0.0.1",
-                   help="http only: a loopback address to listen on (default 127.0.0.1)")
+                   help="http only: the address to listen on (default 127.0.0.1); one that is "
+                        "not loopback needs a token")
     p.add_argument("--port", type=int, default=8765, help="http only: the port (default 8765)")
+    p.add_argument("--token", metavar="TOKEN",
+                   help="http only: every request must carry 'Authorization: Bearer TOKEN' "
+                        "(default: $HEAPMEM_MCP_TOKEN; prefer it, a flag shows in ps); "
+                        "optional on loopback, required elsewhere")
     p.epilog = ("example client configuration (stdio):\n"
                 '  {"mcpServers": {"memory": {"command": "heapmem",\n'
-                '     "args": ["--db", "/path/to/agent.db", "-n", "user:maya", "mcp"]}}}')
+                '     "args": ["--db", "/path/to/agent.db", "-n", "user:maya", "mcp"]}}}\n'
+                "over http, with a token:\n"
+                '  export HEAPMEM_MCP_TOKEN="$(python -c \'import secrets; '
+                "print(secrets.token_urlsafe(32))')\"\n"
+                "  heapmem --db agent.db -n user:maya mcp --transport http")
     p.set_defaults(func=cmd_mcp, creates=True)
     return parser
 
@@ -279,6 +290,7 @@ class Context:
         self.clock = (lambda: now) if now is not None else clock
         self.out = stdout
         self.err = stderr
+        self.env = env
 
     def open(self, *, readonly: bool = False, create: bool = False) -> Any:
         import heapmem
@@ -677,14 +689,19 @@ def cmd_mcp(ctx: Context) -> int:
     except ImportError as e:  # the mcp package is missing
         raise CLIError(f"the MCP server needs the mcp package ({e}); install it with: "
                        "pip install 'heapmem[mcp]'") from None
+    token = a.token if a.token is not None else ctx.env.get(mcp_server.TOKEN_ENV) or None
     if a.transport == "http":
-        mcp_server.check_host(a.host)
+        mcp_server.check_token(token)
+        mcp_server.check_host(a.host, token)
+    elif a.token is not None:
+        raise CLIError("--token is for --transport http (stdio needs none: the client starts "
+                       "the server)")
     if not 0 < a.port < 65536:
         raise CLIError(f"--port must be from 1 to 65535, got {a.port}")
     mem = ctx.open(create=True)
     try:
         mcp_server.serve(mem, namespace=ctx.namespace, transport=a.transport, host=a.host,
-                         port=a.port)
+                         port=a.port, token=token, log=ctx.err)
     finally:
         mem.close()
     return 0
