@@ -223,12 +223,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_import, creates=True)
 
     p = verb("sql", "run SQL on the store with the heap_* functions loaded",
-             "Run SQL on the store with heapmem's SQL functions loaded (read-only unless "
-             "--write),\nor print the line that loads them into the sqlite3 shell.")
+             "Run one SQL statement on the store with heapmem's SQL functions loaded, or "
+             "print the\nline that loads them into the sqlite3 shell.  Without --write it "
+             "only reads: SELECT,\nWITH, the heap_* functions and a few read-only PRAGMAs "
+             "(table_info, user_version, ...);\na statement that could write to the store or "
+             "the file system (INSERT, VACUUM INTO,\nATTACH, a PRAGMA with a value, BEGIN, ...) "
+             "or a second statement is refused, and\nnothing runs.")
     p.add_argument("query", metavar="SQL", nargs="?")
     p.add_argument("--load-line", action="store_true",
                    help="print the sqlite3 shell's .load line for the extension")
-    p.add_argument("--write", action="store_true", help="allow statements that change the store")
+    p.add_argument("--write", action="store_true",
+                   help="run the SQL as it is (several statements too), bypassing heapmem's "
+                        "invariants: the search index, the namespace statistics and the "
+                        "learned links can be left inconsistent; `heapmem check` reports "
+                        "what it breaks")
     p.set_defaults(func=cmd_sql)
 
     p = verb("path", "print the loadable library's path",
@@ -239,16 +247,27 @@ def build_parser() -> argparse.ArgumentParser:
              "Serve the store over the Model Context Protocol, with the tools remember, "
              "recall,\nmark_used, mark_ignored, forget and list.  The server tells the model to "
              "call\nmark_used with the ids its answer used, so heapmem learns from every answer.\n"
-             "Needs the mcp package: pip install 'heapmem[mcp]'.")
+             "Over http every request's Host must name the address served and its Origin, if "
+             "any,\nbe http://HOST:PORT (else 403), and with a token it must carry it (else "
+             "401).\nNeeds the mcp package: pip install 'heapmem[mcp]'.")
     p.add_argument("--transport", choices=("stdio", "http"), default="stdio",
                    help="stdio (default; for a client that starts the server) or http "
                         "(streamable HTTP at http://HOST:PORT/mcp)")
     p.add_argument("--host", default="127.0.0.1",
-                   help="http only: a loopback address to listen on (default 127.0.0.1)")
+                   help="http only: the address to listen on (default 127.0.0.1); one that is "
+                        "not loopback needs a token")
     p.add_argument("--port", type=int, default=8765, help="http only: the port (default 8765)")
+    p.add_argument("--token", metavar="TOKEN",
+                   help="http only: every request must carry 'Authorization: Bearer TOKEN' "
+                        "(default: $HEAPMEM_MCP_TOKEN; prefer it, a flag shows in ps); "
+                        "optional on loopback, required elsewhere")
     p.epilog = ("example client configuration (stdio):\n"
                 '  {"mcpServers": {"memory": {"command": "heapmem",\n'
-                '     "args": ["--db", "/path/to/agent.db", "-n", "user:maya", "mcp"]}}}')
+                '     "args": ["--db", "/path/to/agent.db", "-n", "user:maya", "mcp"]}}}\n'
+                "over http, with a token:\n"
+                '  export HEAPMEM_MCP_TOKEN="$(python -c \'import secrets; '
+                "print(secrets.token_urlsafe(32))')\"\n"
+                "  heapmem --db agent.db -n user:maya mcp --transport http")
     p.set_defaults(func=cmd_mcp, creates=True)
     return parser
 
@@ -271,6 +290,7 @@ class Context:
         self.clock = (lambda: now) if now is not None else clock
         self.out = stdout
         self.err = stderr
+        self.env = env
 
     def open(self, *, readonly: bool = False, create: bool = False) -> Any:
         import heapmem
@@ -595,6 +615,23 @@ def _cell(v: Any) -> Any:
     return v
 
 
+def _read_sql(mem: Any, query: str) -> tuple[list[str], list[list[Any]]]:
+    """One statement in read mode (heapmem.sqlguard), in a read transaction."""
+    import apsw
+
+    from . import sqlguard
+    from .errors import ReadOnlyError
+    try:
+        with mem.snapshot() as conn:
+            return sqlguard.run_read_only(conn, query, _cell)
+    except ReadOnlyError as e:
+        raise CLIError(f"{e}; add --write to allow it") from None
+    except apsw.ReadOnlyError:  # SQLite's own refusal, should the guard miss one
+        raise CLIError("the statement writes to the store; add --write to allow it") from None
+    except apsw.Error as e:
+        raise CLIError(f"SQL error: {e}") from None
+
+
 def cmd_sql(ctx: Context) -> int:
     import apsw
 
@@ -608,18 +645,19 @@ def cmd_sql(ctx: Context) -> int:
     if not a.query:
         raise CLIError("sql needs a statement, like: heapmem sql \"SELECT count(*) FROM memories\"")
     with ctx.open(readonly=not a.write) as mem:
-        cur = mem.connection.cursor()
-        try:
-            cur.execute(a.query)
+        if not a.write:
+            cols, rows = _read_sql(mem, a.query)
+        else:  # the SQL as it is: heapmem's invariants are the caller's
+            cur = mem.connection.cursor()
             try:
-                cols = [d[0] for d in cur.getdescription()]
-            except apsw.ExecutionCompleteError:
-                cols = []
-            rows = [[_cell(v) for v in r] for r in cur] if cols else []
-        except apsw.ReadOnlyError:
-            raise CLIError("the statement writes to the store; add --write to allow it") from None
-        except apsw.Error as e:
-            raise CLIError(f"SQL error: {e}") from None
+                cur.execute(a.query)
+                try:
+                    cols = [d[0] for d in cur.getdescription()]
+                except apsw.ExecutionCompleteError:
+                    cols = []
+                rows = [[_cell(v) for v in r] for r in cur] if cols else []
+            except apsw.Error as e:
+                raise CLIError(f"SQL error: {e}") from None
     if ctx.json:
         ctx.emit([dict(zip(cols, r)) for r in rows])
         return 0
@@ -651,14 +689,19 @@ def cmd_mcp(ctx: Context) -> int:
     except ImportError as e:  # the mcp package is missing
         raise CLIError(f"the MCP server needs the mcp package ({e}); install it with: "
                        "pip install 'heapmem[mcp]'") from None
+    token = a.token if a.token is not None else ctx.env.get(mcp_server.TOKEN_ENV) or None
     if a.transport == "http":
-        mcp_server.check_host(a.host)
+        mcp_server.check_token(token)
+        mcp_server.check_host(a.host, token)
+    elif a.token is not None:
+        raise CLIError("--token is for --transport http (stdio needs none: the client starts "
+                       "the server)")
     if not 0 < a.port < 65536:
         raise CLIError(f"--port must be from 1 to 65535, got {a.port}")
     mem = ctx.open(create=True)
     try:
         mcp_server.serve(mem, namespace=ctx.namespace, transport=a.transport, host=a.host,
-                         port=a.port)
+                         port=a.port, token=token, log=ctx.err)
     finally:
         mem.close()
     return 0

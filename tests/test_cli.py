@@ -85,7 +85,7 @@ def test_help_reads_well(capsys):
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0
     for word in ("remember", "recall", "mark_used", "mark_ignored", "forget", "list", "stdio",
-                 "http", "loopback", "heapmem[mcp]"):
+                 "http", "loopback", "heapmem[mcp]", "--token", "HEAPMEM_MCP_TOKEN", "Origin"):
         assert word in p.stdout, word
 
 
@@ -344,11 +344,13 @@ def test_mcp_without_the_package(run, monkeypatch):
     assert not os.path.exists(run.db)
 
 
-def test_mcp_http_is_loopback_only(run):
+def test_mcp_http_is_loopback_only_without_a_token(run):
     pytest.importorskip("mcp")
-    fails(run("mcp", "--transport", "http", "--host", "0.0.0.0"), "loopback")
+    fails(run("mcp", "--transport", "http", "--host", "0.0.0.0"), "loopback", "--token")
     fails(run("mcp", "--transport", "http", "--host", "192.168.1.5"), "loopback")
-    assert not os.path.exists(run.db)
+    fails(run("mcp", "--transport", "http", "--host", "0.0.0.0", "--token", "too-short"),
+          "at least 16")
+    assert not os.path.exists(run.db)  # (more in tests/test_trust_io.py)
 
 
 def test_console_script_entry_point():

@@ -1,6 +1,7 @@
 """The MCP server, end to end with the SDK's own client: `heapmem mcp` started
-as a subprocess (stdio, and streamable HTTP on loopback), its tools listed and
-called, and the learned links changed by mark_used."""
+as a subprocess (stdio, and streamable HTTP on loopback with a token), its
+tools listed and called, and the learned links changed by mark_used.  (Who
+may reach the HTTP server: tests/test_trust_io.py.)"""
 import json
 import os
 import socket
@@ -153,15 +154,25 @@ def free_port():
         return s.getsockname()[1]
 
 
-def test_streamable_http_end_to_end(tmp_path):
+TOKEN = "test-token-0123456789abcdef"
+
+
+def http_client(url, headers):
+    """The SDK's streamable-HTTP client, sending headers (mcp 1.x or 2.x)."""
     try:
-        from mcp.client.streamable_http import streamable_http_client as http_client
+        from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
     except ImportError:  # mcp 1.x
-        from mcp.client.streamable_http import streamablehttp_client as http_client
+        from mcp.client.streamable_http import streamablehttp_client
+        return streamablehttp_client(url, headers=headers)
+    return streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
+
+
+def test_streamable_http_end_to_end(tmp_path):
     db = str(tmp_path / "agent.db")
     port = free_port()
     proc = subprocess.Popen([sys.executable] + server_args(db, "--transport", "http",
-                                                           "--port", str(port)),
+                                                           "--port", str(port),
+                                                           "--token", TOKEN),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
@@ -177,7 +188,8 @@ def test_streamable_http_end_to_end(tmp_path):
         async def main():
             async with AsyncExitStack() as stack:
                 streams = await stack.enter_async_context(
-                    http_client(f"http://127.0.0.1:{port}/mcp"))
+                    http_client(f"http://127.0.0.1:{port}/mcp",
+                                {"Authorization": f"Bearer {TOKEN}"}))
                 session = await stack.enter_async_context(ClientSession(streams[0],
                                                                         streams[1]))
                 init = await session.initialize()
@@ -213,9 +225,10 @@ def test_build_server_in_process(tmp_path):
 @pytest.mark.parametrize("host, ok", [("127.0.0.1", True), ("localhost", True), ("::1", True),
                                       ("127.0.0.2", True), ("0.0.0.0", False), ("::", False),
                                       ("10.0.0.1", False), ("example.com", False)])
-def test_http_listens_on_loopback_only(host, ok):
+def test_http_listens_on_loopback_only_without_a_token(host, ok):
     if ok:
         mcp_server.check_host(host)
     else:
         with pytest.raises(ValueError, match="loopback"):
             mcp_server.check_host(host)
+    mcp_server.check_host(host, TOKEN)  # with a token, anywhere (nothing listens here)
