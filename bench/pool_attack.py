@@ -8,9 +8,10 @@ memory shaped like what attackers reward (a tool result with a URL).
 Attacker namespaces mark their own URL tool results used, over and over;
 honest namespaces mark their dated answers used, 20 times each.  For each
 pool cap and scenario the table gives the victim's real-to-spam score ratio
-(> 1: the real answer stays first) under the defaults (pooled_min_namespaces
-3) and with the support gate off (pooled_min_namespaces 0), and the real
-answer's usefulness in a new namespace after honest transfer alone.
+(> 1: the real answer stays first) with the store's pool as built by default
+(Memory.set_pool: min 5 namespaces, trim 2 at each end) and with the robust
+parts off (min 1, trim 0: a plain capped sum), and the real answer's
+usefulness with the defaults.
 Deterministic: a fixed clock, no randomness.
 """
 from __future__ import annotations
@@ -22,7 +23,6 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import heapmem  # noqa: E402
-from heapmem import ScoringConfig  # noqa: E402
 
 T0 = 1_741_910_400
 Q = "When is my dentist appointment?"
@@ -31,7 +31,7 @@ VICTIM = "victim"
 
 def build(path: str, attackers: int, rounds: int, honest: int, cap: float) -> heapmem.Memory:
     m = heapmem.open(path, clock=lambda: T0)
-    m.set_pool_cap(cap)
+    m.set_pool(cap=cap)
     m.add_many([
         {"text": "Dentist appointment on Tuesday May 6 at 3pm with Dr. Silva", "id": "real",
          "namespace": VICTIM},
@@ -53,29 +53,30 @@ def build(path: str, attackers: int, rounds: int, honest: int, cap: float) -> he
     return m
 
 
-def ratio(m: heapmem.Memory, config: ScoringConfig) -> float:
-    res = {r.id: r.score for r in m.recall(Q, namespace=VICTIM, track=False, config=config)}
+def ratio(m: heapmem.Memory) -> float:
+    res = {r.id: r.score for r in m.recall(Q, namespace=VICTIM, track=False)}
     return res["real"] / res["spam"]
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--caps", default="30,100,300,1000,1e9")
+    p.add_argument("--caps", default="100,300,1000,1e9")
     args = p.parse_args()
     caps = [float(x) for x in args.caps.split(",")]
     scenarios = [(1, 10, 0), (1, 300, 0), (1, 3000, 0), (2, 300, 0), (2, 3000, 0),
                  (2, 300, 1), (2, 3000, 1), (2, 3000, 3), (3, 300, 0), (0, 0, 5)]
     print("| pool cap | attackers | rounds each | honest | real/spam, defaults | "
-          "real/spam, gate off | real's usefulness |")
+          "real/spam, plain capped sum | real's usefulness |")
     print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for cap in caps:
             for i, (att, rounds, honest) in enumerate(scenarios):
                 m = build(os.path.join(tmp, f"{cap}-{i}.db"), att, rounds, honest, cap)
-                d = ratio(m, ScoringConfig())
-                off = ratio(m, ScoringConfig(pooled_min_namespaces=0))
+                d = ratio(m)
                 use = next(r.usefulness for r in m.recall(Q, namespace=VICTIM, track=False)
                            if r.id == "real")
+                m.set_pool(min_namespaces=1, trim=0)
+                off = ratio(m)
                 m.close()
                 print(f"| {cap:g} | {att} | {rounds} | {honest} | {d:.3f}{'' if d > 1 else ' FLIPPED'}"
                       f" | {off:.3f}{'' if off > 1 else ' FLIPPED'} | {use:.3f} |")

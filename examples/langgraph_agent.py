@@ -9,7 +9,7 @@ output is the same on every run.
     python examples/langgraph_agent.py [path/to/store.db]
 
 Maya asks when her flight is: her booking shares the fewest words with the
-question and ranks last.  Three other users ask their own "when is my ...?"
+question and ranks last.  Five other users ask their own "when is my ...?"
 questions, three times each, and the agent reports which memory answered
 (the others count as ignored).  When Maya asks again, what the store learned
 from those reports (that a fact with a date and a time answers "when") lifts
@@ -51,6 +51,16 @@ MEMORIES = [
                       "kind": "preference"}, 12),
     ("chen", "prices", {"text": "Haircut prices in the area run $25 to $60",
                         "kind": "tool_result", "source": "tool"}, 2),
+    ("dara", "service", {"text": "Car service scheduled: Monday April 7, drop off at 8:00am"},
+     9),
+    ("dara", "wish", {"text": "I hate taking the car in for service", "kind": "preference"}, 50),
+    ("dara", "prices", {"text": "Car service quotes start at $150", "kind": "tool_result",
+                        "source": "tool"}, 4),
+    ("eli", "lease", {"text": "Lease renewal starts August 1; signed on July 3 at 5pm"}, 25),
+    ("eli", "wish", {"text": "I want a lease with a balcony next time", "kind": "preference"},
+     60),
+    ("eli", "prices", {"text": "Lease renewal fees in the area run $200 to $400",
+                       "kind": "tool_result", "source": "tool"}, 5),
     ("maya", "flight", {"text": "Booked the flight: SFO to LIS, departs March 14, 9:40am"}, 20),
     ("maya", "wish", {"text": "Lisbon! I'd love to visit Lisbon someday",
                       "kind": "preference"}, 5),
@@ -62,6 +72,8 @@ QUESTIONS = [
     ("ana", "When is my dentist appointment?"),
     ("ben", "When is my train to Paris?"),
     ("chen", "When is my haircut?"),
+    ("dara", "When is my car service?"),
+    ("eli", "When does my lease renewal start?"),
     ("maya", "When is my flight to Lisbon?"),
 ]
 

@@ -42,8 +42,10 @@ cand AS (
          (1741910400 - coalesce(m.last_used_at, m.created_at)) / 86400.0 AS age_days
   FROM lex JOIN memories AS m ON m.seq = lex.seq
 ),
-learned AS (
-  SELECT heap_links(p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0), p.alpha, p.beta)
+learned AS (  -- her own links, and the pool's less her own share of it
+  SELECT heap_links(p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0),
+                    coalesce(o.alpha, 0) + p.alpha - coalesce(o.pool_alpha, 0),
+                    coalesce(o.beta, 0) + p.beta - coalesce(o.pool_beta, 0))
   FROM links AS p LEFT JOIN links AS o ON o.namespace = 'user:maya' AND o.feature = p.feature
   WHERE p.namespace = '*'
 )

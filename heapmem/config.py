@@ -55,11 +55,12 @@ class ScoringConfig:
     - usefulness: from the learned links of the memory's features, each link a
       Beta(prior_alpha + successes, prior_beta + failures) posterior; a
       namespace borrows the other namespaces' evidence, scaled down to at most
-      pooled_pseudocount observations, and only for links that at least
-      pooled_min_namespaces other namespaces back (each namespace weighs at
-      most the store's pool cap, 100 observations a link, in that evidence:
-      one tenant, or two, cannot steer the others however much feedback they
-      give).  model=1 (default) is the gated lift:
+      pooled_pseudocount observations.  That evidence is the store's pooled
+      layer: a trimmed sum in which each namespace weighs at most 300
+      observations of a link, the two most and two least favourable
+      namespaces are left out, and nothing counts until five namespaces back
+      the link (Memory.set_pool), so one tenant, or two, cannot steer the
+      others however much feedback they give.  model=1 (default) is the gated lift:
       a link moves rankings only where its rate of use differs from the base
       rate by more than gate_z standard errors, and usefulness is the
       product, over the memory's feature slots, of the most specific link's
@@ -85,7 +86,6 @@ class ScoringConfig:
     prior_alpha: float = _C["prior_alpha"]
     prior_beta: float = _C["prior_beta"]
     pooled_pseudocount: float = 1e9
-    pooled_min_namespaces: int = 3
     model: int = int(_C["model"])
     gate_z: float = _C["gate_z"]
     combine: int = int(_C["combine"])
@@ -103,10 +103,6 @@ class ScoringConfig:
         if not 0 <= self.lexical_weight <= 1:
             raise ValueError("ScoringConfig.lexical_weight must be between 0 and 1, "
                              f"got {self.lexical_weight!r}")
-        if not isinstance(self.pooled_min_namespaces, int) or \
-                not 0 <= self.pooled_min_namespaces <= 1_000_000:
-            raise ValueError("ScoringConfig.pooled_min_namespaces must be an integer from 0 to "
-                             f"1000000, got {self.pooled_min_namespaces!r}")
         if not (math.isfinite(self.pooled_pseudocount) and self.pooled_pseudocount >= 0):
             raise ValueError("ScoringConfig.pooled_pseudocount must be a finite number >= 0, "
                              f"got {self.pooled_pseudocount!r}")

@@ -59,22 +59,42 @@ def cap_counts(a: float, b: float, cap: float) -> tuple[float, float]:
     return a * s, b * s
 
 
-def pool(own: Counts, cap: float, prior: Mapping[str, Iterable] | None = None,
+def pool(own: Counts, settings: Mapping[str, float], prior: Mapping[str, Iterable] | None = None,
          prior_support: int = 0) -> dict[tuple[str, str], list]:
-    """The pooled layer ('*') that namespaces' own links produce: per feature
-    [alpha, beta, n, support], each namespace capped at cap observations and
-    counted once in support; a links-only prior adds its counts and
-    prior_support."""
+    """Every link as the store holds it, from the namespaces' own counts
+    (replay(..., layers=False)) and how the pool is built (schema.POOL_DEFAULTS:
+    cap, min, trim): each namespace's row [alpha, beta, n, summed] (summed 1
+    when the pool counts it), and the pooled rows [alpha, beta, n, support]:
+    per feature, once at least `min` namespaces back it, the sum of their
+    capped counts less the `trim` lowest and `trim` highest rates of use; a
+    links-only prior adds its counts and prior_support.  The same rules as
+    schema.rebuild_pool, in Python (each namespace's row: [alpha, beta, n])."""
+    cap, least, trim = settings["cap"], settings["min"], settings["trim"]
+    by_feature: dict[str, list] = defaultdict(list)
     out: dict[tuple[str, str], list] = {}
     for (ns, f), (a, b, n) in own.items():
         if ns == POOLED:
             continue
         ca, cb = cap_counts(a, b, cap)
+        rate = ca / (ca + cb) if ca + cb else float("-inf")  # SQL: NULL sorts first
+        by_feature[f].append((rate, ns, ca, cb, n))
+        out[(ns, f)] = [a, b, n]
+    least = max(least, 2 * trim + 1)
+    for f, rows in by_feature.items():
+        rows.sort(key=lambda r: (r[0], r[1]))
+        k = len(rows)
         r = out.setdefault((POOLED, f), [0.0, 0.0, 0, 0])
-        r[0] += ca
-        r[1] += cb
-        r[2] += n
-        r[3] += 1
+        if k >= least:
+            rlo, rhi = rows[trim][0], rows[k - 1 - trim][0]
+            for i, (_, ns, ca, cb, _) in enumerate(rows):
+                if i < trim:  # winsorized: its weight at the nearest kept rate
+                    ca, cb = (ca + cb) * rlo, (ca + cb) * (1 - rlo)
+                elif i >= k - trim:
+                    ca, cb = (ca + cb) * rhi, (ca + cb) * (1 - rhi)
+                r[0] += ca
+                r[1] += cb
+        r[2] = sum(x[4] for x in rows)
+        r[3] = k
     for f, (a, b, n) in (prior or {}).items():
         r = out.setdefault((POOLED, f), [0.0, 0.0, 0, 0])
         r[0] += a

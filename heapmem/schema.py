@@ -26,16 +26,21 @@ from .errors import CorruptStoreError, HeapmemError, NotAStoreError, SchemaVersi
 #: The schema version this heapmem writes (PRAGMA user_version).
 SCHEMA_VERSION = 4
 
-#: How many observations of a link one namespace may weigh in the pooled
-#: layer (its counts are scaled down to this total, keeping its rate); the
-#: default of a new store, kept in the file under META_POOL_CAP.
-POOL_CAP = 100.0
-#: How many namespaces a links-only prior counts as (heapmem.transfer), so a
-#: new user benefits from it as from that many tenants.
+#: How the pooled layer is built from the namespaces' own links (a new
+#: store's defaults, kept in the file under META_POOL):
+#: - cap: the most observations of a link one namespace weighs in the pool
+#:   (its counts are scaled down beyond that, its rate kept);
+#: - min: how many namespaces must back a link before any of their evidence
+#:   is pooled;
+#: - trim: how many namespaces with the highest, and how many with the lowest,
+#:   rate of use are left out of each pooled link (a trimmed sum: one or two
+#:   colluding tenants are always among the left out when they push a link
+#:   further than every honest one).
+POOL_DEFAULTS = {"cap": 300.0, "min": 5, "trim": 2}
+#: How many namespaces a links-only prior counts as in a link's support.
 PRIOR_SUPPORT = 3
-#: The most observations a links-only prior may weigh for one link, in all
-#: (as much as one heavily used namespace).
-PRIOR_MAX_WEIGHT = POOL_CAP
+#: The most observations a links-only prior may weigh for one link, in all.
+PRIOR_MAX_WEIGHT = 100.0
 #: How long opening may spend checking a file (seconds), before any migration.
 OPEN_DEADLINE = 10.0
 
@@ -59,15 +64,15 @@ META_LINKS_PRIOR = "links_prior"
 META_LINKS_PRIOR_FILES = "links_prior_files"
 #: present only inside heapmem's own write transactions (never committed).
 META_FTS_DEFERRED = "fts_deferred"
-#: the file's pool cap (see POOL_CAP).
-META_POOL_CAP = "pool_cap"
+#: how the pooled layer is built (JSON, see POOL_DEFAULTS).
+META_POOL = "pool"
 
 #: Keys the file records about itself; never exported or imported.
 META_OWN = (META_FORMAT, META_CREATED_WITH)
 #: Every key heapmem writes.
 META_KEYS = (META_FORMAT, META_CREATED_WITH, META_TUNED, META_EMBEDDER, META_EMBEDDING_DIM,
              META_LAST_SEQ, META_LAST_RECALL, META_LINKS_PRIOR, META_LINKS_PRIOR_FILES,
-             META_FTS_DEFERRED, META_POOL_CAP)
+             META_FTS_DEFERRED, META_POOL)
 
 
 def meta_get(c: apsw.Connection, key: str) -> str | None:
@@ -263,14 +268,24 @@ def fts_deferred(c: apsw.Connection) -> bool:
     return meta_get(c, META_FTS_DEFERRED) is not None
 
 
-# Version 4: a pooled layer that no single tenant can hijack.  Each
-# namespace's evidence counts in the pool ('*') up to the pool cap (scaled
-# down beyond it), and each pooled row knows how many namespaces support it;
-# a namespace borrows pooled evidence only where enough other namespaces
-# agree (ScoringConfig.pooled_min_namespaces).  rebuild_pool() fills the rows.
+# Version 4: a pooled layer that no single tenant can hijack.  Each pooled
+# row ('*') sums, per feature, what each namespace's own row contributes to
+# it (pool_alpha, pool_beta on that row): its counts capped at `cap`
+# observations, nothing at all until `min` namespaces back the feature, and
+# for the `trim` namespaces with the lowest and the `trim` with the highest
+# rate of use, their weight at the nearest rate among the others (a
+# winsorized sum: one or two tenants that push a link further than every
+# honest one count as if they agreed with the nearest honest one).  The
+# pooled row's support counts the namespaces behind it (a prior counts
+# PRIOR_SUPPORT), so a namespace can take exactly its own share back out of
+# what it borrows.  rebuild_pool() works the rows out; links_feature makes
+# that cheap per feature.
 _SCHEMA_V4 = f"""
 ALTER TABLE links ADD COLUMN support INTEGER NOT NULL DEFAULT 0;
-INSERT INTO heapmem_meta(key, value) VALUES ('{META_POOL_CAP}', '{POOL_CAP!r}')
+ALTER TABLE links ADD COLUMN pool_alpha REAL NOT NULL DEFAULT 0;
+ALTER TABLE links ADD COLUMN pool_beta REAL NOT NULL DEFAULT 0;
+CREATE INDEX links_feature ON links(feature);
+INSERT INTO heapmem_meta(key, value) VALUES ('{META_POOL}', '{json.dumps(POOL_DEFAULTS)}')
   ON CONFLICT(key) DO NOTHING;
 """
 
@@ -288,37 +303,76 @@ def capped(a: str, b: str, cap: str) -> tuple[str, str]:
 
 
 _CA, _CB = capped("alpha", "beta", ":cap")
-_REBUILD_POOL = f"""
-DELETE FROM links WHERE namespace = '*';
+_WHICH = "(:features IS NULL OR feature IN (SELECT value FROM json_each(:features)))"
+# 1. each namespace's share of each pooled link (see _SCHEMA_V4)
+_POOL_SHARES = f"""
+WITH c AS (
+  SELECT namespace, feature, {_CA} AS ca, {_CB} AS cb FROM links
+  WHERE namespace != '*' AND {_WHICH}
+), r AS (
+  SELECT namespace, feature, ca, cb, ca + cb AS w, count(*) OVER (PARTITION BY feature) AS k,
+         row_number() OVER (PARTITION BY feature ORDER BY ca / (ca + cb), namespace) AS lo,
+         row_number() OVER (PARTITION BY feature ORDER BY ca / (ca + cb) DESC, namespace DESC)
+           AS hi
+  FROM c
+), b AS (
+  SELECT feature, min(ca / (ca + cb)) AS rlo, max(ca / (ca + cb)) AS rhi FROM r
+  WHERE lo > :trim AND hi > :trim GROUP BY feature
+)
+UPDATE links SET
+  pool_alpha = coalesce(CASE WHEN r.k < :min THEN 0.0 WHEN r.lo <= :trim THEN r.w * b.rlo
+                        WHEN r.hi <= :trim THEN r.w * b.rhi ELSE r.ca END, 0.0),
+  pool_beta = coalesce(CASE WHEN r.k < :min THEN 0.0 WHEN r.lo <= :trim THEN r.w * (1 - b.rlo)
+                       WHEN r.hi <= :trim THEN r.w * (1 - b.rhi) ELSE r.cb END, 0.0)
+FROM r LEFT JOIN b ON b.feature = r.feature
+WHERE links.namespace = r.namespace AND links.feature = r.feature
+"""
+# 2. the pooled rows: the shares summed, every namespace in support and n
+_POOL_ROWS = f"""
+DELETE FROM links WHERE namespace = '*' AND {_WHICH};
 INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support)
-SELECT '*', feature, qtype, sum({_CA}), sum({_CB}), sum(n), count(*)
-FROM links WHERE namespace != '*' GROUP BY feature;
+SELECT '*', feature, qtype, sum(pool_alpha), sum(pool_beta), sum(n), count(*)
+FROM links WHERE namespace != '*' AND {_WHICH} GROUP BY feature;
 INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support)
 SELECT '*', p.key,
        CASE WHEN instr(p.key, '/') > 0 THEN substr(p.key, 1, instr(p.key, '/') - 1) ELSE '' END,
        p.value ->> 0, p.value ->> 1, p.value ->> 2, {PRIOR_SUPPORT}
 FROM json_each(coalesce((SELECT value FROM heapmem_meta WHERE key = '{META_LINKS_PRIOR}'),
                         '{{}}')) AS p
-WHERE true
+WHERE (:features IS NULL OR p.key IN (SELECT value FROM json_each(:features)))
 ON CONFLICT(namespace, feature) DO UPDATE SET
   alpha = alpha + excluded.alpha, beta = beta + excluded.beta, n = n + excluded.n,
   support = support + excluded.support;
 """
 
 
-def pool_cap(c: apsw.Connection) -> float:
-    """The file's pool cap (POOL_CAP unless the store was given another)."""
-    v = meta_get(c, META_POOL_CAP)
+def pool_settings(c: apsw.Connection) -> dict[str, Any]:
+    """How this file's pool is built (POOL_DEFAULTS where it does not say)."""
+    out = dict(POOL_DEFAULTS)
     try:
-        return float(v) if v is not None else POOL_CAP
-    except ValueError:
-        return POOL_CAP
+        got = meta_json(c, META_POOL, {})
+    except (ValueError, RecursionError):
+        got = {}
+    if isinstance(got, dict):
+        for k, v in got.items():
+            if k in out and isinstance(v, (int, float)) and not isinstance(v, bool) \
+                    and v >= 0 and v == v and v != float("inf"):
+                out[k] = type(POOL_DEFAULTS[k])(v)
+    out["cap"] = out["cap"] or POOL_DEFAULTS["cap"]
+    out["min"] = max(out["min"], 2 * out["trim"] + 1)
+    return out
 
 
-def rebuild_pool(c: apsw.Connection) -> None:
+def rebuild_pool(c: apsw.Connection, features: list[str] | None = None) -> None:
     """Work the pooled layer ('*') out again from every namespace's links and
-    the merged prior (inside the caller's write transaction)."""
-    c.execute(_REBUILD_POOL, {"cap": pool_cap(c)})
+    the merged prior, for these features (all when None), inside the
+    caller's write transaction."""
+    s = pool_settings(c)
+    p = {"cap": s["cap"], "min": s["min"], "trim": s["trim"],
+         "features": None if features is None else json.dumps(features)}
+    c.execute(_POOL_SHARES, p)
+    c.execute(_POOL_ROWS, p)
+
 
 # -- opening a file ----------------------------------------------------------------
 

@@ -8,26 +8,21 @@ always bound, never formatted in.
 """
 from __future__ import annotations
 
-from .schema import META_LAST_RECALL, META_LAST_SEQ, capped, ntok_sql
+from .schema import META_LAST_RECALL, META_LAST_SEQ, ntok_sql
 
-# A namespace's own link o as the pool counts it (scaled to :cap), 0 without one.
-_OWN_A, _OWN_B = (f"coalesce({x}, 0)" for x in capped("o.alpha", "o.beta", ":cap"))
-
-# -- recall ------------------------------------------------------------------------
+# A namespace's own share of a pooled link (schema 4's pool_alpha, pool_beta).
+_OWN_A, _OWN_B = "o.pool_alpha", "o.pool_beta"
 
 # The learned links a namespace sees, as one link-set blob for heap_score():
-# its own evidence in full, and the other namespaces' (the pooled row less
-# its own capped share) only where at least :min_support other namespaces
-# back it (a links-only prior counts as schema.PRIOR_SUPPORT).  heap_links()
-# takes (own, own + others) and scales others to :pseudocount observations.
+# its own evidence in full, and the other namespaces' as the pooled row holds
+# it (schema 4: a trimmed sum, empty until enough namespaces back a link)
+# less the namespace's own share.  heap_links() takes (own, own + others)
+# and scales others to :pseudocount observations.
 # (Restricting to the question type's rows only skips rows it never reads.)
 LINKS = f"""
 SELECT heap_links(p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0),
-                  coalesce(o.alpha, 0) + CASE WHEN p.support - (o.feature IS NOT NULL)
-                    >= :min_support THEN max(p.alpha - {_OWN_A}, 0) ELSE 0 END,
-                  coalesce(o.beta, 0) + CASE WHEN p.support - (o.feature IS NOT NULL)
-                    >= :min_support THEN max(p.beta - {_OWN_B}, 0) ELSE 0 END,
-                  :pseudocount)
+                  coalesce(o.alpha, 0) + max(p.alpha - coalesce({_OWN_A}, 0), 0),
+                  coalesce(o.beta, 0) + max(p.beta - coalesce({_OWN_B}, 0), 0), :pseudocount)
 FROM links AS p LEFT JOIN links AS o ON o.namespace = :namespace AND o.feature = p.feature
 WHERE p.namespace = '*' AND p.qtype IN ('', :qtype)
 """
@@ -60,17 +55,7 @@ SELECT heap_fold(j.value ->> 2, :qtype, j.value ->> 3, j.value ->> 1, :links, :c
 FROM json_each(:judged) AS j
 """
 
-# The pooled layer holds each namespace's links capped (schema.capped): take
-# this namespace's old share of the touched features out of it, ...
-UNPOOL_OWN = f"""
-UPDATE links AS p SET alpha = p.alpha - {_OWN_A}, beta = p.beta - {_OWN_B},
-                      support = p.support - 1
-FROM links AS o
-WHERE p.namespace = '*' AND o.namespace = :namespace AND o.feature = p.feature
-  AND o.feature IN (SELECT key FROM json_each(:fold))
-"""
-
-# ... add the credits to the namespace's own links, ...
+# ... and add them to the namespace's own links ...
 FOLD_OWN = """
 INSERT INTO links(namespace, feature, qtype, alpha, beta, n)
 SELECT :namespace, t.key,
@@ -82,16 +67,7 @@ ON CONFLICT(namespace, feature) DO UPDATE SET
   alpha = alpha + excluded.alpha, beta = beta + excluded.beta, n = n + excluded.n
 """
 
-# ... and put its new share back (n counts every event, uncapped).
-POOL_OWN = f"""
-INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support)
-SELECT '*', o.feature, o.qtype, {_OWN_A}, {_OWN_B}, t.value ->> 2, 1
-FROM json_each(:fold) AS t JOIN links AS o ON o.namespace = :namespace AND o.feature = t.key
-WHERE true
-ON CONFLICT(namespace, feature) DO UPDATE SET
-  alpha = alpha + excluded.alpha, beta = beta + excluded.beta, n = n + excluded.n,
-  support = support + 1
-"""
+# (then schema.rebuild_pool() works the touched features' pooled rows out)
 
 # The BM25 top N of a question in a namespace, with the namespace's own
 # statistics: heap_bm25_row() reads each matching row's term frequencies,
@@ -236,8 +212,8 @@ POOLED_LINKS = "SELECT feature, alpha, beta, n, support FROM links WHERE namespa
 # Each pooled link with the namespace's own share of it.
 NAMESPACE_LINKS = f"""
 SELECT p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0),
-       coalesce(o.alpha, 0) + max(p.alpha - {_OWN_A}, 0),
-       coalesce(o.beta, 0) + max(p.beta - {_OWN_B}, 0),
+       coalesce(o.alpha, 0) + max(p.alpha - coalesce({_OWN_A}, 0), 0),
+       coalesce(o.beta, 0) + max(p.beta - coalesce({_OWN_B}, 0), 0),
        coalesce(o.n, 0), p.support - (o.feature IS NOT NULL)
 FROM links AS p LEFT JOIN links AS o ON o.namespace = :namespace AND o.feature = p.feature
 WHERE p.namespace = '*'

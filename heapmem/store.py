@@ -228,7 +228,7 @@ class Memory:
         schema.configure(self._conn)
         schema.open_file(self._conn, self.path, readonly=self.readonly, durable=self.durable,
                          verify=self.verify)
-        self._pool_cap = schema.pool_cap(self._conn)
+        self._pool = schema.pool_settings(self._conn)
 
     @contextmanager
     def _write(self) -> Iterator[apsw.Connection]:
@@ -534,7 +534,7 @@ class Memory:
     def _pool_params(self, namespace: str, config: ScoringConfig) -> dict[str, Any]:
         """The parameters of sql.LINKS besides the question type."""
         return {"namespace": namespace, "pseudocount": float(config.pooled_pseudocount),
-                "min_support": config.pooled_min_namespaces, "cap": self._pool_cap}
+                "cap": self._pool["cap"]}
 
     def _links(self, namespace: str, qt: str, config: ScoringConfig) -> bytes:
         """The link set a recall in namespace with question type qt sees
@@ -547,7 +547,7 @@ class Memory:
             if version != self._links_version:
                 self._links_cache.clear()
                 self._links_version = version
-            key = (namespace, qt, config.pooled_pseudocount, config.pooled_min_namespaces)
+            key = (namespace, qt, config.pooled_pseudocount)
             blob = self._links_cache.get(key)
             if blob is None:
                 blob = bytes(c.execute(sql.LINKS, {
@@ -679,8 +679,7 @@ class Memory:
         return sql.RECALL_SQL, {"question": query, "namespace": check_namespace(namespace),
                             "now": self.now(now), "k": k, "candidates": config.candidates,
                             "pseudocount": float(config.pooled_pseudocount),
-                            "min_support": config.pooled_min_namespaces, "cap": self._pool_cap,
-                            "config": config.to_sql()}
+                            "cap": self._pool["cap"], "config": config.to_sql()}
 
     # -- feedback ----------------------------------------------------------------
 
@@ -756,11 +755,9 @@ class Memory:
                           "config": config.to_sql()}
                 c.execute(sql.INSERT_EVENTS, params)
                 fold = c.execute(sql.FOLD, params).fetchall()[0][0]
-                p = {"namespace": ns, "fold": fold, "cap": self._pool_cap}
-                c.execute(sql.UNPOOL_OWN, p)
-                c.execute(sql.FOLD_OWN, p)
+                c.execute(sql.FOLD_OWN, {"namespace": ns, "fold": fold})
                 nfeatures = c.changes()
-                c.execute(sql.POOL_OWN, p)
+                schema.rebuild_pool(c, list(json.loads(fold)))
                 self._links_gen += 1
             if used_ids:
                 c.execute(sql.MARK_USED, {"now": t, "ids": json.dumps(used_ids)})
@@ -814,9 +811,7 @@ class Memory:
             out = c.execute(sql.POOLED_LINKS).fetchall()
         else:
             for f, oa, ob, pa, pb, n, support in c.execute(
-                    sql.NAMESPACE_LINKS, {"namespace": namespace, "cap": self._pool_cap}):
-                if support < config.pooled_min_namespaces:  # too few others back it
-                    pa, pb = oa, ob
+                    sql.NAMESPACE_LINKS, {"namespace": namespace, "cap": self._pool["cap"]}):
                 a, b = _native.link_view(oa, ob, pa, pb, config.pooled_pseudocount)
                 out.append((f, a, b, n, support))
         res = [LinkRow(f, (config.prior_alpha + a) / (config.prior_alpha + config.prior_beta + a + b),
@@ -919,23 +914,38 @@ class Memory:
         return new
 
     @property
-    def pool_cap(self) -> float:
-        """How many observations of a link one namespace may weigh in the
-        pooled layer (its counts are scaled down beyond that, its rate kept)."""
-        return self._pool_cap
+    def pool(self) -> dict[str, Any]:
+        """How the pooled layer is built: cap (the most observations of a link
+        one namespace weighs in it), min (namespaces that must back a link
+        before any is pooled), trim (namespaces left out at each end)."""
+        return dict(self._pool)
 
-    def set_pool_cap(self, cap: float) -> None:
-        """Change the pool cap and work the pooled layer out again, in one
-        transaction.  Lower: no tenant weighs much in what others borrow;
-        higher: heavy users' evidence counts more (bench/RESULTS.md measures
-        the trade-off)."""
-        if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not (
-                math.isfinite(cap) and cap > 0):
-            raise ValueError(f"cap must be a positive number, got {cap!r}")
+    def set_pool(self, *, cap: float | None = None, min_namespaces: int | None = None,
+                 trim: int | None = None) -> dict[str, Any]:
+        """Change how the pooled layer is built and work it out again, in one
+        transaction; returns the settings now in force.  A lower cap or a
+        larger trim leaves any one tenant less say in what others borrow, at
+        some cost to honest transfer (bench/RESULTS.md measures both).
+        Bad values raise ValueError and change nothing."""
+        new = dict(self._pool)
+        if cap is not None:
+            if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not (
+                    math.isfinite(cap) and cap > 0):
+                raise ValueError(f"cap must be a positive number, got {cap!r}")
+            new["cap"] = float(cap)
+        for name, key, v in (("min_namespaces", "min", min_namespaces), ("trim", "trim", trim)):
+            if v is not None:
+                if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 1_000_000:
+                    raise ValueError(f"{name} must be an integer from 0 to 1000000, got {v!r}")
+                new[key] = v
+        if new["min"] < 2 * new["trim"] + 1:
+            raise ValueError(f"min_namespaces must be at least 2 x trim + 1 = "
+                             f"{2 * new['trim'] + 1}, so some namespace is left to pool")
         with self.transaction() as c:
-            schema.meta_set(c, schema.META_POOL_CAP, repr(float(cap)))
+            schema.meta_set(c, schema.META_POOL, json.dumps(new, sort_keys=True))
             schema.rebuild_pool(c)
-        self._pool_cap = float(cap)
+        self._pool = new
+        return dict(new)
 
     # -- the logs ------------------------------------------------------------------
 
@@ -1014,8 +1024,8 @@ class Memory:
         # export (heapmem.transfer), which has no events
         prior = schema.meta_json(c, schema.META_LINKS_PRIOR, {})
         replayed: dict = learning.replay(events, layers=False)
-        replayed.update(learning.pool(replayed, self._pool_cap, prior, schema.PRIOR_SUPPORT))
-        stored = {(ns, f): (a, b, n) if ns != POOLED else (a, b, n, k)
+        replayed = learning.pool(replayed, self._pool, prior, schema.PRIOR_SUPPORT)
+        stored = {(ns, f): (a, b, n, k) if ns == POOLED else (a, b, n)
                   for ns, f, a, b, n, k in c.execute(sql.ALL_LINKS)}
         for (layer, f), s, r in learning.mismatches(stored, replayed):
             gives = "(" + ", ".join(f"{x:.6g}" for x in r) + ")" if r is not None else ""
@@ -1031,7 +1041,7 @@ class Memory:
 
 
 for _name in ("add", "add_many", "update", "get", "list", "recall", "feedback", "mark_used",
-              "mark_ignored", "links", "forget", "set_config", "logged_recall", "set_pool_cap"):
+              "mark_ignored", "links", "forget", "set_config", "logged_recall", "set_pool"):
     setattr(Memory, _name, _guarded(getattr(Memory, _name)))
 for _name in ("stats", "tune", "judged_recalls", "events", "close"):
     setattr(Memory, _name, _guarded(getattr(Memory, _name), strict=True))

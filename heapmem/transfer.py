@@ -371,14 +371,14 @@ def _meta_value(k: str, v: str, where: str) -> Any:
         if not (v.isascii() and v.isdigit() and 0 < int(v) <= 65536):
             raise ValueError(f"{where}: meta {k!r} must be a dimension from 1 to 65536")
         return int(v)
-    if k == schema.META_POOL_CAP:
-        try:
-            cap = float(v)
-        except ValueError:
-            cap = math.nan
-        if not (math.isfinite(cap) and cap > 0):
-            raise ValueError(f"{where}: meta {k!r} must be a positive number, got {v!r}")
-        return cap
+    if k == schema.META_POOL:
+        d = parsed()
+        if not (isinstance(d, dict) and set(d) <= set(schema.POOL_DEFAULTS) and all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) and _finite(x) and x >= 0
+                for x in d.values())):
+            raise ValueError(f"{where}: meta {k!r} must be a JSON object of the pool's "
+                             f"settings {sorted(schema.POOL_DEFAULTS)}")
+        return d
     if k == PRIOR_KEY:
         d = parsed()
         if not isinstance(d, dict):
@@ -678,7 +678,7 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                 if (ns, f) in file_links:
                     raise ValueError(f"{where}: link {ns}:{f} is listed twice")
                 extra = set(rec) - {"type", "namespace", "feature", "qtype", "alpha", "beta", "n",
-                                    "support"}
+                                    "support", "pool_alpha", "pool_beta"}
                 if extra:
                     raise ValueError(f"{where}: unknown field(s) {sorted(extra)} in a link")
                 row = (_num(rec, "alpha", where, lo=0, hi=MAX_COUNT),
@@ -702,9 +702,11 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
         # each namespace's exactly, the pooled layer as the file's version
         # built it (schema 4: capped and with support; before: plain sums)
         if header["schema"] >= 4:
-            expect: dict = learning.replay(file_events, layers=False)
-            cap = float(meta_in.get(schema.META_POOL_CAP) or schema.POOL_CAP)
-            expect.update(learning.pool(expect, cap, file_prior, schema.PRIOR_SUPPORT))
+            settings = dict(schema.POOL_DEFAULTS, **json.loads(
+                meta_in.get(schema.META_POOL) or "{}"))
+            expect = {key: tuple(v[:3]) if key[0] != POOLED else tuple(v) for key, v in
+                      learning.pool(learning.replay(file_events, layers=False), settings,
+                                    file_prior, schema.PRIOR_SUPPORT).items()}
         else:
             expect = learning.replay(file_events, file_prior)
         bad = learning.mismatches(file_links, expect)
@@ -736,7 +738,7 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                 else:
                     notes.append("the file's tuned weights were not applied (this store was not "
                                  "empty); tune() or set_config(save=True) sets them")
-            # META_POOL_CAP: the store keeps its own (the pool is worked out below)
+            # META_POOL: the store keeps its own settings (the pool is worked out below)
         schema.rebuild_pool(c)
     if progress is not None:
         progress(lines.total or lines.read, lines.total or lines.read)

@@ -267,7 +267,8 @@ def test_in_a_compiled_graph(store, mem):
     g.add_edge("report", END)
     out = g.compile(store=store).invoke({"question": "When is my flight to Lisbon?"})
     assert "flight" in out["keys"]
-    assert any(ln.feature == "kind:fact" and ln.alpha > 0 for ln in mem.explain_usefulness())
+    assert any(ln.feature == "kind:fact" and ln.alpha > 0
+               for ln in mem.links(HeapmemStore.namespace_name(MAYA)))
 
 
 def test_example_agent(tmp_path):

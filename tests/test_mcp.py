@@ -53,8 +53,9 @@ async def call(session, tool, **args):
 
 
 def links(db):
+    """The links user:maya sees: her own evidence (the pool needs five namespaces)."""
     with heapmem.open(db, readonly=True) as mem:
-        return {ln.feature: (ln.alpha, ln.beta, ln.n) for ln in mem.explain_usefulness("*")}
+        return {ln.feature: (ln.alpha, ln.beta, ln.n) for ln in mem.links("user:maya")}
 
 
 async def conversation(session, db, init_instructions):

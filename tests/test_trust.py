@@ -254,23 +254,37 @@ def _attack(m, attackers, rounds, *, honest=0):
             m.feedback(used=[want], recall_id=res.recall_id)
 
 
-@pytest.mark.parametrize("attackers, rounds", [(1, 10), (1, 300), (2, 300)])
+@pytest.mark.parametrize("attackers, rounds, honest", [
+    (1, 10, 0), (1, 300, 0), (2, 300, 0), (2, 300, 1), (2, 1000, 3)])
 def test_one_or_two_tenants_cannot_flip_another_namespaces_top_result(tmp_path, attackers,
-                                                                       rounds):
-    m = _tenants(tmp_path / "t.db", attackers)
+                                                                       rounds, honest):
+    m = _tenants(tmp_path / "t.db", attackers, honest=honest)
     assert m.recall(Q, namespace=VICTIM, track=False)[0].id == "real"
-    _attack(m, attackers, rounds)
+    _attack(m, attackers, rounds, honest=honest)
     res = m.recall(Q, namespace=VICTIM, track=False)
     assert res[0].id == "real"
-    # without the defence (borrowing whatever one namespace says), the attack works
-    open_door = ScoringConfig(pooled_min_namespaces=0)
-    assert m.recall(Q, namespace=VICTIM, track=False, config=open_door)[0].id == "spam"
+    assert m.check().ok, m.check().problems
+    # with a plain capped sum instead (no minimum support, no trimming), it works
+    m.set_pool(min_namespaces=1, trim=0)
+    assert m.recall(Q, namespace=VICTIM, track=False)[0].id == "spam"
+    assert m.check().ok, m.check().problems
+    m.close()
+
+
+def test_set_pool_refuses_settings_that_leave_nothing_to_pool(tmp_path):
+    m = _tenants(tmp_path / "t.db", 0)
+    with pytest.raises(ValueError, match="at least 2 x trim \\+ 1"):
+        m.set_pool(min_namespaces=2, trim=2)
+    with pytest.raises(ValueError, match="cap must be a positive number"):
+        m.set_pool(cap=0)
+    assert m.pool == schema.POOL_DEFAULTS
     m.close()
 
 
 def test_honest_transfer_from_many_namespaces_still_works(tmp_path):
     """Five namespaces that all find the dated answer useful teach a new
-    namespace to prefer it: pooled learning still transfers."""
+    namespace to prefer it: pooled learning still transfers (agreeing
+    namespaces lose nothing to the trimming)."""
     m = _tenants(tmp_path / "t.db", 0, honest=5)
     before = m.recall(Q, namespace=VICTIM, track=False)
     _attack(m, 0, 0, honest=5)
@@ -285,8 +299,9 @@ def test_honest_transfer_from_many_namespaces_still_works(tmp_path):
 def test_links_say_how_many_namespaces_back_them(tmp_path):
     m = _tenants(tmp_path / "t.db", 0, honest=3)
     _attack(m, 0, 0, honest=3)
-    pooled = {r.feature: r.namespaces for r in m.links()}
-    assert pooled["base"] == 3
+    pooled = {r.feature: r for r in m.links()}
+    assert pooled["base"].namespaces == 3
+    assert pooled["base"].alpha == pooled["base"].beta == 0  # fewer than 5: nothing pooled
     seen = {r.feature: r.namespaces for r in m.links("tenant0")}
     assert seen["base"] == 2  # the others
     m.close()
@@ -403,7 +418,9 @@ DAMAGE = {
                             "UNION ALL SELECT i + 1 FROM n WHERE i < 300) SELECT group_concat("
                             "'made:' || i, ' ') FROM n)",
     "namespace statistics negative": "UPDATE namespaces SET docs = -5, tokens = -7",
-    "pool cap is text": "UPDATE heapmem_meta SET value = 'lots' WHERE key = 'pool_cap'",
+    "pool settings are text": "UPDATE heapmem_meta SET value = 'lots' WHERE key = 'pool'",
+    "pool settings are odd": "UPDATE heapmem_meta SET value = '{\"cap\": -1, \"trim\": 99}' "
+                             "WHERE key = 'pool'",
     "ages are huge": "UPDATE recalls SET ages = '[1e999, 1e999, 1e999, 1e999, 1e999]'",
 }
 
