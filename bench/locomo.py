@@ -231,9 +231,10 @@ class HeapmemSystem:
     name = "heapmem"
 
     def __init__(self, extra: Sequence[tuple[str, dict[str, Any]]] = (),
-                 embedder: str | None = None) -> None:
+                 embedder: str | None = None, pool: dict[str, Any] | None = None) -> None:
         import heapmem
 
+        self.pool = pool or {}  # Memory.set_pool settings for the store, if any
         # hybrid recall: BM25 candidates united with vector candidates
         self.embedder = None
         if embedder == "minilm":
@@ -261,6 +262,8 @@ class HeapmemSystem:
         _remove_sqlite(path)
         mem = self.hm.open(path, clock=lambda: clock, embedder=self.embedder)
         try:
+            if self.pool:
+                mem.set_pool(**self.pool)
             mem.add_many([dict(m) for m in memories])
         finally:
             mem.close()
@@ -458,7 +461,8 @@ def importable(name: str) -> bool:
 
 def make_system(name: str, args: argparse.Namespace) -> Any:
     if name == "heapmem":
-        return HeapmemSystem(args.heapmem_config, embedder=args.embedder)
+        return HeapmemSystem(args.heapmem_config, embedder=args.embedder,
+                             pool=args.heapmem_pool)
     return peers.make(name)
 
 
@@ -839,6 +843,22 @@ def parse_kv(spec: str) -> tuple[str, dict[str, Any]]:
     return name, kw
 
 
+def parse_pool(text: str) -> dict[str, Any]:
+    """--heapmem-pool cap=300,min=5,trim=2 -> Memory.set_pool keyword arguments."""
+    names = {"cap": ("cap", float), "min": ("min_namespaces", int), "trim": ("trim", int)}
+    out: dict[str, Any] = {}
+    for part in text.split(","):
+        k, _, v = part.partition("=")
+        if k.strip() not in names:
+            raise argparse.ArgumentTypeError(f"unknown pool setting {k!r} (cap, min, trim)")
+        name, typ = names[k.strip()]
+        try:
+            out[name] = typ(v)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{k}={v!r} is not a number") from None
+    return out
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -871,6 +891,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--embedder", choices=["minilm"], default=None,
                    help="heapmem: hybrid recall with this embedder (minilm needs the "
                         "semantic extra)")
+    p.add_argument("--heapmem-pool", type=parse_pool, default=None, metavar="cap=N,min=N,trim=N",
+                   help="how heapmem's store builds its pooled layer (Memory.set_pool); "
+                        "default: the store's defaults")
     p.add_argument("--heapmem-config", type=parse_kv, action="append", default=[],
                    metavar="NAME:key=value,...",
                    help="an extra heapmem ScoringConfig (an ablation row, also run with feedback)")
