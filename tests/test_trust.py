@@ -466,3 +466,24 @@ def test_damaged_values_raise_heapmem_errors_only(tmp_path, what):
         attempt(lambda: m.events())
         attempt(lambda: transfer.export(m, str(tmp_path / "out.jsonl")))
         attempt(lambda: m.forget(["later"]))
+
+
+@pytest.mark.parametrize("version", sorted(schema.MIGRATIONS.keys() | {schema.SCHEMA_VERSION}))
+def test_the_known_fingerprints_are_heapmems_schemas(version):
+    """The fast path of the check on open: each schema version's fingerprint
+    is what heapmem's own steps create (a DDL change must update it)."""
+    if version == 0:
+        return
+    c = apsw.Connection(":memory:")
+    heapmem.load(c)
+    for v in range(version):
+        c.execute(schema.MIGRATIONS[v])
+    rows = c.execute("SELECT type, name, tbl_name, sql FROM sqlite_schema").fetchall()
+    assert schema.KNOWN_SCHEMAS[version] == schema.fingerprint(rows)
+    assert schema.foreign_objects(rows, version) == []
+    # one changed object changes the fingerprint: the full comparison then runs
+    rows = [r if r[1] != "memories_ai" else (r[0], r[1], r[2], r[3] + " ") for r in rows]
+    rows.append(("view", "v", "v", "CREATE VIEW v AS SELECT 1"))
+    assert schema.fingerprint(rows) != schema.KNOWN_SCHEMAS[version]
+    assert schema.foreign_objects(rows, version) == [
+        "view 'v' (on 'v') is not part of heapmem's schema %d" % version]
