@@ -100,11 +100,16 @@ SCORE_INPUTS = """m.seq, m.importance,
          ) AS superseded"""
 
 # The BM25 candidates with their score inputs; shared by recall() and RECALL_SQL.
+# The joins are CROSS JOINs: SQLite then keeps the order written (the top N
+# first, each memory by its rowid) whatever statistics the file has.  Without
+# them, a store that was never closed (no sqlite_stat1 yet: PRAGMA optimize
+# writes it at close) is planned from the namespace index instead, visiting
+# every memory of the namespace for each of the top N: 14 times slower.
 CAND_CTE = f"""
 cand AS (
   SELECT {SCORE_INPUTS}
   FROM ({LEX_TOP}) AS lex
-  JOIN memories AS m ON m.seq = lex.seq
+  CROSS JOIN memories AS m ON m.seq = lex.seq
   WHERE m.namespace = :namespace
 )"""
 
@@ -113,7 +118,7 @@ cand AS (
 HYBRID_CTE = f"""
 lex AS ({LEX_TOP}),
 vec AS (
-  SELECT v.seq FROM vectors AS v JOIN memories AS m ON m.seq = v.seq
+  SELECT v.seq FROM memories AS m CROSS JOIN vectors AS v ON v.seq = m.seq
   WHERE m.namespace = :namespace
   ORDER BY heap_cosine(v.v, :qvec) DESC LIMIT :candidates
 ),
@@ -121,7 +126,7 @@ cand AS (
   SELECT {SCORE_INPUTS},
          heap_cosine(vv.v, :qvec) AS cos
   FROM (SELECT seq FROM lex UNION SELECT seq FROM vec) AS u
-  JOIN memories AS m ON m.seq = u.seq
+  CROSS JOIN memories AS m ON m.seq = u.seq
   LEFT JOIN lex ON lex.seq = u.seq
   LEFT JOIN vectors AS vv ON vv.seq = u.seq
   WHERE m.namespace = :namespace

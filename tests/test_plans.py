@@ -1,0 +1,94 @@
+"""The recall query's plan does not depend on statistics the store may not
+have (issue 12): on a store that was never closed (no sqlite_stat1 yet), a
+reopened one, and one whose statistics are stale or misleading, the top N
+drives and each candidate is read by its rowid.  (The wrong plan visits every
+memory of the namespace for each of the top N: 14 times slower.)"""
+from __future__ import annotations
+
+import apsw
+import numpy as np
+import pytest
+
+import heapmem
+from heapmem import sql
+
+GOOD = "SEARCH m USING INTEGER PRIMARY KEY (rowid=?)"
+BAD = "SEARCH m USING INDEX memories_namespace"
+PARAMS = {"question": "flight to lisbon", "namespace": "ns1", "now": 1.7e9, "candidates": 50}
+
+
+def _plan(mem, statement, params):
+    return [r[3] for r in mem.connection.execute("EXPLAIN QUERY PLAN " + statement, params)]
+
+
+def _fill(path):
+    m = heapmem.open(str(path), clock=lambda: 1.7e9)
+    words = "flight lisbon hotel booked march dinner friend sister paris train".split()
+    m.add_many([{"text": " ".join(words[(i * 7 + j) % len(words)] for j in range(6)),
+                 "namespace": f"ns{i % 5}"} for i in range(2000)])
+    return m
+
+
+def _assert_good(mem):
+    for statement, params in ((sql.CANDIDATES, PARAMS),
+                              (sql.RECALL_SQL, dict(PARAMS, k=5, pseudocount=1e9, cap=300.0,
+                                                    config=mem.config.to_sql()))):
+        plan = _plan(mem, statement, params)
+        assert GOOD in plan and not any(BAD in p for p in plan), plan
+
+
+def test_a_store_that_was_never_closed(tmp_path):
+    m = _fill(tmp_path / "a.db")
+    assert not m.connection.execute(
+        "SELECT 1 FROM sqlite_schema WHERE name = 'sqlite_stat1'").fetchall()
+    _assert_good(m)
+    m.close()
+
+
+def test_a_reopened_store(tmp_path):
+    _fill(tmp_path / "a.db").close()  # PRAGMA optimize writes the statistics
+    with heapmem.open(str(tmp_path / "a.db")) as m:
+        assert m.connection.execute("SELECT count(*) FROM sqlite_stat1").fetchall()[0][0] > 0
+        _assert_good(m)
+
+
+def test_stale_or_misleading_statistics(tmp_path):
+    _fill(tmp_path / "a.db").close()
+    c = apsw.Connection(str(tmp_path / "a.db"))
+    # statistics claiming the namespace index picks one row out of a million
+    c.execute("DELETE FROM sqlite_stat1 WHERE tbl = 'memories'")
+    c.execute("INSERT INTO sqlite_stat1 VALUES ('memories', 'memories_namespace', '1000000 1'), "
+              "('memories', NULL, '1000000')")
+    c.close()
+    with heapmem.open(str(tmp_path / "a.db")) as m:
+        _assert_good(m)
+
+
+def test_hybrid_candidates_read_the_namespace_then_its_vectors(tmp_path):
+    class Toy:
+        name = "toy-2d"
+
+        def __call__(self, texts):
+            return np.array([[1.0, float(len(t) % 3)] for t in texts])
+
+    with heapmem.open(str(tmp_path / "h.db"), embedder=Toy()) as m:
+        m.add_many([{"text": f"flight number {i}", "namespace": f"ns{i % 3}"}
+                    for i in range(300)])
+        plan = _plan(m, sql.HYBRID_CANDIDATES, dict(PARAMS, qvec=np.ones(2, np.float32)
+                                                    .tobytes()))
+        assert "SEARCH m USING COVERING INDEX memories_namespace (namespace=?)" in plan
+        assert "SEARCH v USING INTEGER PRIMARY KEY (rowid=?)" in plan
+        assert GOOD in plan
+
+
+@pytest.mark.parametrize("closed", [False, True])
+def test_the_plan_does_not_change_the_ranking(tmp_path, closed):
+    m = _fill(tmp_path / "a.db")
+    if closed:
+        m.close()
+        m = heapmem.open(str(tmp_path / "a.db"))
+    res = m.recall("flight to lisbon", namespace="ns1", k=10, track=False)
+    q, p = m.recall_sql("flight to lisbon", namespace="ns1", k=10)
+    rows = m.connection.execute(q, p).fetchall()
+    assert [r[0] for r in rows] == res.ids
+    m.close()
