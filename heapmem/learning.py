@@ -2,17 +2,21 @@
 
 Owns: the replay of the event log (and any merged prior) into link counts per
 (layer, feature), the comparison of those counts with stored links (one
-tolerance), the pooled sums that tune() holds out per fold, and the split of
-a feature name into its question type.  check(), import and tune() all go
+tolerance), the pooled layer (how namespaces' links add up to it, robustly,
+and keeping its rows current: rebuild_pool, fold_into_pool), the pooled sums
+that tune() holds out per fold, and the split of a feature name into its
+question type.  check(), import and tune() all go
 through here, so they cannot disagree about what the events mean.  The
 credit each judged memory gives (which features, how much) is the C core's
 (hm_credit); this module only adds the deltas up.
 """
 from __future__ import annotations
 
+import json
 from collections import defaultdict
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
+from . import schema, sql
 from .validate import POOLED
 
 #: A link's evidence: [alpha, beta, n] (n: events that touched it).
@@ -59,42 +63,57 @@ def cap_counts(a: float, b: float, cap: float) -> tuple[float, float]:
     return a * s, b * s
 
 
+def _rate(ca: float, cb: float) -> float:
+    return ca / (ca + cb) if ca + cb else float("-inf")
+
+
+def pool_feature(rows: list[tuple[str, float, float]], settings: Mapping[str, float]
+                 ) -> tuple[dict[str, tuple[float, float]], float, float, float | None,
+                            float | None]:
+    """One feature's pooled evidence from its namespaces' own counts, rows of
+    (namespace, alpha, beta): each namespace's share {namespace: (alpha,
+    beta)}, their sum (alpha, beta), and the lowest and highest rates summed
+    as they are (None while nothing is pooled).  See schema's version 4:
+    capped at `cap`, nothing until `min` namespaces, the `trim` lowest and
+    highest rates counted at the nearest kept rate."""
+    cap, trim = settings["cap"], int(settings["trim"])
+    least = max(int(settings["min"]), 2 * trim + 1)
+    scored = sorted(((_rate(*cap_counts(a, b, cap)), ns) + cap_counts(a, b, cap)
+                     for ns, a, b in rows))
+    k = len(scored)
+    if k < least:
+        return {ns: (0.0, 0.0) for _, ns, _, _ in scored}, 0.0, 0.0, None, None
+    lo, hi = scored[trim][0], scored[k - 1 - trim][0]
+    shares: dict[str, tuple[float, float]] = {}
+    sa = sb = 0.0
+    for i, (_, ns, ca, cb) in enumerate(scored):
+        if i < trim:  # winsorized: its weight at the nearest kept rate
+            ca, cb = (ca + cb) * lo, (ca + cb) * (1 - lo)
+        elif i >= k - trim:
+            ca, cb = (ca + cb) * hi, (ca + cb) * (1 - hi)
+        shares[ns] = (ca, cb)
+        sa += ca
+        sb += cb
+    return shares, sa, sb, lo, hi
+
+
 def pool(own: Counts, settings: Mapping[str, float], prior: Mapping[str, Iterable] | None = None,
          prior_support: int = 0) -> dict[tuple[str, str], list]:
     """Every link as the store holds it, from the namespaces' own counts
-    (replay(..., layers=False)) and how the pool is built (schema.POOL_DEFAULTS:
-    cap, min, trim): each namespace's row [alpha, beta, n, summed] (summed 1
-    when the pool counts it), and the pooled rows [alpha, beta, n, support]:
-    per feature, once at least `min` namespaces back it, the sum of their
-    capped counts less the `trim` lowest and `trim` highest rates of use; a
-    links-only prior adds its counts and prior_support.  The same rules as
-    schema.rebuild_pool, in Python (each namespace's row: [alpha, beta, n])."""
-    cap, least, trim = settings["cap"], settings["min"], settings["trim"]
+    (replay(..., layers=False)): each namespace's row [alpha, beta, n] and
+    the pooled rows [alpha, beta, n, support] (pool_feature per feature, plus
+    a links-only prior's counts and prior_support).  What check() and import
+    compare the stored links with."""
     by_feature: dict[str, list] = defaultdict(list)
     out: dict[tuple[str, str], list] = {}
     for (ns, f), (a, b, n) in own.items():
         if ns == POOLED:
             continue
-        ca, cb = cap_counts(a, b, cap)
-        rate = ca / (ca + cb) if ca + cb else float("-inf")  # SQL: NULL sorts first
-        by_feature[f].append((rate, ns, ca, cb, n))
+        by_feature[f].append((ns, a, b, n))
         out[(ns, f)] = [a, b, n]
-    least = max(least, 2 * trim + 1)
     for f, rows in by_feature.items():
-        rows.sort(key=lambda r: (r[0], r[1]))
-        k = len(rows)
-        r = out.setdefault((POOLED, f), [0.0, 0.0, 0, 0])
-        if k >= least:
-            rlo, rhi = rows[trim][0], rows[k - 1 - trim][0]
-            for i, (_, ns, ca, cb, _) in enumerate(rows):
-                if i < trim:  # winsorized: its weight at the nearest kept rate
-                    ca, cb = (ca + cb) * rlo, (ca + cb) * (1 - rlo)
-                elif i >= k - trim:
-                    ca, cb = (ca + cb) * rhi, (ca + cb) * (1 - rhi)
-                r[0] += ca
-                r[1] += cb
-        r[2] = sum(x[4] for x in rows)
-        r[3] = k
+        _, sa, sb, _, _ = pool_feature([(ns, a, b) for ns, a, b, _ in rows], settings)
+        out[(POOLED, f)] = [sa, sb, sum(r[3] for r in rows), len(rows)]
     for f, (a, b, n) in (prior or {}).items():
         r = out.setdefault((POOLED, f), [0.0, 0.0, 0, 0])
         r[0] += a
@@ -102,6 +121,98 @@ def pool(own: Counts, settings: Mapping[str, float], prior: Mapping[str, Iterabl
         r[2] += n
         r[3] += prior_support
     return out
+
+
+# -- keeping the pooled rows in the store -------------------------------------------
+
+
+def rebuild_pool(c: Any, features: Iterable[str] | None = None,
+                 settings: Mapping[str, float] | None = None) -> None:
+    """Work the pooled rows ('*') and every namespace's share of them out
+    again, for these features (all when None), inside the caller's write
+    transaction, with the store's pool settings (or these)."""
+    settings = schema.pool_settings(c) if settings is None else settings
+    prior = schema.prior(c)
+    prior_support = schema.PRIOR_SUPPORT
+    feats = None if features is None else sorted(set(features))
+    if feats is None:
+        rows = c.execute(sql.OWN_ROWS).fetchall()
+        c.execute(sql.DELETE_POOLED)
+        wanted: Iterable[str] = set(r[1] for r in rows) | set(prior)
+    else:
+        p = {"features": json.dumps(feats)}
+        rows = c.execute(sql.OWN_ROWS_OF, p).fetchall()
+        c.execute(sql.DELETE_POOLED_OF, p)
+        wanted = feats
+    by_feature: dict[str, list] = defaultdict(list)
+    for ns, f, a, b, n, pa, pb in rows:
+        by_feature[f].append((ns, a, b, n, pa, pb))
+    shares_out, pooled_out = [], []
+    for f in wanted:
+        mine = by_feature.get(f, [])
+        pa_pb = prior.get(f)
+        if not mine and pa_pb is None:
+            continue
+        shares, sa, sb, lo, hi = pool_feature([(ns, a, b) for ns, a, b, *_ in mine], settings)
+        for ns, _, _, _, pa, pb in mine:
+            if shares[ns] != (pa, pb):
+                shares_out.append((shares[ns][0], shares[ns][1], ns, f))
+        n = sum(r[3] for r in mine)
+        support = len(mine)
+        if pa_pb is not None:
+            a, b, pn = pa_pb
+            sa, sb, n, support = sa + a, sb + b, n + pn, support + prior_support
+        pooled_out.append((f, feature_qtype(f), sa, sb, n, support, lo, hi))
+    c.executemany(sql.SET_SHARE, shares_out)
+    c.executemany(sql.INSERT_POOLED, pooled_out)
+
+
+def fold_into_pool(c: Any, namespace: str, fold: Mapping[str, Iterable],
+                   before: Mapping[str, tuple[float, float, float, float]],
+                   settings: Mapping[str, float]) -> None:
+    """After feedback added fold ({feature: (d_alpha, d_beta, n)}) to the
+    namespace's own links (before: each feature's (alpha, beta, pool_alpha,
+    pool_beta) until then; absent for a new one), update the pooled rows.
+    Where the namespace's place among the others cannot have changed (its
+    rate stays on the same side of the pooled row's lowest and highest kept
+    rates, or exactly where it was), its share and the pooled sum change in
+    place; elsewhere (a new namespace for the feature, a rate crossing a
+    boundary) the feature is worked out again in full."""
+    cap, trim = settings["cap"], int(settings["trim"])
+    feats = sorted(fold)
+    bounds = {f: (lo, hi) for f, lo, hi in c.execute(
+        sql.POOLED_ROWS_OF, {"features": json.dumps(feats)})}
+    again, shares, adds = [], [], []
+    for f in feats:
+        da, db, dn = fold[f]
+        if f not in before or f not in bounds:
+            again.append(f)
+            continue
+        a0, b0, pa0, pb0 = before[f]
+        lo, hi = bounds[f]
+        if lo is None:  # nothing pooled yet for this feature: only n moves
+            adds.append((0.0, 0.0, dn, f))
+            continue
+        c0, c1 = cap_counts(a0, b0, cap), cap_counts(a0 + da, b0 + db, cap)
+        r0, r1 = _rate(*c0), _rate(*c1)
+        w1 = c1[0] + c1[1]
+        if trim == 0 or lo < r0 < hi and lo < r1 < hi:
+            share = c1
+        elif r0 < lo and r1 < lo:
+            share = (w1 * lo, w1 * (1 - lo))
+        elif r0 > hi and r1 > hi:
+            share = (w1 * hi, w1 * (1 - hi))
+        elif r0 == r1:  # on a boundary, and staying: its place is unchanged
+            share = (w1 * r1, w1 * (1 - r1)) if (r1 == lo or r1 == hi) else c1
+        else:
+            again.append(f)
+            continue
+        shares.append((share[0], share[1], namespace, f))
+        adds.append((share[0] - pa0, share[1] - pb0, dn, f))
+    c.executemany(sql.SET_SHARE, shares)
+    c.executemany(sql.ADD_TO_POOLED, adds)
+    if again:
+        rebuild_pool(c, again, settings)
 
 
 def agrees(stored: Iterable, replayed: Iterable) -> bool:

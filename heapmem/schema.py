@@ -270,20 +270,23 @@ def fts_deferred(c: apsw.Connection) -> bool:
 
 # Version 4: a pooled layer that no single tenant can hijack.  Each pooled
 # row ('*') sums, per feature, what each namespace's own row contributes to
-# it (pool_alpha, pool_beta on that row): its counts capped at `cap`
+# it, kept on that row (pool_alpha, pool_beta): its counts capped at `cap`
 # observations, nothing at all until `min` namespaces back the feature, and
 # for the `trim` namespaces with the lowest and the `trim` with the highest
 # rate of use, their weight at the nearest rate among the others (a
 # winsorized sum: one or two tenants that push a link further than every
-# honest one count as if they agreed with the nearest honest one).  The
-# pooled row's support counts the namespaces behind it (a prior counts
-# PRIOR_SUPPORT), so a namespace can take exactly its own share back out of
-# what it borrows.  rebuild_pool() works the rows out; links_feature makes
-# that cheap per feature.
+# honest one count as if they agreed with the nearest honest one).  A pooled
+# row's support counts the namespaces behind it (a prior counts
+# PRIOR_SUPPORT); low_rate and high_rate are the lowest and highest rates
+# summed as they are (NULL while nothing is pooled), which let feedback
+# update a pooled row in place.  heapmem.learning keeps these rows;
+# links_feature makes reading one feature's rows cheap.
 _SCHEMA_V4 = f"""
 ALTER TABLE links ADD COLUMN support INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE links ADD COLUMN pool_alpha REAL NOT NULL DEFAULT 0;
 ALTER TABLE links ADD COLUMN pool_beta REAL NOT NULL DEFAULT 0;
+ALTER TABLE links ADD COLUMN low_rate REAL;
+ALTER TABLE links ADD COLUMN high_rate REAL;
 CREATE INDEX links_feature ON links(feature);
 INSERT INTO heapmem_meta(key, value) VALUES ('{META_POOL}', '{json.dumps(POOL_DEFAULTS)}')
   ON CONFLICT(key) DO NOTHING;
@@ -292,7 +295,7 @@ INSERT INTO heapmem_meta(key, value) VALUES ('{META_POOL}', '{json.dumps(POOL_DE
 # Numbered schema steps: MIGRATIONS[v] takes a store from version v to v + 1.
 MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3, 3: _SCHEMA_V4}
 
-# -- the pooled layer --------------------------------------------------------------
+# -- the pooled layer's settings ---------------------------------------------------
 
 
 def capped(a: str, b: str, cap: str) -> tuple[str, str]:
@@ -300,50 +303,6 @@ def capped(a: str, b: str, cap: str) -> tuple[str, str]:
     down to cap observations in all (the rate kept), given SQL for each."""
     scale = f"(CASE WHEN {a} + {b} > {cap} THEN {cap} / ({a} + {b}) ELSE 1.0 END)"
     return f"({a} * {scale})", f"({b} * {scale})"
-
-
-_CA, _CB = capped("alpha", "beta", ":cap")
-_WHICH = "(:features IS NULL OR feature IN (SELECT value FROM json_each(:features)))"
-# 1. each namespace's share of each pooled link (see _SCHEMA_V4)
-_POOL_SHARES = f"""
-WITH c AS (
-  SELECT namespace, feature, {_CA} AS ca, {_CB} AS cb FROM links
-  WHERE namespace != '*' AND {_WHICH}
-), r AS (
-  SELECT namespace, feature, ca, cb, ca + cb AS w, count(*) OVER (PARTITION BY feature) AS k,
-         row_number() OVER (PARTITION BY feature ORDER BY ca / (ca + cb), namespace) AS lo,
-         row_number() OVER (PARTITION BY feature ORDER BY ca / (ca + cb) DESC, namespace DESC)
-           AS hi
-  FROM c
-), b AS (
-  SELECT feature, min(ca / (ca + cb)) AS rlo, max(ca / (ca + cb)) AS rhi FROM r
-  WHERE lo > :trim AND hi > :trim GROUP BY feature
-)
-UPDATE links SET
-  pool_alpha = coalesce(CASE WHEN r.k < :min THEN 0.0 WHEN r.lo <= :trim THEN r.w * b.rlo
-                        WHEN r.hi <= :trim THEN r.w * b.rhi ELSE r.ca END, 0.0),
-  pool_beta = coalesce(CASE WHEN r.k < :min THEN 0.0 WHEN r.lo <= :trim THEN r.w * (1 - b.rlo)
-                       WHEN r.hi <= :trim THEN r.w * (1 - b.rhi) ELSE r.cb END, 0.0)
-FROM r LEFT JOIN b ON b.feature = r.feature
-WHERE links.namespace = r.namespace AND links.feature = r.feature
-"""
-# 2. the pooled rows: the shares summed, every namespace in support and n
-_POOL_ROWS = f"""
-DELETE FROM links WHERE namespace = '*' AND {_WHICH};
-INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support)
-SELECT '*', feature, qtype, sum(pool_alpha), sum(pool_beta), sum(n), count(*)
-FROM links WHERE namespace != '*' AND {_WHICH} GROUP BY feature;
-INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support)
-SELECT '*', p.key,
-       CASE WHEN instr(p.key, '/') > 0 THEN substr(p.key, 1, instr(p.key, '/') - 1) ELSE '' END,
-       p.value ->> 0, p.value ->> 1, p.value ->> 2, {PRIOR_SUPPORT}
-FROM json_each(coalesce((SELECT value FROM heapmem_meta WHERE key = '{META_LINKS_PRIOR}'),
-                        '{{}}')) AS p
-WHERE (:features IS NULL OR p.key IN (SELECT value FROM json_each(:features)))
-ON CONFLICT(namespace, feature) DO UPDATE SET
-  alpha = alpha + excluded.alpha, beta = beta + excluded.beta, n = n + excluded.n,
-  support = support + excluded.support;
-"""
 
 
 def pool_settings(c: apsw.Connection) -> dict[str, Any]:
@@ -363,15 +322,10 @@ def pool_settings(c: apsw.Connection) -> dict[str, Any]:
     return out
 
 
-def rebuild_pool(c: apsw.Connection, features: list[str] | None = None) -> None:
-    """Work the pooled layer ('*') out again from every namespace's links and
-    the merged prior, for these features (all when None), inside the
-    caller's write transaction."""
-    s = pool_settings(c)
-    p = {"cap": s["cap"], "min": s["min"], "trim": s["trim"],
-         "features": None if features is None else json.dumps(features)}
-    c.execute(_POOL_SHARES, p)
-    c.execute(_POOL_ROWS, p)
+def prior(c: apsw.Connection) -> dict[str, list]:
+    """The links-only prior merged into this store ({feature: [alpha, beta, n]})."""
+    p = meta_json(c, META_LINKS_PRIOR, {})
+    return p if isinstance(p, dict) else {}
 
 
 # -- opening a file ----------------------------------------------------------------
@@ -447,7 +401,7 @@ KNOWN_SCHEMAS = {
     1: "8d5b5fdb084c8cdda1aafb15e7c8901dd0614463323ee5a92c1b4bb661915380",
     2: "d292860cfe870d2775099a085d69f565691bb97fd09d267f774b914ceef203f8",
     3: "23932044cdca7c53e78efa771bc4e2add75998821b265661d0ac94b49a7448bb",
-    4: "2fff7d6994397faf5ead7160cd8ec036fb31bfa5e742bae37c50e1e6ebbe8305",
+    4: "3003eba1a75504b3ccd8f9febf5509d8300e8b89fdb559f6bc606da61dcc6a95",
 }
 
 
@@ -499,14 +453,16 @@ def _is_store(c: apsw.Connection) -> bool:
 
 
 def open_file(c: apsw.Connection, path: str, *, readonly: bool, durable: bool,
-              verify: bool = False) -> None:
+              verify: bool = False, rebuild_pool: Any = None) -> None:
     """Check that the file behind c is a heapmem store this version can use
     (or an empty file), create or migrate its schema, and set the journal:
     NotAStoreError, SchemaVersionError or UnsafeStoreError, with the file
     untouched, if not.  Nothing from the file runs before its schema has
     been compared with heapmem's own, object by object; the checks run under
     a deadline (OPEN_DEADLINE).  verify=True also runs PRAGMA quick_check
-    (CorruptStoreError), for files from elsewhere."""
+    (CorruptStoreError), for files from elsewhere.  rebuild_pool(c), if
+    given, runs inside the migration that reaches schema 4 (the pooled layer
+    is heapmem.learning's to work out)."""
     deadline = time.monotonic() + OPEN_DEADLINE
     c.setprogresshandler(lambda: time.monotonic() > deadline, 100)
     try:
@@ -522,7 +478,7 @@ def open_file(c: apsw.Connection, path: str, *, readonly: bool, durable: bool,
             raise SchemaVersionError(
                 f"{path!r} has schema version {version}; open it once without "
                 f"readonly=True to upgrade it to {SCHEMA_VERSION}")
-        _migrate(c, path)
+        _migrate(c, path, rebuild_pool)
     if not readonly:
         c.execute("PRAGMA journal_mode=WAL")
     # WAL with synchronous=NORMAL: a commit survives the process dying at
@@ -574,7 +530,7 @@ def _check_file(c: apsw.Connection, path: str, *, readonly: bool, verify: bool) 
             raise CorruptStoreError(f"{path!r} fails SQLite's quick_check: {found[0]}")
 
 
-def _migrate(c: apsw.Connection, path: str) -> None:
+def _migrate(c: apsw.Connection, path: str, rebuild_pool: Any) -> None:
     c.execute("BEGIN IMMEDIATE")
     try:
         # re-read under the write lock: another process may have migrated
@@ -588,7 +544,7 @@ def _migrate(c: apsw.Connection, path: str) -> None:
             if version == 1:
                 meta_set(c, META_FORMAT, "heapmem")
                 meta_set(c, META_CREATED_WITH, __version__)
-            if version == 4:
+            if version == 4 and rebuild_pool is not None:
                 rebuild_pool(c)
         c.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         c.execute("COMMIT")

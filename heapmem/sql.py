@@ -67,7 +67,26 @@ ON CONFLICT(namespace, feature) DO UPDATE SET
   alpha = alpha + excluded.alpha, beta = beta + excluded.beta, n = n + excluded.n
 """
 
-# (then schema.rebuild_pool() works the touched features' pooled rows out)
+# (then heapmem.learning updates the touched features' pooled rows)
+
+# -- the pooled layer (heapmem.learning keeps it; schema 4 describes it) ----------
+
+_FEATURES = "feature IN (SELECT value FROM json_each(:features))"
+OWN_ROWS = """SELECT namespace, feature, alpha, beta, n, pool_alpha, pool_beta FROM links
+WHERE namespace != '*' ORDER BY feature, namespace"""
+OWN_ROWS_OF = f"""SELECT namespace, feature, alpha, beta, n, pool_alpha, pool_beta FROM links
+WHERE namespace != '*' AND {_FEATURES} ORDER BY feature, namespace"""
+OWN_ROWS_IN = f"""SELECT feature, alpha, beta, pool_alpha, pool_beta FROM links
+WHERE namespace = :namespace AND {_FEATURES}"""
+POOLED_ROWS_OF = f"""SELECT feature, low_rate, high_rate FROM links
+WHERE namespace = '*' AND {_FEATURES}"""
+SET_SHARE = "UPDATE links SET pool_alpha = ?, pool_beta = ? WHERE namespace = ? AND feature = ?"
+DELETE_POOLED = "DELETE FROM links WHERE namespace = '*'"
+DELETE_POOLED_OF = f"DELETE FROM links WHERE namespace = '*' AND {_FEATURES}"
+INSERT_POOLED = """INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support, low_rate,
+                   high_rate) VALUES ('*', ?, ?, ?, ?, ?, ?, ?, ?)"""
+ADD_TO_POOLED = """UPDATE links SET alpha = alpha + ?, beta = beta + ?, n = n + ?
+WHERE namespace = '*' AND feature = ?"""
 
 # The BM25 top N of a question in a namespace, with the namespace's own
 # statistics: heap_bm25_row() reads each matching row's term frequencies,

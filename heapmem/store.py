@@ -227,7 +227,7 @@ class Memory:
     def _open_file(self) -> None:
         schema.configure(self._conn)
         schema.open_file(self._conn, self.path, readonly=self.readonly, durable=self.durable,
-                         verify=self.verify)
+                         verify=self.verify, rebuild_pool=learning.rebuild_pool)
         self._pool = schema.pool_settings(self._conn)
 
     @contextmanager
@@ -755,9 +755,12 @@ class Memory:
                           "config": config.to_sql()}
                 c.execute(sql.INSERT_EVENTS, params)
                 fold = c.execute(sql.FOLD, params).fetchall()[0][0]
+                folded = json.loads(fold)
+                before = {f: (a, b, pa, pb) for f, a, b, pa, pb in c.execute(
+                    sql.OWN_ROWS_IN, {"namespace": ns, "features": json.dumps(list(folded))})}
                 c.execute(sql.FOLD_OWN, {"namespace": ns, "fold": fold})
                 nfeatures = c.changes()
-                schema.rebuild_pool(c, list(json.loads(fold)))
+                learning.fold_into_pool(c, ns, folded, before, self._pool)
                 self._links_gen += 1
             if used_ids:
                 c.execute(sql.MARK_USED, {"now": t, "ids": json.dumps(used_ids)})
@@ -943,7 +946,7 @@ class Memory:
                              f"{2 * new['trim'] + 1}, so some namespace is left to pool")
         with self.transaction() as c:
             schema.meta_set(c, schema.META_POOL, json.dumps(new, sort_keys=True))
-            schema.rebuild_pool(c)
+            learning.rebuild_pool(c, settings=new)
         self._pool = new
         return dict(new)
 

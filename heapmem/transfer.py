@@ -543,7 +543,7 @@ def _import_links(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, hea
                              "merging it again would count its evidence twice")
         _merge_prior(c, rows)
         schema.meta_set(c, PRIOR_FILES_KEY, json.dumps(seen + [digest]))
-        schema.rebuild_pool(c)
+        learning.rebuild_pool(c)
     if progress is not None:
         progress(lines.total or lines.read, lines.total or lines.read)
     return ImportReport("links", links=len(rows))
@@ -678,7 +678,7 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                 if (ns, f) in file_links:
                     raise ValueError(f"{where}: link {ns}:{f} is listed twice")
                 extra = set(rec) - {"type", "namespace", "feature", "qtype", "alpha", "beta", "n",
-                                    "support", "pool_alpha", "pool_beta"}
+                                    "support", "pool_alpha", "pool_beta", "low_rate", "high_rate"}
                 if extra:
                     raise ValueError(f"{where}: unknown field(s) {sorted(extra)} in a link")
                 row = (_num(rec, "alpha", where, lo=0, hi=MAX_COUNT),
@@ -739,7 +739,7 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                     notes.append("the file's tuned weights were not applied (this store was not "
                                  "empty); tune() or set_config(save=True) sets them")
             # META_POOL: the store keeps its own settings (the pool is worked out below)
-        schema.rebuild_pool(c)
+        learning.rebuild_pool(c)
     if progress is not None:
         progress(lines.total or lines.read, lines.total or lines.read)
     return ImportReport("export", counts["memories"], counts["recalls"], counts["events"],
