@@ -167,31 +167,34 @@ def rebuild_pool(c: Any, features: Iterable[str] | None = None,
     c.executemany(sql.INSERT_POOLED, pooled_out)
 
 
+def before_fold(c: Any, namespace: str, features: Iterable[str]) -> dict[str, tuple]:
+    """What fold_into_pool needs to know before feedback folds into these
+    features: {feature: (alpha, beta, pool_alpha, pool_beta, pooled row
+    exists, low_rate, high_rate)}, alpha None for a feature new to the
+    namespace."""
+    return {r[0]: r[1:] for r in c.execute(sql.BEFORE_FOLD, {
+        "namespace": namespace, "features": json.dumps(list(features))})}
+
+
 def fold_into_pool(c: Any, namespace: str, fold: Mapping[str, Iterable],
-                   before: Mapping[str, tuple[float, float, float, float]],
-                   settings: Mapping[str, float]) -> None:
+                   before: Mapping[str, tuple], settings: Mapping[str, float]) -> None:
     """After feedback added fold ({feature: (d_alpha, d_beta, n)}) to the
-    namespace's own links (before: each feature's (alpha, beta, pool_alpha,
-    pool_beta) until then; absent for a new one), update the pooled rows.
-    Where the namespace's place among the others cannot have changed (its
-    rate stays on the same side of the pooled row's lowest and highest kept
-    rates, or exactly where it was), its share and the pooled sum change in
-    place; elsewhere (a new namespace for the feature, a rate crossing a
-    boundary) the feature is worked out again in full."""
+    namespace's own links (before: before_fold() until then), update the
+    pooled rows.  Where the namespace's place among the others cannot have
+    changed (its rate stays on the same side of the pooled row's lowest and
+    highest kept rates, or exactly where it was), its share and the pooled sum
+    change in place, in two statements; elsewhere (a feature new to the
+    namespace, a rate crossing a boundary) the feature is worked out again in
+    full."""
     cap, trim = settings["cap"], int(settings["trim"])
-    feats = sorted(fold)
-    bounds = {f: (lo, hi) for f, lo, hi in c.execute(
-        sql.POOLED_ROWS_OF, {"features": json.dumps(feats)})}
-    again, shares, adds = [], [], []
-    for f in feats:
-        da, db, dn = fold[f]
-        if f not in before or f not in bounds:
+    again, moves = [], []
+    for f, (da, db, dn) in fold.items():
+        a0, b0, pa0, pb0, pooled, lo, hi = before[f]
+        if a0 is None or not pooled:
             again.append(f)
             continue
-        a0, b0, pa0, pb0 = before[f]
-        lo, hi = bounds[f]
         if lo is None:  # nothing pooled yet for this feature: only n moves
-            adds.append((0.0, 0.0, dn, f))
+            moves.append([f, 0.0, 0.0, 0.0, 0.0, dn])
             continue
         c0, c1 = cap_counts(a0, b0, cap), cap_counts(a0 + da, b0 + db, cap)
         r0, r1 = _rate(*c0), _rate(*c1)
@@ -207,10 +210,12 @@ def fold_into_pool(c: Any, namespace: str, fold: Mapping[str, Iterable],
         else:
             again.append(f)
             continue
-        shares.append((share[0], share[1], namespace, f))
-        adds.append((share[0] - pa0, share[1] - pb0, dn, f))
-    c.executemany(sql.SET_SHARE, shares)
-    c.executemany(sql.ADD_TO_POOLED, adds)
+        moves.append([f, share[0], share[1], share[0] - pa0, share[1] - pb0, dn])
+    # one primary-key update per row (an UPDATE ... FROM json_each is planned
+    # as a scan of the namespace's links)
+    c.executemany(sql.SET_SHARE, [(m[1], m[2], namespace, m[0]) for m in moves
+                                  if m[3] or m[4]])
+    c.executemany(sql.ADD_TO_POOLED, [(m[3], m[4], m[5], m[0]) for m in moves])
     if again:
         rebuild_pool(c, again, settings)
 

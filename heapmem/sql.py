@@ -76,10 +76,16 @@ OWN_ROWS = """SELECT namespace, feature, alpha, beta, n, pool_alpha, pool_beta F
 WHERE namespace != '*' ORDER BY feature, namespace"""
 OWN_ROWS_OF = f"""SELECT namespace, feature, alpha, beta, n, pool_alpha, pool_beta FROM links
 WHERE namespace != '*' AND {_FEATURES} ORDER BY feature, namespace"""
-OWN_ROWS_IN = f"""SELECT feature, alpha, beta, pool_alpha, pool_beta FROM links
-WHERE namespace = :namespace AND {_FEATURES}"""
-POOLED_ROWS_OF = f"""SELECT feature, low_rate, high_rate FROM links
-WHERE namespace = '*' AND {_FEATURES}"""
+# What feedback needs before it folds: for each touched feature, the
+# namespace's own row (NULL for a new one) and the pooled row's kept rates
+# (NULL while nothing is pooled; no row at all for a new feature).
+BEFORE_FOLD = """
+SELECT t.value, o.alpha, o.beta, o.pool_alpha, o.pool_beta, p.feature IS NOT NULL,
+       p.low_rate, p.high_rate
+FROM json_each(:features) AS t
+LEFT JOIN links AS o ON o.namespace = :namespace AND o.feature = t.value
+LEFT JOIN links AS p ON p.namespace = '*' AND p.feature = t.value
+"""
 SET_SHARE = "UPDATE links SET pool_alpha = ?, pool_beta = ? WHERE namespace = ? AND feature = ?"
 DELETE_POOLED = "DELETE FROM links WHERE namespace = '*'"
 DELETE_POOLED_OF = f"DELETE FROM links WHERE namespace = '*' AND {_FEATURES}"

@@ -756,8 +756,7 @@ class Memory:
                 c.execute(sql.INSERT_EVENTS, params)
                 fold = c.execute(sql.FOLD, params).fetchall()[0][0]
                 folded = json.loads(fold)
-                before = {f: (a, b, pa, pb) for f, a, b, pa, pb in c.execute(
-                    sql.OWN_ROWS_IN, {"namespace": ns, "features": json.dumps(list(folded))})}
+                before = learning.before_fold(c, ns, folded)
                 c.execute(sql.FOLD_OWN, {"namespace": ns, "fold": fold})
                 nfeatures = c.changes()
                 learning.fold_into_pool(c, ns, folded, before, self._pool)
