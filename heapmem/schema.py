@@ -110,6 +110,32 @@ def meta_raise_int(c: apsw.Connection, key: str, sql_value: str) -> None:
               " max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))", (key,))
 
 
+def meta_problems(c: apsw.Connection) -> list[str]:
+    """What is wrong with the file's meta rows (check()): keys heapmem does not
+    write, and values of the wrong type (raw SQL writes can leave either)."""
+    from .config import ScoringConfig
+
+    out = []
+    for k, v in c.execute("SELECT key, value FROM heapmem_meta").fetchall():
+        if k not in META_KEYS:
+            out.append(f"unknown key {k!r}")
+            continue
+        try:
+            if k in (META_LAST_SEQ, META_LAST_RECALL, META_EMBEDDING_DIM):
+                int(v)
+            elif k == META_TUNED:
+                ScoringConfig.from_dict(json.loads(v))
+            elif k in (META_POOL, META_LINKS_PRIOR):
+                if not isinstance(json.loads(v), dict):
+                    raise ValueError("not a JSON object")
+            elif k == META_LINKS_PRIOR_FILES:
+                if not isinstance(json.loads(v), list):
+                    raise ValueError("not a JSON list")
+        except (ValueError, TypeError, RecursionError, AttributeError) as e:
+            out.append(f"{k!r} holds a value heapmem cannot use ({e})")
+    return out
+
+
 def meta_items(c: apsw.Connection) -> list[tuple[str, str]]:
     """Every meta key and value but the file's own (format, created_with)."""
     return c.execute("SELECT key, value FROM heapmem_meta WHERE key NOT IN (?, ?) ORDER BY key",

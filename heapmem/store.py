@@ -1010,6 +1010,7 @@ class Memory:
         if schema.fts_deferred(c):
             problems.append("heapmem_meta holds 'fts_deferred': the FTS index trigger is off "
                             "for every writer (delete that row)")
+        problems += [f"heapmem_meta: {m}" for m in schema.meta_problems(c)]
         # each namespace's BM25 statistics against its memories
         odd = c.execute(sql.WRONG_NTOK).fetchall()[0][0]
         if odd:

@@ -487,3 +487,34 @@ def test_the_known_fingerprints_are_heapmems_schemas(version):
     assert schema.fingerprint(rows) != schema.KNOWN_SCHEMAS[version]
     assert schema.foreign_objects(rows, version) == [
         "view 'v' (on 'v') is not part of heapmem's schema %d" % version]
+
+
+def test_check_catches_what_raw_sql_writes_break(tmp_path):
+    """`heapmem sql --write` bypasses heapmem's invariants; check() reports
+    what such writes break."""
+    m = _store(tmp_path / "a.db", close=False)
+    res = m.recall("When is my flight to Lisbon?", namespace="user:maya")
+    m.feedback(used=["booking"], recall_id=res.recall_id)
+    assert m.check().ok
+    c = m.connection
+    cases = {
+        "UPDATE memories SET ntok = 0 WHERE id = 'quote'": "token count",
+        "INSERT INTO links VALUES ('user:x', 'made:up', '', 1, 0, 1, 0, 0, 0, NULL, NULL)":
+            "no events behind it",
+        "DELETE FROM events WHERE position = 0": "the event log gives",
+        "UPDATE heapmem_meta SET value = '{\"nope\": 1}' WHERE key = 'pool'": None,
+        "INSERT INTO heapmem_meta VALUES ('tuned', '{\"w_usefulness\": -5}')": "'tuned'",
+        "INSERT INTO heapmem_meta VALUES ('mine', 'x')": "unknown key 'mine'",
+    }
+    for statement, expect in cases.items():
+        with m.transaction() as w:
+            w.execute("SAVEPOINT s")
+            w.execute(statement)
+            report = m.check()
+            w.execute("ROLLBACK TO s")
+            w.execute("RELEASE s")
+        if expect is not None:
+            assert not report.ok and any(expect in p for p in report.problems), \
+                (statement, report.problems)
+    assert m.check().ok
+    m.close()
