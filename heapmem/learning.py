@@ -25,6 +25,7 @@ Counts = dict[tuple[str, str], list]
 TOLERANCE = 1e-6
 
 
+
 def feature_qtype(feature: str) -> str:
     """The question type a feature is crossed with ('when/date:1' -> 'when'),
     '' for a plain shape feature."""
@@ -170,8 +171,8 @@ def rebuild_pool(c: Any, features: Iterable[str] | None = None,
 def before_fold(c: Any, namespace: str, features: Iterable[str]) -> dict[str, tuple]:
     """What fold_into_pool needs to know before feedback folds into these
     features: {feature: (alpha, beta, pool_alpha, pool_beta, pooled row
-    exists, low_rate, high_rate)}, alpha None for a feature new to the
-    namespace."""
+    exists, low_rate, high_rate, namespaces that have it)}, alpha None for a
+    feature new to the namespace."""
     return {r[0]: r[1:] for r in c.execute(sql.BEFORE_FOLD, {
         "namespace": namespace, "features": json.dumps(list(features))})}
 
@@ -187,14 +188,23 @@ def fold_into_pool(c: Any, namespace: str, fold: Mapping[str, Iterable],
     namespace, a rate crossing a boundary) the feature is worked out again in
     full."""
     cap, trim = settings["cap"], int(settings["trim"])
-    again, moves = [], []
+    least = max(int(settings["min"]), 2 * trim + 1)
+    again, moves, new = [], [], []
     for f, (da, db, dn) in fold.items():
-        a0, b0, pa0, pb0, pooled, lo, hi = before[f]
-        if a0 is None or not pooled:
+        a0, b0, pa0, pb0, pooled, lo, hi, k_before = before[f]
+        if a0 is None:  # the namespace is new to this feature: one more backs it
+            if not pooled and least > 1:
+                new.append((f, feature_qtype(f), dn))  # no namespace had it
+            elif pooled and lo is None and k_before + 1 < least:
+                moves.append([f, 0.0, 0.0, 0.0, 0.0, dn, 1])  # still too few to pool
+            else:
+                again.append(f)
+            continue
+        if not pooled:
             again.append(f)
             continue
         if lo is None:  # nothing pooled yet for this feature: only n moves
-            moves.append([f, 0.0, 0.0, 0.0, 0.0, dn])
+            moves.append([f, 0.0, 0.0, 0.0, 0.0, dn, 0])
             continue
         c0, c1 = cap_counts(a0, b0, cap), cap_counts(a0 + da, b0 + db, cap)
         r0, r1 = _rate(*c0), _rate(*c1)
@@ -210,12 +220,13 @@ def fold_into_pool(c: Any, namespace: str, fold: Mapping[str, Iterable],
         else:
             again.append(f)
             continue
-        moves.append([f, share[0], share[1], share[0] - pa0, share[1] - pb0, dn])
+        moves.append([f, share[0], share[1], share[0] - pa0, share[1] - pb0, dn, 0])
     # one primary-key update per row (an UPDATE ... FROM json_each is planned
     # as a scan of the namespace's links)
     c.executemany(sql.SET_SHARE, [(m[1], m[2], namespace, m[0]) for m in moves
                                   if m[3] or m[4]])
-    c.executemany(sql.ADD_TO_POOLED, [(m[3], m[4], m[5], m[0]) for m in moves])
+    c.executemany(sql.ADD_TO_POOLED, [(m[3], m[4], m[5], m[6], m[0]) for m in moves])
+    c.executemany(sql.NEW_POOLED, new)
     if again:
         rebuild_pool(c, again, settings)
 

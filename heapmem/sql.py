@@ -81,7 +81,8 @@ WHERE namespace != '*' AND {_FEATURES} ORDER BY feature, namespace"""
 # (NULL while nothing is pooled; no row at all for a new feature).
 BEFORE_FOLD = """
 SELECT t.value, o.alpha, o.beta, o.pool_alpha, o.pool_beta, p.feature IS NOT NULL,
-       p.low_rate, p.high_rate
+       p.low_rate, p.high_rate,
+       (SELECT count(*) FROM links AS q WHERE q.feature = t.value AND q.namespace != '*')
 FROM json_each(:features) AS t
 LEFT JOIN links AS o ON o.namespace = :namespace AND o.feature = t.value
 LEFT JOIN links AS p ON p.namespace = '*' AND p.feature = t.value
@@ -91,8 +92,12 @@ DELETE_POOLED = "DELETE FROM links WHERE namespace = '*'"
 DELETE_POOLED_OF = f"DELETE FROM links WHERE namespace = '*' AND {_FEATURES}"
 INSERT_POOLED = """INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support, low_rate,
                    high_rate) VALUES ('*', ?, ?, ?, ?, ?, ?, ?, ?)"""
-ADD_TO_POOLED = """UPDATE links SET alpha = alpha + ?, beta = beta + ?, n = n + ?
-WHERE namespace = '*' AND feature = ?"""
+ADD_TO_POOLED = """UPDATE links SET alpha = alpha + ?, beta = beta + ?, n = n + ?,
+support = support + ? WHERE namespace = '*' AND feature = ?"""
+# a feature no namespace had: its pooled row, nothing pooled yet
+NEW_POOLED = """INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support)
+VALUES ('*', ?, ?, 0.0, 0.0, ?, 1)"""
+
 
 # The BM25 top N of a question in a namespace, with the namespace's own
 # statistics: heap_bm25_row() reads each matching row's term frequencies,
