@@ -227,8 +227,53 @@ def fold_into_pool(c: Any, namespace: str, fold: Mapping[str, Iterable],
                                   if m[3] or m[4]])
     c.executemany(sql.ADD_TO_POOLED, [(m[3], m[4], m[5], m[6], m[0]) for m in moves])
     c.executemany(sql.NEW_POOLED, new)
-    if again:
-        rebuild_pool(c, again, settings)
+    full = [f for f in again if not _rework(c, namespace, f, fold[f][2],
+                                            before[f][0] is None, settings)]
+    if full:
+        rebuild_pool(c, full, settings)
+
+
+def _rework(c: Any, namespace: str, f: str, dn: int, new_row: bool,
+            settings: Mapping[str, float]) -> bool:
+    """Rework one feature's pooled row after namespace's own row changed, from
+    the rows around its trim boundaries only: the `trim` lowest and highest
+    rates are the only shares at a boundary rate, and every other row's share
+    is its capped counts.  Returns False where the full way is needed (too
+    few namespaces to pool: then it is cheap) or the pooled row is missing."""
+    cap, trim = settings["cap"], int(settings["trim"])
+    least = max(int(settings["min"]), 2 * trim + 1)
+    p = {"feature": f, "cap": cap, "m": trim + 1, "namespace": namespace}
+    k = c.execute(sql.COUNT_BACKING, p).fetchall()[0][0]
+    if k < least:
+        return False
+    lowest = c.execute(sql.POOL_LOWEST, p).fetchall()
+    highest = c.execute(sql.POOL_HIGHEST, p).fetchall()
+    lo = _rate(*cap_counts(lowest[trim][1], lowest[trim][2], cap))
+    hi = _rate(*cap_counts(highest[trim][1], highest[trim][2], cap))
+    low_set = {r[0] for r in lowest[:trim]}
+    high_set = {r[0] for r in highest[:trim]}
+    rows = {r[0]: r for r in lowest + highest}
+    # every other row's share is its capped counts, or it is listed here (a
+    # row that was at a boundary, or every row when the feature has just
+    # reached enough namespaces to pool)
+    for r in c.execute(sql.POOL_MISPLACED, p).fetchall() + c.execute(sql.OWN_POOL_ROW,
+                                                                       p).fetchall():
+        rows[r[0]] = r
+    da = db = 0.0
+    shares = []
+    for ns, a, b, pa, pb in rows.values():
+        ca, cb = cap_counts(a, b, cap)
+        if ns in low_set:
+            ca, cb = (ca + cb) * lo, (ca + cb) * (1 - lo)
+        elif ns in high_set:
+            ca, cb = (ca + cb) * hi, (ca + cb) * (1 - hi)
+        if (ca, cb) != (pa, pb):
+            shares.append((ca, cb, ns, f))
+            da += ca - pa
+            db += cb - pb
+    c.executemany(sql.SET_SHARE, shares)
+    c.execute(sql.REWORK_POOLED, (da, db, dn, int(new_row), lo, hi, f))
+    return c.changes() == 1
 
 
 def agrees(stored: Iterable, replayed: Iterable) -> bool:

@@ -8,7 +8,7 @@ always bound, never formatted in.
 """
 from __future__ import annotations
 
-from .schema import META_LAST_RECALL, META_LAST_SEQ, ntok_sql
+from .schema import META_LAST_RECALL, META_LAST_SEQ, capped, ntok_sql
 
 # A namespace's own share of a pooled link (schema 4's pool_alpha, pool_beta).
 _OWN_A, _OWN_B = "o.pool_alpha", "o.pool_beta"
@@ -94,6 +94,25 @@ INSERT_POOLED = """INSERT INTO links(namespace, feature, qtype, alpha, beta, n, 
                    high_rate) VALUES ('*', ?, ?, ?, ?, ?, ?, ?, ?)"""
 ADD_TO_POOLED = """UPDATE links SET alpha = alpha + ?, beta = beta + ?, n = n + ?,
 support = support + ? WHERE namespace = '*' AND feature = ?"""
+# One feature's rows around its trim boundaries, for feedback to rework a
+# pooled row without reading every namespace's: the :m lowest and the :m
+# highest rates (as the pool caps them; ties by namespace, as learning.pool_feature
+# sorts), and the rows whose stored share is not their capped counts.
+_PCA, _PCB = capped("alpha", "beta", ":cap")
+_PRATE = f"{_PCA} / ({_PCA} + {_PCB})"
+_POOL_ROW_COLUMNS = "namespace, alpha, beta, pool_alpha, pool_beta"
+POOL_LOWEST = f"""SELECT {_POOL_ROW_COLUMNS} FROM links
+WHERE feature = :feature AND namespace != '*' ORDER BY {_PRATE}, namespace LIMIT :m"""
+POOL_HIGHEST = f"""SELECT {_POOL_ROW_COLUMNS} FROM links
+WHERE feature = :feature AND namespace != '*' ORDER BY {_PRATE} DESC, namespace DESC LIMIT :m"""
+POOL_MISPLACED = f"""SELECT {_POOL_ROW_COLUMNS} FROM links
+WHERE feature = :feature AND namespace != '*'
+  AND (pool_alpha IS NOT {_PCA} OR pool_beta IS NOT {_PCB})"""
+COUNT_BACKING = "SELECT count(*) FROM links WHERE feature = :feature AND namespace != '*'"
+OWN_POOL_ROW = f"""SELECT {_POOL_ROW_COLUMNS} FROM links
+WHERE feature = :feature AND namespace = :namespace"""
+REWORK_POOLED = """UPDATE links SET alpha = alpha + ?, beta = beta + ?, n = n + ?,
+support = support + ?, low_rate = ?, high_rate = ? WHERE namespace = '*' AND feature = ?"""
 # a feature no namespace had: its pooled row, nothing pooled yet
 NEW_POOLED = """INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support)
 VALUES ('*', ?, ?, 0.0, 0.0, ?, 1)"""
