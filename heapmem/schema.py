@@ -20,8 +20,7 @@ import time
 
 from . import _native
 from ._version import __version__
-from .errors import CorruptStoreError, HeapmemError, NotAStoreError, SchemaVersionError, \
-    UnsafeStoreError
+from .errors import CorruptStoreError, NotAStoreError, SchemaVersionError, UnsafeStoreError
 
 #: The schema version this heapmem writes (PRAGMA user_version).
 SCHEMA_VERSION = 4

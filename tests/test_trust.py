@@ -496,7 +496,6 @@ def test_check_catches_what_raw_sql_writes_break(tmp_path):
     res = m.recall("When is my flight to Lisbon?", namespace="user:maya")
     m.feedback(used=["booking"], recall_id=res.recall_id)
     assert m.check().ok
-    c = m.connection
     cases = {
         "UPDATE memories SET ntok = 0 WHERE id = 'quote'": "token count",
         "INSERT INTO links VALUES ('user:x', 'made:up', '', 1, 0, 1, 0, 0, 0, NULL, NULL)":
