@@ -25,35 +25,23 @@ Counts = dict[tuple[str, str], list]
 TOLERANCE = 1e-6
 
 
-
 def feature_qtype(feature: str) -> str:
     """The question type a feature is crossed with ('when/date:1' -> 'when'),
     '' for a plain shape feature."""
     return feature.split("/", 1)[0] if "/" in feature else ""
 
 
-def replay(events: Iterable[tuple[str, Iterable]], prior: Mapping[str, Iterable] | None = None,
-           *, layers: bool = True) -> Counts:
-    """The link counts that events produce.
-
-    events: (namespace, deltas) pairs, deltas [(feature, d_alpha, d_beta), ...].
-    Each delta counts in its namespace's layer and, with layers=True, in the
-    pooled layer ('*') as well.  prior: pooled evidence merged from
-    links-only files, {feature: (alpha, beta, n)}, added to the pooled layer.
-    """
+def replay(events: Iterable[tuple[str, Iterable]]) -> Counts:
+    """Each namespace's own link counts that events produce, {(namespace,
+    feature): [alpha, beta, n]}.  events: (namespace, deltas) pairs, deltas
+    [(feature, d_alpha, d_beta), ...].  (The pooled layer is pool()'s.)"""
     out: Counts = {}
     for ns, deltas in events:
         for f, da, db in deltas:
-            for layer in ((ns, POOLED) if layers else (ns,)):
-                r = out.setdefault((layer, f), [0.0, 0.0, 0])
-                r[0] += da
-                r[1] += db
-                r[2] += 1
-    for f, (a, b, n) in (prior or {}).items():
-        r = out.setdefault((POOLED, f), [0.0, 0.0, 0])
-        r[0] += a
-        r[1] += b
-        r[2] += n
+            r = out.setdefault((ns, f), [0.0, 0.0, 0])
+            r[0] += da
+            r[1] += db
+            r[2] += 1
     return out
 
 
@@ -68,6 +56,18 @@ def _rate(ca: float, cb: float) -> float:
     return ca / (ca + cb) if ca + cb else float("-inf")
 
 
+def _at(ca: float, cb: float, rate: float) -> tuple[float, float]:
+    """A trimmed namespace's share: its weight at the nearest kept rate."""
+    return (ca + cb) * rate, (ca + cb) * (1 - rate)
+
+
+def _params(settings: Mapping[str, float]) -> tuple[float, int, int]:
+    """cap, trim and the namespaces a link needs before any is pooled (never
+    fewer than 2 x trim + 1, so that one is left when both ends are trimmed)."""
+    trim = int(settings["trim"])
+    return settings["cap"], trim, max(int(settings["min"]), 2 * trim + 1)
+
+
 def pool_feature(rows: list[tuple[str, float, float]], settings: Mapping[str, float]
                  ) -> tuple[dict[str, tuple[float, float]], float, float, float | None,
                             float | None]:
@@ -77,8 +77,7 @@ def pool_feature(rows: list[tuple[str, float, float]], settings: Mapping[str, fl
     as they are (None while nothing is pooled).  See schema's version 4:
     capped at `cap`, nothing until `min` namespaces, the `trim` lowest and
     highest rates counted at the nearest kept rate."""
-    cap, trim = settings["cap"], int(settings["trim"])
-    least = max(int(settings["min"]), 2 * trim + 1)
+    cap, trim, least = _params(settings)
     scored = sorted(((_rate(*cap_counts(a, b, cap)), ns) + cap_counts(a, b, cap)
                      for ns, a, b in rows))
     k = len(scored)
@@ -88,10 +87,10 @@ def pool_feature(rows: list[tuple[str, float, float]], settings: Mapping[str, fl
     shares: dict[str, tuple[float, float]] = {}
     sa = sb = 0.0
     for i, (_, ns, ca, cb) in enumerate(scored):
-        if i < trim:  # winsorized: its weight at the nearest kept rate
-            ca, cb = (ca + cb) * lo, (ca + cb) * (1 - lo)
+        if i < trim:  # winsorized
+            ca, cb = _at(ca, cb, lo)
         elif i >= k - trim:
-            ca, cb = (ca + cb) * hi, (ca + cb) * (1 - hi)
+            ca, cb = _at(ca, cb, hi)
         shares[ns] = (ca, cb)
         sa += ca
         sb += cb
@@ -101,7 +100,7 @@ def pool_feature(rows: list[tuple[str, float, float]], settings: Mapping[str, fl
 def pool(own: Counts, settings: Mapping[str, float], prior: Mapping[str, Iterable] | None = None,
          prior_support: int = 0) -> dict[tuple[str, str], list]:
     """Every link as the store holds it, from the namespaces' own counts
-    (replay(..., layers=False)): each namespace's row [alpha, beta, n] and
+    (replay()): each namespace's row [alpha, beta, n] and
     the pooled rows [alpha, beta, n, support] (pool_feature per feature, plus
     a links-only prior's counts and prior_support).  What check() and import
     compare the stored links with."""
@@ -112,16 +111,25 @@ def pool(own: Counts, settings: Mapping[str, float], prior: Mapping[str, Iterabl
             continue
         by_feature[f].append((ns, a, b, n))
         out[(ns, f)] = [a, b, n]
-    for f, rows in by_feature.items():
-        _, sa, sb, _, _ = pool_feature([(ns, a, b) for ns, a, b, _ in rows], settings)
-        out[(POOLED, f)] = [sa, sb, sum(r[3] for r in rows), len(rows)]
-    for f, (a, b, n) in (prior or {}).items():
-        r = out.setdefault((POOLED, f), [0.0, 0.0, 0, 0])
-        r[0] += a
-        r[1] += b
-        r[2] += n
-        r[3] += prior_support
+    prior = prior or {}
+    for f in set(by_feature) | set(prior):
+        _, sa, sb, n, support, _, _ = _pooled_row(by_feature.get(f, []), prior.get(f),
+                                                  settings, prior_support)
+        out[(POOLED, f)] = [sa, sb, n, support]
     return out
+
+
+def _pooled_row(mine: list[tuple], prior: Iterable | None, settings: Mapping[str, float],
+                prior_support: int) -> tuple:
+    """One feature's pooled row from its namespaces' rows (namespace, alpha,
+    beta, n, ...) and its prior (alpha, beta, n) or None: (shares, alpha,
+    beta, n, support, low_rate, high_rate)."""
+    shares, sa, sb, lo, hi = pool_feature([(r[0], r[1], r[2]) for r in mine], settings)
+    n, support = sum(r[3] for r in mine), len(mine)
+    if prior is not None:
+        a, b, pn = prior
+        sa, sb, n, support = sa + a, sb + b, n + pn, support + prior_support
+    return shares, sa, sb, n, support, lo, hi
 
 
 # -- keeping the pooled rows in the store -------------------------------------------
@@ -151,18 +159,13 @@ def rebuild_pool(c: Any, features: Iterable[str] | None = None,
     shares_out, pooled_out = [], []
     for f in wanted:
         mine = by_feature.get(f, [])
-        pa_pb = prior.get(f)
-        if not mine and pa_pb is None:
+        if not mine and f not in prior:
             continue
-        shares, sa, sb, lo, hi = pool_feature([(ns, a, b) for ns, a, b, *_ in mine], settings)
+        shares, sa, sb, n, support, lo, hi = _pooled_row(mine, prior.get(f), settings,
+                                                         prior_support)
         for ns, _, _, _, pa, pb in mine:
             if shares[ns] != (pa, pb):
                 shares_out.append((shares[ns][0], shares[ns][1], ns, f))
-        n = sum(r[3] for r in mine)
-        support = len(mine)
-        if pa_pb is not None:
-            a, b, pn = pa_pb
-            sa, sb, n, support = sa + a, sb + b, n + pn, support + prior_support
         pooled_out.append((f, feature_qtype(f), sa, sb, n, support, lo, hi))
     c.executemany(sql.SET_SHARE, shares_out)
     c.executemany(sql.INSERT_POOLED, pooled_out)
@@ -172,7 +175,8 @@ def before_fold(c: Any, namespace: str, features: Iterable[str]) -> dict[str, tu
     """What fold_into_pool needs to know before feedback folds into these
     features: {feature: (alpha, beta, pool_alpha, pool_beta, pooled row
     exists, low_rate, high_rate, namespaces that have it)}, alpha None for a
-    feature new to the namespace."""
+    feature new to the namespace (and the count of namespaces given only
+    then)."""
     return {r[0]: r[1:] for r in c.execute(sql.BEFORE_FOLD, {
         "namespace": namespace, "features": json.dumps(list(features))})}
 
@@ -183,12 +187,12 @@ def fold_into_pool(c: Any, namespace: str, fold: Mapping[str, Iterable],
     namespace's own links (before: before_fold() until then), update the
     pooled rows.  Where the namespace's place among the others cannot have
     changed (its rate stays on the same side of the pooled row's lowest and
-    highest kept rates, or exactly where it was), its share and the pooled sum
-    change in place, in two statements; elsewhere (a feature new to the
-    namespace, a rate crossing a boundary) the feature is worked out again in
-    full."""
-    cap, trim = settings["cap"], int(settings["trim"])
-    least = max(int(settings["min"]), 2 * trim + 1)
+    highest kept rates, or exactly where it was), or too few namespaces back
+    the feature to pool it, its share and the pooled row change in place.
+    Elsewhere (a rate crossing a boundary, one namespace more behind a pooled
+    feature) the pooled row is reworked from the rows around its trim
+    boundaries (_rework), or worked out in full where that cannot be done."""
+    cap, trim, least = _params(settings)
     again, moves, new = [], [], []
     for f, (da, db, dn) in fold.items():
         a0, b0, pa0, pb0, pooled, lo, hi, k_before = before[f]
@@ -208,15 +212,14 @@ def fold_into_pool(c: Any, namespace: str, fold: Mapping[str, Iterable],
             continue
         c0, c1 = cap_counts(a0, b0, cap), cap_counts(a0 + da, b0 + db, cap)
         r0, r1 = _rate(*c0), _rate(*c1)
-        w1 = c1[0] + c1[1]
         if trim == 0 or lo < r0 < hi and lo < r1 < hi:
             share = c1
         elif r0 < lo and r1 < lo:
-            share = (w1 * lo, w1 * (1 - lo))
+            share = _at(*c1, lo)
         elif r0 > hi and r1 > hi:
-            share = (w1 * hi, w1 * (1 - hi))
+            share = _at(*c1, hi)
         elif r0 == r1:  # on a boundary, and staying: its place is unchanged
-            share = (w1 * r1, w1 * (1 - r1)) if (r1 == lo or r1 == hi) else c1
+            share = _at(*c1, r1) if (r1 == lo or r1 == hi) else c1
         else:
             again.append(f)
             continue
@@ -240,8 +243,7 @@ def _rework(c: Any, namespace: str, f: str, dn: int, new_row: bool,
     rates are the only shares at a boundary rate, and every other row's share
     is its capped counts.  Returns False where the full way is needed (too
     few namespaces to pool: then it is cheap) or the pooled row is missing."""
-    cap, trim = settings["cap"], int(settings["trim"])
-    least = max(int(settings["min"]), 2 * trim + 1)
+    cap, trim, least = _params(settings)
     p = {"feature": f, "cap": cap, "m": trim + 1, "namespace": namespace}
     k = c.execute(sql.COUNT_BACKING, p).fetchall()[0][0]
     if k < least:
@@ -264,9 +266,9 @@ def _rework(c: Any, namespace: str, f: str, dn: int, new_row: bool,
     for ns, a, b, pa, pb in rows.values():
         ca, cb = cap_counts(a, b, cap)
         if ns in low_set:
-            ca, cb = (ca + cb) * lo, (ca + cb) * (1 - lo)
+            ca, cb = _at(ca, cb, lo)
         elif ns in high_set:
-            ca, cb = (ca + cb) * hi, (ca + cb) * (1 - hi)
+            ca, cb = _at(ca, cb, hi)
         if (ca, cb) != (pa, pb):
             shares.append((ca, cb, ns, f))
             da += ca - pa
@@ -300,7 +302,7 @@ def mismatches(stored: Mapping[tuple[str, str], Iterable], replayed: Counts
 def per_namespace(events: Iterable[tuple[str, Iterable]]) -> dict[str, dict[str, list[float]]]:
     """{namespace: {feature: [alpha, beta]}}: each namespace's own evidence."""
     out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(lambda: [0.0, 0.0]))
-    for (ns, f), (a, b, _) in replay(events, layers=False).items():
+    for (ns, f), (a, b, _) in replay(events).items():
         out[ns][f][0] += a
         out[ns][f][1] += b
     return out

@@ -82,7 +82,9 @@ WHERE namespace != '*' AND {_FEATURES} ORDER BY feature, namespace"""
 BEFORE_FOLD = """
 SELECT t.value, o.alpha, o.beta, o.pool_alpha, o.pool_beta, p.feature IS NOT NULL,
        p.low_rate, p.high_rate,
-       (SELECT count(*) FROM links AS q WHERE q.feature = t.value AND q.namespace != '*')
+       CASE WHEN o.feature IS NULL THEN  -- only a new row needs to know how many back it
+         (SELECT count(*) FROM links AS q WHERE q.feature = t.value AND q.namespace != '*')
+       END
 FROM json_each(:features) AS t
 LEFT JOIN links AS o ON o.namespace = :namespace AND o.feature = t.value
 LEFT JOIN links AS p ON p.namespace = '*' AND p.feature = t.value
@@ -328,7 +330,6 @@ WHERE id = :id
 RETURNING seq, features
 """
 
-SEQ_OF = "SELECT seq FROM memories WHERE id = :id"
 
 INSERT_VECTOR = "INSERT INTO vectors(seq, v) VALUES (?, ?)"
 

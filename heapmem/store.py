@@ -521,7 +521,7 @@ class Memory:
             ev = {ns: (u, t) for ns, u, t in c.execute(sql.EVENTS_BY_NAMESPACE)}
             nlinks = c.execute(sql.COUNT_POOLED_LINKS).fetchall()[0][0]
             nrows = c.execute(sql.COUNT_LINKS).fetchall()[0][0]
-            prior = schema.meta_json(c, schema.META_LINKS_PRIOR, {})
+            prior = schema.prior(c)
             version = schema.user_version(c)
         by_ns = tuple(NamespaceStats(ns, n, recalls.get(ns, 0), ev.get(ns, (0, 0))[1], last, lu)
                       for ns, n, last, lu in per_ns)
@@ -1025,8 +1025,8 @@ class Memory:
         # each namespace's links are what its events add up to; the pooled
         # layer is theirs, capped, plus any prior merged from a links-only
         # export (heapmem.transfer), which has no events
-        prior = schema.meta_json(c, schema.META_LINKS_PRIOR, {})
-        replayed: dict = learning.replay(events, layers=False)
+        prior = schema.prior(c)
+        replayed: dict = learning.replay(events)
         replayed = learning.pool(replayed, self._pool, prior, schema.PRIOR_SUPPORT)
         stored = {(ns, f): (a, b, n, k) if ns == POOLED else (a, b, n)
                   for ns, f, a, b, n, k in c.execute(sql.ALL_LINKS)}

@@ -496,7 +496,7 @@ def _merge_prior(c: Any, rows: dict[str, Any]) -> None:
     """Add rows to the store's prior, each link bounded to PRIOR_MAX_WEIGHT
     observations in all (scaled down, its rate kept): however large a file's
     counts, a prior weighs like a few namespaces, never like millions."""
-    prior = schema.meta_json(c, PRIOR_KEY, {})
+    prior = schema.prior(c)
     for f, (a, b, n) in rows.items():
         p = prior.setdefault(f, [0.0, 0.0, 0])
         p[0], p[1] = learning.cap_counts(p[0] + a, p[1] + b, schema.PRIOR_MAX_WEIGHT)
@@ -700,7 +700,7 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                                      f"{want[k]} {k}, it holds {v}; nothing was imported")
         # the file's own links must be what its events add up to (its pooled
         # rows are derived, like nstag: the store works its own out below)
-        expect = learning.replay(file_events, layers=False)
+        expect = learning.replay(file_events)
         file_links = {key: v for key, v in file_links.items() if key[0] != POOLED}
         bad = learning.mismatches(file_links, expect)
         if bad:
