@@ -941,6 +941,21 @@ def child_argv(args: argparse.Namespace, systems: list[str], out: str, workdir: 
     return a
 
 
+def run_meta(args: argparse.Namespace, versions: dict[str, str], skipped: list[str],
+             total: float) -> dict[str, Any]:
+    """What every --out file records about its run: the command, when, where,
+    the data, the heapmem settings and versions."""
+    return {
+        "command": shlex.join([os.path.basename(sys.executable)] + sys.argv),
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "python": platform.python_version(), "platform": platform.platform(),
+        "data": os.path.abspath(args.data), "data_sha256_16": data_digest(args.data),
+        "boot": args.boot, "heapmem_configs": args.heapmem_config,
+        "heapmem_pool": args.heapmem_pool, "versions": versions, "skipped": skipped,
+        "seconds": round(total, 1),
+    }
+
+
 def data_digest(path: str) -> str:
     with open(path, "rb") as fh:
         return hashlib.sha256(fh.read()).hexdigest()[:16]
@@ -1049,15 +1064,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.out:
         meta = {
-            "command": shlex.join([os.path.basename(sys.executable)] + sys.argv),
-            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "python": platform.python_version(), "platform": platform.platform(),
-            "data": os.path.abspath(args.data), "data_sha256_16": data_digest(args.data),
+            **run_meta(args, versions, skipped, total),
             "questions_total": st["questions"], "questions_with_evidence": st["kept"],
             "quick": args.quick, **plan_key(plan, args),
-            "conditions": plan.conditions, "boot": args.boot, "merged": args.merge,
-            "heapmem_configs": args.heapmem_config, "versions": versions,
-            "skipped": skipped, "seconds": round(total, 1),
+            "conditions": plan.conditions, "merged": args.merge,
         }
         if args.out.endswith(".json"):
             with open(args.out, "w", encoding="utf-8") as fh:
@@ -1147,13 +1157,8 @@ def main_sessions(args: argparse.Namespace, convs: list[Conversation], st: dict[
     print(f"\n{len(cuts)} cuts in {total:.0f}s")
     if args.out:
         meta = {
-            "command": shlex.join([os.path.basename(sys.executable)] + sys.argv),
-            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "python": platform.python_version(), "platform": platform.platform(),
-            "data": os.path.abspath(args.data), "data_sha256_16": data_digest(args.data),
-            "sessions": args.sessions, "conditions": args.conditions, "boot": args.boot,
-            "heapmem_configs": args.heapmem_config, "versions": versions,
-            "skipped": skipped, "seconds": round(total, 1),
+            **run_meta(args, versions, skipped, total),
+            "sessions": args.sessions, "conditions": args.conditions,
         }
         if args.out.endswith(".json"):
             with open(args.out, "w", encoding="utf-8") as fh:
