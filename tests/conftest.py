@@ -43,3 +43,14 @@ def db():
 
 def one(conn, sql, *params):
     return conn.execute(sql, params).fetchall()[0][0]
+
+
+def stop(proc):
+    """End a server subprocess a test started: politely, then for sure."""
+    import subprocess
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=20)

@@ -20,6 +20,7 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 
 import heapmem  # noqa: E402
 from heapmem import mcp_server  # noqa: E402
+from conftest import stop  # noqa: E402
 
 NOW = "2026-11-30T12:00:00Z"
 TOOLS = {"add", "remember", "recall", "mark_used", "mark_ignored", "forget", "list"}
@@ -198,12 +199,7 @@ def test_streamable_http_end_to_end(tmp_path):
 
         run(main)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=20)
+        stop(proc)
         proc.stderr.close()
     with heapmem.open(db) as mem:
         assert mem.check().ok and mem.count == 2

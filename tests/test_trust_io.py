@@ -24,6 +24,7 @@ import pytest
 import heapmem
 from heapmem import cli, sqlguard
 from heapmem.errors import ReadOnlyError
+from conftest import stop
 
 T = 1_796_040_000.0  # 2026-11-30 12:00 UTC
 
@@ -237,12 +238,7 @@ def mcp_http(db, host="127.0.0.1", *extra, env=None):
                 time.sleep(0.2)
         yield port, proc, stderr
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=20)
+        stop(proc)
         err.append(proc.stderr.read())
         proc.stderr.close()
 
