@@ -65,8 +65,11 @@ def read_header(path: str = HEADER_PATH) -> tuple[str, tuple[ConfigField, ...]]:
         with io.open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:
-        raise ImportError(f"heapmem: the C header {path} is missing ({e}); reinstall heapmem "
-                          "(`pip install .` copies it beside the library)") from None
+        raise ImportError(
+            f"heapmem: the C header {path} is missing ({e}). If this is heapmem's source tree, "
+            "it has no build: run from another folder to use the installed heapmem, or build "
+            "it here with `pip install -e .`; otherwise reinstall heapmem (`pip install .` "
+            "copies the header beside the library)") from None
     fields = tuple(ConfigField(m[1], float(m[2]), float(m[3]), float(m[4]), m[5], m[6])
                    for m in _FIELD_RE.finditer(text))
     try:
