@@ -41,6 +41,8 @@ peak RSS does not mix sizes and build and serve figures stay apart):
                   heapmem, reads its query file, opens the store and does all of the above)
   file MB         main file + -wal after PRAGMA wal_checkpoint(TRUNCATE), after the build
   open ms         heapmem.open() of the existing file, median of 5 (close not timed)
+  forget p50      forget([id]) of one random memory (seeded), one call each, after all
+                  of the above; then one forget() of as many memories at once (batch ms)
 
 Peers (heapdb-memory 0.1.0, veramem 0.1.0) run the same corpus at 10k and 100k through
 their public APIs, in subprocesses of --peer-python (default: this interpreter, if it can
@@ -416,6 +418,26 @@ def job_serve_heapmem(job: dict[str, Any]) -> dict[str, Any]:
         mem.add(text, namespace=ns, source=who, created_at=ts)
         adds.append(time.perf_counter() - t)
     out["add_full"] = ms_stats(adds)
+    # forget: one memory per call (its own transaction, FTS5 secure-delete, the
+    # recalls that showed it dropped, the WAL checkpointed), then one call for
+    # --forget memories at once; random memories (seeded), default durability
+    conn.execute(f"PRAGMA synchronous={out['synchronous_default']}")
+    rng = random.Random(job["seed"] + 7)
+    top = conn.execute("SELECT max(seq) FROM memories").fetchall()[0][0]
+    doomed = [r[0] for r in conn.execute(
+        "SELECT id FROM memories WHERE seq IN (SELECT value FROM json_each(?))",
+        (json.dumps(rng.sample(range(1, top + 1), 2 * job["forgets"])),))]
+    rng.shuffle(doomed)
+    one, many = doomed[:job["forgets"]], doomed[job["forgets"]:]
+    fg = []
+    for i in one:
+        t = time.perf_counter()
+        mem.forget([i])
+        fg.append(time.perf_counter() - t)
+    out["forget"] = ms_stats(fg)
+    t = time.perf_counter()
+    mem.forget(many)
+    out["forget_batch"] = {"n": len(many), "ms": _ms(time.perf_counter() - t)}
     mem.close()
     opens = []
     for _ in range(5):
@@ -692,6 +714,10 @@ def goals(rows: list[dict[str, Any]]) -> str:
             continue
         add(f"add_many, {c}", 20_000, r["add_many_per_s"], "/s", lower=False)
         add(f"feedback p50, {c}", 0.3, r["feedback"]["p50_ms"], " ms")
+    for c, r in hm.items():
+        if r.get("forget"):
+            add(f"forget one memory p50, {c}", 50 if r["memories"] >= 1_000_000 else 20,
+                r["forget"]["p50_ms"], " ms")
     if big:
         add(f"peak RSS serving {big['corpus']}", 150, big["rss_serve_mb"], " MB")
         add(f"peak RSS building {big['corpus']}", 150, big["rss_build_mb"], " MB")
@@ -770,7 +796,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         stores.append((f"single-{label(single)}", "single", single))
     stores.append(("alone", "alone", base.per_replica))
     only = set(args.only.split(",")) if args.only else None
-    counts = {"recalls": nq, "tracked": max(50, nq // 3), "adds": max(50, nq // 5)}
+    counts = {"recalls": nq, "tracked": max(50, nq // 3), "adds": max(50, nq // 5),
+              "forgets": max(20, nq // 10)}
     rows: list[dict[str, Any]] = []
     try:
         for tag, mode, n in stores:
@@ -883,6 +910,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f(r[k]["p50_ms"], 3) for k in ("recall_tracked", "feedback", "add",
                                                "recall_tracked_full", "feedback_full",
                                                "add_full")) + " |")
+    gone = [r for r in rows if r["system"] == "heapmem" and r.get("forget")]
+    if gone:
+        print("\n### Forget (FTS5 secure-delete; one memory per call, then a batch)\n")
+        print("| store | memories | forget p50 ms | forget p95 ms | batch: memories | batch ms |")
+        print("|---|---|---|---|---|---|")
+        for r in gone:
+            b = r.get("forget_batch", {})
+            print(f"| {r['corpus']} | {f(r['memories'])} | {f(r['forget']['p50_ms'], 2)} | "
+                  f"{f(r['forget']['p95_ms'], 2)} | {f(b.get('n'))} | {f(b.get('ms'), 1)} |")
     if args.out:
         with open(args.out, "w", encoding="utf-8") as fh:
             json.dump({"env": env, "rows": rows}, fh, indent=1)

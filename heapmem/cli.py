@@ -489,7 +489,8 @@ def cmd_stats(ctx: Context) -> int:
                   "memories": total, "namespaces": len(per_ns),
                   "recalls": st.recalls, "events": nev, "used": used,
                   "ignored": nev - used, "links": nlinks, "link_rows": nrows,
-                  "prior_links": nprior,
+                  "prior_links": nprior, "erases_in_place": st.erases_in_place,
+                  "oldest_reader": st.oldest_reader,
                   "by_namespace": [{"namespace": ns, "memories": n,
                                     "recalls": recalls.get(ns, 0),
                                     "events": ev.get(ns, (0, 0))[1],
@@ -503,6 +504,9 @@ def cmd_stats(ctx: Context) -> int:
     ctx.print(f"feedback   {nev} judgements ({used} used, {nev - used} ignored)")
     ctx.print(f"links      {nlinks} features learned (pooled over all namespaces), {nrows} "
               "rows in all" + (f"; {nprior} carry a merged prior" if nprior else ""))
+    ctx.print(f"readers    SQLite {st.oldest_reader} or later; forget "
+              + ("erases in place (FTS5 secure-delete)" if st.erases_in_place
+                 else "merges the whole index (portable)"))
     if per_ns:
         ctx.print()
         for line in _table(["namespace", "memories", "recalls", "judged", "last added",

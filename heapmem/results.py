@@ -164,6 +164,8 @@ class Stats:
     link_rows: int         # link rows in all layers
     prior_links: int       # pooled features that carry a merged prior
     by_namespace: tuple[NamespaceStats, ...]
+    erases_in_place: bool = True   # forget erases with FTS5's secure-delete (else merges)
+    oldest_reader: str = "3.37"    # the oldest SQLite that can query the FTS index
 
     @property
     def namespaces(self) -> int:

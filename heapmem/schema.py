@@ -23,7 +23,7 @@ from ._version import __version__
 from .errors import CorruptStoreError, NotAStoreError, SchemaVersionError, UnsafeStoreError
 
 #: The schema version this heapmem writes (PRAGMA user_version).
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: How the pooled layer is built from the namespaces' own links (a new
 #: store's defaults, kept in the file under META_POOL):
@@ -317,8 +317,60 @@ INSERT INTO heapmem_meta(key, value) VALUES ('{META_POOL}', '{json.dumps(POOL_DE
   ON CONFLICT(key) DO NOTHING;
 """
 
+# Version 5: erasing costs what the erased memory costs.  FTS5's secure-delete
+# removes a deleted row's terms from the index pages that hold them, at once,
+# instead of leaving them there until a merge of the whole index (which forget
+# used to run: 0.25 s at 100k memories).  Its price is the index format: once
+# a row was deleted this way, FTS5 marks the table version 5, and SQLite
+# before 3.42 (2023-05) refuses to query memories_fts.  set_portable(c, True)
+# turns it off again (and rebuilds the index in the old format).  The
+# optimize step erases what updates under version 4 left in old segments;
+# recalls_namespace lets forget look for the recalls that showed a memory in
+# its namespace's log only.
+_SCHEMA_V5 = """
+INSERT INTO memories_fts(memories_fts, rank) VALUES('secure-delete', 1);
+INSERT INTO memories_fts(memories_fts) VALUES('optimize');
+CREATE INDEX recalls_namespace ON recalls(namespace);
+"""
+
 # Numbered schema steps: MIGRATIONS[v] takes a store from version v to v + 1.
-MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3, 3: _SCHEMA_V4}
+MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3, 3: _SCHEMA_V4,
+                              4: _SCHEMA_V5}
+
+# -- how forget erases text from the FTS index ------------------------------------
+
+_FTS_CONFIG = "SELECT v FROM memories_fts_config WHERE k = ?"
+
+
+def erases_in_place(c: apsw.Connection) -> bool:
+    """Whether FTS5's secure-delete is on: a deleted row's terms leave the
+    index with the delete (else forget must merge the whole index)."""
+    rows = c.execute(_FTS_CONFIG, ("secure-delete",)).fetchall()
+    return bool(rows and rows[0][0])
+
+
+def oldest_reader(c: apsw.Connection) -> str:
+    """The oldest SQLite that can query this store's FTS index: "3.42" once
+    a row was deleted with secure-delete on (FTS5 format 5), else "3.37"."""
+    rows = c.execute(_FTS_CONFIG, ("version",)).fetchall()
+    return "3.42" if rows and rows[0][0] == 5 else "3.37"
+
+
+def set_portable(c: apsw.Connection, portable: bool) -> None:
+    """portable=True: turn secure-delete off and, if the index is in format
+    5, rebuild it in format 4, readable by SQLite 3.37 and later (a whole
+    rebuild, once).  portable=False: turn secure-delete on.  Inside the
+    caller's transaction."""
+    c.execute("INSERT INTO memories_fts(memories_fts, rank) VALUES('secure-delete', ?)",
+              (0 if portable else 1,))
+    if portable and oldest_reader(c) != "3.37":
+        c.execute("INSERT INTO memories_fts(memories_fts) VALUES('rebuild')")
+
+
+def merge_index(c: apsw.Connection) -> None:
+    """Merge the whole FTS index into one segment: what erases a deleted
+    row's terms when secure-delete is off."""
+    c.execute("INSERT INTO memories_fts(memories_fts) VALUES('optimize')")
 
 # -- the pooled layer's settings ---------------------------------------------------
 
@@ -427,6 +479,7 @@ KNOWN_SCHEMAS = {
     2: "d292860cfe870d2775099a085d69f565691bb97fd09d267f774b914ceef203f8",
     3: "23932044cdca7c53e78efa771bc4e2add75998821b265661d0ac94b49a7448bb",
     4: "3003eba1a75504b3ccd8f9febf5509d8300e8b89fdb559f6bc606da61dcc6a95",
+    5: "cf54a3970e193024437cc58839d20b2943de5f5b58f9e759ddbeb97492fde4d3",
 }
 
 

@@ -352,13 +352,14 @@ FORGET_NAMESPACE = "DELETE FROM memories WHERE namespace = :namespace"
 DETACH_NAMESPACE_EVENTS = "UPDATE events SET recall_id = NULL WHERE namespace = :namespace"
 FORGET_NAMESPACE_RECALLS = "DELETE FROM recalls WHERE namespace = :namespace"
 FORGET_MEMORY = "DELETE FROM memories WHERE id = ?"
-# the recalls that showed any of :ids
+# the recalls that showed any of :ids (a JSON array), looked for in the logs
+# of their namespaces only (recalls_namespace)
 RECALLS_SHOWING = """SELECT DISTINCT r.id FROM recalls AS r, json_each(r.shown) AS s
-WHERE s.value IN (SELECT value FROM json_each(:ids))"""
+WHERE r.namespace IN (SELECT namespace FROM memories
+                      WHERE id IN (SELECT value FROM json_each(:ids)))
+  AND s.value IN (SELECT value FROM json_each(:ids))"""
 DETACH_EVENTS = "UPDATE events SET recall_id = NULL WHERE recall_id = ?"
 FORGET_RECALL = "DELETE FROM recalls WHERE id = ?"
-# FTS5 keeps a deleted row's terms in its old segments until a merge
-MERGE_FTS = "INSERT INTO memories_fts(memories_fts) VALUES ('optimize')"
 
 # -- the connection ----------------------------------------------------------------
 

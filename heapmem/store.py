@@ -523,11 +523,12 @@ class Memory:
             nrows = c.execute(sql.COUNT_LINKS).fetchall()[0][0]
             prior = schema.prior(c)
             version = schema.user_version(c)
+            in_place, reader = schema.erases_in_place(c), schema.oldest_reader(c)
         by_ns = tuple(NamespaceStats(ns, n, recalls.get(ns, 0), ev.get(ns, (0, 0))[1], last, lu)
                       for ns, n, last, lu in per_ns)
         return Stats(version, sum(s.memories for s in by_ns), sum(recalls.values()),
                      sum(t for _, t in ev.values()), sum(u for u, _ in ev.values()), nlinks,
-                     nrows, len(prior), by_ns)
+                     nrows, len(prior), by_ns, in_place, reader)
 
     # -- recall --------------------------------------------------------------------
 
@@ -830,8 +831,10 @@ class Memory:
 
     def forget(self, ids: Iterable[str] | None = None, *, namespace: str | None = None) -> int:
         """Erase memories: the given ids, or a whole namespace.  Their text
-        leaves the table and the FTS index (secure_delete overwrites freed
-        pages), and recall log entries that showed them (or, for a namespace,
+        leaves the table and the FTS index at once (FTS5's secure-delete takes
+        their terms out of the index pages that hold them, and PRAGMA
+        secure_delete overwrites freed pages; see set_portable for old SQLite
+        readers), and recall log entries that showed them (or, for a namespace,
         all its recalls) are dropped with their query text.  What they taught
         the learned links stays: links hold feature statistics only, never text
         or ids.  Unknown ids raise ValueError and nothing is erased.  Returns the
@@ -858,19 +861,19 @@ class Memory:
                     sql.ID_EXISTS, {"id": i}).fetchall()]
                 if missing:
                     raise ValueError(f"unknown memory ids {missing}; nothing was forgotten")
-                c.executemany(sql.FORGET_MEMORY, [(i,) for i in id_list])
                 doomed = [r[0] for r in c.execute(sql.RECALLS_SHOWING,
                                                   {"ids": json.dumps(id_list)})]
+                c.executemany(sql.FORGET_MEMORY, [(i,) for i in id_list])
                 c.executemany(sql.DETACH_EVENTS, [(r,) for r in doomed])
                 c.executemany(sql.FORGET_RECALL, [(r,) for r in doomed])
                 n = len(id_list)
-            # FTS5 keeps a deleted row's terms in its old index segments until a
-            # merge: merge them all now, so the terms leave the index (and
-            # secure_delete zeroes the pages they held).  Its 'secure-delete'
-            # option would be cheaper, but it moves the index to a format that
-            # SQLite before 3.42 cannot read, and the file is meant for any client.
-            if n:
-                c.execute(sql.MERGE_FTS)
+            # FTS5's secure-delete (schema 5) took the deleted rows' terms out
+            # of the index pages that held them, and PRAGMA secure_delete
+            # zeroes the pages and cells freed.  A portable store (secure-delete
+            # off, set_portable) keeps the terms in old segments until a merge:
+            # merge the whole index now
+            if n and not schema.erases_in_place(c):
+                schema.merge_index(c)
         # the WAL still holds the old pages: copy the erased ones into the file
         # and empty the WAL.  A TRUNCATE checkpoint stalls every writer while it
         # waits for readers, so it waits 0.25 s at most; if other connections
@@ -886,6 +889,23 @@ class Memory:
             finally:
                 c.setbusytimeout(10_000)
         return n
+
+    def set_portable(self, portable: bool = True) -> None:
+        """Whether the file must stay readable by SQLite 3.37 to 3.41.
+
+        By default forget() and update() erase old text from the FTS index in
+        place (FTS5's secure-delete): a forget costs what the memory costs.
+        After the first such erasure, SQLite before 3.42 (2023-05) can no
+        longer query the index (Debian 12's sqlite3 is 3.40).
+        set_portable(True) turns secure-delete off and, if needed, rebuilds
+        the index in the old format, once: from then on each forget merges
+        the whole index instead (a quarter of a second at 100k memories), and
+        old readers keep working.  set_portable(False) goes back.
+        stats().oldest_reader says which SQLite the file needs now."""
+        if not isinstance(portable, bool):
+            raise TypeError("portable must be True or False")
+        with self._write() as c:
+            schema.set_portable(c, portable)
 
     # -- tuning --------------------------------------------------------------------
 

@@ -150,11 +150,13 @@ def make_marker():
     return "zqx" + "".join(secrets.choice("bcdfghjklmnpvw") for _ in range(10)) + "ing"
 
 
+@pytest.mark.parametrize("portable", [False, True], ids=["in-place", "portable"])
 @pytest.mark.parametrize("how", ["ids", "namespace"])
-def test_forget_leaves_no_trace_in_the_file(tmp_path, how):
+def test_forget_leaves_no_trace_in_the_file(tmp_path, how, portable):
     path = str(tmp_path / "forget.db")
     doomed, kept = make_marker(), make_marker()
     with heapmem.open(path, clock=lambda: T0) as mem:
+        mem.set_portable(portable)
         for i in range(200):  # bulk, so the FTS index has several segments
             mem.add(f"filler memory {i} about flights hotels and trains", namespace="other")
         ids = fill(mem, doomed, "user:doomed")
@@ -174,6 +176,57 @@ def test_forget_leaves_no_trace_in_the_file(tmp_path, how):
         assert mem.connection.execute("SELECT count(*) FROM recalls WHERE query LIKE ?",
                                       (f"%{doomed}%",)).fetchall()[0][0] == 0
     assert not found(path, doomed)
+
+
+def segments(mem):
+    """How many segments the FTS index has (a whole-index merge leaves one)."""
+    return mem.connection.execute(
+        "SELECT count(DISTINCT segid) FROM memories_fts_idx").fetchall()[0][0]
+
+
+def fts_format(mem):
+    return mem.connection.execute(
+        "SELECT v FROM memories_fts_config WHERE k = 'version'").fetchall()[0][0]
+
+
+def test_forget_erases_in_place_without_merging_the_index(tmp_path):
+    path = str(tmp_path / "inplace.db")
+    doomed = make_marker()
+    with heapmem.open(path, clock=lambda: T0) as mem:
+        assert mem.stats().erases_in_place and mem.stats().oldest_reader == "3.37"
+        for batch in range(6):  # one segment per transaction
+            mem.add_many([{"text": f"filler {batch} {i} about trains", "namespace": "other"}
+                          for i in range(40)])
+        ids = fill(mem, doomed, "user:doomed", n=3)
+        before = segments(mem)
+        assert before > 2
+        mem.forget(ids[:1])
+        assert segments(mem) >= before - 1, "forget merged the whole index"
+        assert not mem.recall(f"{doomed} vault code", namespace="user:doomed", k=5,
+                              track=False).ids.count(ids[0])
+        assert fts_format(mem) == 5 and mem.stats().oldest_reader == "3.42"
+        assert mem.check().ok
+
+
+def test_set_portable_keeps_the_index_readable_by_old_sqlite(tmp_path):
+    path = str(tmp_path / "portable.db")
+    with heapmem.open(path, clock=lambda: T0) as mem:
+        ids = fill(mem, make_marker(), "user:a", n=4)
+        mem.forget(ids[:1])
+        assert fts_format(mem) == 5
+        mem.set_portable(True)  # rebuilds the index in format 4
+        assert fts_format(mem) == 4
+        st = mem.stats()
+        assert not st.erases_in_place and st.oldest_reader == "3.37"
+        mem.forget(ids[1:2])
+        assert fts_format(mem) == 4 and segments(mem) == 1  # merged, old format kept
+        assert mem.recall("vault code Tuesday", namespace="user:a", k=5).ids
+        mem.set_portable(False)
+        assert mem.stats().erases_in_place
+        with pytest.raises(TypeError, match="True or False"):
+            mem.set_portable("yes")
+    with heapmem.open(path) as mem:
+        assert mem.stats().erases_in_place and mem.check().ok
 
 
 def test_forget_with_a_reader_holding_a_snapshot(tmp_path):
