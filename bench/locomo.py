@@ -28,6 +28,18 @@ Conditions (rows), per system:
   <config> + shuffled feedback     the same rounds as oracle, but the turns reported used
                                    are drawn at random from those shown (as many as the
                                    oracle would report): a placebo
+  <config> + answer feedback       (heapmem) the same rounds as oracle, but feedback gives
+                                   the gold answer as the agent's answer text
+                                   (feedback(recall_id, answer=...)) and heapmem decides
+                                   which shown turns it used: no ids are reported; a
+                                   question without an answer (the adversarial category 5)
+                                   gives none. Its notes give the attribution against the
+                                   gold evidence: precision of the turns judged used, and
+                                   the share of answered questions whose evidence was shown
+                                   that got it marked
+  <config> + answer-shuffled       the same, each question given another question's answer
+                                   from the same conversation (a seeded derangement): the
+                                   control for the answer mattering
   <config> + held-out families     per seed, conversations split in halves at random;
                                    oracle feedback on one half only, evaluation on the
                                    other; mean over seeds, with the Hit@3 lift vs no
@@ -94,8 +106,9 @@ K_EVAL = 50                         # MRR is over the top 50
 K_FEEDBACK = 10                     # feedback rounds show the top 10
 DAY = 86400.0
 SYSTEMS = ("heapmem",) + peers.PEERS
-POLICIES = ("oracle", "noisy", "shuffled")
-CONDITIONS = ("oracle", "noisy", "shuffled", "families")
+POLICIES = ("oracle", "noisy", "shuffled", "answer", "answer-shuffled")
+ANSWER_POLICIES = ("answer", "answer-shuffled")
+CONDITIONS = ("oracle", "noisy", "shuffled", "answer", "answer-shuffled", "families")
 NOISE_GIVE, NOISE_MISS, NOISE_FALSE = 0.5, 0.5, 0.1
 
 _T0 = time.time()
@@ -117,6 +130,7 @@ class Question:
     category: int
     gold: frozenset[str]     # turn ids "<conv_id>:<dia_id>"
     ask_ts: float
+    answer: str | None = None  # the gold answer (None for the adversarial category)
 
 
 @dataclass
@@ -198,8 +212,10 @@ def load_locomo(path: str, evidence: str = "split") -> tuple[list[Conversation],
             if not gold:
                 stats["no_evidence"] += 1
                 continue
+            answer = qa.get("answer")
             questions.append(Question(f"{cid}#{qi}", cid, str(qa["question"]),
-                                      int(qa.get("category", 0)), gold, ask))
+                                      int(qa.get("category", 0)), gold, ask,
+                                      None if answer is None else str(answer)))
         stats["kept"] += len(questions)
         stats["turns"] += len(memories)
         convs.append(Conversation(cid, memories, questions, ask, session_ts, turn_session))
@@ -292,6 +308,10 @@ class HeapmemStore:
 
     def feedback(self, token: Any, used: Sequence[str], *, now: float) -> None:
         self.mem.feedback(used=list(used), recall_id=token, now=now)
+
+    def feedback_answer(self, token: Any, answer: str, *, now: float) -> list[str]:
+        """Feedback from the answer text; the ids heapmem judged used."""
+        return list(self.mem.feedback(recall_id=token, answer=answer, now=now).used)
 
     def prepare_eval(self, train_namespaces: Sequence[str], config: str) -> dict[str, Any]:
         return {}
@@ -587,13 +607,49 @@ def choose_used(policy: str, shown: Sequence[str], gold: frozenset[str],
     raise ValueError(policy)
 
 
+def shuffled_answers(questions: Sequence[Question], rng: np.random.Generator
+                     ) -> dict[str, str | None]:
+    """Each answered question given another answered question's answer from the same
+    conversation (a derangement: nobody keeps their own)."""
+    out: dict[str, str | None] = {q.qid: None for q in questions}
+    by_conv: dict[str, list[Question]] = {}
+    for q in questions:
+        if q.answer is not None:
+            by_conv.setdefault(q.conv, []).append(q)
+    for qs in by_conv.values():
+        if len(qs) < 2:
+            continue
+        order = [qs[i] for i in rng.permutation(len(qs))]
+        for a, b in zip(order, order[1:] + order[:1]):
+            out[a.qid] = b.answer
+    return out
+
+
 def feedback_phase(store: Any, questions: Sequence[Question], config: Any, policy: str,
                    rng: np.random.Generator) -> dict[str, int]:
     st = {"recalls": 0, "rounds": 0, "used": 0}
+    if policy in ANSWER_POLICIES:
+        answers = ({q.qid: q.answer for q in questions} if policy == "answer"
+                   else shuffled_answers(questions, rng))
+        st.update(answered=0, marked=0, marked_gold=0, gold_shown=0, covered=0)
     for q in questions:
         shown, token = store.recall(q.text, k=K_FEEDBACK, namespace=q.conv, now=q.ask_ts,
                                     config=config, track=True)
         st["recalls"] += 1
+        if policy in ANSWER_POLICIES:
+            answer = answers[q.qid]
+            if answer is None or not answer.strip():
+                continue
+            used = store.feedback_answer(token, answer, now=q.ask_ts)
+            st["answered"] += 1
+            st["rounds"] += bool(used)
+            st["used"] += len(used)
+            st["marked"] += len(used)
+            st["marked_gold"] += sum(i in q.gold for i in used)
+            if any(i in q.gold for i in shown):
+                st["gold_shown"] += 1
+                st["covered"] += any(i in q.gold for i in used)
+            continue
         used = choose_used(policy, shown, q.gold, rng)
         if used is None:
             continue
@@ -679,6 +735,8 @@ def run_system(name: str, args: argparse.Namespace, plan: Plan, workdir: str) ->
 
     for cfg in system.feedback_configs:
         for policy in POLICIES:
+            if policy in ANSWER_POLICIES and not system.name.startswith("heapmem"):
+                continue            # the peers take no answer text
             if policy in plan.conditions:
                 rows.append(run_loco(system, base, plan, cfg, policy, workdir))
         if "families" in plan.conditions:
@@ -700,7 +758,7 @@ def run_loco(system: Any, base: Any, plan: Plan, cfg: str, policy: str, workdir:
     t = time.time()
     qids: list[str] = []
     ranks: list[int] = []
-    stats = {"recalls": 0, "rounds": 0, "used": 0}
+    stats: dict[str, int] = {}
     infos = []
     for fi, held in enumerate(plan.folds):
         store = system.fork(base, workdir, f"loco-{policy}-{fi}")
@@ -709,8 +767,8 @@ def run_loco(system: Any, base: Any, plan: Plan, cfg: str, policy: str, workdir:
             fb = [q for c in train for q in plan.fb_q[c]]
             st = feedback_phase(store, fb, system.configs[cfg], policy,
                                 stream(plan.seed, "loco", policy, held))
-            for k in stats:
-                stats[k] += st[k]
+            for k, v in st.items():
+                stats[k] = stats.get(k, 0) + v
             infos.append(store.prepare_eval(train, cfg))
             g = evaluate(store, plan.eval_q[held], system.configs[cfg])
         finally:
@@ -725,6 +783,11 @@ def run_loco(system: Any, base: Any, plan: Plan, cfg: str, policy: str, workdir:
               info={"folds": nf, **stats, "prepare": infos})
     row.notes = (f"{stats['rounds'] / nf:.0f} rounds/fold, {stats['used'] / max(1, stats['rounds']):.2f}"
                  f" used/round" + _info_notes(infos))
+    if policy in ANSWER_POLICIES:
+        row.notes += (f"; attribution vs gold: precision {stats['marked_gold'] / max(1, stats['marked']):.3f}"
+                      f" ({stats['marked']} judged used), evidence marked for "
+                      f"{stats['covered'] / max(1, stats['gold_shown']):.3f} of "
+                      f"{stats['gold_shown'] / nf:.0f} answered questions/fold with it shown")
     log(f"{system.name}: {row.label}: MRR {row.value('mrr'):.3f} ({row.seconds:.1f}s; {row.notes})")
     return row
 

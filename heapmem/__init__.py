@@ -12,8 +12,8 @@ from ._version import __version__
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
 from .errors import (CorruptStoreError, DuplicateIdError, HeapmemError, NotAStoreError,
                      ReadOnlyError, SchemaVersionError, UnsafeStoreError)
-from .results import (CheckReport, Event, Feedback, ImportReport, Item, LinkRow, LoggedRecall,
-                      NamespaceStats, Recall, Result, Stats, TuneReport)
+from .results import (CheckReport, Event, Feedback, ImportReport, Item, Judgement, LinkRow,
+                      LoggedRecall, NamespaceStats, Recall, Result, Stats, TuneReport)
 from .store import Memory, open
 from .validate import MAX_TEXT_BYTES
 
@@ -26,6 +26,7 @@ __all__ = [
     "HeapmemError",
     "ImportReport",
     "Item",
+    "Judgement",
     "KIND_IMPORTANCE",
     "LinkRow",
     "LoggedRecall",

@@ -107,6 +107,21 @@ class Recall(Sequence[Result]):
 
 
 @dataclass(frozen=True)
+class Judgement:
+    """What feedback(answer=...) decided about one shown memory, and why."""
+
+    id: str
+    verdict: str                 # "used", "ignored" or "unjudged"
+    share: float                 # of the answer's evidence weight the memory carries
+    matched: tuple[str, ...]     # the answer's words it carries (with the date's, if dated)
+    dated: bool                  # its time matches the date the answer names
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.id}: {self.verdict}: {self.reason}"
+
+
+@dataclass(frozen=True)
 class Feedback:
     """What one feedback call recorded."""
 
@@ -114,6 +129,8 @@ class Feedback:
     used: tuple[str, ...]
     ignored: tuple[str, ...]
     features: int  # distinct features whose links changed
+    #: with answer=...: each shown memory's judgement, in rank order
+    judgements: tuple[Judgement, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -248,6 +248,12 @@ WHERE id IN (SELECT recall_id FROM events WHERE used = 1) ORDER BY id
 
 JUDGED_POSITIONS = "SELECT position FROM events WHERE recall_id = :id"
 
+# which shown memories :answer used (heap_attribute in C): one JSON array by
+# position; a memory forgotten since the recall comes with a NULL text
+ATTRIBUTE = """SELECT heap_attribute(:answer, r.query, s.key, m.text, m.created_at)
+FROM recalls AS r CROSS JOIN json_each(r.shown) AS s LEFT JOIN memories AS m ON m.id = s.value
+WHERE r.id = :id"""
+
 EVENTS = """SELECT id, recall_id, position, namespace, qtype, used, deltas FROM events
 ORDER BY id"""
 

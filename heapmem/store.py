@@ -25,11 +25,11 @@ import numpy as np
 from . import _native, learning, schema, sql, tune
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
 from .errors import CorruptStoreError, DuplicateIdError, HeapmemError, ReadOnlyError, from_sqlite
-from .results import (CheckReport, Event, Feedback, Item, LinkRow, LoggedRecall, NamespaceStats,
-                      Recall, Result, Stats, TuneReport)
+from .results import (CheckReport, Event, Feedback, Item, Judgement, LinkRow, LoggedRecall,
+                      NamespaceStats, Recall, Result, Stats, TuneReport)
 from .sql import RECALL_SQL
-from .validate import (MAX_K, MAX_TEXT_BYTES, POOLED, Timestamp, check_ids, check_name,
-                       check_namespace, check_text, seconds)
+from .validate import (MAX_K, MAX_TEXT_BYTES, POOLED, Timestamp, check_answer, check_ids,
+                       check_name, check_namespace, check_text, seconds)
 
 __all__ = ["Memory", "open", "RECALL_SQL", "MAX_K", "MAX_TEXT_BYTES", "POOLED"]
 
@@ -709,7 +709,7 @@ class Memory:
         return recall_id, ns, qt, json.loads(shown), json.loads(ages), json.loads(feats)
 
     def _judge(self, recall_id: Any, used: Any, ignored: Any, rest_ignored: bool,
-               now: Timestamp | None) -> Feedback:
+               now: Timestamp | None, answer: str | None = None) -> Feedback:
         used_ids = check_ids(used, "used")
         ignored_ids = check_ids(ignored, "ignored") if ignored is not None else []
         both = set(used_ids) & set(ignored_ids)
@@ -717,9 +717,17 @@ class Memory:
             raise ValueError(f"ids both used and ignored: {sorted(both)}")
         t = self.now(now)
         config = self.config
+        judgements: tuple[Judgement, ...] = ()
         with self._write() as c:
             rid, ns, qt, shown, ages, shown_feats = self._resolve_recall(
                 c, recall_id, used_ids + ignored_ids)
+            if answer is not None:
+                if c.execute(sql.JUDGED_POSITIONS, {"id": rid}).fetchall():
+                    raise ValueError(f"recall {rid} already has feedback; an answer can only "
+                                     "judge a recall nothing has judged yet")
+                judgements = self._attribute(c, rid, answer, shown)
+                used_ids = [j.id for j in judgements if j.verdict == "used"]
+                ignored_ids = [j.id for j in judgements if j.verdict == "ignored"]
             pos = {mid: i for i, mid in enumerate(shown)}
             not_shown = [i for i in used_ids + ignored_ids if i not in pos]
             if not_shown:
@@ -765,10 +773,43 @@ class Memory:
             if used_ids:
                 c.execute(sql.MARK_USED, {"now": t, "ids": json.dumps(used_ids)})
         return Feedback(rid, tuple(used_ids), tuple(m for m in ignored_ids if m in feats),
-                        nfeatures)
+                        nfeatures, judgements)
+
+    @staticmethod
+    def _attribute(c: apsw.Connection, rid: int, answer: str,
+                   shown: list[str]) -> tuple[Judgement, ...]:
+        """Each shown memory's judgement from the answer text (heap_attribute)."""
+        rows = json.loads(c.execute(sql.ATTRIBUTE, {"id": rid, "answer": answer}
+                                    ).fetchall()[0][0])
+        used = [i for i, r in enumerate(rows) if r[0] == 1]
+        close = [shown[i] for i, r in enumerate(rows) if r[1] >= 0.4]
+        out = []
+        for mid, (verdict, share, _qshare, words, dated, present) in zip(shown, rows):
+            carried = ", ".join(words) if words else ""
+            what = f"carries {share:.0%} of the answer's evidence" + (
+                f" ({carried})" if carried else "") + (
+                "; its time matches the answer's date" if dated else "")
+            if verdict == 1:
+                v, why = "used", what
+            elif verdict == 0:
+                v, why = "ignored", "carries none of the answer's words, nor its date"
+            else:
+                v = "unjudged"
+                if not present:
+                    why = "forgotten since the recall"
+                elif used:
+                    why = what + ": neither clearly used nor clearly unused"
+                elif len(close) > 1:
+                    why = what + f": a tie between {', '.join(close)}, so nothing was judged"
+                else:
+                    why = what + ": no memory carries 40% of the answer's evidence, so " \
+                                 "nothing was judged"
+            out.append(Judgement(mid, v, float(share), tuple(words), bool(dated), why))
+        return tuple(out)
 
     def feedback(self, used: Iterable[str] = (), *, recall_id: int | None = None,
-                 ignored: Iterable[str] | None = None, now: Timestamp | None = None) -> Feedback:
+                 ignored: Iterable[str] | None = None, answer: str | None = None,
+                 now: Timestamp | None = None) -> Feedback:
         """Tell heapmem which memories of a recall the answer used.
 
         Every other memory the recall showed counts as ignored, unless
@@ -783,7 +824,27 @@ class Memory:
         all the given ids is meant.  Unknown ids or recall, ids the recall did
         not show, or a bare string for `used`: ValueError/TypeError, and
         nothing is written.
+
+        answer="...": heapmem judges from the answer text itself, against
+        exactly the memories the recall showed (recall_id required).  A shown
+        memory that carries the answer's distinctive content (its words, by
+        their weight among the shown memories, numbers and names included, and
+        its date matched against when the memory was stated) counts as used;
+        those that carry none of it are ignored; the rest stay unjudged.  The
+        question's own words never count.  When the answer singles out no
+        memory (no overlap, or a tie) nothing is judged and nothing written.
+        The result's `judgements` say, for each shown memory, what was decided
+        and why.  Giving answer= with used= or ignored= is a ValueError.
         """
+        if answer is not None:
+            answer = check_answer(answer)
+            if ignored is not None or (isinstance(used, (list, tuple, set)) and used) or \
+                    not isinstance(used, (list, tuple, set)):
+                raise ValueError("give either answer=... or used=/ignored=, not both")
+            if recall_id is None:
+                raise ValueError("feedback(answer=...) needs the recall_id of the recall the "
+                                 "answer was written from")
+            return self._judge(recall_id, [], [], False, now, answer)
         return self._judge(recall_id, used, ignored, ignored is None, now)
 
     def mark_used(self, ids: Iterable[str], *, recall_id: int | None = None,

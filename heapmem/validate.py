@@ -1,7 +1,7 @@
 """What valid input is: the checks every entry point runs on its arguments,
 and the limits they enforce.
 
-Owns: the limits (MAX_TEXT_BYTES, MAX_NAME_CHARS, MAX_K), the reserved name of
+Owns: the limits (MAX_TEXT_BYTES, MAX_ANSWER_BYTES, MAX_NAME_CHARS, MAX_K), the reserved name of
 the pooled layer (POOLED), and one check per kind of argument (a name, a
 namespace, a memory's text, a list of ids, a timestamp).  Each raises
 TypeError or ValueError with a sentence that tells the caller what to do.
@@ -80,6 +80,27 @@ def check_text(text: Any) -> str:
     if size > MAX_TEXT_BYTES:
         raise ValueError(f"text is {size} bytes of UTF-8; the limit is {MAX_TEXT_BYTES} (1 MiB)")
     return text
+
+
+#: The longest answer feedback(answer=...) reads (an answer, not a document).
+MAX_ANSWER_BYTES = 64 * 1024
+
+
+def check_answer(answer: Any) -> str:
+    if not isinstance(answer, str):
+        raise TypeError(f"answer must be a string (the agent's answer), got {type(answer).__name__}")
+    if not answer.strip():
+        raise ValueError("answer must not be empty or only whitespace")
+    if "\x00" in answer:
+        raise ValueError("answer must not contain a NUL character")
+    try:
+        size = len(answer.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValueError("answer is not valid Unicode (it holds a lone surrogate)") from None
+    if size > MAX_ANSWER_BYTES:
+        raise ValueError(f"answer is {size} bytes of UTF-8; the limit is {MAX_ANSWER_BYTES} "
+                         "(64 KiB): pass the answer, not a document")
+    return answer
 
 
 def check_ids(ids: Any, what: str) -> list[str]:
