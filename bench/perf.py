@@ -35,6 +35,8 @@ peak RSS does not mix sizes and build and serve figures stay apart):
                   machine was shared (the "load" column is the 1-minute load average)
   tracked p50     recall(track=True) + explain(): what an agent that gives feedback pays
   feedback p50    feedback(used=[top result]) after each tracked recall (rest ignored)
+  answer p50      feedback(recall_id, answer=...) after a tracked recall, the answer being
+                  the top result's first 200 characters (heapmem attributes it itself)
   writes, FULL    tracked recall, feedback and add again with PRAGMA synchronous=FULL
                   (what durable=True sets: one fsync per commit), in their own table
   RSS build/serve ru_maxrss of the build / serve subprocess (the serve process imports
@@ -397,6 +399,16 @@ def job_serve_heapmem(job: dict[str, Any]) -> dict[str, Any]:
     fb: list[float] = []
     out["recall_tracked"] = ms_stats(recall_pass(queries[:job["tracked"]], True, fb))
     out["feedback"] = ms_stats(fb)
+    # feedback from the answer text: the agent's answer quotes the top memory (its
+    # first 200 characters), heapmem works out which of the 10 shown it used
+    fa = []
+    for q, ns in queries[job["tracked"]:2 * job["tracked"]]:
+        res = mem.recall(q, k=K, namespace=ns, now=now, track=True)
+        if len(res):
+            t = time.perf_counter()
+            mem.feedback(recall_id=res.recall_id, answer=res[0].text[:200], now=now)
+            fa.append(time.perf_counter() - t)
+    out["feedback_answer"] = ms_stats(fa)
     adds = []
     for i, (text, ns, who, ts) in enumerate(Q["adds"][:job["adds"]]):
         t = time.perf_counter()
@@ -714,6 +726,8 @@ def goals(rows: list[dict[str, Any]]) -> str:
             continue
         add(f"add_many, {c}", 20_000, r["add_many_per_s"], "/s", lower=False)
         add(f"feedback p50, {c}", 0.3, r["feedback"]["p50_ms"], " ms")
+        if r.get("feedback_answer", {}).get("p50_ms"):
+            add(f"feedback(answer=...) p50, {c}", 1.0, r["feedback_answer"]["p50_ms"], " ms")
     for c, r in hm.items():
         if r.get("forget"):
             add(f"forget one memory p50, {c}", 50 if r["memories"] >= 1_000_000 else 20,

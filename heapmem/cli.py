@@ -161,7 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = verb("feedback", "say which memories of a recall the answer used",
              "Say which memories of a recall the answer used.  Every other memory the recall "
              "showed\ncounts as ignored, unless --only (judge just the listed ones) or --ignored "
-             "is given.\nEach shown memory can be judged once.")
+             "is given.\nEach shown memory can be judged once.  Or pass the answer itself with "
+             "--answer: heapmem\njudges from its text which shown memories it used, and says "
+             "why.")
     p.add_argument("recall_id", metavar="RECALL_ID", type=int, nargs="?",
                    help="the recall's id (default: the newest recall that showed all the ids)")
     p.add_argument("--used", nargs="+", default=[], metavar="ID", help="ids the answer used")
@@ -169,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ids the answer did not use (the rest stay unjudged)")
     p.add_argument("--only", action="store_true",
                    help="judge only the ids given; leave the other shown memories unjudged")
+    p.add_argument("--answer", metavar="TEXT",
+                   help="the agent's answer: heapmem decides which shown memories it used "
+                        "(needs RECALL_ID; not with --used/--ignored)")
     p.set_defaults(func=cmd_feedback)
 
     p = verb("links", "the learned links, strongest first",
@@ -244,9 +249,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_path)
 
     p = verb("mcp", "serve the store to models over MCP",
-             "Serve the store over the Model Context Protocol, with the tools remember, "
-             "recall,\nmark_used, mark_ignored, forget and list.  The server tells the model to "
-             "call\nmark_used with the ids its answer used, so heapmem learns from every answer.\n"
+             "Serve the store over the Model Context Protocol, with the tools add (remember), "
+             "recall,\nreport_answer, mark_used, mark_ignored, forget and list.  The server "
+             "tells the model to\ncall report_answer with its answer (or mark_used with the ids "
+             "it used), so heapmem\nlearns from every answer.\n"
              "Over http every request's Host must name the address served and its Origin, if "
              "any,\nbe http://HOST:PORT (else 403), and with a token it must carry it (else "
              "401).\nNeeds the mcp package: pip install 'heapmem[mcp]'.")
@@ -427,14 +433,35 @@ def cmd_recall(ctx: Context) -> int:
         ctx.print("   " + e)
     if res.recall_id is not None:
         ctx.print(f"\nrecall_id {res.recall_id} (question type: {res.qtype}); after answering: "
-                  f"heapmem feedback {res.recall_id} --used ID ...")
+                  f"heapmem feedback {res.recall_id} --used ID ... (or --answer TEXT)")
     return 0
 
 
 def cmd_feedback(ctx: Context) -> int:
     a = ctx.args
+    if a.answer is not None:
+        if a.used or a.ignored is not None or a.only:
+            raise CLIError("give either --answer or --used/--ignored/--only, not both")
+        if a.recall_id is None:
+            raise CLIError("feedback --answer needs the RECALL_ID the answer was written from")
+        with ctx.open() as mem:
+            fb = mem.feedback(recall_id=a.recall_id, answer=a.answer)
+        if ctx.json:
+            ctx.emit({"recall_id": fb.recall_id, "used": list(fb.used),
+                      "ignored": list(fb.ignored), "features": fb.features,
+                      "judgements": [{"id": j.id, "verdict": j.verdict, "share": j.share,
+                                      "matched": list(j.matched), "dated": j.dated,
+                                      "reason": j.reason} for j in fb.judgements]})
+            return 0
+        used = ", ".join(fb.used) or "none"
+        ign = ", ".join(fb.ignored) or "none"
+        ctx.print(f"recall {fb.recall_id}: used {used}; ignored {ign}; "
+                  f"{fb.features} learned links updated")
+        for i, j in enumerate(fb.judgements, 1):
+            ctx.print(f"  {i}. {j.verdict:<8} {j.id}: {j.reason}")
+        return 0
     if not a.used and not a.ignored:
-        raise CLIError("feedback needs --used ID ... or --ignored ID ...")
+        raise CLIError("feedback needs --used ID ..., --ignored ID ... or --answer TEXT")
     ignored = a.ignored if a.ignored is not None else ([] if a.only else None)
     with ctx.open() as mem:
         fb = mem.feedback(a.used, recall_id=a.recall_id, ignored=ignored)
@@ -462,7 +489,7 @@ def cmd_links(ctx: Context) -> int:
         return 0
     if not rows:
         ctx.print("no learned links yet: they come from feedback (heapmem feedback, or "
-                  "mark_used over MCP)")
+                  "report_answer or mark_used over MCP)")
         return 0
     where = "pooled over all namespaces ('*')" if ns == "*" else f"as {ns} sees them"
     ctx.print(f"learned links {where}, strongest first ({len(shown)} of {len(rows)}):")

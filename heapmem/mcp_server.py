@@ -4,9 +4,10 @@ pip install 'heapmem[mcp]').
 Owns: the MCP tools, the server's instructions to the model, and who may reach
 them over HTTP.  Each tool is a thin call of the Memory method it is named
 after (add, recall, mark_used, mark_ignored, forget, list; `remember` is add's
-older name).  The server's instructions ask the model to call mark_used with
-the ids its answer used, right after answering: that feedback is what heapmem
-learns from.
+older name; report_answer is feedback(recall_id, answer=...)).  The server's
+instructions ask the model to call report_answer with its answer right after
+answering: that feedback is what heapmem learns from, and a model that never
+reports ids still teaches it.
 
 One server serves one namespace (from --namespace or $HEAPMEM_NAMESPACE), so a
 model can neither read nor change another namespace's memories.
@@ -56,10 +57,12 @@ heapmem is the user's long-term memory (namespace {namespace}).
   recall with the user's question in their words.  It returns the most useful
   memories, each with its id and a one-line explanation of its rank, and a
   recall_id.
-- Right after you answer, call mark_used with the ids of the memories your
-  answer actually used, and the recall_id.  This is how heapmem learns which
-  kinds of memory answer which kinds of question; do it every time.  If none of
-  the shown memories helped, call mark_ignored with their ids instead.
+- Right after you answer, call report_answer with the recall_id and your
+  answer's text, every time: heapmem works out from it which of the shown
+  memories you used.  This is how heapmem learns which kinds of memory answer
+  which kinds of question.  (If you know exactly which ids you used, mark_used
+  with those ids and the recall_id does the same; mark_ignored reports the
+  ones that did not help.)
 - Call add for each fact, preference, instruction or event worth keeping,
   one per call, in plain words (kind: fact, preference, instruction, episode or
   note).
@@ -257,9 +260,23 @@ def build_server(mem: Memory, namespace: str = "default") -> Any:
                 "memories": [{"id": r.id, "text": r.text, "score": round(r.score, 6),
                               "explain": r.explain()} for r in res]}
             if res.recall_id is not None:
-                out["next"] = (f"after answering, call mark_used(ids=[...], recall_id="
-                               f"{res.recall_id}) with the ids your answer used")
+                out["next"] = (f"after answering, call report_answer(recall_id="
+                               f"{res.recall_id}, answer=<your answer>)")
             return out
+
+    @server.tool()
+    def report_answer(recall_id: int, answer: str) -> dict[str, Any]:
+        """Report your answer, right after answering, with the recall_id of the recall it
+        was written from.  heapmem judges from its text which of the shown memories it
+        used (and learns from that); the reply says, for each, what was decided and why.
+        Each recall takes one report."""
+        with _told():
+            own_recall(recall_id)
+            fb = mem.feedback(recall_id=recall_id, answer=answer)
+            return {"recall_id": fb.recall_id, "used": list(fb.used),
+                    "ignored": list(fb.ignored), "links_updated": fb.features,
+                    "judgements": [{"id": j.id, "verdict": j.verdict, "why": j.reason}
+                                   for j in fb.judgements]}
 
     @server.tool()
     def mark_used(ids: list[str], recall_id: Optional[int] = None) -> dict[str, Any]:

@@ -369,3 +369,25 @@ def test_cli_doc_shows_what_each_command_prints():
     build = runpy.run_path(str(root / "examples" / "cli_doc.py"))["build"]
     assert build() == (root / "docs" / "CLI.md").read_text(), \
         "docs/CLI.md is stale: run python examples/cli_doc.py"
+
+
+def test_feedback_from_the_answer_text(run):
+    seed(run)
+    r = run("-n", "user:maya", "recall", "When is my flight to Lisbon?")
+    assert r.code == 0
+    r = run("feedback", "1", "--answer", "You fly out March 14 at 9:40am, SFO to LIS.")
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert lines[0].startswith("recall 1: used m1; ignored m2;")
+    assert len(lines) == 4  # one line per shown memory, in rank order
+    assert any(l.split()[1:3] == ["used", "m1:"] and "sfo" in l and "of the answer's" in l
+               for l in lines[1:])
+    fails(run("feedback", "1", "--answer", "March 14"), "already has feedback")
+    run("-n", "user:maya", "recall", "When is my flight to Lisbon?")
+    d = run("feedback", "2", "--answer", "March 14, 9:40am", "--json").json()
+    assert d["used"] == ["m1"]
+    assert {j["id"]: j["verdict"] for j in d["judgements"]}["m1"] == "used"
+    assert {"id", "verdict", "share", "matched", "dated", "reason"} <= set(d["judgements"][0])
+    fails(run("feedback", "2", "--answer", "x", "--used", "m1"), "not both")
+    fails(run("feedback", "--answer", "x"), "needs the RECALL_ID")
+    fails(run("feedback", "3", "--answer", " "), "must not be empty")

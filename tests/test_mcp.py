@@ -23,7 +23,8 @@ from heapmem import mcp_server  # noqa: E402
 from conftest import stop  # noqa: E402
 
 NOW = "2026-11-30T12:00:00Z"
-TOOLS = {"add", "remember", "recall", "mark_used", "mark_ignored", "forget", "list"}
+TOOLS = {"add", "remember", "recall", "report_answer", "mark_used", "mark_ignored", "forget",
+         "list"}
 
 
 def server_args(db, *extra):
@@ -63,8 +64,8 @@ async def conversation(session, db, init_instructions):
     """What a model does: list the tools, remember, recall, answer, mark_used."""
     tools = await session.list_tools()
     assert {t.name for t in tools.tools} == TOOLS
-    assert "mark_used" in init_instructions and "right after you answer" in \
-        init_instructions.lower()
+    assert "report_answer" in init_instructions and "mark_used" in init_instructions
+    assert "right after you answer" in init_instructions.lower()
     for text, kind in [("Booked the flight: SFO to LIS, departs March 14, 9:40am", "fact"),
                        ("Lisbon! I'd love to visit Lisbon someday", "preference"),
                        ("Flights to Lisbon from SFO cost around $700 in spring", "tool_result")]:
@@ -96,6 +97,22 @@ async def conversation(session, db, init_instructions):
     other = [m["id"] for m in mems if m["id"] != booking]
     out, err = await call(session, "mark_ignored", ids=other[:1], recall_id=1)
     assert not err and out["ignored"] == other[:1]
+    # a model that reports its answer, not ids
+    out, err = await call(session, "recall", query="When is my flight to Lisbon?")
+    assert not err and out["recall_id"] == 2 and "report_answer(recall_id=2" in out["next"]
+    before = links(db)
+    out, err = await call(session, "report_answer", recall_id=2,
+                          answer="Your flight leaves March 14 at 9:40am, SFO to LIS.")
+    assert not err and out["used"] == [booking] and out["links_updated"] > 0
+    assert {j["id"]: j["verdict"] for j in out["judgements"]}[booking] == "used"
+    assert links(db) != before
+    after = links(db)
+    for kwargs, words in [({"recall_id": 2, "answer": "March 14"}, "already has feedback"),
+                          ({"recall_id": 99, "answer": "March 14"}, "unknown recall_id"),
+                          ({"recall_id": 2, "answer": " "}, "empty")]:
+        msg, err = await call(session, "report_answer", **kwargs)
+        assert err and words in msg, msg
+    assert links(db) == after
     out, err = await call(session, "list", limit=2)
     assert not err and out["total"] == 3 and len(out["memories"]) == 2
     assert out["memories"][0]["created_at"] == "2026-11-30T12:00:00+00:00"
