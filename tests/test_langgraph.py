@@ -44,9 +44,14 @@ def mem(tmp_path, clock):
     m.close()
 
 
+def ranked(hits):
+    """The keys a search ranked (the rest come after, unscored)."""
+    return [h.key for h in hits if h.score is not None]
+
+
 @pytest.fixture
 def store(mem, clock):
-    s = HeapmemStore(mem)
+    s = HeapmemStore(mem, kind_field="kind", source_field="source")
     for key, value, age in [
             ("flight", {"text": "Booked the flight: SFO to LIS, departs March 14, 9:40am"}, 20),
             ("wish", {"text": "Lisbon! I'd love to visit Lisbon someday", "kind": "preference",
@@ -63,7 +68,7 @@ def store(mem, clock):
 
 
 def test_is_a_langgraph_store(store):
-    assert isinstance(store, BaseStore) and store.supports_ttl is False
+    assert isinstance(store, BaseStore) and store.supports_ttl is True
 
 
 def test_put_and_get(store, mem):
@@ -89,8 +94,8 @@ def test_put_updates_in_place(store, mem, clock):
     assert item.value["note"] == "moved"
     assert item.created_at == datetime.fromtimestamp(T - 20 * DAY, timezone.utc)
     assert item.updated_at == datetime.fromtimestamp(T + DAY, timezone.utc)
-    assert [h.key for h in store.search(MAYA, query="April")] == ["flight"]
-    assert store.search(MAYA, query="March") == []  # the old text left the index
+    assert ranked(store.search(MAYA, query="April")) == ["flight"]
+    assert ranked(store.search(MAYA, query="March")) == []  # the old text left the index
     # the earlier search can still be reported on
     store.mark_used(MAYA, ["flight"], recall_id=store.last_recalls["users/maya"])
     assert mem.check().ok and mem.count == 5
@@ -114,11 +119,13 @@ def test_search_with_a_query_ranks_by_heapmem(store, mem):
     assert store.last_recalls["users/maya"] is not None
     assert store.search(MAYA, query="When is my flight to Lisbon?", limit=1, offset=1)[0].key \
         == hits[1].key
-    assert store.search(MAYA, query="the and of") == []  # no searchable word
+    # no searchable word: nothing is ranked, and every item comes, newest first
+    assert [(h.key, h.score) for h in store.search(MAYA, query="the and of")] == [
+        ("price", None), ("wish", None), ("flight", None)]
     # a prefix searches every namespace under it
     assert {h.namespace for h in store.search(("users",), query="when")} <= {
         MAYA, ("users", "ben")}
-    assert [h.key for h in store.search((), query="Paris train")] == ["train"]
+    assert ranked(store.search((), query="Paris train")) == ["train"]
 
 
 def test_search_without_a_query_lists_newest_first(store):
@@ -137,6 +144,8 @@ def test_search_filters(store):
                                                                                   "flight"]
     hits = store.search(MAYA, query="Lisbon", filter={"kind": "tool_result"})
     assert [h.key for h in hits] == ["price"] and hits[0].score > 0
+    hits = store.search(MAYA, query="booked", filter={"kind": "preference"})
+    assert [(h.key, h.score) for h in hits] == [("wish", None)]  # matches, not ranked
 
 
 def test_list_namespaces(store):
@@ -158,7 +167,7 @@ def test_batch_runs_ops_in_order(store):
         GetOp(("t",), "a"),
     ])
     assert out[0] is None and out[1].value == {"text": "alpha memory"}
-    assert [h.key for h in out[2]] == ["a"] and out[3] == [("t",)] and out[5] is None
+    assert ranked(out[2]) == ["a"] and out[3] == [("t",)] and out[5] is None
 
 
 def test_async_interface(store):
@@ -196,15 +205,17 @@ def test_feedback_teaches_heapmem(store, mem):
 
 def test_bad_input(store, mem):
     n = mem.count
-    for ns in [(), ("a/b",), ("",), ("a.b",), ("*",)]:
-        with pytest.raises((InvalidNamespaceError, ValueError)):
+    # what LangGraph itself refuses: no labels, an empty label, a '.', a NUL
+    for ns in [(), ("",), ("a.b",), ("a\x00b",), ("langgraph", "x")]:
+        with pytest.raises(InvalidNamespaceError):
             store.put(ns, "k", {"text": "x"})
-    with pytest.raises(ValueError):
-        store.put(MAYA, "", {"text": "x"})
-    with pytest.raises(ValueError):
-        store.put(MAYA, "k" * 300, {"text": "x"})  # ids are at most 256 characters
-    with pytest.raises(NotImplementedError):
-        store.put(MAYA, "k", {"text": "x"}, ttl=5)
+    with pytest.raises(InvalidNamespaceError):
+        store.batch([PutOp(("a.b",), "k", {"text": "x"})])
+    with pytest.raises(TypeError):
+        store.put(MAYA, "k", "not a dict")
+    for ttl in (-1, float("nan"), "5"):
+        with pytest.raises(ValueError, match="ttl"):
+            store.put(MAYA, "k", {"text": "x"}, ttl=ttl)
     with pytest.raises(TypeError):
         store.batch([object()])
     with pytest.raises(ValueError, match="operator"):
@@ -223,6 +234,10 @@ def test_text_fields_and_index(mem):
     assert mem.get("n.c").text == '{"x": 1, "y": [2]}'
     with pytest.raises(TypeError):
         HeapmemStore(mem, text_fields="body")
+    with pytest.raises(ValueError, match="once"):
+        HeapmemStore(mem, text_fields=["a"], index={"fields": ["b"]})
+    with pytest.raises(ValueError, match="embed"):
+        HeapmemStore(mem, index={"embed": lambda texts: [[1.0] for _ in texts]})
 
 
 def test_memories_added_otherwise_show_up(store, mem):
