@@ -47,35 +47,10 @@ def _index(index: Any) -> Any:
     return index
 
 
-def _old_api(cls, path, index, ttl):  # BASELINE ONLY: the HeapmemStore before issue 15
-    import inspect
-    import numpy as np
-    import heapmem
-    if "index" in inspect.signature(HeapmemStore.__init__).parameters:
-        return None
-    emb = None
-    if index and index.get("embed") is not None:
-        e = index["embed"]
-        class Emb:
-            name = "contract"
-            def __call__(self, texts):
-                return np.asarray(e.embed_documents(list(texts)), dtype=np.float32)
-        emb = Emb()
-    obj = object.__new__(cls)
-    kw = {"text_fields": tuple(index["fields"])} if index and index.get("fields") else {}
-    HeapmemStore.__init__(obj, heapmem.open(path, embedder=emb), **kw)
-    return obj
-
-
 class InMemoryStore(HeapmemStore):
     """A HeapmemStore over a new file, built like LangGraph's InMemoryStore."""
 
-    def __new__(cls, *, index: Any = None, ttl: Any = None):
-        return _old_api(cls, new_path(), _index(index), ttl) or super().__new__(cls)
-
     def __init__(self, *, index: Any = None, ttl: Any = None) -> None:
-        if hasattr(self, "memory"):
-            return
         super().__init__(new_path(), index=_index(index), ttl=ttl)
 
 
@@ -87,8 +62,7 @@ class SqliteStore(HeapmemStore):
     @contextlib.contextmanager
     def from_conn_string(cls, conn_string: str, *, index: Any = None,
                          ttl: Any = None) -> Iterator["SqliteStore"]:
-        store = _old_api(cls, new_path(), _index(index), ttl) or cls(
-            new_path(), index=_index(index), ttl=ttl)
+        store = cls(new_path(), index=_index(index), ttl=ttl)
         try:
             yield store
         finally:
@@ -105,8 +79,7 @@ class AsyncSqliteStore(HeapmemStore):
     @contextlib.asynccontextmanager
     async def from_conn_string(cls, conn_string: str, *, index: Any = None,
                                ttl: Any = None) -> AsyncIterator["AsyncSqliteStore"]:
-        store = _old_api(cls, new_path(), _index(index), ttl) or cls(
-            new_path(), index=_index(index), ttl=ttl)
+        store = cls(new_path(), index=_index(index), ttl=ttl)
         try:
             yield store
         finally:
