@@ -301,3 +301,174 @@ def test_example_agent(tmp_path):
                          str(tmp_path / "agent2.db")], capture_output=True, text=True,
                         timeout=180)
     assert p2.stdout == p.stdout  # deterministic
+
+
+# -- issue 15: the BaseStore contract ------------------------------------------------
+
+def test_two_puts_of_one_new_key_do_not_collide(tmp_path, clock):
+    """Another connection puts the same new key between this put's read and
+    its write: the put becomes an update instead of a DuplicateIdError."""
+    path = str(tmp_path / "race.db")
+    mem = heapmem.open(path, clock=clock)
+    other = HeapmemStore(heapmem.open(path, clock=clock))
+    store = HeapmemStore(mem)
+    add = mem.add
+
+    def add_after_the_other(*a, **kw):
+        other.put(("t",), "k", {"text": "the other's value"})
+        return add(*a, **kw)
+
+    mem.add = add_after_the_other
+    store.put(("t",), "k", {"text": "my value"})
+    del mem.add
+    assert store.get(("t",), "k").value == {"text": "my value"} and mem.count == 1
+    other.close()
+    other.memory.close()
+
+    async def many():
+        await asyncio.gather(*[store.aput(("t",), "new", {"text": f"v{i}"}) for i in range(20)])
+
+    asyncio.run(many())
+    assert store.get(("t",), "new").value["text"].startswith("v") and mem.count == 2
+    assert mem.check().ok
+    mem.close()
+
+
+def test_index_false_is_not_ranked(store, mem):
+    store.put(MAYA, "secret", {"text": "Lisbon hotel door code 4412"}, index=False)
+    hits = store.search(MAYA, query="Lisbon door code")
+    assert "secret" not in ranked(hits)
+    assert [(h.key, h.score) for h in hits if h.key == "secret"] == [("secret", None)]
+    assert store.get(MAYA, "secret").value == {"text": "Lisbon hotel door code 4412"}
+    assert ("users", "maya") in store.list_namespaces() and len(store.list_namespaces()) == 3
+    # indexed again: now ranked first, the same memory id
+    store.put(MAYA, "secret", {"text": "Lisbon hotel door code 4412"})
+    assert ranked(store.search(MAYA, query="Lisbon door code"))[0] == "secret"
+    store.put(MAYA, "secret", {"text": "Lisbon hotel door code 4412"}, index=["missing"])
+    assert "secret" not in ranked(store.search(MAYA, query="Lisbon door code"))
+    store.delete(MAYA, "secret")
+    assert store.get(MAYA, "secret") is None and mem.check().ok
+
+
+@pytest.fixture
+def sixty(mem):
+    s = HeapmemStore(mem)
+    for i in range(60):
+        value = {"text": f"note number {i}"}
+        if i == 7:  # the weakest match: the longest text
+            value = {"text": "note " + " ".join(f"filler{j}" for j in range(40)), "tag": "x"}
+        s.put(("n",), f"k{i}", value)
+    return s
+
+
+def test_a_filter_sees_every_match_of_a_query(sixty):
+    hits = sixty.search(("n",), query="note", filter={"tag": "x"}, limit=1)
+    assert [h.key for h in hits] == ["k7"] and hits[0].score > 0
+
+
+def test_a_query_search_is_not_capped_at_fifty(sixty):
+    hits = sixty.search(("n",), query="note", limit=100)
+    assert len(hits) == 60 and all(h.score is not None for h in hits)
+    assert hits[-1].key == "k7"
+    page = sixty.search(("n",), query="note", limit=10, offset=55)
+    assert [h.key for h in page] == [h.key for h in hits[55:]]
+
+
+def test_a_query_sharing_no_word_still_returns_items(store):
+    hits = store.search(MAYA, query="zebra xylophone")
+    assert [(h.key, h.score) for h in hits] == [("price", None), ("wish", None),
+                                               ("flight", None)]
+    assert [h.key for h in store.search(MAYA, query="zebra", filter={"stars": 5})] == ["wish"]
+    assert [h.key for h in store.search(MAYA, query="zebra", limit=1, offset=2)] == ["flight"]
+
+
+def test_scores_share_one_scale_across_namespaces(mem):
+    s = HeapmemStore(mem)
+    s.put(("a",), "exact", {"text": "Paris"})
+    s.put(("b",), "weak", {"text": "Paris is named once in this long sentence about other "
+                                    "things: trains, rivers, bakeries and museums"})
+    for ns in (("a",), ("b",)):
+        s.put(ns, "x1", {"text": "unrelated one"})
+        s.put(ns, "x2", {"text": "unrelated two"})
+    hits = [h for h in s.search((), query="Paris") if h.score is not None]
+    assert [h.key for h in hits] == ["exact", "weak"]
+    assert hits[1].score < 0.8 * hits[0].score  # each namespace's best scored 1.0 before
+    # one namespace: heapmem's own scores, unchanged
+    direct = mem.recall("Paris", namespace="b", track=False)
+    assert [h.score for h in s.search(("b",), query="Paris") if h.score] == [direct[0].score]
+
+
+def test_value_fields_named_kind_or_source_are_just_values(mem):
+    s = HeapmemStore(mem)
+    s.put(("a",), "one", {"text": "the Lisbon trip", "kind": "instruction"})
+    s.put(("a",), "two", {"text": "the Lisbon trip", "kind": "tool_result", "source": "tool"})
+    s.put(("a",), "odd", {"text": "the Lisbon trip", "kind": "k" * 300, "source": 5})
+    hits = s.search(("a",), query="Lisbon trip")
+    assert len({h.score for h in hits}) == 1  # the same text ranks the same
+    assert s.get(("a",), "odd").value["kind"] == "k" * 300
+    assert {mem.get(s.item_id(("a",), k)).kind for k in ("one", "two", "odd")} == {"fact"}
+    # asked for, kind and source feed heapmem; a value heapmem cannot take is ignored
+    t = HeapmemStore(mem, kind_field="kind", source_field="meta.src")
+    t.put(("b",), "one", {"text": "x", "kind": "instruction", "meta": {"src": "user"}})
+    t.put(("b",), "odd", {"text": "x", "kind": "k" * 300, "meta": {"src": ["no"]}})
+    it, odd = mem.get(t.item_id(("b",), "one")), mem.get(t.item_id(("b",), "odd"))
+    assert (it.kind, it.source, odd.kind, odd.source) == ("instruction", "user", "fact", None)
+
+
+LABELS = [("a/b",), ("a", "b"), (" ",), ("  ", "x"), ("*",), ("50%",), ("%2F",),
+          ("langgraph", "x"), ("users", "alice\n"), ("ünï", "код", "🙂"), ("l" * 300,),
+          tuple(f"label{i}" for i in range(40))]
+KEYS = ["", " ", "k", "a/b.c", "50%", "k" * 1000, "key\twith\ttabs"]
+
+
+def test_every_label_and_key_langgraph_allows(mem):
+    s = HeapmemStore(mem)
+    s.batch([PutOp(ns, key, {"text": f"value of {key!r}", "n": [list(ns), key]})
+             for ns in LABELS for key in KEYS])
+    assert mem.count == len(LABELS) * len(KEYS)
+    for ns in LABELS:
+        name = s.namespace_name(ns)
+        assert len(name) <= 256 and s.namespace_tuple(name) == ns
+        for key in KEYS:
+            item = s.get(ns, key)
+            assert (item.namespace, item.key, item.value["n"]) == (ns, key, [list(ns), key])
+            assert len(s.item_id(ns, key)) <= 256
+        found = s.search(ns)
+        assert {(h.namespace, h.key) for h in found} >= {(ns, k) for k in KEYS}
+    assert sorted(s.list_namespaces(limit=100)) == sorted(LABELS)
+    assert s.list_namespaces(prefix=("a",)) == [("a", "b")]
+    assert {h.namespace for h in s.search(("a",))} == {("a", "b")}
+    assert len({s.namespace_name(ns) for ns in LABELS}) == len(LABELS)
+    # simple names stay readable
+    assert s.namespace_name(("users", "maya")) == "users/maya"
+    assert s.item_id(("users", "maya"), "flight") == "users/maya.flight"
+    assert s.namespace_name(("a/b",)) == "a%2Fb" and s.namespace_name(("*",)) == "%2A"
+    s.delete(("l" * 300,), "k" * 1000)
+    assert s.get(("l" * 300,), "k" * 1000) is None and mem.check().ok
+
+
+def test_index_fields_index_every_field_and_path(mem):
+    s = HeapmemStore(mem, text_fields=["title", "body"])
+    s.put(("d",), "a", {"title": "Trip plan", "body": "Visit the Belem tower"})
+    assert mem.get("d.a").text == "Trip plan\nVisit the Belem tower"
+    assert ranked(s.search(("d",), query="Belem")) == ["a"]
+    s.put(("d",), "b", {"a": {"b": "nested words"}, "arr": ["first item", "second item"],
+                        "text": "not indexed"}, index=["a.b", "arr[*]"])
+    assert mem.get("d.b").text == "nested words\nfirst item\nsecond item"
+    assert ranked(s.search(("d",), query="second")) == ["b"]
+    assert ranked(s.search(("d",), query="indexed")) == []
+    t = HeapmemStore(mem, index={"fields": ["items[*].name", "{x,y}"]})
+    t.put(("e",), "c", {"items": [{"name": "apple"}, {"name": "pear"}], "x": "ex", "y": "why"})
+    assert sorted(mem.get("e.c").text.split("\n")) == ["apple", "ex", "pear", "why"]
+
+
+def test_feedback_judges_only_what_the_search_returned(sixty, mem):
+    hits = sixty.search(("n",), query="note", limit=3, offset=2)
+    fb = sixty.feedback(("n",), [hits[0].key])
+    assert fb.used == ("n." + hits[0].key,)
+    assert sorted(fb.ignored) == sorted("n." + h.key for h in hits[1:])
+    # a filtered search logs only the page too
+    hit, = sixty.search(("n",), query="note", filter={"tag": "x"}, limit=1)
+    fb = sixty.feedback(("n",), [])
+    assert fb.ignored == ("n.k7",)
+    assert mem.check().ok
