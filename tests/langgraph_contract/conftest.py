@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("langgraph")
 
-from lgadapt import MockerFixture  # noqa: E402
+from .lgadapt import MockerFixture  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -15,8 +15,8 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from embed_test_utils import CharacterEmbeddings
-from lgadapt import AsyncSqliteStore, SqliteIndexConfig
+from .embed_test_utils import CharacterEmbeddings
+from .lgadapt import AsyncSqliteStore, SqliteIndexConfig
 
 
 @pytest.fixture(scope="function", params=["memory", "file"])

@@ -16,8 +16,8 @@ from langgraph.store.base import (
     get_text_at_path,
 )
 from langgraph.store.base.batch import AsyncBatchedBaseStore
-from embed_test_utils import CharacterEmbeddings
-from lgadapt import InMemoryStore, MockerFixture
+from .embed_test_utils import CharacterEmbeddings
+from .lgadapt import InMemoryStore, MockerFixture
 
 
 class MockAsyncBatchedStore(AsyncBatchedBaseStore):

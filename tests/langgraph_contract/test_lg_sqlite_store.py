@@ -21,7 +21,7 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from lgadapt import NotApplicable, SqliteIndexConfig, SqliteStore
+from .lgadapt import NotApplicable, SqliteIndexConfig, SqliteStore
 
 # LangGraph's SQLite store's internals: only its own tests use them (EXCLUDED.md)
 NS_MATCH_FUNCTION = BaseSqliteStore = NotApplicable
