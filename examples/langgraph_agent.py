@@ -143,7 +143,7 @@ def main(path: str) -> None:
             os.remove(path + suffix)
     clock = Clock()
     mem = heapmem.open(path, clock=clock)
-    store = HeapmemStore(mem)
+    store = HeapmemStore(mem, kind_field="kind", source_field="source")  # they feed learning
     for user, key, value, age in MEMORIES:
         clock.t = NOW - age * DAY  # when it was said
         store.put(("users", user), key, value)

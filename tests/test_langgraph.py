@@ -44,9 +44,14 @@ def mem(tmp_path, clock):
     m.close()
 
 
+def ranked(hits):
+    """The keys a search ranked (the rest come after, unscored)."""
+    return [h.key for h in hits if h.score is not None]
+
+
 @pytest.fixture
 def store(mem, clock):
-    s = HeapmemStore(mem)
+    s = HeapmemStore(mem, kind_field="kind", source_field="source")
     for key, value, age in [
             ("flight", {"text": "Booked the flight: SFO to LIS, departs March 14, 9:40am"}, 20),
             ("wish", {"text": "Lisbon! I'd love to visit Lisbon someday", "kind": "preference",
@@ -63,7 +68,7 @@ def store(mem, clock):
 
 
 def test_is_a_langgraph_store(store):
-    assert isinstance(store, BaseStore) and store.supports_ttl is False
+    assert isinstance(store, BaseStore) and store.supports_ttl is True
 
 
 def test_put_and_get(store, mem):
@@ -89,8 +94,8 @@ def test_put_updates_in_place(store, mem, clock):
     assert item.value["note"] == "moved"
     assert item.created_at == datetime.fromtimestamp(T - 20 * DAY, timezone.utc)
     assert item.updated_at == datetime.fromtimestamp(T + DAY, timezone.utc)
-    assert [h.key for h in store.search(MAYA, query="April")] == ["flight"]
-    assert store.search(MAYA, query="March") == []  # the old text left the index
+    assert ranked(store.search(MAYA, query="April")) == ["flight"]
+    assert ranked(store.search(MAYA, query="March")) == []  # the old text left the index
     # the earlier search can still be reported on
     store.mark_used(MAYA, ["flight"], recall_id=store.last_recalls["users/maya"])
     assert mem.check().ok and mem.count == 5
@@ -114,11 +119,13 @@ def test_search_with_a_query_ranks_by_heapmem(store, mem):
     assert store.last_recalls["users/maya"] is not None
     assert store.search(MAYA, query="When is my flight to Lisbon?", limit=1, offset=1)[0].key \
         == hits[1].key
-    assert store.search(MAYA, query="the and of") == []  # no searchable word
+    # no searchable word: nothing is ranked, and every item comes, newest first
+    assert [(h.key, h.score) for h in store.search(MAYA, query="the and of")] == [
+        ("price", None), ("wish", None), ("flight", None)]
     # a prefix searches every namespace under it
     assert {h.namespace for h in store.search(("users",), query="when")} <= {
         MAYA, ("users", "ben")}
-    assert [h.key for h in store.search((), query="Paris train")] == ["train"]
+    assert ranked(store.search((), query="Paris train")) == ["train"]
 
 
 def test_search_without_a_query_lists_newest_first(store):
@@ -137,6 +144,8 @@ def test_search_filters(store):
                                                                                   "flight"]
     hits = store.search(MAYA, query="Lisbon", filter={"kind": "tool_result"})
     assert [h.key for h in hits] == ["price"] and hits[0].score > 0
+    hits = store.search(MAYA, query="booked", filter={"kind": "preference"})
+    assert [(h.key, h.score) for h in hits] == [("wish", None)]  # matches, not ranked
 
 
 def test_list_namespaces(store):
@@ -158,7 +167,7 @@ def test_batch_runs_ops_in_order(store):
         GetOp(("t",), "a"),
     ])
     assert out[0] is None and out[1].value == {"text": "alpha memory"}
-    assert [h.key for h in out[2]] == ["a"] and out[3] == [("t",)] and out[5] is None
+    assert ranked(out[2]) == ["a"] and out[3] == [("t",)] and out[5] is None
 
 
 def test_async_interface(store):
@@ -196,15 +205,17 @@ def test_feedback_teaches_heapmem(store, mem):
 
 def test_bad_input(store, mem):
     n = mem.count
-    for ns in [(), ("a/b",), ("",), ("a.b",), ("*",)]:
-        with pytest.raises((InvalidNamespaceError, ValueError)):
+    # what LangGraph itself refuses: no labels, an empty label, a '.', a NUL
+    for ns in [(), ("",), ("a.b",), ("a\x00b",), ("langgraph", "x")]:
+        with pytest.raises(InvalidNamespaceError):
             store.put(ns, "k", {"text": "x"})
-    with pytest.raises(ValueError):
-        store.put(MAYA, "", {"text": "x"})
-    with pytest.raises(ValueError):
-        store.put(MAYA, "k" * 300, {"text": "x"})  # ids are at most 256 characters
-    with pytest.raises(NotImplementedError):
-        store.put(MAYA, "k", {"text": "x"}, ttl=5)
+    with pytest.raises(InvalidNamespaceError):
+        store.batch([PutOp(("a.b",), "k", {"text": "x"})])
+    with pytest.raises(TypeError):
+        store.put(MAYA, "k", "not a dict")
+    for ttl in (-1, float("nan"), "5"):
+        with pytest.raises(ValueError, match="ttl"):
+            store.put(MAYA, "k", {"text": "x"}, ttl=ttl)
     with pytest.raises(TypeError):
         store.batch([object()])
     with pytest.raises(ValueError, match="operator"):
@@ -223,6 +234,10 @@ def test_text_fields_and_index(mem):
     assert mem.get("n.c").text == '{"x": 1, "y": [2]}'
     with pytest.raises(TypeError):
         HeapmemStore(mem, text_fields="body")
+    with pytest.raises(ValueError, match="once"):
+        HeapmemStore(mem, text_fields=["a"], index={"fields": ["b"]})
+    with pytest.raises(ValueError, match="embed"):
+        HeapmemStore(mem, index={"embed": lambda texts: [[1.0] for _ in texts]})
 
 
 def test_memories_added_otherwise_show_up(store, mem):
@@ -286,3 +301,174 @@ def test_example_agent(tmp_path):
                          str(tmp_path / "agent2.db")], capture_output=True, text=True,
                         timeout=180)
     assert p2.stdout == p.stdout  # deterministic
+
+
+# -- issue 15: the BaseStore contract ------------------------------------------------
+
+def test_two_puts_of_one_new_key_do_not_collide(tmp_path, clock):
+    """Another connection puts the same new key between this put's read and
+    its write: the put becomes an update instead of a DuplicateIdError."""
+    path = str(tmp_path / "race.db")
+    mem = heapmem.open(path, clock=clock)
+    other = HeapmemStore(heapmem.open(path, clock=clock))
+    store = HeapmemStore(mem)
+    add = mem.add
+
+    def add_after_the_other(*a, **kw):
+        other.put(("t",), "k", {"text": "the other's value"})
+        return add(*a, **kw)
+
+    mem.add = add_after_the_other
+    store.put(("t",), "k", {"text": "my value"})
+    del mem.add
+    assert store.get(("t",), "k").value == {"text": "my value"} and mem.count == 1
+    other.close()
+    other.memory.close()
+
+    async def many():
+        await asyncio.gather(*[store.aput(("t",), "new", {"text": f"v{i}"}) for i in range(20)])
+
+    asyncio.run(many())
+    assert store.get(("t",), "new").value["text"].startswith("v") and mem.count == 2
+    assert mem.check().ok
+    mem.close()
+
+
+def test_index_false_is_not_ranked(store, mem):
+    store.put(MAYA, "secret", {"text": "Lisbon hotel door code 4412"}, index=False)
+    hits = store.search(MAYA, query="Lisbon door code")
+    assert "secret" not in ranked(hits)
+    assert [(h.key, h.score) for h in hits if h.key == "secret"] == [("secret", None)]
+    assert store.get(MAYA, "secret").value == {"text": "Lisbon hotel door code 4412"}
+    assert ("users", "maya") in store.list_namespaces() and len(store.list_namespaces()) == 3
+    # indexed again: now ranked first, the same memory id
+    store.put(MAYA, "secret", {"text": "Lisbon hotel door code 4412"})
+    assert ranked(store.search(MAYA, query="Lisbon door code"))[0] == "secret"
+    store.put(MAYA, "secret", {"text": "Lisbon hotel door code 4412"}, index=["missing"])
+    assert "secret" not in ranked(store.search(MAYA, query="Lisbon door code"))
+    store.delete(MAYA, "secret")
+    assert store.get(MAYA, "secret") is None and mem.check().ok
+
+
+@pytest.fixture
+def sixty(mem):
+    s = HeapmemStore(mem)
+    for i in range(60):
+        value = {"text": f"note number {i}"}
+        if i == 7:  # the weakest match: the longest text
+            value = {"text": "note " + " ".join(f"filler{j}" for j in range(40)), "tag": "x"}
+        s.put(("n",), f"k{i}", value)
+    return s
+
+
+def test_a_filter_sees_every_match_of_a_query(sixty):
+    hits = sixty.search(("n",), query="note", filter={"tag": "x"}, limit=1)
+    assert [h.key for h in hits] == ["k7"] and hits[0].score > 0
+
+
+def test_a_query_search_is_not_capped_at_fifty(sixty):
+    hits = sixty.search(("n",), query="note", limit=100)
+    assert len(hits) == 60 and all(h.score is not None for h in hits)
+    assert hits[-1].key == "k7"
+    page = sixty.search(("n",), query="note", limit=10, offset=55)
+    assert [h.key for h in page] == [h.key for h in hits[55:]]
+
+
+def test_a_query_sharing_no_word_still_returns_items(store):
+    hits = store.search(MAYA, query="zebra xylophone")
+    assert [(h.key, h.score) for h in hits] == [("price", None), ("wish", None),
+                                               ("flight", None)]
+    assert [h.key for h in store.search(MAYA, query="zebra", filter={"stars": 5})] == ["wish"]
+    assert [h.key for h in store.search(MAYA, query="zebra", limit=1, offset=2)] == ["flight"]
+
+
+def test_scores_share_one_scale_across_namespaces(mem):
+    s = HeapmemStore(mem)
+    s.put(("a",), "exact", {"text": "Paris"})
+    s.put(("b",), "weak", {"text": "Paris is named once in this long sentence about other "
+                                    "things: trains, rivers, bakeries and museums"})
+    for ns in (("a",), ("b",)):
+        s.put(ns, "x1", {"text": "unrelated one"})
+        s.put(ns, "x2", {"text": "unrelated two"})
+    hits = [h for h in s.search((), query="Paris") if h.score is not None]
+    assert [h.key for h in hits] == ["exact", "weak"]
+    assert hits[1].score < 0.8 * hits[0].score  # each namespace's best scored 1.0 before
+    # one namespace: heapmem's own scores, unchanged
+    direct = mem.recall("Paris", namespace="b", track=False)
+    assert [h.score for h in s.search(("b",), query="Paris") if h.score] == [direct[0].score]
+
+
+def test_value_fields_named_kind_or_source_are_just_values(mem):
+    s = HeapmemStore(mem)
+    s.put(("a",), "one", {"text": "the Lisbon trip", "kind": "instruction"})
+    s.put(("a",), "two", {"text": "the Lisbon trip", "kind": "tool_result", "source": "tool"})
+    s.put(("a",), "odd", {"text": "the Lisbon trip", "kind": "k" * 300, "source": 5})
+    hits = s.search(("a",), query="Lisbon trip")
+    assert len({h.score for h in hits}) == 1  # the same text ranks the same
+    assert s.get(("a",), "odd").value["kind"] == "k" * 300
+    assert {mem.get(s.item_id(("a",), k)).kind for k in ("one", "two", "odd")} == {"fact"}
+    # asked for, kind and source feed heapmem; a value heapmem cannot take is ignored
+    t = HeapmemStore(mem, kind_field="kind", source_field="meta.src")
+    t.put(("b",), "one", {"text": "x", "kind": "instruction", "meta": {"src": "user"}})
+    t.put(("b",), "odd", {"text": "x", "kind": "k" * 300, "meta": {"src": ["no"]}})
+    it, odd = mem.get(t.item_id(("b",), "one")), mem.get(t.item_id(("b",), "odd"))
+    assert (it.kind, it.source, odd.kind, odd.source) == ("instruction", "user", "fact", None)
+
+
+LABELS = [("a/b",), ("a", "b"), (" ",), ("  ", "x"), ("*",), ("50%",), ("%2F",),
+          ("langgraph", "x"), ("users", "alice\n"), ("ünï", "код", "🙂"), ("l" * 300,),
+          tuple(f"label{i}" for i in range(40))]
+KEYS = ["", " ", "k", "a/b.c", "50%", "k" * 1000, "key\twith\ttabs"]
+
+
+def test_every_label_and_key_langgraph_allows(mem):
+    s = HeapmemStore(mem)
+    s.batch([PutOp(ns, key, {"text": f"value of {key!r}", "n": [list(ns), key]})
+             for ns in LABELS for key in KEYS])
+    assert mem.count == len(LABELS) * len(KEYS)
+    for ns in LABELS:
+        name = s.namespace_name(ns)
+        assert len(name) <= 256 and s.namespace_tuple(name) == ns
+        for key in KEYS:
+            item = s.get(ns, key)
+            assert (item.namespace, item.key, item.value["n"]) == (ns, key, [list(ns), key])
+            assert len(s.item_id(ns, key)) <= 256
+        found = s.search(ns)
+        assert {(h.namespace, h.key) for h in found} >= {(ns, k) for k in KEYS}
+    assert sorted(s.list_namespaces(limit=100)) == sorted(LABELS)
+    assert s.list_namespaces(prefix=("a",)) == [("a", "b")]
+    assert {h.namespace for h in s.search(("a",))} == {("a", "b")}
+    assert len({s.namespace_name(ns) for ns in LABELS}) == len(LABELS)
+    # simple names stay readable
+    assert s.namespace_name(("users", "maya")) == "users/maya"
+    assert s.item_id(("users", "maya"), "flight") == "users/maya.flight"
+    assert s.namespace_name(("a/b",)) == "a%2Fb" and s.namespace_name(("*",)) == "%2A"
+    s.delete(("l" * 300,), "k" * 1000)
+    assert s.get(("l" * 300,), "k" * 1000) is None and mem.check().ok
+
+
+def test_index_fields_index_every_field_and_path(mem):
+    s = HeapmemStore(mem, text_fields=["title", "body"])
+    s.put(("d",), "a", {"title": "Trip plan", "body": "Visit the Belem tower"})
+    assert mem.get("d.a").text == "Trip plan\nVisit the Belem tower"
+    assert ranked(s.search(("d",), query="Belem")) == ["a"]
+    s.put(("d",), "b", {"a": {"b": "nested words"}, "arr": ["first item", "second item"],
+                        "text": "not indexed"}, index=["a.b", "arr[*]"])
+    assert mem.get("d.b").text == "nested words\nfirst item\nsecond item"
+    assert ranked(s.search(("d",), query="second")) == ["b"]
+    assert ranked(s.search(("d",), query="indexed")) == []
+    t = HeapmemStore(mem, index={"fields": ["items[*].name", "{x,y}"]})
+    t.put(("e",), "c", {"items": [{"name": "apple"}, {"name": "pear"}], "x": "ex", "y": "why"})
+    assert sorted(mem.get("e.c").text.split("\n")) == ["apple", "ex", "pear", "why"]
+
+
+def test_feedback_judges_only_what_the_search_returned(sixty, mem):
+    hits = sixty.search(("n",), query="note", limit=3, offset=2)
+    fb = sixty.feedback(("n",), [hits[0].key])
+    assert fb.used == ("n." + hits[0].key,)
+    assert sorted(fb.ignored) == sorted("n." + h.key for h in hits[1:])
+    # a filtered search logs only the page too
+    hit, = sixty.search(("n",), query="note", filter={"tag": "x"}, limit=1)
+    fb = sixty.feedback(("n",), [])
+    assert fb.ignored == ("n.k7",)
+    assert mem.check().ok

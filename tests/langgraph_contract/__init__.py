@@ -1,0 +1,1 @@
+"""LangGraph's own store tests, run against HeapmemStore (PROVENANCE.md)."""
