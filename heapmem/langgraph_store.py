@@ -745,6 +745,24 @@ class HeapmemStore(BaseStore):
         ignored = None if page is None else [i for i in page if i not in ids]
         return self.memory.feedback(ids, recall_id=recall_id, ignored=ignored)
 
+    def report_answer(self, namespace: Sequence[str], answer: str, *,
+                      recall_id: int | None = None) -> Feedback:
+        """Report the answer written from a search (by default the namespace's
+        latest): heapmem works out from its text which of the returned items
+        it used, and learns from that; no keys needed.  The result's
+        judgements say, for each returned item, what was decided and why."""
+        if recall_id is None:
+            recall_id = self.last_recalls.get(self.namespace_name(namespace))
+            if recall_id is None:
+                raise ValueError(f"no search in namespace {tuple(namespace)} to report an "
+                                 "answer on: search it first, or pass recall_id")
+        return self.memory.feedback(recall_id=recall_id, answer=answer)
+
+    async def areport_answer(self, namespace: Sequence[str], answer: str, *,
+                             recall_id: int | None = None) -> Feedback:
+        return await asyncio.get_running_loop().run_in_executor(
+            None, lambda: self.report_answer(namespace, answer, recall_id=recall_id))
+
     async def amark_used(self, namespace: Sequence[str], keys: Sequence[str], *,
                          recall_id: int | None = None) -> Feedback:
         return await asyncio.get_running_loop().run_in_executor(

@@ -472,3 +472,24 @@ def test_feedback_judges_only_what_the_search_returned(sixty, mem):
     fb = sixty.feedback(("n",), [])
     assert fb.ignored == ("n.k7",)
     assert mem.check().ok
+
+
+def test_report_answer_learns_without_keys(store, mem):
+    hits = store.search(MAYA, query="When is my flight to Lisbon?", limit=3)
+    assert "flight" in [h.key for h in hits]
+    fb = store.report_answer(MAYA, "Your flight departs March 14 at 9:40am, SFO to LIS.")
+    assert fb.used == ("users/maya.flight",) and fb.features > 0
+    assert [j.id for j in fb.judgements] == [f"users/maya.{h.key}" for h in hits
+                                            if h.score is not None][:len(fb.judgements)]
+    with pytest.raises(ValueError, match="already has feedback"):
+        store.report_answer(MAYA, "March 14")
+    with pytest.raises(ValueError, match="search it first"):
+        store.report_answer(("users", "nobody"), "March 14")
+    assert mem.check().ok
+
+
+def test_areport_answer(store):
+    async def main():
+        await store.asearch(MAYA, query="When is my flight to Lisbon?", limit=3)
+        return await store.areport_answer(MAYA, "It departs March 14, 9:40am")
+    assert asyncio.run(main()).used == ("users/maya.flight",)
