@@ -68,6 +68,8 @@ def build() -> str:
                              **run).stdout
         hybrid = subprocess.run([sys.executable, str(ROOT / "examples" / "hybrid.py"),
                                  os.path.join(tmp, "hybrid.db")], **run).stdout
+        answers = subprocess.run([sys.executable, str(ROOT / "examples" / "answer_loop.py"),
+                                  os.path.join(tmp, "answers.db")], **run).stdout
         pyout = subprocess.run([sys.executable, "-c", SAMPLE], **run).stdout
         cli = subprocess.run([sys.executable, "-m", "heapmem.cli", "--db", "agent.db",
                               "--now", "2025-03-14", "-n", "user:maya", "recall",
@@ -87,6 +89,7 @@ def build() -> str:
                        "CLI": "$ heapmem --db agent.db --now 2025-03-14 -n user:maya recall "
                               "\"When is my flight to Lisbon?\" -k 2 --no-track\n" + cli,
                        "LANGGRAPH": lg,
+                       "ANSWERS": "$ python examples/answer_loop.py\n" + answers,
                        "MCP": "$ python examples/mcp_client.py agent.db\n" + mcp,
                        "HYBRID": "$ python examples/hybrid.py\n" + hybrid,
                        "WUSE": f"{heapmem.ScoringConfig().w_usefulness:g}"}.items():

@@ -11,7 +11,7 @@ import heapmem
 from conftest import DAY, T0, one
 
 FUNCTIONS = [
-    ("heap_active", 2), ("heap_bm25_row", -1), ("heap_bm25_top", 6), ("heap_cosine", 2), ("heap_credit", 5), ("heap_credit", 6),
+    ("heap_active", 2), ("heap_attribute", 5), ("heap_bm25_row", -1), ("heap_bm25_top", 6), ("heap_cosine", 2), ("heap_credit", 5), ("heap_credit", 6),
     ("heap_explain", 7), ("heap_explain", 8), ("heap_features", 3), ("heap_fold", 5), ("heap_fold", 6), ("heap_links", 5),
     ("heap_links", 6), ("heap_match", 1), ("heap_match", 2), ("heap_ns_tag", 1),
     ("heap_ntokens", 1), ("heap_qtype", 1), ("heap_recency", 1), ("heap_recency", 3),
