@@ -14,7 +14,7 @@
 # interpreter does not free everything at exit).
 
 # the repo's .venv (as .ci/run makes it), else the dev venv, else python3
-PYTHON ?= $(firstword $(wildcard .venv/bin/python /work/venv/bin/python) python3)
+PYTHON ?= $(firstword $(abspath $(wildcard .venv/bin/python /work/venv/bin/python)) python3)
 CC ?= gcc
 SAN_DIR := build/sanitize
 SAN_TESTS ?= tests/test_cfuzz.py tests/test_hostile.py tests/test_isolation.py \

@@ -1392,7 +1392,7 @@ static void heap_score(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   i64 linkslen;
   hm_config c;
   char err[HM_ERRLEN] = "";
-  double out[6];
+  double out[HM_SCORE_COLUMNS];
   int bad;
   if (hm_sql_score_args(ctx, argc, argv, "heap_score", &in, &qt, &links, &linkslen, &c))
     return;
@@ -2160,11 +2160,12 @@ done:
   sqlite3_free(share);
   sqlite3_free(qshare);
   sqlite3_free(dated);
-  if (acc) {
+  if (acc) { /* left empty: a second final call must find nothing to free */
     sqlite3_free(acc->answer);
     sqlite3_free(acc->question);
     for (i64 i = 0; i < acc->n; i++) sqlite3_free(acc->rows[i].text);
     sqlite3_free(acc->rows);
+    memset(acc, 0, sizeof *acc);
   }
 }
 

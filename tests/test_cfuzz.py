@@ -119,6 +119,8 @@ DEFAULTS["heap_credit"] = ["'kind:fact src:none len:s date:1'", "'when'", "3.0",
                            "(SELECT heap_links('when/date:1', 1, 2, 3, 4))", "'model=0'"]
 DEFAULTS["heap_fold"] = DEFAULTS["heap_credit"]
 DEFAULTS["heap_ntokens"] = ["'Café at 5pm'"]
+DEFAULTS["heap_attribute"] = ["'March 14 at 9:40am, yesterday'", "'When is my flight?'", "0",
+                              "'Booked the flight: departs March 14 9:40am'", "1741910400"]
 
 
 def run_sql(conn, sql):
@@ -192,6 +194,32 @@ def test_heap_links_aggregate_hostile_rows(conn):
                         "WHERE value < 20000) SELECT heap_links('f' || (value % 5000), value, 1,"
                         " value, 2) FROM s").fetchall()[0][0]
     check_link_blob(bytes(blob))
+
+
+def test_heap_attribute_aggregate_hostile_rows(conn):
+    rows = ", ".join(f"({p}, {t}, {c})" for p, t, c in [
+        ("0", "'Booked the flight March 14, 9:40am yesterday'", "1741910400"),
+        ("1", "NULL", "NULL"), ("2", "x'00ff'", "1"), ("3", "''", "9e999"),
+        ("4", "'" + "lisbon " * 20000 + "'", "-9e999"), ("5", "'7 May 2023 last year'", "'x'"),
+        ("1", "'dup'", "0"), ("9e999", "'far'", "0"), ("-1", "'neg'", "0"),
+        ("'two'", "'text position'", "0"), ("6", "'" + "中" * 3000 + "'", "0")])
+    answers = ["'March 14, 9:40am'", "'7 May 2023 before'", "''", "NULL", "x'00'", "1",
+               "'" + "flight 14 " * 5000 + "'", "'May 2023 2022 1899 31 February 2024'",
+               "'‮́'"]
+    for answer in answers:
+        for where in ("", " WHERE column1 = 0", " WHERE 0", " WHERE typeof(column1) = 'integer'"
+                      " AND column1 BETWEEN 0 AND 4"):
+            run_sql(conn, f"SELECT heap_attribute({answer}, 'When is my flight?', column1, "
+                          f"column2, column3) FROM (VALUES {rows}){where}")
+            run_sql(conn, f"SELECT heap_attribute({answer}, 'When?', column1, column2, column3)"
+                          f" OVER () FROM (VALUES {rows}){where}")
+    # many rows: one well-formed answer, an entry per position
+    out = conn.execute("WITH RECURSIVE s(v) AS (SELECT 0 UNION ALL SELECT v + 1 FROM s "
+                       "WHERE v < 999) SELECT heap_attribute('flight 7 on March 14 2023', "
+                       "'When?', v, 'flight number ' || v || ' yesterday', 1678752000 + v) "
+                       "FROM s").fetchall()[0][0]
+    import json
+    assert len(json.loads(out)) == 1000
 
 
 def check_link_blob(blob):
@@ -345,7 +373,7 @@ def test_raw_c_functions_null_pointers_and_small_buffers():
                 rel, age, imp = (ffi.new("double[]", [v]) for v in vals)
                 sup = ffi.new("int[]", [1])
                 fp = ffi.new("const char *[]", [feats])
-                out = ffi.new("double[]", 6)
+                out = ffi.new("double[]", lib.HM_SCORE_COLUMNS)
                 for qt in (b"when", b"bogus", NULL):
                     attempt(lib.hm_score_batch, 1, rel, age, imp, sup, fp, qt, blob, len(blob),
                             cfg, out, bad, err, 256)

@@ -316,6 +316,33 @@ def test_feedback_and_mark_used(small, data):
         assert after.events == events + len(fb.used) + len(fb.ignored)
 
 
+@hsettings(200)
+@given(data=st.data())
+def test_feedback_from_an_answer(small, data):
+    store = small
+    res = store.recall(data.draw(st.sampled_from(["flight to Lisbon?", "window seat",
+                                                  "When is the dentist?", "Lisbon hotel"])),
+                       namespace=data.draw(st.sampled_from(["user:maya", "default"])), k=5)
+    args = {"recall_id": data.draw(mostly(st.just(res.recall_id), st.one_of(
+                st.none(), st.just(str(res.recall_id)), st.integers(-2 ** 63, 2 ** 63 - 1),
+                name_like))),
+            "answer": data.draw(st.one_of(text_arg, text_arg, text_arg, anything)),
+            "now": data.draw(mostly(st.none(), time_ok))}
+    if data.draw(st.integers(0, 5), label="ids too?") == 0:
+        args["used"] = data.draw(st.lists(st.sampled_from(list(res.ids) or ["m1"]), max_size=2))
+    events = store.check().events
+    fb, err = call(store.feedback, **args)
+    after = store.check()
+    assert after.ok, after.problems
+    if err is not None:
+        assert after.events == events, "a failed feedback wrote events"
+    else:
+        assert after.events == events + len(fb.used) + len(fb.ignored)
+        assert [j.id for j in fb.judgements] == list(res.ids) or not res.ids
+        assert all(j.verdict in ("used", "ignored", "unjudged") for j in fb.judgements)
+        assert sum(j.verdict == "used" for j in fb.judgements) <= 1
+
+
 @hsettings(60)
 @given(ids=st.one_of(st.lists(name_like, max_size=3), anything),
        namespace=st.one_of(st.none(), st.none(), namespace_ok, anything), real=st.booleans())
