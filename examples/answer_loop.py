@@ -17,8 +17,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import heapmem  # noqa: E402
-from lisbon import DAY, MAYA, NOW, OTHERS, QUESTION  # noqa: E402
+from lisbon import OTHERS, QUESTION, build  # noqa: E402
 
 # what each user's agent answered, in its own words (no ids anywhere)
 ANSWERS = {
@@ -34,15 +33,7 @@ ANSWERS = {
 
 
 def main(path="answers.db"):
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(path + suffix):
-            os.remove(path + suffix)
-    mem = heapmem.open(path, clock=lambda: NOW)
-    mem.add_many([{"text": t, "kind": k, "source": s, "namespace": "user:maya",
-                   "created_at": NOW - age * DAY} for t, k, s, age in MAYA])
-    for ns, _, memories, _ in OTHERS:
-        mem.add_many([{"text": t, "kind": k, "source": s, "namespace": ns,
-                       "created_at": NOW - age * DAY} for t, k, s, age in memories])
+    mem = build(path)  # the users and memories of examples/lisbon.py
 
     for round_ in range(3):
         for ns, question, _, _ in OTHERS:

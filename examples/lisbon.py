@@ -71,7 +71,8 @@ def show(title, rows):
         print(f"  {rank}. {text}" + (f"\n       {extra}" if extra else ""))
 
 
-def main(path="agent.db"):
+def build(path):
+    """A new store at path holding Maya's memories and the other users'."""
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(path + suffix):
             os.remove(path + suffix)
@@ -81,6 +82,11 @@ def main(path="agent.db"):
     for ns, _, memories, _ in OTHERS:
         mem.add_many([{"text": t, "kind": k, "source": s, "namespace": ns,
                        "created_at": NOW - age * DAY} for t, k, s, age in memories])
+    return mem
+
+
+def main(path="agent.db"):
+    mem = build(path)
 
     search = heapmem.ScoringConfig(w_recency=0, w_importance=0, w_usefulness=0)
     print(f'Maya asks: "{QUESTION}"\n')

@@ -66,20 +66,25 @@ def check_namespace(ns: Any) -> str:
     return ns  # type: ignore[return-value]
 
 
-def check_text(text: Any) -> str:
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a string, got {type(text).__name__}")
-    if not text.strip():
-        raise ValueError("text must not be empty or only whitespace")
-    if "\x00" in text:
-        raise ValueError("text must not contain a NUL character")
+def _check_string(value: Any, what: str, limit: int, typename: str, hint: str) -> str:
+    """A non-empty string with no NUL or lone surrogate, at most limit bytes of UTF-8."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a string{typename}, got {type(value).__name__}")
+    if not value.strip():
+        raise ValueError(f"{what} must not be empty or only whitespace")
+    if "\x00" in value:
+        raise ValueError(f"{what} must not contain a NUL character")
     try:
-        size = len(text.encode("utf-8"))
+        size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
-        raise ValueError("text is not valid Unicode (it holds a lone surrogate)") from None
-    if size > MAX_TEXT_BYTES:
-        raise ValueError(f"text is {size} bytes of UTF-8; the limit is {MAX_TEXT_BYTES} (1 MiB)")
-    return text
+        raise ValueError(f"{what} is not valid Unicode (it holds a lone surrogate)") from None
+    if size > limit:
+        raise ValueError(f"{what} is {size} bytes of UTF-8; the limit is {limit}{hint}")
+    return value
+
+
+def check_text(text: Any) -> str:
+    return _check_string(text, "text", MAX_TEXT_BYTES, "", " (1 MiB)")
 
 
 #: The longest answer feedback(answer=...) reads (an answer, not a document).
@@ -87,20 +92,8 @@ MAX_ANSWER_BYTES = 64 * 1024
 
 
 def check_answer(answer: Any) -> str:
-    if not isinstance(answer, str):
-        raise TypeError(f"answer must be a string (the agent's answer), got {type(answer).__name__}")
-    if not answer.strip():
-        raise ValueError("answer must not be empty or only whitespace")
-    if "\x00" in answer:
-        raise ValueError("answer must not contain a NUL character")
-    try:
-        size = len(answer.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise ValueError("answer is not valid Unicode (it holds a lone surrogate)") from None
-    if size > MAX_ANSWER_BYTES:
-        raise ValueError(f"answer is {size} bytes of UTF-8; the limit is {MAX_ANSWER_BYTES} "
-                         "(64 KiB): pass the answer, not a document")
-    return answer
+    return _check_string(answer, "answer", MAX_ANSWER_BYTES, " (the agent's answer)",
+                         " (64 KiB): pass the answer, not a document")
 
 
 def check_ids(ids: Any, what: str) -> list[str]:

@@ -25,23 +25,11 @@ DAY = 86400.0
 MAYA = ("users", "maya")
 
 
-class Clock:
-    t = T
-
-    def __call__(self):
-        return self.t
-
-
 @pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def mem(tmp_path, clock):
-    m = heapmem.open(str(tmp_path / "lg.db"), clock=clock)
-    yield m
-    m.close()
+def clock(clock):
+    """conftest's settable clock (and with it its `mem`), at this file's T."""
+    clock.t = T
+    return clock
 
 
 def ranked(hits):

@@ -16,23 +16,11 @@ T = 1_796_040_000.0
 NS = ("session", "s1")
 
 
-class Clock:
-    t = T
-
-    def __call__(self):
-        return self.t
-
-
 @pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def mem(tmp_path, clock):
-    m = heapmem.open(str(tmp_path / "ttl.db"), clock=clock)
-    yield m
-    m.close()
+def clock(clock):
+    """conftest's settable clock (and with it its `mem`), at this file's T."""
+    clock.t = T
+    return clock
 
 
 def keys(store, **kw):
