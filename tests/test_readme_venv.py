@@ -112,11 +112,10 @@ def installed(tmp_path_factory):
     repo.mkdir()
     copy_repo(repo)
     first = sh_lines()[0]
-    assert "pip install . " in first and "-e" not in first.split("#")[0], \
-        f"the README's first command is no longer a non-editable install: {first}"
     r = bash(first, repo, clean_env(), timeout=900)
     assert r.returncode == 0, f"`{first}` failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
-    assert not list((repo / "heapmem").glob("heapmem0.*")), "the install built in the source tree"
+    if "pip install . " in first:  # non-editable: nothing is built in the source tree
+        assert not list((repo / "heapmem").glob("heapmem0.*")), "the install built in the tree"
     elsewhere = base / "elsewhere"
     elsewhere.mkdir()
     return repo, elsewhere, r.stdout
@@ -161,9 +160,11 @@ def test_cli_and_hybrid_lines_from_the_repository_root(installed):
     assert r.returncode == 0 and r.stdout.strip().startswith(str(repo / ".venv")), r.stdout
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="the README's Python sample opens the demo's agent.db, "
-                   "which the first command leaves in the repository root, where `import "
-                   "heapmem` finds the unbuilt source tree before the installed package")
+@pytest.mark.xfail("pip install . " in sh_lines()[0], strict=True, raises=AssertionError,
+                   reason="the README's Python sample opens the demo's agent.db, which the "
+                   "first command leaves in the repository root, where `import heapmem` finds "
+                   "the unbuilt source tree of a non-editable install before the installed "
+                   "package")
 def test_python_sample_from_the_repository_root(installed):
     repo, _, _ = installed
     r = bash(".venv/bin/python -", repo, clean_env(), stdin=block("python-sample"))
