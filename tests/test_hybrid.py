@@ -194,9 +194,11 @@ def test_e5_centered_cosines_spread(e5):
     from unrelated by a wide margin."""
     from heapmem.embedders import E5Small
     c = E5Small(center=True)
+    assert e5.center and e5.name == c.name  # the default
+    raw = E5Small(center=False)
     pairs = ["The doctor said I should cut down on sugar", "Quarterly report is due on Friday"]
     q = "What did the physician advise about sweets?"
-    raw, cen = e5([q] + pairs), c([q] + pairs)
+    raw, cen = raw([q] + pairs), c([q] + pairs)
     assert np.allclose(np.linalg.norm(cen, axis=1), 1.0, atol=1e-5)
     raw_cos, cen_cos = raw[1:] @ raw[0], cen[1:] @ cen[0]
     assert raw_cos.min() > 0.7  # unrelated, yet 0.7 or more
