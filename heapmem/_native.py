@@ -32,14 +32,40 @@ else:
     SUFFIX = ".so"
 
 
+def _library_dir() -> str:
+    """The folder that holds the compiled library and its header: this
+    package's own, or, when this package is an unbuilt source tree (Python
+    run from the repository's root after a plain `pip install .` imports
+    heapmem/ from there), the installed copy of the same version."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if os.path.exists(os.path.join(here, "heapmem0" + SUFFIX)):
+        return here
+    from ._version import __version__
+    for entry in sys.path:
+        there = os.path.join(os.path.abspath(entry or os.curdir), "heapmem")
+        if there == here or not os.path.exists(os.path.join(there, "heapmem0" + SUFFIX)):
+            continue
+        try:
+            with io.open(os.path.join(there, "_version.py"), encoding="utf-8") as f:
+                same = repr(__version__) in f.read()
+        except OSError:
+            same = False
+        if same and os.path.exists(os.path.join(there, "heapmem.h")):
+            return there
+    return here
+
+
+_LIBRARY_DIR = _library_dir()
+
+
 def loadable_path() -> str:
     """Path of the compiled library without its suffix, as SQLite's
     load_extension and the sqlite3 shell's `.load` expect it."""
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "heapmem0")
+    return os.path.join(_LIBRARY_DIR, "heapmem0")
 
 
 #: The C header, shipped beside the library (setup.py copies csrc/heapmem.h).
-HEADER_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "heapmem.h")
+HEADER_PATH = os.path.join(_LIBRARY_DIR, "heapmem.h")
 
 
 @dataclass(frozen=True)
