@@ -47,7 +47,8 @@ def _library_dir() -> str:
             continue
         try:
             with io.open(os.path.join(there, "_version.py"), encoding="utf-8") as f:
-                same = repr(__version__) in f.read()
+                text = f.read()
+            same = f'"{__version__}"' in text or f"'{__version__}'" in text
         except OSError:
             same = False
         if same and os.path.exists(os.path.join(there, "heapmem.h")):
