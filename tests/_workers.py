@@ -136,8 +136,12 @@ def stress(path: str, outdir: str, proc: int, threads: int, seconds: float, seed
                             raise AssertionError("a result without text")
                     if res.recall_id is not None and len(res) and rnd.random() < 0.8:
                         used = rnd.sample(res.ids, rnd.randint(0, len(res)))
-                        if rnd.random() < 0.7:
+                        how = rnd.random()
+                        if how < 0.55:
                             fb = mem.feedback(used=used, recall_id=res.recall_id)
+                        elif how < 0.75:  # the answer quotes one of the shown memories
+                            fb = mem.feedback(recall_id=res.recall_id,
+                                              answer=rnd.choice(list(res)).text[:120])
                         else:
                             fb = mem.mark_used(used or res.ids[:1], recall_id=res.recall_id)
                         acks.write("F", res.recall_id, list(fb.used), list(fb.ignored))
