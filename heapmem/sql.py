@@ -425,3 +425,11 @@ def insert_row(table: str, cols: list[str]) -> str:
 
 def count_rows(table: str) -> str:
     return f"SELECT count(*) FROM {table}"
+
+
+# -- a store on a libSQL server (heapmem.remote) ------------------------------------
+# What the client compares with its own library before it opens a store there.
+
+LIBRARY_VERSION = "SELECT heap_version()"
+LIBRARY_FUNCTIONS = """SELECT DISTINCT name FROM pragma_function_list
+WHERE name LIKE 'heap\\_%' ESCAPE '\\' ORDER BY name"""
