@@ -42,6 +42,21 @@ def is_url(target: Any) -> bool:
         and "://" in target
 
 
+def url_timeout(url: str, default: float = 10.0) -> float:
+    """The ?timeout=SECONDS of a server URL (how long a request may wait for
+    its answer), else default."""
+    q = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
+    if "timeout" not in q:
+        return default
+    try:
+        t = float(q["timeout"][0])
+    except ValueError:
+        t = -1.0
+    if not (math.isfinite(t) and 0 < t <= 3600):
+        raise ValueError(f"{url!r}: timeout must be a number of seconds in (0, 3600]")
+    return t
+
+
 def split_url(url: str) -> tuple[str, str, int, str]:
     """(scheme http|https, host, port, base path) of a server URL."""
     u = urllib.parse.urlsplit(url)
@@ -123,14 +138,14 @@ class Client:
     server closes it.  pipeline() is safe to call from several threads (they
     take turns)."""
 
-    def __init__(self, url: str, *, auth_token: str | None = None, timeout: float = 10.0):
+    def __init__(self, url: str, *, auth_token: str | None = None, timeout: float | None = None):
         if auth_token is not None and (not isinstance(auth_token, str) or not auth_token
                                        or any(ch in auth_token for ch in "\r\n")):
             raise ValueError("auth_token must be a non-empty string (the JWT sqld checks)")
         self.url = url
         self.scheme, self.host, self.port, self.base = split_url(url)
         self.auth_token = auth_token
-        self.timeout = timeout
+        self.timeout = url_timeout(url) if timeout is None else timeout
         self.version = 3
         self._conn: http.client.HTTPConnection | None = None
         self._lock = threading.Lock()

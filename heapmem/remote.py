@@ -42,6 +42,12 @@ _SERVER_OWNS = frozenset({"journal_mode", "synchronous", "secure_delete", "cell_
 _PER_STREAM = frozenset({"foreign_keys"})
 
 _PRAGMA = re.compile(r"\s*pragma\s+(\w+)\s*(=|\(|$)", re.I)
+# a pragma that only reads: PRAGMA name or PRAGMA name(argument)
+_PRAGMA_READ = re.compile(r"\s*pragma\s+(\w+)\s*(?:\(\s*(\w+)\s*\))?\s*;?\s*$", re.I)
+
+
+def _pragma_select(name: str, arg: str | None) -> str:
+    return sql.PRAGMA_AS_SELECT.format(name=name.lower(), args=arg or "")
 _WORD = re.compile(r"\s*(\w+)(?:\s+(\w+))?", re.I)
 
 # Hrana error codes as the apsw exceptions Memory already handles
@@ -110,7 +116,7 @@ class RemoteConnection:
     statement after it run on its own.  A stream the server let expire while
     no transaction was open is replaced without the caller noticing."""
 
-    def __init__(self, url: str, *, auth_token: str | None = None, timeout: float = 10.0):
+    def __init__(self, url: str, *, auth_token: str | None = None, timeout: float | None = None):
         self.url = url
         self.client = hrana.Client(url, auth_token=auth_token, timeout=timeout)
         self._baton: str | None = None
@@ -119,6 +125,8 @@ class RemoteConnection:
         self._setup: dict[str, str] = {}   # per-stream settings, by pragma name
         self._queued: list[dict[str, Any]] = []
         self._depth = 0             # open savepoints/transaction levels, as sent
+        self._snapshot = 0          # a read snapshot's levels, not sent (_control)
+        self._needs_setup = True    # the stream has not had the settings yet
         self._unsure = False        # an error left the transaction state unknown
         self._last_rowid = 0
         self._changes = 0
@@ -158,7 +166,7 @@ class RemoteConnection:
                         self._unsure = False
                 except (hrana.HranaError, KeyError, TypeError):
                     pass
-            return self._depth == 0 and not self._queued
+            return self._depth == 0 and not self._queued and not self._snapshot
 
     def close(self) -> None:
         with self._lock:
@@ -213,40 +221,40 @@ class RemoteConnection:
         """Run statements in order on the stream; one list of rows each."""
         if self._closed:
             raise HeapmemError("this store is closed")
+        if len(statements) == 1:
+            sql, params = statements[0]
+            handled = self._control(sql, params)
+            if handled is not None:
+                return [handled]
         out: list[list[tuple]] = []
         send: list[dict[str, Any]] = []
         local: dict[int, list[tuple]] = {}
+        kinds = []
         for i, (sql, params) in enumerate(statements):
             kind, word = self._stmt_kind(sql)
+            kinds.append((kind, word))
             if kind == "pragma" and word in _SERVER_OWNS:
                 local[i] = []
                 continue
             if kind == "pragma" and word in _PER_STREAM and "=" in sql:
                 self._setup[word] = sql
-            first = word.split(" ")[0]
-            if len(statements) == 1 and _several(sql):
-                # a script (schema.MIGRATIONS): Hrana's sequence request, no rows
-                if self._queued:
-                    prefix, self._queued = self._queued, []
-                    self._send(prefix, len(prefix))
-                self._sequence(sql)
-                return [[]]
-            if kind == "word" and first in ("BEGIN", "SAVEPOINT") and len(statements) == 1:
-                # travels with the next statement
-                self._queued.append(hrana.stmt(sql, params, want_rows=False))
-                self._depth += 1
-                return [[]]
+                local[i] = []
+                continue
+            if kind == "pragma":
+                # a replica forwards every PRAGMA statement to its primary, but
+                # serves the table-valued form itself
+                m = _PRAGMA_READ.match(sql)
+                if m:
+                    sql = _pragma_select(m.group(1), m.group(2))
             send.append(hrana.stmt(sql, params))
-            local.setdefault(i, None)  # type: ignore[arg-type]
         if not send:
             return [local[i] for i in range(len(statements))]
         prefix = self._queued
         self._queued = []
         results = self._send(prefix + send, len(prefix))
         it = iter(results)
-        for i, (sql, params) in enumerate(statements):
-            kind, word = self._stmt_kind(sql)
-            if i in local and local[i] is not None:
+        for i, (kind, word) in enumerate(kinds):
+            if i in local:
                 out.append(local[i])
                 continue
             rows, changes, rowid = next(it)
@@ -261,6 +269,51 @@ class RemoteConnection:
             out.append(rows)
         return out
 
+    def _control(self, sql: str, params: Any) -> list[tuple] | None:
+        """Transaction control and scripts, or None for an ordinary statement.
+
+        A read snapshot (a deferred BEGIN or a SAVEPOINT outside any
+        transaction: Memory.snapshot(), recall) is not sent: on a replica,
+        sqld forwards every BEGIN and SAVEPOINT to the primary and runs the
+        whole transaction there, which would make replicas serve no reads.
+        Its statements run one by one instead, each on one consistent view.
+        A write transaction (BEGIN IMMEDIATE) waits and travels with the
+        next statement, led by the stream's settings (foreign_keys)."""
+        kind, word = self._stmt_kind(sql)
+        first = word.split(" ")[0]
+        if _several(sql):
+            # a script (schema.MIGRATIONS): Hrana's sequence request, no rows
+            if self._queued:
+                prefix, self._queued = self._queued, []
+                self._send(prefix, len(prefix))
+            self._sequence(sql)
+            return []
+        if kind != "word":
+            return None
+        if self._snapshot:
+            if first == "SAVEPOINT":
+                self._snapshot += 1
+                return []
+            if first == "RELEASE" or (first == "ROLLBACK" and word == "ROLLBACK TO"):
+                self._snapshot -= first == "RELEASE"
+                return []
+            if first in ("COMMIT", "END", "ROLLBACK"):
+                self._snapshot = 0
+                return []
+            return None
+        if self._depth == 0 and not self._queued and (
+                first == "SAVEPOINT" or word in ("BEGIN ", "BEGIN DEFERRED", "BEGIN TRANSACTION")):
+            self._snapshot = 1
+            return []
+        if first in ("BEGIN", "SAVEPOINT"):
+            if first == "BEGIN" and self._needs_setup:
+                self._queued += [hrana.stmt(s, want_rows=False) for s in self._setup.values()]
+                self._needs_setup = False
+            self._queued.append(hrana.stmt(sql, params, want_rows=False))
+            self._depth += 1
+            return []
+        return None
+
     def _track(self, word: str) -> None:
         first = word.split(" ")[0]
         if first in ("BEGIN", "SAVEPOINT"):
@@ -271,13 +324,12 @@ class RemoteConnection:
             self._depth = max(self._depth - 1, 0)
 
     def _sequence(self, sql: str) -> None:
-        reqs = [{"type": "execute", "stmt": hrana.stmt(s, want_rows=False)}
-                for s in self._setup.values()] if self._fresh else []
         if self._fresh:
             self._generation += 1
-        reqs.append({"type": "sequence", "sql": sql})
+            self._needs_setup = True
         try:
-            self._baton, res = self.client.pipeline(None if self._fresh else self._baton, reqs)
+            self._baton, res = self.client.pipeline(None if self._fresh else self._baton,
+                                                    [{"type": "sequence", "sql": sql}])
         except hrana.HranaError as e:
             self._fresh, self._depth = True, 0
             raise ServerError(e.message) from None
@@ -296,9 +348,7 @@ class RemoteConnection:
         new_stream = self._fresh
         if new_stream:
             self._generation += 1
-            reqs += [{"type": "execute", "stmt": hrana.stmt(s, want_rows=False)}
-                     for s in self._setup.values()]
-        nsetup = len(reqs)
+        nsetup = 0
         if len(stmts) == 1:
             reqs.append({"type": "execute", "stmt": stmts[0]})
         else:
@@ -313,11 +363,22 @@ class RemoteConnection:
                     raise ServerError(f"{self.url} closed the stream of an open transaction "
                                       "(idle too long); nothing of it was written") from None
                 return self._send(stmts, queued)
+            writing = self._depth - queued > 0 or any(
+                _WORD.match(st["sql"]).group(1).upper() == "BEGIN" for st in stmts[:queued])
+            committing = any(_WORD.match(st["sql"]).group(1).upper() in ("COMMIT", "END")
+                             for st in stmts)
             self._fresh = True
             self._depth = 0
+            if e.code == "NETWORK" and "did not answer" in e.message and writing:
+                raise ServerError(
+                    f"{self.url} did not acknowledge the write within {self.client.timeout:g} s "
+                    "(a replica forwards writes to its primary: is the primary running?); "
+                    + ("its outcome is unknown until the server answers again" if committing
+                       else "nothing was written")) from None
             raise ServerError(e.message) from None
         self._baton = baton
         self._fresh = baton is None
+        self._needs_setup = self._needs_setup or new_stream or self._fresh
         for r in res[:nsetup]:
             if r["type"] != "ok":
                 raise _sqlite_error(r.get("error") or {})
@@ -388,7 +449,7 @@ def check_library(conn: RemoteConnection) -> None:
                            "client's library (`heapmem sqld ...`)")
 
 
-def connect(url: str, *, auth_token: str | None = None, timeout: float = 10.0,
+def connect(url: str, *, auth_token: str | None = None, timeout: float | None = None,
             durable: bool = False, embedder: Any = None) -> RemoteConnection:
     """A RemoteConnection to the server at url, after checking that a libSQL
     server answers there and accepts the token (ServerError otherwise, one
@@ -406,7 +467,12 @@ def connect(url: str, *, auth_token: str | None = None, timeout: float = 10.0,
             raise ServerError(conn.client.http_error(status, body).message)
         if status != 200 or not body.startswith(b"sqld"):
             # an older sqld may lack /version: ask the pipeline itself
-            conn.execute(sql.LIBRARY_VERSION)
+            try:
+                conn.client.pipeline(None, [{"type": "close"}])
+            except hrana.HranaError as e:
+                if e.code in ("HTTP 401", "HTTP 403", "NETWORK"):
+                    raise
+                raise hrana.HranaError(e.message, "NOT_HRANA") from None
     except hrana.HranaError as e:
         conn.close()
         if e.code == "NOT_HRANA":

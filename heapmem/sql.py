@@ -433,3 +433,7 @@ def count_rows(table: str) -> str:
 LIBRARY_VERSION = "SELECT heap_version()"
 LIBRARY_FUNCTIONS = """SELECT DISTINCT name FROM pragma_function_list
 WHERE name LIKE 'heap\\_%' ESCAPE '\\' ORDER BY name"""
+# A reading PRAGMA in its table-valued form, which a sqld replica serves
+# itself (it forwards PRAGMA statements to the primary).  {name} and {args}
+# come from heapmem's own statements (heapmem.remote), never from user text.
+PRAGMA_AS_SELECT = "SELECT * FROM pragma_{name}({args})"
