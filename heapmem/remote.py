@@ -17,14 +17,20 @@ baton): all or nothing, and on a replica sqld forwards it to the primary.
 """
 from __future__ import annotations
 
+import json
+import random
 import re
 import threading
+import time
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import apsw
 
+import numpy as np
+
 from . import _native, hrana, sql
-from .errors import HeapmemError
+from .errors import CorruptStoreError, HeapmemError
+from .results import Recall, Result
 
 #: How the server is started when it lacks heapmem's library.
 HOW_TO_START = ("start the server with heapmem's library: `heapmem sqld --primary DIR` "
@@ -60,6 +66,10 @@ _CODES: tuple[tuple[str, type], ...] = (
 )
 
 
+class _BusyBegin(Exception):
+    """A queued BEGIN IMMEDIATE met another writer: send the batch again."""
+
+
 class ServerError(HeapmemError):
     """The server could not be reached, or failed in a way SQLite does not
     explain (nothing listens, a token refused, the primary down for a write)."""
@@ -90,31 +100,54 @@ def _several(sql: str) -> bool:
 
 
 class RemoteCursor:
-    """The rows of one statement, all fetched: iterate, or fetchall()."""
+    """The rows of one statement (or of an executemany): iterate, or
+    fetchall().  Inside a write transaction a statement waits to be sent
+    until its rows are read, or something else needs the server (_flush)."""
 
-    def __init__(self, rows: list[tuple]):
-        self._rows = rows
+    def __init__(self, conn: "RemoteConnection | None" = None, rows: list[tuple] | None = None):
+        self._conn = conn
+        self._rows: list[tuple] | None = rows
+
+    def _done(self) -> list[tuple]:
+        if self._rows is None:
+            assert self._conn is not None
+            self._conn.flush()
+        return self._rows or []
 
     def __iter__(self) -> Iterator[tuple]:
-        return iter(self._rows)
+        return iter(self._done())
 
     def fetchall(self) -> list[tuple]:
-        return list(self._rows)
+        return list(self._done())
 
     def fetchone(self) -> tuple | None:
-        return self._rows[0] if self._rows else None
+        rows = self._done()
+        return rows[0] if rows else None
+
+
+class _Pending:
+    """A statement waiting to be sent: its Hrana form, the cursor its rows
+    go to, and what it does to the transaction."""
+
+    __slots__ = ("stmt", "cursor", "word", "kind", "setup")
+
+    def __init__(self, stmt: dict[str, Any], cursor: RemoteCursor | None, kind: str, word: str,
+                 setup: bool = False):
+        self.stmt, self.cursor, self.kind, self.word, self.setup = stmt, cursor, kind, word, setup
 
 
 class RemoteConnection:
     """Memory's connection to a store on a libSQL server.
 
     One Hrana stream (its baton) carries the statements, so a transaction
-    and its savepoints stay on one server-side connection.  BEGIN and
-    SAVEPOINT wait and travel with the next statement, in one Hrana batch
-    where each step runs only if the one before succeeded: a write
-    transaction costs one round trip less, and a failed BEGIN never lets the
-    statement after it run on its own.  A stream the server let expire while
-    no transaction was open is replaced without the caller noticing."""
+    and its savepoints stay on one server-side connection.  Inside a write
+    transaction (BEGIN IMMEDIATE ... COMMIT) statements wait and travel
+    together, in one Hrana batch where each step runs only if the one before
+    succeeded, until Memory reads a result (or commits): an add costs three
+    round trips, not eight, and a step that fails stops the rest, whose
+    transaction Memory then rolls back.  Outside one each statement is sent at
+    once.  A stream the server let expire while no transaction was open is
+    replaced without the caller noticing."""
 
     def __init__(self, url: str, *, auth_token: str | None = None, timeout: float | None = None):
         self.url = url
@@ -123,50 +156,55 @@ class RemoteConnection:
         self._fresh = True          # the next request opens a new stream
         self._generation = 0        # how many streams this connection has had
         self._setup: dict[str, str] = {}   # per-stream settings, by pragma name
-        self._queued: list[dict[str, Any]] = []
-        self._depth = 0             # open savepoints/transaction levels, as sent
+        self._needs_setup = True    # this stream has not had them yet
+        self._pending: list[_Pending] = []
+        self._depth = 0             # transaction and savepoint levels, as queued
+        self._begun = False         # the open transaction's BEGIN reached the server
         self._snapshot = 0          # a read snapshot's levels, not sent (_control)
-        self._needs_setup = True    # the stream has not had the settings yet
         self._unsure = False        # an error left the transaction state unknown
         self._last_rowid = 0
         self._changes = 0
         self._lock = threading.RLock()
         self._closed = False
+        self._busy_ms = 10_000
 
     # -- what Memory calls --------------------------------------------------------
 
     def execute(self, sql: str, params: Any = None) -> RemoteCursor:
         with self._lock:
-            return RemoteCursor(self._run([(sql, params)])[-1])
+            return self._execute([(sql, params)])
 
     def executemany(self, sql: str, seq: Iterable[Any]) -> RemoteCursor:
         with self._lock:
-            rows: list[tuple] = []
             todo = [(sql, p) for p in seq]
-            if todo:
-                for r in self._run(todo):
-                    rows.extend(r)
-            return RemoteCursor(rows)
+            return self._execute(todo) if todo else RemoteCursor(rows=[])
 
     def last_insert_rowid(self) -> int:
-        return self._last_rowid
+        with self._lock:
+            self.flush()
+            return self._last_rowid
 
     def changes(self) -> int:
-        return self._changes
+        with self._lock:
+            self.flush()
+            return self._changes
 
     def getautocommit(self) -> bool:
         with self._lock:
-            if self._unsure and not self._fresh:
+            if self._unsure and not self._fresh and not self._pending:
                 try:
                     self._baton, res = self.client.pipeline(self._baton,
                                                             [{"type": "get_autocommit"}])
                     if res[0]["type"] == "ok":
                         auto = bool(res[0]["response"]["is_autocommit"])
-                        self._depth = 0 if auto else max(self._depth, 1)
+                        if auto:
+                            self._depth, self._begun = 0, False
+                        else:
+                            self._depth = max(self._depth, 1)
                         self._unsure = False
                 except (hrana.HranaError, KeyError, TypeError):
                     pass
-            return self._depth == 0 and not self._queued and not self._snapshot
+            return self._depth == 0 and not self._snapshot
 
     def close(self) -> None:
         with self._lock:
@@ -182,7 +220,9 @@ class RemoteConnection:
 
     # apsw settings that are the server's business: accepted, changing nothing
     def setbusytimeout(self, ms: int) -> None:
-        """sqld queues writers itself; the client's wait is its HTTP timeout."""
+        """How long a BEGIN IMMEDIATE the server answers SQLITE_BUSY is tried
+        again (sqld answers at once while another connection writes)."""
+        self._busy_ms = ms
 
     def setprogresshandler(self, handler: Callable | None, steps: int = 0) -> None:
         """No progress handler runs on a server (the HTTP timeout bounds a call)."""
@@ -207,9 +247,10 @@ class RemoteConnection:
                            f"sqld ({self.url}): heapmem's verbs are; raw connection features "
                            "such as authorizers, backups and blob I/O are not")
 
-    # -- the stream -----------------------------------------------------------------
+    # -- statements -------------------------------------------------------------------
 
-    def _stmt_kind(self, sql: str) -> tuple[str, str]:
+    @staticmethod
+    def _kind(sql: str) -> tuple[str, str]:
         m = _PRAGMA.match(sql)
         if m:
             return "pragma", m.group(1).lower()
@@ -217,28 +258,22 @@ class RemoteConnection:
         return ("word", (w.group(1) or "").upper() + " " + (w.group(2) or "").upper()) if w \
             else ("", "")
 
-    def _run(self, statements: Sequence[tuple[str, Any]]) -> list[list[tuple]]:
-        """Run statements in order on the stream; one list of rows each."""
+    def _execute(self, statements: list[tuple[str, Any]]) -> RemoteCursor:
         if self._closed:
             raise HeapmemError("this store is closed")
         if len(statements) == 1:
-            sql, params = statements[0]
-            handled = self._control(sql, params)
+            handled = self._control(*statements[0])
             if handled is not None:
-                return [handled]
-        out: list[list[tuple]] = []
-        send: list[dict[str, Any]] = []
-        local: dict[int, list[tuple]] = {}
-        kinds = []
-        for i, (sql, params) in enumerate(statements):
-            kind, word = self._stmt_kind(sql)
-            kinds.append((kind, word))
+                return RemoteCursor(rows=handled)
+        cursor = RemoteCursor(self)
+        cursor._rows = None
+        sent = False
+        for sql, params in statements:
+            kind, word = self._kind(sql)
             if kind == "pragma" and word in _SERVER_OWNS:
-                local[i] = []
                 continue
             if kind == "pragma" and word in _PER_STREAM and "=" in sql:
                 self._setup[word] = sql
-                local[i] = []
                 continue
             if kind == "pragma":
                 # a replica forwards every PRAGMA statement to its primary, but
@@ -246,28 +281,14 @@ class RemoteConnection:
                 m = _PRAGMA_READ.match(sql)
                 if m:
                     sql = _pragma_select(m.group(1), m.group(2))
-            send.append(hrana.stmt(sql, params))
-        if not send:
-            return [local[i] for i in range(len(statements))]
-        prefix = self._queued
-        self._queued = []
-        results = self._send(prefix + send, len(prefix))
-        it = iter(results)
-        for i, (kind, word) in enumerate(kinds):
-            if i in local:
-                out.append(local[i])
-                continue
-            rows, changes, rowid = next(it)
-            if kind == "pragma" and word == "data_version" and rows:
-                # a new stream is a new server connection, with its own count:
-                # keep the value moving across streams
-                rows = [((self._generation << 32) + int(rows[0][0]),)]
-            self._changes = changes
-            if rowid is not None:
-                self._last_rowid = rowid
-            self._track(word)
-            out.append(rows)
-        return out
+            self._pending.append(_Pending(hrana.stmt(sql, params), cursor, kind, word))
+            sent = True
+        if not sent:
+            cursor._rows = []
+            return cursor
+        if self._depth == 0:  # autocommit: at once
+            self.flush()
+        return cursor
 
     def _control(self, sql: str, params: Any) -> list[tuple] | None:
         """Transaction control and scripts, or None for an ordinary statement.
@@ -277,15 +298,13 @@ class RemoteConnection:
         sqld forwards every BEGIN and SAVEPOINT to the primary and runs the
         whole transaction there, which would make replicas serve no reads.
         Its statements run one by one instead, each on one consistent view.
-        A write transaction (BEGIN IMMEDIATE) waits and travels with the
-        next statement, led by the stream's settings (foreign_keys)."""
-        kind, word = self._stmt_kind(sql)
+        A write transaction (BEGIN IMMEDIATE) waits for its first statements,
+        led by the stream's settings (foreign_keys)."""
+        kind, word = self._kind(sql)
         first = word.split(" ")[0]
         if _several(sql):
             # a script (schema.MIGRATIONS): Hrana's sequence request, no rows
-            if self._queued:
-                prefix, self._queued = self._queued, []
-                self._send(prefix, len(prefix))
+            self.flush()
             self._sequence(sql)
             return []
         if kind != "word":
@@ -294,34 +313,108 @@ class RemoteConnection:
             if first == "SAVEPOINT":
                 self._snapshot += 1
                 return []
-            if first == "RELEASE" or (first == "ROLLBACK" and word == "ROLLBACK TO"):
+            if first == "RELEASE" or word == "ROLLBACK TO":
                 self._snapshot -= first == "RELEASE"
                 return []
             if first in ("COMMIT", "END", "ROLLBACK"):
                 self._snapshot = 0
                 return []
             return None
-        if self._depth == 0 and not self._queued and (
-                first == "SAVEPOINT" or word in ("BEGIN ", "BEGIN DEFERRED", "BEGIN TRANSACTION")):
+        if self._depth == 0 and (first == "SAVEPOINT" or word in (
+                "BEGIN ", "BEGIN DEFERRED", "BEGIN TRANSACTION")):
             self._snapshot = 1
             return []
-        if first in ("BEGIN", "SAVEPOINT"):
-            if first == "BEGIN" and self._needs_setup:
-                self._queued += [hrana.stmt(s, want_rows=False) for s in self._setup.values()]
+        if first == "BEGIN":
+            if self._needs_setup or self._fresh:
+                for s in self._setup.values():
+                    self._pending.append(_Pending(hrana.stmt(s, want_rows=False), None,
+                                                  "pragma", "", setup=True))
                 self._needs_setup = False
-            self._queued.append(hrana.stmt(sql, params, want_rows=False))
+            self._pending.append(_Pending(hrana.stmt(sql, params, want_rows=False), None,
+                                          kind, word))
             self._depth += 1
+            return []
+        if first == "SAVEPOINT":
+            self._pending.append(_Pending(hrana.stmt(sql, params, want_rows=False), None,
+                                          kind, word))
+            self._depth += 1
+            return []
+        if first == "RELEASE" and self._depth > 1:
+            self._pending.append(_Pending(hrana.stmt(sql, params, want_rows=False), None,
+                                          kind, word))
+            self._depth -= 1
+            return []
+        if word == "ROLLBACK TO":
+            self._pending.append(_Pending(hrana.stmt(sql, params, want_rows=False), None,
+                                          kind, word))
+            return []
+        if first in ("COMMIT", "END") or (first == "RELEASE" and self._depth <= 1):
+            self._pending.append(_Pending(hrana.stmt(sql, params, want_rows=False), None,
+                                          kind, word))
+            try:
+                self.flush()
+            finally:
+                self._depth, self._begun = 0, False
+            return []
+        if first == "ROLLBACK":
+            if not self._begun:  # nothing of the transaction reached the server
+                self._pending = []
+                self._depth = 0
+                return []
+            self._pending = [_Pending(hrana.stmt(sql, params, want_rows=False), None,
+                                      kind, word)]
+            try:
+                self.flush()
+            finally:
+                self._depth, self._begun, self._unsure = 0, False, False
             return []
         return None
 
-    def _track(self, word: str) -> None:
-        first = word.split(" ")[0]
-        if first in ("BEGIN", "SAVEPOINT"):
-            self._depth += 1
-        elif first in ("COMMIT", "END") or (first == "ROLLBACK" and word != "ROLLBACK TO"):
-            self._depth = 0
-        elif first == "RELEASE":
-            self._depth = max(self._depth - 1, 0)
+    # -- the stream -----------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Send what waits, in one round trip; fill each statement's cursor."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        try:
+            results = self._send([p.stmt for p in pending],
+                                 writing=any(p.word.startswith("BEGIN") for p in pending),
+                                 committing=any(p.word.split(" ")[0] in ("COMMIT", "END")
+                                                for p in pending) or
+                                 (self._depth <= 1 and any(p.word.startswith("RELEASE")
+                                                           for p in pending)))
+        except _StepError as e:
+            for p, r in zip(pending, e.done):
+                self._take(p, r)
+            for p in pending[len(e.done):]:
+                if p.cursor is not None:
+                    p.cursor._rows = []
+            raise e.error from None
+        except BaseException:
+            for p in pending:
+                if p.cursor is not None and p.cursor._rows is None:
+                    p.cursor._rows = []
+            raise
+        for p, r in zip(pending, results):
+            self._take(p, r)
+
+    def _take(self, p: _Pending, r: tuple[list[tuple], int, int | None]) -> None:
+        rows, changes, rowid = r
+        if p.word.startswith("BEGIN"):
+            self._begun = True
+        if p.cursor is None:
+            return
+        if p.kind == "pragma" and p.word == "data_version" and rows:
+            # a new stream is a new server connection, with its own count:
+            # keep the value moving across streams
+            rows = [((self._generation << 32) + int(rows[0][0]),)]
+        if p.cursor._rows is None:
+            p.cursor._rows = []
+        p.cursor._rows.extend(rows)
+        self._changes = changes
+        if rowid is not None:
+            self._last_rowid = rowid
 
     def _sequence(self, sql: str) -> None:
         if self._fresh:
@@ -339,58 +432,61 @@ class RemoteConnection:
                 self._unsure = True
                 raise _sqlite_error(r.get("error") or {})
 
-    def _send(self, stmts: list[dict[str, Any]], queued: int
+    def _send(self, stmts: list[dict[str, Any]], *, writing: bool, committing: bool
               ) -> list[tuple[list[tuple], int, int | None]]:
-        """One round trip: a batch of stmts, each run only if the one before
-        succeeded.  The queued BEGIN/SAVEPOINTs lead it; their results are
-        not returned."""
-        reqs: list[dict[str, Any]] = []
+        """One round trip: stmts as a batch, each run only if the one before
+        succeeded.  A BEGIN the server found busy (another writer) is tried
+        again, the whole batch with it (nothing after it ran), until the busy
+        timeout."""
+        deadline = time.monotonic() + self._busy_ms / 1000
+        pause = 0.001
+        while True:
+            try:
+                return self._send_once(stmts, writing, committing)
+            except _BusyBegin:
+                if time.monotonic() + pause > deadline:
+                    raise apsw.BusyError("database is locked (another connection kept the "
+                                         f"write lock past {self._busy_ms / 1000:g} s)") from None
+                time.sleep(pause * random.uniform(0.5, 1.5))
+                pause = min(pause * 2, 0.05)
+
+    def _send_once(self, stmts: list[dict[str, Any]], writing: bool, committing: bool
+                   ) -> list[tuple[list[tuple], int, int | None]]:
         new_stream = self._fresh
         if new_stream:
             self._generation += 1
-        nsetup = 0
-        if len(stmts) == 1:
-            reqs.append({"type": "execute", "stmt": stmts[0]})
-        else:
-            reqs.append(hrana.batch(stmts))
+        in_txn = self._begun and not writing
+        req = {"type": "execute", "stmt": stmts[0]} if len(stmts) == 1 else hrana.batch(stmts)
         try:
-            baton, res = self.client.pipeline(None if new_stream else self._baton, reqs)
+            baton, res = self.client.pipeline(None if new_stream else self._baton, [req])
         except hrana.HranaError as e:
-            if e.code == "STREAM_EXPIRED" and not new_stream:
-                self._fresh = True
-                if self._depth - queued > 0:
-                    self._depth = 0
-                    raise ServerError(f"{self.url} closed the stream of an open transaction "
-                                      "(idle too long); nothing of it was written") from None
-                return self._send(stmts, queued)
-            writing = self._depth - queued > 0 or any(
-                _WORD.match(st["sql"]).group(1).upper() == "BEGIN" for st in stmts[:queued])
-            committing = any(_WORD.match(st["sql"]).group(1).upper() in ("COMMIT", "END")
-                             for st in stmts)
             self._fresh = True
-            self._depth = 0
-            if e.code == "NETWORK" and "did not answer" in e.message and writing:
+            if e.code == "STREAM_EXPIRED" and not new_stream and not in_txn:
+                return self._send_once(stmts, writing, committing)
+            self._depth, self._begun = 0, False
+            self._needs_setup = True
+            if e.code == "NETWORK" and "did not answer" in e.message and (writing or in_txn):
                 raise ServerError(
                     f"{self.url} did not acknowledge the write within {self.client.timeout:g} s "
                     "(a replica forwards writes to its primary: is the primary running?); "
                     + ("its outcome is unknown until the server answers again" if committing
                        else "nothing was written")) from None
+            if e.code == "STREAM_EXPIRED" and in_txn:
+                raise ServerError(f"{self.url} closed the stream of an open transaction (idle "
+                                  "too long); nothing of it was written") from None
             raise ServerError(e.message) from None
         self._baton = baton
         self._fresh = baton is None
-        self._needs_setup = self._needs_setup or new_stream or self._fresh
-        for r in res[:nsetup]:
-            if r["type"] != "ok":
-                raise _sqlite_error(r.get("error") or {})
-        r = res[nsetup]
+        if new_stream or self._fresh:
+            self._needs_setup = True
+        r = res[0]
         if r["type"] != "ok":
             err = r.get("error") or {}
-            if str(err.get("code", "")) == "STREAM_EXPIRED" and not new_stream \
-                    and self._depth - queued <= 0:
+            if str(err.get("code", "")) == "STREAM_EXPIRED" and not new_stream and not in_txn:
                 self._fresh = True
-                return self._send(stmts, queued)
+                return self._send_once(stmts, writing, committing)
             self._unsure = True
-            raise _sqlite_error(err)
+            raise _StepError([], _sqlite_error(err))
         resp = r["response"]
         if resp.get("type") == "execute":
             return [hrana.rows_of(resp)]
@@ -398,18 +494,85 @@ class RemoteConnection:
         outs = []
         for i, (sr, se) in enumerate(zip(b["step_results"], b["step_errors"])):
             if se is not None:
+                word = _WORD.match(stmts[i]["sql"])
+                if str(se.get("code", "")).startswith("SQLITE_BUSY") and word and \
+                        word.group(1).upper() == "BEGIN" and all(
+                            _PRAGMA.match(s["sql"]) for s in stmts[:i]):
+                    raise _BusyBegin()  # nothing after it ran: the batch is sent again
                 self._unsure = True
-                # the steps before it ran; a queued BEGIN that ran leaves a transaction
-                self._depth -= sum(1 for j in range(i, queued))
-                raise _sqlite_error(se)
+                raise _StepError(outs, _sqlite_error(se))
             if sr is None:  # pragma: no cover - skipped only after an error
-                raise ServerError("the server skipped a statement of the batch")
-            if i >= queued:
-                outs.append(hrana.rows_of(sr))
+                raise _StepError(outs, ServerError("the server skipped a statement of a batch"))
+            outs.append(hrana.rows_of(sr))
         return outs
 
 
-# -- opening ------------------------------------------------------------------------------
+class _StepError(Exception):
+    """A step of a batch failed: the results of those before it, and the error."""
+
+    def __init__(self, done: list, error: Exception):
+        super().__init__(str(error))
+        self.done = done
+        self.error = error
+
+
+# -- recall -----------------------------------------------------------------------------
+
+
+def recall(mem: Any, query: str, *, namespace: str, qtype: str, now: float, k: int,
+           config: Any, track: bool) -> Recall:
+    """Memory.recall() on a server, its arguments checked: the candidates, what
+    they show and the namespace's link set in one statement
+    (sql.REMOTE_CANDIDATES: one round trip, one snapshot), scored here in C
+    exactly as recall() scores a file's (tests/test_sqld.py compares the two
+    to 1e-9); a tracked recall is logged by one more statement, atomic by
+    itself (on a replica, sqld forwards it to the primary)."""
+    c = mem.connection
+    rows = c.execute(sql.REMOTE_CANDIDATES, {
+        "question": query, "namespace": namespace, "now": now, "candidates": config.candidates,
+        "qtype": qtype, "pseudocount": float(config.pooled_pseudocount),
+        "cap": mem.pool["cap"]}).fetchall()
+    if not rows:
+        return Recall(query, namespace, qtype, [], None, config, b"")
+    links = bytes(rows[0][14])
+    try:
+        rank = np.array([r[1] for r in rows], dtype=np.float64)
+        best = rank.min()
+        lexical = rank / best if best < 0 else np.ones_like(rank)
+        age = np.array([r[3] for r in rows], dtype=np.float64)
+        imp = np.array([r[2] for r in rows], dtype=np.float64)
+        sup = np.array([r[4] for r in rows], dtype=np.intc)
+        feats = [r[5] for r in rows]
+        out = _native.score_batch(lexical, age, imp, sup, feats, qtype, links, config.cdata)
+    except (ValueError, TypeError) as e:
+        raise CorruptStoreError(f"recall: a memory's stored values are damaged ({e})") from None
+    seq = np.array([r[0] for r in rows], dtype=np.int64)
+    order = np.lexsort((seq, -out[:, 5]))[:k]
+    results: list[Result] = []
+    rest: list[float] = []
+    for i in order:
+        r, f = rows[i], out[i]
+        rest.append(float(f[6]))
+        results.append(Result(
+            rank=len(results) + 1, id=r[6], text=r[7], score=float(f[5]), kind=r[8],
+            source=r[9], key=r[10], relevance=float(f[0]), recency=float(f[1]),
+            importance=float(f[2]), usefulness=float(f[3]), rules=float(f[4]),
+            bm25=float(-rank[i]), age_days=float(age[i]), superseded=bool(r[4]),
+            features=tuple(feats[i].split()), created_at=r[11], last_used_at=r[12],
+            metadata=json.loads(r[13]) if r[13] else None, lexical=None, cosine=None))
+    recall_id = None
+    if track and not mem.readonly:
+        c.execute(sql.LOG_RECALL, {
+            "namespace": namespace, "query": query, "qtype": qtype, "created_at": now,
+            "shown": json.dumps([r.id for r in results]),
+            "ages": json.dumps([r.age_days for r in results]),
+            "features": json.dumps([" ".join(r.features) for r in results]),
+            "rest": json.dumps(rest)})
+        recall_id = c.last_insert_rowid()
+    return Recall(query, namespace, qtype, results, recall_id, config, links)
+
+
+# -- opening -----------------------------------------------------------------------------
 
 
 def _local_library() -> tuple[str, list[str]]:

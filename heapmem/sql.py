@@ -437,3 +437,18 @@ WHERE name LIKE 'heap\\_%' ESCAPE '\\' ORDER BY name"""
 # itself (it forwards PRAGMA statements to the primary).  {name} and {args}
 # come from heapmem's own statements (heapmem.remote), never from user text.
 PRAGMA_AS_SELECT = "SELECT * FROM pragma_{name}({args})"
+
+# recall() on a server in one round trip: the candidates with their score
+# inputs and what each would show, and (on the first row only) the link set
+# the namespace sees, all from one snapshot.  The client scores them in C as
+# recall() does on a file.  Parameters: CANDIDATES' and LINKS'.
+REMOTE_CANDIDATES = "WITH" + CAND_CTE + """,
+learned AS (""" + LINKS.rstrip() + """
+)
+SELECT c.seq, c.rank, c.importance, c.age_days, c.superseded, c.features,
+       m.id, m.text, m.kind, m.source, m.key, m.created_at, m.last_used_at, m.metadata,
+       CASE WHEN row_number() OVER (ORDER BY c.rank, c.seq) = 1
+            THEN (SELECT * FROM learned) END AS links
+FROM cand AS c CROSS JOIN memories AS m ON m.seq = c.seq
+ORDER BY c.rank, c.seq
+"""

@@ -601,6 +601,9 @@ class Memory:
         hybrid = self._embedder is not None and config.lexical_weight < 1 and query.strip()
         if match is None and not hybrid:
             return Recall(query, namespace, qt, [], None, config, b"")
+        if isinstance(c, remote.RemoteConnection):  # a server: one round trip (heapmem.remote)
+            return remote.recall(self, query, namespace=namespace, qtype=qt, now=t, k=k,
+                                 config=config, track=track)
         params = {"question": query, "namespace": namespace, "now": t,
                   "candidates": config.candidates}
         if hybrid:
