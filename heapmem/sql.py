@@ -438,17 +438,28 @@ WHERE name LIKE 'heap\\_%' ESCAPE '\\' ORDER BY name"""
 # come from heapmem's own statements (heapmem.remote), never from user text.
 PRAGMA_AS_SELECT = "SELECT * FROM pragma_{name}({args})"
 
-# recall() on a server in one round trip: the candidates with their score
-# inputs and what each would show, and (on the first row only) the link set
-# the namespace sees, all from one snapshot.  The client scores them in C as
-# recall() does on a file.  Parameters: CANDIDATES' and LINKS'.
-REMOTE_CANDIDATES = "WITH" + CAND_CTE + """,
+# recall() on a server in one round trip and one snapshot: the candidates
+# scored by heap_score() (the C that recall() calls through cffi), the top :k
+# with their score inputs, their relevance and what they show, and on the
+# first row the link set the namespace sees; the client works out each
+# result's factors from them with the same C (heapmem.remote).  Parameters:
+# CANDIDATES' and LINKS', :k and :config.
+REMOTE_RECALL = "WITH" + CAND_CTE + """,
 learned AS (""" + LINKS.rstrip() + """
+),
+lexed AS (
+  SELECT *, CASE WHEN min(rank) OVER () < 0 THEN rank / min(rank) OVER () ELSE 1.0 END AS lexical
+  FROM cand
+),
+top AS (
+  SELECT *, heap_score(lexical, age_days, importance, superseded, features, :qtype,
+                       (SELECT * FROM learned), :config) AS score
+  FROM lexed ORDER BY score DESC, seq LIMIT :k
 )
-SELECT c.seq, c.rank, c.importance, c.age_days, c.superseded, c.features,
+SELECT t.seq, t.rank, t.importance, t.age_days, t.superseded, t.features, t.lexical,
        m.id, m.text, m.kind, m.source, m.key, m.created_at, m.last_used_at, m.metadata,
-       CASE WHEN row_number() OVER (ORDER BY c.rank, c.seq) = 1
+       CASE WHEN row_number() OVER (ORDER BY t.score DESC, t.seq) = 1
             THEN (SELECT * FROM learned) END AS links
-FROM cand AS c CROSS JOIN memories AS m ON m.seq = c.seq
-ORDER BY c.rank, c.seq
+FROM top AS t CROSS JOIN memories AS m ON m.seq = t.seq
+ORDER BY t.score DESC, t.seq
 """

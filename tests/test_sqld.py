@@ -442,9 +442,17 @@ def test_cli_sqld_runs_a_primary(tmp_path):
     try:
         from _sqld import answers
         wait_for(lambda: answers(port), what="heapmem sqld")
-        with heapmem.open(f"http://127.0.0.1:{port}", clock=clock) as m:
+        url = f"http://127.0.0.1:{port}"
+        with heapmem.open(url, clock=clock) as m:
             m.add("Caroline likes tea.")
             assert m.count == 1
+        # the other verbs take the server's URL as --db
+        cli = [sys.executable, "-m", "heapmem.cli", "--db", url, "-n", "u"]
+        subprocess.run(cli + ["add", "Melanie ran a charity race on Saturday."], check=True,
+                       capture_output=True)
+        out = subprocess.run(cli + ["--json", "recall", "When did Melanie run the race?"],
+                             check=True, capture_output=True, text=True).stdout
+        assert json.loads(out)["results"][0]["text"] == "Melanie ran a charity race on Saturday."
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
