@@ -456,3 +456,35 @@ def test_cli_sqld_runs_a_primary(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
+
+
+def test_learning_pooled_across_databases_by_shipping_links(cluster, tmp_path):
+    """One database per tenant: links learned in one (read through a replica)
+    become another database's prior (heapmem export --links-only, import)."""
+    with heapmem.open(cluster.primary.url, clock=clock) as m:
+        for i in range(6):  # the pooled layer needs five namespaces behind a link
+            ns = f"t{i}"
+            m.add_many(memories(ns))
+            for q in QUESTIONS[:4]:
+                r = m.recall(q, namespace=ns)
+                m.feedback(used=[r[0].id], recall_id=r.recall_id)
+        want = {x.feature for x in m.links()}
+        events = m.stats().events
+    assert want
+    out = tmp_path / "links.jsonl"
+    r1 = heapmem.open(cluster.replicas[0].url)
+    wait_for(lambda: r1.stats().events == events, what="the events on replica 1")
+    r1.close()
+    cli = [sys.executable, "-m", "heapmem.cli"]
+    subprocess.run(cli + ["--db", cluster.replicas[0].url, "export", "--links-only", str(out)],
+                   check=True, capture_output=True)
+    other = Server(str(tmp_path / "tenant2")).start()  # another tenant's own database
+    try:
+        done = subprocess.run(cli + ["--db", other.url, "import", str(out)], check=True,
+                              capture_output=True, text=True).stdout
+        assert "merged" in done
+        with heapmem.open(other.url) as m:
+            assert {x.feature for x in m.links()} == want
+            assert m.count == 0 and m.check().ok
+    finally:
+        other.kill()
