@@ -14,6 +14,7 @@ import base64
 import http.client
 import json
 import math
+import re
 import socket
 import ssl
 import threading
@@ -115,6 +116,9 @@ def decode(v: dict[str, Any]) -> Any:
     raise HranaError(f"the server sent a value of unknown type {t!r}", "NOT_HRANA")
 
 
+_NAMES = re.compile(r":([A-Za-z_][A-Za-z0-9_]*)")
+
+
 def stmt(sql: str, params: Any = None, *, want_rows: bool = True) -> dict[str, Any]:
     """A Hrana statement: sql with positional (a sequence) or named (a
     mapping; names as in the SQL, without their ':') parameters.  Only the
@@ -123,8 +127,9 @@ def stmt(sql: str, params: Any = None, *, want_rows: bool = True) -> dict[str, A
     if params is None:
         return s
     if isinstance(params, dict):
+        used = set(_NAMES.findall(sql))
         s["named_args"] = [{"name": ":" + k, "value": encode(v)} for k, v in params.items()
-                           if ":" + k in sql]
+                           if k in used]
     else:
         s["args"] = [encode(v) for v in params]
     return s

@@ -22,7 +22,7 @@ import random
 import re
 import threading
 import time
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator
 
 import apsw
 
