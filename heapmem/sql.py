@@ -425,3 +425,41 @@ def insert_row(table: str, cols: list[str]) -> str:
 
 def count_rows(table: str) -> str:
     return f"SELECT count(*) FROM {table}"
+
+
+# -- a store on a libSQL server (heapmem.remote) ------------------------------------
+# What the client compares with its own library before it opens a store there.
+
+LIBRARY_VERSION = "SELECT heap_version()"
+LIBRARY_FUNCTIONS = """SELECT DISTINCT name FROM pragma_function_list
+WHERE name LIKE 'heap\\_%' ESCAPE '\\' ORDER BY name"""
+# A reading PRAGMA in its table-valued form, which a sqld replica serves
+# itself (it forwards PRAGMA statements to the primary).  {name} and {args}
+# come from heapmem's own statements (heapmem.remote), never from user text.
+PRAGMA_AS_SELECT = "SELECT * FROM pragma_{name}({args})"
+
+# recall() on a server in one round trip and one snapshot: the candidates
+# scored by heap_score() (the C that recall() calls through cffi), the top :k
+# with their score inputs, their relevance and what they show, and on the
+# first row the link set the namespace sees; the client works out each
+# result's factors from them with the same C (heapmem.remote).  Parameters:
+# CANDIDATES' and LINKS', :k and :config.
+REMOTE_RECALL = "WITH" + CAND_CTE + """,
+learned AS (""" + LINKS.rstrip() + """
+),
+lexed AS (
+  SELECT *, CASE WHEN min(rank) OVER () < 0 THEN rank / min(rank) OVER () ELSE 1.0 END AS lexical
+  FROM cand
+),
+top AS (
+  SELECT *, heap_score(lexical, age_days, importance, superseded, features, :qtype,
+                       (SELECT * FROM learned), :config) AS score
+  FROM lexed ORDER BY score DESC, seq LIMIT :k
+)
+SELECT t.seq, t.rank, t.importance, t.age_days, t.superseded, t.features, t.lexical,
+       m.id, m.text, m.kind, m.source, m.key, m.created_at, m.last_used_at, m.metadata,
+       CASE WHEN row_number() OVER (ORDER BY t.score DESC, t.seq) = 1
+            THEN (SELECT * FROM learned) END AS links
+FROM top AS t CROSS JOIN memories AS m ON m.seq = t.seq
+ORDER BY t.score DESC, t.seq
+"""

