@@ -488,3 +488,25 @@ def test_learning_pooled_across_databases_by_shipping_links(cluster, tmp_path):
             assert m.count == 0 and m.check().ok
     finally:
         other.kill()
+
+
+def test_feedback_from_an_answer_through_a_replica(cluster, tmp_path):
+    """heap_attribute runs in the server's library: the same judgements as a local file."""
+    primary = heapmem.open(cluster.primary.url, clock=clock)
+    replica = heapmem.open(cluster.replicas[0].url, clock=clock)
+    local = heapmem.open(str(tmp_path / "local.db"), clock=clock)
+    try:
+        primary.add_many(memories("u"))
+        local.add_many(memories("u"))
+        wait_for(lambda: replica.count == len(TALK), what="the memories on the replica")
+        answer = "It is at 3 pm on Friday, August 8."
+        got = []
+        for mem in (replica, local):
+            res = mem.recall("When is the adoption interview?", namespace="u")
+            got.append(mem.feedback(recall_id=res.recall_id, answer=answer))
+        assert got[0].used == got[1].used == ("u-8",)
+        assert got[0].judgements == got[1].judgements
+        assert [e.used for e in primary.events()] == [e.used for e in local.events()]
+    finally:
+        for m in (primary, replica, local):
+            m.close()
