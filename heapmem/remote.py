@@ -30,7 +30,7 @@ import numpy as np
 
 from . import _native, hrana, sql
 from .errors import CorruptStoreError, HeapmemError
-from .results import Recall, Result
+from .results import Recall, Result, log_params, scored
 
 #: How the server is started when it lacks heapmem's library.
 HOW_TO_START = ("start the server with heapmem's library: `heapmem sqld --primary DIR` "
@@ -551,23 +551,12 @@ def recall(mem: Any, query: str, *, namespace: str, qtype: str, now: float, k: i
     results: list[Result] = []
     rest: list[float] = []
     for i in order:
-        r, f = rows[i], out[i]
-        rest.append(float(f[6]))
-        results.append(Result(
-            rank=len(results) + 1, id=r[7], text=r[8], score=float(f[5]), kind=r[9],
-            source=r[10], key=r[11], relevance=float(f[0]), recency=float(f[1]),
-            importance=float(f[2]), usefulness=float(f[3]), rules=float(f[4]),
-            bm25=float(-rank[i]), age_days=float(age[i]), superseded=bool(r[4]),
-            features=tuple(feats[i].split()), created_at=r[12], last_used_at=r[13],
-            metadata=json.loads(r[14]) if r[14] else None, lexical=None, cosine=None))
+        rest.append(float(out[i][6]))
+        results.append(scored(len(results) + 1, rows[i][7:15], out[i], -rank[i], age[i],
+                              rows[i][4], feats[i]))
     recall_id = None
     if track and not mem.readonly:
-        c.execute(sql.LOG_RECALL, {
-            "namespace": namespace, "query": query, "qtype": qtype, "created_at": now,
-            "shown": json.dumps([r.id for r in results]),
-            "ages": json.dumps([r.age_days for r in results]),
-            "features": json.dumps([" ".join(r.features) for r in results]),
-            "rest": json.dumps(rest)})
+        c.execute(sql.LOG_RECALL, log_params(namespace, query, qtype, now, results, rest))
         recall_id = c.last_insert_rowid()
     return Recall(query, namespace, qtype, results, recall_id, config, links)
 

@@ -7,6 +7,7 @@ ImportReport.  Plain data: none of these touches the store.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
@@ -71,6 +72,36 @@ class Result:
                                " ".join(self.features), r.qtype, r._links, r.config.cdata,
                                nan if self.lexical is None else self.lexical,
                                nan if self.cosine is None else self.cosine)
+
+
+def scored(rank: int, stored: Sequence[Any], factors: Sequence[float], bm25: float,
+           age_days: float, superseded: bool, features: str, lexical: float | None = None,
+           cosine: float | None = None) -> Result:
+    """The Result of a ranked memory: stored holds its id, text, kind, source,
+    key, created_at, last_used_at and metadata (JSON text or NULL), factors
+    its row of hm_score_batch (relevance, recency, importance, usefulness,
+    rules, score)."""
+    mid, text, kind, source, key, created_at, last_used_at, metadata = stored
+    f = factors
+    return Result(rank=rank, id=mid, text=text, score=float(f[5]), kind=kind, source=source,
+                  key=key, relevance=float(f[0]), recency=float(f[1]), importance=float(f[2]),
+                  usefulness=float(f[3]), rules=float(f[4]), bm25=float(bm25),
+                  age_days=float(age_days), superseded=bool(superseded),
+                  features=tuple(features.split()), created_at=created_at,
+                  last_used_at=last_used_at,
+                  metadata=json.loads(metadata) if metadata else None,
+                  lexical=lexical, cosine=cosine)
+
+
+def log_params(namespace: str, query: str, qtype: str, created_at: float,
+               results: Sequence[Result], rest: Sequence[float]) -> dict[str, Any]:
+    """The parameters of sql.LOG_RECALL for these results (rest: each one's
+    score without usefulness, as tune() replays it)."""
+    return {"namespace": namespace, "query": query, "qtype": qtype, "created_at": created_at,
+            "shown": json.dumps([r.id for r in results]),
+            "ages": json.dumps([r.age_days for r in results]),
+            "features": json.dumps([" ".join(r.features) for r in results]),
+            "rest": json.dumps(list(rest))}
 
 
 class Recall(Sequence[Result]):

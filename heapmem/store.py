@@ -26,7 +26,7 @@ from . import _native, hrana, learning, remote, schema, sql, tune
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
 from .errors import CorruptStoreError, DuplicateIdError, HeapmemError, ReadOnlyError, from_sqlite
 from .results import (CheckReport, Event, Feedback, Item, Judgement, LinkRow, LoggedRecall,
-                      NamespaceStats, Recall, Result, Stats, TuneReport)
+                      NamespaceStats, Recall, Result, Stats, TuneReport, log_params, scored)
 from .sql import RECALL_SQL
 from .validate import (MAX_K, MAX_TEXT_BYTES, POOLED, Timestamp, check_answer, check_ids,
                        check_name, check_namespace, check_text, seconds)
@@ -654,26 +654,14 @@ class Memory:
                 m = shown.get(r[0])
                 if m is None:  # cannot happen inside the snapshot; never a half result
                     continue
-                f = out[i]
-                rest.append(float(f[6]))
-                results.append(Result(
-                    rank=len(results) + 1, id=m[1], text=m[2], score=float(f[5]), kind=m[3],
-                    source=m[4], key=m[5], relevance=float(f[0]), recency=float(f[1]),
-                    importance=float(f[2]), usefulness=float(f[3]), rules=float(f[4]),
-                    bm25=float(-rank[i]), age_days=float(age[i]), superseded=bool(r[4]),
-                    features=tuple(feats[i].split()), created_at=m[6], last_used_at=m[7],
-                    metadata=json.loads(m[8]) if m[8] else None,
-                    lexical=float(lexical[i]) if hybrid else None,
-                    cosine=float(cosn[i]) if hybrid else None))
+                rest.append(float(out[i][6]))
+                results.append(scored(
+                    len(results) + 1, m[1:9], out[i], -rank[i], age[i], r[4], feats[i],
+                    float(lexical[i]) if hybrid else None, float(cosn[i]) if hybrid else None))
         recall_id = None
         if track and results and not self.readonly:
             with self._write() as w:
-                w.execute(sql.LOG_RECALL, {
-                    "namespace": namespace, "query": query, "qtype": qt, "created_at": t,
-                    "shown": json.dumps([r.id for r in results]),
-                    "ages": json.dumps([r.age_days for r in results]),
-                    "features": json.dumps([" ".join(r.features) for r in results]),
-                    "rest": json.dumps(rest)})
+                w.execute(sql.LOG_RECALL, log_params(namespace, query, qt, t, results, rest))
                 recall_id = w.last_insert_rowid()
         return Recall(query, namespace, qt, results, recall_id, config, links)
 
