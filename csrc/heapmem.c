@@ -1683,8 +1683,9 @@ cleanup:
 /* heap_attribute(answer, question, position, text, created_at) aggregate ->
  * a JSON array, one entry per position 0..n-1 (the recall's shown memories,
  * in rank order): [verdict, share, question share, [answer words it carries],
- * dated, present], verdict 1 (used), 0 (ignored) or null (not judged); text
- * NULL is a memory forgotten since (present 0, never judged).
+ * dated, present, candidate], verdict 1 (used), 0 (ignored) or null (not
+ * judged); text NULL is a memory forgotten since (present 0, never judged);
+ * candidate 1 where the share reaches HM_ATTR_USED (two or more: a tie).
  *
  * The evidence is the answer's own terms, tokenized as the FTS index
  * tokenizes (porter over unicode61): stop words and every term of the
@@ -1921,6 +1922,8 @@ typedef struct {
   int keep_stops;   /* collect: 0 drops stop words */
   int collect;      /* 1: add new terms; 0: mark the terms present in `seen` */
   unsigned char *seen;
+  hm_aterms *terms2;     /* marking: a second list, marked in seen2 in the same pass */
+  unsigned char *seen2;
 } hm_tokctx;
 
 static int hm_attr_token(void *p, int flags, const char *t, int n, int start, int end) {
@@ -1931,6 +1934,7 @@ static int hm_attr_token(void *p, int flags, const char *t, int n, int start, in
   int i = hm_aterm_find(x->terms, stem);
   if (!x->collect) {
     if (i >= 0) x->seen[i] = 1;
+    if (x->terms2 && (i = hm_aterm_find(x->terms2, stem)) >= 0) x->seen2[i] = 1;
     return SQLITE_OK;
   }
   if (i >= 0 || x->terms->n >= HM_ATTR_MAX_TERMS) return SQLITE_OK;
@@ -2029,14 +2033,14 @@ static void heap_attribute_final(sqlite3_context *ctx) {
   ans->n = qs->n = 0;
 
   /* the question's terms (stop words dropped), then the answer's, less them */
-  hm_tokctx x = {acc->question, qs, 0, 1, NULL};
+  hm_tokctx x = {acc->question, qs, 0, 1, NULL, NULL, NULL};
   rc = st->tok.xTokenize(st->inst, &x, FTS5_TOKENIZE_DOCUMENT, acc->question,
                          (int)strlen(acc->question), hm_attr_token);
   if (rc != SQLITE_OK) goto done;
   hm_aterms *all = sqlite3_malloc(sizeof *all);
   if (!all) { rc = SQLITE_NOMEM; goto done; }
   all->n = 0;
-  x = (hm_tokctx){acc->answer, all, 0, 1, NULL};
+  x = (hm_tokctx){acc->answer, all, 0, 1, NULL, NULL, NULL};
   rc = st->tok.xTokenize(st->inst, &x, FTS5_TOKENIZE_DOCUMENT, acc->answer,
                          (int)strlen(acc->answer), hm_attr_token);
   if (rc == SQLITE_OK) {
@@ -2045,7 +2049,7 @@ static void heap_attribute_final(sqlite3_context *ctx) {
     if (!qall) rc = SQLITE_NOMEM;
     else {
       qall->n = 0;
-      hm_tokctx y = {acc->question, qall, 1, 1, NULL};
+      hm_tokctx y = {acc->question, qall, 1, 1, NULL, NULL, NULL};
       rc = st->tok.xTokenize(st->inst, &y, FTS5_TOKENIZE_DOCUMENT, acc->question,
                              (int)strlen(acc->question), hm_attr_token);
       for (int i = 0; rc == SQLITE_OK && i < all->n; i++)
@@ -2067,11 +2071,9 @@ static void heap_attribute_final(sqlite3_context *ctx) {
     dated[i] = 0;
     if (!r->text) continue;
     k++;
-    hm_tokctx m = {r->text, ans, 0, 0, seen + i * HM_ATTR_MAX_TERMS};
-    rc = st->tok.xTokenize(st->inst, &m, FTS5_TOKENIZE_DOCUMENT, r->text, (int)strlen(r->text),
-                           hm_attr_token);
-    if (rc != SQLITE_OK) goto done;
-    m = (hm_tokctx){r->text, qs, 0, 0, qseen + i * HM_ATTR_MAX_TERMS};
+    /* one pass marks the answer's terms and the question's it holds */
+    hm_tokctx m = {r->text, ans, 0, 0, seen + i * HM_ATTR_MAX_TERMS,
+                   qs, qseen + i * HM_ATTR_MAX_TERMS};
     rc = st->tok.xTokenize(st->inst, &m, FTS5_TOKENIZE_DOCUMENT, r->text, (int)strlen(r->text),
                            hm_attr_token);
     if (rc != SQLITE_OK) goto done;
@@ -2139,7 +2141,8 @@ static void heap_attribute_final(sqlite3_context *ctx) {
         hm_json_string(out, ans->t[j].raw, (int)strlen(ans->t[j].raw));
         first = 0;
       }
-    sqlite3_str_appendf(out, "],%d,%d]", dated[i], acc->rows[i].text != NULL);
+    sqlite3_str_appendf(out, "],%d,%d,%d]", dated[i], acc->rows[i].text != NULL,
+                        share[i] >= HM_ATTR_USED);
   }
   sqlite3_str_appendchar(out, 1, ']');
   rc = sqlite3_str_errcode(out);

@@ -718,8 +718,9 @@ class Memory:
         with self._write() as c:
             rid, ns, qt, shown, ages, shown_feats = self._resolve_recall(
                 c, recall_id, used_ids + ignored_ids)
+            judged = {r[0] for r in c.execute(sql.JUDGED_POSITIONS, {"id": rid})}
             if answer is not None:
-                if c.execute(sql.JUDGED_POSITIONS, {"id": rid}).fetchall():
+                if judged:
                     raise ValueError(f"recall {rid} already has feedback; an answer can only "
                                      "judge a recall nothing has judged yet")
                 judgements = self._attribute(c, rid, answer, shown)
@@ -730,7 +731,6 @@ class Memory:
             if not_shown:
                 raise ValueError(f"recall {rid} did not show {not_shown}; feedback can only "
                                  "judge memories that recall returned")
-            judged = {r[0] for r in c.execute(sql.JUDGED_POSITIONS, {"id": rid})}
             again = [i for i in used_ids + ignored_ids if pos[i] in judged]
             if again:
                 raise ValueError(f"recall {rid} already has feedback for {again}; "
@@ -779,9 +779,9 @@ class Memory:
         rows = json.loads(c.execute(sql.ATTRIBUTE, {"id": rid, "answer": answer}
                                     ).fetchall()[0][0])
         used = [i for i, r in enumerate(rows) if r[0] == 1]
-        close = [shown[i] for i, r in enumerate(rows) if r[1] >= 0.4]
+        close = [shown[i] for i, r in enumerate(rows) if r[6]]  # shares reaching the bar
         out = []
-        for mid, (verdict, share, _qshare, words, dated, present) in zip(shown, rows):
+        for mid, (verdict, share, _qshare, words, dated, present, _) in zip(shown, rows):
             carried = ", ".join(words) if words else ""
             what = f"carries {share:.0%} of the answer's evidence" + (
                 f" ({carried})" if carried else "") + (
@@ -799,8 +799,8 @@ class Memory:
                 elif len(close) > 1:
                     why = what + f": a tie between {', '.join(close)}, so nothing was judged"
                 else:
-                    why = what + ": no memory carries 40% of the answer's evidence, so " \
-                                 "nothing was judged"
+                    why = what + ": no memory carries enough of the answer's evidence to " \
+                                 "count as used, so nothing was judged"
             out.append(Judgement(mid, v, float(share), tuple(words), bool(dated), why))
         return tuple(out)
 
@@ -835,8 +835,7 @@ class Memory:
         """
         if answer is not None:
             answer = check_answer(answer)
-            if ignored is not None or (isinstance(used, (list, tuple, set)) and used) or \
-                    not isinstance(used, (list, tuple, set)):
+            if ignored is not None or not isinstance(used, (list, tuple, set)) or used:
                 raise ValueError("give either answer=... or used=/ignored=, not both")
             if recall_id is None:
                 raise ValueError("feedback(answer=...) needs the recall_id of the recall the "

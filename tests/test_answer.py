@@ -190,6 +190,7 @@ def test_heap_attribute_leaves_out_a_missing_memory():
         "'Sam adopted Pixel' AS t UNION ALL SELECT 1, NULL UNION ALL SELECT 2, 'Sam hikes')"
     ).fetchall()[0][0])
     assert [g[0] for g in got] == [1, None, 0] and [g[5] for g in got] == [1, 0, 1]
+    assert [g[6] for g in got] == [1, 0, 0]  # which shares reach the bar for "used"
 
 
 def test_raw_sql_attributes_as_feedback_does(lisbon):
