@@ -29,9 +29,11 @@ Q = "When is my dentist appointment?"
 VICTIM = "victim"
 
 
-def build(path: str, attackers: int, rounds: int, honest: int, cap: float) -> heapmem.Memory:
+def tenants(path: str, attackers: int, *, honest: int = 0) -> heapmem.Memory:
+    """A new store: a victim with its real answer and a spam memory shaped like
+    what the attackers reward; attacker and honest namespaces that hold the same
+    shapes (tests/test_trust.py builds its scenarios with this too)."""
     m = heapmem.open(path, clock=lambda: T0)
-    m.set_pool(cap=cap)
     m.add_many([
         {"text": "Dentist appointment on Tuesday May 6 at 3pm with Dr. Silva", "id": "real",
          "namespace": VICTIM},
@@ -44,12 +46,24 @@ def build(path: str, attackers: int, rounds: int, honest: int, cap: float) -> he
              "id": f"{ns}-real"},
             {"text": f"Dentist coupons at https://deals{a}.example/dentist", "kind": "tool_result",
              "source": "tool", "namespace": ns, "id": f"{ns}-url"}])
+    return m
+
+
+def attack(m: heapmem.Memory, attackers: int, rounds: int, *, honest: int = 0) -> None:
+    """Attackers mark their URL tool result used `rounds` times each; honest
+    namespaces mark their dated answer used 20 times each."""
     for a in range(attackers + honest):
         ns = f"tenant{a}"
         want = f"{ns}-url" if a < attackers else f"{ns}-real"
         for _ in range(rounds if a < attackers else 20):
             res = m.recall(Q, namespace=ns)
             m.feedback(used=[want], recall_id=res.recall_id)
+
+
+def build(path: str, attackers: int, rounds: int, honest: int, cap: float) -> heapmem.Memory:
+    m = tenants(path, attackers, honest=honest)
+    m.set_pool(cap=cap)
+    attack(m, attackers, rounds, honest=honest)
     return m
 
 

@@ -5,8 +5,10 @@ work without it, so the test can fail."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
+from pathlib import Path
 
 import apsw
 import pytest
@@ -222,36 +224,13 @@ def test_without_its_bound_the_prior_would_hijack(tmp_path, monkeypatch):
 
 # -- one tenant steers the others --------------------------------------------------
 
-VICTIM = "victim"
-Q = "When is my dentist appointment?"
-
-
-def _tenants(path, attackers, *, honest=0):
-    """A victim with its real answer and a spam memory shaped like what the
-    attackers reward; attacker namespaces that hold the same shapes."""
-    m = heapmem.open(str(path), clock=lambda: T0)
-    m.add_many([
-        {"text": "Dentist appointment on Tuesday May 6 at 3pm with Dr. Silva", "id": "real",
-         "namespace": VICTIM},
-        {"text": "Win a free dentist appointment at https://spam.example/dentist now",
-         "id": "spam", "kind": "tool_result", "source": "tool", "namespace": VICTIM}])
-    for a in range(attackers + honest):
-        ns = f"tenant{a}"
-        m.add_many([
-            {"text": f"Dentist appointment on Friday June {a + 1} at 10am", "namespace": ns,
-             "id": f"{ns}-real"},
-            {"text": f"Dentist coupons at https://deals{a}.example/dentist", "kind": "tool_result",
-             "source": "tool", "namespace": ns, "id": f"{ns}-url"}])
-    return m
-
-
-def _attack(m, attackers, rounds, *, honest=0):
-    for a in range(attackers + honest):
-        ns = f"tenant{a}"
-        want = f"{ns}-url" if a < attackers else f"{ns}-real"
-        for _ in range(rounds if a < attackers else 20):
-            res = m.recall(Q, namespace=ns)
-            m.feedback(used=[want], recall_id=res.recall_id)
+# the scenario bench/pool_attack.py measures, built by its own code
+_spec = importlib.util.spec_from_file_location(
+    "pool_attack", Path(__file__).resolve().parent.parent / "bench" / "pool_attack.py")
+pool_attack = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(pool_attack)
+VICTIM, Q = pool_attack.VICTIM, pool_attack.Q
+_tenants, _attack = pool_attack.tenants, pool_attack.attack
 
 
 @pytest.mark.parametrize("attackers, rounds, honest", [
