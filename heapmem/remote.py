@@ -17,7 +17,6 @@ baton): all or nothing, and on a replica sqld forwards it to the primary.
 """
 from __future__ import annotations
 
-import json
 import random
 import re
 import threading
@@ -30,7 +29,7 @@ import numpy as np
 
 from . import _native, hrana, sql
 from .errors import CorruptStoreError, HeapmemError
-from .results import Recall, Result, log_params, scored
+from .results import Recall, Result, log_params, score_rows, scored
 
 #: How the server is started when it lacks heapmem's library.
 HOW_TO_START = ("start the server with heapmem's library: `heapmem sqld --primary DIR` "
@@ -268,20 +267,20 @@ class RemoteConnection:
         cursor = RemoteCursor(self)
         cursor._rows = None
         sent = False
-        for sql, params in statements:
-            kind, word = self._kind(sql)
+        for text, params in statements:
+            kind, word = self._kind(text)
             if kind == "pragma" and word in _SERVER_OWNS:
                 continue
-            if kind == "pragma" and word in _PER_STREAM and "=" in sql:
-                self._setup[word] = sql
+            if kind == "pragma" and word in _PER_STREAM and "=" in text:
+                self._setup[word] = text
                 continue
             if kind == "pragma":
                 # a replica forwards every PRAGMA statement to its primary, but
                 # serves the table-valued form itself
-                m = _PRAGMA_READ.match(sql)
+                m = _PRAGMA_READ.match(text)
                 if m:
-                    sql = _pragma_select(m.group(1), m.group(2))
-            self._pending.append(_Pending(hrana.stmt(sql, params), cursor, kind, word))
+                    text = _pragma_select(m.group(1), m.group(2))
+            self._pending.append(_Pending(hrana.stmt(text, params), cursor, kind, word))
             sent = True
         if not sent:
             cursor._rows = []
@@ -539,21 +538,15 @@ def recall(mem: Any, query: str, *, namespace: str, qtype: str, now: float, k: i
     try:
         rank = np.array([r[1] for r in rows], dtype=np.float64)
         lexical = np.array([r[6] for r in rows], dtype=np.float64)
-        age = np.array([r[3] for r in rows], dtype=np.float64)
-        imp = np.array([r[2] for r in rows], dtype=np.float64)
-        sup = np.array([r[4] for r in rows], dtype=np.intc)
-        feats = [r[5] for r in rows]
-        out = _native.score_batch(lexical, age, imp, sup, feats, qtype, links, config.cdata)
     except (ValueError, TypeError) as e:
         raise CorruptStoreError(f"recall: a memory's stored values are damaged ({e})") from None
-    seq = np.array([r[0] for r in rows], dtype=np.int64)
-    order = np.lexsort((seq, -out[:, 5]))
+    out, order = score_rows(rows, lexical, qtype, links, config)
     results: list[Result] = []
     rest: list[float] = []
     for i in order:
         rest.append(float(out[i][6]))
-        results.append(scored(len(results) + 1, rows[i][7:15], out[i], -rank[i], age[i],
-                              rows[i][4], feats[i]))
+        r = rows[i]
+        results.append(scored(len(results) + 1, r[7:15], out[i], -rank[i], r[3], r[4], r[5]))
     recall_id = None
     if track and not mem.readonly:
         c.execute(sql.LOG_RECALL, log_params(namespace, query, qtype, now, results, rest))

@@ -1,9 +1,10 @@
 """The values heapmem's verbs return.
 
 Owns: Item (a stored memory), Result and Recall (what recall() ranks),
-Feedback, LinkRow, CheckReport, Stats and NamespaceStats, LoggedRecall and
+Feedback, Judgement, LinkRow, CheckReport, Stats and NamespaceStats, LoggedRecall and
 Event (the recall and feedback logs as tune() replays them), TuneReport and
-ImportReport.  Plain data: none of these touches the store.
+ImportReport; how a recall's candidate rows become ranked Results (score_rows,
+scored) and its log row (log_params).  Plain data: none of these touches the store.
 """
 from __future__ import annotations
 
@@ -72,6 +73,27 @@ class Result:
                                " ".join(self.features), r.qtype, r._links, r.config.cdata,
                                nan if self.lexical is None else self.lexical,
                                nan if self.cosine is None else self.cosine)
+
+
+def score_rows(rows: Sequence[Sequence[Any]], relevance: Any, qtype: str, links: bytes,
+               config: "ScoringConfig") -> tuple[Any, Any]:
+    """hm_score_batch over candidate rows (seq, _, importance, age_days,
+    superseded, features, ...) with their relevance: each row's factors, and
+    the rows' order by score (best first, ties by seq).  The values come from
+    the store: one that cannot be scored is a CorruptStoreError."""
+    import numpy as np
+
+    from .errors import CorruptStoreError
+    try:
+        age = np.array([r[3] for r in rows], dtype=np.float64)
+        imp = np.array([r[2] for r in rows], dtype=np.float64)
+        sup = np.array([r[4] for r in rows], dtype=np.intc)
+        out = _native.score_batch(relevance, age, imp, sup, [r[5] for r in rows], qtype, links,
+                                  config.cdata)
+    except (ValueError, TypeError) as e:
+        raise CorruptStoreError(f"recall: a memory's stored values are damaged ({e})") from None
+    seq = np.array([r[0] for r in rows], dtype=np.int64)
+    return out, np.lexsort((seq, -out[:, 5]))
 
 
 def scored(rank: int, stored: Sequence[Any], factors: Sequence[float], bm25: float,

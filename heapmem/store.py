@@ -26,7 +26,8 @@ from . import _native, hrana, learning, remote, schema, sql, tune
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
 from .errors import CorruptStoreError, DuplicateIdError, HeapmemError, ReadOnlyError, from_sqlite
 from .results import (CheckReport, Event, Feedback, Item, Judgement, LinkRow, LoggedRecall,
-                      NamespaceStats, Recall, Result, Stats, TuneReport, log_params, scored)
+                      NamespaceStats, Recall, Result, Stats, TuneReport, log_params, score_rows,
+                      scored)
 from .sql import RECALL_SQL
 from .validate import (MAX_K, MAX_TEXT_BYTES, POOLED, Timestamp, check_answer, check_ids,
                        check_name, check_namespace, check_text, seconds)
@@ -631,19 +632,9 @@ class Memory:
                     rel = a * lexical + (1 - a) * cosn
                 else:
                     rel = lexical
-                # every value from here on is the file's: a ValueError or
-                # TypeError means a damaged value, not a bad argument
-                try:
-                    age = np.array([r[3] for r in rows], dtype=np.float64)
-                    imp = np.array([r[2] for r in rows], dtype=np.float64)
-                    sup = np.array([r[4] for r in rows], dtype=np.intc)
-                    feats = [r[5] for r in rows]
-                    out = _native.score_batch(rel, age, imp, sup, feats, qt, links, config.cdata)
-                except (ValueError, TypeError) as e:
-                    raise CorruptStoreError(f"recall: a memory's stored values are damaged "
-                                            f"({e})") from None
-                seq = np.array([r[0] for r in rows], dtype=np.int64)
-                order = np.lexsort((seq, -out[:, 5]))[:k]
+                # every value from here on is the file's (a bad one: CorruptStoreError)
+                out, order = score_rows(rows, rel, qt, links, config)
+                order = order[:k]
                 shown = {s[0]: s for s in c.execute(
                     sql.SHOW, {"seqs": json.dumps([rows[i][0] for i in order])})}
         finally:
@@ -656,7 +647,7 @@ class Memory:
                     continue
                 rest.append(float(out[i][6]))
                 results.append(scored(
-                    len(results) + 1, m[1:9], out[i], -rank[i], age[i], r[4], feats[i],
+                    len(results) + 1, m[1:9], out[i], -rank[i], r[3], r[4], r[5],
                     float(lexical[i]) if hybrid else None, float(cosn[i]) if hybrid else None))
         recall_id = None
         if track and results and not self.readonly:
