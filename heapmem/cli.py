@@ -472,33 +472,27 @@ def cmd_feedback(ctx: Context) -> int:
             raise CLIError("feedback --answer needs the RECALL_ID the answer was written from")
         with ctx.open() as mem:
             fb = mem.feedback(recall_id=a.recall_id, answer=a.answer)
-        if ctx.json:
-            ctx.emit({"recall_id": fb.recall_id, "used": list(fb.used),
-                      "ignored": list(fb.ignored), "features": fb.features,
-                      "judgements": [{"id": j.id, "verdict": j.verdict, "share": j.share,
-                                      "matched": list(j.matched), "dated": j.dated,
-                                      "reason": j.reason} for j in fb.judgements]})
-            return 0
-        used = ", ".join(fb.used) or "none"
-        ign = ", ".join(fb.ignored) or "none"
-        ctx.print(f"recall {fb.recall_id}: used {used}; ignored {ign}; "
-                  f"{fb.features} learned links updated")
-        for i, j in enumerate(fb.judgements, 1):
-            ctx.print(f"  {i}. {j.verdict:<8} {j.id}: {j.reason}")
-        return 0
-    if not a.used and not a.ignored:
-        raise CLIError("feedback needs --used ID ..., --ignored ID ... or --answer TEXT")
-    ignored = a.ignored if a.ignored is not None else ([] if a.only else None)
-    with ctx.open() as mem:
-        fb = mem.feedback(a.used, recall_id=a.recall_id, ignored=ignored)
-    if ctx.json:
-        ctx.emit({"recall_id": fb.recall_id, "used": list(fb.used), "ignored": list(fb.ignored),
-                  "features": fb.features})
     else:
-        used = ", ".join(fb.used) or "none"
-        ign = ", ".join(fb.ignored) or "none"
-        ctx.print(f"recall {fb.recall_id}: used {used}; ignored {ign}; "
-                  f"{fb.features} learned links updated")
+        if not a.used and not a.ignored:
+            raise CLIError("feedback needs --used ID ..., --ignored ID ... or --answer TEXT")
+        ignored = a.ignored if a.ignored is not None else ([] if a.only else None)
+        with ctx.open() as mem:
+            fb = mem.feedback(a.used, recall_id=a.recall_id, ignored=ignored)
+    if ctx.json:
+        out: dict[str, Any] = {"recall_id": fb.recall_id, "used": list(fb.used),
+                               "ignored": list(fb.ignored), "features": fb.features}
+        if a.answer is not None:
+            out["judgements"] = [{"id": j.id, "verdict": j.verdict, "share": j.share,
+                                  "matched": list(j.matched), "dated": j.dated,
+                                  "reason": j.reason} for j in fb.judgements]
+        ctx.emit(out)
+        return 0
+    used = ", ".join(fb.used) or "none"
+    ign = ", ".join(fb.ignored) or "none"
+    ctx.print(f"recall {fb.recall_id}: used {used}; ignored {ign}; "
+              f"{fb.features} learned links updated")
+    for i, j in enumerate(fb.judgements, 1):  # (answer= only)
+        ctx.print(f"  {i}. {j.verdict:<8} {j.id}: {j.reason}")
     return 0
 
 
