@@ -47,13 +47,21 @@ def replay(events: Iterable[tuple[str, Iterable]]) -> Counts:
 
 def cap_counts(a: float, b: float, cap: float) -> tuple[float, float]:
     """A namespace's (alpha, beta) as the pooled layer counts it: scaled down
-    to cap observations in all, its rate kept (schema.capped, in Python)."""
+    to cap observations in all, its rate kept."""
     s = cap / (a + b) if a + b > cap else 1.0
     return a * s, b * s
 
 
-def _rate(ca: float, cb: float) -> float:
-    return ca / (ca + cb) if ca + cb else float("-inf")
+def _rate(a: float, b: float) -> float:
+    """A namespace's rate of use, the order the trimming goes by: of its own
+    counts (capping keeps it), computed as links_rate computes it in SQL
+    (where no evidence at all is NULL, the lowest)."""
+    return a / (a + b) if a + b else float("-inf")
+
+
+def _order(row: tuple) -> tuple[float, str]:
+    """Where a row (namespace, alpha, beta, ...) stands in its feature's order."""
+    return _rate(row[1], row[2]), row[0]
 
 
 def _at(ca: float, cb: float, rate: float) -> tuple[float, float]:
@@ -78,8 +86,7 @@ def pool_feature(rows: list[tuple[str, float, float]], settings: Mapping[str, fl
     capped at `cap`, nothing until `min` namespaces, the `trim` lowest and
     highest rates counted at the nearest kept rate."""
     cap, trim, least = _params(settings)
-    scored = sorted(((_rate(*cap_counts(a, b, cap)), ns) + cap_counts(a, b, cap)
-                     for ns, a, b in rows))
+    scored = sorted(((_rate(a, b), ns) + cap_counts(a, b, cap) for ns, a, b in rows))
     k = len(scored)
     if k < least:
         return {ns: (0.0, 0.0) for _, ns, _, _ in scored}, 0.0, 0.0, None, None
@@ -171,14 +178,16 @@ def rebuild_pool(c: Any, features: Iterable[str] | None = None,
     c.executemany(sql.INSERT_POOLED, pooled_out)
 
 
-def before_fold(c: Any, namespace: str, features: Iterable[str]) -> dict[str, tuple]:
+def before_fold(c: Any, namespace: str, features: Iterable[str],
+                settings: Mapping[str, float]) -> dict[str, tuple]:
     """What fold_into_pool needs to know before feedback folds into these
     features: {feature: (alpha, beta, pool_alpha, pool_beta, pooled row
     exists, low_rate, high_rate, namespaces that have it)}, alpha None for a
     feature new to the namespace (and the count of namespaces given only
-    then)."""
+    then, and only up to the number a feature needs to be pooled)."""
     return {r[0]: r[1:] for r in c.execute(sql.BEFORE_FOLD, {
-        "namespace": namespace, "features": json.dumps(list(features))})}
+        "namespace": namespace, "features": json.dumps(list(features)),
+        "least": _params(settings)[2]})}
 
 
 def fold_into_pool(c: Any, namespace: str, fold: Mapping[str, Iterable],
@@ -198,7 +207,7 @@ def fold_into_pool(c: Any, namespace: str, fold: Mapping[str, Iterable],
         a0, b0, pa0, pb0, pooled, lo, hi, k_before = before[f]
         if a0 is None:  # the namespace is new to this feature: one more backs it
             if not pooled and least > 1:
-                new.append((f, feature_qtype(f), dn))  # no namespace had it
+                new.append((f, dn))  # no namespace had it
             elif pooled and lo is None and k_before + 1 < least:
                 moves.append([f, 0.0, 0.0, 0.0, 0.0, dn, 1])  # still too few to pool
             else:
@@ -210,9 +219,9 @@ def fold_into_pool(c: Any, namespace: str, fold: Mapping[str, Iterable],
         if lo is None:  # nothing pooled yet for this feature: only n moves
             moves.append([f, 0.0, 0.0, 0.0, 0.0, dn, 0])
             continue
-        c0, c1 = cap_counts(a0, b0, cap), cap_counts(a0 + da, b0 + db, cap)
-        r0, r1 = _rate(*c0), _rate(*c1)
-        if trim == 0 or lo < r0 < hi and lo < r1 < hi:
+        c1 = cap_counts(a0 + da, b0 + db, cap)
+        r0, r1 = _rate(a0, b0), _rate(a0 + da, b0 + db)
+        if lo < r0 < hi and lo < r1 < hi:
             share = c1
         elif r0 < lo and r1 < lo:
             share = _at(*c1, lo)
@@ -228,39 +237,40 @@ def fold_into_pool(c: Any, namespace: str, fold: Mapping[str, Iterable],
     # as a scan of the namespace's links)
     c.executemany(sql.SET_SHARE, [(m[1], m[2], namespace, m[0]) for m in moves
                                   if m[3] or m[4]])
-    c.executemany(sql.ADD_TO_POOLED, [(m[3], m[4], m[5], m[6], m[0]) for m in moves])
-    c.executemany(sql.NEW_POOLED, new)
-    full = [f for f in again if not _rework(c, namespace, f, fold[f][2],
-                                            before[f][0] is None, settings)]
+    add = {m[0]: m[3:] for m in moves}
+    add.update((f, (0.0, 0.0, dn, 1)) for f, dn in new)
+    if add:
+        c.execute(sql.ADD_TO_POOLED, {"add": json.dumps(add)})
+    full = [f for f in again if not _rework(c, namespace, f, fold[f][2], before[f][0] is None,
+                                            before[f][5] is not None, settings)]
     if full:
         rebuild_pool(c, full, settings)
 
 
-def _rework(c: Any, namespace: str, f: str, dn: int, new_row: bool,
+def _rework(c: Any, namespace: str, f: str, dn: int, new_row: bool, was_pooled: bool,
             settings: Mapping[str, float]) -> bool:
     """Rework one feature's pooled row after namespace's own row changed, from
-    the rows around its trim boundaries only: the `trim` lowest and highest
-    rates are the only shares at a boundary rate, and every other row's share
-    is its capped counts.  Returns False where the full way is needed (too
-    few namespaces to pool: then it is cheap) or the pooled row is missing."""
+    the rows around its trim boundaries only (one indexed read, however many
+    namespaces back it).  Only the `trim` lowest and highest rates have a
+    share at a boundary rate; every other row's share is its capped counts.
+    One row moved, so every row that was among the `trim` lowest (highest)
+    before is among the `trim` + 1 lowest (highest) now, or is that row: the
+    rows read are all whose share can change.  Where the feature was not
+    pooled before, every row's share changes, and there are `min` of them.
+    Returns False where the full way is needed (too few namespaces to pool:
+    then it is cheap) or the pooled row is missing."""
     cap, trim, least = _params(settings)
-    p = {"feature": f, "cap": cap, "m": trim + 1, "namespace": namespace}
-    k = c.execute(sql.COUNT_BACKING, p).fetchall()[0][0]
-    if k < least:
+    p = {"feature": f, "m": trim + 1, "namespace": namespace, "least": least}
+    edges = c.execute(sql.POOL_EDGES, p).fetchall()
+    if next(r[1] for r in edges if r[0] == 3) < least:
         return False
-    lowest = c.execute(sql.POOL_LOWEST, p).fetchall()
-    highest = c.execute(sql.POOL_HIGHEST, p).fetchall()
-    lo = _rate(*cap_counts(lowest[trim][1], lowest[trim][2], cap))
-    hi = _rate(*cap_counts(highest[trim][1], highest[trim][2], cap))
+    lowest = sorted((r[1:] for r in edges if r[0] == 0), key=_order)
+    highest = sorted((r[1:] for r in edges if r[0] == 1), key=_order, reverse=True)
+    lo, hi = _rate(*lowest[trim][1:3]), _rate(*highest[trim][1:3])
     low_set = {r[0] for r in lowest[:trim]}
     high_set = {r[0] for r in highest[:trim]}
-    rows = {r[0]: r for r in lowest + highest}
-    # every other row's share is its capped counts, or it is listed here (a
-    # row that was at a boundary, or every row when the feature has just
-    # reached enough namespaces to pool)
-    for r in c.execute(sql.POOL_MISPLACED, p).fetchall() + c.execute(sql.OWN_POOL_ROW,
-                                                                       p).fetchall():
-        rows[r[0]] = r
+    rows = {r[0]: r for r in (c.execute(sql.POOL_ALL_ROWS, p).fetchall() if not was_pooled
+                              else [r[1:] for r in edges if r[0] in (0, 1, 2)])}
     da = db = 0.0
     shares = []
     for ns, a, b, pa, pb in rows.values():

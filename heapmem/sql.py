@@ -8,7 +8,7 @@ always bound, never formatted in.
 """
 from __future__ import annotations
 
-from .schema import META_LAST_RECALL, META_LAST_SEQ, capped, ntok_sql
+from .schema import META_LAST_RECALL, META_LAST_SEQ, ntok_sql
 
 # A namespace's own share of a pooled link (schema 4's pool_alpha, pool_beta).
 _OWN_A, _OWN_B = "o.pool_alpha", "o.pool_beta"
@@ -82,8 +82,10 @@ WHERE namespace != '*' AND {_FEATURES} ORDER BY feature, namespace"""
 BEFORE_FOLD = """
 SELECT t.value, o.alpha, o.beta, o.pool_alpha, o.pool_beta, p.feature IS NOT NULL,
        p.low_rate, p.high_rate,
-       CASE WHEN o.feature IS NULL THEN  -- only a new row needs to know how many back it
-         (SELECT count(*) FROM links AS q WHERE q.feature = t.value AND q.namespace != '*')
+       CASE WHEN o.feature IS NULL THEN  -- only a new row needs to know how many
+         (SELECT count(*) FROM (  -- back it, and only up to :least
+            SELECT 1 FROM links AS q WHERE q.feature = t.value AND q.namespace != '*'
+            LIMIT :least))
        END
 FROM json_each(:features) AS t
 LEFT JOIN links AS o ON o.namespace = :namespace AND o.feature = t.value
@@ -94,30 +96,46 @@ DELETE_POOLED = "DELETE FROM links WHERE namespace = '*'"
 DELETE_POOLED_OF = f"DELETE FROM links WHERE namespace = '*' AND {_FEATURES}"
 INSERT_POOLED = """INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support, low_rate,
                    high_rate) VALUES ('*', ?, ?, ?, ?, ?, ?, ?, ?)"""
-ADD_TO_POOLED = """UPDATE links SET alpha = alpha + ?, beta = beta + ?, n = n + ?,
-support = support + ? WHERE namespace = '*' AND feature = ?"""
+# What feedback adds to pooled rows in place, {feature: [d_alpha, d_beta, d_n,
+# d_support]}; a feature no namespace had gets its pooled row (nothing pooled
+# yet: its deltas are 0, 0, n, 1).
+ADD_TO_POOLED = """
+INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support)
+SELECT '*', t.key,
+       CASE WHEN instr(t.key, '/') > 0 THEN substr(t.key, 1, instr(t.key, '/') - 1) ELSE '' END,
+       t.value ->> 0, t.value ->> 1, t.value ->> 2, t.value ->> 3
+FROM json_each(:add) AS t
+WHERE true
+ON CONFLICT(namespace, feature) DO UPDATE SET
+  alpha = alpha + excluded.alpha, beta = beta + excluded.beta, n = n + excluded.n,
+  support = support + excluded.support
+"""
 # One feature's rows around its trim boundaries, for feedback to rework a
-# pooled row without reading every namespace's: the :m lowest and the :m
-# highest rates (as the pool caps them; ties by namespace, as learning.pool_feature
-# sorts), and the rows whose stored share is not their capped counts.
-_PCA, _PCB = capped("alpha", "beta", ":cap")
-_PRATE = f"{_PCA} / ({_PCA} + {_PCB})"
+# pooled row without reading every namespace's (links_rate holds them in this
+# order): side 0, the :m lowest rates of use, ties by namespace, as
+# learning.pool_feature sorts; side 1, the :m highest; side 2, :namespace's own
+# row; side 3, how many namespaces back the feature, counted up to :least only
+# (the rest of that row is NULL).  Each side's rows come in no set order.
 _POOL_ROW_COLUMNS = "namespace, alpha, beta, pool_alpha, pool_beta"
-POOL_LOWEST = f"""SELECT {_POOL_ROW_COLUMNS} FROM links
-WHERE feature = :feature AND namespace != '*' ORDER BY {_PRATE}, namespace LIMIT :m"""
-POOL_HIGHEST = f"""SELECT {_POOL_ROW_COLUMNS} FROM links
-WHERE feature = :feature AND namespace != '*' ORDER BY {_PRATE} DESC, namespace DESC LIMIT :m"""
-POOL_MISPLACED = f"""SELECT {_POOL_ROW_COLUMNS} FROM links
-WHERE feature = :feature AND namespace != '*'
-  AND (pool_alpha IS NOT {_PCA} OR pool_beta IS NOT {_PCB})"""
-COUNT_BACKING = "SELECT count(*) FROM links WHERE feature = :feature AND namespace != '*'"
-OWN_POOL_ROW = f"""SELECT {_POOL_ROW_COLUMNS} FROM links
-WHERE feature = :feature AND namespace = :namespace"""
+_OWN_OF_FEATURE = "FROM links WHERE feature = :feature AND namespace != '*'"
+_RATE = "alpha / (alpha + beta)"  # NULL for no evidence: lowest, as -inf in Python
+POOL_EDGES = f"""
+SELECT 0, * FROM (SELECT {_POOL_ROW_COLUMNS} {_OWN_OF_FEATURE}
+                  ORDER BY {_RATE}, namespace LIMIT :m)
+UNION ALL
+SELECT 1, * FROM (SELECT {_POOL_ROW_COLUMNS} {_OWN_OF_FEATURE}
+                  ORDER BY {_RATE} DESC, namespace DESC LIMIT :m)
+UNION ALL
+SELECT 2, {_POOL_ROW_COLUMNS} FROM links WHERE namespace = :namespace AND feature = :feature
+UNION ALL
+SELECT 3, count(*), NULL, NULL, NULL, NULL FROM (SELECT 1 {_OWN_OF_FEATURE} LIMIT :least)
+"""
+# every namespace's row of a feature (one that has just reached enough
+# namespaces to be pooled: then that is :least rows)
+POOL_ALL_ROWS = f"SELECT {_POOL_ROW_COLUMNS} {_OWN_OF_FEATURE}"
 REWORK_POOLED = """UPDATE links SET alpha = alpha + ?, beta = beta + ?, n = n + ?,
 support = support + ?, low_rate = ?, high_rate = ? WHERE namespace = '*' AND feature = ?"""
-# a feature no namespace had: its pooled row, nothing pooled yet
-NEW_POOLED = """INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support)
-VALUES ('*', ?, ?, 0.0, 0.0, ?, 1)"""
+
 
 
 # The BM25 top N of a question in a namespace, with the namespace's own

@@ -753,7 +753,7 @@ class Memory:
                 c.execute(sql.INSERT_EVENTS, params)
                 fold = c.execute(sql.FOLD, params).fetchall()[0][0]
                 folded = json.loads(fold)
-                before = learning.before_fold(c, ns, folded)
+                before = learning.before_fold(c, ns, folded, self._pool)
                 c.execute(sql.FOLD_OWN, {"namespace": ns, "fold": fold})
                 nfeatures = c.changes()
                 learning.fold_into_pool(c, ns, folded, before, self._pool)

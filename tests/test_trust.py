@@ -498,6 +498,67 @@ def test_check_catches_what_raw_sql_writes_break(tmp_path):
     m.close()
 
 
+def _links_table(m):
+    return {(r[0], r[1]): r[2:] for r in m.connection.execute(
+        "SELECT namespace, feature, alpha, beta, n, support, pool_alpha, pool_beta, low_rate, "
+        "high_rate FROM links ORDER BY 1, 2")}
+
+
+def _assert_pool_as_afresh(m):
+    stored = _links_table(m)
+    with m.transaction() as c:
+        heapmem.learning.rebuild_pool(c)
+    fresh = _links_table(m)
+    assert stored.keys() == fresh.keys()
+    for key in stored:
+        assert stored[key][2:4] == fresh[key][2:4], key  # n, support exactly
+        for x, y in zip(stored[key][:2] + stored[key][4:], fresh[key][:2] + fresh[key][4:]):
+            assert x == (None if y is None else pytest.approx(y, rel=1e-9, abs=1e-9)), key
+    assert m.check().ok, m.check().problems
+
+
+@pytest.mark.parametrize("seed,cap,trim,least", [(0, 300, 2, 5), (1, 3, 1, 3), (2, 2, 2, 6),
+                                                 (3, 5, 0, 1)])
+def test_the_pool_stays_as_afresh_while_namespaces_join(tmp_path, seed, cap, trim, least):
+    """Namespaces join one by one (a feature reaches enough of them to be
+    pooled, then more), the rates cross the trim boundaries back and forth
+    (a small cap, every kind of judgement), and many rows tie: after every
+    few feedbacks the stored pool and each namespace's share are what
+    working it out from scratch gives."""
+    import random
+    rnd = random.Random(seed)
+    m = heapmem.open(str(tmp_path / "p.db"), clock=lambda: T0)
+    m.set_pool(cap=cap, min_namespaces=least, trim=trim)
+    texts = ["Dentist appointment on Tuesday at 3pm", "Dentist coupons at https://d.example",
+             "I would like a dentist I trust", "Dentist costs $90 a visit",
+             "The dentist said floss twice a day", "Maya said the dentist moved on 2024-03-02"]
+    joined: list[str] = []
+    for step in range(160):
+        if step % 12 == 0 and len(joined) < 13:
+            ns = f"t{len(joined):02d}"
+            m.add_many([{"text": t, "namespace": ns, "id": f"{ns}-{j}",
+                         "source": "user" if j % 2 else "maya"} for j, t in enumerate(texts)])
+            joined.append(ns)
+        ns = rnd.choice(joined)
+        q = rnd.choice(["When is my dentist appointment?", "Who is my dentist?",
+                        "How much does the dentist cost?"])
+        res = m.recall(q, namespace=ns, k=4)
+        kind = rnd.randrange(4)
+        if kind == 0:
+            m.feedback(used=[rnd.choice(res.ids)], recall_id=res.recall_id)
+        elif kind == 1:
+            m.mark_ignored(res.ids[:rnd.randrange(1, len(res.ids) + 1)],
+                           recall_id=res.recall_id)
+        elif kind == 2:
+            m.feedback(recall_id=res.recall_id, answer=rnd.choice(res).text)
+        else:
+            m.mark_used(res.ids[-1:], recall_id=res.recall_id)
+        if step % 40 == 39:
+            _assert_pool_as_afresh(m)
+    _assert_pool_as_afresh(m)
+    m.close()
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_feedback_keeps_the_pool_equal_to_working_it_out_afresh(tmp_path, seed):
     """Feedback updates pooled rows in place or from the rows around their
