@@ -200,24 +200,31 @@ def fold_into_pool(c: Any, namespace: str, fold: Mapping[str, Iterable],
     the feature to pool it, its share and the pooled row change in place.
     Elsewhere (a rate crossing a boundary, one namespace more behind a pooled
     feature) the pooled row is reworked from the rows around its trim
-    boundaries (_rework), or worked out in full where that cannot be done."""
+    boundaries (_rework), or worked out in full where that cannot be done (a
+    feature whose pooled row is missing).  The shares that change go in one
+    batch, and every pooled row's change in one statement."""
     cap, trim, least = _params(settings)
-    again, moves, new = [], [], []
+    shares: list[tuple] = []  # (pool_alpha, pool_beta, namespace, feature)
+    # feature: [d_alpha, d_beta, d_n, d_support, low_rate, high_rate]
+    pooled: dict[str, list] = {}
+    full = []
     for f, (da, db, dn) in fold.items():
-        a0, b0, pa0, pb0, pooled, lo, hi, k_before = before[f]
+        a0, b0, pa0, pb0, exists, lo, hi, k_before = before[f]
         if a0 is None:  # the namespace is new to this feature: one more backs it
-            if not pooled and least > 1:
-                new.append((f, dn))  # no namespace had it
-            elif pooled and lo is None and k_before + 1 < least:
-                moves.append([f, 0.0, 0.0, 0.0, 0.0, dn, 1])  # still too few to pool
+            if not exists and least > 1:  # no namespace had it: nothing pooled yet
+                pooled[f] = [0.0, 0.0, dn, 1, None, None]
+            elif exists and lo is None and k_before + 1 < least:  # still too few to pool
+                pooled[f] = [0.0, 0.0, dn, 1, None, None]
+            elif exists:
+                _rework(c, namespace, f, dn, True, lo is not None, settings, shares, pooled, full)
             else:
-                again.append(f)
+                full.append(f)
             continue
-        if not pooled:
-            again.append(f)
+        if not exists:
+            full.append(f)
             continue
         if lo is None:  # nothing pooled yet for this feature: only n moves
-            moves.append([f, 0.0, 0.0, 0.0, 0.0, dn, 0])
+            pooled[f] = [0.0, 0.0, dn, 0, None, None]
             continue
         c1 = cap_counts(a0 + da, b0 + db, cap)
         r0, r1 = _rate(a0, b0), _rate(a0 + da, b0 + db)
@@ -230,49 +237,49 @@ def fold_into_pool(c: Any, namespace: str, fold: Mapping[str, Iterable],
         elif r0 == r1:  # on a boundary, and staying: its place is unchanged
             share = _at(*c1, r1) if (r1 == lo or r1 == hi) else c1
         else:
-            again.append(f)
+            _rework(c, namespace, f, dn, False, True, settings, shares, pooled, full)
             continue
-        moves.append([f, share[0], share[1], share[0] - pa0, share[1] - pb0, dn, 0])
+        if share != (pa0, pb0):
+            shares.append((share[0], share[1], namespace, f))
+        pooled[f] = [share[0] - pa0, share[1] - pb0, dn, 0, lo, hi]
     # one primary-key update per row (an UPDATE ... FROM json_each is planned
     # as a scan of the namespace's links)
-    c.executemany(sql.SET_SHARE, [(m[1], m[2], namespace, m[0]) for m in moves
-                                  if m[3] or m[4]])
-    add = {m[0]: m[3:] for m in moves}
-    add.update((f, (0.0, 0.0, dn, 1)) for f, dn in new)
-    if add:
-        c.execute(sql.ADD_TO_POOLED, {"add": json.dumps(add)})
-    full = [f for f in again if not _rework(c, namespace, f, fold[f][2], before[f][0] is None,
-                                            before[f][5] is not None, settings)]
+    c.executemany(sql.SET_SHARE, shares)
+    if pooled:
+        c.execute(sql.ADD_TO_POOLED, {"add": json.dumps(pooled)})
     if full:
         rebuild_pool(c, full, settings)
 
 
 def _rework(c: Any, namespace: str, f: str, dn: int, new_row: bool, was_pooled: bool,
-            settings: Mapping[str, float]) -> bool:
-    """Rework one feature's pooled row after namespace's own row changed, from
+            settings: Mapping[str, float], shares: list[tuple], pooled: dict[str, list],
+            full: list[str]) -> None:
+    """Rework one pooled feature's row after namespace's own row changed, from
     the rows around its trim boundaries only (one indexed read, however many
-    namespaces back it).  Only the `trim` lowest and highest rates have a
-    share at a boundary rate; every other row's share is its capped counts.
-    One row moved, so every row that was among the `trim` lowest (highest)
-    before is among the `trim` + 1 lowest (highest) now, or is that row: the
-    rows read are all whose share can change.  Where the feature was not
-    pooled before, every row's share changes, and there are `min` of them.
-    Returns False where the full way is needed (too few namespaces to pool:
-    then it is cheap) or the pooled row is missing."""
+    namespaces back it): the changed shares go into `shares` and the pooled
+    row's change into `pooled`, as fold_into_pool keeps them (or the feature
+    into `full`, should fewer namespaces back it than a pooled row needs).  Only the `trim`
+    lowest and highest rates have a share at a boundary rate; every other
+    row's share is its capped counts.  One row moved, so every row that was
+    among the `trim` lowest (highest) before is among the `trim` + 1 lowest
+    (highest) now, or is that row: the rows read are all whose share can
+    change.  Where the feature was not pooled before (it has just reached
+    `min` namespaces), every row's share changes, and there are `min` of
+    them."""
     cap, trim, least = _params(settings)
-    p = {"feature": f, "m": trim + 1, "namespace": namespace, "least": least}
+    p = {"feature": f, "m": trim + 1, "namespace": namespace}
     edges = c.execute(sql.POOL_EDGES, p).fetchall()
-    if next(r[1] for r in edges if r[0] == 3) < least:
-        return False
     lowest = sorted((r[1:] for r in edges if r[0] == 0), key=_order)
     highest = sorted((r[1:] for r in edges if r[0] == 1), key=_order, reverse=True)
+    if len(lowest) <= trim:  # too few rows for a pooled row (own rows are never deleted)
+        full.append(f)
+        return
     lo, hi = _rate(*lowest[trim][1:3]), _rate(*highest[trim][1:3])
     low_set = {r[0] for r in lowest[:trim]}
     high_set = {r[0] for r in highest[:trim]}
     rows = {r[0]: r for r in (c.execute(sql.POOL_ALL_ROWS, p).fetchall() if not was_pooled
-                              else [r[1:] for r in edges if r[0] in (0, 1, 2)])}
+                              else [r[1:] for r in edges])}
     da = db = 0.0
-    shares = []
     for ns, a, b, pa, pb in rows.values():
         ca, cb = cap_counts(a, b, cap)
         if ns in low_set:
@@ -283,9 +290,7 @@ def _rework(c: Any, namespace: str, f: str, dn: int, new_row: bool, was_pooled: 
             shares.append((ca, cb, ns, f))
             da += ca - pa
             db += cb - pb
-    c.executemany(sql.SET_SHARE, shares)
-    c.execute(sql.REWORK_POOLED, (da, db, dn, int(new_row), lo, hi, f))
-    return c.changes() == 1
+    pooled[f] = [da, db, dn, int(new_row), lo, hi]
 
 
 def agrees(stored: Iterable, replayed: Iterable) -> bool:

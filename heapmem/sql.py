@@ -96,26 +96,27 @@ DELETE_POOLED = "DELETE FROM links WHERE namespace = '*'"
 DELETE_POOLED_OF = f"DELETE FROM links WHERE namespace = '*' AND {_FEATURES}"
 INSERT_POOLED = """INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support, low_rate,
                    high_rate) VALUES ('*', ?, ?, ?, ?, ?, ?, ?, ?)"""
-# What feedback adds to pooled rows in place, {feature: [d_alpha, d_beta, d_n,
-# d_support]}; a feature no namespace had gets its pooled row (nothing pooled
-# yet: its deltas are 0, 0, n, 1).
+# What feedback changes in pooled rows, {feature: [d_alpha, d_beta, d_n,
+# d_support, low_rate, high_rate]}, the kept rates as they are after it; a
+# feature no namespace had gets its pooled row (nothing pooled yet: 0, 0, n,
+# 1, NULL, NULL).
 ADD_TO_POOLED = """
-INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support)
+INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support, low_rate, high_rate)
 SELECT '*', t.key,
        CASE WHEN instr(t.key, '/') > 0 THEN substr(t.key, 1, instr(t.key, '/') - 1) ELSE '' END,
-       t.value ->> 0, t.value ->> 1, t.value ->> 2, t.value ->> 3
+       t.value ->> 0, t.value ->> 1, t.value ->> 2, t.value ->> 3, t.value ->> 4, t.value ->> 5
 FROM json_each(:add) AS t
 WHERE true
 ON CONFLICT(namespace, feature) DO UPDATE SET
   alpha = alpha + excluded.alpha, beta = beta + excluded.beta, n = n + excluded.n,
-  support = support + excluded.support
+  support = support + excluded.support, low_rate = excluded.low_rate,
+  high_rate = excluded.high_rate
 """
 # One feature's rows around its trim boundaries, for feedback to rework a
 # pooled row without reading every namespace's (links_rate holds them in this
 # order): side 0, the :m lowest rates of use, ties by namespace, as
 # learning.pool_feature sorts; side 1, the :m highest; side 2, :namespace's own
-# row; side 3, how many namespaces back the feature, counted up to :least only
-# (the rest of that row is NULL).  Each side's rows come in no set order.
+# row.  Each side's rows come in no set order.
 _POOL_ROW_COLUMNS = "namespace, alpha, beta, pool_alpha, pool_beta"
 _OWN_OF_FEATURE = "FROM links WHERE feature = :feature AND namespace != '*'"
 _RATE = "alpha / (alpha + beta)"  # NULL for no evidence: lowest, as -inf in Python
@@ -127,15 +128,10 @@ SELECT 1, * FROM (SELECT {_POOL_ROW_COLUMNS} {_OWN_OF_FEATURE}
                   ORDER BY {_RATE} DESC, namespace DESC LIMIT :m)
 UNION ALL
 SELECT 2, {_POOL_ROW_COLUMNS} FROM links WHERE namespace = :namespace AND feature = :feature
-UNION ALL
-SELECT 3, count(*), NULL, NULL, NULL, NULL FROM (SELECT 1 {_OWN_OF_FEATURE} LIMIT :least)
 """
 # every namespace's row of a feature (one that has just reached enough
-# namespaces to be pooled: then that is :least rows)
+# namespaces to be pooled: then there are `min` of them)
 POOL_ALL_ROWS = f"SELECT {_POOL_ROW_COLUMNS} {_OWN_OF_FEATURE}"
-REWORK_POOLED = """UPDATE links SET alpha = alpha + ?, beta = beta + ?, n = n + ?,
-support = support + ?, low_rate = ?, high_rate = ? WHERE namespace = '*' AND feature = ?"""
-
 
 
 # The BM25 top N of a question in a namespace, with the namespace's own
