@@ -225,6 +225,50 @@ def test_an_older_schema_migrates_in_place(tmp_path, clock, version):
         assert mem.check().ok
 
 
+def test_a_schema_5_store_with_learned_links_migrates_to_the_rate_index(tmp_path, clock):
+    """Schema 6 swaps links_feature for links_rate (the trim boundaries an
+    index seek away).  A schema-5 file with a pooled layer migrates in place;
+    its links are untouched, check() agrees, and feedback goes on keeping the
+    pool equal to working it out afresh."""
+    path = str(tmp_path / "v5.db")
+    texts = ["Dentist appointment on Tuesday at 3pm", "I would like a dentist I trust",
+             "Dentist costs $90 a visit", "The dentist said floss twice a day"]
+
+    def judge(m, ns):
+        res = m.recall("When is my dentist appointment?", namespace=ns, k=4)
+        m.feedback(used=[res.ids[0]], recall_id=res.recall_id)
+
+    with heapmem.open(path, clock=clock) as m:
+        for i in range(6):
+            m.add_many([{"text": t, "namespace": f"t{i}"} for t in texts])
+            judge(m, f"t{i}")
+    c = apsw.Connection(path)  # what schema 5 looked like
+    c.execute("DROP INDEX links_rate; CREATE INDEX links_feature ON links(feature); "
+              "PRAGMA user_version=5")
+    before = c.execute("SELECT * FROM links ORDER BY namespace, feature").fetchall()
+    c.close()
+    with heapmem.open(path, clock=clock) as m:
+        assert m.schema_version == SCHEMA_VERSION == 6
+        names = {r[0] for r in m.connection.execute(
+            "SELECT name FROM sqlite_schema WHERE tbl_name = 'links' AND type = 'index'")}
+        assert "links_rate" in names and "links_feature" not in names
+        assert m.connection.execute(
+            "SELECT * FROM links ORDER BY namespace, feature").fetchall() == before
+        assert m.check().ok
+        for i in (2, 0, 5, 3):
+            judge(m, f"t{i}")
+        stored = m.connection.execute("SELECT * FROM links ORDER BY 1, 2").fetchall()
+        with m.transaction() as t:
+            heapmem.learning.rebuild_pool(t)
+        fresh = m.connection.execute("SELECT * FROM links ORDER BY 1, 2").fetchall()
+        assert len(stored) == len(fresh)
+        for a, b in zip(stored, fresh):
+            assert a[:3] == b[:3] and a[5:7] == b[5:7]  # keys, n, support
+            for x, y in zip(a[3:5] + a[7:], b[3:5] + b[7:]):
+                assert x == (None if y is None else pytest.approx(y, rel=1e-9, abs=1e-12))
+        assert m.check().ok
+
+
 def test_raw_sql_writers_keep_the_index_current(mem):
     """add_many() indexes its rows in one statement with the per-row FTS
     trigger switched off by a meta row that never commits; any other writer
