@@ -3,9 +3,9 @@ speaks: POST /v3/pipeline (falling back to /v2), JSON in and out, standard
 library only.
 
 Owns: the wire format (URLs, the pipeline request and its results, SQLite
-values as Hrana encodes them, batons and base URLs), the HTTP connection and
-the bearer token, and HranaError: one sentence per way a server or the
-network can fail.  It knows nothing of heapmem's tables; heapmem.remote runs
+values as Hrana encodes them, batons and base URLs, the replication index a
+result reports), the HTTP connection and the bearer token, and HranaError:
+one sentence per way a server or the network can fail.  It knows nothing of heapmem's tables; heapmem.remote runs
 Memory's statements through it.
 """
 from __future__ import annotations
@@ -260,6 +260,20 @@ def rows_of(result: dict[str, Any]) -> tuple[list[tuple], int, int | None]:
     rows = [tuple(decode(v) for v in row) for row in r.get("rows", ())]
     last = r.get("last_insert_rowid")
     return rows, int(r.get("affected_row_count") or 0), None if last is None else int(last)
+
+
+def replication_index(result: dict[str, Any]) -> int:
+    """The replication index a result reports (an execute's or a batch's): on
+    a write, the index its commit reached on the primary; on a read, the
+    index of the server that answered (a replica's lags its primary's).  0
+    when the server reports none (null: a database with nothing written)."""
+    r = result["result"] if "result" in result else result
+    v = r.get("replication_index")
+    try:
+        return int(v) if v is not None else 0
+    except (TypeError, ValueError):
+        raise HranaError(f"the server sent a replication index that is not a number: {v!r}",
+                         "NOT_HRANA") from None
 
 
 def batch(statements: Iterable[dict[str, Any]]) -> dict[str, Any]:

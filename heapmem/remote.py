@@ -4,8 +4,10 @@ heapmem.open() is given http://, https:// or libsql:// instead of a file.
 Owns: RemoteConnection (the part of apsw.Connection that Memory, heapmem.
 schema and heapmem.learning use, carried over one Hrana stream), what it
 checks before a store is opened on a server (that a libSQL server answers,
-that it loaded this heapmem's own library, the token), and the few
-connection settings that mean something else on a server.
+that it loaded this heapmem's own library, the token), read-your-writes on
+a replica (the replication index a connection has seen, the wait for a
+server behind it), and the few connection settings that mean something else
+on a server.
 
 Every statement Memory runs is sent to the server as it is: the ranking, the
 feedback credit and the pooled links run in SQL there, in the heap_* functions
@@ -69,9 +71,28 @@ class _BusyBegin(Exception):
     """A queued BEGIN IMMEDIATE met another writer: send the batch again."""
 
 
+class _Behind(Exception):
+    """A read was answered by a server behind this connection's writes (its
+    replication index, in index): send it again once it has caught up."""
+
+    def __init__(self, index: int):
+        super().__init__(index)
+        self.index = index
+
+
+#: How long a read waits for a replica to catch up with this connection's
+#: writes before ReplicaLagError (bench/SQLD.md: the lag is ~3 ms at p50).
+LAG_WAIT = 5.0
+
+
 class ServerError(HeapmemError):
     """The server could not be reached, or failed in a way SQLite does not
     explain (nothing listens, a token refused, the primary down for a write)."""
+
+
+class ReplicaLagError(ServerError):
+    """A replica stayed behind this connection's own writes for LAG_WAIT
+    seconds (its primary down or slow, or restarted after a crash)."""
 
 
 def _sqlite_error(err: dict[str, Any]) -> Exception:
@@ -146,11 +167,25 @@ class RemoteConnection:
     round trips, not eight, and a step that fails stops the rest, whose
     transaction Memory then rolls back.  Outside one each statement is sent at
     once.  A stream the server let expire while no transaction was open is
-    replaced without the caller noticing."""
+    replaced without the caller noticing.
+
+    Read-your-writes: every result reports a replication index (a write's,
+    where its commit reached on the primary; a read's, where the server that
+    answered is), and the connection keeps the newest it has seen.  A read
+    outside a transaction answered from an older index came from a replica
+    that has not yet replicated this connection's writes: it is sent again,
+    after short sleeps, until the replica has caught up (a primary is never
+    behind itself, so reads there are never sent twice), or ReplicaLagError
+    after LAG_WAIT seconds.  A server whose reads report an index older than
+    its own reads did before has started its log again (a primary recovering
+    from a crash, and its replicas after it): the old numbers mean nothing
+    there, so the connection starts again from the new one."""
 
     def __init__(self, url: str, *, auth_token: str | None = None, timeout: float | None = None):
         self.url = url
         self.client = hrana.Client(url, auth_token=auth_token, timeout=timeout)
+        self._index = 0             # the newest replication index this connection has seen
+        self._read_index = 0        # the newest a read outside a transaction reported
         self._baton: str | None = None
         self._fresh = True          # the next request opens a new stream
         self._generation = 0        # how many streams this connection has had
@@ -436,9 +471,11 @@ class RemoteConnection:
         """One round trip: stmts as a batch, each run only if the one before
         succeeded.  A BEGIN the server found busy (another writer) is tried
         again, the whole batch with it (nothing after it ran), until the busy
-        timeout."""
+        timeout; a read answered by a replica behind this connection's writes
+        is sent again until the replica catches up, for LAG_WAIT seconds."""
         deadline = time.monotonic() + self._busy_ms / 1000
         pause = 0.0005
+        behind_since, wait = 0.0, 0.001
         while True:
             try:
                 return self._send_once(stmts, writing, committing)
@@ -448,6 +485,21 @@ class RemoteConnection:
                                          f"write lock past {self._busy_ms / 1000:g} s)") from None
                 time.sleep(pause * random.uniform(0.5, 1.5))
                 pause = min(pause * 2, 0.008)
+            except _Behind as b:
+                now = time.monotonic()
+                behind_since = behind_since or now
+                if now + wait - behind_since > LAG_WAIT:
+                    seen, self._index = self._index, b.index
+                    # said once; from here on the connection reads what the server has
+                    # (a primary restarted after a crash numbers its log from 1 again)
+                    raise ReplicaLagError(
+                        f"{self.url} is {seen - b.index} frames behind this connection's "
+                        f"writes (its replication index is {b.index}, theirs {seen}) and did "
+                        f"not catch up within {LAG_WAIT:g} s: a replica whose primary is down "
+                        "or slow, or a server restarted after a crash (then the next call "
+                        "reads what it has)") from None
+                time.sleep(wait)
+                wait = min(wait * 2, 0.05)
 
     def _send_once(self, stmts: list[dict[str, Any]], writing: bool, committing: bool
                    ) -> list[tuple[list[tuple], int, int | None]]:
@@ -455,7 +507,9 @@ class RemoteConnection:
         if new_stream:
             self._generation += 1
         in_txn = self._begun and not writing
-        req = {"type": "execute", "stmt": stmts[0]} if len(stmts) == 1 else hrana.batch(stmts)
+        # always a batch: its result reports the replication index even when a
+        # step fails (a replica behind may answer "no such table")
+        req = hrana.batch(stmts)
         try:
             baton, res = self.client.pipeline(None if new_stream else self._baton, [req])
         except hrana.HranaError as e:
@@ -486,10 +540,26 @@ class RemoteConnection:
                 return self._send_once(stmts, writing, committing)
             self._unsure = True
             raise _StepError([], _sqlite_error(err))
-        resp = r["response"]
-        if resp.get("type") == "execute":
-            return [hrana.rows_of(resp)]
-        b = resp["result"]
+        b = r["response"]["result"]
+        try:
+            index = hrana.replication_index(b)
+        except hrana.HranaError as e:
+            raise ServerError(e.message) from None
+        changed = any(int(sr.get("affected_row_count") or 0) for sr in b["step_results"] if sr)
+        alone = not (writing or in_txn)  # outside a transaction: each statement commits itself
+        if alone and not changed:  # a read, answered by this very server
+            if index < self._read_index:  # its log started again: old indices mean nothing
+                self._index = index
+            elif index < self._index:
+                self._read_index = index
+                raise _Behind(index)  # a replica that lacks this connection's writes yet
+            self._read_index = index
+        if committing or (alone and changed):
+            # a commit: the primary's newest index (lower than one seen before only if
+            # the primary's log started again, after a crash)
+            self._index = index
+        else:
+            self._index = max(self._index, index)
         outs = []
         for i, (sr, se) in enumerate(zip(b["step_results"], b["step_errors"])):
             if se is not None:

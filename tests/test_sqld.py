@@ -191,6 +191,81 @@ def test_a_verbs_writes_are_one_transaction(cluster):
         r1.close()
 
 
+# -- reading one's own writes through a replica ------------------------------------------
+
+
+def test_a_new_store_opened_through_a_fresh_replica_is_usable_at_once(cluster):
+    """open() creates the schema through the replica (forwarded to the primary)
+    and reads it back there before the replica has it: the client waits for
+    its own writes (nothing was created on the primary first)."""
+    m = heapmem.open(cluster.replicas[0].url, clock=clock)
+    try:
+        assert m.schema_version > 0 and m.count == 0
+        m.add("Caroline likes tea.", id="tea", namespace="u")
+        res = m.recall("What does Caroline like?", namespace="u")
+        assert res.ids == ["tea"]
+        assert m.feedback(used=["tea"], recall_id=res.recall_id).used == ("tea",)
+        assert m.get("tea").last_used_at == NOW and len(m.events()) == 1
+    finally:
+        m.close()
+    with heapmem.open(cluster.primary.url) as p:
+        assert p.count == 1 and p.check().ok
+
+
+def test_each_write_through_a_replica_is_read_back_through_it(cluster):
+    heapmem.open(cluster.primary.url).close()  # the store exists, and the replica has it
+    want = _objects(cluster.primary.url)
+    wait_for(lambda: _objects(cluster.replicas[1].url) == want, what="the schema")
+    r = heapmem.open(cluster.replicas[1].url, clock=clock)
+    try:
+        for i, item in enumerate(memories("u")):
+            r.add_many([item])
+            assert r.get(item["id"]).text == item["text"]  # at once, every time
+            assert r.count == i + 1
+        res = r.recall("When is the adoption interview?", namespace="u")
+        assert res[0].id == "u-8"
+        r.feedback(used=["u-8"], recall_id=res.recall_id)
+        assert r.logged_recall(res.recall_id).shown == tuple(res.ids)
+        assert [e.recall_id for e in r.events()] == [res.recall_id] * len(res)
+        assert r.forget(["u-8"]) == 1 and r.get("u-8") is None
+        assert r.check().ok
+    finally:
+        r.close()
+
+
+def test_reads_on_a_primary_are_sent_once(cluster):
+    """A primary is never behind its own writes: no read waits or repeats."""
+    with heapmem.open(cluster.primary.url, clock=clock) as m:
+        m.add_many(memories("u"))
+        sent = []
+        real = m.connection.client.pipeline
+
+        def counted(baton, requests):
+            sent.append(len(requests))
+            return real(baton, requests)
+
+        m.connection.client.pipeline = counted
+        m.get("u-3")
+        assert m.count == len(TALK)
+        m.recall("When is the adoption interview?", namespace="u", track=False)
+        assert sent == [1, 1, 1]
+
+
+def test_a_replica_that_stays_behind_says_so_once(cluster, monkeypatch):
+    """Past LAG_WAIT, one ReplicaLagError saying by how much; the next call
+    reads what the replica has (as after a primary's crash, whose log starts
+    again from 1)."""
+    from heapmem import remote
+    monkeypatch.setattr(remote, "LAG_WAIT", 0.2)
+    with heapmem.open(cluster.replicas[0].url, clock=clock) as m:
+        m.add("Caroline likes tea.", id="tea", namespace="u")
+        m.connection._index += 1000  # as if it had written far ahead of the replica
+        with pytest.raises(remote.ReplicaLagError, match=r"is 1000 frames behind this "
+                                                         r"connection's writes .* within 0\.2 s"):
+            m.get("tea")
+        assert m.get("tea").text == "Caroline likes tea."
+
+
 # -- servers going down ----------------------------------------------------------------
 
 
