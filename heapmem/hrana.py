@@ -249,8 +249,10 @@ class Client:
         if status in (404, 405):
             return HranaError(f"{self.url} has no Hrana pipeline endpoint (HTTP {status}): "
                               "is it a libSQL server (sqld)?", "NOT_HRANA")
-        if code == "STREAM_EXPIRED" or "expired" in detail.lower():
-            return HranaError(f"the server closed the stream: {detail}", "STREAM_EXPIRED")
+        if code == "STREAM_EXPIRED" or "expired" in detail.lower() or \
+                "invalid baton" in detail.lower():
+            # the stream is gone: it expired, or the server restarted since
+            return HranaError(f"the server no longer has the stream: {detail}", "STREAM_EXPIRED")
         return HranaError(f"{self.url} answered HTTP {status}: {detail}", code or f"HTTP {status}")
 
 

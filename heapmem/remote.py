@@ -526,7 +526,8 @@ class RemoteConnection:
                        else "nothing was written")) from None
             if e.code == "STREAM_EXPIRED" and in_txn:
                 raise ServerError(f"{self.url} closed the stream of an open transaction (idle "
-                                  "too long); nothing of it was written") from None
+                                  "too long, or the server restarted); nothing of it was "
+                                  "written") from None
             raise ServerError(e.message) from None
         self._baton = baton
         self._fresh = baton is None

@@ -292,6 +292,35 @@ def test_a_replica_killed_and_restarted_catches_up(cluster):
         primary.close()
 
 
+def test_connections_to_a_primary_outlive_its_crash(cluster):
+    """After kill -9 and a restart the server has forgotten their streams
+    (a new one is opened) and numbers its replication log again, from its
+    file's pages (the connections start again from there: no read waits for
+    the old index)."""
+    writer = heapmem.open(cluster.primary.url, clock=clock)
+    reader = heapmem.open(cluster.primary.url, clock=clock)
+    try:
+        for item in memories("u"):  # many small commits: more frames than the file has pages
+            writer.add_many([item])
+        for q in QUESTIONS:
+            r = writer.recall(q, namespace="u")
+            writer.feedback(used=[r[0].id], recall_id=r.recall_id)
+        assert reader.count == len(TALK)
+        before = (writer.connection._index, reader.connection._index)
+        cluster.primary.kill(signal.SIGKILL)
+        cluster.primary.start()
+        assert reader.count == len(TALK)
+        writer.add("written after the restart", id="after", namespace="u")
+        assert writer.get("after") is not None and reader.get("after") is not None
+        reader.add("read back after the restart", id="again", namespace="u")
+        assert reader.get("again") is not None and writer.count == len(TALK) + 2
+        # the log was numbered again, lower (else this test would not test that)
+        assert writer.connection._index < before[0] and reader.connection._index < before[1]
+    finally:
+        writer.close()
+        reader.close()
+
+
 def test_with_the_primary_down_replicas_recall_and_writes_fail_clearly(cluster):
     primary = heapmem.open(cluster.primary.url, clock=clock)
     primary.add_many(memories("u"))
