@@ -4,10 +4,10 @@ heapmem.open() is given http://, https:// or libsql:// instead of a file.
 Owns: RemoteConnection (the part of apsw.Connection that Memory, heapmem.
 schema and heapmem.learning use, carried over one Hrana stream), what it
 checks before a store is opened on a server (that a libSQL server answers,
-that it loaded this heapmem's own library, the token), read-your-writes on
-a replica (the replication index a connection has seen, the wait for a
-server behind it), and the few connection settings that mean something else
-on a server.
+that it loaded this heapmem's own library, the token, that the database
+named exists), read-your-writes on a replica (the replication index a
+connection has seen, the wait for a server behind it), and the few
+connection settings that mean something else on a server.
 
 Every statement Memory runs is sent to the server as it is: the ranking, the
 feedback credit and the pooled links run in SQL there, in the heap_* functions
@@ -29,7 +29,7 @@ import apsw
 
 import numpy as np
 
-from . import _native, hrana, sql
+from . import _native, hrana, sql, validate
 from .errors import CorruptStoreError, HeapmemError
 from .results import Recall, Result, log_params, score_rows, scored
 
@@ -90,9 +90,19 @@ class ServerError(HeapmemError):
     explain (nothing listens, a token refused, the primary down for a write)."""
 
 
+class DatabaseNotFoundError(ServerError):
+    """open(url, database=NAME) names a database the server does not have
+    (heapmem.sqld.create_database makes one), or a server with namespaces was
+    opened without database=."""
+
+
 class ReplicaLagError(ServerError):
     """A replica stayed behind this connection's own writes for LAG_WAIT
     seconds (its primary down or slow, or restarted after a crash)."""
+
+
+def _server_error(e: hrana.HranaError) -> ServerError:
+    return (DatabaseNotFoundError if e.code == "NO_DATABASE" else ServerError)(e.message)
 
 
 def _sqlite_error(err: dict[str, Any]) -> Exception:
@@ -181,9 +191,12 @@ class RemoteConnection:
     from a crash, and its replicas after it): the old numbers mean nothing
     there, so the connection starts again from the new one."""
 
-    def __init__(self, url: str, *, auth_token: str | None = None, timeout: float | None = None):
-        self.url = url
-        self.client = hrana.Client(url, auth_token=auth_token, timeout=timeout)
+    def __init__(self, url: str, *, auth_token: str | None = None, timeout: float | None = None,
+                 database: str | None = None):
+        self.url = url if database is None else f"{url} (database {database!r})"
+        self.database = database
+        self.client = hrana.Client(url, auth_token=auth_token, timeout=timeout,
+                                   database=database)
         self._index = 0             # the newest replication index this connection has seen
         self._read_index = 0        # the newest a read outside a transaction reported
         self._baton: str | None = None
@@ -459,7 +472,7 @@ class RemoteConnection:
                                                     [{"type": "sequence", "sql": sql}])
         except hrana.HranaError as e:
             self._fresh, self._depth = True, 0
-            raise ServerError(e.message) from None
+            raise _server_error(e) from None
         self._fresh = self._baton is None
         for r in res:
             if r["type"] != "ok":
@@ -528,7 +541,7 @@ class RemoteConnection:
                 raise ServerError(f"{self.url} closed the stream of an open transaction (idle "
                                   "too long, or the server restarted); nothing of it was "
                                   "written") from None
-            raise ServerError(e.message) from None
+            raise _server_error(e) from None
         self._baton = baton
         self._fresh = baton is None
         if new_stream or self._fresh:
@@ -666,35 +679,46 @@ def check_library(conn: RemoteConnection) -> None:
 
 
 def connect(url: str, *, auth_token: str | None = None, timeout: float | None = None,
-            durable: bool = False, embedder: Any = None) -> RemoteConnection:
+            durable: bool = False, embedder: Any = None, database: str | None = None
+            ) -> RemoteConnection:
     """A RemoteConnection to the server at url, after checking that a libSQL
-    server answers there and accepts the token (ServerError otherwise, one
-    sentence; nothing is written)."""
+    server answers there and accepts the token, and with database (one of a
+    server started with namespaces), that the server has namespaces and that
+    database (ServerError or DatabaseNotFoundError otherwise, one sentence;
+    nothing is written)."""
     if durable:
         raise ValueError("durable=True is a file's setting: on a server, how commits reach "
                          "the disk is sqld's own (its WAL and replication log)")
     if embedder is not None:
         raise HeapmemError("open(embedder=...): hybrid recall is not supported on a server "
                            "store yet; open it without an embedder")
-    conn = RemoteConnection(url, auth_token=auth_token, timeout=timeout)
+    if database is not None:
+        validate.check_database(database)
+    conn = RemoteConnection(url, auth_token=auth_token, timeout=timeout, database=database)
     try:
         status, body = conn.client.request("GET", "/version")
         if status in (401, 403):
             raise ServerError(conn.client.http_error(status, body).message)
-        if status != 200 or not body.startswith(b"sqld"):
-            # an older sqld may lack /version: ask the pipeline itself
+        if database is not None or status != 200 or not body.startswith(b"sqld"):
+            # an older sqld may lack /version: ask the pipeline itself (and
+            # whether the database named exists: a 404 if not)
             try:
                 conn.client.pipeline(None, [{"type": "close"}])
             except hrana.HranaError as e:
-                if e.code in ("HTTP 401", "HTTP 403", "NETWORK"):
+                if e.code in ("HTTP 401", "HTTP 403", "NETWORK", "NO_DATABASE"):
                     raise
                 raise hrana.HranaError(e.message, "NOT_HRANA") from None
+        if database is not None and not conn.client.probe_databases():
+            raise ServerError(f"{url} was started without namespaces, so it holds one database "
+                              f"and would serve it as {database!r} too: open it without "
+                              "database=, or start the server with namespaces (`heapmem sqld "
+                              "--primary DIR --namespaces --admin HOST:PORT`)")
     except hrana.HranaError as e:
         conn.close()
         if e.code == "NOT_HRANA":
             raise ServerError(f"{url} is not a libSQL server (sqld): it does not answer Hrana "
                               "requests") from None
-        raise ServerError(e.message) from None
+        raise _server_error(e) from None
     except BaseException:
         conn.close()
         raise

@@ -15,8 +15,8 @@ import threading
 import pytest
 
 import heapmem
-from heapmem import HeapmemError, SchemaVersionError, hrana, sqld
-from heapmem.remote import ServerError
+from heapmem import HeapmemError, SchemaVersionError, hrana, sqld, transfer
+from heapmem.remote import DatabaseNotFoundError, ServerError
 
 from _sqld import Cluster, Server, free_port, wait_for
 
@@ -78,6 +78,14 @@ def memories(namespace: str) -> list[dict]:
 @pytest.fixture
 def cluster(tmp_path):
     c = Cluster(str(tmp_path / "sqld"), replicas=2)
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def tenants(tmp_path):
+    """A primary and a replica with namespaces: one database per tenant."""
+    c = Cluster(str(tmp_path / "tenants"), replicas=1, namespaces=True)
     yield c
     c.stop()
 
@@ -264,6 +272,177 @@ def test_a_replica_that_stays_behind_says_so_once(cluster, monkeypatch):
                                                          r"connection's writes .* within 0\.2 s"):
             m.get("tea")
         assert m.get("tea").text == "Caroline likes tea."
+
+
+# -- tenants as databases: sqld's namespaces ----------------------------------------------
+
+
+def test_tenant_databases_on_one_primary_are_isolated(tenants):
+    p, r = tenants.primary, tenants.replicas[0]
+    for name in ("acme", "globex"):
+        assert sqld.create_database(p.admin_url, name) is True
+    acme = heapmem.open(p.url, database="acme", clock=clock)
+    globex = heapmem.open(p.url, database="globex", clock=clock)
+    try:
+        # the same namespace and id in both: two stores, not two tenants of one
+        acme.add("Maya's flight to Lisbon departs March 14.", id="m1", namespace="user:maya")
+        globex.add("The quarterly report is due on Friday.", id="m1", namespace="user:maya")
+        q = "When does Maya's flight to Lisbon depart?"
+        assert acme.recall(q, namespace="user:maya", track=False).ids == ["m1"]
+        assert len(globex.recall(q, namespace="user:maya", track=False)) == 0
+        assert globex.get("m1").text == "The quarterly report is due on Friday."
+        assert acme.count == globex.count == 1
+    finally:
+        acme.close()
+        globex.close()
+    for name, text in (("acme", "Maya's flight"), ("globex", "The quarterly")):
+        with heapmem.open(r.url, database=name, clock=clock) as m:  # the replica, lazily
+            wait_for(lambda: m.count == 1, what=f"{name} on the replica")
+            assert m.get("m1").text.startswith(text)
+    assert {"acme", "globex"} <= set(p.databases())
+
+
+def test_a_tenant_database_ranks_through_a_replica_as_a_local_file(tenants, tmp_path):
+    sqld.create_database(tenants.primary.admin_url, "acme")
+    local = heapmem.open(str(tmp_path / "local.db"), clock=clock)
+    primary = heapmem.open(tenants.primary.url, database="acme", clock=clock)
+    replica = heapmem.open(tenants.replicas[0].url, database="acme", clock=clock)
+    try:
+        for ns in ("caroline-and-melanie", "other"):
+            local.add_many(memories(ns))
+            primary.add_many(memories(ns))
+        wait_for(lambda: caught_up(replica, primary), what="replication")
+        for q in QUESTIONS:
+            want = local.recall(q, k=5, namespace="caroline-and-melanie", track=False)
+            assert len(want) > 0
+            same_ranking(want, replica.recall(q, k=5, namespace="caroline-and-melanie",
+                                              track=False))
+        # tracked recalls and feedback through the replica (forwarded), then again
+        for i, q in enumerate(QUESTIONS * 2):
+            a = local.recall(q, k=5, namespace="caroline-and-melanie")
+            b = replica.recall(q, k=5, namespace="caroline-and-melanie")
+            same_ranking(a, b)
+            used = [a[i % len(a)].id]
+            local.feedback(used=used, recall_id=a.recall_id)
+            replica.feedback(used=used, recall_id=b.recall_id)
+        moved = 0
+        for q in QUESTIONS:
+            want = local.recall(q, k=5, namespace="caroline-and-melanie", track=False)
+            got = replica.recall(q, k=5, namespace="caroline-and-melanie", track=False)
+            same_ranking(want, got)
+            moved += any(abs(x.usefulness - 1) > 1e-6 for x in got)
+        assert moved, "the feedback should have moved some usefulness away from 1"
+        assert replica.check().ok and primary.stats().events == local.stats().events > 0
+    finally:
+        for m in (local, primary, replica):
+            m.close()
+
+
+def _admin_has(admin_url: str, name: str) -> bool:
+    """Whether the primary's admin API knows the database name."""
+    c = hrana.Client(admin_url)
+    try:
+        status, _ = c.request("GET", f"/v1/namespaces/{name}/config")
+    finally:
+        c.close()
+    assert status in (200, 404)
+    return status == 200
+
+
+def test_database_errors_say_what_to_do_and_write_nothing(tenants, tmp_path):
+    p, r = tenants.primary, tenants.replicas[0]
+    sqld.create_database(p.admin_url, "acme")
+    with heapmem.open(p.url, database="acme") as m:
+        m.add("Caroline likes tea.", namespace="u")
+    before = p.databases()
+    # a database that does not exist, through the primary and the replica
+    for url in (p.url, r.url):
+        with pytest.raises(DatabaseNotFoundError, match=r"has no database 'globex' .*create it "
+                                                        r"first .*create_database"):
+            heapmem.open(url, database="globex")
+    assert not _admin_has(p.admin_url, "globex") and p.databases() == before
+    # a server with namespaces opened without database=: the host's first label names none
+    for url in (p.url, r.url):
+        with pytest.raises(DatabaseNotFoundError, match=r"serves one database per tenant .* "
+                                                        r"'127', which names none: .*database="):
+            heapmem.open(url)
+    # bad names: refused before anything is sent
+    for bad in ("Acme", "a.b", "a_b", "-acme", "acme-", "", "x" * 64, "tenant/1", "é"):
+        with pytest.raises(ValueError, match="is not a valid name: use 1 to 63 lowercase"):
+            heapmem.open(p.url, database=bad)
+        with pytest.raises(ValueError, match="is not a valid name"):
+            sqld.create_database(p.admin_url, bad)
+    with pytest.raises(TypeError, match="database must be a string"):
+        heapmem.open(p.url, database=7)
+    with pytest.raises(ValueError, match="database= names one database of a libSQL server"):
+        heapmem.open(str(tmp_path / "x.db"), database="acme")
+    assert not (tmp_path / "x.db").exists()
+    # creating one twice
+    with pytest.raises(HeapmemError, match="already has a database 'acme'"):
+        sqld.create_database(p.admin_url, "acme")
+    assert sqld.create_database(p.admin_url, "acme", exist_ok=True) is False
+    with pytest.raises(HeapmemError, match=r"is not sqld's admin API"):
+        sqld.create_database(p.url, "globex")  # the client port, not the admin one
+    with pytest.raises(HeapmemError, match=r"cannot reach .*nothing listens there"):
+        sqld.create_database(f"127.0.0.1:{free_port()}", "globex")
+    assert p.databases() == before and not _admin_has(p.admin_url, "globex")
+    with heapmem.open(p.url, database="acme") as m:
+        assert m.count == 1 and m.check().ok
+
+
+def test_database_on_a_server_without_namespaces_is_refused(cluster):
+    with pytest.raises(ServerError, match=r"was started without namespaces, so it holds one "
+                                          r"database .*open it without database="):
+        heapmem.open(cluster.primary.url, database="acme")
+    assert _objects(cluster.primary.url) == []
+
+
+def teach(mem: heapmem.Memory, users: range, rounds: int = 3) -> None:
+    """Users ask "when is my ...?" rounds times each; a dated fact answers."""
+    things = ["dentist", "train", "haircut", "concert", "meeting", "yoga", "flight", "lesson",
+              "party", "checkup", "interview", "game"]
+    for u in users:
+        ns, thing = f"user:{u}", things[u % len(things)]
+        ans = mem.add(f"The {thing} is confirmed for Tuesday at {u % 9 + 1}:15pm", namespace=ns,
+                      created_at=NOW - 6 * 86400)
+        mem.add(f"I really want a better {thing} someday", kind="preference", namespace=ns,
+                created_at=NOW - 3 * 86400)
+        mem.add(f"{thing.title()} prices nearby start at $90", kind="tool_result",
+                source="tool", namespace=ns, created_at=NOW - 86400)
+        for _ in range(rounds):
+            r = mem.recall(f"When is my {thing}?", namespace=ns)
+            mem.feedback(used=[ans.id], recall_id=r.recall_id)
+
+
+def test_learning_pooled_across_tenant_databases_by_shipping_links(tenants, tmp_path):
+    """Two tenants' databases learn; their links (no text, no ids) become a
+    third's prior, and its ranking moves on its first day."""
+    p, r = tenants.primary, tenants.replicas[0]
+    for name in ("acme", "globex", "initech"):
+        sqld.create_database(p.admin_url, name)
+    files = []
+    for name, users, rounds in (("acme", range(0, 6), 3), ("globex", range(6, 12), 2)):
+        with heapmem.open(p.url, database=name, clock=clock) as m:
+            teach(m, users, rounds)  # six users each: the pooled layer needs five behind a link
+            events = m.stats().events
+        with heapmem.open(r.url, database=name, clock=clock) as m:  # read through the replica
+            wait_for(lambda: m.stats().events == events, what=f"{name}'s events")
+            files.append(tmp_path / f"{name}.jsonl")
+            assert transfer.export_links(m, str(files[-1])) > 0
+    q = "When is my flight to Lisbon?"
+    with heapmem.open(p.url, database="initech", clock=clock) as m:
+        m.add("Lisbon! I'd love to see Lisbon and its flight museum", kind="preference",
+              namespace="user:zoe", created_at=NOW - 3 * 86400)
+        m.add("Flight booked: SFO to Lisbon, departs May 2, 6:10pm", namespace="user:zoe",
+              created_at=NOW - 30 * 86400)
+        day_one = m.recall(q, namespace="user:zoe", track=False)
+        assert all(x.usefulness == 1 for x in day_one)
+        for f in files:
+            assert transfer.import_file(m, str(f)).links > 0
+        after = m.recall(q, namespace="user:zoe", track=False)
+        assert m.check().ok and m.stats().events == 0  # a prior, no events of its own
+    assert "Flight booked" not in day_one[0].text and "Flight booked" in after[0].text
+    assert any(abs(x.usefulness - 1) > 1e-6 for x in after)
 
 
 # -- servers going down ----------------------------------------------------------------
