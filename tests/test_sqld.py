@@ -741,6 +741,42 @@ def test_cli_sqld_runs_a_primary(tmp_path):
         proc.wait(30)
 
 
+def test_cli_sqld_with_namespaces(tmp_path, tenants):
+    cli = [sys.executable, "-m", "heapmem.cli"]
+    out = subprocess.run(cli + ["sqld", "--primary", str(tmp_path / "p"), "--namespaces",
+                                "--admin", "127.0.0.1:9090", "--print"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "--enable-namespaces --admin-listen-addr 127.0.0.1:9090" in out
+    out = subprocess.run(cli + ["sqld", "--replica-of", "http://127.0.0.1:5001", "--dir",
+                                str(tmp_path / "r"), "--namespaces", "--print"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "--enable-namespaces" in out and "--admin-listen-addr" not in out
+    for argv, words in ((["--primary", str(tmp_path / "q"), "--namespaces"], "needs --admin"),
+                        (["--create-database", "acme"], "needs --admin"),
+                        (["--create-database", "Acme", "--admin", "127.0.0.1:1"],
+                         "not a valid name")):
+        p = subprocess.run(cli + ["sqld"] + argv, capture_output=True, text=True)
+        assert p.returncode == 1 and words in p.stderr and p.stdout == ""
+    assert not (tmp_path / "q").exists()
+    # a live primary: create a database, then use it through the replica
+    admin = tenants.primary.admin_url.split("//")[1]
+    done = subprocess.run(cli + ["sqld", "--create-database", "acme", "--admin", admin],
+                          capture_output=True, text=True, check=True).stdout
+    assert "created database 'acme'" in done
+    again = subprocess.run(cli + ["sqld", "--create-database", "acme", "--admin", admin],
+                           capture_output=True, text=True)
+    assert again.returncode == 1 and "already has a database 'acme'" in again.stderr
+    db = cli + ["--db", tenants.replicas[0].url, "--database", "acme", "-n", "user:maya"]
+    subprocess.run(db + ["add", "Maya prefers aisle seats."], check=True, capture_output=True)
+    out = subprocess.run(db + ["--json", "recall", "Which seat does Maya prefer?"],
+                         check=True, capture_output=True, text=True).stdout
+    assert json.loads(out)["results"][0]["text"] == "Maya prefers aisle seats."
+    env = dict(os.environ, HEAPMEM_DATABASE="globex")
+    p = subprocess.run(cli + ["--db", tenants.replicas[0].url, "stats"], capture_output=True,
+                       text=True, env=env)
+    assert p.returncode == 1 and "has no database 'globex'" in p.stderr
+
+
 def test_learning_pooled_across_databases_by_shipping_links(cluster, tmp_path):
     """One database per tenant: links learned in one (read through a replica)
     become another database's prior (heapmem export --links-only, import)."""
