@@ -350,13 +350,19 @@ def replication_index(result: dict[str, Any]) -> int:
                          "NOT_HRANA") from None
 
 
-def batch(statements: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def batch(statements: Iterable[dict[str, Any]], *, replication_index: int = 0
+          ) -> dict[str, Any]:
     """A Hrana batch request running statements in order, each only if the
-    one before succeeded (executemany's semantics: stop at the first error)."""
+    one before succeeded (executemany's semantics: stop at the first error).
+    replication_index (when not 0): a replica runs the batch, if it only
+    reads, once it has replicated the primary's log up to that index."""
     steps = []
     for i, s in enumerate(statements):
         step: dict[str, Any] = {"stmt": s}
         if i:
             step["condition"] = {"type": "ok", "step": i - 1}
         steps.append(step)
-    return {"type": "batch", "batch": {"steps": steps}}
+    body: dict[str, Any] = {"steps": steps}
+    if replication_index:
+        body["replication_index"] = str(replication_index)
+    return {"type": "batch", "batch": body}

@@ -181,12 +181,17 @@ class RemoteConnection:
 
     Read-your-writes: every result reports a replication index (a write's,
     where its commit reached on the primary; a read's, where the server that
-    answered is), and the connection keeps the newest it has seen.  A read
-    outside a transaction answered from an older index came from a replica
-    that has not yet replicated this connection's writes: it is sent again,
-    after short sleeps, until the replica has caught up (a primary is never
-    behind itself, so reads there are never sent twice), or ReplicaLagError
-    after LAG_WAIT seconds.  A server whose reads report an index older than
+    answered is), and the connection keeps the newest it has seen.  Each
+    statement outside a transaction carries it (Hrana's replication_index):
+    a replica runs a read only once it has replicated that far, waiting as
+    long as the request's timeout allows; a primary has it already.  (The
+    index a read reports is taken after it ran, so it cannot tell by itself
+    that the read saw the write: through a replica, one read in some hundreds
+    reported the write's index and missed it.)  Should a server answer from
+    an older index all the same, the read is sent again, after short sleeps,
+    until the server has caught up, or ReplicaLagError after LAG_WAIT
+    seconds; a primary is never behind itself, so reads there are sent once.
+    A server whose reads report an index older than
     its own reads did before has started its log again (a primary recovering
     from a crash, and its replicas after it): the old numbers mean nothing
     there, so the connection starts again from the new one."""
@@ -520,9 +525,10 @@ class RemoteConnection:
         if new_stream:
             self._generation += 1
         in_txn = self._begun and not writing
+        alone = not (writing or in_txn)  # outside a transaction: each statement commits itself
         # always a batch: its result reports the replication index even when a
         # step fails (a replica behind may answer "no such table")
-        req = hrana.batch(stmts)
+        req = hrana.batch(stmts, replication_index=self._index if alone else 0)
         try:
             baton, res = self.client.pipeline(None if new_stream else self._baton, [req])
         except hrana.HranaError as e:
@@ -541,6 +547,15 @@ class RemoteConnection:
                 raise ServerError(f"{self.url} closed the stream of an open transaction (idle "
                                   "too long, or the server restarted); nothing of it was "
                                   "written") from None
+            if e.code == "NETWORK" and "did not answer" in e.message and alone and \
+                    self._read_index < self._index:
+                seen, self._index = self._index, self._read_index  # said once, as below
+                raise ReplicaLagError(
+                    f"{self.url} did not answer a read within {self.client.timeout:g} s: a "
+                    "replica runs it only once it has this connection's writes, and it was "
+                    f"{seen - self._read_index} frames behind them when it last answered "
+                    f"(its replication index {self._read_index}, theirs {seen}); is its "
+                    "primary running?") from None
             raise _server_error(e) from None
         self._baton = baton
         self._fresh = baton is None
@@ -560,7 +575,6 @@ class RemoteConnection:
         except hrana.HranaError as e:
             raise ServerError(e.message) from None
         changed = any(int(sr.get("affected_row_count") or 0) for sr in b["step_results"] if sr)
-        alone = not (writing or in_txn)  # outside a transaction: each statement commits itself
         if alone and not changed:  # a read, answered by this very server
             if index < self._read_index:  # its log started again: old indices mean nothing
                 self._index = index
