@@ -19,6 +19,7 @@ import re
 import socket
 import ssl
 import threading
+import time
 import urllib.parse
 from typing import Any, Iterable, Sequence
 
@@ -147,6 +148,12 @@ _NO_NAMESPACE = re.compile(r"namespace `([^`]*)` doesn't exist|requested namespa
 #: replicas' gRPC metadata: the name in unpadded base64); "!" is never
 #: base64, so a server with namespaces refuses it before it looks anything up.
 _NAMESPACE_BYTES = "x-namespace-bin"
+#: Pauses before a request for a database is sent again after sqld answered
+#: that it does not exist: sqld 0.24.32 says so, now and then, of a database
+#: it closed to keep at most --max-active-namespaces (100) open, and answers
+#: the same request at once when it is sent again (bench/SQLD.md).  A 404
+#: comes before anything runs, so sending again is safe for a write too.
+MISSING_RETRIES = (0.005, 0.02, 0.08)
 #: A name no database of heapmem's has (validate.check_database refuses a
 #: leading underscore): probe_databases()'s fallback asks for it.
 _ABSENT = "_heapmem_probe"
@@ -249,11 +256,17 @@ class Client:
         "error": {"message", "code"}}."""
         body = json.dumps({"baton": baton, "requests": list(requests)},
                           allow_nan=False).encode("utf-8")
-        status, data = self.request("POST", f"/v{self.version}/pipeline", body)
-        if status == 404 and self.version == 3 and not _NO_NAMESPACE.search(
-                data.decode("utf-8", "replace")):
-            self.version = 2  # an older sqld: Hrana 2 has what heapmem uses
-            status, data = self.request("POST", "/v2/pipeline", body)
+        pauses = iter(MISSING_RETRIES if self.database is not None else ())
+        while True:
+            status, data = self.request("POST", f"/v{self.version}/pipeline", body)
+            missing = status == 404 and _NO_NAMESPACE.search(data.decode("utf-8", "replace"))
+            if status == 404 and self.version == 3 and not missing:
+                self.version = 2  # an older sqld: Hrana 2 has what heapmem uses
+                status, data = self.request("POST", "/v2/pipeline", body)
+            pause = next(pauses, None) if missing else None
+            if pause is None:
+                break
+            time.sleep(pause)
         if status != 200:
             raise self.http_error(status, data)
         try:

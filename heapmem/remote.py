@@ -713,13 +713,14 @@ def connect(url: str, *, auth_token: str | None = None, timeout: float | None = 
         status, body = conn.client.request("GET", "/version")
         if status in (401, 403):
             raise ServerError(conn.client.http_error(status, body).message)
-        if database is not None or status != 200 or not body.startswith(b"sqld"):
+        sqld = status == 200 and body.startswith(b"sqld")
+        if database is not None or not sqld:
             # an older sqld may lack /version: ask the pipeline itself (and
             # whether the database named exists: a 404 if not)
             try:
                 conn.client.pipeline(None, [{"type": "close"}])
             except hrana.HranaError as e:
-                if e.code in ("HTTP 401", "HTTP 403", "NETWORK", "NO_DATABASE"):
+                if sqld or e.code in ("HTTP 401", "HTTP 403", "NETWORK", "NO_DATABASE"):
                     raise
                 raise hrana.HranaError(e.message, "NOT_HRANA") from None
         if database is not None and not conn.client.probe_databases():
