@@ -124,3 +124,18 @@ def test_a_database_sqld_says_is_missing_is_asked_for_again(monkeypatch):
         assert len(seen) == 5  # asked once
     finally:
         srv.shutdown()
+
+
+def test_telling_a_server_with_namespaces():
+    """x-namespace-bin: ! is refused (400) only by a server with namespaces;
+    one that ignored it is asked for a database nobody has (404 if it has
+    namespaces), one without namespaces answers both."""
+    refused = (400, b'{"error":"Invalid namespace bytes: `Invalid byte 33, offset 0.`"}')
+    for answers, has in (([refused], True), ([CLOSED, MISSING], True), ([CLOSED], False)):
+        srv, seen = _fake_sqld(answers)
+        try:
+            c = hrana.Client(f"http://127.0.0.1:{srv.server_port}", database="acme")
+            assert c.probe_databases() is has
+            assert seen[1:] == [f"_heapmem_probe.127.0.0.1:{srv.server_port}"][:len(seen) - 1]
+        finally:
+            srv.shutdown()
