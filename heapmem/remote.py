@@ -80,8 +80,8 @@ class _Behind(Exception):
         self.index = index
 
 
-#: How long a read waits for a replica to catch up with this connection's
-#: writes before ReplicaLagError (bench/SQLD.md: the lag is ~3 ms at p50).
+#: How long a read answered from before this connection's writes is sent
+#: again before ReplicaLagError (bench/SQLD.md: the lag is ~3 ms at p50).
 LAG_WAIT = 5.0
 
 
@@ -97,8 +97,9 @@ class DatabaseNotFoundError(ServerError):
 
 
 class ReplicaLagError(ServerError):
-    """A replica stayed behind this connection's own writes for LAG_WAIT
-    seconds (its primary down or slow, or restarted after a crash)."""
+    """A replica stayed behind this connection's own writes (for LAG_WAIT
+    seconds, or the request's timeout): its primary down or slow, or
+    restarted after a crash.  Said once: the next read takes what it has."""
 
 
 def _server_error(e: hrana.HranaError) -> ServerError:
@@ -191,10 +192,10 @@ class RemoteConnection:
     an older index all the same, the read is sent again, after short sleeps,
     until the server has caught up, or ReplicaLagError after LAG_WAIT
     seconds; a primary is never behind itself, so reads there are sent once.
-    A server whose reads report an index older than
-    its own reads did before has started its log again (a primary recovering
-    from a crash, and its replicas after it): the old numbers mean nothing
-    there, so the connection starts again from the new one."""
+    A server whose reads report an index older than its own reads did before
+    has started its log again (a primary recovering from a crash, and its
+    replicas after it): the old numbers mean nothing there, so the
+    connection starts again from the new one."""
 
     def __init__(self, url: str, *, auth_token: str | None = None, timeout: float | None = None,
                  database: str | None = None):
@@ -509,7 +510,7 @@ class RemoteConnection:
                 if now + wait - behind_since > LAG_WAIT:
                     seen, self._index = self._index, b.index
                     # said once; from here on the connection reads what the server has
-                    # (a primary restarted after a crash numbers its log from 1 again)
+                    # (a primary restarted after a crash numbers its log again, lower)
                     raise ReplicaLagError(
                         f"{self.url} is {seen - b.index} frames behind this connection's "
                         f"writes (its replication index is {b.index}, theirs {seen}) and did "
