@@ -3,17 +3,23 @@
     python examples/readme.py
 
 Runs the demo in a temporary folder, then the Python sample, then the SQL
-sample in the sqlite3 shell, and pastes their real output into the template
-(tests/test_readme.py checks that the README still matches).
+sample in the sqlite3 shell, then the tenant databases' sample against a
+libSQL server with namespaces (a primary and a replica on free loopback
+ports), and pastes their real output into the template (tests/test_readme.py
+checks that the README still matches).
 """
+import http.client
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import heapmem
+from heapmem import sqld
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = '''import heapmem
@@ -57,6 +63,68 @@ SELECT id, round(s, 3) AS score, text FROM (
 ORDER BY s DESC LIMIT 3;'''
 
 
+# the addresses the README shows: the primary's admin API and the replica
+TENANTS = '''import heapmem
+from heapmem import sqld
+
+for name in ("acme", "globex"):                       # one database per tenant
+    sqld.create_database("127.0.0.1:9090", name)      # the primary's --admin address
+acme = heapmem.open("http://127.0.0.1:8081", database="acme")       # through the replica
+globex = heapmem.open("http://127.0.0.1:8081", database="globex")
+acme.add("Booked the flight: SFO to LIS, departs March 14", namespace="user:maya")
+q = "When is my flight to Lisbon?"                    # read back at once, through the replica
+print("acme:", acme.recall(q, namespace="user:maya").ids, acme.count)
+print("globex:", globex.recall(q, namespace="user:maya").ids, globex.count)'''
+
+
+def _free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def _answers(port: int) -> bool:
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+        c.request("GET", "/version")
+        ok = c.getresponse().status == 200
+        c.close()
+        return ok
+    except OSError:
+        return False
+
+
+def tenants(tmp: str, run: dict) -> str:
+    """The tenant sample's output, against a primary with namespaces and its
+    replica on free ports (in place of 9090 and 8081)."""
+    http, grpc, admin, replica = (_free_port() for _ in range(4))
+    procs = []
+    try:
+        for args in (sqld.command(os.path.join(tmp, "srv-p"), http=f"127.0.0.1:{http}",
+                                  grpc=f"127.0.0.1:{grpc}", namespaces=True,
+                                  admin=f"127.0.0.1:{admin}"),
+                     sqld.command(os.path.join(tmp, "srv-r"), http=f"127.0.0.1:{replica}",
+                                  primary_grpc_url=f"http://127.0.0.1:{grpc}",
+                                  namespaces=True)):
+            procs.append(subprocess.Popen(args, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL))
+            port = int(args[args.index("--http-listen-addr") + 1].rsplit(":", 1)[1])
+            deadline = time.monotonic() + 30
+            while not _answers(port):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"sqld did not start on port {port}")
+                time.sleep(0.05)
+        sample = TENANTS.replace("127.0.0.1:9090", f"127.0.0.1:{admin}").replace(
+            "127.0.0.1:8081", f"127.0.0.1:{replica}")
+        return subprocess.run([sys.executable, "-c", sample], **run).stdout
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
 def build() -> str:
     """The README as the template and the samples' real output make it."""
     tmp = tempfile.mkdtemp()
@@ -81,6 +149,7 @@ def build() -> str:
         sqlout = subprocess.run(["sqlite3", "agent.db", "-cmd",
                                  f".load {heapmem.loadable_path()}", "-cmd", ".mode box"],
                                 input=SQL + "\n", **run).stdout
+        tenantsout = tenants(tmp, run)
     finally:
         shutil.rmtree(tmp)
     text = (ROOT / "examples" / "readme_template.md").read_text()
@@ -92,6 +161,7 @@ def build() -> str:
                        "ANSWERS": "$ python examples/answer_loop.py\n" + answers,
                        "MCP": "$ python examples/mcp_client.py agent.db\n" + mcp,
                        "HYBRID": "$ python examples/hybrid.py\n" + hybrid,
+                       "TENANTS": TENANTS, "TENANTSOUT": tenantsout,
                        "WUSE": f"{heapmem.ScoringConfig().w_usefulness:g}"}.items():
         text = text.replace("{{" + key + "}}", value.rstrip("\n"))
     return text

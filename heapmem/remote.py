@@ -4,7 +4,9 @@ heapmem.open() is given http://, https:// or libsql:// instead of a file.
 Owns: RemoteConnection (the part of apsw.Connection that Memory, heapmem.
 schema and heapmem.learning use, carried over one Hrana stream), what it
 checks before a store is opened on a server (that a libSQL server answers,
-that it loaded this heapmem's own library, the token), and the few
+that it loaded this heapmem's own library, the token, that the database
+named exists), read-your-writes on a replica (the replication index a
+connection has seen, the wait for a server behind it), and the few
 connection settings that mean something else on a server.
 
 Every statement Memory runs is sent to the server as it is: the ranking, the
@@ -27,7 +29,7 @@ import apsw
 
 import numpy as np
 
-from . import _native, hrana, sql
+from . import _native, hrana, sql, validate
 from .errors import CorruptStoreError, HeapmemError
 from .results import Recall, Result, log_params, score_rows, scored
 
@@ -69,9 +71,39 @@ class _BusyBegin(Exception):
     """A queued BEGIN IMMEDIATE met another writer: send the batch again."""
 
 
+class _Behind(Exception):
+    """A read was answered by a server behind this connection's writes (its
+    replication index, in index): send it again once it has caught up."""
+
+    def __init__(self, index: int):
+        super().__init__(index)
+        self.index = index
+
+
+#: How long a read answered from before this connection's writes is sent
+#: again before ReplicaLagError (bench/SQLD.md: the lag is ~3 ms at p50).
+LAG_WAIT = 5.0
+
+
 class ServerError(HeapmemError):
     """The server could not be reached, or failed in a way SQLite does not
     explain (nothing listens, a token refused, the primary down for a write)."""
+
+
+class DatabaseNotFoundError(ServerError):
+    """open(url, database=NAME) names a database the server does not have
+    (heapmem.sqld.create_database makes one), or a server with namespaces was
+    opened without database=."""
+
+
+class ReplicaLagError(ServerError):
+    """A replica stayed behind this connection's own writes (for LAG_WAIT
+    seconds, or the request's timeout): its primary down or slow, or
+    restarted after a crash.  Said once: the next read takes what it has."""
+
+
+def _server_error(e: hrana.HranaError) -> ServerError:
+    return (DatabaseNotFoundError if e.code == "NO_DATABASE" else ServerError)(e.message)
 
 
 def _sqlite_error(err: dict[str, Any]) -> Exception:
@@ -146,11 +178,33 @@ class RemoteConnection:
     round trips, not eight, and a step that fails stops the rest, whose
     transaction Memory then rolls back.  Outside one each statement is sent at
     once.  A stream the server let expire while no transaction was open is
-    replaced without the caller noticing."""
+    replaced without the caller noticing.
 
-    def __init__(self, url: str, *, auth_token: str | None = None, timeout: float | None = None):
-        self.url = url
-        self.client = hrana.Client(url, auth_token=auth_token, timeout=timeout)
+    Read-your-writes: every result reports a replication index (a write's,
+    where its commit reached on the primary; a read's, where the server that
+    answered is), and the connection keeps the newest it has seen.  Each
+    statement outside a transaction carries it (Hrana's replication_index):
+    a replica runs a read only once it has replicated that far, waiting as
+    long as the request's timeout allows; a primary has it already.  (The
+    index a read reports is taken after it ran, so it cannot tell by itself
+    that the read saw the write: through a replica, one read in some hundreds
+    reported the write's index and missed it.)  Should a server answer from
+    an older index all the same, the read is sent again, after short sleeps,
+    until the server has caught up, or ReplicaLagError after LAG_WAIT
+    seconds; a primary is never behind itself, so reads there are sent once.
+    A server whose reads report an index older than its own reads did before
+    has started its log again (a primary recovering from a crash, and its
+    replicas after it): the old numbers mean nothing there, so the
+    connection starts again from the new one."""
+
+    def __init__(self, url: str, *, auth_token: str | None = None, timeout: float | None = None,
+                 database: str | None = None):
+        self.url = url if database is None else f"{url} (database {database!r})"
+        self.database = database
+        self.client = hrana.Client(url, auth_token=auth_token, timeout=timeout,
+                                   database=database)
+        self._index = 0             # the newest replication index this connection has seen
+        self._read_index = 0        # the newest a read outside a transaction reported
         self._baton: str | None = None
         self._fresh = True          # the next request opens a new stream
         self._generation = 0        # how many streams this connection has had
@@ -424,7 +478,7 @@ class RemoteConnection:
                                                     [{"type": "sequence", "sql": sql}])
         except hrana.HranaError as e:
             self._fresh, self._depth = True, 0
-            raise ServerError(e.message) from None
+            raise _server_error(e) from None
         self._fresh = self._baton is None
         for r in res:
             if r["type"] != "ok":
@@ -436,9 +490,11 @@ class RemoteConnection:
         """One round trip: stmts as a batch, each run only if the one before
         succeeded.  A BEGIN the server found busy (another writer) is tried
         again, the whole batch with it (nothing after it ran), until the busy
-        timeout."""
+        timeout; a read answered by a replica behind this connection's writes
+        is sent again until the replica catches up, for LAG_WAIT seconds."""
         deadline = time.monotonic() + self._busy_ms / 1000
         pause = 0.0005
+        behind_since, wait = 0.0, 0.001
         while True:
             try:
                 return self._send_once(stmts, writing, committing)
@@ -448,6 +504,21 @@ class RemoteConnection:
                                          f"write lock past {self._busy_ms / 1000:g} s)") from None
                 time.sleep(pause * random.uniform(0.5, 1.5))
                 pause = min(pause * 2, 0.008)
+            except _Behind as b:
+                now = time.monotonic()
+                behind_since = behind_since or now
+                if now + wait - behind_since > LAG_WAIT:
+                    seen, self._index = self._index, b.index
+                    # said once; from here on the connection reads what the server has
+                    # (a primary restarted after a crash numbers its log again, lower)
+                    raise ReplicaLagError(
+                        f"{self.url} is {seen - b.index} frames behind this connection's "
+                        f"writes (its replication index is {b.index}, theirs {seen}) and did "
+                        f"not catch up within {LAG_WAIT:g} s: a replica whose primary is down "
+                        "or slow, or a server restarted after a crash (then the next call "
+                        "reads what it has)") from None
+                time.sleep(wait)
+                wait = min(wait * 2, 0.05)
 
     def _send_once(self, stmts: list[dict[str, Any]], writing: bool, committing: bool
                    ) -> list[tuple[list[tuple], int, int | None]]:
@@ -455,7 +526,10 @@ class RemoteConnection:
         if new_stream:
             self._generation += 1
         in_txn = self._begun and not writing
-        req = {"type": "execute", "stmt": stmts[0]} if len(stmts) == 1 else hrana.batch(stmts)
+        alone = not (writing or in_txn)  # outside a transaction: each statement commits itself
+        # always a batch: its result reports the replication index even when a
+        # step fails (a replica behind may answer "no such table")
+        req = hrana.batch(stmts, replication_index=self._index if alone else 0)
         try:
             baton, res = self.client.pipeline(None if new_stream else self._baton, [req])
         except hrana.HranaError as e:
@@ -472,8 +546,18 @@ class RemoteConnection:
                        else "nothing was written")) from None
             if e.code == "STREAM_EXPIRED" and in_txn:
                 raise ServerError(f"{self.url} closed the stream of an open transaction (idle "
-                                  "too long); nothing of it was written") from None
-            raise ServerError(e.message) from None
+                                  "too long, or the server restarted); nothing of it was "
+                                  "written") from None
+            if e.code == "NETWORK" and "did not answer" in e.message and alone and \
+                    self._read_index < self._index:
+                seen, self._index = self._index, self._read_index  # said once, as below
+                raise ReplicaLagError(
+                    f"{self.url} did not answer a read within {self.client.timeout:g} s: a "
+                    "replica runs it only once it has this connection's writes, and it was "
+                    f"{seen - self._read_index} frames behind them when it last answered "
+                    f"(its replication index {self._read_index}, theirs {seen}); is its "
+                    "primary running?") from None
+            raise _server_error(e) from None
         self._baton = baton
         self._fresh = baton is None
         if new_stream or self._fresh:
@@ -486,10 +570,25 @@ class RemoteConnection:
                 return self._send_once(stmts, writing, committing)
             self._unsure = True
             raise _StepError([], _sqlite_error(err))
-        resp = r["response"]
-        if resp.get("type") == "execute":
-            return [hrana.rows_of(resp)]
-        b = resp["result"]
+        b = r["response"]["result"]
+        try:
+            index = hrana.replication_index(b)
+        except hrana.HranaError as e:
+            raise ServerError(e.message) from None
+        changed = any(int(sr.get("affected_row_count") or 0) for sr in b["step_results"] if sr)
+        if alone and not changed:  # a read, answered by this very server
+            if index < self._read_index:  # its log started again: old indices mean nothing
+                self._index = index
+            elif index < self._index:
+                self._read_index = index
+                raise _Behind(index)  # a replica that lacks this connection's writes yet
+            self._read_index = index
+        if committing or (alone and changed):
+            # a commit: the primary's newest index (lower than one seen before only if
+            # the primary's log started again, after a crash)
+            self._index = index
+        else:
+            self._index = max(self._index, index)
         outs = []
         for i, (sr, se) in enumerate(zip(b["step_results"], b["step_errors"])):
             if se is not None:
@@ -595,35 +694,47 @@ def check_library(conn: RemoteConnection) -> None:
 
 
 def connect(url: str, *, auth_token: str | None = None, timeout: float | None = None,
-            durable: bool = False, embedder: Any = None) -> RemoteConnection:
+            durable: bool = False, embedder: Any = None, database: str | None = None
+            ) -> RemoteConnection:
     """A RemoteConnection to the server at url, after checking that a libSQL
-    server answers there and accepts the token (ServerError otherwise, one
-    sentence; nothing is written)."""
+    server answers there and accepts the token, and with database (one of a
+    server started with namespaces), that the server has namespaces and that
+    database (ServerError or DatabaseNotFoundError otherwise, one sentence;
+    nothing is written)."""
     if durable:
         raise ValueError("durable=True is a file's setting: on a server, how commits reach "
                          "the disk is sqld's own (its WAL and replication log)")
     if embedder is not None:
         raise HeapmemError("open(embedder=...): hybrid recall is not supported on a server "
                            "store yet; open it without an embedder")
-    conn = RemoteConnection(url, auth_token=auth_token, timeout=timeout)
+    if database is not None:
+        validate.check_database(database)
+    conn = RemoteConnection(url, auth_token=auth_token, timeout=timeout, database=database)
     try:
         status, body = conn.client.request("GET", "/version")
         if status in (401, 403):
             raise ServerError(conn.client.http_error(status, body).message)
-        if status != 200 or not body.startswith(b"sqld"):
-            # an older sqld may lack /version: ask the pipeline itself
+        sqld = status == 200 and body.startswith(b"sqld")
+        if database is not None or not sqld:
+            # an older sqld may lack /version: ask the pipeline itself (and
+            # whether the database named exists: a 404 if not)
             try:
                 conn.client.pipeline(None, [{"type": "close"}])
             except hrana.HranaError as e:
-                if e.code in ("HTTP 401", "HTTP 403", "NETWORK"):
+                if sqld or e.code in ("HTTP 401", "HTTP 403", "NETWORK", "NO_DATABASE"):
                     raise
                 raise hrana.HranaError(e.message, "NOT_HRANA") from None
+        if database is not None and not conn.client.probe_databases():
+            raise ServerError(f"{url} was started without namespaces, so it holds one database "
+                              f"and would serve it as {database!r} too: open it without "
+                              "database=, or start the server with namespaces (`heapmem sqld "
+                              "--primary DIR --namespaces --admin HOST:PORT`)")
     except hrana.HranaError as e:
         conn.close()
         if e.code == "NOT_HRANA":
             raise ServerError(f"{url} is not a libSQL server (sqld): it does not answer Hrana "
                               "requests") from None
-        raise ServerError(e.message) from None
+        raise _server_error(e) from None
     except BaseException:
         conn.close()
         raise

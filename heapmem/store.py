@@ -92,7 +92,8 @@ class Memory:
     def __init__(self, path: str, *, clock: Callable[[], Timestamp] = time.time,
                  config: ScoringConfig | None = None, readonly: bool = False,
                  embedder: Callable[[list[str]], Any] | None = None, reembed: bool = False,
-                 durable: bool = False, verify: bool = False, auth_token: str | None = None):
+                 durable: bool = False, verify: bool = False, auth_token: str | None = None,
+                 database: str | None = None):
         if not isinstance(path, str):
             path = str(path)
         if not callable(clock):
@@ -119,9 +120,13 @@ class Memory:
         try:
             if hrana.is_url(path):  # a store on a libSQL server (heapmem.remote)
                 self._conn = remote.connect(path, auth_token=auth_token, durable=durable,
-                                            embedder=embedder)
+                                            embedder=embedder, database=database)
             elif auth_token is not None:
                 raise ValueError("auth_token is for a server URL (http://, https://, libsql://)")
+            elif database is not None:
+                raise ValueError("database= names one database of a libSQL server with "
+                                 "namespaces (http://, https://, libsql://); a file is one "
+                                 "database already (namespace= separates tenants inside it)")
             else:
                 self._conn = apsw.Connection(path, flags=flags)
         except apsw.CantOpenError as e:
@@ -1124,7 +1129,8 @@ del _name
 def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
          config: ScoringConfig | None = None, readonly: bool = False,
          embedder: Callable[[list[str]], Any] | None = None, reembed: bool = False,
-         durable: bool = False, verify: bool = False, auth_token: str | None = None) -> Memory:
+         durable: bool = False, verify: bool = False, auth_token: str | None = None,
+         database: str | None = None) -> Memory:
     """Open (or create) the heapmem store at path.
 
     The connection runs in WAL mode with a busy timeout, and the schema is
@@ -1156,7 +1162,22 @@ def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
     or libsql:// (heapmem.remote), with auth_token the JWT it checks.  The
     same verbs run there as SQL; the server must have loaded this heapmem's
     library (`heapmem sqld --primary DIR` starts one).  A replica serves
-    recall and forwards writes to its primary.
+    recall and forwards writes to its primary; a connection reads its own
+    writes through a replica too (it waits, briefly, for the replica to have
+    them).
+
+    database names one database of a server started with namespaces (sqld
+    --enable-namespaces, `heapmem sqld --primary DIR --namespaces`): one
+    database per tenant, each its own store, created first with
+    heapmem.sqld.create_database().  It is a lowercase DNS label ("acme",
+    "tenant-42"); a database that does not exist raises
+    heapmem.remote.DatabaseNotFoundError, database= on a server without
+    namespaces ServerError, and nothing is written.  namespace= (of add,
+    recall, ...) is another thing: tenants inside one store, which share its
+    file, its write lock and its pooled layer of learned links; databases
+    share nothing but the server (learning moves between them as links:
+    heapmem.transfer.export_links and import_file).
     """
     return Memory(path, clock=clock, config=config, readonly=readonly, embedder=embedder,
-                  reembed=reembed, durable=durable, verify=verify, auth_token=auth_token)
+                  reembed=reembed, durable=durable, verify=verify, auth_token=auth_token,
+                  database=database)

@@ -3,12 +3,14 @@ and the limits they enforce.
 
 Owns: the limits (MAX_TEXT_BYTES, MAX_ANSWER_BYTES, MAX_NAME_CHARS, MAX_K), the reserved name of
 the pooled layer (POOLED), and one check per kind of argument (a name, a
-namespace, a memory's text, a list of ids, a timestamp).  Each raises
+namespace, a database's name on a server, a memory's text, a list of ids, a
+timestamp).  Each raises
 TypeError or ValueError with a sentence that tells the caller what to do.
 """
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime, timezone
 from typing import Any, Union
 
@@ -64,6 +66,28 @@ def check_namespace(ns: Any) -> str:
     if ns == POOLED:
         raise ValueError("namespace '*' is reserved for the pooled layer of learned links")
     return ns  # type: ignore[return-value]
+
+
+#: A database's name on a libSQL server with namespaces: a DNS label.
+DATABASE_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+
+
+def check_database(name: Any) -> str:
+    """A database's name on a libSQL server with namespaces (one database per
+    tenant).  sqld itself takes any non-empty name, but finds the database a
+    request goes to from the first label of its Host header, so a name must
+    be one a host name can carry unchanged: a DNS label, 1 to 63 lowercase
+    letters, digits and hyphens, neither first nor last a hyphen (host names
+    are compared without case, sqld's names with it; a dot would end the
+    label)."""
+    if not isinstance(name, str):
+        raise TypeError(f"database must be a string (a database's name on the server), got "
+                        f"{type(name).__name__}")
+    if not DATABASE_NAME.fullmatch(name):
+        raise ValueError(f"database {name!r} is not a valid name: use 1 to 63 lowercase letters, "
+                         "digits and hyphens, not starting or ending with a hyphen (sqld reads "
+                         "it off the Host header, so it must be a DNS label)")
+    return name
 
 
 def _check_string(value: Any, what: str, limit: int, typename: str, hint: str) -> str:

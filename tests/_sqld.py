@@ -1,5 +1,7 @@
 """sqld servers on loopback for the tests and bench/sqld.py: a primary and
-its replicas on free ports, each in its own directory, killed at the end."""
+its replicas on free ports, each in its own directory, killed at the end;
+with namespaces=True, one database per tenant (the primary's admin API on a
+free port too)."""
 from __future__ import annotations
 
 import http.client
@@ -49,13 +51,16 @@ class Server:
     """One sqld process: a primary (grpc port) or a replica (primary_grpc)."""
 
     def __init__(self, directory: str, *, primary_grpc: str | None = None,
-                 library: bool = True, auth_key_file: str | None = None):
+                 library: bool = True, auth_key_file: str | None = None,
+                 namespaces: bool = False):
         self.directory = directory
         self.port = free_port()
         self.grpc = None if primary_grpc else free_port()
         self.primary_grpc = primary_grpc
         self.library = library
         self.auth_key_file = auth_key_file
+        self.namespaces = namespaces
+        self.admin = free_port() if namespaces and not primary_grpc else None
         self.proc: subprocess.Popen | None = None
         self.log = os.path.join(directory + ".log")
 
@@ -67,11 +72,21 @@ class Server:
     def grpc_url(self) -> str:
         return f"http://127.0.0.1:{self.grpc}"
 
+    @property
+    def admin_url(self) -> str:
+        return f"http://127.0.0.1:{self.admin}"
+
+    def databases(self) -> list[str]:
+        """The databases sqld keeps in this server's directory."""
+        dbs = os.path.join(self.directory, sqld.DATA, "dbs")
+        return sorted(os.listdir(dbs)) if os.path.isdir(dbs) else []
+
     def args(self) -> list[str]:
         cmd = sqld.command(self.directory, http=f"127.0.0.1:{self.port}",
                            grpc=f"127.0.0.1:{self.grpc}" if self.grpc else None,
                            primary_grpc_url=self.primary_grpc,
-                           auth_jwt_key_file=self.auth_key_file)
+                           auth_jwt_key_file=self.auth_key_file, namespaces=self.namespaces,
+                           admin=f"127.0.0.1:{self.admin}" if self.admin else None)
         if not self.library:
             i = cmd.index("-e")
             del cmd[i:i + 2]

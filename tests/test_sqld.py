@@ -15,8 +15,8 @@ import threading
 import pytest
 
 import heapmem
-from heapmem import HeapmemError, SchemaVersionError, hrana, sqld
-from heapmem.remote import ServerError
+from heapmem import HeapmemError, SchemaVersionError, hrana, sqld, transfer
+from heapmem.remote import DatabaseNotFoundError, ServerError
 
 from _sqld import Cluster, Server, free_port, wait_for
 
@@ -78,6 +78,14 @@ def memories(namespace: str) -> list[dict]:
 @pytest.fixture
 def cluster(tmp_path):
     c = Cluster(str(tmp_path / "sqld"), replicas=2)
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def tenants(tmp_path):
+    """A primary and a replica with namespaces: one database per tenant."""
+    c = Cluster(str(tmp_path / "tenants"), replicas=1, namespaces=True)
     yield c
     c.stop()
 
@@ -191,6 +199,272 @@ def test_a_verbs_writes_are_one_transaction(cluster):
         r1.close()
 
 
+# -- reading one's own writes through a replica ------------------------------------------
+
+
+def test_a_new_store_opened_through_a_fresh_replica_is_usable_at_once(cluster):
+    """open() creates the schema through the replica (forwarded to the primary)
+    and reads it back there before the replica has it: the client waits for
+    its own writes (nothing was created on the primary first)."""
+    m = heapmem.open(cluster.replicas[0].url, clock=clock)
+    try:
+        assert m.schema_version > 0 and m.count == 0
+        m.add("Caroline likes tea.", id="tea", namespace="u")
+        res = m.recall("What does Caroline like?", namespace="u")
+        assert res.ids == ["tea"]
+        assert m.feedback(used=["tea"], recall_id=res.recall_id).used == ("tea",)
+        assert m.get("tea").last_used_at == NOW and len(m.events()) == 1
+    finally:
+        m.close()
+    with heapmem.open(cluster.primary.url) as p:
+        assert p.count == 1 and p.check().ok
+
+
+def test_each_write_through_a_replica_is_read_back_through_it(cluster):
+    heapmem.open(cluster.primary.url).close()  # the store exists, and the replica has it
+    want = _objects(cluster.primary.url)
+    wait_for(lambda: _objects(cluster.replicas[1].url) == want, what="the schema")
+    r = heapmem.open(cluster.replicas[1].url, clock=clock)
+    try:
+        for i, item in enumerate(memories("u")):
+            r.add_many([item])
+            assert r.get(item["id"]).text == item["text"]  # at once, every time
+            assert r.count == i + 1
+        res = r.recall("When is the adoption interview?", namespace="u")
+        assert res[0].id == "u-8"
+        r.feedback(used=["u-8"], recall_id=res.recall_id)
+        assert r.logged_recall(res.recall_id).shown == tuple(res.ids)
+        assert [e.recall_id for e in r.events()] == [res.recall_id] * len(res)
+        assert r.forget(["u-8"]) == 1 and r.get("u-8") is None
+        assert r.check().ok
+    finally:
+        r.close()
+
+
+def test_reads_on_a_primary_are_sent_once(cluster):
+    """A primary is never behind its own writes: no read waits or repeats."""
+    with heapmem.open(cluster.primary.url, clock=clock) as m:
+        m.add_many(memories("u"))
+        sent = []
+        real = m.connection.client.pipeline
+
+        def counted(baton, requests):
+            sent.append(len(requests))
+            return real(baton, requests)
+
+        m.connection.client.pipeline = counted
+        m.get("u-3")
+        assert m.count == len(TALK)
+        m.recall("When is the adoption interview?", namespace="u", track=False)
+        assert sent == [1, 1, 1]
+
+
+def test_a_replica_that_stays_behind_says_so_once(cluster, monkeypatch):
+    """A server that answers reads from an older index all the same (one
+    that ignores the index a read carries, as here) has them sent again;
+    past LAG_WAIT, one ReplicaLagError saying by how much, and the next call
+    reads what the replica has (as after a primary's crash, whose log
+    starts again)."""
+    from heapmem import remote
+    monkeypatch.setattr(remote, "LAG_WAIT", 0.2)
+    batch = hrana.batch
+    monkeypatch.setattr(hrana, "batch", lambda stmts, replication_index=0: batch(stmts))
+    with heapmem.open(cluster.replicas[0].url, clock=clock) as m:
+        m.add("Caroline likes tea.", id="tea", namespace="u")
+        m.connection._index += 1000  # as if it had written far ahead of the replica
+        with pytest.raises(remote.ReplicaLagError, match=r"is 1000 frames behind this "
+                                                         r"connection's writes .* within 0\.2 s"):
+            m.get("tea")
+        assert m.get("tea").text == "Caroline likes tea."
+
+
+def test_a_replica_behind_with_its_primary_down_says_so(cluster):
+    """A read carries the connection's replication index; a replica that
+    cannot reach it (its primary down) does not answer, and the read fails
+    after the URL's timeout with one sentence; the next reads what it has."""
+    from heapmem import remote
+    with heapmem.open(cluster.replicas[0].url + "?timeout=2", clock=clock) as m:
+        m.add("Caroline likes tea.", id="tea", namespace="u")
+        assert m.get("tea") is not None
+        cluster.primary.kill(signal.SIGKILL)
+        m.connection._index += 1000  # as if it had written far ahead of the replica
+        with pytest.raises(remote.ReplicaLagError, match=r"did not answer a read within 2 s: .* "
+                                                         r"1000 frames behind .*primary running"):
+            m.get("tea")
+        assert m.get("tea").text == "Caroline likes tea."
+
+
+# -- tenants as databases: sqld's namespaces ----------------------------------------------
+
+
+def test_tenant_databases_on_one_primary_are_isolated(tenants):
+    p, r = tenants.primary, tenants.replicas[0]
+    for name in ("acme", "globex"):
+        assert sqld.create_database(p.admin_url, name) is True
+    acme = heapmem.open(p.url, database="acme", clock=clock)
+    globex = heapmem.open(p.url, database="globex", clock=clock)
+    try:
+        # the same namespace and id in both: two stores, not two tenants of one
+        acme.add("Maya's flight to Lisbon departs March 14.", id="m1", namespace="user:maya")
+        globex.add("The quarterly report is due on Friday.", id="m1", namespace="user:maya")
+        q = "When does Maya's flight to Lisbon depart?"
+        assert acme.recall(q, namespace="user:maya", track=False).ids == ["m1"]
+        assert len(globex.recall(q, namespace="user:maya", track=False)) == 0
+        assert globex.get("m1").text == "The quarterly report is due on Friday."
+        assert acme.count == globex.count == 1
+    finally:
+        acme.close()
+        globex.close()
+    for name, text in (("acme", "Maya's flight"), ("globex", "The quarterly")):
+        with heapmem.open(r.url, database=name, clock=clock) as m:  # the replica, lazily
+            wait_for(lambda: m.count == 1, what=f"{name} on the replica")
+            assert m.get("m1").text.startswith(text)
+    assert {"acme", "globex"} <= set(p.databases())
+
+
+def test_a_tenant_database_ranks_through_a_replica_as_a_local_file(tenants, tmp_path):
+    sqld.create_database(tenants.primary.admin_url, "acme")
+    local = heapmem.open(str(tmp_path / "local.db"), clock=clock)
+    primary = heapmem.open(tenants.primary.url, database="acme", clock=clock)
+    replica = heapmem.open(tenants.replicas[0].url, database="acme", clock=clock)
+    try:
+        for ns in ("caroline-and-melanie", "other"):
+            local.add_many(memories(ns))
+            primary.add_many(memories(ns))
+        wait_for(lambda: caught_up(replica, primary), what="replication")
+        for q in QUESTIONS:
+            want = local.recall(q, k=5, namespace="caroline-and-melanie", track=False)
+            assert len(want) > 0
+            same_ranking(want, replica.recall(q, k=5, namespace="caroline-and-melanie",
+                                              track=False))
+        # tracked recalls and feedback through the replica (forwarded), then again
+        for i, q in enumerate(QUESTIONS * 2):
+            a = local.recall(q, k=5, namespace="caroline-and-melanie")
+            b = replica.recall(q, k=5, namespace="caroline-and-melanie")
+            same_ranking(a, b)
+            used = [a[i % len(a)].id]
+            local.feedback(used=used, recall_id=a.recall_id)
+            replica.feedback(used=used, recall_id=b.recall_id)
+        moved = 0
+        for q in QUESTIONS:
+            want = local.recall(q, k=5, namespace="caroline-and-melanie", track=False)
+            got = replica.recall(q, k=5, namespace="caroline-and-melanie", track=False)
+            same_ranking(want, got)
+            moved += any(abs(x.usefulness - 1) > 1e-6 for x in got)
+        assert moved, "the feedback should have moved some usefulness away from 1"
+        assert replica.check().ok and primary.stats().events == local.stats().events > 0
+    finally:
+        for m in (local, primary, replica):
+            m.close()
+
+
+def _admin_has(admin_url: str, name: str) -> bool:
+    """Whether the primary's admin API knows the database name."""
+    c = hrana.Client(admin_url)
+    try:
+        status, _ = c.request("GET", f"/v1/namespaces/{name}/config")
+    finally:
+        c.close()
+    assert status in (200, 404)
+    return status == 200
+
+
+def test_database_errors_say_what_to_do_and_write_nothing(tenants, tmp_path):
+    p, r = tenants.primary, tenants.replicas[0]
+    sqld.create_database(p.admin_url, "acme")
+    with heapmem.open(p.url, database="acme") as m:
+        m.add("Caroline likes tea.", namespace="u")
+    before = p.databases()
+    # a database that does not exist, through the primary and the replica
+    for url in (p.url, r.url):
+        with pytest.raises(DatabaseNotFoundError, match=r"has no database 'globex' .*create it "
+                                                        r"first .*create_database"):
+            heapmem.open(url, database="globex")
+    assert not _admin_has(p.admin_url, "globex") and p.databases() == before
+    # a server with namespaces opened without database=: the host's first label names none
+    for url in (p.url, r.url):
+        with pytest.raises(DatabaseNotFoundError, match=r"serves one database per tenant .* "
+                                                        r"'127', which names none: .*database="):
+            heapmem.open(url)
+    # bad names: refused before anything is sent
+    for bad in ("Acme", "a.b", "a_b", "-acme", "acme-", "", "x" * 64, "tenant/1", "é"):
+        with pytest.raises(ValueError, match="is not a valid name: use 1 to 63 lowercase"):
+            heapmem.open(p.url, database=bad)
+        with pytest.raises(ValueError, match="is not a valid name"):
+            sqld.create_database(p.admin_url, bad)
+    with pytest.raises(TypeError, match="database must be a string"):
+        heapmem.open(p.url, database=7)
+    with pytest.raises(ValueError, match="database= names one database of a libSQL server"):
+        heapmem.open(str(tmp_path / "x.db"), database="acme")
+    assert not (tmp_path / "x.db").exists()
+    # creating one twice
+    with pytest.raises(HeapmemError, match="already has a database 'acme'"):
+        sqld.create_database(p.admin_url, "acme")
+    assert sqld.create_database(p.admin_url, "acme", exist_ok=True) is False
+    with pytest.raises(HeapmemError, match=r"is not sqld's admin API"):
+        sqld.create_database(p.url, "globex")  # the client port, not the admin one
+    with pytest.raises(HeapmemError, match=r"cannot reach .*nothing listens there"):
+        sqld.create_database(f"127.0.0.1:{free_port()}", "globex")
+    assert p.databases() == before and not _admin_has(p.admin_url, "globex")
+    with heapmem.open(p.url, database="acme") as m:
+        assert m.count == 1 and m.check().ok
+
+
+def test_database_on_a_server_without_namespaces_is_refused(cluster):
+    with pytest.raises(ServerError, match=r"was started without namespaces, so it holds one "
+                                          r"database .*open it without database="):
+        heapmem.open(cluster.primary.url, database="acme")
+    assert _objects(cluster.primary.url) == []
+
+
+def teach(mem: heapmem.Memory, users: range, rounds: int = 3) -> None:
+    """Users ask "when is my ...?" rounds times each; a dated fact answers."""
+    things = ["dentist", "train", "haircut", "concert", "meeting", "yoga", "flight", "lesson",
+              "party", "checkup", "interview", "game"]
+    for u in users:
+        ns, thing = f"user:{u}", things[u % len(things)]
+        ans = mem.add(f"The {thing} is confirmed for Tuesday at {u % 9 + 1}:15pm", namespace=ns,
+                      created_at=NOW - 6 * 86400)
+        mem.add(f"I really want a better {thing} someday", kind="preference", namespace=ns,
+                created_at=NOW - 3 * 86400)
+        mem.add(f"{thing.title()} prices nearby start at $90", kind="tool_result",
+                source="tool", namespace=ns, created_at=NOW - 86400)
+        for _ in range(rounds):
+            r = mem.recall(f"When is my {thing}?", namespace=ns)
+            mem.feedback(used=[ans.id], recall_id=r.recall_id)
+
+
+def test_learning_pooled_across_tenant_databases_by_shipping_links(tenants, tmp_path):
+    """Two tenants' databases learn; their links (no text, no ids) become a
+    third's prior, and its ranking moves on its first day."""
+    p, r = tenants.primary, tenants.replicas[0]
+    for name in ("acme", "globex", "initech"):
+        sqld.create_database(p.admin_url, name)
+    files = []
+    for name, users, rounds in (("acme", range(0, 6), 3), ("globex", range(6, 12), 2)):
+        with heapmem.open(p.url, database=name, clock=clock) as m:
+            teach(m, users, rounds)  # six users each: the pooled layer needs five behind a link
+            events = m.stats().events
+        with heapmem.open(r.url, database=name, clock=clock) as m:  # read through the replica
+            wait_for(lambda: m.stats().events == events, what=f"{name}'s events")
+            files.append(tmp_path / f"{name}.jsonl")
+            assert transfer.export_links(m, str(files[-1])) > 0
+    q = "When is my flight to Lisbon?"
+    with heapmem.open(p.url, database="initech", clock=clock) as m:
+        m.add("Lisbon! I'd love to see Lisbon and its flight museum", kind="preference",
+              namespace="user:zoe", created_at=NOW - 3 * 86400)
+        m.add("Flight booked: SFO to Lisbon, departs May 2, 6:10pm", namespace="user:zoe",
+              created_at=NOW - 30 * 86400)
+        day_one = m.recall(q, namespace="user:zoe", track=False)
+        assert all(x.usefulness == 1 for x in day_one)
+        for f in files:
+            assert transfer.import_file(m, str(f)).links > 0
+        after = m.recall(q, namespace="user:zoe", track=False)
+        assert m.check().ok and m.stats().events == 0  # a prior, no events of its own
+    assert "Flight booked" not in day_one[0].text and "Flight booked" in after[0].text
+    assert any(abs(x.usefulness - 1) > 1e-6 for x in after)
+
+
 # -- servers going down ----------------------------------------------------------------
 
 
@@ -215,6 +489,35 @@ def test_a_replica_killed_and_restarted_catches_up(cluster):
         r.close()
     finally:
         primary.close()
+
+
+def test_connections_to_a_primary_outlive_its_crash(cluster):
+    """After kill -9 and a restart the server has forgotten their streams
+    (a new one is opened) and numbers its replication log again, from its
+    file's pages (the connections start again from there: no read waits for
+    the old index)."""
+    writer = heapmem.open(cluster.primary.url, clock=clock)
+    reader = heapmem.open(cluster.primary.url, clock=clock)
+    try:
+        for item in memories("u"):  # many small commits: more frames than the file has pages
+            writer.add_many([item])
+        for q in QUESTIONS:
+            r = writer.recall(q, namespace="u")
+            writer.feedback(used=[r[0].id], recall_id=r.recall_id)
+        assert reader.count == len(TALK)
+        before = (writer.connection._index, reader.connection._index)
+        cluster.primary.kill(signal.SIGKILL)
+        cluster.primary.start()
+        assert reader.count == len(TALK)
+        writer.add("written after the restart", id="after", namespace="u")
+        assert writer.get("after") is not None and reader.get("after") is not None
+        reader.add("read back after the restart", id="again", namespace="u")
+        assert reader.get("again") is not None and writer.count == len(TALK) + 2
+        # the log was numbered again, lower (else this test would not test that)
+        assert writer.connection._index < before[0] and reader.connection._index < before[1]
+    finally:
+        writer.close()
+        reader.close()
 
 
 def test_with_the_primary_down_replicas_recall_and_writes_fail_clearly(cluster):
@@ -456,6 +759,42 @@ def test_cli_sqld_runs_a_primary(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
+
+
+def test_cli_sqld_with_namespaces(tmp_path, tenants):
+    cli = [sys.executable, "-m", "heapmem.cli"]
+    out = subprocess.run(cli + ["sqld", "--primary", str(tmp_path / "p"), "--namespaces",
+                                "--admin", "127.0.0.1:9090", "--print"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "--enable-namespaces --admin-listen-addr 127.0.0.1:9090" in out
+    out = subprocess.run(cli + ["sqld", "--replica-of", "http://127.0.0.1:5001", "--dir",
+                                str(tmp_path / "r"), "--namespaces", "--print"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "--enable-namespaces" in out and "--admin-listen-addr" not in out
+    for argv, words in ((["--primary", str(tmp_path / "q"), "--namespaces"], "needs --admin"),
+                        (["--create-database", "acme"], "needs --admin"),
+                        (["--create-database", "Acme", "--admin", "127.0.0.1:1"],
+                         "not a valid name")):
+        p = subprocess.run(cli + ["sqld"] + argv, capture_output=True, text=True)
+        assert p.returncode == 1 and words in p.stderr and p.stdout == ""
+    assert not (tmp_path / "q").exists()
+    # a live primary: create a database, then use it through the replica
+    admin = tenants.primary.admin_url.split("//")[1]
+    done = subprocess.run(cli + ["sqld", "--create-database", "acme", "--admin", admin],
+                          capture_output=True, text=True, check=True).stdout
+    assert "created database 'acme'" in done
+    again = subprocess.run(cli + ["sqld", "--create-database", "acme", "--admin", admin],
+                           capture_output=True, text=True)
+    assert again.returncode == 1 and "already has a database 'acme'" in again.stderr
+    db = cli + ["--db", tenants.replicas[0].url, "--database", "acme", "-n", "user:maya"]
+    subprocess.run(db + ["add", "Maya prefers aisle seats."], check=True, capture_output=True)
+    out = subprocess.run(db + ["--json", "recall", "Which seat does Maya prefer?"],
+                         check=True, capture_output=True, text=True).stdout
+    assert json.loads(out)["results"][0]["text"] == "Maya prefers aisle seats."
+    env = dict(os.environ, HEAPMEM_DATABASE="globex")
+    p = subprocess.run(cli + ["--db", tenants.replicas[0].url, "stats"], capture_output=True,
+                       text=True, env=env)
+    assert p.returncode == 1 and "has no database 'globex'" in p.stderr
 
 
 def test_learning_pooled_across_databases_by_shipping_links(cluster, tmp_path):
