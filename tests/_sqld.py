@@ -4,10 +4,8 @@ with namespaces=True, one database per tenant (the primary's admin API on a
 free port too)."""
 from __future__ import annotations
 
-import http.client
 import os
 import signal
-import socket
 import subprocess
 import time
 from typing import Callable
@@ -15,23 +13,7 @@ from typing import Callable
 from heapmem import sqld
 
 
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def answers(port: int) -> bool:
-    try:
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-        c.request("GET", "/version")
-        ok = c.getresponse().status in (200, 401)
-        c.close()
-        return ok
-    except OSError:
-        return False
+free_port, answers = sqld.free_port, sqld.answers
 
 
 def wait_for(check: Callable[[], bool], timeout: float = 30.0, what: str = "a condition"
