@@ -282,62 +282,61 @@ def test_recall(store, data):
             r.explain()
 
 
-@hsettings(300)
-@given(data=st.data())
-def test_feedback_and_mark_used(small, data):
-    store = small
+def _a_recall(store, data):
+    """A recall of `small` to give feedback on, and the recall_id and now to
+    give it with: mostly right, else missing, mistyped or hostile."""
     res = store.recall(data.draw(st.sampled_from(["flight to Lisbon?", "window seat",
                                                   "When is the dentist?", "Lisbon hotel"])),
                        namespace=data.draw(st.sampled_from(["user:maya", "default"])), k=5)
-    real = list(res.ids)
-    good_ids = st.lists(st.sampled_from(real or ["m1"]), max_size=4, unique=True)
-    ids = mostly(good_ids, st.lists(st.one_of(st.sampled_from(real or ["m1"]), name_like),
-                                    max_size=4))
-    verb = data.draw(st.sampled_from(["feedback", "mark_used", "mark_ignored"]))
     args = {"recall_id": data.draw(mostly(st.just(res.recall_id), st.one_of(
                 st.none(), st.just(str(res.recall_id)), st.integers(-2 ** 63, 2 ** 63 - 1),
                 name_like))),
             "now": data.draw(mostly(st.none(), time_ok))}
-    if verb == "feedback":
-        args["ignored"] = data.draw(mostly(st.none(), ids))
-    if data.draw(st.integers(0, 3), label="wrong?") == 0:
-        args = with_wrong(data, args, 1)
-    used = data.draw(mostly(ids, anything))
+    return res, args
+
+
+def _judged(store, verb, *a, **kw):
+    """verb(*a, **kw) with the store checked after it: a failure wrote no
+    event, a success one per memory it judged.  Returns (result, error)."""
     events = store.check().events
-    if verb == "feedback":
-        fb, err = call(store.feedback, used, **args)
-    else:
-        fb, err = call(getattr(store, verb), used, **args)
+    fb, err = call(verb, *a, **kw)
     after = store.check()
     assert after.ok, after.problems
     if err is not None:
         assert after.events == events, "a failed feedback wrote events"
     else:
         assert after.events == events + len(fb.used) + len(fb.ignored)
+    return fb, err
+
+
+@hsettings(300)
+@given(data=st.data())
+def test_feedback_and_mark_used(small, data):
+    store = small
+    res, args = _a_recall(store, data)
+    real = list(res.ids)
+    good_ids = st.lists(st.sampled_from(real or ["m1"]), max_size=4, unique=True)
+    ids = mostly(good_ids, st.lists(st.one_of(st.sampled_from(real or ["m1"]), name_like),
+                                    max_size=4))
+    verb = data.draw(st.sampled_from(["feedback", "mark_used", "mark_ignored"]))
+    if verb == "feedback":
+        args["ignored"] = data.draw(mostly(st.none(), ids))
+    if data.draw(st.integers(0, 3), label="wrong?") == 0:
+        args = with_wrong(data, args, 1)
+    used = data.draw(mostly(ids, anything))
+    _judged(store, getattr(store, verb), used, **args)
 
 
 @hsettings(200)
 @given(data=st.data())
 def test_feedback_from_an_answer(small, data):
     store = small
-    res = store.recall(data.draw(st.sampled_from(["flight to Lisbon?", "window seat",
-                                                  "When is the dentist?", "Lisbon hotel"])),
-                       namespace=data.draw(st.sampled_from(["user:maya", "default"])), k=5)
-    args = {"recall_id": data.draw(mostly(st.just(res.recall_id), st.one_of(
-                st.none(), st.just(str(res.recall_id)), st.integers(-2 ** 63, 2 ** 63 - 1),
-                name_like))),
-            "answer": data.draw(st.one_of(text_arg, text_arg, text_arg, anything)),
-            "now": data.draw(mostly(st.none(), time_ok))}
+    res, args = _a_recall(store, data)
+    args["answer"] = data.draw(st.one_of(text_arg, text_arg, text_arg, anything))
     if data.draw(st.integers(0, 5), label="ids too?") == 0:
         args["used"] = data.draw(st.lists(st.sampled_from(list(res.ids) or ["m1"]), max_size=2))
-    events = store.check().events
-    fb, err = call(store.feedback, **args)
-    after = store.check()
-    assert after.ok, after.problems
-    if err is not None:
-        assert after.events == events, "a failed feedback wrote events"
-    else:
-        assert after.events == events + len(fb.used) + len(fb.ignored)
+    fb, err = _judged(store, store.feedback, **args)
+    if err is None and args["answer"] is not None:  # answer=None: plain feedback, no judgements
         assert [j.id for j in fb.judgements] == list(res.ids) or not res.ids
         assert all(j.verdict in ("used", "ignored", "unjudged") for j in fb.judgements)
         assert sum(j.verdict == "used" for j in fb.judgements) <= 1
