@@ -259,6 +259,17 @@ def test_reads_on_a_primary_are_sent_once(cluster):
         assert sent == [1, 1, 1]
 
 
+def _read_far_behind(m, match):
+    """m's connection as if it had written 1000 frames past its replica: the
+    read of "tea" is one ReplicaLagError matching match, and the next one
+    reads what the replica has."""
+    from heapmem import remote
+    m.connection._index += 1000
+    with pytest.raises(remote.ReplicaLagError, match=match):
+        m.get("tea")
+    assert m.get("tea").text == "Caroline likes tea."
+
+
 def test_a_replica_that_stays_behind_says_so_once(cluster, monkeypatch):
     """A server that answers reads from an older index all the same (one
     that ignores the index a read carries, as here) has them sent again;
@@ -271,27 +282,19 @@ def test_a_replica_that_stays_behind_says_so_once(cluster, monkeypatch):
     monkeypatch.setattr(hrana, "batch", lambda stmts, replication_index=0: batch(stmts))
     with heapmem.open(cluster.replicas[0].url, clock=clock) as m:
         m.add("Caroline likes tea.", id="tea", namespace="u")
-        m.connection._index += 1000  # as if it had written far ahead of the replica
-        with pytest.raises(remote.ReplicaLagError, match=r"is 1000 frames behind this "
-                                                         r"connection's writes .* within 0\.2 s"):
-            m.get("tea")
-        assert m.get("tea").text == "Caroline likes tea."
+        _read_far_behind(m, r"is 1000 frames behind this connection's writes .* within 0\.2 s")
 
 
 def test_a_replica_behind_with_its_primary_down_says_so(cluster):
     """A read carries the connection's replication index; a replica that
     cannot reach it (its primary down) does not answer, and the read fails
     after the URL's timeout with one sentence; the next reads what it has."""
-    from heapmem import remote
     with heapmem.open(cluster.replicas[0].url + "?timeout=2", clock=clock) as m:
         m.add("Caroline likes tea.", id="tea", namespace="u")
         assert m.get("tea") is not None
         cluster.primary.kill(signal.SIGKILL)
-        m.connection._index += 1000  # as if it had written far ahead of the replica
-        with pytest.raises(remote.ReplicaLagError, match=r"did not answer a read within 2 s: .* "
-                                                         r"1000 frames behind .*primary running"):
-            m.get("tea")
-        assert m.get("tea").text == "Caroline likes tea."
+        _read_far_behind(m, r"did not answer a read within 2 s: .* 1000 frames behind "
+                            r".*primary running")
 
 
 # -- tenants as databases: sqld's namespaces ----------------------------------------------
