@@ -203,7 +203,7 @@ def fold_into_pool(c: Any, namespace: str, fold: Mapping[str, Iterable],
     boundaries (_rework), or worked out in full where that cannot be done (a
     feature whose pooled row is missing).  The shares that change go in one
     batch, and every pooled row's change in one statement."""
-    cap, trim, least = _params(settings)
+    cap, _, least = _params(settings)
     shares: list[tuple] = []  # (pool_alpha, pool_beta, namespace, feature)
     # feature: [d_alpha, d_beta, d_n, d_support, low_rate, high_rate]
     pooled: dict[str, list] = {}
@@ -258,27 +258,31 @@ def _rework(c: Any, namespace: str, f: str, dn: int, new_row: bool, was_pooled: 
     the rows around its trim boundaries only (one indexed read, however many
     namespaces back it): the changed shares go into `shares` and the pooled
     row's change into `pooled`, as fold_into_pool keeps them (or the feature
-    into `full`, should fewer namespaces back it than a pooled row needs).  Only the `trim`
-    lowest and highest rates have a share at a boundary rate; every other
-    row's share is its capped counts.  One row moved, so every row that was
-    among the `trim` lowest (highest) before is among the `trim` + 1 lowest
-    (highest) now, or is that row: the rows read are all whose share can
-    change.  Where the feature was not pooled before (it has just reached
-    `min` namespaces), every row's share changes, and there are `min` of
-    them."""
-    cap, trim, least = _params(settings)
+    into `full`, should fewer namespaces back it than a pooled row needs).
+    Only the `trim` lowest and highest rates have a share at a boundary rate;
+    every other row's share is its capped counts.  One row moved, so every
+    row that was among the `trim` lowest (highest) before is among the
+    `trim` + 1 lowest (highest) now, or is that row: the rows read are all
+    whose share can change.  Where the feature was not pooled before (it has
+    just reached `min` namespaces), every row's share changes: all `min` of
+    them are read, and their ends are the lowest and highest."""
+    cap, trim, _ = _params(settings)
     p = {"feature": f, "m": trim + 1, "namespace": namespace}
-    edges = c.execute(sql.POOL_EDGES, p).fetchall()
-    lowest = sorted((r[1:] for r in edges if r[0] == 0), key=_order)
-    highest = sorted((r[1:] for r in edges if r[0] == 1), key=_order, reverse=True)
+    if was_pooled:
+        edges = c.execute(sql.POOL_EDGES, p).fetchall()
+        rows = {r[1]: r[1:] for r in edges}
+        lowest = sorted((r[1:] for r in edges if r[0] == 0), key=_order)
+        highest = sorted((r[1:] for r in edges if r[0] == 1), key=_order, reverse=True)
+    else:
+        rows = {r[0]: r for r in c.execute(sql.POOL_ALL_ROWS, p).fetchall()}
+        lowest = sorted(rows.values(), key=_order)[:trim + 1]
+        highest = sorted(rows.values(), key=_order, reverse=True)[:trim + 1]
     if len(lowest) <= trim:  # too few rows for a pooled row (own rows are never deleted)
         full.append(f)
         return
     lo, hi = _rate(*lowest[trim][1:3]), _rate(*highest[trim][1:3])
     low_set = {r[0] for r in lowest[:trim]}
     high_set = {r[0] for r in highest[:trim]}
-    rows = {r[0]: r for r in (c.execute(sql.POOL_ALL_ROWS, p).fetchall() if not was_pooled
-                              else [r[1:] for r in edges])}
     da = db = 0.0
     for ns, a, b, pa, pb in rows.values():
         ca, cb = cap_counts(a, b, cap)
