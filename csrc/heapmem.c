@@ -40,7 +40,9 @@ typedef uint32_t u32;
 
 /* the literal buffer sizes in heapmem.h, checked against what they hold */
 _Static_assert(HM_ACTIVE_LEN == 2 * HM_MAX_FEATURES * (2 * HM_MAX_WORD + 16), "HM_ACTIVE_LEN");
-_Static_assert(HM_MATCH_LEN == HM_MAX_QUERY_TERMS * (HM_MAX_WORD + 8) + 64, "HM_MATCH_LEN");
+_Static_assert(HM_NS_TAG_LEN == 2 + 3 * HM_MAX_NS_BYTES + 1, "HM_NS_TAG_LEN");
+_Static_assert(HM_MATCH_LEN == HM_MAX_QUERY_TERMS * (HM_MAX_WORD + 8) + 64 + HM_NS_TAG_LEN,
+               "HM_MATCH_LEN");
 
 /* The longest prefix of s[0..len) that does not end inside a UTF-8 sequence. */
 static int hm_utf8_cut(const char *s, int len) {
@@ -452,10 +454,28 @@ static u64 hm_fnv64(const char *s, size_t n) {
 /* The 64-bit FNV-1a hash that keys a feature in a link set. */
 HM_API uint64_t hm_hash(const char *s) { return hm_fnv64(s ? s : "", s ? strlen(s) : 0); }
 
-/* The FTS5 token that tags every memory of a namespace: "ns" + 16 hex digits. */
-HM_API void hm_ns_tag(const char *ns, char *out /* >= 19 bytes */) {
-  u64 h = hm_fnv64(ns ? ns : "", ns ? strlen(ns) : 0);
-  snprintf(out, 19, "ns%016llx", (unsigned long long)h);
+/* The FTS5 token that tags every memory of a namespace: "ns" and then each
+ * byte of the name as three decimal digits ("ab" -> "ns097098").  It is the
+ * name itself, spelled so that FTS5 reads it as one token: two names never
+ * share a tag (a hash would let a chosen name collide with another tenant's),
+ * and digits are the one spelling the porter stemmer leaves as it is.
+ * Returns the tag's length, or -1 (out set to "") when the name is longer
+ * than HM_MAX_NS_BYTES or out (outlen bytes) cannot hold the tag. */
+HM_API int hm_ns_tag(const char *ns, char *out, int outlen) {
+  size_t n = ns ? strlen(ns) : 0;
+  if (!out || outlen < 1) return -1;
+  out[0] = 0;
+  if (n > HM_MAX_NS_BYTES || (size_t)outlen < 2 + 3 * n + 1) return -1;
+  out[0] = 'n';
+  out[1] = 's';
+  for (size_t i = 0; i < n; i++) {
+    unsigned b = (unsigned char)ns[i];
+    out[2 + 3 * i] = (char)('0' + b / 100);
+    out[3 + 3 * i] = (char)('0' + b / 10 % 10);
+    out[4 + 3 * i] = (char)('0' + b % 10);
+  }
+  out[2 + 3 * n] = 0;
+  return (int)(2 + 3 * n);
 }
 
 /* A safe FTS5 MATCH expression for a question: its terms (stop words
@@ -492,8 +512,8 @@ HM_API int hm_match(const char *q, const char *ns, char *out, int outlen) {
     out[used] = 0;                                           \
   } while (0)
   if (ns) {
-    char tag[19];
-    hm_ns_tag(ns, tag);
+    char tag[HM_NS_TAG_LEN];
+    if (hm_ns_tag(ns, tag, sizeof tag) < 0) return -1;
     HM_PUT("nstag : \"");
     HM_PUT(tag);
     HM_PUT("\" AND (");
@@ -1190,10 +1210,13 @@ cleanup:;
 /* heap_ns_tag(namespace) -> the FTS5 token that tags the namespace */
 static void heap_ns_tag(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *ns = NULL;
-  char tag[19];
+  char tag[HM_NS_TAG_LEN];
   (void)argc;
   HM_TEXT_ARG(ctx, argv, 0, "heap_ns_tag", "the namespace", ns);
-  hm_ns_tag(ns, tag);
+  if (hm_ns_tag(ns, tag, sizeof tag) < 0) {
+    hm_result_err(ctx, "heap_ns_tag", "a namespace is at most 1024 bytes of UTF-8");
+    goto cleanup;
+  }
   sqlite3_result_text(ctx, tag, -1, SQLITE_TRANSIENT);
 cleanup:;
 }

@@ -66,8 +66,9 @@
 #define HM_ERRLEN 256           /* an error message buffer */
 #define HM_FEATURES_LEN 1024    /* hm_features' output */
 #define HM_ACTIVE_LEN 18432     /* hm_active's output: 2 * HM_MAX_FEATURES * (2 * HM_MAX_WORD + 16) */
-#define HM_MATCH_LEN 2368       /* hm_match's output: HM_MAX_QUERY_TERMS * (HM_MAX_WORD + 8) + 64 */
-#define HM_NS_TAG_LEN 19        /* hm_ns_tag's output: "ns" + 16 hex digits + NUL */
+#define HM_MAX_NS_BYTES 1024    /* the longest namespace hm_ns_tag tags: 256 characters of UTF-8 */
+#define HM_NS_TAG_LEN 3075      /* hm_ns_tag's output: "ns" + 3 digits per byte of the name + NUL */
+#define HM_MATCH_LEN 5443       /* hm_match's output: HM_MAX_QUERY_TERMS * (HM_MAX_WORD + 8) + 64 + HM_NS_TAG_LEN */
 #define HM_RELATE_LEN 16        /* hm_relate's output */
 #define HM_EXPLAIN_LEN 1024     /* hm_explain's output */
 #define HM_SCORE_COLUMNS 7      /* hm_score_batch's output columns, see below */
@@ -104,7 +105,7 @@ HM_API int hm_relate(const char *question, const char *source, char *out, int ou
 
 /* FTS5 query building. */
 HM_API uint64_t hm_hash(const char *s);
-HM_API void hm_ns_tag(const char *ns, char *out);
+HM_API int hm_ns_tag(const char *ns, char *out, int outlen);
 HM_API int hm_match(const char *q, const char *ns, char *out, int outlen);
 
 /* Link sets. */

@@ -201,7 +201,8 @@ def relate(question: str, source: str | None) -> str:
 def ns_tag(namespace: str) -> str:
     """The FTS5 token that tags a namespace's memories."""
     out = ffi.new("char[]", lib.HM_NS_TAG_LEN)
-    lib.hm_ns_tag(_cstr(namespace), out)
+    if lib.hm_ns_tag(_cstr(namespace), out, lib.HM_NS_TAG_LEN) < 0:
+        raise ValueError(f"a namespace is at most {lib.HM_MAX_NS_BYTES} bytes of UTF-8")
     return ffi.string(out).decode()
 
 

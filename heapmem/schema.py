@@ -23,7 +23,7 @@ from ._version import __version__
 from .errors import CorruptStoreError, NotAStoreError, SchemaVersionError, UnsafeStoreError
 
 #: The schema version this heapmem writes (PRAGMA user_version).
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 #: How the pooled layer is built from the namespaces' own links (a new
 #: store's defaults, kept in the file under META_POOL):
@@ -143,7 +143,15 @@ def meta_items(c: apsw.Connection) -> list[tuple[str, str]]:
 
 # -- DDL ---------------------------------------------------------------------------
 
-_SCHEMA_V1 = """
+# The trigger that keeps the FTS index current when a memory's text or tag
+# changes (version 1; version 7 drops it for a while and makes it again).
+_MEMORIES_AU = """CREATE TRIGGER memories_au AFTER UPDATE OF nstag, text ON memories BEGIN
+  INSERT INTO memories_fts(memories_fts, rowid, nstag, text)
+    VALUES ('delete', old.seq, old.nstag, old.text);
+  INSERT INTO memories_fts(rowid, nstag, text) VALUES (new.seq, new.nstag, new.text);
+END;"""
+
+_SCHEMA_V1 = f"""
 CREATE TABLE heapmem_meta(
   key   TEXT PRIMARY KEY,
   value TEXT NOT NULL
@@ -177,11 +185,7 @@ CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
   INSERT INTO memories_fts(memories_fts, rowid, nstag, text)
     VALUES ('delete', old.seq, old.nstag, old.text);
 END;
-CREATE TRIGGER memories_au AFTER UPDATE OF nstag, text ON memories BEGIN
-  INSERT INTO memories_fts(memories_fts, rowid, nstag, text)
-    VALUES ('delete', old.seq, old.nstag, old.text);
-  INSERT INTO memories_fts(rowid, nstag, text) VALUES (new.seq, new.nstag, new.text);
-END;
+{_MEMORIES_AU}
 CREATE TABLE recalls(
   id         INTEGER PRIMARY KEY,
   namespace  TEXT NOT NULL,
@@ -347,9 +351,22 @@ CREATE INDEX links_rate ON links(feature, alpha / (alpha + beta), namespace)
 DROP INDEX links_feature;
 """
 
+# Version 7: a namespace's tag in the FTS index is its name, spelled in
+# digits (heap_ns_tag), where it was a 64-bit hash of it: a name chosen to
+# share another tenant's hash shared its index too (its memories moved the
+# other's BM25, and its scores told which words the other held).  The tags
+# are written anew and the index rebuilt once, in one statement, with the
+# per-row trigger off meanwhile (it would delete and insert every row).
+_SCHEMA_V7 = f"""
+DROP TRIGGER memories_au;
+UPDATE memories SET nstag = heap_ns_tag(namespace);
+{_MEMORIES_AU}
+INSERT INTO memories_fts(memories_fts) VALUES('rebuild');
+"""
+
 # Numbered schema steps: MIGRATIONS[v] takes a store from version v to v + 1.
 MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3, 3: _SCHEMA_V4,
-                              4: _SCHEMA_V5, 5: _SCHEMA_V6}
+                              4: _SCHEMA_V5, 5: _SCHEMA_V6, 6: _SCHEMA_V7}
 
 # -- how forget erases text from the FTS index ------------------------------------
 
@@ -488,6 +505,7 @@ KNOWN_SCHEMAS = {
     4: "3003eba1a75504b3ccd8f9febf5509d8300e8b89fdb559f6bc606da61dcc6a95",
     5: "cf54a3970e193024437cc58839d20b2943de5f5b58f9e759ddbeb97492fde4d3",
     6: "12dc3f91101aa478d6d705433396ac4eb4302bb51b10548e25ce5e2704a2db91",
+    7: "12dc3f91101aa478d6d705433396ac4eb4302bb51b10548e25ce5e2704a2db91",
 }
 
 

@@ -404,6 +404,7 @@ FTS_INTEGRITY = "INSERT INTO memories_fts(memories_fts, rank) VALUES ('integrity
 FTS_ROWS_APART = """SELECT count(*) FROM memories AS m FULL JOIN memories_fts_docsize AS d
 ON d.id = m.seq WHERE m.seq IS NULL OR d.id IS NULL"""
 WRONG_NTOK = f"SELECT count(*) FROM memories WHERE ntok IS NOT {ntok_sql('nstag', 'text')}"
+WRONG_NSTAG = "SELECT count(*) FROM memories WHERE nstag IS NOT heap_ns_tag(namespace)"
 WRONG_NAMESPACE_STATS = """
 SELECT count(*) FROM (SELECT namespace, count(*) AS docs, sum(ntok) AS tokens
                       FROM memories GROUP BY namespace) AS t

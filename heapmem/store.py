@@ -1088,6 +1088,10 @@ class Memory:
         odd = c.execute(sql.WRONG_NTOK).fetchall()[0][0]
         if odd:
             problems.append(f"namespace statistics: {odd} memories have a wrong token count")
+        odd = c.execute(sql.WRONG_NSTAG).fetchall()[0][0]
+        if odd:
+            problems.append(f"FTS index: {odd} memories carry another namespace's tag, so "
+                            "recall in their namespace cannot find them")
         odd = c.execute(sql.WRONG_NAMESPACE_STATS).fetchall()[0][0]
         if odd:
             problems.append(f"namespace statistics: {odd} namespaces disagree with their memories")

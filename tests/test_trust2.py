@@ -1,0 +1,127 @@
+"""Trust, round two (issue 20): doors where a tenant, a file or a caller
+broke isolation, erasure, learning or the one-sentence error promise.  Each
+test plays the attack and shows it defeated; RELIABILITY.md's Threats
+section names the test beside each door."""
+import json
+import os
+
+import apsw
+import pytest
+
+import heapmem
+from heapmem import _native
+
+from conftest import DAY, T0
+
+
+def _fnv_tag(ns: str) -> str:
+    """The tag schema 6 and earlier gave a namespace: a 64-bit FNV-1a of its
+    name (offset basis one digit short of FNV's), which a chosen name could
+    collide with."""
+    h = 1469598103934665603
+    for b in ns.encode():
+        h = ((h ^ b) * 1099511628211) & (2 ** 64 - 1)
+    return f"ns{h:016x}"
+
+
+# -- 1. a namespace's index tag ------------------------------------------------------
+
+NAMES = ["users\x1fbob", "users\x01bob", "users bob", "usersbob", "Users:bob", "users:bob ",
+         "users:bob", "users:bo", "u" * 256, "中文", "ü", "u\u0308", "\x7f", "a\tb", "a b"]
+
+
+def test_every_name_has_its_own_tag_spelled_from_the_name_itself():
+    tags = [_native.ns_tag(n) for n in NAMES]
+    assert len(set(tags)) == len(NAMES)
+    for name, tag in zip(NAMES, tags):
+        assert tag.startswith("ns") and tag[2:].isdigit()
+        # the tag decodes back to the name: no two names can share one
+        raw = bytes(int(tag[i:i + 3]) for i in range(2, len(tag), 3))
+        assert raw.decode() == name
+
+
+def test_fts5_reads_each_tag_as_one_token_the_stemmer_leaves_alone(db):
+    for name in NAMES:
+        tag = _native.ns_tag(name)
+        assert db.execute("SELECT heap_ntokens(?)", (tag,)).fetchall()[0][0] == 1
+    db.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='porter unicode61 "
+               "remove_diacritics 2')")
+    db.executemany("INSERT INTO t(x) VALUES (?)", [(_native.ns_tag(n),) for n in NAMES])
+    for name in NAMES:
+        assert db.execute("SELECT count(*) FROM t WHERE t MATCH ?",
+                          (f'x : "{_native.ns_tag(name)}"',)).fetchall()[0][0] == 1
+
+
+def test_a_name_longer_than_the_limit_gets_no_tag_but_one_sentence(db):
+    with pytest.raises(apsw.SQLError, match="heap_ns_tag: a namespace is at most 1024 bytes"):
+        db.execute("SELECT heap_ns_tag(?)", ("x" * 1025,)).fetchall()
+    with pytest.raises(ValueError, match="at most 1024 bytes"):
+        _native.ns_tag("x" * 1025)
+
+
+def _plant(mem, victim_tag_of, attacker: str, victim: str, n: int) -> None:
+    """What a collision did: the attacker's memories indexed under the
+    victim's tag (written here through raw SQL, as a found collision made
+    heapmem itself do)."""
+    for i in range(n):
+        mem.add(f"lisbon lisbon lisbon flight note {i}", namespace=attacker)
+    c = mem.connection
+    with mem.transaction():
+        c.execute("UPDATE memories SET nstag = ? WHERE namespace = ?",
+                  (victim_tag_of(victim), attacker))
+
+
+def test_a_collided_tag_is_what_broke_isolation_and_check_now_names_it(tmp_path, clock):
+    with heapmem.open(str(tmp_path / "a.db"), clock=clock) as mem:
+        mem.add("Booked the flight: SFO to LIS", namespace="users:bob")
+        before = mem.recall("lisbon flight", namespace="users:bob")
+        assert [r.text for r in before] == ["Booked the flight: SFO to LIS"]
+        # the attack as it worked: the attacker's rows under the victim's tag
+        _plant(mem, _native.ns_tag, "users\x1fbob", "users:bob", 61)
+        # 61 planted rows take every candidate slot: the victim finds nothing
+        assert len(mem.recall("lisbon flight", namespace="users:bob", k=100)) == 0
+        report = mem.check()
+        assert not report.ok
+        assert any("carry another namespace's tag" in p for p in report.problems)
+
+
+def test_a_chosen_name_cannot_reach_another_tenants_index(tmp_path, clock):
+    """The same tenants as the attack, through heapmem's own doors only: the
+    attacker's names (control characters included) never move the victim's
+    BM25 nor learn which words it holds."""
+    with heapmem.open(str(tmp_path / "a.db"), clock=clock) as mem:
+        mem.add("Booked the flight: SFO to LIS", namespace="users:bob")
+        alone = mem.recall("lisbon flight", namespace="users:bob", track=False)[0]
+        for name in NAMES:
+            if name != "users:bob":
+                for i in range(5):
+                    mem.add(f"lisbon flight note {i}", namespace=name)
+        with_others = mem.recall("lisbon flight", namespace="users:bob", track=False)
+        assert [r.id for r in with_others] == [alone.id]
+        assert with_others[0].score == alone.score
+        assert with_others[0].relevance == alone.relevance
+        for name in NAMES:
+            if name != "users:bob":
+                got = mem.recall("booked sfo", namespace=name, track=False)
+                assert len(got) == 0
+        assert mem.check().ok
+
+
+def test_a_schema_6_store_is_tagged_anew_on_open(tmp_path, clock):
+    path = str(tmp_path / "old.db")
+    with heapmem.open(path, clock=clock) as mem:
+        mem.add("Booked the flight: SFO to LIS", namespace="users:bob")
+        mem.add("the moon is far", namespace="users:eve")
+    c = apsw.Connection(path)  # what schema 6 wrote: the hashed tags
+    c.execute("BEGIN")
+    for seq, ns in c.execute("SELECT seq, namespace FROM memories").fetchall():
+        c.execute("UPDATE memories SET nstag = ? WHERE seq = ?", (_fnv_tag(ns), seq))
+    c.execute("PRAGMA user_version=6")
+    c.execute("COMMIT")
+    c.close()
+    with heapmem.open(path, clock=clock) as mem:
+        assert mem.schema_version == 7
+        assert [r.text for r in mem.recall("flight", namespace="users:bob")] == [
+            "Booked the flight: SFO to LIS"]
+        assert len(mem.recall("flight", namespace="users:eve")) == 0
+        assert mem.check().ok
