@@ -648,8 +648,10 @@ def recall(mem: Any, query: str, *, namespace: str, qtype: str, now: float, k: i
         results.append(scored(len(results) + 1, r[7:15], out[i], -rank[i], r[3], r[4], r[5]))
     recall_id = None
     if track and not mem.readonly:
-        c.execute(sql.LOG_RECALL, log_params(namespace, query, qtype, now, results, rest))
-        recall_id = c.last_insert_rowid()
+        # no row: a memory it showed was forgotten since (not tracked)
+        logged = c.execute(sql.LOG_RECALL,
+                           log_params(namespace, query, qtype, now, results, rest)).fetchall()
+        recall_id = logged[0][0] if logged else None
     return Recall(query, namespace, qtype, results, recall_id, config, links)
 
 

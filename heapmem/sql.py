@@ -227,12 +227,20 @@ ORDER BY top.score DESC, top.seq
 
 # The recall log: one row per tracked recall.  Its id is never one a
 # forgotten recall had (the last_recall high-water mark).
+# One tracked recall, logged only while every memory it showed is still a
+# memory of its namespace: a forget that committed between the recall's read
+# and this write (another process) must not leave the forgotten ids, and the
+# query that found them, in the log.  RETURNING gives the new id, or no row.
 LOG_RECALL = f"""
 INSERT INTO recalls(id, namespace, query, qtype, created_at, shown, ages, features, rest)
-VALUES (1 + max(coalesce((SELECT max(id) FROM recalls), 0),
-                coalesce((SELECT CAST(value AS INTEGER) FROM heapmem_meta
-                          WHERE key = '{META_LAST_RECALL}'), 0)),
-        :namespace, :query, :qtype, :created_at, :shown, :ages, :features, :rest)
+SELECT 1 + max(coalesce((SELECT max(id) FROM recalls), 0),
+               coalesce((SELECT CAST(value AS INTEGER) FROM heapmem_meta
+                         WHERE key = '{META_LAST_RECALL}'), 0)),
+       :namespace, :query, :qtype, :created_at, :shown, :ages, :features, :rest
+WHERE NOT EXISTS (SELECT 1 FROM json_each(:shown) AS s
+                  WHERE NOT EXISTS (SELECT 1 FROM memories AS m
+                                    WHERE m.id = s.value AND m.namespace = :namespace))
+RETURNING id
 """
 
 # The newest recall that showed every id of :ids (a JSON array: any number of

@@ -581,7 +581,10 @@ class Memory:
         x learned usefulness x rules in C.  A query with no searchable term
         ("" or only stop words) returns an empty Recall without scanning.
         track=True records the recall so feedback() can refer to it by
-        recall_id; track=False records nothing.
+        recall_id; track=False records nothing.  A recall that showed a
+        memory another connection forgot meanwhile (after this recall read
+        it) comes back untracked (recall_id None): the log never holds a
+        forgotten id, nor the query that found it.
         """
         if not isinstance(query, str):
             raise TypeError(f"query must be a string, got {type(query).__name__}")
@@ -657,8 +660,10 @@ class Memory:
         recall_id = None
         if track and results and not self.readonly:
             with self._write() as w:
-                w.execute(sql.LOG_RECALL, log_params(namespace, query, qt, t, results, rest))
-                recall_id = w.last_insert_rowid()
+                # no row: a memory it showed was forgotten since (not tracked)
+                logged = w.execute(sql.LOG_RECALL,
+                                   log_params(namespace, query, qt, t, results, rest)).fetchall()
+                recall_id = logged[0][0] if logged else None
         return Recall(query, namespace, qt, results, recall_id, config, links)
 
     def recall_sql(self, query: str, *, k: int = 5, namespace: str = "default",

@@ -125,3 +125,33 @@ def test_a_schema_6_store_is_tagged_anew_on_open(tmp_path, clock):
             "Booked the flight: SFO to LIS"]
         assert len(mem.recall("flight", namespace="users:eve")) == 0
         assert mem.check().ok
+
+
+# -- 4. forget racing a tracked recall -----------------------------------------------
+
+def test_a_forget_between_a_recalls_read_and_its_log_leaves_nothing_in_the_log(tmp_path, clock):
+    path = str(tmp_path / "a.db")
+    with heapmem.open(path, clock=clock) as mem, heapmem.open(path, clock=clock) as other:
+        a = mem.add("Booked the flight: SFO to LIS", namespace="users:bob")
+        b = mem.add("The flight home is on the 20th", namespace="users:bob")
+        write = mem._write
+        raced = []
+
+        def forget_first():
+            # another process's forget commits after the recall read its
+            # candidates and before it logs them
+            if not raced:
+                raced.append(other.forget([a.id]))
+            return write()
+
+        mem._write = forget_first
+        res = mem.recall("flight", namespace="users:bob")
+        del mem._write
+        assert raced == [1] and a.id in [r.id for r in res]
+        assert res.recall_id is None  # not tracked: it showed a forgotten memory
+        logged = mem.connection.execute("SELECT shown, query FROM recalls").fetchall()
+        assert logged == []
+        # without the race the same recall is tracked
+        again = mem.recall("flight", namespace="users:bob")
+        assert [r.id for r in again] == [b.id] and again.recall_id is not None
+        assert mem.check().ok
