@@ -240,7 +240,14 @@ class Memory:
         schema.configure(self._conn)
         schema.open_file(self._conn, self.path, readonly=self.readonly, durable=self.durable,
                          verify=self.verify, rebuild_pool=learning.rebuild_pool)
-        self._pool = schema.pool_settings(self._conn)
+        self._reread_pool(self._conn)
+
+    def _reread_pool(self, c: apsw.Connection) -> dict[str, Any]:
+        """How the pooled layer is built, as the file says now (another
+        process's set_pool changes it): read again by every feedback and
+        check, and by a recall once another connection has committed."""
+        self._pool = schema.pool_settings(c)
+        return self._pool
 
     @contextmanager
     def _write(self) -> Iterator[apsw.Connection]:
@@ -560,6 +567,7 @@ class Memory:
             if version != self._links_version:
                 self._links_cache.clear()
                 self._links_version = version
+                self._reread_pool(c)
             key = (namespace, qt, config.pooled_pseudocount)
             blob = self._links_cache.get(key)
             if blob is None:
@@ -678,7 +686,7 @@ class Memory:
         return sql.RECALL_SQL, {"question": query, "namespace": check_namespace(namespace),
                             "now": self.now(now), "k": k, "candidates": config.candidates,
                             "pseudocount": float(config.pooled_pseudocount),
-                            "cap": self._pool["cap"], "config": config.to_sql()}
+                            "cap": self.pool["cap"], "config": config.to_sql()}
 
     # -- feedback ----------------------------------------------------------------
 
@@ -719,6 +727,7 @@ class Memory:
         with self._write() as c:
             rid, ns, qt, shown, ages, shown_feats = self._resolve_recall(
                 c, recall_id, used_ids + ignored_ids)
+            pool = self._reread_pool(c)
             judged = {r[0] for r in c.execute(sql.JUDGED_POSITIONS, {"id": rid})}
             if answer is not None:
                 if judged:
@@ -763,10 +772,10 @@ class Memory:
                 c.execute(sql.INSERT_EVENTS, params)
                 fold = c.execute(sql.FOLD, params).fetchall()[0][0]
                 folded = json.loads(fold)
-                before = learning.before_fold(c, ns, folded, self._pool)
+                before = learning.before_fold(c, ns, folded, pool)
                 c.execute(sql.FOLD_OWN, {"namespace": ns, "fold": fold})
                 nfeatures = c.changes()
-                learning.fold_into_pool(c, ns, folded, before, self._pool)
+                learning.fold_into_pool(c, ns, folded, before, pool)
                 self._links_gen += 1
             if used_ids:
                 c.execute(sql.MARK_USED, {"now": t, "ids": json.dumps(used_ids)})
@@ -872,7 +881,7 @@ class Memory:
             out = c.execute(sql.POOLED_LINKS).fetchall()
         else:
             for f, oa, ob, pa, pb, n, support in c.execute(
-                    sql.NAMESPACE_LINKS, {"namespace": namespace, "cap": self._pool["cap"]}):
+                    sql.NAMESPACE_LINKS, {"namespace": namespace, "cap": self.pool["cap"]}):
                 a, b = _native.link_view(oa, ob, pa, pb, config.pooled_pseudocount)
                 out.append((f, a, b, n, support))
         res = [LinkRow(f, (config.prior_alpha + a) / (config.prior_alpha + config.prior_beta + a + b),
@@ -994,10 +1003,17 @@ class Memory:
         return new
 
     @property
+    @_locked
     def pool(self) -> dict[str, Any]:
         """How the pooled layer is built: cap (the most observations of a link
         one namespace weighs in it), min (namespaces that must back a link
-        before any is pooled), trim (namespaces left out at each end)."""
+        before any is pooled), trim (namespaces left out at each end), as the
+        file says now (on a server: as of this connection's last feedback,
+        check or set_pool, which re-read it, so a recall costs no extra round
+        trip)."""
+        c = self.connection
+        if not isinstance(c, remote.RemoteConnection):
+            self._reread_pool(c)
         return dict(self._pool)
 
     def set_pool(self, *, cap: float | None = None, min_namespaces: int | None = None,
@@ -1007,7 +1023,7 @@ class Memory:
         larger trim leaves any one tenant less say in what others borrow, at
         some cost to honest transfer (bench/RESULTS.md measures both).
         Bad values raise ValueError and change nothing."""
-        new = dict(self._pool)
+        new = dict(self.pool)
         if cap is not None:
             if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not (
                     math.isfinite(cap) and cap > 0):
@@ -1109,7 +1125,7 @@ class Memory:
         # export (heapmem.transfer), which has no events
         prior = schema.prior(c)
         replayed: dict = learning.replay(events)
-        replayed = learning.pool(replayed, self._pool, prior, schema.PRIOR_SUPPORT)
+        replayed = learning.pool(replayed, self._reread_pool(c), prior, schema.PRIOR_SUPPORT)
         stored = {(ns, f): (a, b, n, k) if ns == POOLED else (a, b, n)
                   for ns, f, a, b, n, k in c.execute(sql.ALL_LINKS)}
         for (layer, f), s, r in learning.mismatches(stored, replayed):

@@ -155,3 +155,34 @@ def test_a_forget_between_a_recalls_read_and_its_log_leaves_nothing_in_the_log(t
         again = mem.recall("flight", namespace="users:bob")
         assert [r.id for r in again] == [b.id] and again.recall_id is not None
         assert mem.check().ok
+
+
+# -- 7. pool settings changed by another process ---------------------------------------
+
+def _feedback_round(mem, tenants, rounds=2):
+    for _ in range(rounds):
+        for ns in tenants:
+            res = mem.recall("when is my flight", namespace=ns)
+            mem.feedback(used=[res[0].id], recall_id=res.recall_id)
+
+
+def test_another_processs_set_pool_is_what_the_next_feedback_pools_by(tmp_path, clock):
+    path = str(tmp_path / "a.db")
+    tenants = [f"user:{i}" for i in range(10)]
+    with heapmem.open(path, clock=clock) as mem:
+        for ns in tenants:
+            mem.add("Booked the flight: SFO to LIS, departs March 14", namespace=ns)
+            mem.add("Flights to Lisbon cost around $700", namespace=ns)
+        _feedback_round(mem, tenants[:8], rounds=1)
+        with heapmem.open(path, clock=clock) as admin:
+            admin.set_pool(min_namespaces=9, trim=4, cap=50)
+        assert mem.pool == {"cap": 50.0, "min": 9, "trim": 4}
+        _feedback_round(mem, tenants[:8])
+        # 8 namespaces back each link: fewer than 9, so nothing is pooled
+        links = mem.links()
+        assert links and all(r.alpha == r.beta == 0 for r in links)
+        assert mem.check().ok
+        _feedback_round(mem, tenants[8:])
+        assert any(r.alpha > 0 for r in mem.links()) and mem.check().ok
+    with heapmem.open(path, clock=clock) as fresh:
+        assert fresh.check().ok
