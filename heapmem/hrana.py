@@ -4,15 +4,17 @@ library only.
 
 Owns: the wire format (URLs, the pipeline request and its results, SQLite
 values as Hrana encodes them, batons and base URLs, the replication index a
-result reports), the HTTP connection, the bearer token and the Host header
-that picks one database of a server with namespaces, and HranaError: one
-sentence per way a server or the network can fail.  It knows nothing of heapmem's tables; heapmem.remote runs
-Memory's statements through it.
+result reports), the HTTP connection and the deadline of each request
+(its timeout bounds all of it), the bearer token and the Host header that
+picks one database of a server with namespaces, and HranaError: one
+sentence per way a server or the network can fail.  It knows nothing of
+heapmem's tables; heapmem.remote runs Memory's statements through it.
 """
 from __future__ import annotations
 
 import base64
 import http.client
+import io
 import json
 import math
 import re
@@ -46,8 +48,8 @@ def is_url(target: Any) -> bool:
 
 
 def url_timeout(url: str, default: float = 10.0) -> float:
-    """The ?timeout=SECONDS of a server URL (how long a request may wait for
-    its answer), else default."""
+    """The ?timeout=SECONDS of a server URL (how long one request may take,
+    from connecting to the last byte of its answer), else default."""
     q = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
     if "timeout" not in q:
         return default
@@ -159,6 +161,94 @@ MISSING_RETRIES = (0.005, 0.02, 0.08)
 _ABSENT = "_heapmem_probe"
 
 
+#: The most bytes of one answer a request reads: sqld's own limit on an
+#: answer is 10 MB (--max-response-size) of SQLite values, which Hrana's JSON
+#: makes a few times larger.
+MAX_RESPONSE = 64 << 20
+
+
+def _left(deadline: float) -> float:
+    """The seconds until deadline (time.monotonic()); socket.timeout once it
+    has passed."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise socket.timeout("timed out")
+    return left
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The bytes of one answer from sock, each read waiting only until
+    deadline: a server that sends one byte at a time cannot stretch a
+    request past its timeout (a socket's timeout starts again at each
+    byte)."""
+
+    def __init__(self, sock: socket.socket, deadline: float):
+        super().__init__()
+        self._sock = sock
+        self._raw = sock.makefile("rb", buffering=0)
+        self._deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int | None:
+        self._sock.settimeout(_left(self._deadline))
+        return self._raw.readinto(b)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._raw.close()
+        super().close()
+
+
+class _ReadUntil:
+    """What http.client.HTTPResponse asks of its socket (makefile) for an
+    answer read before deadline."""
+
+    def __init__(self, sock: socket.socket, deadline: float):
+        self._sock, self._deadline = sock, deadline
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        return io.BufferedReader(_DeadlineReader(self._sock, self._deadline))
+
+
+class _Connection(http.client.HTTPConnection):
+    """An HTTP connection whose requests end by self.deadline (time.monotonic()):
+    connecting, sending and every read of the answer wait only until then."""
+
+    deadline = math.inf
+
+    def connect(self) -> None:
+        self.timeout = _left(self.deadline)
+        super().connect()
+
+    def before(self, deadline: float) -> None:
+        """Let the next request run until deadline."""
+        self.deadline = deadline
+        if self.sock is not None:
+            self.sock.settimeout(_left(deadline))
+
+    def response_class(self, sock: socket.socket, *args: Any, **kwargs: Any
+                       ) -> http.client.HTTPResponse:
+        return http.client.HTTPResponse(_ReadUntil(sock, self.deadline), *args, **kwargs)
+
+
+class _TLSConnection(_Connection):
+    """_Connection over TLS (context checks the certificate and the host
+    name); the handshake too ends by the deadline."""
+
+    default_port = 443
+
+    def __init__(self, host: str, port: int, context: ssl.SSLContext):
+        super().__init__(host, port)
+        self.context = context
+
+    def connect(self) -> None:
+        super().connect()
+        self.sock.settimeout(_left(self.deadline))
+        self.sock = self.context.wrap_socket(self.sock, server_hostname=self.host)
+
+
 class Client:
     """One server: an HTTP/1.1 keep-alive connection, re-opened when the
     server closes it.  pipeline() is safe to call from several threads (they
@@ -182,7 +272,7 @@ class Client:
         self.database = database
         self.host_header = None if database is None else self.host_for(database)
         self.version = 3
-        self._conn: http.client.HTTPConnection | None = None
+        self._conn: _Connection | None = None
         self._lock = threading.Lock()
 
     def host_for(self, database: str) -> str:
@@ -192,15 +282,10 @@ class Client:
         default = 443 if self.scheme == "https" else 80
         return f"{database}.{host}" + ("" if self.port == default else f":{self.port}")
 
-    def _connection(self) -> http.client.HTTPConnection:
+    def _connection(self) -> _Connection:
         if self._conn is None:
-            if self.scheme == "https":
-                self._conn = http.client.HTTPSConnection(
-                    self.host, self.port, timeout=self.timeout,
-                    context=ssl.create_default_context())
-            else:
-                self._conn = http.client.HTTPConnection(self.host, self.port,
-                                                        timeout=self.timeout)
+            self._conn = _TLSConnection(self.host, self.port, ssl.create_default_context()) \
+                if self.scheme == "https" else _Connection(self.host, self.port)
         return self._conn
 
     def close(self) -> None:
@@ -210,10 +295,14 @@ class Client:
                 self._conn = None
 
     def request(self, method: str, path: str, body: bytes | None = None,
-                headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+                headers: dict[str, str] | None = None, *, deadline: float | None = None
+                ) -> tuple[int, bytes]:
         """One HTTP request: (status, body); headers are added to (or replace)
-        the usual ones.  A connection the server closed while idle is
-        re-opened once; anything else is a HranaError."""
+        the usual ones.  It ends by deadline (time.monotonic(); by default
+        the timeout from now), the whole of it: connecting, sending, and
+        reading all of the answer, of at most MAX_RESPONSE bytes.  A
+        connection the server closed while idle is re-opened once; anything
+        else is a HranaError."""
         sent = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.auth_token:
             sent["Authorization"] = "Bearer " + self.auth_token
@@ -221,13 +310,22 @@ class Client:
             sent["Host"] = self.host_header
         sent.update(headers or {})
         headers = sent
+        if deadline is None:
+            deadline = time.monotonic() + self.timeout
         with self._lock:
             for attempt in (0, 1):
                 conn = self._connection()
                 try:
+                    conn.before(deadline)
                     conn.request(method, self.base + path, body=body, headers=headers)
                     resp = conn.getresponse()
-                    data = resp.read()
+                    data = self._read(resp)
+                    if data is None:
+                        conn.close()
+                        self._conn = None
+                        raise HranaError(f"{self.url} sent an answer of more than "
+                                         f"{MAX_RESPONSE >> 20} MiB, more than a request reads "
+                                         "(heapmem.hrana.MAX_RESPONSE)", "TOO_LARGE")
                     if resp.getheader("connection", "").lower() == "close":
                         conn.close()
                         self._conn = None
@@ -243,26 +341,44 @@ class Client:
                     conn.close()
                     self._conn = None
                     why = "nothing listens there" if isinstance(e, ConnectionRefusedError) \
-                        else ("it did not answer within %g s" % self.timeout
+                        else ("it did not answer in full within %g s" % self.timeout
                               if isinstance(e, socket.timeout) else f"{type(e).__name__}: {e}")
                     raise HranaError(f"cannot reach {self.url}: {why}", "NETWORK") from None
         raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _read(resp: http.client.HTTPResponse) -> bytes | None:
+        """The body of resp, or None when it is longer than MAX_RESPONSE (the
+        rest is left unread)."""
+        if resp.length is not None:  # a Content-Length
+            return resp.read() if resp.length <= MAX_RESPONSE else None
+        chunks, size = [], 0
+        while True:  # chunked, or until the server closes the connection
+            chunk = resp.read(1 << 16)
+            if not chunk:
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > MAX_RESPONSE:
+                return None
+            chunks.append(chunk)
 
     def pipeline(self, baton: str | None, requests: Sequence[dict[str, Any]]
                  ) -> tuple[str | None, list[dict[str, Any]]]:
         """Send requests on the stream the baton names (None: a new stream);
         returns the next baton (None once the stream is closed) and one result
-        per request: {"type": "ok", "response": ...} or {"type": "error",
-        "error": {"message", "code"}}."""
+        per request, all within the timeout: {"type": "ok", "response": ...}
+        or {"type": "error", "error": {"message", "code"}}."""
         body = json.dumps({"baton": baton, "requests": list(requests)},
                           allow_nan=False).encode("utf-8")
         pauses = iter(MISSING_RETRIES if self.database is not None else ())
+        deadline = time.monotonic() + self.timeout  # for all of it, the retries too
         while True:
-            status, data = self.request("POST", f"/v{self.version}/pipeline", body)
+            status, data = self.request("POST", f"/v{self.version}/pipeline", body,
+                                        deadline=deadline)
             missing = status == 404 and _NO_NAMESPACE.search(data.decode("utf-8", "replace"))
             if status == 404 and self.version == 3 and not missing:
                 self.version = 2  # an older sqld: Hrana 2 has what heapmem uses
-                status, data = self.request("POST", "/v2/pipeline", body)
+                status, data = self.request("POST", "/v2/pipeline", body, deadline=deadline)
             pause = next(pauses, None) if missing else None
             if pause is None:
                 break
