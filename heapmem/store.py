@@ -13,6 +13,7 @@ import functools
 import json
 import math
 import os
+import stat
 import threading
 import time
 import urllib.parse
@@ -40,14 +41,17 @@ _KEEP: Any = object()
 
 def _item(r: tuple) -> Item:
     """An Item from a row of sql.GET_MEMORY / sql.LIST_MEMORIES."""
-    return Item(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8],
-                json.loads(r[9]) if r[9] else None, tuple(r[10].split()))
+    with _from_file("reading a memory"):
+        return Item(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8],
+                    json.loads(r[9]) if r[9] else None, tuple(r[10].split()))
 
 
 def _logged_recall(r: tuple) -> LoggedRecall:
     """A LoggedRecall from a row of sql.GET_RECALL / sql.JUDGED_RECALLS."""
-    return LoggedRecall(r[0], r[1], r[2], r[3], r[4], tuple(json.loads(r[5])),
-                        tuple(json.loads(r[6])), tuple(json.loads(r[7])), tuple(json.loads(r[8])))
+    with _from_file("reading the recall log"):
+        return LoggedRecall(r[0], r[1], r[2], r[3], r[4], tuple(json.loads(r[5])),
+                            tuple(json.loads(r[6])), tuple(json.loads(r[7])),
+                            tuple(json.loads(r[8])))
 
 
 def _locked(method: Callable) -> Callable:
@@ -62,28 +66,73 @@ def _locked(method: Callable) -> Callable:
     return locked
 
 
-#: What a damaged file (or SQLite itself) can raise inside a verb; each
-#: reaches the caller as a HeapmemError (errors.from_sqlite), never as itself.
-_DAMAGE = (apsw.Error, OverflowError, KeyError, IndexError, RecursionError, UnicodeError,
-           json.JSONDecodeError)
+#: What SQLite can raise inside a verb; each reaches the caller as a
+#: HeapmemError (errors.from_sqlite), never as itself.
+_DAMAGE = (apsw.Error,)
+#: What decoding a value read from the file can raise when the value is
+#: damaged (text where a number belongs, a log that is not JSON, a number past
+#: int64): inside _from_file only, so that an argument's error stays a
+#: ValueError/TypeError naming it and a bug in heapmem stays a bug.
+_DECODING = (ValueError, TypeError, KeyError, IndexError, OverflowError, RecursionError,
+             UnicodeError, AttributeError)
 
 
-def _guarded(method: Callable, *, strict: bool = False) -> Callable:
-    """Let only heapmem's own errors reach the caller: ValueError and
-    TypeError for bad arguments, HeapmemError subclasses for the rest.
-    strict: the method takes no argument that could be bad, so a ValueError
-    or TypeError inside it comes from a damaged value too."""
-    damage = _DAMAGE + ((ValueError, TypeError) if strict else ())
+@contextmanager
+def _from_file(doing: str) -> Iterator[None]:
+    """Decode values read from the file inside: what fails there is damage
+    in the file (CorruptStoreError), said in one sentence."""
+    try:
+        yield
+    except HeapmemError:
+        raise
+    except _DECODING as e:
+        raise CorruptStoreError(f"{doing}: a value in the store is damaged "
+                                f"({type(e).__name__}: {' '.join(str(e).split())})") from e
 
+
+def _guarded(method: Callable) -> Callable:
+    """Let SQLite's failures reach the caller as HeapmemError subclasses
+    (errors.from_sqlite).  Bad arguments raise ValueError/TypeError before
+    anything is read; damaged values are caught where they are decoded
+    (_from_file); anything else is a bug in heapmem and surfaces as one."""
     @functools.wraps(method)
     def guarded(self: "Memory", *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except HeapmemError:
             raise
-        except damage as e:
+        except _DAMAGE as e:
             raise from_sqlite(e, method.__name__) from e
     return guarded
+
+
+def _refuse_special(path: str) -> None:
+    """HeapmemError unless path names a regular file or nothing yet: a
+    directory, a FIFO (whose read would block forever), a device such as
+    /dev/null or a socket is not a store, and SQLite's own error for it
+    says nothing useful."""
+    if hrana.is_url(path) or path == ":memory:":
+        return
+    if path.startswith("file:"):  # a URI: its path part (none for an in-memory one)
+        parts = urllib.parse.urlsplit(path)
+        if "mode=memory" in parts.query or not parts.path:
+            return
+        path = urllib.parse.unquote(parts.path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return  # a new store
+    except OSError as e:
+        raise HeapmemError(f"cannot open {path!r}: {e.strerror or e}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise HeapmemError(f"cannot open {path!r}: it is a directory; give the path of a "
+                           "store file inside it (for example "
+                           f"{os.path.join(path, 'heapmem.db')!r})")
+    if not stat.S_ISREG(st.st_mode):
+        what = ("a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else
+                "a socket" if stat.S_ISSOCK(st.st_mode) else "a device")
+        raise HeapmemError(f"cannot open {path!r}: it is {what}, not a regular file; a store "
+                           "is a file")
 
 
 class Memory:
@@ -94,8 +143,17 @@ class Memory:
                  embedder: Callable[[list[str]], Any] | None = None, reembed: bool = False,
                  durable: bool = False, verify: bool = False, auth_token: str | None = None,
                  database: str | None = None):
+        if isinstance(path, os.PathLike):
+            path = os.fspath(path)
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
         if not isinstance(path, str):
-            path = str(path)
+            raise TypeError(f"path must be a file path or a server URL (a string), got "
+                            f"{type(path).__name__}; heapmem.open(None) would make a file "
+                            "named 'None'")
+        if not path:
+            raise ValueError("path is empty; give a file path, ':memory:' or a server URL")
+        _refuse_special(path)
         if not callable(clock):
             raise TypeError("clock must be a callable returning unix seconds or a datetime")
         if config is not None and not isinstance(config, ScoringConfig):
@@ -381,6 +439,8 @@ class Memory:
                 meta.encode("utf-8")
             except (TypeError, ValueError, UnicodeEncodeError) as e:
                 raise ValueError(f"metadata must be JSON-serialisable (no NaN): {e}") from None
+            except RecursionError:
+                raise ValueError("metadata is nested too deeply to store as JSON") from None
         return {"text": text, "kind": kind, "source": source, "id": id, "namespace": namespace,
                 "created_at": created, "importance": importance, "key": key, "metadata": meta}
 
@@ -395,6 +455,9 @@ class Memory:
                                        "it was not changed")
         # never reuse the seq (and so the automatic id) of a forgotten memory
         seq = c.execute(sql.LAST_SEQ).fetchall()[0][0]
+        if not isinstance(seq, int) or not 0 <= seq < (1 << 63) - len(rows):
+            raise CorruptStoreError(f"add: the store's last memory number ({seq!r}) is damaged "
+                                    "or spent; nothing was added")
         auto = [r for r in rows if r["id"] is None]
         for r in rows:
             seq += 1
@@ -525,8 +588,10 @@ class Memory:
         limit of them (all when None), after skipping offset."""
         namespace = check_namespace(namespace)
         for name, v in (("limit", limit), ("offset", offset)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-                raise ValueError(f"{name} must be an integer >= 0, got {v!r}")
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                raise TypeError(f"{name} must be an integer, got {type(v).__name__}")
+            if v is not None and not 0 <= v < 1 << 63:
+                raise ValueError(f"{name} must be an integer >= 0 and below 2**63, got {v!r}")
         return [_item(r) for r in self.connection.execute(sql.LIST_MEMORIES, {
             "namespace": namespace, "limit": -1 if limit is None else limit, "offset": offset})]
 
@@ -712,7 +777,12 @@ class Memory:
         if not rows:
             raise ValueError(f"unknown recall_id {recall_id} (never recorded, or forgotten)")
         ns, qt, shown, ages, feats = rows[0]
-        return recall_id, ns, qt, json.loads(shown), json.loads(ages), json.loads(feats)
+        with _from_file(f"reading recall {recall_id} from the log"):
+            shown, ages, feats = json.loads(shown), json.loads(ages), json.loads(feats)
+            if not (isinstance(shown, list) and isinstance(ages, list)
+                    and isinstance(feats, list) and len(shown) == len(ages) == len(feats)):
+                raise ValueError("its shown, ages and features are not lists of one length")
+        return recall_id, ns, qt, shown, ages, feats
 
     def _judge(self, recall_id: Any, used: Any, ignored: Any, rest_ignored: bool,
                now: Timestamp | None, answer: str | None = None) -> Feedback:
@@ -771,11 +841,12 @@ class Memory:
                           "config": config.to_sql()}
                 c.execute(sql.INSERT_EVENTS, params)
                 fold = c.execute(sql.FOLD, params).fetchall()[0][0]
-                folded = json.loads(fold)
-                before = learning.before_fold(c, ns, folded, pool)
-                c.execute(sql.FOLD_OWN, {"namespace": ns, "fold": fold})
-                nfeatures = c.changes()
-                learning.fold_into_pool(c, ns, folded, before, pool)
+                with _from_file("feedback: folding into the learned links"):
+                    folded = json.loads(fold)
+                    before = learning.before_fold(c, ns, folded, pool)
+                    c.execute(sql.FOLD_OWN, {"namespace": ns, "fold": fold})
+                    nfeatures = c.changes()
+                    learning.fold_into_pool(c, ns, folded, before, pool)
                 self._links_gen += 1
             if used_ids:
                 c.execute(sql.MARK_USED, {"now": t, "ids": json.dumps(used_ids)})
@@ -880,13 +951,16 @@ class Memory:
         if namespace == POOLED:
             out = c.execute(sql.POOLED_LINKS).fetchall()
         else:
-            for f, oa, ob, pa, pb, n, support in c.execute(
-                    sql.NAMESPACE_LINKS, {"namespace": namespace, "cap": self.pool["cap"]}):
-                a, b = _native.link_view(oa, ob, pa, pb, config.pooled_pseudocount)
-                out.append((f, a, b, n, support))
-        res = [LinkRow(f, (config.prior_alpha + a) / (config.prior_alpha + config.prior_beta + a + b),
-                       n, a, b, k) for f, a, b, n, k in out]
-        res.sort(key=lambda r: (-r.strength, r.feature))
+            rows = c.execute(sql.NAMESPACE_LINKS,
+                             {"namespace": namespace, "cap": self.pool["cap"]}).fetchall()
+            with _from_file("reading the learned links"):
+                for f, oa, ob, pa, pb, n, support in rows:
+                    a, b = _native.link_view(oa, ob, pa, pb, config.pooled_pseudocount)
+                    out.append((f, a, b, n, support))
+        pa, pb = config.prior_alpha, config.prior_beta
+        with _from_file("reading the learned links"):
+            res = [LinkRow(f, (pa + a) / (pa + pb + a + b), n, a, b, k) for f, a, b, n, k in out]
+            res.sort(key=lambda r: (-r.strength, r.feature))
         return res
 
     def explain_usefulness(self, namespace: str = POOLED, *,
@@ -1064,8 +1138,11 @@ class Memory:
     @_locked
     def events(self) -> list[Event]:
         """The feedback event log, oldest first: one Event per judged memory."""
-        return [Event(i, rid, pos, ns, qt, bool(used), tuple(tuple(d) for d in json.loads(deltas)))
-                for i, rid, pos, ns, qt, used, deltas in self.connection.execute(sql.EVENTS)]
+        rows = self.connection.execute(sql.EVENTS).fetchall()
+        with _from_file("reading the event log"):
+            return [Event(i, rid, pos, ns, qt, bool(used),
+                          tuple(tuple(d) for d in json.loads(deltas)))
+                    for i, rid, pos, ns, qt, used, deltas in rows]
 
     # -- checking ------------------------------------------------------------------
 
@@ -1080,7 +1157,7 @@ class Memory:
         counts = (0, 0, 0)
         try:
             counts = self._check(problems)
-        except _DAMAGE + (ValueError, TypeError) as e:
+        except _DAMAGE + _DECODING as e:
             problems.append(f"the check stopped early: {from_sqlite(e, 'check')}")
         return CheckReport(not problems, tuple(problems[:100]), *counts)
 
@@ -1145,9 +1222,9 @@ for _name in ("add", "add_many", "update", "get", "list", "recall", "feedback", 
               "mark_ignored", "links", "forget", "set_config", "logged_recall", "set_pool"):
     setattr(Memory, _name, _guarded(getattr(Memory, _name)))
 for _name in ("stats", "tune", "judged_recalls", "events", "close"):
-    setattr(Memory, _name, _guarded(getattr(Memory, _name), strict=True))
+    setattr(Memory, _name, _guarded(getattr(Memory, _name)))
 for _name in ("embedder_name", "schema_version", "count", "namespaces"):
-    setattr(Memory, _name, property(_guarded(getattr(Memory, _name).fget, strict=True)))
+    setattr(Memory, _name, property(_guarded(getattr(Memory, _name).fget)))
 del _name
 
 

@@ -186,3 +186,64 @@ def test_another_processs_set_pool_is_what_the_next_feedback_pools_by(tmp_path, 
         assert any(r.alpha > 0 for r in mem.links()) and mem.check().ok
     with heapmem.open(path, clock=clock) as fresh:
         assert fresh.check().ok
+
+
+# -- 12. special files ---------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["fifo", "devnull", "directory"])
+@pytest.mark.parametrize("readonly", [False, True])
+def test_a_special_file_is_refused_in_one_sentence_without_blocking(tmp_path, kind, readonly):
+    if kind == "fifo":
+        path = str(tmp_path / "pipe")
+        os.mkfifo(path)
+        what = "a FIFO"
+    elif kind == "devnull":
+        path, what = os.devnull, "a device"
+    else:
+        path, what = str(tmp_path), "a directory"
+    with pytest.raises(heapmem.HeapmemError, match=f"it is {what}") as e:
+        heapmem.open(path, readonly=readonly)
+    assert "\n" not in str(e.value)
+    with pytest.raises(heapmem.HeapmemError, match=f"it is {what}"):
+        heapmem.open("file:" + path, readonly=readonly)
+
+
+@pytest.mark.parametrize("bad", [None, 3, b"\xff".decode("latin-1").encode("latin-1")[:0]])
+def test_a_path_that_is_not_a_path_is_refused(tmp_path, bad, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises((TypeError, ValueError), match="path"):
+        heapmem.open(bad)
+    assert os.listdir(tmp_path) == []
+
+
+# -- 13. bad arguments are not a damaged store ----------------------------------------
+
+def _deep(n):
+    d = {}
+    for _ in range(n):
+        d = {"x": d}
+    return d
+
+
+@pytest.mark.parametrize("call, exc, words", [
+    (lambda m: m.list("user:maya", offset=2 ** 63), ValueError, "offset must be an integer"),
+    (lambda m: m.list("user:maya", limit=2 ** 63), ValueError, "limit must be an integer"),
+    (lambda m: m.list("user:maya", limit="3"), TypeError, "limit must be an integer"),
+    (lambda m: m.add("x", metadata=_deep(5000)), ValueError, "metadata is nested too deeply"),
+])
+def test_a_bad_argument_is_named_and_never_called_damage(mem, call, exc, words):
+    mem.add("Booked the flight", namespace="user:maya")
+    with pytest.raises(exc, match=words) as e:
+        call(mem)
+    assert not isinstance(e.value, heapmem.CorruptStoreError)
+    assert mem.count == 1 and mem.check().ok
+
+
+def test_a_bug_in_heapmem_surfaces_as_itself(mem, monkeypatch):
+    """The net that turns damage into CorruptStoreError covers decoding of
+    values read from the file only: an error of heapmem's own code is not
+    said to be the file's."""
+    mem.add("Booked the flight", namespace="user:maya")
+    monkeypatch.setattr(heapmem.store, "log_params", lambda *a: {}["no such key"])
+    with pytest.raises(KeyError):
+        mem.recall("flight", namespace="user:maya")
