@@ -52,11 +52,22 @@ def cap_counts(a: float, b: float, cap: float) -> tuple[float, float]:
     return a * s, b * s
 
 
+#: The rate of a row with no evidence (alpha + beta = 0, which only a damaged
+#: file holds: every judgement credits one observation): below every rate, as
+#: links_rate's NULL sorts first in SQL.  Such a row counts nothing in the pool.
+NO_RATE = -1.0
+
+
+def _evidence(a: float, b: float) -> bool:
+    """Whether a row's counts hold any evidence (a rate)."""
+    return a + b > 0
+
+
 def _rate(a: float, b: float) -> float:
     """A namespace's rate of use, the order the trimming goes by: of its own
     counts (capping keeps it), computed as links_rate computes it in SQL
-    (where no evidence at all is NULL, the lowest)."""
-    return a / (a + b) if a + b else float("-inf")
+    (where no evidence at all is NULL, the lowest: NO_RATE)."""
+    return a / (a + b) if _evidence(a, b) else NO_RATE
 
 
 def _order(row: tuple) -> tuple[float, str]:
@@ -84,14 +95,17 @@ def pool_feature(rows: list[tuple[str, float, float]], settings: Mapping[str, fl
     beta)}, their sum (alpha, beta), and the lowest and highest rates summed
     as they are (None while nothing is pooled).  See schema's version 4:
     capped at `cap`, nothing until `min` namespaces, the `trim` lowest and
-    highest rates counted at the nearest kept rate."""
+    highest rates counted at the nearest kept rate.  A row with no evidence
+    (alpha + beta = 0) has no rate and counts nothing: its share is 0, and it
+    is not one of the namespaces that `min` and `trim` count."""
     cap, trim, least = _params(settings)
-    scored = sorted(((_rate(a, b), ns) + cap_counts(a, b, cap) for ns, a, b in rows))
+    scored = sorted(((_rate(a, b), ns) + cap_counts(a, b, cap) for ns, a, b in rows
+                     if _evidence(a, b)))
     k = len(scored)
+    shares: dict[str, tuple[float, float]] = {ns: (0.0, 0.0) for ns, _, _ in rows}
     if k < least:
-        return {ns: (0.0, 0.0) for _, ns, _, _ in scored}, 0.0, 0.0, None, None
+        return shares, 0.0, 0.0, None, None
     lo, hi = scored[trim][0], scored[k - 1 - trim][0]
-    shares: dict[str, tuple[float, float]] = {}
     sa = sb = 0.0
     for i, (_, ns, ca, cb) in enumerate(scored):
         if i < trim:  # winsorized
@@ -210,6 +224,9 @@ def fold_into_pool(c: Any, namespace: str, fold: Mapping[str, Iterable],
     full = []
     for f, (da, db, dn) in fold.items():
         a0, b0, pa0, pb0, exists, lo, hi, k_before = before[f]
+        if a0 is not None and not (_evidence(a0, b0) and _evidence(a0 + da, b0 + db)):
+            full.append(f)  # a row without evidence joins or leaves the pool: work it out
+            continue
         if a0 is None:  # the namespace is new to this feature: one more backs it
             if not exists and least > 1:  # no namespace had it: nothing pooled yet
                 pooled[f] = [0.0, 0.0, dn, 1, None, None]
@@ -277,6 +294,11 @@ def _rework(c: Any, namespace: str, f: str, dn: int, new_row: bool, was_pooled: 
         rows = {r[0]: r for r in c.execute(sql.POOL_ALL_ROWS, p).fetchall()}
         lowest = sorted(rows.values(), key=_order)[:trim + 1]
         highest = sorted(rows.values(), key=_order, reverse=True)[:trim + 1]
+    if any(not _evidence(r[1], r[2]) for r in lowest):
+        # rows without evidence (a damaged file's) sort lowest and count
+        # nothing: where the feature has any, it is worked out in full
+        full.append(f)
+        return
     if len(lowest) <= trim:  # too few rows for a pooled row (own rows are never deleted)
         full.append(f)
         return
