@@ -40,6 +40,13 @@ and merging the same file twice is refused.
 
 Every import runs in one transaction: any bad record, a wrong header, a
 truncated file or a colliding id raises ValueError and nothing is written.
+What a record may hold is what heapmem itself writes: a feature is one the C
+core makes (FEATURES, at most 470 of them); a recall shows each memory once,
+each a memory of the recall's own namespace (in the file or already in the
+store), with one age, one set of shape features and one score per memory
+shown; an event judges a memory its recall showed, in its namespace, and
+each of its deltas credits one observation (d_alpha + d_beta = 1), so a
+namespace's link always holds evidence.
 """
 from __future__ import annotations
 
@@ -336,11 +343,58 @@ def _finite(x: Any) -> bool:
     return isinstance(x, float) and math.isfinite(x)
 
 
+# -- the feature grammar: every feature heapmem itself can make ----------------------
+#
+# The C core makes them (csrc/heapmem.c): hm_features gives a memory one value
+# in every shape slot, hm_relate adds srcq, hm_active adds "base" and the age
+# bucket and then each of those crossed with the question type (hm_qtype's
+# names).  The lists below are those of the C core, value for value; the test
+# tests/test_trust2_doors.py holds them to it both ways (everything C makes is
+# here, everything here C makes).  A file's link, prior, delta or logged
+# feature outside them is refused: no made-up feature reaches the links, so
+# the links table holds at most len(FEATURES) features per namespace.
+
+#: The question types, as hm_qtype names them.
+QTYPES = ("other", "when", "who", "where", "what", "how", "how_many", "why", "yes_no")
+#: Each shape slot's values: hm_features' kind, src, len and yes/no slots, and
+#: hm_relate's srcq.
+_SLOTS: dict[str, tuple[str, ...]] = {
+    "kind": ("fact", "preference", "instruction", "summary", "note", "episode", "tool_result",
+             "other"),
+    "src": ("none", "user", "assistant", "agent", "system", "tool", "document", "web", "other"),
+    "len": ("xs", "s", "m", "l", "xl"),
+    **{slot: ("0", "1") for slot in ("date", "clock", "num", "money", "entity", "self",
+                                     "question", "url", "srcq")}}
+#: hm_active's age buckets.
+_AGES = ("day", "week", "month", "quarter", "year", "old")
+#: The features a recall logs for each memory it shows (its shape and srcq).
+SHAPE_FEATURES = frozenset(f"{slot}:{v}" for slot, vs in _SLOTS.items() for v in vs)
+_OWN = SHAPE_FEATURES | {"base"} | {f"age:{a}" for a in _AGES}
+#: Every feature a link, a prior or an event's delta can name: 470.
+FEATURES = frozenset(_OWN | {f"{q}/{f}" for q in QTYPES for f in _OWN})
+
+
+def _shown(v: Any) -> str:
+    """v for an error message, cut short."""
+    r = repr(v)
+    return r if len(r) <= 80 else r[:76] + "...'"
+
+
 def _feature_name(f: Any, where: str) -> str:
-    if not isinstance(f, str) or not f or len(f) > 2 * _native.lib.HM_MAX_WORD + 16 or any(
-            ch.isspace() for ch in f) or "\x00" in f:
-        raise ValueError(f"{where}: {f!r} is not a feature name")
+    """f, after checking it is a feature heapmem makes (FEATURES)."""
+    if not isinstance(f, str) or f not in FEATURES:
+        raise ValueError(f"{where}: {_shown(f)} is not a feature heapmem makes (a shape "
+                         "feature such as 'date:1' or 'kind:fact', 'base' or an age such as "
+                         "'age:week', alone or after a question type, as in 'when/date:1')")
     return f
+
+
+def _qtype(rec: dict, where: str) -> str:
+    qt = _str(rec, "qtype", where)
+    if qt not in QTYPES:
+        raise ValueError(f"{where}: qtype {_shown(qt)} is not a question type heapmem makes "
+                         f"({', '.join(QTYPES)})")
+    return qt
 
 
 def _counts_of(v: Any, where: str, what: str) -> tuple[float, float, int]:
@@ -434,8 +488,15 @@ def _deltas(v: Any, where: str) -> list:
                 and all(isinstance(x, (int, float)) and not isinstance(x, bool)
                         and _finite(x) and 0 <= x <= 1 for x in d[1:])):
             raise ValueError(f"{where}: each delta must be [feature, d_alpha, d_beta] with "
-                             f"credits from 0 to 1, got {d!r}")
+                             f"credits from 0 to 1, got {_shown(d)}")
         _feature_name(d[0], where)
+        if abs(d[1] + d[2] - 1) > 1e-9:  # (credits of nothing would make links of no evidence)
+            raise ValueError(f"{where}: the delta {_shown(d)} credits {d[1] + d[2]:g} "
+                             "observations, where a judged memory credits each of its features "
+                             "exactly one (d_alpha + d_beta = 1)")
+    if not v:
+        raise ValueError(f"{where}: the event credits no feature, where a judged memory credits "
+                         "at least 'base'")
     return v
 
 
@@ -561,6 +622,8 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
     recall_ids: set[int] = set()
     event_ids: set[int] = set()
     mem_ids: set[str] = set()
+    file_ns: dict[str, str] = {}  # the file's memories' namespaces
+    recall_ns: dict[int, tuple[str, int]] = {}  # the file's recalls: namespace, memories shown
     with mem.transaction() as c:
         fresh = c.execute(sql.COUNT_MEMORIES).fetchall()[0][0] == 0 and \
             c.execute(sql.COUNT_LINKS).fetchall()[0][0] == 0
@@ -600,6 +663,7 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                     file_prior = parsed
             elif typ == "memory":
                 row = _memory_row(c, rec, where, seqs, mem_ids)
+                file_ns[row["id"]] = row["namespace"]
                 row["seq"] += seq_off
                 _insert(c, "memories", row, rec, where, columns)
             elif typ == "vector":
@@ -634,17 +698,43 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                 if len(shown) > MAX_K or not all(_finite(a) for a in ages):
                     raise ValueError(f"{where}: a recall shows at most {MAX_K} memories, each "
                                      "with a finite age")
+                rest = rec.get("rest")
+                if not (isinstance(rest, list) and len(rest) == len(shown) and all(
+                        isinstance(x, (int, float)) and not isinstance(x, bool) and _finite(x)
+                        for x in rest)):
+                    raise ValueError(f"{where}: rest must be a list of finite numbers, one for "
+                                     "each shown memory")
                 for fs in feats:  # feedback on this recall will read them: they must parse
                     try:
                         _native.active(fs, "other", 0.0)
                     except (ValueError, HeapmemError) as e:
                         raise ValueError(f"{where}: a shown memory's features do not parse "
                                          f"({e})") from None
-                row = {"id": rid + rec_off,
-                       "namespace": _named(check_namespace, rec.get("namespace"), "namespace",
-                                           where),
+                    bad = [f for f in fs.split() if f not in SHAPE_FEATURES]
+                    if bad:
+                        raise ValueError(f"{where}: a shown memory's feature {_shown(bad[0])} "
+                                         "is not a shape feature heapmem makes")
+                ns = _named(check_namespace, rec.get("namespace"), "namespace", where)
+                # what a recall shows is memories of its own namespace, each
+                # once: the file's, or the store's (feedback on the recall
+                # reads their words and marks them used)
+                if len(set(shown)) != len(shown):
+                    twice = next(m for i, m in enumerate(shown) if m in shown[:i])
+                    raise ValueError(f"{where}: the recall shows {_shown(twice)} twice; a "
+                                     "recall shows each memory once")
+                for mid in shown:
+                    held = file_ns.get(mid)
+                    if held is None:
+                        found = c.execute(sql.GET_MEMORY, {"id": mid}).fetchall()
+                        held = found[0][2] if found else None
+                    if held != ns:
+                        raise ValueError(f"{where}: the recall shows {_shown(mid)}, which is not "
+                                         f"a memory of its namespace {_shown(ns)} in the file or "
+                                         "the store; nothing was imported")
+                recall_ns[rid] = (ns, len(shown))
+                row = {"id": rid + rec_off, "namespace": ns,
                        "query": _str(rec, "query", where, empty=True),
-                       "qtype": _str(rec, "qtype", where),
+                       "qtype": _qtype(rec, where),
                        "created_at": _num(rec, "created_at", where)}
                 _insert(c, "recalls", row, rec, where, columns)
             elif typ == "event":
@@ -656,15 +746,19 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                 if rid is not None and rid not in recall_ids:
                     raise ValueError(f"{where}: the event's recall {rid} is not in the file")
                 ns = _named(check_namespace, rec.get("namespace"), "namespace", where)
+                position = _num(rec, "position", where, lo=0, integer=True)
+                if rid is not None and (recall_ns[rid][0] != ns or position >= recall_ns[rid][1]):
+                    raise ValueError(f"{where}: the event judges position {position} of recall "
+                                     f"{rid}, which is not a memory that recall of namespace "
+                                     f"{_shown(ns)} showed")
                 used = rec.get("used")
                 if used not in (0, 1) or isinstance(used, bool):
                     raise ValueError(f"{where}: used must be 0 or 1, got {used!r}")
                 deltas = _deltas(rec.get("deltas"), where)
                 file_events.append((ns, deltas))
                 row = {"id": eid + ev_off, "recall_id": None if rid is None else rid + rec_off,
-                       "position": _num(rec, "position", where, lo=0, integer=True),
-                       "namespace": ns, "qtype": _str(rec, "qtype", where), "used": used,
-                       "created_at": _num(rec, "created_at", where)}
+                       "position": position, "namespace": ns, "qtype": _qtype(rec, where),
+                       "used": used, "created_at": _num(rec, "created_at", where)}
                 _insert(c, "events", row, rec, where, columns)
             else:  # link
                 ns = _str(rec, "namespace", where)
@@ -688,6 +782,10 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                     row += (_num(rec, "support", where, lo=0, integer=True),) \
                         if header["schema"] >= 4 else ()
                 else:
+                    if not row[0] + row[1] > 0:  # (the pooled layer has no rate for it)
+                        raise ValueError(f"{where}: link {ns}:{f} has no evidence (alpha and "
+                                         "beta are 0), where a namespace's link holds what its "
+                                         "events credited")
                     c.execute(sql.UPSERT_LINK, (ns, f, qt) + row)
                 file_links[(ns, f)] = row
             if progress is not None and n % 500 == 0:
