@@ -54,7 +54,13 @@ Mapping:
   filter matches the value's fields (dotted paths) exactly or with $eq,
   $ne, $gt, $gte, $lt, $lte;
 - memories added to the same namespaces by other means show up with their
-  id as key and {"text", "kind", "source", "metadata"} as value.
+  id as key and {"text", "kind", "source", "metadata"} as value;
+- a recall_id given to mark_used, mark_ignored, feedback or report_answer
+  must be a search of the namespace named: another namespace's is refused
+  (ValueError, nothing judged), as the MCP server refuses it;
+- an item's times are datetimes in UTC; a time from the file that no
+  datetime holds (after the year 9999, before year 1) reads as the latest
+  (earliest) one, never as an OverflowError.
 
 TTL (supports_ttl is True): put(..., ttl=minutes) stores the expiry time
 (the Memory's clock, mem.now(), plus ttl) in the item's metadata; a get or
@@ -85,7 +91,7 @@ from langgraph.store.base import (BaseStore, GetOp, InvalidNamespaceError, Item,
                                   SearchItem, SearchOp, TTLConfig, ensure_embeddings,
                                   get_text_at_path)
 
-from .errors import DuplicateIdError
+from .errors import CorruptStoreError, DuplicateIdError
 from .results import Feedback
 from .store import Memory
 from .store import open as _open
@@ -112,8 +118,19 @@ _HEAD = 180
 PAGES_KEPT = 1024
 
 
+#: The earliest and latest times a datetime holds (years 1 and 9999, UTC).
+_EARLIEST = datetime.min.replace(tzinfo=timezone.utc)
+_LATEST = datetime.max.replace(tzinfo=timezone.utc)
+
+
 def _utc(t: float) -> datetime:
-    return datetime.fromtimestamp(t, timezone.utc)
+    """The UTC datetime of a Unix time; a time no datetime holds (before year
+    1, after 9999, infinite: a value from the file, not from heapmem's own
+    clock) is the earliest or latest one, and NaN the earliest."""
+    try:
+        return datetime.fromtimestamp(t, timezone.utc)
+    except (OverflowError, ValueError, OSError):
+        return _LATEST if t > 0 else _EARLIEST
 
 
 # -- names -------------------------------------------------------------------------
@@ -402,9 +419,22 @@ class HeapmemStore(BaseStore):
             return lg["value"]
         return {"text": it.text, "kind": it.kind, "source": it.source, "metadata": it.metadata}
 
+    @staticmethod
+    def _created_at(it: Any) -> float:
+        """The memory's creation time (the file's value, which heapmem's own
+        verbs keep a number)."""
+        t = _number(it.created_at)
+        if t is None or math.isnan(t):
+            raise CorruptStoreError(f"memory {it.id!r} has a creation time that is not a "
+                                    f"number ({it.created_at!r}); the file is damaged")
+        return t
+
     def _updated_at(self, it: Any) -> float:
+        """The time of the item's last put (its metadata's, when that is a
+        finite number), else its creation time."""
         lg = self._value_of(it.metadata)
-        return float(lg.get("updated_at", it.created_at)) if lg is not None else it.created_at
+        t = _number(lg.get("updated_at")) if lg is not None else None
+        return t if t is not None and math.isfinite(t) else self._created_at(it)
 
     def _item(self, it: Any, namespace: tuple[str, ...], *, score: float | None = None,
               search: bool = False) -> Item:
@@ -414,10 +444,10 @@ class HeapmemStore(BaseStore):
         updated = self._updated_at(it)
         if search:
             return SearchItem(namespace=namespace, key=key, value=value,
-                              created_at=_utc(it.created_at), updated_at=_utc(updated),
+                              created_at=_utc(self._created_at(it)), updated_at=_utc(updated),
                               score=score)
         return Item(value=value, key=key, namespace=namespace,
-                    created_at=_utc(it.created_at), updated_at=_utc(updated))
+                    created_at=_utc(self._created_at(it)), updated_at=_utc(updated))
 
     # -- TTL -----------------------------------------------------------------------
 
@@ -441,11 +471,14 @@ class HeapmemStore(BaseStore):
         """Move the expiry of items with a TTL to now + TTL."""
         for it in its:
             lg = self._value_of(it.metadata)
-            ttl = lg.get("ttl") if lg is not None else None
-            if not isinstance(ttl, (int, float)) or lg.get("expires_at") == now + ttl * 60:
+            ttl = _number(lg.get("ttl")) if lg is not None else None
+            # (a TTL the adapter never wrote, from the file: not a number, or
+            # one that puts the expiry past any time, is left as it is)
+            expires = now + ttl * 60 if ttl is not None and ttl >= 0 else math.nan
+            if not math.isfinite(expires) or lg.get("expires_at") == expires:
                 continue
             meta = dict(it.metadata)
-            meta["langgraph"] = {**lg, "expires_at": now + ttl * 60}
+            meta["langgraph"] = {**lg, "expires_at": expires}
             self.memory.update(it.id, metadata=meta)
 
     def sweep_ttl(self) -> int:
@@ -669,7 +702,7 @@ class HeapmemStore(BaseStore):
             # the rest, newest update first (a put's time is in its metadata)
             rest = [(it, name) for name, _ in spaces for it in mem.list(name)
                     if it.id not in seen]
-            rest.sort(key=lambda p: (-self._updated_at(p[0]), -p[0].created_at, p[0].id))
+            rest.sort(key=lambda p: (-self._updated_at(p[0]), -self._created_at(p[0]), p[0].id))
             found += [(it, name, None, 0) for it, name in rest
                       if keep(self._value(it)) and not self._hidden(it, now)]
         page = found[op.offset:want]
@@ -723,24 +756,45 @@ class HeapmemStore(BaseStore):
             ids.append(it.id)
         return ids
 
+    def _own_recall(self, namespace: Sequence[str], recall_id: Any) -> int | None:
+        """recall_id (None stays None), after checking that it is a search of
+        this namespace: a recall of another namespace is refused as unknown,
+        before anything is judged or written, as the MCP server refuses it."""
+        if recall_id is None:
+            return None
+        if isinstance(recall_id, str) and recall_id.strip().isdigit():
+            recall_id = int(recall_id)  # as Memory.feedback takes it
+        if isinstance(recall_id, bool) or not isinstance(recall_id, int):
+            raise TypeError(f"recall_id must be an integer, got {type(recall_id).__name__}")
+        logged = self.memory.logged_recall(recall_id)
+        if logged is None or logged.namespace != self.namespace_name(namespace):
+            raise ValueError(f"unknown recall_id {recall_id} for namespace {tuple(namespace)} "
+                             "(no search of it has that id)")
+        return recall_id
+
     def mark_used(self, namespace: Sequence[str], keys: Sequence[str], *,
                   recall_id: int | None = None) -> Feedback:
         """Report the items of a search that the answer used (heapmem learns
-        from it).  recall_id defaults to the newest search that showed them."""
-        return self.memory.mark_used(self._ids(namespace, keys), recall_id=recall_id)
+        from it).  recall_id (a search of this namespace) defaults to the
+        newest search that showed them."""
+        ids = self._ids(namespace, keys)
+        return self.memory.mark_used(ids, recall_id=self._own_recall(namespace, recall_id))
 
     def mark_ignored(self, namespace: Sequence[str], keys: Sequence[str], *,
                      recall_id: int | None = None) -> Feedback:
         """Report items that a search showed and the answer did not use."""
-        return self.memory.mark_ignored(self._ids(namespace, keys), recall_id=recall_id)
+        ids = self._ids(namespace, keys)
+        return self.memory.mark_ignored(ids, recall_id=self._own_recall(namespace, recall_id))
 
     def feedback(self, namespace: Sequence[str], used: Sequence[str], *,
                  recall_id: int | None = None) -> Feedback:
         """Report the used items; every other item the search returned counts
-        as ignored.  recall_id defaults to the namespace's latest search."""
+        as ignored.  recall_id (a search of this namespace) defaults to the
+        namespace's latest search."""
         ids = self._ids(namespace, used)
         if recall_id is None:
             recall_id = self.last_recalls.get(self.namespace_name(namespace))
+        recall_id = self._own_recall(namespace, recall_id)
         page = self._pages.get(recall_id) if recall_id is not None else None
         ignored = None if page is None else [i for i in page if i not in ids]
         return self.memory.feedback(ids, recall_id=recall_id, ignored=ignored)
@@ -748,14 +802,16 @@ class HeapmemStore(BaseStore):
     def report_answer(self, namespace: Sequence[str], answer: str, *,
                       recall_id: int | None = None) -> Feedback:
         """Report the answer written from a search (by default the namespace's
-        latest): heapmem works out from its text which of the returned items
-        it used, and learns from that; no keys needed.  The result's
-        judgements say, for each returned item, what was decided and why."""
+        latest; a recall_id must be a search of this namespace): heapmem works
+        out from its text which of the returned items it used, and learns
+        from that; no keys needed.  The result's judgements say, for each
+        returned item, what was decided and why."""
         if recall_id is None:
             recall_id = self.last_recalls.get(self.namespace_name(namespace))
             if recall_id is None:
                 raise ValueError(f"no search in namespace {tuple(namespace)} to report an "
                                  "answer on: search it first, or pass recall_id")
+        recall_id = self._own_recall(namespace, recall_id)
         return self.memory.feedback(recall_id=recall_id, answer=answer)
 
     async def areport_answer(self, namespace: Sequence[str], answer: str, *,
