@@ -204,9 +204,16 @@ def _told() -> Iterator[None]:
 
 
 def _iso(t: Optional[float]) -> Optional[str]:
+    """A Unix time as ISO 8601 in UTC; one no datetime holds (before year 1,
+    after 9999, infinite: a value from the file) is the earliest or latest."""
     if t is None:
         return None
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")
+    try:
+        when = datetime.fromtimestamp(t, timezone.utc)
+    except (OverflowError, ValueError, OSError, TypeError):
+        when = (datetime.max if isinstance(t, (int, float)) and t > 0 else datetime.min
+                ).replace(tzinfo=timezone.utc)
+    return when.isoformat(timespec="seconds")
 
 
 def build_server(mem: Memory, namespace: str = "default") -> Any:
@@ -226,6 +233,8 @@ def build_server(mem: Memory, namespace: str = "default") -> Any:
         return list(ids)
 
     def own_recall(recall_id: Optional[int]) -> None:
+        """Every tool that takes a recall_id checks it first: a recall of
+        another namespace is as unknown as one never made."""
         if recall_id is None:
             return
         logged = mem.logged_recall(recall_id) if isinstance(recall_id, int) else None
