@@ -1,8 +1,8 @@
 """What valid input is: the checks every entry point runs on its arguments,
 and the limits they enforce.
 
-Owns: the limits (MAX_TEXT_BYTES, MAX_ANSWER_BYTES, MAX_NAME_CHARS, MAX_K), the reserved name of
-the pooled layer (POOLED), and one check per kind of argument (a name, a
+Owns: the limits (MAX_TEXT_BYTES, MAX_ANSWER_BYTES, MAX_NAME_CHARS, MAX_K, MIN_TIME and
+MAX_TIME), the reserved name of the pooled layer (POOLED), and one check per kind of argument (a name, a
 namespace, a database's name on a server, a memory's text, a list of ids, a
 timestamp).  Each raises
 TypeError or ValueError with a sentence that tells the caller what to do.
@@ -26,20 +26,43 @@ POOLED = "*"
 Timestamp = Union[int, float, datetime]
 
 
+#: The earliest time accepted, in unix seconds: 1970-01-01T00:00:00Z.  A
+#: memory is stated, used or recalled by a running program, never before the
+#: epoch.
+MIN_TIME = 0.0
+#: The latest time accepted, in unix seconds: 9999-12-31T23:59:59Z, the last
+#: whole second Python's datetime can show (year 10000 is out of its range).
+#: Every time the store keeps and the C library's day arithmetic reads is in
+#: [MIN_TIME, MAX_TIME].
+MAX_TIME = 253402300799.0
+
+
 def seconds(x: Any, what: str) -> float:
+    """x (unix seconds, an int or a float, or a datetime: naive is UTC) as
+    unix seconds, a float from MIN_TIME to MAX_TIME.  Raises TypeError for
+    another type, ValueError (naming `what`) for NaN, an infinity or a time
+    outside that range (before 1970, or after the year 9999)."""
     if isinstance(x, datetime):
         if x.tzinfo is None:
             x = x.replace(tzinfo=timezone.utc)
-        return x.timestamp()
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        v = x.timestamp()
+    elif isinstance(x, bool) or not isinstance(x, (int, float)):
         raise TypeError(f"{what} must be unix seconds (int or float) or a datetime, "
                         f"got {type(x).__name__}")
-    try:
-        v = float(x)
-    except OverflowError:  # an int beyond float range
-        v = math.inf
-    if not math.isfinite(v):
-        raise ValueError(f"{what} must be a finite number of unix seconds, got {x!r}")
+    else:
+        try:
+            v = float(x)
+        except OverflowError:  # an int beyond float range
+            v = math.inf if x > 0 else -math.inf
+    if not (MIN_TIME <= v <= MAX_TIME):  # NaN too
+        if isinstance(x, datetime):
+            shown = x.isoformat()
+        elif isinstance(x, int):
+            shown = str(x) if math.isfinite(v) else "an integer beyond float range"
+        else:
+            shown = repr(v)
+        raise ValueError(f"{what} must be a finite number of unix seconds from {MIN_TIME:.0f} "
+                         f"to {MAX_TIME:.0f} (1970 to the year 9999), got {shown}")
     return v
 
 
