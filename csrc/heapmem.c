@@ -964,7 +964,11 @@ HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char
   if (c->w_recency > 0) {
     HM_CAT(" x recency %.2f", f.recency);
     HM_W(c->w_recency);
-    HM_CAT(" (age %.1fd)", in->age_days > 0 ? in->age_days : 0.0);
+    /* an age beyond ten million days (a corrupt or far-future time) in 3 digits,
+     * not hundreds, so the rest of the line still fits */
+    double age = in->age_days > 0 ? in->age_days : 0.0;
+    if (age < 1e7) HM_CAT(" (age %.1fd)", age);
+    else HM_CAT(" (age %.3gd)", age);
   }
   if (c->w_importance > 0) { HM_CAT(" x importance %.2f", f.importance); HM_W(c->w_importance); }
   if (c->w_usefulness > 0) {
@@ -1793,7 +1797,9 @@ static long hm_number_of(const char *w) {
   return strtol(w, NULL, 10);
 }
 
-/* days since 1970-01-01 of a civil date (proleptic Gregorian) */
+/* days since 1970-01-01 of a civil date (proleptic Gregorian); its products
+ * fit a 32-bit long for |y| < 5,000,000: callers pass years of hm_is_year or
+ * of hm_year_of_day on a day clamped by hm_day_of */
 static long hm_days_from_civil(long y, long m, long d) {
   y -= m <= 2;
   long era = (y >= 0 ? y : y - 399) / 400;
@@ -1803,6 +1809,7 @@ static long hm_days_from_civil(long y, long m, long d) {
   return era * 146097 + doe - 719468;
 }
 
+/* the year of day z since 1970-01-01; |z| <= HM_DAY_LIMIT (hm_day_of) */
 static long hm_year_of_day(long z) {
   z += 719468;
   long era = (z >= 0 ? z : z - 146096) / 146097;
@@ -1896,10 +1903,28 @@ static int hm_is_few(const char *w) {
          !strcmp(w, "three") || !strcmp(w, "several");
 }
 
+/* The day (since 1970-01-01, UTC) of unix seconds t, clamped to
+ * [-HM_DAY_LIMIT, HM_DAY_LIMIT]: defined for any double (NaN and the far
+ * past give -HM_DAY_LIMIT, +inf and the far future HM_DAY_LIMIT).  An
+ * answer's dates are years 1900-2099 moved by at most a few weeks, and a
+ * memory's time by at most a year and a day, so a day this far out overlaps
+ * none of them, clamped or not: the verdict is the same, and every sum and
+ * product on it below stays far inside a 32-bit long (day 1e8 is in the year
+ * 275,760, day -1e8 in -271,821; hm_days_from_civil of those about 1e8). */
+#define HM_DAY_LIMIT 100000000.0  /* ~273,790 years either side of 1970 */
+
+static long hm_day_of(double t) {
+  double d = floor(t / 86400.0);
+  if (!(d > -HM_DAY_LIMIT)) d = -HM_DAY_LIMIT;  /* NaN too */
+  if (d > HM_DAY_LIMIT) d = HM_DAY_LIMIT;
+  return (long)d;
+}
+
 /* Whether the memory's time overlaps [lo, hi]: the day it was stated, moved
- * by each time expression it holds (or that day itself, if none). */
+ * by each time expression it holds (or that day itself, if none).  lo and
+ * hi come from hm_answer_span (years 1900-2099, a fortnight either side). */
 static int hm_memory_overlaps(const hm_words *m, double created, long lo, long hi) {
-  long c = (long)floor(created / 86400.0);
+  long c = hm_day_of(created);
   int found = 0, hit = 0;
 #define HM_SPAN(a, b) do { found = 1; if (c + (a) <= hi && lo <= c + (b)) hit = 1; } while (0)
   for (int i = 0; i < m->n; i++) {

@@ -87,6 +87,8 @@ BLOBS = [
 HOSTILE_SQL = [
     "NULL", "0", "1", "-1", "0.5", "-0.0", "2", "100", "101", "1e308", "-1e308", "9e999",
     "-9e999", "(9e999 - 9e999)", "9223372036854775807", "-9223372036854775808", "4.9e-324",
+    # times (created_at, age_days) past any day arithmetic: year 10000, +-1e300, +-2^63 s
+    "253402300800", "1e300", "-1e300", "9.2e18", "-9.2e18", "1e19", "-1e19",
     "''", "' '", "'when'", "'how_many'", "'bogus'", "'kind:fact src:none len:s date num'",
     "'base'", "'a/b'", "'w_recency=0'", "'w_recency=nan'", "'w_relevance=1e999'",
     "'half_life_days=-1'", "'x=1'", "'='", "'w_recency='", "'w_recency=1 w_recency=2'",
@@ -119,8 +121,11 @@ DEFAULTS["heap_credit"] = ["'kind:fact src:none len:s date:1'", "'when'", "3.0",
                            "(SELECT heap_links('when/date:1', 1, 2, 3, 4))", "'model=0'"]
 DEFAULTS["heap_fold"] = DEFAULTS["heap_credit"]
 DEFAULTS["heap_ntokens"] = ["'Café at 5pm'"]
-DEFAULTS["heap_attribute"] = ["'March 14 at 9:40am, yesterday'", "'When is my flight?'", "0",
-                              "'Booked the flight: departs March 14 9:40am'", "1741910400"]
+# an answer that names a day and a memory that says "yesterday": a hostile
+# created_at reaches the day arithmetic (hm_memory_overlaps)
+DEFAULTS["heap_attribute"] = ["'March 14, 2025 at 9:40am'", "'When is my flight?'", "0",
+                              "'Booked the flight yesterday: departs March 14 9:40am'",
+                              "1741910400"]
 
 
 def run_sql(conn, sql):

@@ -93,3 +93,103 @@ def test_add_recall_and_feedback_refuse_a_time_out_of_range(mem, value):
 def test_add_names_created_at_in_its_error(mem):
     with pytest.raises(ValueError, match=r"^created_at must be"):
         mem.add("x", created_at=1e300)
+
+
+# -- 10b: the C library's time arithmetic, for any double ----------------------------
+
+
+# created_at / age_days values: SQL literals (9e999 is +inf, NULL the closest
+# SQL gets to NaN: SQLite stores a NaN as NULL)
+EXTREME = ["1e300", "-1e300", "9e999", "-9e999", "9.2e18", "-9.2e18", "1e19", "-1e19",
+           "9223372036854775807", "-9223372036854775808", "253402300800", "-62135596801",
+           "0", "-0.0", "4.9e-324", "-1", "NULL", "(9e999 - 9e999)"]
+
+# each time expression hm_memory_overlaps moves a memory's day by
+MEMORY_TEXTS = ["booked the flight yesterday", "booked it today", "flying tomorrow",
+                "booked it last year", "going next year", "booked last week",
+                "booked last month", "going next month", "booked a few days ago",
+                "a couple of weeks ago", "the other day", "booked it"]
+ANSWERS = ["7 May 2023", "May 7, 2023", "May 2023", "2023", "7 May 2023 before",
+           "2099 after", "1900 before", "flight"]
+
+
+@pytest.fixture(scope="module")
+def conn():
+    c = apsw.Connection(":memory:")
+    heapmem.load(c)
+    yield c
+    c.close()
+
+
+def sql_ok_or_one_sentence(conn, sql, *args):
+    """The rows, or None for an SQL error of one sentence (a crash kills the run)."""
+    try:
+        return conn.execute(sql, args).fetchall()
+    except apsw.Error as e:
+        assert one_sentence(str(e)) and str(e).startswith(("heap_", "Error")), str(e)
+        return None
+
+
+def q(text):
+    return "'" + text.replace("'", "''") + "'"
+
+
+def test_heap_attribute_takes_any_created_at(conn):
+    for created in EXTREME:
+        for answer in ANSWERS:
+            rows = ", ".join(f"({i}, {q(t)}, {created})" for i, t in enumerate(MEMORY_TEXTS))
+            got = sql_ok_or_one_sentence(
+                conn, f"SELECT heap_attribute({q(answer)}, 'When is my flight?', column1, "
+                      f"column2, column3) FROM (VALUES {rows})")
+            if created in ("NULL", "(9e999 - 9e999)"):  # not a number: refused
+                assert got is None
+                continue
+            out = json.loads(got[0][0])
+            assert len(out) == len(MEMORY_TEXTS)
+            far = created not in ("0", "-0.0", "4.9e-324", "-1")
+            if far:  # a memory stated ~2.9e11 years away or more overlaps no answer's date
+                assert all(entry[4] == 0 for entry in out), (created, answer, out)
+
+
+def test_heap_attribute_still_dates_a_memory_of_its_own_day(conn):
+    may8 = datetime(2023, 5, 8, 10, tzinfo=timezone.utc).timestamp()
+    for created, dated in ((may8, 1), (may8 + 86400 * 30, 0), (1e300, 0), (-1e300, 0),
+                           (9.2e18, 0), (-9.2e18, 0)):
+        out = json.loads(conn.execute(
+            "SELECT heap_attribute('7 May 2023', 'When did I book it?', 0, "
+            "'booked the flight yesterday', ?)", (created,)).fetchall()[0][0])
+        assert out[0][4] == dated, (created, out)
+    # "last year" from a day clamped far out never lands in 1900-2099
+    for created in (1e300, -1e300, 9.2e18, -9.2e18, 1e19):
+        for text in ("booked it last year", "going next year"):
+            out = json.loads(conn.execute(
+                "SELECT heap_attribute('2023', 'When?', 0, ?, ?)", (text, created)
+            ).fetchall()[0][0])
+            assert out[0][4] == 0, (created, text, out)
+
+
+SCORE_ARGS = "1.0, {age}, 1.0, 0, 'kind:fact src:none len:s date', 'when', NULL"
+
+
+def test_every_function_that_takes_an_age_takes_any_age(conn):
+    for age in EXTREME:
+        for sql in (f"SELECT heap_score({SCORE_ARGS.format(age=age)})",
+                    f"SELECT heap_score({SCORE_ARGS.format(age=age)}, 'half_life_days=0.001')",
+                    f"SELECT heap_explain({SCORE_ARGS.format(age=age)})",
+                    f"SELECT heap_recency({age})", f"SELECT heap_recency({age}, 1e-300, 0)",
+                    f"SELECT heap_recency({age}, 1e300, 1)",
+                    f"SELECT heap_credit('kind:fact date', 'when', {age}, 1, NULL)",
+                    f"SELECT heap_credit('kind:fact date', 'when', {age}, 1, NULL, 'model=0')",
+                    f"SELECT heap_fold('kind:fact date', 'when', {age}, 1, NULL)"):
+            got = sql_ok_or_one_sentence(conn, sql)
+            if got is not None and isinstance(got[0][0], float):
+                assert math.isfinite(got[0][0]) and got[0][0] >= 0, (sql, got)
+
+
+def test_heap_explain_shows_a_far_age_in_a_few_digits(conn):
+    for age, shown in (("1e300", "(age 1e+300d)"), ("9.2e18", "(age 9.2e+18d)"),
+                       ("9e999", "(age infd)"), ("3.25", "(age 3.2d)"), ("-5", "(age 0.0d)")):
+        line = conn.execute(f"SELECT heap_explain({SCORE_ARGS.format(age=age)}, "
+                            "'w_recency=1')").fetchall()[0][0]
+        assert shown in line and line.endswith("]"), line
+        assert len(line) < 200, line
