@@ -18,12 +18,14 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Sequence
 
 from ._version import __version__
+from .validate import MAX_TIME, MIN_TIME
 
 DEFAULT_DB = "heapmem.db"
 DEFAULT_NAMESPACE = "default"
@@ -71,17 +73,29 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
+def _out_of_range(text: str) -> argparse.ArgumentTypeError:
+    return argparse.ArgumentTypeError(
+        f"{text!r} is out of range: give a time from 1970-01-01 to 9999-12-31T23:59:59Z "
+        f"(unix seconds {MIN_TIME:.0f} to {MAX_TIME:.0f})")
+
+
 def _time(text: str) -> float:
-    """Unix seconds, or an ISO 8601 date or time (UTC unless it says otherwise)."""
+    """Unix seconds, or an ISO 8601 date or time (UTC unless it says otherwise),
+    from 1970 to the end of the year 9999 (validate.MIN_TIME to MAX_TIME, the
+    range the store takes)."""
     try:
         v = float(text)
-        if math.isfinite(v):
-            return v
     except ValueError:
-        pass
+        v = math.nan
+    if math.isfinite(v):
+        if not MIN_TIME <= v <= MAX_TIME:
+            raise _out_of_range(text)
+        return v
     t = text.strip()
     if t.endswith(("Z", "z")):
         t = t[:-1] + "+00:00"
+    if _FAR_YEAR.match(t):  # 10000-01-01: datetime cannot even parse it
+        raise _out_of_range(text)
     try:
         d = datetime.fromisoformat(t)
     except ValueError:
@@ -90,7 +104,17 @@ def _time(text: str) -> float:
             "2026-11-30T09:40:00Z)") from None
     if d.tzinfo is None:
         d = d.replace(tzinfo=timezone.utc)
-    return d.timestamp()
+    try:
+        v = d.timestamp()
+    except (OverflowError, ValueError, OSError):  # 0001-01-01T00:00+05:00
+        raise _out_of_range(text) from None
+    if not MIN_TIME <= v <= MAX_TIME:
+        raise _out_of_range(text)
+    return v
+
+
+#: An ISO 8601 date with a year of five digits or more (10000-01-01, +10000-01-01).
+_FAR_YEAR = re.compile(r"[+-]?\d{5,}-")
 
 
 def _positive_int(text: str) -> int:
@@ -401,10 +425,24 @@ def _n(count: int, one: str, many: str | None = None) -> str:
     return f"{count} {one if count == 1 else (many or one + 's')}"
 
 
-def _when(t: float | None) -> str:
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _when(t: Any) -> str:
+    """A stored time (unix seconds) as "YYYY-MM-DD HH:MM" (UTC), "-" for none.
+    Never raises: a value datetime cannot show (beyond the year 9999, before
+    the year 1, infinite; a store written by raw SQL or by another program can
+    hold one) is printed as the number it is, marked "(out of range)", and a
+    value that is no number "(not a time)"."""
     if t is None:
         return "-"
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M")
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or t != t:  # (NaN)
+        return f"{t!r} (not a time)"
+    try:
+        d = _EPOCH + timedelta(seconds=t)
+    except (OverflowError, ValueError):
+        return f"{t!r} (out of range)"
+    return f"{d.year:04d}-{d.month:02d}-{d.day:02d} {d.hour:02d}:{d.minute:02d}"
 
 
 def _item(it: Any) -> dict[str, Any]:

@@ -193,3 +193,104 @@ def test_heap_explain_shows_a_far_age_in_a_few_digits(conn):
                             "'w_recency=1')").fetchall()[0][0]
         assert shown in line and line.endswith("]"), line
         assert len(line) < 200, line
+
+
+# -- 11: reading a store that holds a time datetime cannot show ---------------------
+
+
+class Run:
+    def __init__(self, db):
+        self.db = db
+
+    def __call__(self, *argv):
+        out, err = io.StringIO(), io.StringIO()
+        try:
+            code = cli.main(["--db", self.db, *map(str, argv)], clock=lambda: T, stdout=out,
+                            stderr=err, env={})
+        except SystemExit as e:  # argparse
+            code = e.code
+        self.out, self.err, self.code = out.getvalue(), err.getvalue(), code
+        return self
+
+
+FAR = {"user:far": 1e300, "user:y10000": YEAR_10000, "user:past": -1e300}
+
+
+@pytest.fixture
+def far_store(tmp_path):
+    """A store whose memories were stated (and last used) at times beyond
+    datetime's range, written behind heapmem's back with raw SQL."""
+    db = str(tmp_path / "far.db")
+    with heapmem.open(db, clock=lambda: T) as m:
+        for ns, when in FAR.items():
+            it = m.add(f"Booked the flight to Lisbon ({ns})", namespace=ns)
+            with m.transaction():
+                m.connection.execute("UPDATE memories SET created_at = ?, last_used_at = ? "
+                                     "WHERE id = ?", (when, when, it.id))
+        m.add("Booked the hotel in Lisbon", namespace="user:now")
+    return db
+
+
+def test_stats_shows_a_time_out_of_range_as_its_number(far_store):
+    run = Run(far_store)
+    r = run("stats")
+    assert (r.code, r.err) == (0, ""), (r.code, r.err)
+    assert "1e+300 (out of range)" in r.out and "253402300800.0 (out of range)" in r.out
+    assert "-1e+300 (out of range)" in r.out and "2026-11-30 12:00" in r.out
+    r = run("stats", "--json")
+    assert (r.code, r.err) == (0, "")
+    by = {n["namespace"]: n for n in json.loads(r.out)["by_namespace"]}
+    assert by["user:far"]["last_added"] == 1e300
+
+
+@pytest.mark.parametrize("argv", [
+    ["recall", "flight to Lisbon"], ["recall", "flight to Lisbon", "--json"],
+    ["recall", "When did I book the flight?", "--no-track"], ["check"], ["links"],
+    ["sql", "SELECT id, created_at, last_used_at FROM memories"],
+    ["sql", "SELECT id, created_at FROM memories", "--json"],
+])
+def test_the_verbs_that_read_times_work_on_a_far_store(far_store, argv):
+    run = Run(far_store)
+    for ns in [*FAR, "user:now"]:
+        r = run("-n", ns, *argv)
+        assert r.code == 0 and r.err == "", (ns, argv, r.code, r.err)
+
+
+def test_export_of_a_far_store_keeps_the_numbers(far_store, tmp_path):
+    run = Run(far_store)
+    target = str(tmp_path / "far.jsonl")
+    r = run("export", target)
+    assert (r.code, r.err) == (0, ""), r.err
+    with open(target, encoding="utf-8") as f:
+        lines = [json.loads(line) for line in f]
+    times = {x["namespace"]: x["created_at"] for x in lines if x.get("type") == "memory"}
+    assert times["user:far"] == 1e300 and times["user:y10000"] == YEAR_10000
+
+
+@pytest.mark.parametrize("value", ["1e300", "-1e300", "253402300800", "-1", "10000-01-01",
+                                   "10000-01-01T00:00:00Z", "+10000-01-01",
+                                   "9999-12-31T23:59:59-01:00", "1969-12-31"])
+def test_created_at_and_now_refuse_a_time_out_of_range_in_one_sentence(tmp_path, capsys,
+                                                                      value):
+    run = Run(str(tmp_path / "agent.db"))
+    assert run("add", "first").code == 0
+    # (--opt=VALUE: argparse takes -1e300 for an option of its own)
+    for argv in (["add", "a memory from far away", f"--created-at={value}"],
+                 [f"--now={value}", "add", "a memory from far away"]):
+        r = run(*argv)
+        err = capsys.readouterr().err  # argparse writes to sys.stderr
+        assert r.code == 2 and r.out == "", (argv, r.code, r.out, err)
+        assert one_sentence(err) and "out of range" in err, err
+        assert "1970-01-01 to 9999-12-31T23:59:59Z" in err, err
+        assert ("--created-at" if "add" == argv[0] else "--now") in err, err
+    with heapmem.open(run.db, readonly=True) as m:
+        assert m.count == 1
+
+
+def test_created_at_takes_the_last_second_of_the_year_9999(tmp_path):
+    run = Run(str(tmp_path / "agent.db"))
+    for value in ("9999-12-31T23:59:59Z", "253402300799", "1970-01-01", "0"):
+        r = run("add", f"memory at {value}", "--created-at", value, "--json")
+        assert r.code == 0, r.err
+    r = run("stats")
+    assert r.code == 0 and "9999-12-31 23:59" in r.out
