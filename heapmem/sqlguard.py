@@ -15,7 +15,9 @@ connection or the file system:
   SAVEPOINT, any PRAGMA that sets a value or is not on the lists;
 - SQLite's own verdict (sqlite3_stmt_readonly) must agree: VACUUM, which no
   authorizer code covers, is refused this way (VACUUM INTO writes a new file
-  even on a read-only connection);
+  even on a read-only connection).  The one exception is a pragma of
+  QUERY_PRAGMAS alone and without a value (`PRAGMA journal_mode`), which
+  SQLite calls a write because with a value it would be one;
 - one statement per call: SQLite parses the first statement, and the text
   after it must hold no statement (comments, blanks and semicolons are fine);
   this is SQLite's own parser, so a ';' inside a string literal is no split.
@@ -40,6 +42,13 @@ READ_PRAGMAS = frozenset({
     "compile_options", "function_list", "module_list", "pragma_list", "collation_list",
     "database_list",
 })
+
+#: The READ_PRAGMAS SQLite itself does not call read-only (sqlite3_stmt_readonly
+#: is false: the same statement with a value changes the file), though
+#: without a value they only report: `PRAGMA journal_mode` prints the mode.
+#: Read mode runs one of these when the authorizer saw nothing but it, without
+#: a value; with one (`PRAGMA journal_mode=DELETE`) the authorizer refuses it.
+QUERY_PRAGMAS = frozenset({"journal_mode"})
 
 #: PRAGMAs whose argument names a table or an index, or bounds a check: they
 #: read, with or without it.
@@ -89,9 +98,19 @@ class _Guard:
 
     def __init__(self) -> None:
         self.denied: Optional[str] = None
+        #: every action asked about, as (code, third, fourth)
+        self.seen: list[tuple[int, Optional[str], Optional[str]]] = []
+
+    def only_queries(self) -> bool:
+        """Whether every action asked about since `seen` was emptied is a
+        pragma of QUERY_PRAGMAS without a value (and there was one)."""
+        return bool(self.seen) and all(
+            code == apsw.SQLITE_PRAGMA and (third or "").lower() in QUERY_PRAGMAS
+            and fourth is None for code, third, fourth in self.seen)
 
     def __call__(self, code: int, third: Optional[str], fourth: Optional[str],
                  dbname: Optional[str], trigview: Optional[str]) -> int:
+        self.seen.append((code, third, fourth))
         ok = code in _ALLOWED
         if code == apsw.SQLITE_PRAGMA:
             pragma = (third or "").lower()
@@ -160,7 +179,9 @@ def run_read_only(conn: apsw.Connection, statement: str,
         if first is None:
             return [], []
         text, readonly = first
-        if not readonly:
+        # SQLite calls `PRAGMA journal_mode` a write; without a value it reads
+        query_pragma = not readonly and guard.denied is None and guard.only_queries()
+        if not readonly and not query_pragma:
             raise _refused(guard, text)
         rest = statement[len(text):]
         try:
@@ -177,7 +198,7 @@ def run_read_only(conn: apsw.Connection, statement: str,
         def tracer(cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
             nonlocal steps
             steps += 1
-            return steps == 1 and bool(cursor.is_readonly)
+            return steps == 1 and (bool(cursor.is_readonly) or query_pragma)
 
         cur.exec_trace = tracer
         try:

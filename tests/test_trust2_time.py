@@ -294,3 +294,76 @@ def test_created_at_takes_the_last_second_of_the_year_9999(tmp_path):
         assert r.code == 0, r.err
     r = run("stats")
     assert r.code == 0 and "9999-12-31 23:59" in r.out
+
+
+# -- 14: read mode runs the pragmas that only report --------------------------------
+
+
+@pytest.fixture
+def store(tmp_path):
+    db = str(tmp_path / "agent.db")
+    with heapmem.open(db, clock=lambda: T) as m:
+        m.add("Booked the flight: SFO to LIS, departs March 14, 9:40am", namespace="user:maya")
+    return db
+
+
+@pytest.mark.parametrize("statement", ["PRAGMA journal_mode", "pragma JOURNAL_MODE;",
+                                       "PRAGMA main.journal_mode", "PRAGMA temp.journal_mode",
+                                       "PRAGMA journal_mode -- the mode"])
+def test_read_mode_runs_pragma_journal_mode(store, statement):
+    r = Run(store)("sql", statement, "--json")
+    assert (r.code, r.err) == (0, ""), r.err
+    assert json.loads(r.out)[0]["journal_mode"] in ("wal", "delete", "memory")
+    with heapmem.open(store) as m:  # the guard itself, on a read-write connection
+        assert sqlguard.run_read_only(m.connection, statement)[1][0][0] in ("wal", "delete",
+                                                                             "memory")
+
+
+@pytest.mark.parametrize("statement", ["PRAGMA journal_mode=DELETE", "PRAGMA journal_mode = wal",
+                                       "PRAGMA journal_mode('delete')",
+                                       "PRAGMA main.journal_mode=MEMORY",
+                                       "PRAGMA journal_mode=OFF"])
+def test_read_mode_still_refuses_setting_journal_mode(store, statement):
+    with heapmem.open(store, readonly=True) as m:
+        mode = m.connection.execute("PRAGMA journal_mode").fetchall()[0][0]
+    r = Run(store)("sql", statement)
+    assert r.code == 1 and r.out == "" and one_sentence(r.err), r.err
+    assert "sets a pragma (journal_mode = " in r.err and "add --write" in r.err, r.err
+    with heapmem.open(store) as m:
+        with pytest.raises(ReadOnlyError, match="sets a pragma"):
+            sqlguard.run_read_only(m.connection, statement)
+        assert m.connection.execute("PRAGMA journal_mode").fetchall()[0][0] == mode == "wal"
+
+
+def test_journal_mode_then_a_write_is_still_two_statements(store):
+    r = Run(store)("sql", "PRAGMA journal_mode; DELETE FROM memories")
+    assert r.code == 1 and "one statement per call" in r.err, r.err
+    with heapmem.open(store) as m:
+        with pytest.raises(ValueError, match="one statement per call"):
+            sqlguard.run_read_only(m.connection, "PRAGMA journal_mode; PRAGMA journal_mode=DELETE")
+        assert m.count == 1
+        assert m.connection.execute("PRAGMA journal_mode").fetchall()[0][0] == "wal"
+
+
+@pytest.mark.parametrize("pragma", sorted(sqlguard.READ_PRAGMAS))
+def test_every_read_pragma_runs_without_a_value(store, pragma):
+    r = Run(store)("sql", f"PRAGMA {pragma}")
+    assert (r.code, r.err) == (0, ""), (pragma, r.err)
+
+
+def test_report_only_pragmas_are_read_pragmas_sqlite_calls_writes():
+    assert sqlguard.QUERY_PRAGMAS <= sqlguard.READ_PRAGMAS
+    c = apsw.Connection(":memory:")
+    # which pragmas without a value SQLite does not call read-only: only the
+    # ones read mode refuses, or reads knowingly (QUERY_PRAGMAS)
+    for pragma in sqlguard.READ_PRAGMAS:
+        cur = c.cursor()
+        seen = []
+        cur.exec_trace = lambda cursor, sql, b: bool(seen.append(cursor.is_readonly))  # abort
+        try:
+            cur.execute(f"PRAGMA {pragma}")
+        except apsw.ExecTraceAbort:
+            pass
+        assert seen == [pragma not in sqlguard.QUERY_PRAGMAS], (pragma, seen)
+    c.close()
+
