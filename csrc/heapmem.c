@@ -825,7 +825,13 @@ static void hm_finish(const hm_input *in, double use, const hm_config *c, hm_fac
   f->rules = in->superseded ? c->superseded_factor : 1.0;
   double fixed = pow(f->relevance, c->w_relevance) * pow(f->recency, c->w_recency) *
                  pow(f->importance, c->w_importance);
-  f->score = fixed * pow(f->usefulness, c->w_usefulness) * f->rules;
+  /* how far usefulness may move a score, either way: max_lift bounds what any
+   * evidence (a prior merged from elsewhere, colluding tenants) can do */
+  double lift = pow(f->usefulness, c->w_usefulness);
+  if (lift > c->max_lift) lift = c->max_lift;
+  else if (lift < 1.0 / c->max_lift) lift = 1.0 / c->max_lift;
+  else if (isnan(lift)) lift = 1.0;
+  f->score = fixed * lift * f->rules;
   f->rest = fixed * f->rules;
 }
 
@@ -974,6 +980,9 @@ HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char
   if (c->w_usefulness > 0) {
     HM_CAT(" x useful %.2f", f.usefulness);
     HM_W(c->w_usefulness);
+    double lift = pow(f.usefulness, c->w_usefulness);
+    if (lift > c->max_lift || lift < 1.0 / c->max_lift)
+      HM_CAT(" (bounded to x%.3g)", lift > c->max_lift ? c->max_lift : 1.0 / c->max_lift);
     HM_CAT(" [");
     /* the three features with the largest effect, then how many more */
     int shown[3] = {-1, -1, -1}, printed = 0;

@@ -48,7 +48,8 @@
   X(prior_beta, 9.9, 0, 1e6, HM_RULE_PRIOR, "prior_alpha and prior_beta must be positive numbers")\
   X(model, 1.0, 0, 1, HM_RULE_SWITCH, "model must be 1 (gated lift) or 0 (reference noisy-OR)")   \
   X(gate_z, 2.0, 0, 10, HM_RULE_RANGE, "gate_z must be a number from 0 to 10")                    \
-  X(combine, 1.0, 0, 1, HM_RULE_SWITCH, "combine must be 1 (product) or 0 (noisy-OR)")
+  X(combine, 1.0, 0, 1, HM_RULE_SWITCH, "combine must be 1 (product) or 0 (noisy-OR)")        \
+  X(max_lift, 3.0, 1, 1e12, HM_RULE_RANGE, "max_lift must be a number from 1 to 1e12")
 
 #define HM_CONFIG_MEMBER(name, dflt, lo, hi, rule, msg) double name;
 

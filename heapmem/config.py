@@ -68,6 +68,10 @@ class ScoringConfig:
       likelihood of use over the base rate); exactly 1 before any feedback.
       model=0 is the reference design's plain noisy-OR of link strengths
       with credit split in proportion to strength.
+      However strong the evidence, usefulness^w_usefulness is bounded to
+      [1 / max_lift, max_lift]: what a prior merged from elsewhere, or
+      tenants colluding past the trimmed pool, can do to a ranking is
+      bounded too (explain() says when the bound applied).
     - rules: a memory superseded by a newer one with the same key is
       multiplied by superseded_factor.
 
@@ -89,6 +93,7 @@ class ScoringConfig:
     model: int = int(_C["model"])
     gate_z: float = _C["gate_z"]
     combine: int = int(_C["combine"])
+    max_lift: float = _C["max_lift"]
 
     def __post_init__(self) -> None:
         for f in fields(self):
