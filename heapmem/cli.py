@@ -226,6 +226,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="erase the whole namespace (needs an explicit --namespace)")
     p.set_defaults(func=cmd_forget)
 
+    p = verb("prior", "list or remove the links-only priors merged into the store",
+             "The links-only priors merged into the store (`heapmem import LINKS.jsonl`), with "
+             "where\neach came from: `prior list`; and `prior remove DIGEST` takes one out again, "
+             "its evidence\nleaving the pooled layer, so recall ranks as if it had never been "
+             "merged.")
+    p.add_argument("action", choices=("list", "remove"), metavar="ACTION",
+                   help="list, or remove")
+    p.add_argument("digest", metavar="DIGEST", nargs="?",
+                   help="remove: the prior's digest, as list shows it (8 or more characters)")
+    p.set_defaults(func=cmd_prior)
+
     p = verb("check", "check the store's integrity",
              "Check the store: SQLite's integrity check, the search index against the memories,\n"
              "and the links against a replay of the feedback events.  Exit status 1 on a problem.")
@@ -638,6 +649,36 @@ def cmd_forget(ctx: Context) -> int:
     else:
         where = f" (all of {ctx.namespace})" if a.all else ""
         ctx.print(f"forgot {_n(n, 'memory', 'memories')}{where}")
+    return 0
+
+
+def cmd_prior(ctx: Context) -> int:
+    a = ctx.args
+    if a.action == "list":
+        if a.digest is not None:
+            raise CLIError("prior list takes no DIGEST")
+        with ctx.open(readonly=True) as mem:
+            rows = mem.priors()
+        if ctx.json:
+            ctx.emit([p.to_dict() for p in rows])
+        elif not rows:
+            ctx.print("no links-only prior was merged into this store")
+        else:
+            for line in _table(["digest", "file", "merged", "links", "observations"],
+                               [[p.digest[:16], p.name or "-", _when(p.merged_at), p.links,
+                                 f"{p.observations:g}"] for p in rows],
+                               right=[False, False, False, True, True]):
+                ctx.print(line)
+        return 0
+    if a.digest is None:
+        raise CLIError("prior remove needs the DIGEST of the prior (heapmem prior list)")
+    with ctx.open() as mem:
+        p = mem.remove_prior(a.digest)
+    if ctx.json:
+        ctx.emit({"removed": p.to_dict()})
+    else:
+        ctx.print(f"removed prior {p.digest[:16]} ({p.name or 'no file name'}, "
+                  f"{_n(p.links, 'link')}): the pooled layer is as if it had never been merged")
     return 0
 
 

@@ -778,13 +778,15 @@ class HeapmemStore(BaseStore):
         from it).  recall_id (a search of this namespace) defaults to the
         newest search that showed them."""
         ids = self._ids(namespace, keys)
-        return self.memory.mark_used(ids, recall_id=self._own_recall(namespace, recall_id))
+        return self.memory.mark_used(ids, recall_id=self._own_recall(namespace, recall_id),
+                                     namespace=self.namespace_name(namespace))
 
     def mark_ignored(self, namespace: Sequence[str], keys: Sequence[str], *,
                      recall_id: int | None = None) -> Feedback:
         """Report items that a search showed and the answer did not use."""
         ids = self._ids(namespace, keys)
-        return self.memory.mark_ignored(ids, recall_id=self._own_recall(namespace, recall_id))
+        return self.memory.mark_ignored(ids, recall_id=self._own_recall(namespace, recall_id),
+                                        namespace=self.namespace_name(namespace))
 
     def feedback(self, namespace: Sequence[str], used: Sequence[str], *,
                  recall_id: int | None = None) -> Feedback:
@@ -797,7 +799,8 @@ class HeapmemStore(BaseStore):
         recall_id = self._own_recall(namespace, recall_id)
         page = self._pages.get(recall_id) if recall_id is not None else None
         ignored = None if page is None else [i for i in page if i not in ids]
-        return self.memory.feedback(ids, recall_id=recall_id, ignored=ignored)
+        return self.memory.feedback(ids, recall_id=recall_id, ignored=ignored,
+                                    namespace=self.namespace_name(namespace))
 
     def report_answer(self, namespace: Sequence[str], answer: str, *,
                       recall_id: int | None = None) -> Feedback:
@@ -812,7 +815,8 @@ class HeapmemStore(BaseStore):
                 raise ValueError(f"no search in namespace {tuple(namespace)} to report an "
                                  "answer on: search it first, or pass recall_id")
         recall_id = self._own_recall(namespace, recall_id)
-        return self.memory.feedback(recall_id=recall_id, answer=answer)
+        return self.memory.feedback(recall_id=recall_id, answer=answer,
+                                    namespace=self.namespace_name(namespace))
 
     async def areport_answer(self, namespace: Sequence[str], answer: str, *,
                              recall_id: int | None = None) -> Feedback:

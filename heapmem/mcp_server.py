@@ -281,7 +281,7 @@ def build_server(mem: Memory, namespace: str = "default") -> Any:
         Each recall takes one report."""
         with _told():
             own_recall(recall_id)
-            fb = mem.feedback(recall_id=recall_id, answer=answer)
+            fb = mem.feedback(recall_id=recall_id, answer=answer, namespace=namespace)
             return {"recall_id": fb.recall_id, "used": list(fb.used),
                     "ignored": list(fb.ignored), "links_updated": fb.features,
                     "judgements": [{"id": j.id, "verdict": j.verdict, "why": j.reason}
@@ -294,7 +294,7 @@ def build_server(mem: Memory, namespace: str = "default") -> Any:
         heapmem learns from this which kinds of memory answer which questions."""
         with _told():
             own_recall(recall_id)
-            fb = mem.mark_used(own(ids), recall_id=recall_id)
+            fb = mem.mark_used(own(ids), recall_id=recall_id, namespace=namespace)
             return {"recall_id": fb.recall_id, "used": list(fb.used),
                     "links_updated": fb.features}
 
@@ -303,7 +303,7 @@ def build_server(mem: Memory, namespace: str = "default") -> Any:
         """Report memories that recall showed but your answer did not use."""
         with _told():
             own_recall(recall_id)
-            fb = mem.mark_ignored(own(ids), recall_id=recall_id)
+            fb = mem.mark_ignored(own(ids), recall_id=recall_id, namespace=namespace)
             return {"recall_id": fb.recall_id, "ignored": list(fb.ignored),
                     "links_updated": fb.features}
 

@@ -69,10 +69,18 @@ class Result:
         strongest learned links behind its usefulness."""
         r = self._recall
         nan = math.nan
-        return _native.explain(self.relevance, self.age_days, self.importance, self.superseded,
+        line = _native.explain(self.relevance, self.age_days, self.importance, self.superseded,
                                " ".join(self.features), r.qtype, r._links, r.config.cdata,
                                nan if self.lexical is None else self.lexical,
                                nan if self.cosine is None else self.cosine)
+        if r.prior_features and r.config.w_usefulness > 0:
+            # links a merged prior adds to: their lift is not only this store's
+            hit = sorted(set(_native.active(" ".join(self.features), r.qtype, self.age_days))
+                         & r.prior_features)
+            if hit:
+                more = f" +{len(hit) - 3}" if len(hit) > 3 else ""
+                line += f" (prior in {' '.join(hit[:3])}{more}: see Memory.priors())"
+        return line
 
 
 def score_rows(rows: Sequence[Sequence[Any]], relevance: Any, qtype: str, links: bytes,
@@ -130,8 +138,11 @@ class Recall(Sequence[Result]):
     """The ranked results of one recall; indexable and iterable."""
 
     def __init__(self, query: str, namespace: str, qtype: str, results: list[Result],
-                 recall_id: int | None, config: ScoringConfig, links: bytes):
+                 recall_id: int | None, config: ScoringConfig, links: bytes,
+                 prior_features: frozenset[str] = frozenset()):
         self.query = query
+        #: the features a links-only prior merged into the store adds to
+        self.prior_features = prior_features
         self.namespace = namespace
         self.qtype = qtype
         self.recall_id = recall_id
@@ -305,6 +316,20 @@ class TuneReport:
                      f"{g[0]:+.4f} [{g[1]:+.4f}, {g[2]:+.4f}] over the weight in force")
         lines.append(("deployed: " if self.deployed else "not deployed: ") + self.reason)
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Prior:
+    """A links-only prior merged into the store (Memory.priors())."""
+
+    digest: str              # SHA-256 of its links (priors.LEGACY: all merged before schema 7)
+    name: str | None         # the file it was read from
+    merged_at: float | None  # unix seconds
+    links: int               # how many links it holds
+    observations: float      # their alpha + beta, each link bounded
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,9 @@ META_LAST_RECALL = "last_recall"
 META_LINKS_PRIOR = "links_prior"
 #: the SHA-256 of each links-only file merged (JSON list).
 META_LINKS_PRIOR_FILES = "links_prior_files"
+#: each links-only prior merged, by digest: its file's name, when, its links
+#: (JSON object; heapmem.priors keeps links_prior their bounded sum).
+META_PRIORS = "priors"
 #: present only inside heapmem's own write transactions (never committed).
 META_FTS_DEFERRED = "fts_deferred"
 #: how the pooled layer is built (JSON, see POOL_DEFAULTS).
@@ -71,7 +74,7 @@ META_OWN = (META_FORMAT, META_CREATED_WITH)
 #: Every key heapmem writes.
 META_KEYS = (META_FORMAT, META_CREATED_WITH, META_TUNED, META_EMBEDDER, META_EMBEDDING_DIM,
              META_LAST_SEQ, META_LAST_RECALL, META_LINKS_PRIOR, META_LINKS_PRIOR_FILES,
-             META_FTS_DEFERRED, META_POOL)
+             META_FTS_DEFERRED, META_POOL, META_PRIORS)
 
 
 def meta_get(c: apsw.Connection, key: str) -> str | None:
@@ -124,7 +127,7 @@ def meta_problems(c: apsw.Connection) -> list[str]:
                 int(v)
             elif k == META_TUNED:
                 ScoringConfig.from_dict(json.loads(v))
-            elif k in (META_POOL, META_LINKS_PRIOR):
+            elif k in (META_POOL, META_LINKS_PRIOR, META_PRIORS):
                 if not isinstance(json.loads(v), dict):
                     raise ValueError("not a JSON object")
             elif k == META_LINKS_PRIOR_FILES:
@@ -357,11 +360,20 @@ DROP INDEX links_feature;
 # other's BM25, and its scores told which words the other held).  The tags
 # are written anew and the index rebuilt once, in one statement, with the
 # per-row trigger off meanwhile (it would delete and insert every row).
+# And each links-only prior is kept apart, with where it came from
+# (META_PRIORS, heapmem.priors), so that it can be listed and taken out: the
+# priors a store merged before, summed as they came, become one record.
 _SCHEMA_V7 = f"""
 DROP TRIGGER memories_au;
 UPDATE memories SET nstag = heap_ns_tag(namespace);
 {_MEMORIES_AU}
 INSERT INTO memories_fts(memories_fts) VALUES('rebuild');
+INSERT INTO heapmem_meta(key, value)
+SELECT '{META_PRIORS}', json_object('merged-before-schema-7', json_object(
+         'name', NULL, 'merged_at', NULL, 'links', json(value)))
+FROM heapmem_meta WHERE key = '{META_LINKS_PRIOR}' AND json_valid(value)
+  AND json_type(value) = 'object' AND value != '{{}}'
+ON CONFLICT(key) DO NOTHING;
 """
 
 # Numbered schema steps: MIGRATIONS[v] takes a store from version v to v + 1.

@@ -247,7 +247,8 @@ RETURNING id
 # ids, no SQL depth or variable limit).
 NEWEST_RECALL_SHOWING = """
 SELECT r.id FROM recalls AS r
-WHERE NOT EXISTS (SELECT 1 FROM json_each(:ids) AS g
+WHERE (:namespace IS NULL OR r.namespace = :namespace)
+  AND NOT EXISTS (SELECT 1 FROM json_each(:ids) AS g
                   WHERE g.value NOT IN (SELECT value FROM json_each(r.shown)))
 ORDER BY r.id DESC LIMIT 1
 """

@@ -23,12 +23,12 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import apsw
 import numpy as np
 
-from . import _native, hrana, learning, remote, schema, sql, tune
+from . import _native, hrana, learning, priors, remote, schema, sql, tune
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
 from .errors import CorruptStoreError, DuplicateIdError, HeapmemError, ReadOnlyError, from_sqlite
 from .results import (CheckReport, Event, Feedback, Item, Judgement, LinkRow, LoggedRecall,
-                      NamespaceStats, Recall, Result, Stats, TuneReport, log_params, score_rows,
-                      scored)
+                      NamespaceStats, Prior, Recall, Result, Stats, TuneReport, log_params,
+                      score_rows, scored)
 from .sql import RECALL_SQL
 from .validate import (MAX_K, MAX_TEXT_BYTES, POOLED, Timestamp, check_answer, check_ids,
                        check_name, check_namespace, check_text, seconds)
@@ -172,6 +172,8 @@ class Memory:
         self._links_cache: dict[tuple[str, str, float], bytes] = {}
         self._links_version: Any = None
         self._links_gen = 0  # bumped by every write of this connection to links
+        self._prior_feats: frozenset[str] = frozenset()
+        self._prior_version: Any = None
         flags = apsw.SQLITE_OPEN_READONLY if readonly else (
             apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
         flags |= apsw.SQLITE_OPEN_URI
@@ -417,7 +419,7 @@ class Memory:
         id = check_name(id, "id", optional=True)
         namespace = check_namespace(namespace)
         key = check_name(key, "key", optional=True)
-        created = self.now(created_at) if created_at is not None else self.now(None)
+        created = seconds(created_at, "created_at") if created_at is not None else self.now(None)
         if importance is None:
             importance = KIND_IMPORTANCE.get(kind, 1.0)
         elif isinstance(importance, bool) or not isinstance(importance, (int, float)):
@@ -737,7 +739,8 @@ class Memory:
                 logged = w.execute(sql.LOG_RECALL,
                                    log_params(namespace, query, qt, t, results, rest)).fetchall()
                 recall_id = logged[0][0] if logged else None
-        return Recall(query, namespace, qt, results, recall_id, config, links)
+        return Recall(query, namespace, qt, results, recall_id, config, links,
+                      self.prior_features)
 
     def recall_sql(self, query: str, *, k: int = 5, namespace: str = "default",
                    now: Timestamp | None = None,
@@ -755,15 +758,16 @@ class Memory:
 
     # -- feedback ----------------------------------------------------------------
 
-    def _resolve_recall(self, c: apsw.Connection, recall_id: Any,
-                        ids: list[str]
+    def _resolve_recall(self, c: apsw.Connection, recall_id: Any, ids: list[str],
+                        namespace: str | None = None
                         ) -> tuple[int, str, str, list[str], list[float], list[str]]:
         if recall_id is None:
             if not ids:
                 raise ValueError("feedback needs a recall_id (or ids to find the recall by)")
             # the newest recall that showed every given id
             # (one JSON parameter: any number of ids, no SQL depth or variable limit)
-            rows = c.execute(sql.NEWEST_RECALL_SHOWING, {"ids": json.dumps(ids)}).fetchall()
+            rows = c.execute(sql.NEWEST_RECALL_SHOWING, {"ids": json.dumps(ids),
+                                                         "namespace": namespace}).fetchall()
             if not rows:
                 raise ValueError("no tracked recall showed all of these ids; pass recall_id")
             recall_id = rows[0][0]
@@ -777,6 +781,9 @@ class Memory:
         if not rows:
             raise ValueError(f"unknown recall_id {recall_id} (never recorded, or forgotten)")
         ns, qt, shown, ages, feats = rows[0]
+        if namespace is not None and ns != namespace:  # another tenant's recall
+            raise ValueError(f"unknown recall_id {recall_id} in namespace {namespace!r} "
+                             "(never recorded there, or forgotten)")
         with _from_file(f"reading recall {recall_id} from the log"):
             shown, ages, feats = json.loads(shown), json.loads(ages), json.loads(feats)
             if not (isinstance(shown, list) and isinstance(ages, list)
@@ -785,18 +792,21 @@ class Memory:
         return recall_id, ns, qt, shown, ages, feats
 
     def _judge(self, recall_id: Any, used: Any, ignored: Any, rest_ignored: bool,
-               now: Timestamp | None, answer: str | None = None) -> Feedback:
+               now: Timestamp | None, answer: str | None = None,
+               namespace: str | None = None) -> Feedback:
         used_ids = check_ids(used, "used")
         ignored_ids = check_ids(ignored, "ignored") if ignored is not None else []
         both = set(used_ids) & set(ignored_ids)
         if both:
             raise ValueError(f"ids both used and ignored: {sorted(both)}")
         t = self.now(now)
+        if namespace is not None:
+            namespace = check_namespace(namespace)
         config = self.config
         judgements: tuple[Judgement, ...] = ()
         with self._write() as c:
             rid, ns, qt, shown, ages, shown_feats = self._resolve_recall(
-                c, recall_id, used_ids + ignored_ids)
+                c, recall_id, used_ids + ignored_ids, namespace)
             pool = self._reread_pool(c)
             judged = {r[0] for r in c.execute(sql.JUDGED_POSITIONS, {"id": rid})}
             if answer is not None:
@@ -887,7 +897,7 @@ class Memory:
 
     def feedback(self, used: Iterable[str] = (), *, recall_id: int | None = None,
                  ignored: Iterable[str] | None = None, answer: str | None = None,
-                 now: Timestamp | None = None) -> Feedback:
+                 now: Timestamp | None = None, namespace: str | None = None) -> Feedback:
         """Tell heapmem which memories of a recall the answer used.
 
         Every other memory the recall showed counts as ignored, unless
@@ -913,6 +923,11 @@ class Memory:
         memory (no overlap, or a tie) nothing is judged and nothing written.
         The result's `judgements` say, for each shown memory, what was decided
         and why.  Giving answer= with used= or ignored= is a ValueError.
+
+        namespace="...": the recall must be one of that namespace's (checked
+        in the same transaction as the write; a door serving one tenant
+        passes it), and without recall_id only its recalls are looked at:
+        another namespace's recall_id is unknown here, and nothing is written.
         """
         if answer is not None:
             answer = check_answer(answer)
@@ -921,18 +936,19 @@ class Memory:
             if recall_id is None:
                 raise ValueError("feedback(answer=...) needs the recall_id of the recall the "
                                  "answer was written from")
-            return self._judge(recall_id, [], [], False, now, answer)
-        return self._judge(recall_id, used, ignored, ignored is None, now)
+            return self._judge(recall_id, [], [], False, now, answer, namespace)
+        return self._judge(recall_id, used, ignored, ignored is None, now, None, namespace)
 
     def mark_used(self, ids: Iterable[str], *, recall_id: int | None = None,
-                  now: Timestamp | None = None) -> Feedback:
-        """Judge only these memories of a recall as used (others stay unjudged)."""
-        return self._judge(recall_id, ids, [], False, now)
+                  now: Timestamp | None = None, namespace: str | None = None) -> Feedback:
+        """Judge only these memories of a recall as used (others stay
+        unjudged); namespace as feedback() takes it."""
+        return self._judge(recall_id, ids, [], False, now, None, namespace)
 
     def mark_ignored(self, ids: Iterable[str], *, recall_id: int | None = None,
-                     now: Timestamp | None = None) -> Feedback:
+                     now: Timestamp | None = None, namespace: str | None = None) -> Feedback:
         """Judge only these memories of a recall as ignored."""
-        return self._judge(recall_id, [], ids, False, now)
+        return self._judge(recall_id, [], ids, False, now, None, namespace)
 
     @_locked
     def links(self, namespace: str = POOLED, *,
@@ -962,6 +978,48 @@ class Memory:
             res = [LinkRow(f, (pa + a) / (pa + pb + a + b), n, a, b, k) for f, a, b, n, k in out]
             res.sort(key=lambda r: (-r.strength, r.feature))
         return res
+
+    @property
+    @_locked
+    def prior_features(self) -> frozenset[str]:
+        """The features whose pooled links a merged prior adds to (what
+        explain() marks), read again once the file's links change."""
+        c = self.connection
+        version = (c.execute(sql.DATA_VERSION).fetchall()[0][0], self._links_gen)
+        if version != self._prior_version:
+            with _from_file("reading the priors"):
+                self._prior_feats = frozenset(schema.prior(c))
+            self._prior_version = version
+        return self._prior_feats
+
+    @_locked
+    def priors(self) -> list[Prior]:
+        """The links-only priors merged into this store (heapmem.transfer's
+        import of a links file), oldest first: each one's digest, file name,
+        when it was merged, and how much evidence it adds."""
+        with _from_file("reading the priors"):
+            recs = priors.records(self.connection)
+            out = [Prior(d, r.get("name"), r.get("merged_at"), len(r["links"]),
+                         float(sum(a + b for a, b, _ in r["links"].values())))
+                   for d, r in recs.items()]
+        out.sort(key=lambda p: (p.merged_at is not None, p.merged_at or 0.0, p.digest))
+        return out
+
+    def remove_prior(self, digest: str) -> Prior:
+        """Take a merged prior out again: its evidence leaves the pooled
+        layer, so recall ranks exactly as if it had never been merged, and
+        its file may be merged again later.  digest is the one priors()
+        lists (or its first 8 or more characters).  Unknown digest:
+        ValueError, and nothing changes."""
+        if not isinstance(digest, str):
+            raise TypeError(f"digest must be a string, got {type(digest).__name__}")
+        before = {p.digest: p for p in self.priors()}
+        with self.transaction() as c:
+            d = priors.find(c, digest)  # ValueError: nothing changes
+            with _from_file("removing a prior"):
+                _, rec = priors.remove(c, d)
+                learning.rebuild_pool(c, features=list(rec["links"]))
+        return before[d]
 
     def explain_usefulness(self, namespace: str = POOLED, *,
                            config: ScoringConfig | None = None) -> list[LinkRow]:
@@ -1182,6 +1240,7 @@ class Memory:
             problems.append("heapmem_meta holds 'fts_deferred': the FTS index trigger is off "
                             "for every writer (delete that row)")
         problems += [f"heapmem_meta: {m}" for m in schema.meta_problems(c)]
+        problems += [f"heapmem_meta: {m}" for m in priors.problems(c)]
         # each namespace's BM25 statistics against its memories
         odd = c.execute(sql.WRONG_NTOK).fetchall()[0][0]
         if odd:
@@ -1219,7 +1278,8 @@ class Memory:
 
 
 for _name in ("add", "add_many", "update", "get", "list", "recall", "feedback", "mark_used",
-              "mark_ignored", "links", "forget", "set_config", "logged_recall", "set_pool"):
+              "mark_ignored", "links", "forget", "set_config", "logged_recall", "set_pool",
+              "priors", "remove_prior"):
     setattr(Memory, _name, _guarded(getattr(Memory, _name)))
 for _name in ("stats", "tune", "judged_recalls", "events", "close"):
     setattr(Memory, _name, _guarded(getattr(Memory, _name)))

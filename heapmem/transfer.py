@@ -33,10 +33,11 @@ and nothing else: no text, no memory ids, no namespaces, no queries:
 
 Importing it merges it as a prior: each row's alpha, beta and n are added to
 the pooled layer ('*') of the target store, which every namespace borrows from
-(up to ScoringConfig.pooled_pseudocount observations' worth).  The merged
-totals are kept in heapmem_meta under 'links_prior', so check() can tell
-the prior from evidence that events produced; the file's SHA-256 is kept too,
-and merging the same file twice is refused.
+(up to ScoringConfig.pooled_pseudocount observations' worth).  Each prior is
+kept apart, with its digest (of its links), its file's name and when it was
+merged (heapmem.priors), so Memory.priors() lists it and remove_prior() takes
+it out again; their bounded sum is what the pool adds, and check() tells it
+from evidence that events produced.  Merging the same prior twice is refused.
 
 Every import runs in one transaction: any bad record, a wrong header, a
 truncated file or a colliding id raises ValueError and nothing is written.
@@ -64,10 +65,11 @@ from typing import IO, Any, Callable, Iterator, Union
 
 import apsw
 
-from . import _native, learning, schema, sql
+from . import _native, learning, priors, schema, sql
 from ._version import __version__
 from .config import MAX_IMPORTANCE, ScoringConfig
 from .results import ImportReport
+from .validate import MAX_TIME, MIN_TIME
 from .schema import META_LINKS_PRIOR, META_LINKS_PRIOR_FILES, SCHEMA_VERSION
 from .store import Memory
 from .errors import HeapmemError, from_sqlite
@@ -439,6 +441,29 @@ def _meta_value(k: str, v: str, where: str) -> Any:
             raise ValueError(f"{where}: meta {PRIOR_KEY} is not a JSON object of [alpha, beta, n]")
         return {_feature_name(f, where): _counts_of(x, where, f"meta {PRIOR_KEY}[{f!r}]")
                 for f, x in d.items()}
+    if k == schema.META_PRIORS:
+        d = parsed()
+        if not isinstance(d, dict):
+            raise ValueError(f"{where}: meta {k!r} is not a JSON object of priors by digest")
+        out = {}
+        for dg, r in d.items():
+            what = f"meta {k!r}[{dg!r}]"
+            if not (dg == priors.LEGACY or (len(dg) == 64 and all(
+                    ch in "0123456789abcdef" for ch in dg))):
+                raise ValueError(f"{where}: {what} is not named by a SHA-256 digest")
+            if not (isinstance(r, dict) and set(r) == {"name", "merged_at", "links"}
+                    and isinstance(r["links"], dict)):
+                raise ValueError(f"{where}: {what} must hold name, merged_at and links")
+            if not (r["name"] is None or (isinstance(r["name"], str) and len(r["name"]) < 4096)):
+                raise ValueError(f"{where}: {what}: name must be a string or null")
+            t = r["merged_at"]
+            if not (t is None or (isinstance(t, (int, float)) and not isinstance(t, bool)
+                                  and _finite(t))):
+                raise ValueError(f"{where}: {what}: merged_at must be unix seconds or null")
+            out[dg] = {"name": r["name"], "merged_at": t, "links": {
+                _feature_name(f, where): _counts_of(x, where, f"{what}[{f!r}]")
+                for f, x in r["links"].items()}}
+        return out
     if k == PRIOR_FILES_KEY:
         d = parsed()
         if not (isinstance(d, list) and all(isinstance(x, str) and len(x) == 64 for x in d)):
@@ -553,18 +578,6 @@ def _parse(n: int, line: str, name: str) -> dict | None:
     return rec
 
 
-def _merge_prior(c: Any, rows: dict[str, Any]) -> None:
-    """Add rows to the store's prior, each link bounded to PRIOR_MAX_WEIGHT
-    observations in all (scaled down, its rate kept): however large a file's
-    counts, a prior weighs like a few namespaces, never like millions."""
-    prior = schema.prior(c)
-    for f, (a, b, n) in rows.items():
-        p = prior.setdefault(f, [0.0, 0.0, 0])
-        p[0], p[1] = learning.cap_counts(p[0] + a, p[1] + b, schema.PRIOR_MAX_WEIGHT)
-        p[2] += n
-    schema.meta_set(c, PRIOR_KEY, json.dumps(prior, sort_keys=True, allow_nan=False))
-
-
 def _import_links(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, header: dict,
                   progress: Progress | None) -> ImportReport:
     rows: dict[str, list] = {}
@@ -593,17 +606,9 @@ def _import_links(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, hea
                          f"links, it holds {len(rows)}; nothing was imported")
     if not rows:
         raise ValueError(f"{lines.name} holds no links; nothing was imported")
-    # the same prior is the same links, however the file spells them (blank
-    # lines, key order, 1 or 1.0): its digest is of the parsed content
-    digest = hashlib.sha256(json.dumps(sorted([f, float(a), float(b), int(k)] for f, (a, b, k)
-                                              in rows.items())).encode()).hexdigest()
     with mem.transaction() as c:
-        seen = schema.meta_json(c, PRIOR_FILES_KEY, [])
-        if digest in seen:
-            raise ValueError(f"{lines.name} was already merged into this store as a prior; "
-                             "merging it again would count its evidence twice")
-        _merge_prior(c, rows)
-        schema.meta_set(c, PRIOR_FILES_KEY, json.dumps(seen + [digest]))
+        # kept apart with where it came from: Memory.priors(), remove_prior()
+        priors.merge(c, priors.digest_of(rows), os.path.basename(lines.name), rows, mem.now())
         learning.rebuild_pool(c)
     if progress is not None:
         progress(lines.total or lines.read, lines.total or lines.read)
@@ -618,6 +623,7 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
     file_events: list[tuple[str, list]] = []
     file_links: dict[tuple[str, str], tuple] = {}
     file_prior: dict[str, list] = {}
+    file_priors: dict[str, dict] = {}
     seqs: set[int] = set()
     recall_ids: set[int] = set()
     event_ids: set[int] = set()
@@ -661,6 +667,8 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                 parsed = _meta_value(k, v, where)
                 if k == PRIOR_KEY:
                     file_prior = parsed
+                elif k == schema.META_PRIORS:
+                    file_priors = parsed
             elif typ == "memory":
                 row = _memory_row(c, rec, where, seqs, mem_ids)
                 file_ns[row["id"]] = row["namespace"]
@@ -735,7 +743,8 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                 row = {"id": rid + rec_off, "namespace": ns,
                        "query": _str(rec, "query", where, empty=True),
                        "qtype": _qtype(rec, where),
-                       "created_at": _num(rec, "created_at", where)}
+                       "created_at": _num(rec, "created_at", where, lo=MIN_TIME,
+                                          hi=MAX_TIME)}
                 _insert(c, "recalls", row, rec, where, columns)
             elif typ == "event":
                 eid = _num(rec, "id", where, lo=1, integer=True)
@@ -758,7 +767,8 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                 file_events.append((ns, deltas))
                 row = {"id": eid + ev_off, "recall_id": None if rid is None else rid + rec_off,
                        "position": position, "namespace": ns, "qtype": _qtype(rec, where),
-                       "used": used, "created_at": _num(rec, "created_at", where)}
+                       "used": used,
+                       "created_at": _num(rec, "created_at", where, lo=MIN_TIME, hi=MAX_TIME)}
                 _insert(c, "events", row, rec, where, columns)
             else:  # link
                 ns = _str(rec, "namespace", where)
@@ -814,8 +824,14 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                 schema.meta_set(c, k, str(max(schema.meta_int(c, k), seq_off + int(v))))
             elif k == schema.META_LAST_RECALL:
                 schema.meta_set(c, k, str(max(schema.meta_int(c, k), rec_off + int(v))))
-            elif k == PRIOR_KEY:
-                _merge_prior(c, file_prior)
+            elif k == schema.META_PRIORS:
+                priors.adopt(c, file_priors)
+            elif k == PRIOR_KEY and schema.META_PRIORS not in meta_in:
+                # an export from before schema 7: its priors summed as one
+                d = priors.digest_of(file_prior)
+                if file_prior and d not in priors.records(c) and d not in priors.merged(c):
+                    priors.merge(c, d, f"{os.path.basename(name)} (the prior of an export from "
+                                 "before schema 7)", file_prior, mem.now())
             elif k in _EMBEDDER_KEYS:
                 schema.meta_set(c, k, v)  # checked against the store's above
             elif k == PRIOR_FILES_KEY:
@@ -898,7 +914,7 @@ def _memory_row(c: Any, rec: dict, where: str, seqs: set, ids: set) -> dict[str,
     imp = _num(rec, "importance", where)
     if not 0 < imp <= MAX_IMPORTANCE:
         raise ValueError(f"{where}: importance must be in (0, {MAX_IMPORTANCE:g}], got {imp!r}")
-    used = _num(rec, "last_used_at", where, optional=True)
+    used = _num(rec, "last_used_at", where, optional=True, lo=MIN_TIME, hi=MAX_TIME)
     meta = rec.get("metadata")
     if meta is not None and not isinstance(meta, dict):
         raise ValueError(f"{where}: metadata must be a JSON object or null")
@@ -912,7 +928,7 @@ def _memory_row(c: Any, rec: dict, where: str, seqs: set, ids: set) -> dict[str,
                                                                   "source", where),
         "key": None if rec.get("key") is None else _named(check_name, rec["key"], "key", where),
         "importance": float(imp),
-        "created_at": float(_num(rec, "created_at", where)),
+        "created_at": float(_num(rec, "created_at", where, lo=MIN_TIME, hi=MAX_TIME)),
         "last_used_at": None if used is None else float(used),
         "metadata": None if meta is None else json.dumps(meta, allow_nan=False,
                                                          ensure_ascii=False, sort_keys=True)}

@@ -247,3 +247,25 @@ def test_a_bug_in_heapmem_surfaces_as_itself(mem, monkeypatch):
     monkeypatch.setattr(heapmem.store, "log_params", lambda *a: {}["no such key"])
     with pytest.raises(KeyError):
         mem.recall("flight", namespace="user:maya")
+
+
+# -- 2. a door that serves one namespace checks the recall in the write ----------------
+
+def test_feedback_with_a_namespace_refuses_another_namespaces_recall(mem):
+    a = mem.add("Booked the flight: SFO to LIS", namespace="user:maya")
+    mem.add("Ben's flight is on Friday", namespace="user:ben")
+    theirs = mem.recall("flight", namespace="user:ben")
+    for call in (lambda: mem.feedback([], recall_id=theirs.recall_id, namespace="user:maya",
+                                      answer="Friday"),
+                 lambda: mem.mark_used([theirs[0].id], recall_id=theirs.recall_id,
+                                       namespace="user:maya"),
+                 lambda: mem.mark_ignored([theirs[0].id], recall_id=theirs.recall_id,
+                                          namespace="user:maya")):
+        with pytest.raises(ValueError, match="unknown recall_id .* in namespace 'user:maya'"):
+            call()
+    # without a recall_id, only the namespace's own recalls are looked at
+    with pytest.raises(ValueError, match="no tracked recall showed"):
+        mem.mark_used([theirs[0].id], namespace="user:maya")
+    assert mem.events() == []
+    mine = mem.recall("flight", namespace="user:maya")
+    assert mem.mark_used([a.id], namespace="user:maya").recall_id == mine.recall_id

@@ -1,0 +1,155 @@
+"""Links-only priors merged into a store, each with where it came from.
+
+Owns: the record of every prior merged (its digest, the file's name, when
+it was merged, its links' counts), the bounded sum of them that the pooled
+layer adds (heapmem.learning reads it as schema.prior()), and the list of
+digests that refuses the same file twice.  heapmem.transfer merges a prior
+through merge(); Memory.priors() and Memory.remove_prior() read and undo
+them.  Nothing else writes these meta keys.
+
+The sum is worked out afresh from the records on every change, in digest
+order, each link bounded to schema.PRIOR_MAX_WEIGHT observations in all
+(its rate kept): so removing a prior leaves exactly what merging the others
+alone would have left, and the rankings a store would have without it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any, Mapping
+
+from . import learning, schema
+
+#: The record a store merged before schema 7, when priors were summed as
+#: they came and not kept apart: all of them, as one, removable as one.
+LEGACY = "merged-before-schema-7"
+
+
+def records(c: Any) -> dict[str, dict[str, Any]]:
+    """Every prior merged: {digest: {"name", "merged_at", "links": {feature:
+    [alpha, beta, n]}}}; a damaged record (not an object) is left out."""
+    got = schema.meta_json(c, schema.META_PRIORS, {})
+    if not isinstance(got, dict):
+        return {}
+    return {d: r for d, r in got.items() if isinstance(r, dict)
+            and isinstance(r.get("links"), dict)}
+
+
+def _bounded(rows: Mapping[str, Any]) -> dict[str, list]:
+    out = {}
+    for f, (a, b, n) in rows.items():
+        a, b = learning.cap_counts(float(a), float(b), schema.PRIOR_MAX_WEIGHT)
+        out[f] = [a, b, int(n)]
+    return out
+
+
+def total(recs: Mapping[str, Mapping[str, Any]]) -> dict[str, list]:
+    """The prior the pool adds: the records' links summed in digest order,
+    each link bounded to PRIOR_MAX_WEIGHT observations."""
+    out: dict[str, list] = {}
+    for d in sorted(recs):
+        for f, (a, b, n) in recs[d]["links"].items():
+            p = out.setdefault(f, [0.0, 0.0, 0])
+            p[0], p[1], p[2] = p[0] + a, p[1] + b, p[2] + n
+    return _bounded(out)
+
+
+def _write(c: Any, recs: dict[str, dict[str, Any]]) -> None:
+    schema.meta_set(c, schema.META_PRIORS, json.dumps(recs, sort_keys=True, allow_nan=False))
+    schema.meta_set(c, schema.META_LINKS_PRIOR,
+                    json.dumps(total(recs), sort_keys=True, allow_nan=False))
+
+
+def merged(c: Any) -> list[str]:
+    """The digests of the prior files merged (and not removed)."""
+    got = schema.meta_json(c, schema.META_LINKS_PRIOR_FILES, [])
+    return [d for d in got if isinstance(d, str)] if isinstance(got, list) else []
+
+
+def merge(c: Any, digest: str, name: str | None, rows: Mapping[str, Any],
+          merged_at: float) -> None:
+    """Record the prior rows (feature -> (alpha, beta, n), checked by the
+    caller) under digest, and the sum anew, inside the caller's transaction;
+    ValueError if that digest is merged already.  The caller rebuilds the
+    pooled rows (learning.rebuild_pool)."""
+    recs = records(c)
+    files = merged(c)
+    if digest in recs or digest in files:
+        raise ValueError(f"{name or 'this prior'} was already merged into this store as a "
+                         "prior; merging it again would count its evidence twice")
+    recs[digest] = {"name": name, "merged_at": merged_at, "links": _bounded(rows)}
+    _write(c, recs)
+    schema.meta_set(c, schema.META_LINKS_PRIOR_FILES, json.dumps(files + [digest]))
+
+
+def digest_of(rows: Mapping[str, Any]) -> str:
+    """A prior's digest: of its parsed links, so the same prior is the same
+    digest however a file spells it (blank lines, key order, 1 or 1.0)."""
+    return hashlib.sha256(json.dumps(sorted([f, float(a), float(b), int(k)] for f, (a, b, k)
+                                            in rows.items())).encode()).hexdigest()
+
+
+def adopt(c: Any, recs: Mapping[str, Mapping[str, Any]]) -> int:
+    """Take in another store's records (a full export's, checked by the
+    caller), inside the caller's transaction: those this store has not
+    merged yet.  Returns how many were new."""
+    have = records(c)
+    files = merged(c)
+    new = {d: {"name": r.get("name"), "merged_at": r.get("merged_at"),
+               "links": _bounded(r["links"])}
+           for d, r in recs.items() if d not in have}
+    if new:
+        have.update(new)
+        _write(c, have)
+        schema.meta_set(c, schema.META_LINKS_PRIOR_FILES,
+                        json.dumps(files + [d for d in sorted(new)
+                                            if d != LEGACY and d not in files]))
+    return len(new)
+
+
+def find(c: Any, digest: str) -> str:
+    """The digest of the one merged prior that digest names (whole, or its
+    first 8 or more characters); ValueError otherwise."""
+    if not isinstance(digest, str):
+        raise TypeError(f"digest must be a string, got {type(digest).__name__}")
+    recs = records(c)
+    if digest in recs:
+        return digest
+    hits = [d for d in recs if len(digest) >= 8 and d.startswith(digest)]
+    if len(hits) == 1:
+        return hits[0]
+    if hits:
+        raise ValueError(f"digest {digest!r} names {len(hits)} priors; give more of it")
+    have = ", ".join(d[:12] for d in sorted(recs)) or "none"
+    raise ValueError(f"no prior with digest {digest!r} was merged into this store "
+                     f"(merged: {have}); nothing was removed")
+
+
+def remove(c: Any, digest: str) -> tuple[str, dict[str, Any]]:
+    """Take the prior digest names out, inside the caller's transaction:
+    its record, its digest (so the file may be merged again later) and its
+    part of the sum.  Returns its digest and record; the caller rebuilds the
+    pooled rows of its features."""
+    d = find(c, digest)
+    recs = records(c)
+    rec = recs.pop(d)
+    _write(c, recs)
+    files = [x for x in merged(c) if x != d]
+    if d == LEGACY:
+        files = [x for x in files if x in recs]
+    schema.meta_set(c, schema.META_LINKS_PRIOR_FILES, json.dumps(files))
+    return d, rec
+
+
+def problems(c: Any) -> list[str]:
+    """What check() reports: a stored sum that is not the records' sum."""
+    stored = schema.prior(c)
+    want = total(records(c))
+    if set(stored) != set(want) or any(
+            not (isinstance(stored[f], list) and len(stored[f]) == 3) or not all(
+                isinstance(x, (int, float)) and math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-9)
+                for x, y in zip(stored[f], want[f])) for f in want):
+        return ["the links-only prior the pool adds is not the sum of the priors merged "
+                "(Memory.priors())"]
+    return []
