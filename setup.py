@@ -65,9 +65,14 @@ cflags = ["-O2", "-fvisibility=hidden", "-Wall", "-Wno-unknown-pragmas", "-std=c
 ldflags = []
 if os.environ.get("HEAPMEM_SANITIZE"):
     # `HEAPMEM_SANITIZE=1 pip install -e .` builds with ASan and UBSan
-    cflags = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
-              "-fno-sanitize-recover=undefined", "-Wall", "-Wno-unknown-pragmas"]
-    ldflags = ["-fsanitize=address,undefined"]
+    # -fno-wrapv: Python's own flags carry -fwrapv, under which signed
+    # overflow is defined and UBSan does not look for it; float-cast-overflow
+    # (a double too large for its integer type) is not part of "undefined"
+    cflags = ["-O1", "-g", "-fno-omit-frame-pointer", "-fno-wrapv",
+              "-fsanitize=address,undefined,float-cast-overflow",
+              "-fno-sanitize-recover=undefined,float-cast-overflow", "-Wall",
+              "-Wno-unknown-pragmas"]
+    ldflags = ["-fsanitize=address,undefined,float-cast-overflow"]
 if sys.platform == "win32":
     cflags, ldflags = [], []
 
