@@ -4,11 +4,13 @@ library only.
 
 Owns: the wire format (URLs, the pipeline request and its results, SQLite
 values as Hrana encodes them, batons and base URLs, the replication index a
-result reports), the HTTP connection and the deadline of each request
-(its timeout bounds all of it), the bearer token and the Host header that
-picks one database of a server with namespaces, and HranaError: one
-sentence per way a server or the network can fail.  It knows nothing of
-heapmem's tables; heapmem.remote runs Memory's statements through it.
+result reports), the check that an answer is Hrana (its shape and its
+values, before any of it is handed on), the HTTP connection and the
+deadline of each request (its timeout bounds all of it), the bearer token
+and the Host header that picks one database of a server with namespaces,
+and HranaError: one sentence per way a server or the network can fail.  It
+knows nothing of heapmem's tables; heapmem.remote runs Memory's statements
+through it.
 """
 from __future__ import annotations
 
@@ -103,21 +105,13 @@ def encode(v: Any) -> dict[str, Any]:
     raise TypeError(f"a {type(v).__name__} cannot be bound to SQL")
 
 
-def decode(v: dict[str, Any]) -> Any:
-    """A Hrana value as a Python value."""
-    t = v.get("type")
-    if t == "null":
-        return None
-    if t == "integer":
-        return int(v["value"])
-    if t == "float":
-        return float(v["value"])
-    if t == "text":
-        return v["value"]
-    if t == "blob":
-        b = v.get("base64", "")
-        return base64.b64decode(b + "=" * (-len(b) % 4))
-    raise HranaError(f"the server sent a value of unknown type {t!r}", "NOT_HRANA")
+def decode(v: Any) -> Any:
+    """A Hrana value as a Python value; HranaError (NOT_HRANA) for anything
+    else."""
+    try:
+        return _value(v)
+    except NotHrana as e:
+        raise HranaError(f"the server sent {e.what}", "NOT_HRANA") from None
 
 
 _NAMES = re.compile(r":([A-Za-z_][A-Za-z0-9_]*)")
@@ -137,6 +131,169 @@ def stmt(sql: str, params: Any = None, *, want_rows: bool = True) -> dict[str, A
     else:
         s["args"] = [encode(v) for v in params]
     return s
+
+
+# -- what an answer must be ------------------------------------------------------------
+
+
+class NotHrana(Exception):
+    """What makes a server's answer not Hrana (what: words for a sentence);
+    Client.pipeline says it as a HranaError."""
+
+    def __init__(self, what: str):
+        super().__init__(what)
+        self.what = what
+
+
+#: An integer as Hrana sends one (a string, for 64 bits JSON numbers lack).
+_INTEGER = re.compile(r"-?[0-9]{1,20}")
+
+
+def _show(v: Any) -> str:
+    """v for a message: a container by its kind (its repr could be huge, or
+    too deep to make), anything else as a short repr."""
+    if isinstance(v, (list, dict)):
+        return "a JSON " + ("list" if isinstance(v, list) else "object")
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def _need(ok: bool, what: str) -> None:
+    if not ok:
+        raise NotHrana(what)
+
+
+def _n(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _integer(v: Any, what: str, low: int, high: int) -> int:
+    """v as an int in [low, high): a JSON integer or a string of one."""
+    n = v if type(v) is int else int(v) if type(v) is str and _INTEGER.fullmatch(v) else None
+    _need(n is not None and low <= n < high,
+          f"{what} that is not {'a' if low else 'an unsigned'} 64-bit integer: {_show(v)}")
+    return n  # type: ignore[return-value]
+
+
+def _optional(v: Any, what: str, low: int, high: int) -> int | None:
+    return None if v is None else _integer(v, what, low, high)
+
+
+_I64 = (-(1 << 63), 1 << 63)
+_U64 = (0, 1 << 64)
+
+
+def _value(v: Any) -> Any:
+    """A Hrana value as a Python value, or NotHrana."""
+    _need(type(v) is dict, f"a value that is not an object: {_show(v)}")
+    t = v.get("type")
+    if t == "null":
+        return None
+    x = v.get("value")
+    if t == "integer":
+        return _integer(x, "an integer value", *_I64)
+    if t == "float":
+        if type(x) in (int, float):
+            try:
+                return float(x)
+            except OverflowError:
+                pass
+        raise NotHrana(f"a float value that is not a number: {_show(x)}")
+    if t == "text":
+        _need(type(x) is str, f"a text value that is not a string: {_show(x)}")
+        return x
+    if t == "blob":
+        b = v.get("base64", "")
+        if type(b) is str:
+            try:
+                return base64.b64decode(b + "=" * (-len(b) % 4), validate=True)
+            except ValueError:
+                pass
+        raise NotHrana(f"a blob value that is not base64: {_show(b)}")
+    raise NotHrana(f"a value of unknown type {_show(t)}")
+
+
+def _error(e: Any) -> None:
+    _need(type(e) is dict and type(e.get("message")) is str
+          and (e.get("code") is None or type(e.get("code")) is str),
+          "an error without a message string")
+
+
+def _statement(r: Any) -> None:
+    """Check an execute's result (one statement's), and decode it in place:
+    its rows become tuples of Python values, its counts ints."""
+    _need(type(r) is dict, f"a statement result that is not an object: {_show(r)}")
+    cols, rows = r.get("cols"), r.get("rows")
+    _need(type(cols) is list, f"a statement result whose cols are not a list: {_show(cols)}")
+    _need(type(rows) is list, f"a statement result whose rows are not a list: {_show(rows)}")
+    width, out = len(cols), []
+    for row in rows:
+        _need(type(row) is list, f"a row that is not a list: {_show(row)}")
+        _need(len(row) == width, f"a row of {_n(len(row), 'value')} for "
+              f"{_n(width, 'column')}")
+        out.append(tuple([_value(v) for v in row]))
+    r["rows"] = out
+    r["affected_row_count"] = _integer(r.get("affected_row_count"),
+                                       "an affected row count", *_U64)
+    r["last_insert_rowid"] = _optional(r.get("last_insert_rowid"), "a last insert rowid", *_I64)
+    r["replication_index"] = _optional(r.get("replication_index"), "a replication index",
+                                       *_U64)
+
+
+def _result(request: dict[str, Any], r: Any) -> None:
+    """Check the result of request (and decode what it holds, in place)."""
+    _need(type(r) is dict, f"a result that is not an object: {_show(r)}")
+    kind = request.get("type")
+    if r.get("type") == "error":
+        _error(r.get("error"))
+        return
+    _need(r.get("type") == "ok", f"a result of type {_show(r.get('type'))}")
+    resp = r.get("response")
+    _need(type(resp) is dict and resp.get("type") == kind,
+          f"a response that does not answer a {kind} request")
+    if kind == "execute":
+        _statement(resp.get("result"))
+    elif kind == "batch":
+        b, steps = resp.get("result"), len(request["batch"]["steps"])
+        _need(type(b) is dict, f"a batch result that is not an object: {_show(b)}")
+        results, errors = b.get("step_results"), b.get("step_errors")
+        _need(type(results) is list and type(errors) is list and
+              len(results) == len(errors) == steps,
+              "a batch result without a result and an error for each of its "
+              + _n(steps, "step"))
+        for sr, se in zip(results, errors):
+            if se is not None:
+                _error(se)
+            if sr is not None:
+                _statement(sr)
+        b["replication_index"] = _optional(b.get("replication_index"), "a replication index",
+                                           *_U64)
+    elif kind == "get_autocommit":
+        _need(type(resp.get("is_autocommit")) is bool,
+              "a get_autocommit response without is_autocommit true or false")
+
+
+def checked(data: bytes, requests: Sequence[dict[str, Any]]
+            ) -> tuple[str | None, list[dict[str, Any]]]:
+    """(baton, results) of a pipeline answer to requests, checked to be
+    Hrana (each result an answer to its request: its rows decoded into
+    tuples of Python values, its counts and indices into ints); NotHrana
+    says what is not."""
+    try:
+        out = json.loads(data)
+    except RecursionError:
+        raise NotHrana("JSON nested too deeply") from None
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError too
+        raise NotHrana("not JSON") from None
+    _need(type(out) is dict, f"{_show(out)} where an object was expected")
+    baton, results = out.get("baton"), out.get("results")
+    _need(baton is None or type(baton) is str, f"a baton that is not a string: {_show(baton)}")
+    _need(type(results) is list, f"results that are not a list: {_show(results)}")
+    _need(len(results) == len(requests),
+          f"{_n(len(results), 'result')} for {_n(len(requests), 'request')}")
+    for request, r in zip(requests, results):
+        _result(request, r)
+    return baton, results
 
 
 # -- the HTTP side ----------------------------------------------------------------------
@@ -367,7 +524,8 @@ class Client:
         """Send requests on the stream the baton names (None: a new stream);
         returns the next baton (None once the stream is closed) and one result
         per request, all within the timeout: {"type": "ok", "response": ...}
-        or {"type": "error", "error": {"message", "code"}}."""
+        or {"type": "error", "error": {"message", "code"}}, checked (checked():
+        HranaError NOT_HRANA unless the answer is Hrana, its rows decoded)."""
         body = json.dumps({"baton": baton, "requests": list(requests)},
                           allow_nan=False).encode("utf-8")
         pauses = iter(MISSING_RETRIES if self.database is not None else ())
@@ -386,25 +544,23 @@ class Client:
         if status != 200:
             raise self.http_error(status, data)
         try:
-            out = json.loads(data)
-            results = out["results"]
-            if not isinstance(results, list) or len(results) != len(requests):
-                raise ValueError("wrong number of results")
-        except (ValueError, KeyError, TypeError):
+            return checked(data, requests)
+        except NotHrana as e:
             raise HranaError(f"{self.url} answered with something that is not a Hrana "
-                             "pipeline response: is it a libSQL server (sqld)?",
+                             f"pipeline response ({e.what}): is it a libSQL server (sqld)?",
                              "NOT_HRANA") from None
-        return out.get("baton"), results
 
     def http_error(self, status: int, data: bytes) -> HranaError:
         text = data.decode("utf-8", "replace").strip()
         try:
             j = json.loads(text)
-            detail = j.get("error") or j.get("message") or text
-            code = j.get("code") or ""
-        except (ValueError, AttributeError):
-            detail, code = text, ""
-        detail = " ".join(str(detail).split())[:300]
+        except (ValueError, RecursionError):
+            j = None
+        detail, code = (j.get("error") or j.get("message"), j.get("code")) \
+            if isinstance(j, dict) else (None, None)
+        detail = detail if isinstance(detail, str) and detail else text
+        code = code if isinstance(code, str) else ""
+        detail = " ".join(detail[:1000].split())[:300]
         if status == 401 or status == 403:
             how = "no auth_token was given" if not self.auth_token else \
                 "the auth_token was refused"
@@ -458,11 +614,10 @@ class Client:
 
 
 def rows_of(result: dict[str, Any]) -> tuple[list[tuple], int, int | None]:
-    """(rows, affected row count, last insert rowid) of an execute's result."""
+    """(rows, affected row count, last insert rowid) of an execute's result
+    as Client.pipeline returns it (checked and decoded)."""
     r = result["result"] if "result" in result else result
-    rows = [tuple(decode(v) for v in row) for row in r.get("rows", ())]
-    last = r.get("last_insert_rowid")
-    return rows, int(r.get("affected_row_count") or 0), None if last is None else int(last)
+    return r["rows"], r["affected_row_count"], r["last_insert_rowid"]
 
 
 def replication_index(result: dict[str, Any]) -> int:
