@@ -816,6 +816,19 @@ static int hm_check_input(const hm_input *in, char *err, int errlen) {
   return HM_OK;
 }
 
+/* usefulness^w_usefulness, the factor usefulness puts on a score.  Under the
+ * gated lift (model 1) usefulness is a ratio to the base rate, and max_lift
+ * bounds how far it may move a score either way: what any evidence (a prior
+ * merged from elsewhere, colluding tenants) can do.  The reference noisy-OR
+ * (model 0) gives a likelihood in [0, 1], left as it is. */
+static double hm_lift(double usefulness, const hm_config *c) {
+  double lift = pow(usefulness, c->w_usefulness);
+  if (c->model != 1) return lift;
+  if (lift > c->max_lift) return c->max_lift;
+  if (lift < 1.0 / c->max_lift) return 1.0 / c->max_lift;
+  return lift;
+}
+
 /* Every factor and the score, given the usefulness. */
 static void hm_finish(const hm_input *in, double use, const hm_config *c, hm_factors *f) {
   f->relevance = in->relevance;
@@ -825,12 +838,7 @@ static void hm_finish(const hm_input *in, double use, const hm_config *c, hm_fac
   f->rules = in->superseded ? c->superseded_factor : 1.0;
   double fixed = pow(f->relevance, c->w_relevance) * pow(f->recency, c->w_recency) *
                  pow(f->importance, c->w_importance);
-  /* how far usefulness may move a score, either way: max_lift bounds what any
-   * evidence (a prior merged from elsewhere, colluding tenants) can do */
-  double lift = pow(f->usefulness, c->w_usefulness);
-  if (lift > c->max_lift) lift = c->max_lift;
-  else if (lift < 1.0 / c->max_lift) lift = 1.0 / c->max_lift;
-  else if (isnan(lift)) lift = 1.0;
+  double lift = hm_lift(f->usefulness, c);
   f->score = fixed * lift * f->rules;
   f->rest = fixed * f->rules;
 }
@@ -981,8 +989,7 @@ HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char
     HM_CAT(" x useful %.2f", f.usefulness);
     HM_W(c->w_usefulness);
     double lift = pow(f.usefulness, c->w_usefulness);
-    if (lift > c->max_lift || lift < 1.0 / c->max_lift)
-      HM_CAT(" (bounded to x%.3g)", lift > c->max_lift ? c->max_lift : 1.0 / c->max_lift);
+    if (lift != hm_lift(f.usefulness, c)) HM_CAT(" (bounded to x%.3g)", hm_lift(f.usefulness, c));
     HM_CAT(" [");
     /* the three features with the largest effect, then how many more */
     int shown[3] = {-1, -1, -1}, printed = 0;

@@ -63,7 +63,7 @@ META_LINKS_PRIOR = "links_prior"
 META_LINKS_PRIOR_FILES = "links_prior_files"
 #: each links-only prior merged, by digest: its file's name, when, its links
 #: (JSON object; heapmem.priors keeps links_prior their bounded sum).
-META_PRIORS = "priors"
+META_PRIORS = "prior_records"
 #: present only inside heapmem's own write transactions (never committed).
 META_FTS_DEFERRED = "fts_deferred"
 #: how the pooled layer is built (JSON, see POOL_DEFAULTS).

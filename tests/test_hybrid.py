@@ -213,7 +213,10 @@ def test_e5_stored_centre_is_the_everyday_sentences_mean(e5, monkeypatch):
     from heapmem import embedders
     raw = embedders.E5Small(center=False)
     mean = raw._model.query(list(embedders._EVERYDAY)).mean(axis=0)
-    assert np.array_equal(e5._mean, mean)
+    # equal to the float32 rounding of the engine's kernels, which differ by
+    # processor (bit-equal on the machine that stored it, 2e-4 apart on another)
+    assert np.allclose(e5._mean, mean, atol=1e-3)
+    assert float(np.dot(e5._mean, mean) / np.linalg.norm(e5._mean) / np.linalg.norm(mean)) > 0.999
     from importlib import metadata
     monkeypatch.setattr(metadata, "version", lambda name: "9.9.9")
     calls = []
@@ -224,7 +227,7 @@ def test_e5_stored_centre_is_the_everyday_sentences_mean(e5, monkeypatch):
             calls.append(len(texts))
             return real(texts)
 
-    assert np.array_equal(embedders._everyday_mean(Spy()), mean)
+    assert np.array_equal(embedders._everyday_mean(Spy()), mean)  # the same kernels here
     assert calls == [len(embedders._EVERYDAY)]
 
 

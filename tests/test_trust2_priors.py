@@ -125,7 +125,7 @@ def test_a_schema_6_prior_becomes_one_record_that_can_be_removed(tmp_path):
     transfer.import_file(m, str(tmp_path / "five.jsonl"))
     m.close()
     c = apsw.Connection(str(path))  # what schema 6 kept: the sum and the digests only
-    c.execute("DELETE FROM heapmem_meta WHERE key = 'priors'; PRAGMA user_version = 6")
+    c.execute("DELETE FROM heapmem_meta WHERE key = 'prior_records'; PRAGMA user_version = 6")
     c.close()
     with heapmem.open(str(path), clock=lambda: T0) as m:
         (p,) = m.priors()
