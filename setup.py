@@ -6,6 +6,7 @@ any SQLite client can load it as an extension and Python can dlopen it
 through cffi.  A build needs a C compiler and the SQLite development headers
 (sqlite3ext.h); on Debian/Ubuntu: `apt-get install gcc libsqlite3-dev`.
 """
+import glob
 import os
 import sys
 
@@ -106,7 +107,8 @@ setup(
         Extension(
             "heapmem.heapmem0",
             sources=["csrc/heapmem.c"],
-            depends=["csrc/heapmem.h"],
+            # the units heapmem.c includes (one translation unit)
+            depends=sorted(glob.glob(os.path.join("csrc", "*.[ch]"))),
             define_macros=[("HEAPMEM_VERSION", '"%s"' % VERSION)],
             extra_compile_args=cflags,
             extra_link_args=ldflags,

@@ -318,16 +318,6 @@ def job_serve_heapmem(job: dict[str, Any]) -> dict[str, Any]:
     import heapmem
     from heapmem import _native
 
-    if job.get("events_only"):
-        # --events-only: what a feedback would cost its caller if the links were
-        # folded later (issue 12's lazy way): its events, the used memories'
-        # last_used_at and the commit, no fold at all (recall then ranks with
-        # stale links: the recall figures of such a run mean nothing)
-        from heapmem import learning, sql as hsql
-        learning.fold_into_pool = lambda *a, **k: None
-        learning.before_fold = lambda *a, **k: {}
-        hsql.FOLD_OWN = "SELECT :namespace, :fold"
-
     rss_import = maxrss_mb()
     with open(job["queries"], encoding="utf-8") as fh:
         Q = json.load(fh)
@@ -784,9 +774,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--reuse", action="store_true", help="serve stores left by a --keep run")
     ap.add_argument("--only", help="comma list of store tags to run (e.g. multi-1M,alone)")
     ap.add_argument("--profile", action="store_true")
-    ap.add_argument("--events-only", action="store_true",
-                    help="feedback writes its events and folds nothing (what a lazy fold "
-                         "would cost the caller; every other figure is then meaningless)")
     ap.add_argument("--peer-python")
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--out", help="write the results as JSON here")
@@ -851,7 +838,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                         json.dump(built, fh)
                 served = run_job(sys.executable, {"kind": "serve-heapmem", **common,
                                                   "queries": qpath, "profile": args.profile,
-                                                  "events_only": args.events_only,
                                                   **counts}, workdir)
             except RuntimeError as e:
                 log(f"{e}; the row is left out")

@@ -36,7 +36,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "tests"))
 
 import heapmem  # noqa: E402
-from heapmem import _native, hrana, sqld  # noqa: E402
+from heapmem import hrana, sqld  # noqa: E402
 from heapmem import sql as statements  # noqa: E402
 from perf import DEFAULT_DATA, Base, batched, iter_memories, make_queries, pct  # noqa: E402
 from _sqld import Cluster, wait_for  # noqa: E402
@@ -137,11 +137,10 @@ def bench_recall(base: Base, n: int, nq: int, work: str) -> dict[str, Any]:
         inproc = []
         for _ in range(min(nq, 100)):
             q, ns = next(it)
-            p = {"question": q, "namespace": ns, "now": now, "candidates": local.config.candidates,
-                 "qtype": _native.qtype(q), "k": 5, "config": local.config.to_sql(),
-                 "pseudocount": float(local.config.pooled_pseudocount), "cap": local.pool["cap"]}
+            p = {"question": q, "namespace": ns, "now": now, "k": 5,
+                 "config": local.config.to_sql(), "qvec": None}
             t = time.perf_counter()
-            local.connection.execute(statements.REMOTE_RECALL, p).fetchall()
+            local.connection.execute(statements.RECALL, p).fetchall()
             inproc.append(time.perf_counter() - t)
         tracked = []
         for _ in range(min(nq, 100)):
@@ -341,7 +340,7 @@ def report(res: dict[str, Any], cmd: str) -> str:
                      f"{r['tracked_replica_p50_ms']:.2f} ms | {r['mismatches']} of "
                      f"{r['queries']} |")
     lines += ["", "Where a replica's recall goes: the server's own time in the one recall statement "
-              "(`sql.REMOTE_RECALL`, as Hrana reports it), the same statement run in process "
+              "(`sql.RECALL`, heap_recall, as Hrana reports it), the same statement run in process "
               "through apsw, and the rest (HTTP, sqld's parsing and routing of the statement, "
               "JSON both ways, the client's scoring of the top k).", "",
               "| memories | replica p50 | server's time in the statement p50 | the statement in "

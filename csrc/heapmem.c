@@ -21,6 +21,7 @@
 SQLITE_EXTENSION_INIT1
 
 #include <ctype.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -2659,6 +2660,14 @@ static int hm_register_fts5(sqlite3 *db, char **err) {
                                     hm_stemmer_free);
 }
 
+#pragma endregion
+
+/* the loop: recall as a table, feedback and the pooled layer as calls */
+#include "recall.c"
+#include "feedback.c"
+
+#pragma region registration
+
 static const struct {
   const char *name;
   int nargs;
@@ -2668,6 +2677,7 @@ static const struct {
   void (*final)(sqlite3_context *);
 } hm_functions[] = {
 #define HM_PURE (SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS)
+#define HM_WRITE (SQLITE_UTF8 | SQLITE_DIRECTONLY)
     {"heap_version", 0, HM_PURE, heap_version, NULL, NULL},
     {"heap_qtype", 1, HM_PURE, heap_qtype, NULL, NULL},
     {"heap_features", 3, HM_PURE, heap_features, NULL, NULL},
@@ -2690,8 +2700,23 @@ static const struct {
     {"heap_fold", 5, HM_PURE, NULL, heap_fold_step, heap_fold_final},
     {"heap_fold", 6, HM_PURE, NULL, heap_fold_step, heap_fold_final},
     {"heap_bm25_top", 6, SQLITE_UTF8, NULL, heap_bm25_top_step, heap_bm25_top_final},
+    /* the loop's writes: never from a file's views or triggers */
+    {"heap_feedback", 2, HM_WRITE, heap_feedback, NULL, NULL},
+    {"heap_feedback", 3, HM_WRITE, heap_feedback, NULL, NULL},
+    {"heap_feedback", 4, HM_WRITE, heap_feedback, NULL, NULL},
+    {"heap_feedback", 5, HM_WRITE, heap_feedback, NULL, NULL},
+    {"heap_feedback", 6, HM_WRITE, heap_feedback, NULL, NULL},
+    {"heap_answer", 2, HM_WRITE, heap_answer, NULL, NULL},
+    {"heap_answer", 3, HM_WRITE, heap_answer, NULL, NULL},
+    {"heap_answer", 4, HM_WRITE, heap_answer, NULL, NULL},
+    {"heap_answer", 5, HM_WRITE, heap_answer, NULL, NULL},
+    {"heap_statement", 1, HM_PURE, heap_statement, NULL, NULL},
+    {"heap_rebuild_pool", 0, HM_WRITE, heap_rebuild_pool, NULL, NULL},
+    {"heap_rebuild_pool", 1, HM_WRITE, heap_rebuild_pool, NULL, NULL},
 #undef HM_PURE
+#undef HM_WRITE
 };
+
 
 #ifdef _WIN32
 __declspec(dllexport)
@@ -2707,6 +2732,11 @@ HM_API int sqlite3_heapmem_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_
         *pzErrMsg = sqlite3_mprintf("heapmem: could not register %s", hm_functions[i].name);
       return rc;
     }
+  }
+  int rc = sqlite3_create_module_v2(db, "heap_recall", &hr_module, NULL, NULL);
+  if (rc != SQLITE_OK) {
+    if (pzErrMsg) *pzErrMsg = sqlite3_mprintf("heapmem: could not register heap_recall");
+    return rc;
   }
   return hm_register_fts5(db, pzErrMsg);
 }

@@ -85,11 +85,11 @@ class ScoringConfig:
     half_life_days: float = _C["half_life_days"]
     recency_floor: float = _C["recency_floor"]
     superseded_factor: float = _C["superseded_factor"]
-    candidates: int = 50
-    lexical_weight: float = 0.7
+    candidates: int = int(_C["candidates"])
+    lexical_weight: float = _C["lexical_weight"]
     prior_alpha: float = _C["prior_alpha"]
     prior_beta: float = _C["prior_beta"]
-    pooled_pseudocount: float = 1e9
+    pooled_pseudocount: float = _C["pooled_pseudocount"]
     model: int = int(_C["model"])
     gate_z: float = _C["gate_z"]
     combine: int = int(_C["combine"])

@@ -2,10 +2,11 @@
 
 Owns: the replay of the event log (and any merged prior) into link counts per
 (layer, feature), the comparison of those counts with stored links (one
-tolerance), the pooled layer (how namespaces' links add up to it, robustly,
-and keeping its rows current: rebuild_pool, fold_into_pool), the pooled sums
-that tune() holds out per fold, and the split of a feature name into its
-question type.  check(), import and tune() all go
+tolerance), the rules of the pooled layer replayed in Python (how
+namespaces' links add up to it, robustly: what check() and import compare the
+stored rows with; the C core keeps the rows themselves, csrc/feedback.c),
+the pooled sums that tune() holds out per fold, and the split of a feature
+name into its question type.  check(), import and tune() all go
 through here, so they cannot disagree about what the events mean.  The
 credit each judged memory gives (which features, how much) is the C core's
 (hm_credit); this module only adds the deltas up.
@@ -16,7 +17,7 @@ import json
 from collections import defaultdict
 from typing import Any, Iterable, Mapping
 
-from . import schema, sql
+from . import sql
 from .validate import POOLED
 
 #: A link's evidence: [alpha, beta, n] (n: events that touched it).
@@ -156,167 +157,14 @@ def _pooled_row(mine: list[tuple], prior: Iterable | None, settings: Mapping[str
 # -- keeping the pooled rows in the store -------------------------------------------
 
 
-def rebuild_pool(c: Any, features: Iterable[str] | None = None,
-                 settings: Mapping[str, float] | None = None) -> None:
+def rebuild_pool(c: Any, features: Iterable[str] | None = None) -> None:
     """Work the pooled rows ('*') and every namespace's share of them out
     again, for these features (all when None), inside the caller's write
-    transaction, with the store's pool settings (or these)."""
-    settings = schema.pool_settings(c) if settings is None else settings
-    prior = schema.prior(c)
-    prior_support = schema.PRIOR_SUPPORT
-    feats = None if features is None else sorted(set(features))
-    if feats is None:
-        rows = c.execute(sql.OWN_ROWS).fetchall()
-        c.execute(sql.DELETE_POOLED)
-        wanted: Iterable[str] = set(r[1] for r in rows) | set(prior)
-    else:
-        p = {"features": json.dumps(feats)}
-        rows = c.execute(sql.OWN_ROWS_OF, p).fetchall()
-        c.execute(sql.DELETE_POOLED_OF, p)
-        wanted = feats
-    by_feature: dict[str, list] = defaultdict(list)
-    for ns, f, a, b, n, pa, pb in rows:
-        by_feature[f].append((ns, a, b, n, pa, pb))
-    shares_out, pooled_out = [], []
-    for f in wanted:
-        mine = by_feature.get(f, [])
-        if not mine and f not in prior:
-            continue
-        shares, sa, sb, n, support, lo, hi = _pooled_row(mine, prior.get(f), settings,
-                                                         prior_support)
-        for ns, _, _, _, pa, pb in mine:
-            if shares[ns] != (pa, pb):
-                shares_out.append((shares[ns][0], shares[ns][1], ns, f))
-        pooled_out.append((f, feature_qtype(f), sa, sb, n, support, lo, hi))
-    c.executemany(sql.SET_SHARE, shares_out)
-    c.executemany(sql.INSERT_POOLED, pooled_out)
-
-
-def before_fold(c: Any, namespace: str, features: Iterable[str],
-                settings: Mapping[str, float]) -> dict[str, tuple]:
-    """What fold_into_pool needs to know before feedback folds into these
-    features: {feature: (alpha, beta, pool_alpha, pool_beta, pooled row
-    exists, low_rate, high_rate, namespaces that have it)}, alpha None for a
-    feature new to the namespace (and the count of namespaces given only
-    then, and only up to the number a feature needs to be pooled)."""
-    return {r[0]: r[1:] for r in c.execute(sql.BEFORE_FOLD, {
-        "namespace": namespace, "features": json.dumps(list(features)),
-        "least": _params(settings)[2]})}
-
-
-def fold_into_pool(c: Any, namespace: str, fold: Mapping[str, Iterable],
-                   before: Mapping[str, tuple], settings: Mapping[str, float]) -> None:
-    """After feedback added fold ({feature: (d_alpha, d_beta, n)}) to the
-    namespace's own links (before: before_fold() until then), update the
-    pooled rows.  Where the namespace's place among the others cannot have
-    changed (its rate stays on the same side of the pooled row's lowest and
-    highest kept rates, or exactly where it was), or too few namespaces back
-    the feature to pool it, its share and the pooled row change in place.
-    Elsewhere (a rate crossing a boundary, one namespace more behind a pooled
-    feature) the pooled row is reworked from the rows around its trim
-    boundaries (_rework), or worked out in full where that cannot be done (a
-    feature whose pooled row is missing).  The shares that change go in one
-    batch, and every pooled row's change in one statement."""
-    cap, _, least = _params(settings)
-    shares: list[tuple] = []  # (pool_alpha, pool_beta, namespace, feature)
-    # feature: [d_alpha, d_beta, d_n, d_support, low_rate, high_rate]
-    pooled: dict[str, list] = {}
-    full = []
-    for f, (da, db, dn) in fold.items():
-        a0, b0, pa0, pb0, exists, lo, hi, k_before = before[f]
-        if a0 is not None and not (_evidence(a0, b0) and _evidence(a0 + da, b0 + db)):
-            full.append(f)  # a row without evidence joins or leaves the pool: work it out
-            continue
-        if a0 is None:  # the namespace is new to this feature: one more backs it
-            if not exists and least > 1:  # no namespace had it: nothing pooled yet
-                pooled[f] = [0.0, 0.0, dn, 1, None, None]
-            elif exists and lo is None and k_before + 1 < least:  # still too few to pool
-                pooled[f] = [0.0, 0.0, dn, 1, None, None]
-            elif exists:
-                _rework(c, namespace, f, dn, True, lo is not None, settings, shares, pooled, full)
-            else:
-                full.append(f)
-            continue
-        if not exists:
-            full.append(f)
-            continue
-        if lo is None:  # nothing pooled yet for this feature: only n moves
-            pooled[f] = [0.0, 0.0, dn, 0, None, None]
-            continue
-        c1 = cap_counts(a0 + da, b0 + db, cap)
-        r0, r1 = _rate(a0, b0), _rate(a0 + da, b0 + db)
-        if lo < r0 < hi and lo < r1 < hi:
-            share = c1
-        elif r0 < lo and r1 < lo:
-            share = _at(*c1, lo)
-        elif r0 > hi and r1 > hi:
-            share = _at(*c1, hi)
-        elif r0 == r1:  # on a boundary, and staying: its place is unchanged
-            share = _at(*c1, r1) if (r1 == lo or r1 == hi) else c1
-        else:
-            _rework(c, namespace, f, dn, False, True, settings, shares, pooled, full)
-            continue
-        if share != (pa0, pb0):
-            shares.append((share[0], share[1], namespace, f))
-        pooled[f] = [share[0] - pa0, share[1] - pb0, dn, 0, lo, hi]
-    # one primary-key update per row (an UPDATE ... FROM json_each is planned
-    # as a scan of the namespace's links)
-    c.executemany(sql.SET_SHARE, shares)
-    if pooled:
-        c.execute(sql.ADD_TO_POOLED, {"add": json.dumps(pooled)})
-    if full:
-        rebuild_pool(c, full, settings)
-
-
-def _rework(c: Any, namespace: str, f: str, dn: int, new_row: bool, was_pooled: bool,
-            settings: Mapping[str, float], shares: list[tuple], pooled: dict[str, list],
-            full: list[str]) -> None:
-    """Rework one pooled feature's row after namespace's own row changed, from
-    the rows around its trim boundaries only (one indexed read, however many
-    namespaces back it): the changed shares go into `shares` and the pooled
-    row's change into `pooled`, as fold_into_pool keeps them (or the feature
-    into `full`, should fewer namespaces back it than a pooled row needs).
-    Only the `trim` lowest and highest rates have a share at a boundary rate;
-    every other row's share is its capped counts.  One row moved, so every
-    row that was among the `trim` lowest (highest) before is among the
-    `trim` + 1 lowest (highest) now, or is that row: the rows read are all
-    whose share can change.  Where the feature was not pooled before (it has
-    just reached `min` namespaces), every row's share changes: all `min` of
-    them are read, and their ends are the lowest and highest."""
-    cap, trim, _ = _params(settings)
-    p = {"feature": f, "m": trim + 1, "namespace": namespace}
-    if was_pooled:
-        edges = c.execute(sql.POOL_EDGES, p).fetchall()
-        rows = {r[1]: r[1:] for r in edges}
-        lowest = sorted((r[1:] for r in edges if r[0] == 0), key=_order)
-        highest = sorted((r[1:] for r in edges if r[0] == 1), key=_order, reverse=True)
-    else:
-        rows = {r[0]: r for r in c.execute(sql.POOL_ALL_ROWS, p).fetchall()}
-        lowest = sorted(rows.values(), key=_order)[:trim + 1]
-        highest = sorted(rows.values(), key=_order, reverse=True)[:trim + 1]
-    if any(not _evidence(r[1], r[2]) for r in lowest):
-        # rows without evidence (a damaged file's) sort lowest and count
-        # nothing: where the feature has any, it is worked out in full
-        full.append(f)
-        return
-    if len(lowest) <= trim:  # too few rows for a pooled row (own rows are never deleted)
-        full.append(f)
-        return
-    lo, hi = _rate(*lowest[trim][1:3]), _rate(*highest[trim][1:3])
-    low_set = {r[0] for r in lowest[:trim]}
-    high_set = {r[0] for r in highest[:trim]}
-    da = db = 0.0
-    for ns, a, b, pa, pb in rows.values():
-        ca, cb = cap_counts(a, b, cap)
-        if ns in low_set:
-            ca, cb = _at(ca, cb, lo)
-        elif ns in high_set:
-            ca, cb = _at(ca, cb, hi)
-        if (ca, cb) != (pa, pb):
-            shares.append((ca, cb, ns, f))
-            da += ca - pa
-            db += cb - pb
-    pooled[f] = [da, db, dn, int(new_row), lo, hi]
+    transaction, with the store's pool settings: the C core's
+    heap_rebuild_pool (csrc/feedback.c, which also keeps the pool current
+    at every feedback).  pool() below replays the same rules for check()."""
+    feats = None if features is None else json.dumps(sorted(set(features)))
+    c.execute(sql.REBUILD_POOL, {"features": feats}).fetchall()
 
 
 def agrees(stored: Iterable, replayed: Iterable) -> bool:

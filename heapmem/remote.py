@@ -27,11 +27,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 import apsw
 
-import numpy as np
-
 from . import _native, hrana, sql, validate
-from .errors import CorruptStoreError, HeapmemError
-from .results import Recall, Result, log_params, score_rows, scored
+from .errors import HeapmemError
 
 #: How the server is started when it lacks heapmem's library.
 HOW_TO_START = ("start the server with heapmem's library: `heapmem sqld --primary DIR` "
@@ -112,6 +109,10 @@ def _sqlite_error(err: dict[str, Any]) -> Exception:
     for prefix, cls in _CODES:
         if code.startswith(prefix):
             return cls(msg)
+    # a heap_* function's own sentence, forwarded by a replica from its primary
+    inner = msg.split("error executing a request on the primary: ", 1)[-1]
+    if re.match(r"heap_[a-z_]+: ", inner) and not code.startswith("SQLITE_"):
+        return apsw.SQLError(inner)
     if "UNIQUE constraint failed" in msg or "constraint failed" in msg.lower():
         return apsw.ConstraintError(msg)
     if code.startswith(("SQLITE", "SQL_")):
@@ -612,44 +613,6 @@ class _StepError(Exception):
 
 
 # -- recall -----------------------------------------------------------------------------
-
-
-def recall(mem: Any, query: str, *, namespace: str, qtype: str, now: float, k: int,
-           config: Any, track: bool) -> Recall:
-    """Memory.recall() on a server, its arguments checked: one statement
-    (sql.REMOTE_RECALL: one round trip, one snapshot) ranks the candidates
-    with heap_score(), the C that recall() calls on a file, and returns the
-    top k with their score inputs; their factors are worked out here with
-    that C again (tests/test_sqld.py compares rankings with a file's to
-    1e-9).  A tracked recall is logged by one more statement, atomic by
-    itself (on a replica, sqld forwards it to the primary)."""
-    c = mem.connection
-    rows = c.execute(sql.REMOTE_RECALL, {
-        "question": query, "namespace": namespace, "now": now, "candidates": config.candidates,
-        "qtype": qtype, "pseudocount": float(config.pooled_pseudocount),
-        "cap": mem.pool["cap"], "k": k, "config": config.to_sql()}).fetchall()
-    if not rows:
-        return Recall(query, namespace, qtype, [], None, config, b"")
-    links = bytes(rows[0][15])
-    try:
-        rank = np.array([r[1] for r in rows], dtype=np.float64)
-        lexical = np.array([r[6] for r in rows], dtype=np.float64)
-    except (ValueError, TypeError) as e:
-        raise CorruptStoreError(f"recall: a memory's stored values are damaged ({e})") from None
-    out, order = score_rows(rows, lexical, qtype, links, config)
-    results: list[Result] = []
-    rest: list[float] = []
-    for i in order:
-        rest.append(float(out[i][6]))
-        r = rows[i]
-        results.append(scored(len(results) + 1, r[7:15], out[i], -rank[i], r[3], r[4], r[5]))
-    recall_id = None
-    if track and not mem.readonly:
-        # no row: a memory it showed was forgotten since (not tracked)
-        logged = c.execute(sql.LOG_RECALL,
-                           log_params(namespace, query, qtype, now, results, rest)).fetchall()
-        recall_id = logged[0][0] if logged else None
-    return Recall(query, namespace, qtype, results, recall_id, config, links)
 
 
 # -- opening -----------------------------------------------------------------------------

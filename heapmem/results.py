@@ -3,8 +3,8 @@
 Owns: Item (a stored memory), Result and Recall (what recall() ranks),
 Feedback, Judgement, LinkRow, CheckReport, Stats and NamespaceStats, LoggedRecall and
 Event (the recall and feedback logs as tune() replays them), TuneReport and
-ImportReport; how a recall's candidate rows become ranked Results (score_rows,
-scored) and its log row (log_params).  Plain data: none of these touches the store.
+ImportReport; how heap_recall's rows become Results (recalled) and a recall's
+log row (log_params).  Plain data: none of these touches the store.
 """
 from __future__ import annotations
 
@@ -83,44 +83,19 @@ class Result:
         return line
 
 
-def score_rows(rows: Sequence[Sequence[Any]], relevance: Any, qtype: str, links: bytes,
-               config: "ScoringConfig") -> tuple[Any, Any]:
-    """hm_score_batch over candidate rows (seq, _, importance, age_days,
-    superseded, features, ...) with their relevance: each row's factors, and
-    the rows' order by score (best first, ties by seq).  The values come from
-    the store: one that cannot be scored is a CorruptStoreError."""
-    import numpy as np
-
-    from .errors import CorruptStoreError
-    try:
-        age = np.array([r[3] for r in rows], dtype=np.float64)
-        imp = np.array([r[2] for r in rows], dtype=np.float64)
-        sup = np.array([r[4] for r in rows], dtype=np.intc)
-        out = _native.score_batch(relevance, age, imp, sup, [r[5] for r in rows], qtype, links,
-                                  config.cdata)
-    except (ValueError, TypeError) as e:
-        raise CorruptStoreError(f"recall: a memory's stored values are damaged ({e})") from None
-    seq = np.array([r[0] for r in rows], dtype=np.int64)
-    return out, np.lexsort((seq, -out[:, 5]))
-
-
-def scored(rank: int, stored: Sequence[Any], factors: Sequence[float], bm25: float,
-           age_days: float, superseded: bool, features: str, lexical: float | None = None,
-           cosine: float | None = None) -> Result:
-    """The Result of a ranked memory: stored holds its id, text, kind, source,
-    key, created_at, last_used_at and metadata (JSON text or NULL), factors
-    its row of hm_score_batch (relevance, recency, importance, usefulness,
-    rules, score)."""
-    mid, text, kind, source, key, created_at, last_used_at, metadata = stored
-    f = factors
-    return Result(rank=rank, id=mid, text=text, score=float(f[5]), kind=kind, source=source,
-                  key=key, relevance=float(f[0]), recency=float(f[1]), importance=float(f[2]),
-                  usefulness=float(f[3]), rules=float(f[4]), bm25=float(bm25),
-                  age_days=float(age_days), superseded=bool(superseded),
-                  features=tuple(features.split()), created_at=created_at,
-                  last_used_at=last_used_at,
-                  metadata=json.loads(metadata) if metadata else None,
-                  lexical=lexical, cosine=cosine)
+def recalled(rows: Sequence[Sequence[Any]]) -> tuple[list[Result], list[float], bytes]:
+    """The Results of sql.RECALL's rows (heap_recall's columns), each one's
+    score without usefulness (what the log keeps for tune()), and the link
+    set they were scored with."""
+    results = [Result(rank=r[0], id=r[1], text=r[2], score=r[3], kind=r[4], source=r[5],
+                      key=r[6], relevance=r[7], recency=r[8], importance=r[9],
+                      usefulness=r[10], rules=r[11], bm25=r[12], age_days=r[13],
+                      superseded=bool(r[14]), features=tuple(r[15].split()),
+                      created_at=r[16], last_used_at=r[17],
+                      metadata=json.loads(r[18]) if r[18] else None, lexical=r[19],
+                      cosine=r[20]) for r in rows]
+    links = bytes(rows[0][22]) if rows and rows[0][22] is not None else b""
+    return results, [r[21] for r in rows], links
 
 
 def log_params(namespace: str, query: str, qtype: str, created_at: float,

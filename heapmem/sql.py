@@ -10,23 +10,6 @@ from __future__ import annotations
 
 from .schema import META_LAST_RECALL, META_LAST_SEQ, ntok_sql
 
-# A namespace's own share of a pooled link (schema 4's pool_alpha, pool_beta).
-_OWN_A, _OWN_B = "o.pool_alpha", "o.pool_beta"
-
-# The learned links a namespace sees, as one link-set blob for heap_score():
-# its own evidence in full, and the other namespaces' as the pooled row holds
-# it (schema 4: a trimmed sum, empty until enough namespaces back a link)
-# less the namespace's own share.  heap_links() takes (own, own + others)
-# and scales others to :pseudocount observations.
-# (Restricting to the question type's rows only skips rows it never reads.)
-LINKS = f"""
-SELECT heap_links(p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0),
-                  coalesce(o.alpha, 0) + max(p.alpha - coalesce({_OWN_A}, 0), 0),
-                  coalesce(o.beta, 0) + max(p.beta - coalesce({_OWN_B}, 0), 0), :pseudocount)
-FROM links AS p LEFT JOIN links AS o ON o.namespace = :namespace AND o.feature = p.feature
-WHERE p.namespace = '*' AND p.qtype IN ('', :qtype)
-"""
-
 # One new memory; the C core works out its shape features, namespace tag and
 # FTS5 token count.
 INSERT_MEMORY = f"""
@@ -38,192 +21,26 @@ VALUES (:seq, :id, :namespace, heap_ns_tag(:namespace), :text, :kind, :source, :
 RETURNING features
 """
 
-# Feedback: the judged memories (:judged, JSON [[position, used, features,
-# age_days], ...]) become events, each with the deltas heap_credit() gives it.
-INSERT_EVENTS = """
-INSERT INTO events(recall_id, position, namespace, qtype, used, deltas, created_at)
-SELECT :rid, j.value ->> 0, :namespace, :qtype, j.value ->> 1,
-       heap_credit(j.value ->> 2, :qtype, j.value ->> 3, j.value ->> 1, :links, :config), :now
-FROM json_each(:judged) AS j
-"""
+# -- the pooled layer (the C core keeps it: csrc/feedback.c; schema 4 describes it)
 
-# ... and fold into the links: heap_fold() sums the same credits per feature
-# ({feature: [d_alpha, d_beta, n]}, worked out again from :judged: summing
-# the events' JSON back in SQL measured slower).
-FOLD = """
-SELECT heap_fold(j.value ->> 2, :qtype, j.value ->> 3, j.value ->> 1, :links, :config)
-FROM json_each(:judged) AS j
-"""
+# Work the pooled rows of :features (a JSON array; NULL: every feature) out
+# afresh (set_pool, an import, a prior removed, the migration to schema 4).
+REBUILD_POOL = "SELECT heap_rebuild_pool(:features)"
 
-# ... and add them to the namespace's own links ...
-FOLD_OWN = """
-INSERT INTO links(namespace, feature, qtype, alpha, beta, n)
-SELECT :namespace, t.key,
-       CASE WHEN instr(t.key, '/') > 0 THEN substr(t.key, 1, instr(t.key, '/') - 1) ELSE '' END,
-       t.value ->> 0, t.value ->> 1, t.value ->> 2
-FROM json_each(:fold) AS t
-WHERE true
-ON CONFLICT(namespace, feature) DO UPDATE SET
-  alpha = alpha + excluded.alpha, beta = beta + excluded.beta, n = n + excluded.n
-"""
+# recall(), on a file and on a server: heap_recall (csrc/recall.c) ranks in C
+# (the namespace's own BM25, the superseded rule, the vector candidates, the
+# pooled links, hm_score_batch) and returns the top :k with every factor; the
+# link set it scored with comes on the first row (for explain()).  Untracked
+# here: recall() logs it in a write transaction of its own (LOG_RECALL), so a
+# read never takes the write lock.
+RECALL = """SELECT rank, id, text, score, kind, source, key, relevance, recency, importance,
+       usefulness, rules, bm25, age_days, superseded, features, created_at, last_used_at,
+       metadata, lexical, cosine, rest, CASE WHEN rank = 1 THEN links END
+FROM heap_recall(:question, :namespace, :k, :now, :config, 0, :qvec)"""
 
-# (then heapmem.learning updates the touched features' pooled rows)
-
-# -- the pooled layer (heapmem.learning keeps it; schema 4 describes it) ----------
-
-_FEATURES = "feature IN (SELECT value FROM json_each(:features))"
-OWN_ROWS = """SELECT namespace, feature, alpha, beta, n, pool_alpha, pool_beta FROM links
-WHERE namespace != '*' ORDER BY feature, namespace"""
-OWN_ROWS_OF = f"""SELECT namespace, feature, alpha, beta, n, pool_alpha, pool_beta FROM links
-WHERE namespace != '*' AND {_FEATURES} ORDER BY feature, namespace"""
-# What feedback needs before it folds: for each touched feature, the
-# namespace's own row (NULL for a new one) and the pooled row's kept rates
-# (NULL while nothing is pooled; no row at all for a new feature).
-BEFORE_FOLD = """
-SELECT t.value, o.alpha, o.beta, o.pool_alpha, o.pool_beta, p.feature IS NOT NULL,
-       p.low_rate, p.high_rate,
-       CASE WHEN o.feature IS NULL THEN  -- only a new row needs to know how many
-         (SELECT count(*) FROM (  -- back it, and only up to :least
-            SELECT 1 FROM links AS q WHERE q.feature = t.value AND q.namespace != '*'
-            LIMIT :least))
-       END
-FROM json_each(:features) AS t
-LEFT JOIN links AS o ON o.namespace = :namespace AND o.feature = t.value
-LEFT JOIN links AS p ON p.namespace = '*' AND p.feature = t.value
-"""
-SET_SHARE = "UPDATE links SET pool_alpha = ?, pool_beta = ? WHERE namespace = ? AND feature = ?"
-DELETE_POOLED = "DELETE FROM links WHERE namespace = '*'"
-DELETE_POOLED_OF = f"DELETE FROM links WHERE namespace = '*' AND {_FEATURES}"
-INSERT_POOLED = """INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support, low_rate,
-                   high_rate) VALUES ('*', ?, ?, ?, ?, ?, ?, ?, ?)"""
-# What feedback changes in pooled rows, {feature: [d_alpha, d_beta, d_n,
-# d_support, low_rate, high_rate]}, the kept rates as they are after it; a
-# feature no namespace had gets its pooled row (nothing pooled yet: 0, 0, n,
-# 1, NULL, NULL).
-ADD_TO_POOLED = """
-INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support, low_rate, high_rate)
-SELECT '*', t.key,
-       CASE WHEN instr(t.key, '/') > 0 THEN substr(t.key, 1, instr(t.key, '/') - 1) ELSE '' END,
-       t.value ->> 0, t.value ->> 1, t.value ->> 2, t.value ->> 3, t.value ->> 4, t.value ->> 5
-FROM json_each(:add) AS t
-WHERE true
-ON CONFLICT(namespace, feature) DO UPDATE SET
-  alpha = alpha + excluded.alpha, beta = beta + excluded.beta, n = n + excluded.n,
-  support = support + excluded.support, low_rate = excluded.low_rate,
-  high_rate = excluded.high_rate
-"""
-# One feature's rows around its trim boundaries, for feedback to rework a
-# pooled row without reading every namespace's (links_rate holds them in this
-# order): side 0, the :m lowest rates of use, ties by namespace, as
-# learning.pool_feature sorts; side 1, the :m highest; side 2, :namespace's own
-# row.  Each side's rows come in no set order.
-_POOL_ROW_COLUMNS = "namespace, alpha, beta, pool_alpha, pool_beta"
-_OWN_OF_FEATURE = "FROM links WHERE feature = :feature AND namespace != '*'"
-_RATE = "alpha / (alpha + beta)"  # NULL for no evidence: lowest, as -inf in Python
-POOL_EDGES = f"""
-SELECT 0, * FROM (SELECT {_POOL_ROW_COLUMNS} {_OWN_OF_FEATURE}
-                  ORDER BY {_RATE}, namespace LIMIT :m)
-UNION ALL
-SELECT 1, * FROM (SELECT {_POOL_ROW_COLUMNS} {_OWN_OF_FEATURE}
-                  ORDER BY {_RATE} DESC, namespace DESC LIMIT :m)
-UNION ALL
-SELECT 2, {_POOL_ROW_COLUMNS} FROM links WHERE namespace = :namespace AND feature = :feature
-"""
-# every namespace's row of a feature (one that has just reached enough
-# namespaces to be pooled: then there are `min` of them)
-POOL_ALL_ROWS = f"SELECT {_POOL_ROW_COLUMNS} {_OWN_OF_FEATURE}"
-
-
-# The BM25 top N of a question in a namespace, with the namespace's own
-# statistics: heap_bm25_row() reads each matching row's term frequencies,
-# heap_bm25_top() scores them with the namespace's document count and average
-# length (and each term's document frequency over the match set), reading exact
-# row lengths only for rows that can still reach the top, and returns the best
-# N as JSON.  FTS5's bm25(memories_fts, 0.0, 1.0) in a store holding only this
-# namespace, but with Lucene's IDF (never zero), and no scan of the other
-# namespaces' postings.  (LIMIT -1 keeps SQLite from flattening the inner
-# query into the aggregate, where an FTS5 auxiliary function cannot run.)
-LEX_TOP = """SELECT json_extract(value, '$[0]') AS seq, json_extract(value, '$[1]') AS b
-        FROM json_each((
-          SELECT heap_bm25_top(hit.seq, hit.row,
-                   (SELECT docs FROM namespaces WHERE namespace = :namespace),
-                   (SELECT tokens FROM namespaces WHERE namespace = :namespace), :candidates,
-                   'memories_fts')
-          FROM (SELECT rowid AS seq, heap_bm25_row(memories_fts, 0.0, 1.0) AS row
-                FROM memories_fts WHERE memories_fts MATCH heap_match(:question, :namespace)
-                LIMIT -1) AS hit))"""
-
-# Every input of a candidate's score, from memories m and its BM25 row lex
-# (lex.b is NULL for a candidate only the vectors found).
-SCORE_INPUTS = """m.seq, m.importance,
-         m.features || ' ' || heap_relate(:question, m.source) AS features, lex.b AS rank,
-         (:now - coalesce(m.last_used_at, m.created_at)) / 86400.0 AS age_days,
-         m.key IS NOT NULL AND EXISTS (
-           SELECT 1 FROM memories AS n
-           WHERE n.namespace = m.namespace AND n.key = m.key
-             AND (n.created_at > m.created_at OR (n.created_at = m.created_at AND n.seq > m.seq))
-         ) AS superseded"""
-
-# The BM25 candidates with their score inputs; shared by recall() and RECALL_SQL.
-# The joins are CROSS JOINs: SQLite then keeps the order written (the top N
-# first, each memory by its rowid) whatever statistics the file has.  Without
-# them, a store that was never closed (no sqlite_stat1 yet: PRAGMA optimize
-# writes it at close) is planned from the namespace index instead, visiting
-# every memory of the namespace for each of the top N: 14 times slower.
-CAND_CTE = f"""
-cand AS (
-  SELECT {SCORE_INPUTS}
-  FROM ({LEX_TOP}) AS lex
-  CROSS JOIN memories AS m ON m.seq = lex.seq
-  WHERE m.namespace = :namespace
-)"""
-
-# Hybrid candidates: the BM25 top N united with the vector top N of the
-# namespace (:qvec, the question's embedding), each with its cosine.
-HYBRID_CTE = f"""
-lex AS ({LEX_TOP}),
-vec AS (
-  SELECT v.seq FROM memories AS m CROSS JOIN vectors AS v ON v.seq = m.seq
-  WHERE m.namespace = :namespace
-  ORDER BY heap_cosine(v.v, :qvec) DESC LIMIT :candidates
-),
-cand AS (
-  SELECT {SCORE_INPUTS},
-         heap_cosine(vv.v, :qvec) AS cos
-  FROM (SELECT seq FROM lex UNION SELECT seq FROM vec) AS u
-  CROSS JOIN memories AS m ON m.seq = u.seq
-  LEFT JOIN lex ON lex.seq = u.seq
-  LEFT JOIN vectors AS vv ON vv.seq = u.seq
-  WHERE m.namespace = :namespace
-)"""
-
-HYBRID_CANDIDATES = "WITH" + HYBRID_CTE + """
-SELECT seq, rank, importance, age_days, superseded, features, cos FROM cand ORDER BY seq
-"""
-
-CANDIDATES = "WITH" + CAND_CTE + """
-SELECT seq, rank, importance, age_days, superseded, features FROM cand ORDER BY rank, seq
-"""
-
-# What a result shows, fetched for the top k only (:seqs, a JSON array).
-SHOW = """SELECT seq, id, text, kind, source, key, created_at, last_used_at, metadata
-FROM memories WHERE seq IN (SELECT value FROM json_each(:seqs))"""
-
-# The whole ranking as one statement, for any SQLite client that loaded the
-# library.  Named parameters: :question, :namespace, :now (unix seconds), :k,
-# :candidates, :pseudocount and :config (ScoringConfig.to_sql()).
-RECALL_SQL = "WITH" + CAND_CTE + """,
-learned AS (""" + LINKS.replace(":qtype", "heap_qtype(:question)").rstrip() + """
-)
-SELECT m.id, m.text, top.score
-FROM (SELECT seq, heap_score(rank / min(rank) OVER (), age_days, importance, superseded,
-                             features, heap_qtype(:question), (SELECT * FROM learned),
-                             :config) AS score
-      FROM cand ORDER BY score DESC, seq LIMIT :k) AS top
-JOIN memories AS m ON m.seq = top.seq
-ORDER BY top.score DESC, top.seq
-"""
-
+# recall() as a raw SQL statement (Memory.recall_sql): id, text, score.
+RECALL_SQL = """SELECT id, text, score
+FROM heap_recall(:question, :namespace, :k, :now, :config, 0)"""
 
 # The recall log: one row per tracked recall.  Its id is never one a
 # forgotten recall had (the last_recall high-water mark).
@@ -243,23 +60,12 @@ WHERE NOT EXISTS (SELECT 1 FROM json_each(:shown) AS s
 RETURNING id
 """
 
-# The newest recall that showed every id of :ids (a JSON array: any number of
-# ids, no SQL depth or variable limit).
-NEWEST_RECALL_SHOWING = """
-SELECT r.id FROM recalls AS r
-WHERE (:namespace IS NULL OR r.namespace = :namespace)
-  AND NOT EXISTS (SELECT 1 FROM json_each(:ids) AS g
-                  WHERE g.value NOT IN (SELECT value FROM json_each(r.shown)))
-ORDER BY r.id DESC LIMIT 1
-"""
 
 GET_RECALL = """
 SELECT id, namespace, query, qtype, created_at, shown, ages, features, rest
 FROM recalls WHERE id = :id
 """
 
-# What feedback needs of a recall (the columns it reads, no more)
-RECALL_TO_JUDGE = "SELECT namespace, qtype, shown, ages, features FROM recalls WHERE id = :id"
 
 # Recalls with at least one memory judged used (tune() replays them).
 JUDGED_RECALLS = """
@@ -269,10 +75,17 @@ WHERE id IN (SELECT recall_id FROM events WHERE used = 1) ORDER BY id
 
 # -- feedback ----------------------------------------------------------------------
 
-JUDGED_POSITIONS = "SELECT position FROM events WHERE recall_id = :id"
+
+# feedback() and feedback(answer=...): heap_feedback and heap_answer (the C
+# core, csrc/feedback.c) do it all and return JSON.  :ignored NULL: every
+# other shown memory counts as ignored.
+FEEDBACK = "SELECT heap_feedback(:rid, :used, :ignored, :now, :namespace, :config)"
+ANSWER = "SELECT heap_answer(:rid, :answer, :now, :namespace, :config)"
+RECALL_SHOWN = "SELECT shown FROM recalls WHERE id = :id"
 
 # which shown memories :answer used (heap_attribute in C): one JSON array by
 # position; a memory forgotten since the recall comes with a NULL text
+# (heap_answer runs it; bench/attribution.py too)
 ATTRIBUTE = """SELECT heap_attribute(:answer, r.query, s.key, m.text, m.created_at)
 FROM recalls AS r CROSS JOIN json_each(r.shown) AS s LEFT JOIN memories AS m ON m.id = s.value
 WHERE r.id = :id"""
@@ -280,10 +93,6 @@ WHERE r.id = :id"""
 EVENTS = """SELECT id, recall_id, position, namespace, qtype, used, deltas FROM events
 ORDER BY id"""
 
-MARK_USED = """
-UPDATE memories SET last_used_at = max(coalesce(last_used_at, 0), :now)
-WHERE id IN (SELECT value FROM json_each(:ids))
-"""
 
 # A link's evidence added to a layer (import, priors).
 UPSERT_LINK = """
@@ -295,10 +104,10 @@ ON CONFLICT(namespace, feature) DO UPDATE SET
 POOLED_LINKS = "SELECT feature, alpha, beta, n, support FROM links WHERE namespace = '*'"
 
 # Each pooled link with the namespace's own share of it.
-NAMESPACE_LINKS = f"""
+NAMESPACE_LINKS = """
 SELECT p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0),
-       coalesce(o.alpha, 0) + max(p.alpha - coalesce({_OWN_A}, 0), 0),
-       coalesce(o.beta, 0) + max(p.beta - coalesce({_OWN_B}, 0), 0),
+       coalesce(o.alpha, 0) + max(p.alpha - coalesce(o.pool_alpha, 0), 0),
+       coalesce(o.beta, 0) + max(p.beta - coalesce(o.pool_beta, 0), 0),
        coalesce(o.n, 0), p.support - (o.feature IS NOT NULL)
 FROM links AS p LEFT JOIN links AS o ON o.namespace = :namespace AND o.feature = p.feature
 WHERE p.namespace = '*'
@@ -330,7 +139,6 @@ TAKEN_IDS = "SELECT id FROM memories WHERE id IN (SELECT value FROM json_each(:i
 
 ID_EXISTS = "SELECT 1 FROM memories WHERE id = :id"
 
-EXISTING_IDS = "SELECT id FROM memories WHERE id IN (SELECT value FROM json_each(:ids))"
 
 _ITEM_COLUMNS = """id, text, namespace, kind, source, key, importance, created_at, last_used_at,
        metadata, features"""
@@ -462,28 +270,3 @@ WHERE name LIKE 'heap\\_%' ESCAPE '\\' ORDER BY name"""
 # come from heapmem's own statements (heapmem.remote), never from user text.
 PRAGMA_AS_SELECT = "SELECT * FROM pragma_{name}({args})"
 
-# recall() on a server in one round trip and one snapshot: the candidates
-# scored by heap_score() (the C that recall() calls through cffi), the top :k
-# with their score inputs, their relevance and what they show, and on the
-# first row the link set the namespace sees; the client works out each
-# result's factors from them with the same C (heapmem.remote).  Parameters:
-# CANDIDATES' and LINKS', :k and :config.
-REMOTE_RECALL = "WITH" + CAND_CTE + """,
-learned AS (""" + LINKS.rstrip() + """
-),
-lexed AS (
-  SELECT *, CASE WHEN min(rank) OVER () < 0 THEN rank / min(rank) OVER () ELSE 1.0 END AS lexical
-  FROM cand
-),
-top AS (
-  SELECT *, heap_score(lexical, age_days, importance, superseded, features, :qtype,
-                       (SELECT * FROM learned), :config) AS score
-  FROM lexed ORDER BY score DESC, seq LIMIT :k
-)
-SELECT t.seq, t.rank, t.importance, t.age_days, t.superseded, t.features, t.lexical,
-       m.id, m.text, m.kind, m.source, m.key, m.created_at, m.last_used_at, m.metadata,
-       CASE WHEN row_number() OVER (ORDER BY t.score DESC, t.seq) = 1
-            THEN (SELECT * FROM learned) END AS links
-FROM top AS t CROSS JOIN memories AS m ON m.seq = t.seq
-ORDER BY t.score DESC, t.seq
-"""

@@ -27,8 +27,7 @@ from . import _native, hrana, learning, priors, remote, schema, sql, tune
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
 from .errors import CorruptStoreError, DuplicateIdError, HeapmemError, ReadOnlyError, from_sqlite
 from .results import (CheckReport, Event, Feedback, Item, Judgement, LinkRow, LoggedRecall,
-                      NamespaceStats, Prior, Recall, Result, Stats, TuneReport, log_params,
-                      score_rows, scored)
+                      NamespaceStats, Prior, Recall, Stats, TuneReport, log_params, recalled)
 from .sql import RECALL_SQL
 from .validate import (MAX_K, MAX_TEXT_BYTES, POOLED, Timestamp, check_answer, check_ids,
                        check_name, check_namespace, check_text, seconds)
@@ -169,8 +168,6 @@ class Memory:
         self._embedder = embedder
         self._dim = 0
         self._lock = threading.RLock()
-        self._links_cache: dict[tuple[str, str, float], bytes] = {}
-        self._links_version: Any = None
         self._links_gen = 0  # bumped by every write of this connection to links
         self._prior_feats: frozenset[str] = frozenset()
         self._prior_version: Any = None
@@ -618,31 +615,6 @@ class Memory:
 
     # -- recall --------------------------------------------------------------------
 
-    def _pool_params(self, namespace: str, config: ScoringConfig) -> dict[str, Any]:
-        """The parameters of sql.LINKS besides the question type."""
-        return {"namespace": namespace, "pseudocount": float(config.pooled_pseudocount),
-                "cap": self._pool["cap"]}
-
-    def _links(self, namespace: str, qt: str, config: ScoringConfig) -> bytes:
-        """The link set a recall in namespace with question type qt sees
-        (cached until the file's links change)."""
-        c = self.connection
-        # data_version moves when another connection commits; _links_gen when
-        # this one writes links (its own recall-log inserts leave the cache be)
-        version = (c.execute(sql.DATA_VERSION).fetchall()[0][0], self._links_gen)
-        with self._lock:
-            if version != self._links_version:
-                self._links_cache.clear()
-                self._links_version = version
-                self._reread_pool(c)
-            key = (namespace, qt, config.pooled_pseudocount)
-            blob = self._links_cache.get(key)
-            if blob is None:
-                blob = bytes(c.execute(sql.LINKS, {
-                    "qtype": qt, **self._pool_params(namespace, config)}).fetchall()[0][0])
-                self._links_cache[key] = blob
-            return blob
-
     @_locked
     def recall(self, query: str, *, k: int = 5, namespace: str = "default",
                now: Timestamp | None = None, config: ScoringConfig | None = None,
@@ -685,53 +657,13 @@ class Memory:
         hybrid = self._embedder is not None and config.lexical_weight < 1 and query.strip()
         if match is None and not hybrid:
             return Recall(query, namespace, qt, [], None, config, b"")
-        if isinstance(c, remote.RemoteConnection):  # a server: one round trip (heapmem.remote)
-            return remote.recall(self, query, namespace=namespace, qtype=qt, now=t, k=k,
-                                 config=config, track=track)
-        params = {"question": query, "namespace": namespace, "now": t,
-                  "candidates": config.candidates}
-        if hybrid:
-            params["qvec"] = self._embed([query])[0].tobytes()
-        results: list[Result] = []
-        rest: list[float] = []  # each one's score without usefulness, from C
-        # the links, the candidates and what the winners show: one snapshot
-        c.execute("SAVEPOINT heapmem_recall")
-        try:
-            links = self._links(namespace, qt, config)
-            rows = c.execute(sql.HYBRID_CANDIDATES if hybrid else sql.CANDIDATES, params).fetchall()
-            if rows:
-                # rows: seq, rank (BM25, lower is better; NULL: found by vectors only),
-                # importance, age_days, superseded, features [, cos]
-                rank = np.array([r[1] if r[1] is not None else 0.0 for r in rows],
-                                dtype=np.float64)
-                best = rank.min()
-                lexical = rank / best if best < 0 else np.ones_like(rank)
-                if hybrid:
-                    lexical = np.where([r[1] is None for r in rows], 0.0, lexical)
-                    cos = np.array([r[6] if r[6] is not None else 0.0 for r in rows])
-                    top = cos.max()
-                    cosn = np.clip(cos, 0.0, None) / top if top > 0 else np.zeros_like(cos)
-                    a = config.lexical_weight
-                    rel = a * lexical + (1 - a) * cosn
-                else:
-                    rel = lexical
-                # every value from here on is the file's (a bad one: CorruptStoreError)
-                out, order = score_rows(rows, rel, qt, links, config)
-                order = order[:k]
-                shown = {s[0]: s for s in c.execute(
-                    sql.SHOW, {"seqs": json.dumps([rows[i][0] for i in order])})}
-        finally:
-            c.execute("RELEASE heapmem_recall")
-        if rows:
-            for i in order:
-                r = rows[i]
-                m = shown.get(r[0])
-                if m is None:  # cannot happen inside the snapshot; never a half result
-                    continue
-                rest.append(float(out[i][6]))
-                results.append(scored(
-                    len(results) + 1, m[1:9], out[i], -rank[i], r[3], r[4], r[5],
-                    float(lexical[i]) if hybrid else None, float(cosn[i]) if hybrid else None))
+        # one statement, one snapshot, on a file or on a server (heap_recall in C)
+        params = {"question": query, "namespace": namespace, "now": t, "k": k,
+                  "config": config.to_sql(),
+                  "qvec": self._embed([query])[0].tobytes() if hybrid else None}
+        rows = c.execute(sql.RECALL, params).fetchall()
+        with _from_file("recall: reading what the memories show"):
+            results, rest, links = recalled(rows)
         recall_id = None
         if track and results and not self.readonly:
             with self._write() as w:
@@ -739,61 +671,34 @@ class Memory:
                 logged = w.execute(sql.LOG_RECALL,
                                    log_params(namespace, query, qt, t, results, rest)).fetchall()
                 recall_id = logged[0][0] if logged else None
-        return Recall(query, namespace, qt, results, recall_id, config, links,
-                      self.prior_features)
+        # (on a server, explain() does not mark a prior's lift: that would be
+        # one more round trip a recall)
+        priors_in = frozenset() if isinstance(c, remote.RemoteConnection) else \
+            self.prior_features
+        return Recall(query, namespace, qt, results, recall_id, config, links, priors_in)
 
     def recall_sql(self, query: str, *, k: int = 5, namespace: str = "default",
                    now: Timestamp | None = None,
                    config: ScoringConfig | None = None) -> tuple[str, dict[str, Any]]:
         """The one SQL statement that ranks like recall(), and its parameters,
         for any SQLite client with the library loaded: run it as
-        `conn.execute(sql, params)`.  It returns id, text, score.  It is the
+        `conn.execute(sql, params)`.  It returns id, text, score (heap_recall,
+        untracked; add more of heap_recall's columns as you like).  It is the
         lexical recall: on a store opened with an embedder, recall() also
-        unites vector candidates, which this statement leaves out."""
+        passes the question's vector (heap_recall's qvec)."""
         config = config or self.config
         return sql.RECALL_SQL, {"question": query, "namespace": check_namespace(namespace),
-                            "now": self.now(now), "k": k, "candidates": config.candidates,
-                            "pseudocount": float(config.pooled_pseudocount),
-                            "cap": self.pool["cap"], "config": config.to_sql()}
+                                "now": self.now(now), "k": k, "config": config.to_sql()}
 
     # -- feedback ----------------------------------------------------------------
-
-    def _resolve_recall(self, c: apsw.Connection, recall_id: Any, ids: list[str],
-                        namespace: str | None = None
-                        ) -> tuple[int, str, str, list[str], list[float], list[str]]:
-        if recall_id is None:
-            if not ids:
-                raise ValueError("feedback needs a recall_id (or ids to find the recall by)")
-            # the newest recall that showed every given id
-            # (one JSON parameter: any number of ids, no SQL depth or variable limit)
-            rows = c.execute(sql.NEWEST_RECALL_SHOWING, {"ids": json.dumps(ids),
-                                                         "namespace": namespace}).fetchall()
-            if not rows:
-                raise ValueError("no tracked recall showed all of these ids; pass recall_id")
-            recall_id = rows[0][0]
-        if isinstance(recall_id, str) and recall_id.strip().isdigit():
-            recall_id = int(recall_id)
-        if isinstance(recall_id, bool) or not isinstance(recall_id, int):
-            raise TypeError(f"recall_id must be an integer, got {type(recall_id).__name__}")
-        if not -(1 << 63) <= recall_id < (1 << 63):  # SQLite integers are 64-bit
-            raise ValueError(f"unknown recall_id {recall_id} (never recorded, or forgotten)")
-        rows = c.execute(sql.RECALL_TO_JUDGE, {"id": recall_id}).fetchall()
-        if not rows:
-            raise ValueError(f"unknown recall_id {recall_id} (never recorded, or forgotten)")
-        ns, qt, shown, ages, feats = rows[0]
-        if namespace is not None and ns != namespace:  # another tenant's recall
-            raise ValueError(f"unknown recall_id {recall_id} in namespace {namespace!r} "
-                             "(never recorded there, or forgotten)")
-        with _from_file(f"reading recall {recall_id} from the log"):
-            shown, ages, feats = json.loads(shown), json.loads(ages), json.loads(feats)
-            if not (isinstance(shown, list) and isinstance(ages, list)
-                    and isinstance(feats, list) and len(shown) == len(ages) == len(feats)):
-                raise ValueError("its shown, ages and features are not lists of one length")
-        return recall_id, ns, qt, shown, ages, feats
 
     def _judge(self, recall_id: Any, used: Any, ignored: Any, rest_ignored: bool,
                now: Timestamp | None, answer: str | None = None,
                namespace: str | None = None) -> Feedback:
+        """One feedback: the arguments checked here (the TypeErrors a Python
+        caller expects), the rest in C (heap_feedback, heap_answer in
+        csrc/feedback.c: the recall, the events, the fold, the pooled layer,
+        in one savepoint), inside one write transaction."""
         used_ids = check_ids(used, "used")
         ignored_ids = check_ids(ignored, "ignored") if ignored is not None else []
         both = set(used_ids) & set(ignored_ids)
@@ -802,73 +707,41 @@ class Memory:
         t = self.now(now)
         if namespace is not None:
             namespace = check_namespace(namespace)
-        config = self.config
-        judgements: tuple[Judgement, ...] = ()
+        if recall_id is not None:
+            if isinstance(recall_id, str) and recall_id.strip().isdigit():
+                recall_id = int(recall_id)
+            if isinstance(recall_id, bool) or not isinstance(recall_id, int):
+                raise TypeError(f"recall_id must be an integer, got {type(recall_id).__name__}")
+            if not -(1 << 63) <= recall_id < (1 << 63):  # SQLite integers are 64-bit
+                raise ValueError(f"unknown recall_id {recall_id} (never recorded, or forgotten)")
+        config = self.config.to_sql()
         with self._write() as c:
-            rid, ns, qt, shown, ages, shown_feats = self._resolve_recall(
-                c, recall_id, used_ids + ignored_ids, namespace)
-            pool = self._reread_pool(c)
-            judged = {r[0] for r in c.execute(sql.JUDGED_POSITIONS, {"id": rid})}
-            if answer is not None:
-                if judged:
-                    raise ValueError(f"recall {rid} already has feedback; an answer can only "
-                                     "judge a recall nothing has judged yet")
-                judgements = self._attribute(c, rid, answer, shown)
-                used_ids = [j.id for j in judgements if j.verdict == "used"]
-                ignored_ids = [j.id for j in judgements if j.verdict == "ignored"]
-            pos = {mid: i for i, mid in enumerate(shown)}
-            not_shown = [i for i in used_ids + ignored_ids if i not in pos]
-            if not_shown:
-                raise ValueError(f"recall {rid} did not show {not_shown}; feedback can only "
-                                 "judge memories that recall returned")
-            again = [i for i in used_ids + ignored_ids if pos[i] in judged]
-            if again:
-                raise ValueError(f"recall {rid} already has feedback for {again}; "
-                                 "each shown memory is judged once")
-            if rest_ignored:
-                ignored_ids = ignored_ids + [m for m in shown if m not in used_ids
-                                             and m not in ignored_ids and pos[m] not in judged]
-            alive = {r[0] for r in c.execute(sql.EXISTING_IDS,
-                                             {"ids": json.dumps(used_ids + ignored_ids)})}
-            gone = [mid for mid in used_ids if mid not in alive]
-            if gone:
-                raise ValueError(f"memory {gone[0]!r} no longer exists (forgotten)")
-            # as the recall scored them (an ignored memory forgotten since is skipped)
-            feats = {mid: shown_feats[pos[mid]] for mid in used_ids + ignored_ids if mid in alive}
-            used_set = set(used_ids)
-            links = None
-            if config.model == 0:  # the reference credit depends on current strengths
-                links = bytes(c.execute(sql.LINKS, {
-                    "qtype": qt, **self._pool_params(ns, config)}).fetchall()[0][0])
-            # one statement writes the events (heap_credit works out each one's
-            # deltas in C), one folds them into both layers of links
-            judged_rows = [[pos[mid], int(mid in used_set), feats[mid], ages[pos[mid]]]
-                           for mid in used_ids + ignored_ids if mid in feats]
-            nfeatures = 0
-            if judged_rows:
-                params = {"rid": rid, "namespace": ns, "qtype": qt, "now": t,
-                          "judged": json.dumps(judged_rows), "links": links,
-                          "config": config.to_sql()}
-                c.execute(sql.INSERT_EVENTS, params)
-                fold = c.execute(sql.FOLD, params).fetchall()[0][0]
-                with _from_file("feedback: folding into the learned links"):
-                    folded = json.loads(fold)
-                    before = learning.before_fold(c, ns, folded, pool)
-                    c.execute(sql.FOLD_OWN, {"namespace": ns, "fold": fold})
-                    nfeatures = c.changes()
-                    learning.fold_into_pool(c, ns, folded, before, pool)
+            try:
+                if answer is not None:
+                    row = c.execute(sql.ANSWER, {"rid": recall_id, "answer": answer, "now": t,
+                                                 "namespace": namespace, "config": config})
+                else:
+                    row = c.execute(sql.FEEDBACK, {
+                        "rid": recall_id, "used": json.dumps(used_ids),
+                        "ignored": None if rest_ignored else json.dumps(ignored_ids),
+                        "now": t, "namespace": namespace, "config": config})
+                out = json.loads(row.fetchall()[0][0])
+            except apsw.SQLError as e:  # the C core's sentence: a bad argument
+                msg = str(e).split(": ", 2)
+                raise ValueError(msg[-1] if len(msg) > 2 else str(e)) from None
+            finally:
                 self._links_gen += 1
-            if used_ids:
-                c.execute(sql.MARK_USED, {"now": t, "ids": json.dumps(used_ids)})
-        return Feedback(rid, tuple(used_ids), tuple(m for m in ignored_ids if m in feats),
-                        nfeatures, judgements)
+            judgements: tuple[Judgement, ...] = ()
+            if out["attribution"] is not None:
+                shown = json.loads(c.execute(sql.RECALL_SHOWN, {"id": out["recall_id"]})
+                                   .fetchall()[0][0])
+                judgements = self._judgements(out["attribution"], shown)
+        return Feedback(out["recall_id"], tuple(out["used"]), tuple(out["ignored"]),
+                        out["links_updated"], judgements)
 
     @staticmethod
-    def _attribute(c: apsw.Connection, rid: int, answer: str,
-                   shown: list[str]) -> tuple[Judgement, ...]:
-        """Each shown memory's judgement from the answer text (heap_attribute)."""
-        rows = json.loads(c.execute(sql.ATTRIBUTE, {"id": rid, "answer": answer}
-                                    ).fetchall()[0][0])
+    def _judgements(rows: list, shown: list[str]) -> tuple[Judgement, ...]:
+        """Each shown memory's judgement from heap_attribute's verdicts."""
         used = [i for i, r in enumerate(rows) if r[0] == 1]
         close = [shown[i] for i, r in enumerate(rows) if r[6]]  # shares reaching the bar
         out = []
@@ -1171,7 +1044,7 @@ class Memory:
                              f"{2 * new['trim'] + 1}, so some namespace is left to pool")
         with self.transaction() as c:
             schema.meta_set(c, schema.META_POOL, json.dumps(new, sort_keys=True))
-            learning.rebuild_pool(c, settings=new)
+            learning.rebuild_pool(c)  # by the settings just written
         self._pool = new
         return dict(new)
 

@@ -1,0 +1,1368 @@
+/*
+ * feedback.c: feedback as one SQL call, and the robust pooled layer it keeps.
+ * Included by heapmem.c, after the credit and attribution code it calls.
+ *
+ *   SELECT heap_feedback(recall_id, used [, ignored [, now [, namespace]]]);
+ *   SELECT heap_answer(recall_id, answer [, now [, namespace]]);
+ *   SELECT heap_rebuild_pool([features]);
+ *
+ * used and ignored are JSON arrays of memory ids; ignored NULL means every
+ * other memory the recall showed counts as ignored, '[]' that the rest stay
+ * unjudged.  now defaults to the current time; namespace, when given, must
+ * be the recall's (a door serving one tenant passes it).  heap_feedback and
+ * heap_answer return JSON: the recall judged, the ids judged used and
+ * ignored, how many of the namespace's links changed, and (heap_answer) each
+ * shown memory's verdict as heap_attribute gives it.  All of it runs inside
+ * one savepoint: an error writes nothing.
+ *
+ * The pooled layer ('*' rows) is a trimmed sum of the namespaces' own rows
+ * (schema 4): each counts at most `cap` observations, nothing is pooled until
+ * `min` namespaces back a feature, and the `trim` lowest and highest rates of
+ * use count at the nearest kept rate.  Feedback updates it in place where the
+ * namespace's place among the others cannot have changed, reworks a row from
+ * the rows around its trim boundaries where it can (one indexed read), and
+ * works a feature out in full otherwise (heapmem.learning replays the same
+ * rules for check() and import).
+ */
+
+#pragma region feedback
+
+#define HF_PRIOR_SUPPORT 3 /* how many namespaces a links-only prior counts as */
+
+typedef struct {
+  double cap;
+  int trim, least;
+} hf_pool;
+
+/* A statement prepared for this call (feedback is rare next to recall: the
+ * statement cache of the connection keeps prepare cheap). */
+typedef struct {
+  sqlite3 *db;
+  char *err; /* the first error, one sentence */
+  int code;  /* its SQLite code */
+} hf_ctx;
+
+static int hf_fail(hf_ctx *x, int code, const char *fmt, ...) {
+  if (!x->err) {
+    va_list ap;
+    va_start(ap, fmt);
+    x->err = sqlite3_vmprintf(fmt, ap);
+    va_end(ap);
+    x->code = code;
+  }
+  return code;
+}
+
+static int hf_sqlfail(hf_ctx *x, int rc) {
+  if (rc == SQLITE_NOMEM) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  return hf_fail(x, rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_ERROR : rc, "%s",
+                 sqlite3_errmsg(x->db));
+}
+
+static int hf_prepare(hf_ctx *x, const char *sql, sqlite3_stmt **st) {
+  int rc = sqlite3_prepare_v2(x->db, sql, -1, st, NULL);
+  if (rc != SQLITE_OK) {
+    const char *msg = sqlite3_errmsg(x->db);
+    if (strstr(msg, "no such table") || strstr(msg, "no such column"))
+      return hf_fail(x, SQLITE_ERROR, "this database is not a heapmem store (%s)", msg);
+    return hf_sqlfail(x, rc);
+  }
+  return SQLITE_OK;
+}
+
+/* Run a statement that returns no rows (or ignore them). */
+static int hf_exec(hf_ctx *x, sqlite3_stmt *st) {
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+  }
+  if (rc != SQLITE_DONE) return hf_sqlfail(x, rc);
+  sqlite3_reset(st);
+  return SQLITE_OK;
+}
+
+static double hf_rate(double a, double b) { return a + b > 0 ? a / (a + b) : -1.0; }
+
+static void hf_cap(double a, double b, double cap, double *ca, double *cb) {
+  double s = a + b > cap ? cap / (a + b) : 1.0;
+  *ca = a * s;
+  *cb = b * s;
+}
+
+static void hf_at(double ca, double cb, double rate, double *sa, double *sb) {
+  *sa = (ca + cb) * rate;
+  *sb = (ca + cb) * (1 - rate);
+}
+
+/* The store's pool settings, as schema.pool_settings reads them. */
+static int hf_pool_read(hf_ctx *x, hf_pool *p) {
+  double cap = 300.0, least = 5, trim = 2;
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, "SELECT j.key, j.value, j.type FROM heapmem_meta AS m, "
+                         "json_each(m.value) AS j WHERE m.key = 'pool' AND json_valid(m.value) "
+                         "AND json_type(m.value) = 'object'", &st);
+  if (rc) return rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *k = (const char *)sqlite3_column_text(st, 0);
+    const char *type = (const char *)sqlite3_column_text(st, 2);
+    double v = sqlite3_column_double(st, 1);
+    if (!k || !type || (strcmp(type, "integer") && strcmp(type, "real"))) continue;
+    if (!(v >= 0) || !isfinite(v)) continue;
+    if (!strcmp(k, "cap")) cap = v;
+    else if (!strcmp(k, "min")) least = floor(v);
+    else if (!strcmp(k, "trim")) trim = floor(v);
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) return hf_sqlfail(x, rc);
+  if (trim > 1e6) trim = 1e6;
+  if (least > 1e6) least = 1e6;
+  p->cap = cap > 0 ? cap : 300.0;
+  p->trim = (int)trim;
+  p->least = (int)least > 2 * p->trim + 1 ? (int)least : 2 * p->trim + 1;
+  return SQLITE_OK;
+}
+
+/* -- one feature's rows ------------------------------------------------------------ */
+
+typedef struct {
+  char *ns;
+  double a, b, pa, pb; /* own counts, and its share of the pooled row */
+  i64 n;
+} hf_row;
+
+typedef struct {
+  hf_row *v;
+  int n, cap;
+} hf_rows;
+
+static void hf_rows_free(hf_rows *r) {
+  for (int i = 0; i < r->n; i++) sqlite3_free(r->v[i].ns);
+  sqlite3_free(r->v);
+  r->v = NULL;
+  r->n = r->cap = 0;
+}
+
+static int hf_rows_push(hf_ctx *x, hf_rows *r, const char *ns, double a, double b, double pa,
+                        double pb, i64 n) {
+  if (r->n == r->cap) {
+    int cap = r->cap ? 2 * r->cap : 16;
+    hf_row *v = sqlite3_realloc64(r->v, (sqlite3_uint64)cap * sizeof *v);
+    if (!v) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    r->v = v;
+    r->cap = cap;
+  }
+  hf_row *w = &r->v[r->n];
+  w->ns = sqlite3_mprintf("%s", ns ? ns : "");
+  if (!w->ns) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  w->a = a; w->b = b; w->pa = pa; w->pb = pb; w->n = n;
+  r->n++;
+  return SQLITE_OK;
+}
+
+/* The order the trimming goes by: rate of use, ties by namespace. */
+static int hf_order(const void *x, const void *y) {
+  const hf_row *a = x, *b = y;
+  double ra = hf_rate(a->a, a->b), rb = hf_rate(b->a, b->b);
+  if (ra < rb) return -1;
+  if (ra > rb) return 1;
+  return strcmp(a->ns, b->ns);
+}
+
+static int hf_order_desc(const void *x, const void *y) { return hf_order(y, x); }
+
+/* The links-only prior's counts of feature f, if any (heapmem.priors). */
+static int hf_prior(hf_ctx *x, sqlite3_stmt *st, const char *f, double *a, double *b, i64 *n,
+                    int *has) {
+  sqlite3_reset(st);
+  sqlite3_bind_text(st, 1, f, -1, SQLITE_TRANSIENT);
+  int rc = sqlite3_step(st);
+  *has = 0;
+  if (rc == SQLITE_ROW) {
+    *has = 1;
+    *a = sqlite3_column_double(st, 0);
+    *b = sqlite3_column_double(st, 1);
+    *n = sqlite3_column_int64(st, 2);
+    rc = sqlite3_step(st);
+  }
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? SQLITE_OK : hf_sqlfail(x, rc);
+}
+
+static const char hf_sql_prior[] =
+    "SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), "
+    "json_extract(j.value, '$[2]') FROM heapmem_meta AS m, json_each(m.value) AS j "
+    "WHERE m.key = 'links_prior' AND json_valid(m.value) AND json_type(m.value) = 'object' "
+    "AND j.key = ?1 AND json_array_length(j.value) = 3";
+
+static const char *hf_qtype_of(const char *f, int *len) {
+  const char *slash = strchr(f, '/');
+  *len = slash ? (int)(slash - f) : 0;
+  return f;
+}
+
+/* Work feature f's pooled row and every namespace's share of it out again
+ * from its rows (sorted by namespace) and its prior. */
+static int hf_pool_feature(hf_ctx *x, const char *f, hf_rows *rows, const hf_pool *p,
+                           sqlite3_stmt *prior, sqlite3_stmt *set_share,
+                           sqlite3_stmt *insert_pooled) {
+  double pa0 = 0, pb0 = 0;
+  i64 pn = 0;
+  int has_prior = 0;
+  int rc = hf_prior(x, prior, f, &pa0, &pb0, &pn, &has_prior);
+  if (rc) return rc;
+  if (rows->n == 0 && !has_prior) return SQLITE_OK;
+  /* the rows with evidence, in the trimming's order, with their capped counts */
+  int k = 0;
+  hf_row *sorted = sqlite3_malloc64((sqlite3_uint64)(rows->n ? rows->n : 1) * sizeof *sorted);
+  double *sa_of = sqlite3_malloc64((sqlite3_uint64)(rows->n ? rows->n : 1) * 2 * sizeof(double));
+  if (!sorted || !sa_of) {
+    sqlite3_free(sorted);
+    sqlite3_free(sa_of);
+    return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  }
+  for (int i = 0; i < rows->n; i++) {
+    sa_of[2 * i] = sa_of[2 * i + 1] = 0.0;
+    if (rows->v[i].a + rows->v[i].b > 0) sorted[k++] = rows->v[i];
+  }
+  qsort(sorted, (size_t)k, sizeof *sorted, hf_order);
+  double sa = 0, sb = 0, lo = 0, hi = 0;
+  int pooled = k >= p->least;
+  if (pooled) {
+    lo = hf_rate(sorted[p->trim].a, sorted[p->trim].b);
+    hi = hf_rate(sorted[k - 1 - p->trim].a, sorted[k - 1 - p->trim].b);
+    for (int i = 0; i < k; i++) {
+      double ca, cb;
+      hf_cap(sorted[i].a, sorted[i].b, p->cap, &ca, &cb);
+      if (i < p->trim) hf_at(ca, cb, lo, &ca, &cb);
+      else if (i >= k - p->trim) hf_at(ca, cb, hi, &ca, &cb);
+      /* its place among rows (the same namespace string) */
+      for (int j = 0; j < rows->n; j++)
+        if (rows->v[j].ns == sorted[i].ns) {
+          sa_of[2 * j] = ca;
+          sa_of[2 * j + 1] = cb;
+        }
+      sa += ca;
+      sb += cb;
+    }
+  }
+  sqlite3_free(sorted);
+  i64 n = 0;
+  for (int i = 0; i < rows->n; i++) {
+    n += rows->v[i].n;
+    hf_row *r = &rows->v[i];
+    if (sa_of[2 * i] != r->pa || sa_of[2 * i + 1] != r->pb) {
+      sqlite3_reset(set_share);
+      sqlite3_bind_double(set_share, 1, sa_of[2 * i]);
+      sqlite3_bind_double(set_share, 2, sa_of[2 * i + 1]);
+      sqlite3_bind_text(set_share, 3, r->ns, -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(set_share, 4, f, -1, SQLITE_TRANSIENT);
+      if ((rc = hf_exec(x, set_share))) { sqlite3_free(sa_of); return rc; }
+    }
+  }
+  sqlite3_free(sa_of);
+  i64 support = rows->n;
+  if (has_prior) {
+    sa += pa0;
+    sb += pb0;
+    n += pn;
+    support += HF_PRIOR_SUPPORT;
+  }
+  int qlen;
+  hf_qtype_of(f, &qlen);
+  sqlite3_reset(insert_pooled);
+  sqlite3_bind_text(insert_pooled, 1, f, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(insert_pooled, 2, f, qlen, SQLITE_TRANSIENT);
+  sqlite3_bind_double(insert_pooled, 3, sa);
+  sqlite3_bind_double(insert_pooled, 4, sb);
+  sqlite3_bind_int64(insert_pooled, 5, n);
+  sqlite3_bind_int64(insert_pooled, 6, support);
+  if (pooled) {
+    sqlite3_bind_double(insert_pooled, 7, lo);
+    sqlite3_bind_double(insert_pooled, 8, hi);
+  } else {
+    sqlite3_bind_null(insert_pooled, 7);
+    sqlite3_bind_null(insert_pooled, 8);
+  }
+  return hf_exec(x, insert_pooled);
+}
+
+/* Rebuild the pooled rows of the features in the JSON array features (every
+ * feature when NULL), inside the caller's transaction. */
+static int hf_rebuild(hf_ctx *x, const char *features, const hf_pool *p) {
+  sqlite3_stmt *own = NULL, *del = NULL, *prior = NULL, *share = NULL, *ins = NULL,
+               *wanted = NULL;
+  hf_rows rows = {0};
+  char *cur = NULL;
+  int rc;
+  const char *sel =
+      features
+          ? "SELECT namespace, feature, alpha, beta, n, pool_alpha, pool_beta FROM links "
+            "WHERE namespace != '*' AND feature IN (SELECT value FROM json_each(?1)) "
+            "ORDER BY feature, namespace"
+          : "SELECT namespace, feature, alpha, beta, n, pool_alpha, pool_beta FROM links "
+            "WHERE namespace != '*' ORDER BY feature, namespace";
+  /* the features to work out: those asked (sorted), or every feature with a
+   * row or a prior */
+  const char *want =
+      features ? "SELECT DISTINCT value FROM json_each(?1) WHERE type = 'text' ORDER BY value"
+               : "SELECT feature FROM links WHERE namespace != '*' UNION SELECT j.key FROM "
+                 "heapmem_meta AS m, json_each(m.value) AS j WHERE m.key = 'links_prior' AND "
+                 "json_valid(m.value) AND json_type(m.value) = 'object' ORDER BY 1";
+  if ((rc = hf_prepare(x, sel, &own)) || (rc = hf_prepare(x, want, &wanted)) ||
+      (rc = hf_prepare(x, features ? "DELETE FROM links WHERE namespace = '*' AND feature IN "
+                                     "(SELECT value FROM json_each(?1))"
+                                   : "DELETE FROM links WHERE namespace = '*'", &del)) ||
+      (rc = hf_prepare(x, hf_sql_prior, &prior)) ||
+      (rc = hf_prepare(x, "UPDATE links SET pool_alpha = ?1, pool_beta = ?2 WHERE namespace = ?3 "
+                          "AND feature = ?4", &share)) ||
+      (rc = hf_prepare(x, "INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support, "
+                          "low_rate, high_rate) VALUES ('*', ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                       &ins)))
+    goto done;
+  if (features) {
+    sqlite3_bind_text(own, 1, features, -1, SQLITE_STATIC);
+    sqlite3_bind_text(wanted, 1, features, -1, SQLITE_STATIC);
+    sqlite3_bind_text(del, 1, features, -1, SQLITE_STATIC);
+  }
+  /* read every row first: the rebuild writes the rows it reads */
+  typedef struct { char *f; hf_rows rows; } hf_feat;
+  hf_feat *feats = NULL;
+  int nf = 0, capf = 0;
+  while ((rc = sqlite3_step(own)) == SQLITE_ROW) {
+    const char *f = (const char *)sqlite3_column_text(own, 1);
+    if (!f) f = "";
+    if (!nf || strcmp(feats[nf - 1].f, f)) {
+      if (nf == capf) {
+        capf = capf ? 2 * capf : 64;
+        hf_feat *g = sqlite3_realloc64(feats, (sqlite3_uint64)capf * sizeof *g);
+        if (!g) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); break; }
+        feats = g;
+      }
+      feats[nf].f = sqlite3_mprintf("%s", f);
+      memset(&feats[nf].rows, 0, sizeof feats[nf].rows);
+      nf++;
+    }
+    rc = hf_rows_push(x, &feats[nf - 1].rows, (const char *)sqlite3_column_text(own, 0),
+                      sqlite3_column_double(own, 2), sqlite3_column_double(own, 3),
+                      sqlite3_column_double(own, 5), sqlite3_column_double(own, 6),
+                      sqlite3_column_int64(own, 4));
+    if (rc) break;
+  }
+  if (rc == SQLITE_DONE) rc = SQLITE_OK;
+  else if (rc == SQLITE_ROW || (rc && !x->err)) rc = hf_sqlfail(x, rc);
+  if (!rc) rc = hf_exec(x, del);
+  int at = 0;
+  while (!rc && (rc = sqlite3_step(wanted)) == SQLITE_ROW) {
+    sqlite3_free(cur);
+    cur = sqlite3_mprintf("%s", sqlite3_column_text(wanted, 0));
+    if (!cur) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); break; }
+    while (at < nf && strcmp(feats[at].f, cur) < 0) at++;
+    hf_rows *mine = at < nf && !strcmp(feats[at].f, cur) ? &feats[at].rows : &rows;
+    rc = hf_pool_feature(x, cur, mine, p, prior, share, ins);
+  }
+  if (rc == SQLITE_DONE) rc = SQLITE_OK;
+  else if (rc == SQLITE_ROW || (rc && !x->err)) rc = hf_sqlfail(x, rc);
+  for (int i = 0; i < nf; i++) {
+    sqlite3_free(feats[i].f);
+    hf_rows_free(&feats[i].rows);
+  }
+  sqlite3_free(feats);
+done:
+  sqlite3_free(cur);
+  sqlite3_finalize(own);
+  sqlite3_finalize(wanted);
+  sqlite3_finalize(del);
+  sqlite3_finalize(prior);
+  sqlite3_finalize(share);
+  sqlite3_finalize(ins);
+  return rc;
+}
+
+/* -- after a fold: the pooled rows in place, reworked, or in full ------------------- */
+
+typedef struct {
+  sqlite3_stmt *edges, *all, *share, *add;
+  sqlite3_str *full; /* JSON array of the features to work out in full */
+  int nfull;
+} hf_fold_st;
+
+static void hf_full(hf_fold_st *s, const char *f) {
+  sqlite3_str_appendchar(s->full, 1, s->nfull++ ? ',' : '[');
+  hm_json_string(s->full, f, (int)strlen(f));
+}
+
+static int hf_share(hf_ctx *x, hf_fold_st *s, const char *ns, const char *f, double a,
+                    double b) {
+  sqlite3_reset(s->share);
+  sqlite3_bind_double(s->share, 1, a);
+  sqlite3_bind_double(s->share, 2, b);
+  sqlite3_bind_text(s->share, 3, ns, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(s->share, 4, f, -1, SQLITE_TRANSIENT);
+  return hf_exec(x, s->share);
+}
+
+/* Add to feature f's pooled row (made with nothing pooled if missing). */
+static int hf_add(hf_ctx *x, hf_fold_st *s, const char *f, double da, double db, i64 dn,
+                  i64 dsupport, int has_rates, double lo, double hi) {
+  int qlen;
+  hf_qtype_of(f, &qlen);
+  sqlite3_stmt *st = s->add;
+  sqlite3_reset(st);
+  sqlite3_bind_text(st, 1, f, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 2, f, qlen, SQLITE_TRANSIENT);
+  sqlite3_bind_double(st, 3, da);
+  sqlite3_bind_double(st, 4, db);
+  sqlite3_bind_int64(st, 5, dn);
+  sqlite3_bind_int64(st, 6, dsupport);
+  if (has_rates) {
+    sqlite3_bind_double(st, 7, lo);
+    sqlite3_bind_double(st, 8, hi);
+  } else {
+    sqlite3_bind_null(st, 7);
+    sqlite3_bind_null(st, 8);
+  }
+  return hf_exec(x, st);
+}
+
+/* Rework feature f's pooled row after ns's own row changed, from the rows
+ * around its trim boundaries (learning._rework's rule). */
+static int hf_rework(hf_ctx *x, hf_fold_st *s, const char *ns, const char *f, i64 dn,
+                     int new_row, int was_pooled, const hf_pool *p) {
+  hf_rows rows = {0}, low = {0}, high = {0};
+  int rc = SQLITE_OK, m = p->trim + 1;
+  sqlite3_stmt *st = was_pooled ? s->edges : s->all;
+  sqlite3_reset(st);
+  sqlite3_bind_text(st, 1, f, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int(st, 2, m);
+  sqlite3_bind_text(st, 3, ns, -1, SQLITE_TRANSIENT);
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    int side = was_pooled ? sqlite3_column_int(st, 0) : -1, o = was_pooled ? 1 : 0;
+    const char *rns = (const char *)sqlite3_column_text(st, o);
+    double a = sqlite3_column_double(st, o + 1), b = sqlite3_column_double(st, o + 2),
+           pa = sqlite3_column_double(st, o + 3), pb = sqlite3_column_double(st, o + 4);
+    int seen = 0;
+    for (int i = 0; i < rows.n && !seen; i++) seen = !strcmp(rows.v[i].ns, rns ? rns : "");
+    if (!seen && (rc = hf_rows_push(x, &rows, rns, a, b, pa, pb, 0))) break;
+    if (side == 0 && (rc = hf_rows_push(x, &low, rns, a, b, pa, pb, 0))) break;
+    if (side == 1 && (rc = hf_rows_push(x, &high, rns, a, b, pa, pb, 0))) break;
+  }
+  if (rc == SQLITE_DONE) rc = SQLITE_OK;
+  else if (!x->err) rc = hf_sqlfail(x, rc);
+  sqlite3_reset(st);
+  if (rc) goto done;
+  if (!was_pooled) { /* every row: the lowest and highest trim + 1 of them */
+    for (int i = 0; i < rows.n && !rc; i++) {
+      hf_row *r = &rows.v[i];
+      rc = hf_rows_push(x, &low, r->ns, r->a, r->b, r->pa, r->pb, 0);
+      if (!rc) rc = hf_rows_push(x, &high, r->ns, r->a, r->b, r->pa, r->pb, 0);
+    }
+    if (rc) goto done;
+  }
+  qsort(low.v, (size_t)low.n, sizeof *low.v, hf_order);
+  qsort(high.v, (size_t)high.n, sizeof *high.v, hf_order_desc);
+  int nlow = low.n < m ? low.n : m, nhigh = high.n < m ? high.n : m;
+  int no_evidence = 0;
+  for (int i = 0; i < nlow; i++) no_evidence |= !(low.v[i].a + low.v[i].b > 0);
+  if (no_evidence || nlow <= p->trim || nhigh <= p->trim) {
+    hf_full(s, f);
+    goto done;
+  }
+  double lo = hf_rate(low.v[p->trim].a, low.v[p->trim].b);
+  double hi = hf_rate(high.v[p->trim].a, high.v[p->trim].b);
+  double da = 0, db = 0;
+  for (int i = 0; i < rows.n && !rc; i++) {
+    hf_row *r = &rows.v[i];
+    double ca, cb;
+    hf_cap(r->a, r->b, p->cap, &ca, &cb);
+    int in_low = 0, in_high = 0;
+    for (int j = 0; j < p->trim; j++) in_low |= !strcmp(low.v[j].ns, r->ns);
+    for (int j = 0; j < p->trim; j++) in_high |= !strcmp(high.v[j].ns, r->ns);
+    if (in_low) hf_at(ca, cb, lo, &ca, &cb);
+    else if (in_high) hf_at(ca, cb, hi, &ca, &cb);
+    if (ca != r->pa || cb != r->pb) {
+      rc = hf_share(x, s, r->ns, f, ca, cb);
+      da += ca - r->pa;
+      db += cb - r->pb;
+    }
+  }
+  if (!rc) rc = hf_add(x, s, f, da, db, dn, new_row, 1, lo, hi);
+done:
+  hf_rows_free(&rows);
+  hf_rows_free(&low);
+  hf_rows_free(&high);
+  return rc;
+}
+
+static const char hf_sql_edges[] =
+    "SELECT 0, * FROM (SELECT namespace, alpha, beta, pool_alpha, pool_beta FROM links "
+    "WHERE feature = ?1 AND namespace != '*' ORDER BY alpha / (alpha + beta), namespace "
+    "LIMIT ?2) UNION ALL "
+    "SELECT 1, * FROM (SELECT namespace, alpha, beta, pool_alpha, pool_beta FROM links "
+    "WHERE feature = ?1 AND namespace != '*' ORDER BY alpha / (alpha + beta) DESC, "
+    "namespace DESC LIMIT ?2) UNION ALL "
+    "SELECT 2, namespace, alpha, beta, pool_alpha, pool_beta FROM links "
+    "WHERE namespace = ?3 AND feature = ?1";
+static const char hf_sql_all[] =
+    "SELECT namespace, alpha, beta, pool_alpha, pool_beta FROM links "
+    "WHERE feature = ?1 AND namespace != '*' AND ?2 IS NOT NULL AND ?3 IS NOT NULL";
+static const char hf_sql_add[] =
+    "INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support, low_rate, high_rate) "
+    "VALUES ('*', ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(namespace, feature) DO UPDATE SET "
+    "alpha = alpha + excluded.alpha, beta = beta + excluded.beta, n = n + excluded.n, "
+    "support = support + excluded.support, low_rate = excluded.low_rate, "
+    "high_rate = excluded.high_rate";
+/* ?1 namespace, ?2 features (JSON array), ?3 least */
+static const char hf_sql_before[] =
+    "SELECT t.value, o.alpha, o.beta, o.pool_alpha, o.pool_beta, p.feature IS NOT NULL, "
+    "p.low_rate, p.high_rate, CASE WHEN o.feature IS NULL THEN (SELECT count(*) FROM ("
+    "SELECT 1 FROM links AS q WHERE q.feature = t.value AND q.namespace != '*' LIMIT ?3)) END "
+    "FROM json_each(?2) AS t "
+    "LEFT JOIN links AS o ON o.namespace = ?1 AND o.feature = t.value "
+    "LEFT JOIN links AS p ON p.namespace = '*' AND p.feature = t.value";
+
+/* After the namespace's own links took the fold (features: the JSON array of
+ * the fold's features, in its order, and d: their deltas), keep the pooled
+ * rows current (learning.fold_into_pool's rules, whose comments say why
+ * each case is safe).  before: the BEFORE statement's rows, read before the
+ * fold. */
+typedef struct {
+  char *f;
+  double da, db;
+  i64 dn;
+  int has_own; /* alpha not NULL before */
+  double a0, b0, pa0, pb0;
+  int exists, has_rates;
+  double lo, hi;
+  i64 k_before;
+} hf_touch;
+
+static int hf_fold_pool(hf_ctx *x, const char *ns, hf_touch *t, int nt, const hf_pool *p) {
+  hf_fold_st s = {0};
+  int rc;
+  s.full = sqlite3_str_new(x->db);
+  if ((rc = hf_prepare(x, hf_sql_edges, &s.edges)) || (rc = hf_prepare(x, hf_sql_all, &s.all)) ||
+      (rc = hf_prepare(x, "UPDATE links SET pool_alpha = ?1, pool_beta = ?2 WHERE namespace = ?3 "
+                          "AND feature = ?4", &s.share)) ||
+      (rc = hf_prepare(x, hf_sql_add, &s.add)))
+    goto done;
+  for (int i = 0; i < nt && !rc; i++) {
+    hf_touch *u = &t[i];
+    double da = u->da, db = u->db;
+    if (u->has_own && !(u->a0 + u->b0 > 0 && u->a0 + da + u->b0 + db > 0)) {
+      hf_full(&s, u->f); /* a row without evidence joins or leaves the pool */
+      continue;
+    }
+    if (!u->has_own) { /* one more namespace backs it */
+      if (!u->exists && p->least > 1)
+        rc = hf_add(x, &s, u->f, 0, 0, u->dn, 1, 0, 0, 0);
+      else if (u->exists && !u->has_rates && u->k_before + 1 < p->least)
+        rc = hf_add(x, &s, u->f, 0, 0, u->dn, 1, 0, 0, 0);
+      else if (u->exists)
+        rc = hf_rework(x, &s, ns, u->f, u->dn, 1, u->has_rates, p);
+      else
+        hf_full(&s, u->f);
+      continue;
+    }
+    if (!u->exists) {
+      hf_full(&s, u->f);
+      continue;
+    }
+    if (!u->has_rates) { /* nothing pooled yet: only n moves */
+      rc = hf_add(x, &s, u->f, 0, 0, u->dn, 0, 0, 0, 0);
+      continue;
+    }
+    double ca, cb, sa, sb, lo = u->lo, hi = u->hi;
+    hf_cap(u->a0 + da, u->b0 + db, p->cap, &ca, &cb);
+    double r0 = hf_rate(u->a0, u->b0), r1 = hf_rate(u->a0 + da, u->b0 + db);
+    if (lo < r0 && r0 < hi && lo < r1 && r1 < hi) {
+      sa = ca; sb = cb;
+    } else if (r0 < lo && r1 < lo) {
+      hf_at(ca, cb, lo, &sa, &sb);
+    } else if (r0 > hi && r1 > hi) {
+      hf_at(ca, cb, hi, &sa, &sb);
+    } else if (r0 == r1) { /* on a boundary, and staying */
+      if (r1 == lo || r1 == hi) hf_at(ca, cb, r1, &sa, &sb);
+      else { sa = ca; sb = cb; }
+    } else {
+      rc = hf_rework(x, &s, ns, u->f, u->dn, 0, 1, p);
+      continue;
+    }
+    if (sa != u->pa0 || sb != u->pb0) rc = hf_share(x, &s, ns, u->f, sa, sb);
+    if (!rc) rc = hf_add(x, &s, u->f, sa - u->pa0, sb - u->pb0, u->dn, 0, 1, lo, hi);
+  }
+done:;
+  sqlite3_str_appendchar(s.full, 1, s.nfull ? ']' : ' ');
+  char *full = sqlite3_str_finish(s.full);
+  if (!rc && s.nfull) {
+    if (!full) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+    else rc = hf_rebuild(x, full, p);
+  }
+  sqlite3_free(full);
+  sqlite3_finalize(s.edges);
+  sqlite3_finalize(s.all);
+  sqlite3_finalize(s.share);
+  sqlite3_finalize(s.add);
+  return rc;
+}
+
+/* -- heap_feedback and heap_answer ---------------------------------------------------- */
+
+/* A JSON array of ids, as a list (NULL: an empty one).  Returns the count,
+ * or -1 with the error set. */
+static int hf_ids(hf_ctx *x, sqlite3_value *v, const char *what, char ***out) {
+  *out = NULL;
+  if (!v || sqlite3_value_type(v) == SQLITE_NULL) return 0;
+  if (sqlite3_value_type(v) != SQLITE_TEXT) {
+    hf_fail(x, SQLITE_ERROR, "%s must be a JSON array of memory ids, such as '[\"m3\"]'", what);
+    return -1;
+  }
+  sqlite3_stmt *st = NULL;
+  if (hf_prepare(x, "SELECT json_valid(?1) AND json_type(?1) = 'array'", &st)) return -1;
+  sqlite3_bind_value(st, 1, v);
+  int ok = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  st = NULL;
+  if (!ok) {
+    hf_fail(x, SQLITE_ERROR, "%s must be a JSON array of memory ids, such as '[\"m3\"]'", what);
+    return -1;
+  }
+  if (hf_prepare(x, "SELECT value, type FROM json_each(?1)", &st)) return -1;
+  sqlite3_bind_value(st, 1, v);
+  int n = 0, cap = 0, rc;
+  char **ids = NULL;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *type = (const char *)sqlite3_column_text(st, 1);
+    if (!type || strcmp(type, "text")) {
+      hf_fail(x, SQLITE_ERROR, "%s must hold string ids", what);
+      break;
+    }
+    const char *id = (const char *)sqlite3_column_text(st, 0);
+    for (int i = 0; i < n; i++)
+      if (!strcmp(ids[i], id)) {
+        hf_fail(x, SQLITE_ERROR, "%s lists the same id twice", what);
+        rc = SQLITE_ERROR;
+      }
+    if (x->err) break;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 8;
+      char **g = sqlite3_realloc64(ids, (sqlite3_uint64)cap * sizeof *g);
+      if (!g) { hf_fail(x, SQLITE_NOMEM, "out of memory"); break; }
+      ids = g;
+    }
+    ids[n] = sqlite3_mprintf("%s", id);
+    if (!ids[n]) { hf_fail(x, SQLITE_NOMEM, "out of memory"); break; }
+    n++;
+  }
+  if (!x->err && rc != SQLITE_DONE) hf_sqlfail(x, rc);
+  sqlite3_finalize(st);
+  *out = ids;
+  if (x->err) return -1;
+  return n;
+}
+
+static void hf_free_ids(char **ids, int n) {
+  for (int i = 0; i < n; i++) sqlite3_free(ids[i]);
+  sqlite3_free(ids);
+}
+
+/* a list of ids as Python writes one: ['m1', 'm2'] */
+static char *hf_pylist(char **ids, int n) {
+  sqlite3_str *s = sqlite3_str_new(NULL);
+  sqlite3_str_appendchar(s, 1, '[');
+  for (int i = 0; i < n; i++) sqlite3_str_appendf(s, "%s'%s'", i ? ", " : "", ids[i]);
+  sqlite3_str_appendchar(s, 1, ']');
+  return sqlite3_str_finish(s);
+}
+
+static int hf_in(char **ids, int n, const char *id) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(ids[i], id)) return 1;
+  return 0;
+}
+
+/* The recall as the log keeps it: its namespace, qtype and the JSON arrays
+ * shown, ages, features, read into columns (one statement). */
+typedef struct {
+  char *ns, *qtype;
+  int n;
+  char **shown, **feats;
+  double *ages;
+  int *judged; /* 1: that position has an event already */
+} hf_recall;
+
+static void hf_recall_free(hf_recall *r) {
+  sqlite3_free(r->ns);
+  sqlite3_free(r->qtype);
+  hf_free_ids(r->shown, r->n);
+  hf_free_ids(r->feats, r->n);
+  sqlite3_free(r->ages);
+  sqlite3_free(r->judged);
+  memset(r, 0, sizeof *r);
+}
+
+static int hf_read_recall(hf_ctx *x, i64 rid, hf_recall *r) {
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(
+      x,
+      "SELECT r.namespace, r.qtype, json_array_length(r.shown), json_array_length(r.ages), "
+      "json_array_length(r.features), s.key, s.value, s.type, a.value, a.type, f.value, f.type, "
+      "EXISTS (SELECT 1 FROM events AS e WHERE e.recall_id = r.id AND e.position = s.key) "
+      "FROM recalls AS r LEFT JOIN json_each(r.shown) AS s "
+      "LEFT JOIN json_each(r.ages) AS a ON a.key = s.key "
+      "LEFT JOIN json_each(r.features) AS f ON f.key = s.key WHERE r.id = ?1 ORDER BY s.key",
+      &st);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, rid);
+  int row = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (row == 0) {
+      r->ns = sqlite3_mprintf("%s", sqlite3_column_text(st, 0));
+      r->qtype = sqlite3_mprintf("%s", sqlite3_column_text(st, 1));
+      i64 n = sqlite3_column_int64(st, 2);
+      if (sqlite3_column_type(st, 2) == SQLITE_NULL || n != sqlite3_column_int64(st, 3) ||
+          n != sqlite3_column_int64(st, 4) || n < 0 || n > 100000) {
+        sqlite3_finalize(st);
+        return hf_fail(x, SQLITE_CORRUPT, "recall %lld's log is damaged (its shown, ages and "
+                                          "features are not JSON arrays of one length)",
+                       (long long)rid);
+      }
+      r->shown = sqlite3_malloc64((sqlite3_uint64)(n + 1) * sizeof(char *));
+      r->feats = sqlite3_malloc64((sqlite3_uint64)(n + 1) * sizeof(char *));
+      r->ages = sqlite3_malloc64((sqlite3_uint64)(n + 1) * sizeof(double));
+      r->judged = sqlite3_malloc64((sqlite3_uint64)(n + 1) * sizeof(int));
+      if (!r->ns || !r->qtype || !r->shown || !r->feats || !r->ages || !r->judged) {
+        sqlite3_finalize(st);
+        return hf_fail(x, SQLITE_NOMEM, "out of memory");
+      }
+    }
+    row++;
+    if (sqlite3_column_type(st, 5) == SQLITE_NULL) continue; /* an empty log */
+    const char *st_t = (const char *)sqlite3_column_text(st, 7);
+    const char *a_t = (const char *)sqlite3_column_text(st, 9);
+    const char *f_t = (const char *)sqlite3_column_text(st, 11);
+    if (!st_t || strcmp(st_t, "text") || !f_t || strcmp(f_t, "text") || !a_t ||
+        (strcmp(a_t, "real") && strcmp(a_t, "integer"))) {
+      sqlite3_finalize(st);
+      return hf_fail(x, SQLITE_CORRUPT, "recall %lld's log is damaged (a shown memory's id, "
+                                        "age or features is of the wrong type)",
+                     (long long)rid);
+    }
+    int i = r->n;
+    r->shown[i] = sqlite3_mprintf("%s", sqlite3_column_text(st, 6));
+    r->feats[i] = sqlite3_mprintf("%s", sqlite3_column_text(st, 10));
+    r->ages[i] = sqlite3_column_double(st, 8);
+    r->judged[i] = sqlite3_column_int(st, 12);
+    r->n++;
+    if (!r->shown[i] || !r->feats[i]) {
+      sqlite3_finalize(st);
+      return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    }
+  }
+  int bad = rc != SQLITE_DONE;
+  if (bad) {
+    const char *msg = sqlite3_errmsg(x->db);
+    if (strstr(msg, "malformed JSON")) {
+      sqlite3_finalize(st);
+      return hf_fail(x, SQLITE_CORRUPT, "recall %lld's log is damaged (it is not JSON)",
+                     (long long)rid);
+    }
+    rc = hf_sqlfail(x, rc);
+  }
+  sqlite3_finalize(st);
+  if (bad) return rc;
+  if (row == 0)
+    return hf_fail(x, SQLITE_ERROR, "unknown recall_id %lld (never recorded, or forgotten)",
+                   (long long)rid);
+  return SQLITE_OK;
+}
+
+/* the newest recall that showed every id (of the namespace, if given) */
+static int hf_newest(hf_ctx *x, char **ids, int n, const char *ns, i64 *rid) {
+  sqlite3_str *js = sqlite3_str_new(x->db);
+  sqlite3_str_appendchar(js, 1, '[');
+  for (int i = 0; i < n; i++) {
+    if (i) sqlite3_str_appendchar(js, 1, ',');
+    hm_json_string(js, ids[i], (int)strlen(ids[i]));
+  }
+  sqlite3_str_appendchar(js, 1, ']');
+  char *j = sqlite3_str_finish(js);
+  if (!j) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, "SELECT r.id FROM recalls AS r WHERE (?2 IS NULL OR r.namespace = ?2) "
+                         "AND NOT EXISTS (SELECT 1 FROM json_each(?1) AS g WHERE g.value NOT "
+                         "IN (SELECT value FROM json_each(r.shown))) ORDER BY r.id DESC LIMIT 1",
+                      &st);
+  if (!rc) {
+    sqlite3_bind_text(st, 1, j, -1, SQLITE_TRANSIENT);
+    if (ns) sqlite3_bind_text(st, 2, ns, -1, SQLITE_TRANSIENT);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) { *rid = sqlite3_column_int64(st, 0); rc = SQLITE_OK; }
+    else if (rc == SQLITE_DONE)
+      rc = hf_fail(x, SQLITE_ERROR, "no tracked recall showed all of these ids; pass recall_id");
+    else rc = hf_sqlfail(x, rc);
+  }
+  sqlite3_finalize(st);
+  sqlite3_free(j);
+  return rc;
+}
+
+static int hf_run(hf_ctx *x, sqlite3_stmt *st) { return hf_exec(x, st); }
+
+/* The whole of one feedback, inside the caller's savepoint.  out: the JSON
+ * result. */
+static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, char **out) {
+  sqlite3 *db = x->db;
+  char **used = NULL, **ignored = NULL, **extra = NULL;
+  int nused = 0, nignored = 0, rest_ignored = 0, rc = SQLITE_OK;
+  const char *answer = NULL, *ns_arg = NULL;
+  char *attribution = NULL, *cfgtext = NULL;
+  hf_recall r = {0};
+  sqlite3_stmt *st = NULL;
+  char *judged_json = NULL, *fold = NULL, *used_json = NULL;
+  hf_touch *touch = NULL;
+  int ntouch = 0;
+  i64 rid = 0;
+  int have_rid = 0;
+  /* arguments: feedback (rid, used, ignored, now, namespace, config);
+   *            answer   (rid, answer, now, namespace, config) */
+  int i_now = answer_mode ? 2 : 3, i_ns = i_now + 1, i_cfg = i_now + 2;
+  sqlite3_value *vr = argv[0];
+  if (sqlite3_value_type(vr) == SQLITE_INTEGER) {
+    rid = sqlite3_value_int64(vr);
+    have_rid = 1;
+  } else if (sqlite3_value_type(vr) == SQLITE_TEXT) {
+    const char *t = (const char *)sqlite3_value_text(vr);
+    char *end;
+    long long v = strtoll(t, &end, 10);
+    if (end == t || *end) return hf_fail(x, SQLITE_ERROR, "recall_id must be an integer");
+    rid = v;
+    have_rid = 1;
+  } else if (sqlite3_value_type(vr) != SQLITE_NULL || answer_mode) {
+    return hf_fail(x, SQLITE_ERROR, answer_mode ? "heap_answer needs the recall_id of the "
+                                                  "recall the answer was written from"
+                                                : "recall_id must be an integer");
+  }
+  double now;
+  if (argc > i_now && sqlite3_value_type(argv[i_now]) != SQLITE_NULL) {
+    now = sqlite3_value_double(argv[i_now]);
+    if (!hm_is_number(argv[i_now]) || !(now >= 0 && now <= 253402300799.0))
+      return hf_fail(x, SQLITE_ERROR, "now must be unix seconds from 0 to 253402300799 (1970 "
+                                      "to the year 9999)");
+  } else {
+    now = hr_now(db);
+  }
+  if (argc > i_ns && sqlite3_value_type(argv[i_ns]) != SQLITE_NULL) {
+    if (sqlite3_value_type(argv[i_ns]) != SQLITE_TEXT)
+      return hf_fail(x, SQLITE_ERROR, "the namespace must be text");
+    ns_arg = (const char *)sqlite3_value_text(argv[i_ns]);
+  }
+  hm_config cfg;
+  char err[HM_ERRLEN];
+  if (argc > i_cfg && sqlite3_value_type(argv[i_cfg]) != SQLITE_NULL) {
+    if (sqlite3_value_type(argv[i_cfg]) != SQLITE_TEXT)
+      return hf_fail(x, SQLITE_ERROR, "config must be text such as 'w_usefulness=0.5'");
+    cfgtext = sqlite3_mprintf("%s", sqlite3_value_text(argv[i_cfg]));
+  } else {
+    if ((rc = hf_prepare(x, hr_sql_tuned, &st))) return rc;
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) { rc = hf_sqlfail(x, rc); sqlite3_finalize(st); return rc; }
+    cfgtext = sqlite3_mprintf("%s", sqlite3_column_text(st, 0) ? (const char *)
+                                                                     sqlite3_column_text(st, 0)
+                                                               : "");
+    sqlite3_finalize(st);
+    st = NULL;
+  }
+  if (!cfgtext) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (hr_config(cfgtext, &cfg, err, sizeof err) != HM_OK) {
+    rc = hf_fail(x, SQLITE_ERROR, "config: %s", err);
+    goto done;
+  }
+  /* a config string heap_credit takes: the C fields only, as to_sql writes them */
+  {
+    sqlite3_str *cs = sqlite3_str_new(db);
+    for (int i = 0; i < HM_NCONFIG; i++) {
+      char num[32];
+      hm_repr(*hm_config_slot(&cfg, i), num);
+      sqlite3_str_appendf(cs, "%s%s=%s", i ? " " : "", hm_config_fields[i].name, num);
+    }
+    sqlite3_free(cfgtext);
+    cfgtext = sqlite3_str_finish(cs);
+    if (!cfgtext) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); goto done; }
+  }
+  if (answer_mode) {
+    if (sqlite3_value_type(argv[1]) != SQLITE_TEXT) {
+      rc = hf_fail(x, SQLITE_ERROR, "the answer must be text");
+      goto done;
+    }
+    answer = (const char *)sqlite3_value_text(argv[1]);
+    if (sqlite3_value_bytes(argv[1]) > 64 * 1024) {
+      rc = hf_fail(x, SQLITE_ERROR, "the answer is longer than 65536 bytes (64 KiB): pass the "
+                                    "answer, not a document");
+      goto done;
+    }
+  } else {
+    if ((nused = hf_ids(x, argv[1], "used", &used)) < 0) { rc = x->code; goto done; }
+    if (argc > 2 && sqlite3_value_type(argv[2]) != SQLITE_NULL) {
+      if ((nignored = hf_ids(x, argv[2], "ignored", &ignored)) < 0) { rc = x->code; goto done; }
+    } else {
+      rest_ignored = 1;
+    }
+    for (int i = 0; i < nused; i++)
+      if (hf_in(ignored, nignored, used[i])) {
+        rc = hf_fail(x, SQLITE_ERROR, "ids both used and ignored: ['%s']", used[i]);
+        goto done;
+      }
+  }
+  if (!have_rid) {
+    if (nused + nignored == 0) {
+      rc = hf_fail(x, SQLITE_ERROR, "feedback needs a recall_id (or ids to find the recall by)");
+      goto done;
+    }
+    char **all = sqlite3_malloc64((sqlite3_uint64)(nused + nignored) * sizeof(char *));
+    if (!all) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); goto done; }
+    for (int i = 0; i < nused; i++) all[i] = used[i];
+    for (int i = 0; i < nignored; i++) all[nused + i] = ignored[i];
+    rc = hf_newest(x, all, nused + nignored, ns_arg, &rid);
+    sqlite3_free(all);
+    if (rc) goto done;
+  }
+  if ((rc = hf_read_recall(x, rid, &r))) goto done;
+  if (ns_arg && strcmp(ns_arg, r.ns)) {
+    rc = hf_fail(x, SQLITE_ERROR, "unknown recall_id %lld in namespace '%s' (never recorded "
+                                  "there, or forgotten)", (long long)rid, ns_arg);
+    goto done;
+  }
+  if (answer_mode) {
+    for (int i = 0; i < r.n; i++)
+      if (r.judged[i]) {
+        rc = hf_fail(x, SQLITE_ERROR, "recall %lld already has feedback; an answer can only "
+                                      "judge a recall nothing has judged yet", (long long)rid);
+        goto done;
+      }
+    if ((rc = hf_prepare(x, "SELECT heap_attribute(?1, r.query, s.key, m.text, m.created_at) "
+                            "FROM recalls AS r CROSS JOIN json_each(r.shown) AS s LEFT JOIN "
+                            "memories AS m ON m.id = s.value WHERE r.id = ?2", &st)))
+      goto done;
+    sqlite3_bind_text(st, 1, answer, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 2, rid);
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) { rc = hf_sqlfail(x, rc); goto done; }
+    attribution = sqlite3_mprintf("%s", sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    st = NULL;
+    if (!attribution) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); goto done; }
+    /* the verdicts by position: 1 used, 0 ignored */
+    if ((rc = hf_prepare(x, "SELECT key, json_extract(value, '$[0]') FROM json_each(?1)", &st)))
+      goto done;
+    sqlite3_bind_text(st, 1, attribution, -1, SQLITE_STATIC);
+    used = sqlite3_malloc64((sqlite3_uint64)(r.n + 1) * sizeof(char *));
+    ignored = sqlite3_malloc64((sqlite3_uint64)(r.n + 1) * sizeof(char *));
+    if (!used || !ignored) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); goto done; }
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      int pos = sqlite3_column_int(st, 0);
+      if (pos < 0 || pos >= r.n || sqlite3_column_type(st, 1) != SQLITE_INTEGER) continue;
+      int verdict = sqlite3_column_int(st, 1);
+      if (verdict == 1) used[nused++] = sqlite3_mprintf("%s", r.shown[pos]);
+      else if (verdict == 0) ignored[nignored++] = sqlite3_mprintf("%s", r.shown[pos]);
+    }
+    if (rc != SQLITE_DONE) { rc = hf_sqlfail(x, rc); goto done; }
+    rc = SQLITE_OK;
+    sqlite3_finalize(st);
+    st = NULL;
+  }
+  /* every id judged must be one the recall showed, and not judged yet */
+  {
+    char **bad = sqlite3_malloc64((sqlite3_uint64)(nused + nignored + 1) * sizeof(char *));
+    int nbad = 0;
+    if (!bad) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); goto done; }
+    for (int pass = 0; pass < 2 && !rc; pass++) {
+      nbad = 0;
+      for (int i = 0; i < nused + nignored; i++) {
+        const char *id = i < nused ? used[i] : ignored[i - nused];
+        int pos = -1;
+        for (int j = 0; j < r.n; j++)
+          if (!strcmp(r.shown[j], id)) pos = j; /* the last, as a dict keeps it */
+        if (pass == 0 ? pos < 0 : r.judged[pos]) bad[nbad++] = (char *)id;
+      }
+      if (nbad) {
+        char *list = hf_pylist(bad, nbad);
+        if (pass == 0)
+          rc = hf_fail(x, SQLITE_ERROR, "recall %lld did not show %s; feedback can only judge "
+                                        "memories that recall returned", (long long)rid, list);
+        else
+          rc = hf_fail(x, SQLITE_ERROR, "recall %lld already has feedback for %s; each shown "
+                                        "memory is judged once", (long long)rid, list);
+        sqlite3_free(list);
+      }
+    }
+    sqlite3_free(bad);
+    if (rc) goto done;
+  }
+  if (rest_ignored) { /* every other shown memory not judged yet */
+    extra = sqlite3_malloc64((sqlite3_uint64)(nignored + r.n + 1) * sizeof(char *));
+    if (!extra) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); goto done; }
+    for (int i = 0; i < nignored; i++) extra[i] = ignored[i];
+    int n = nignored;
+    for (int j = 0; j < r.n; j++) {
+      const char *id = r.shown[j];
+      int lastpos = -1;
+      for (int k = 0; k < r.n; k++)
+        if (!strcmp(r.shown[k], id)) lastpos = k;
+      if (!hf_in(used, nused, id) && !hf_in(extra, n, id) && !r.judged[lastpos])
+        extra[n++] = sqlite3_mprintf("%s", id);
+    }
+    /* extra owns every name now: the given ones moved, the others copied */
+    sqlite3_free(ignored);
+    ignored = extra;
+    extra = NULL;
+    nignored = n;
+  }
+  /* which of them still exist; a used one that does not is an error */
+  int *alive = sqlite3_malloc64((sqlite3_uint64)(nused + nignored + 1) * sizeof(int));
+  if (!alive) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); goto done; }
+  if ((rc = hf_prepare(x, "SELECT 1 FROM memories WHERE id = ?1", &st))) { sqlite3_free(alive); goto done; }
+  for (int i = 0; i < nused + nignored && !rc; i++) {
+    const char *id = i < nused ? used[i] : ignored[i - nused];
+    sqlite3_reset(st);
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+    int s2 = sqlite3_step(st);
+    alive[i] = s2 == SQLITE_ROW;
+    if (s2 != SQLITE_ROW && s2 != SQLITE_DONE) rc = hf_sqlfail(x, s2);
+    else if (!alive[i] && i < nused)
+      rc = hf_fail(x, SQLITE_ERROR, "memory '%s' no longer exists (forgotten)", id);
+  }
+  sqlite3_finalize(st);
+  st = NULL;
+  if (rc) { sqlite3_free(alive); goto done; }
+  /* the judged rows, as the recall scored them: [[position, used, features, age]] */
+  sqlite3_str *js = sqlite3_str_new(db), *ujs = sqlite3_str_new(db), *ijs = sqlite3_str_new(db);
+  sqlite3_str_appendchar(js, 1, '[');
+  sqlite3_str_appendchar(ujs, 1, '[');
+  sqlite3_str_appendchar(ijs, 1, '[');
+  int njudged = 0, nu = 0, ni = 0;
+  for (int i = 0; i < nused + nignored; i++) {
+    const char *id = i < nused ? used[i] : ignored[i - nused];
+    if (!alive[i]) continue;
+    int pos = -1;
+    for (int j = 0; j < r.n; j++)
+      if (!strcmp(r.shown[j], id)) pos = j;
+    char num[32];
+    hm_repr(r.ages[pos], num);
+    sqlite3_str_appendf(js, "%s[%d,%d,", njudged++ ? "," : "", pos, i < nused);
+    hm_json_string(js, r.feats[pos], (int)strlen(r.feats[pos]));
+    sqlite3_str_appendf(js, ",%s]", num);
+    sqlite3_str *w = i < nused ? ujs : ijs;
+    if (i < nused ? nu++ : ni++) sqlite3_str_appendchar(w, 1, ',');
+    hm_json_string(w, id, (int)strlen(id));
+  }
+  sqlite3_free(alive);
+  sqlite3_str_appendchar(js, 1, ']');
+  sqlite3_str_appendchar(ujs, 1, ']');
+  sqlite3_str_appendchar(ijs, 1, ']');
+  judged_json = sqlite3_str_finish(js);
+  used_json = sqlite3_str_finish(ujs);
+  char *ignored_json = sqlite3_str_finish(ijs);
+  if (!judged_json || !used_json || !ignored_json) {
+    sqlite3_free(ignored_json);
+    rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+    goto done;
+  }
+  i64 nfeatures = 0;
+  if (njudged) {
+    hf_pool pool;
+    if ((rc = hf_pool_read(x, &pool))) { sqlite3_free(ignored_json); goto done; }
+    unsigned char *links = NULL;
+    int linkslen = 0;
+    if (cfg.model == 0) { /* the reference credit depends on current strengths */
+      if ((rc = hf_prepare(x, hr_sql_links, &st))) { sqlite3_free(ignored_json); goto done; }
+      sqlite3_bind_text(st, 1, r.qtype, -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(st, 2, r.ns, -1, SQLITE_TRANSIENT);
+      sqlite3_bind_double(st, 3, cfg.pooled_pseudocount);
+      rc = sqlite3_step(st);
+      if (rc != SQLITE_ROW) { rc = hf_sqlfail(x, rc); sqlite3_free(ignored_json); goto done; }
+      linkslen = sqlite3_column_bytes(st, 0);
+      links = sqlite3_malloc64((sqlite3_uint64)linkslen + 1);
+      if (links && linkslen) memcpy(links, sqlite3_column_blob(st, 0), (size_t)linkslen);
+      sqlite3_finalize(st);
+      st = NULL;
+      rc = links ? SQLITE_OK : hf_fail(x, SQLITE_NOMEM, "out of memory");
+    }
+    /* the events, one per judged memory, each with heap_credit's deltas */
+    if (!rc) rc = hf_prepare(x, "INSERT INTO events(recall_id, position, namespace, qtype, used, "
+                                "deltas, created_at) SELECT ?1, json_extract(j.value, '$[0]'), "
+                                "?2, ?3, json_extract(j.value, '$[1]'), heap_credit("
+                                "json_extract(j.value, '$[2]'), ?3, json_extract(j.value, "
+                                "'$[3]'), json_extract(j.value, '$[1]'), ?4, ?5), ?6 "
+                                "FROM json_each(?7) AS j", &st);
+    if (!rc) {
+      sqlite3_bind_int64(st, 1, rid);
+      sqlite3_bind_text(st, 2, r.ns, -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(st, 3, r.qtype, -1, SQLITE_TRANSIENT);
+      if (links) sqlite3_bind_blob(st, 4, links, linkslen, SQLITE_TRANSIENT);
+      sqlite3_bind_text(st, 5, cfgtext, -1, SQLITE_TRANSIENT);
+      sqlite3_bind_double(st, 6, now);
+      sqlite3_bind_text(st, 7, judged_json, -1, SQLITE_TRANSIENT);
+      rc = hf_run(x, st);
+      sqlite3_finalize(st);
+      st = NULL;
+    }
+    /* the same credits summed per feature */
+    if (!rc) rc = hf_prepare(x, "SELECT heap_fold(json_extract(j.value, '$[2]'), ?1, "
+                                "json_extract(j.value, '$[3]'), json_extract(j.value, '$[1]'), "
+                                "?2, ?3) FROM json_each(?4) AS j", &st);
+    if (!rc) {
+      sqlite3_bind_text(st, 1, r.qtype, -1, SQLITE_TRANSIENT);
+      if (links) sqlite3_bind_blob(st, 2, links, linkslen, SQLITE_TRANSIENT);
+      sqlite3_bind_text(st, 3, cfgtext, -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(st, 4, judged_json, -1, SQLITE_TRANSIENT);
+      rc = sqlite3_step(st);
+      if (rc == SQLITE_ROW) {
+        fold = sqlite3_mprintf("%s", sqlite3_column_text(st, 0));
+        rc = fold ? SQLITE_OK : hf_fail(x, SQLITE_NOMEM, "out of memory");
+      } else {
+        rc = hf_sqlfail(x, rc);
+      }
+      sqlite3_finalize(st);
+      st = NULL;
+    }
+    sqlite3_free(links);
+    if (!rc) {
+      /* the fold's features, in its order, and their deltas */
+      sqlite3_stmt *fs = NULL;
+      rc = hf_prepare(x, "SELECT t.key, json_extract(t.value, '$[0]'), json_extract(t.value, "
+                         "'$[1]'), json_extract(t.value, '$[2]') FROM json_each(?1) AS t", &fs);
+      if (!rc) {
+        sqlite3_bind_text(fs, 1, fold, -1, SQLITE_STATIC);
+        int capt = 0;
+        char *feature_list = NULL;
+        while ((rc = sqlite3_step(fs)) == SQLITE_ROW) {
+          if (ntouch == capt) {
+            capt = capt ? 2 * capt : 64;
+            hf_touch *g = sqlite3_realloc64(touch, (sqlite3_uint64)capt * sizeof *g);
+            if (!g) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); break; }
+            touch = g;
+          }
+          hf_touch *u = &touch[ntouch];
+          memset(u, 0, sizeof *u);
+          u->f = sqlite3_mprintf("%s", sqlite3_column_text(fs, 0));
+          u->da = sqlite3_column_double(fs, 1);
+          u->db = sqlite3_column_double(fs, 2);
+          u->dn = sqlite3_column_int64(fs, 3);
+          ntouch++;
+          if (!u->f) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); break; }
+        }
+        if (rc == SQLITE_DONE) rc = SQLITE_OK;
+        else if (!x->err) rc = hf_sqlfail(x, rc);
+        sqlite3_finalize(fs);
+        if (!rc) {
+          sqlite3_str *fl = sqlite3_str_new(db);
+          sqlite3_str_appendchar(fl, 1, '[');
+          for (int i = 0; i < ntouch; i++) {
+            if (i) sqlite3_str_appendchar(fl, 1, ',');
+            hm_json_string(fl, touch[i].f, (int)strlen(touch[i].f));
+          }
+          sqlite3_str_appendchar(fl, 1, ']');
+          feature_list = sqlite3_str_finish(fl);
+          if (!feature_list) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+        }
+        /* the namespace's own rows and the pooled rows, before */
+        if (!rc && ntouch) {
+          rc = hf_prepare(x, hf_sql_before, &st);
+          if (!rc) {
+            sqlite3_bind_text(st, 1, r.ns, -1, SQLITE_TRANSIENT);
+            sqlite3_bind_text(st, 2, feature_list, -1, SQLITE_TRANSIENT);
+            sqlite3_bind_int(st, 3, pool.least);
+            while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+              const char *name = (const char *)sqlite3_column_text(st, 0);
+              hf_touch *u = NULL;
+              for (int i = 0; i < ntouch && !u; i++)
+                if (name && !strcmp(touch[i].f, name)) u = &touch[i];
+              if (!u) continue;
+              u->has_own = sqlite3_column_type(st, 1) != SQLITE_NULL;
+              u->a0 = sqlite3_column_double(st, 1);
+              u->b0 = sqlite3_column_double(st, 2);
+              u->pa0 = sqlite3_column_double(st, 3);
+              u->pb0 = sqlite3_column_double(st, 4);
+              u->exists = sqlite3_column_int(st, 5);
+              u->has_rates = sqlite3_column_type(st, 6) != SQLITE_NULL;
+              u->lo = sqlite3_column_double(st, 6);
+              u->hi = sqlite3_column_double(st, 7);
+              u->k_before = sqlite3_column_int64(st, 8);
+            }
+            if (rc == SQLITE_DONE) rc = SQLITE_OK;
+            else rc = hf_sqlfail(x, rc);
+            sqlite3_finalize(st);
+            st = NULL;
+          }
+        }
+        sqlite3_free(feature_list);
+      }
+    }
+    /* the namespace's own links take the fold */
+    if (!rc) rc = hf_prepare(x, "INSERT INTO links(namespace, feature, qtype, alpha, beta, n) "
+                                "SELECT ?1, t.key, CASE WHEN instr(t.key, '/') > 0 THEN "
+                                "substr(t.key, 1, instr(t.key, '/') - 1) ELSE '' END, "
+                                "json_extract(t.value, '$[0]'), json_extract(t.value, '$[1]'), "
+                                "json_extract(t.value, '$[2]') FROM json_each(?2) AS t WHERE "
+                                "true ON CONFLICT(namespace, feature) DO UPDATE SET alpha = "
+                                "alpha + excluded.alpha, beta = beta + excluded.beta, n = n + "
+                                "excluded.n", &st);
+    if (!rc) {
+      sqlite3_bind_text(st, 1, r.ns, -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(st, 2, fold, -1, SQLITE_STATIC);
+      rc = hf_run(x, st);
+      nfeatures = sqlite3_changes64(db);
+      sqlite3_finalize(st);
+      st = NULL;
+    }
+    if (!rc) rc = hf_fold_pool(x, r.ns, touch, ntouch, &pool);
+  }
+  if (!rc && nu) {
+    rc = hf_prepare(x, "UPDATE memories SET last_used_at = max(coalesce(last_used_at, 0), ?1) "
+                       "WHERE id IN (SELECT value FROM json_each(?2))", &st);
+    if (!rc) {
+      sqlite3_bind_double(st, 1, now);
+      sqlite3_bind_text(st, 2, used_json, -1, SQLITE_STATIC);
+      rc = hf_run(x, st);
+      sqlite3_finalize(st);
+      st = NULL;
+    }
+  }
+  if (!rc) {
+    *out = sqlite3_mprintf("{\"recall_id\":%lld,\"used\":%s,\"ignored\":%s,\"links_updated\":"
+                           "%lld,\"attribution\":%s}", (long long)rid, used_json, ignored_json,
+                           (long long)nfeatures, attribution ? attribution : "null");
+    if (!*out) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+  }
+  sqlite3_free(ignored_json);
+done:
+  sqlite3_finalize(st);
+  if (answer_mode) {
+    hf_free_ids(used, nused);
+    hf_free_ids(ignored, nignored);
+  } else {
+    hf_free_ids(used, nused);
+    hf_free_ids(ignored, nignored);
+  }
+  for (int i = 0; i < ntouch; i++) sqlite3_free(touch[i].f);
+  sqlite3_free(touch);
+  sqlite3_free(attribution);
+  sqlite3_free(cfgtext);
+  sqlite3_free(judged_json);
+  sqlite3_free(used_json);
+  sqlite3_free(fold);
+  hf_recall_free(&r);
+  return rc;
+}
+
+/* heap_feedback / heap_answer: hf_judge inside a savepoint of its own, so
+ * that an error anywhere leaves nothing written. */
+static void hf_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv, int answer_mode) {
+  const char *fname = answer_mode ? "heap_answer" : "heap_feedback";
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx)};
+  char *out = NULL;
+  if (sqlite3_db_readonly(x.db, "main") == 1) {
+    char *m = sqlite3_mprintf("%s: the store is read-only here; feedback writes events and "
+                              "links", fname);
+    sqlite3_result_error(ctx, m, -1);
+    sqlite3_result_error_code(ctx, SQLITE_READONLY);
+    sqlite3_free(m);
+    return;
+  }
+  int rc = sqlite3_exec(x.db, "SAVEPOINT heap_feedback", NULL, NULL, NULL);
+  if (rc != SQLITE_OK) {
+    hf_sqlfail(&x, rc);
+  } else {
+    rc = hf_judge(&x, argv, argc, answer_mode, &out);
+    if (rc == SQLITE_OK) {
+      rc = sqlite3_exec(x.db, "RELEASE heap_feedback", NULL, NULL, NULL);
+      if (rc != SQLITE_OK) hf_sqlfail(&x, rc);
+    }
+    if (rc != SQLITE_OK) {
+      sqlite3_exec(x.db, "ROLLBACK TO heap_feedback", NULL, NULL, NULL);
+      sqlite3_exec(x.db, "RELEASE heap_feedback", NULL, NULL, NULL);
+    }
+  }
+  if (rc == SQLITE_OK) {
+    sqlite3_result_text(ctx, out, -1, sqlite3_free);
+    return;
+  }
+  sqlite3_free(out);
+  char *m = sqlite3_mprintf("%s: %s", fname, x.err ? x.err : sqlite3_errstr(rc));
+  sqlite3_result_error(ctx, m ? m : "out of memory", -1);
+  if (x.code && x.code != SQLITE_ERROR) sqlite3_result_error_code(ctx, x.code);
+  else if (rc != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
+  sqlite3_free(m);
+  sqlite3_free(x.err);
+}
+
+static void heap_feedback(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  hf_sql(ctx, argc, argv, 0);
+}
+
+static void heap_answer(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  hf_sql(ctx, argc, argv, 1);
+}
+
+/* heap_rebuild_pool([features]): the pooled rows of these features (a JSON
+ * array; every feature when absent) worked out afresh, in the caller's
+ * transaction (set_pool, an import, a prior removed). */
+static void heap_rebuild_pool(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx)};
+  const char *features = NULL;
+  if (argc > 0 && sqlite3_value_type(argv[0]) != SQLITE_NULL) {
+    if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
+      sqlite3_result_error(ctx, "heap_rebuild_pool: features must be a JSON array of "
+                                "feature names", -1);
+      return;
+    }
+    features = (const char *)sqlite3_value_text(argv[0]);
+  }
+  hf_pool pool;
+  int rc = sqlite3_exec(x.db, "SAVEPOINT heap_rebuild_pool", NULL, NULL, NULL);
+  if (rc == SQLITE_OK) {
+    rc = hf_pool_read(&x, &pool);
+    if (!rc) rc = hf_rebuild(&x, features, &pool);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(x.db, "RELEASE heap_rebuild_pool", NULL, NULL, NULL);
+    else {
+      sqlite3_exec(x.db, "ROLLBACK TO heap_rebuild_pool", NULL, NULL, NULL);
+      sqlite3_exec(x.db, "RELEASE heap_rebuild_pool", NULL, NULL, NULL);
+    }
+  } else {
+    hf_sqlfail(&x, rc);
+  }
+  if (rc == SQLITE_OK) {
+    sqlite3_result_null(ctx);
+  } else {
+    char *m = sqlite3_mprintf("heap_rebuild_pool: %s", x.err ? x.err : sqlite3_errstr(rc));
+    sqlite3_result_error(ctx, m ? m : "out of memory", -1);
+    sqlite3_free(m);
+  }
+  sqlite3_free(x.err);
+}
+
+#pragma endregion
+
+#pragma region the statements the loop runs
+
+/* heap_statement(name): the text of a statement heap_recall or heap_feedback
+ * runs ('candidates', 'hybrid', 'links', 'show', 'log', 'edges'), for
+ * EXPLAIN QUERY PLAN and for readers who want to see what runs. */
+static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc;
+  static const struct { const char *name, *sql; } all[] = {
+      {"candidates", hr_sql_cand}, {"hybrid", hr_sql_hybrid}, {"links", hr_sql_links},
+      {"show", hr_sql_show},       {"log", hr_sql_log},       {"edges", hf_sql_edges},
+      {"before", hf_sql_before},
+  };
+  const char *name = (const char *)sqlite3_value_text(argv[0]);
+  for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
+    if (!strcmp(name, all[i].name)) {
+      sqlite3_result_text(ctx, all[i].sql, -1, SQLITE_STATIC);
+      return;
+    }
+  sqlite3_result_error(ctx, "heap_statement: the name of one of heap_recall's or "
+                            "heap_feedback's statements: candidates, hybrid, links, show, log, "
+                            "edges, before", -1);
+}
+
+#pragma endregion

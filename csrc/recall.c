@@ -1,0 +1,613 @@
+/*
+ * recall.c: heap_recall, recall as a table-valued function (an eponymous
+ * virtual table, as FTS5's vocabulary tables and sqlite-vec's tables are).
+ * Included by heapmem.c, after the scoring core it calls.
+ *
+ *   SELECT id, score, text FROM heap_recall('When is my flight to Lisbon?', 'user:maya');
+ *
+ * Arguments (hidden columns, in this order): query, namespace ('default'),
+ * k (5), now (unix seconds; the current time), config (a config string as
+ * ScoringConfig.to_sql() writes it; the store's tuned config, else the
+ * defaults), track (1: log the recall so heap_feedback can judge it; 0 on a
+ * read-only connection), qvec (the question's vector: hybrid candidates
+ * when the store holds vectors).  Columns are named after heapmem.Result's
+ * fields, plus explain (the one-line reason), recall_id (the logged
+ * recall's id, NULL untracked), qtype, rest (the score without its
+ * usefulness factor) and links (the link set it scored with, for explain).
+ *
+ * The ranking is Memory.recall's: the same candidate statement (the
+ * namespace's own BM25, the superseded rule, the vector top N), the same
+ * link set, hm_score_batch, score order with ties by seq.  Every statement
+ * it runs is prepared once per connection and kept.
+ */
+
+#pragma region heap_recall
+
+enum {
+  HR_RANK, HR_ID, HR_TEXT, HR_SCORE, HR_KIND, HR_SOURCE, HR_KEY, HR_RELEVANCE, HR_RECENCY,
+  HR_IMPORTANCE, HR_USEFULNESS, HR_RULES, HR_BM25, HR_AGE_DAYS, HR_SUPERSEDED, HR_FEATURES,
+  HR_CREATED_AT, HR_LAST_USED_AT, HR_METADATA, HR_LEXICAL, HR_COSINE, HR_EXPLAIN, HR_RECALL_ID,
+  HR_QTYPE, HR_REST, HR_LINKS,
+  /* the arguments */
+  HR_QUERY, HR_NAMESPACE, HR_K, HR_NOW, HR_CONFIG, HR_TRACK, HR_QVEC, HR_NCOL
+};
+#define HR_NARGS (HR_NCOL - HR_QUERY)
+
+static const char hr_schema[] =
+    "CREATE TABLE x(rank INTEGER, id TEXT, text TEXT, score REAL, kind TEXT, source TEXT, "
+    "key TEXT, relevance REAL, recency REAL, importance REAL, usefulness REAL, rules REAL, "
+    "bm25 REAL, age_days REAL, superseded INTEGER, features TEXT, created_at REAL, "
+    "last_used_at REAL, metadata TEXT, lexical REAL, cosine REAL, \"explain\" TEXT, "
+    "recall_id INTEGER, qtype TEXT, rest REAL, links BLOB, query HIDDEN, namespace HIDDEN, k HIDDEN, "
+    "now HIDDEN, config HIDDEN, track HIDDEN, qvec HIDDEN)";
+
+/* The statements recall runs: the same text heapmem/sql.py gives Python
+ * (tests/test_sql_loop.py checks that they rank alike). */
+#define HR_LEX_TOP                                                                             \
+  "SELECT json_extract(value, '$[0]') AS seq, json_extract(value, '$[1]') AS b "              \
+  "FROM json_each((SELECT heap_bm25_top(hit.seq, hit.row, "                                    \
+  "(SELECT docs FROM namespaces WHERE namespace = ?2), "                                        \
+  "(SELECT tokens FROM namespaces WHERE namespace = ?2), ?4, 'memories_fts') "                \
+  "FROM (SELECT rowid AS seq, heap_bm25_row(memories_fts, 0.0, 1.0) AS row "                   \
+  "FROM memories_fts WHERE memories_fts MATCH heap_match(?1, ?2) LIMIT -1) AS hit))"
+#define HR_SCORE_INPUTS                                                                        \
+  "m.seq, m.importance, m.features || ' ' || heap_relate(?1, m.source) AS features, "         \
+  "lex.b AS rank, (?3 - coalesce(m.last_used_at, m.created_at)) / 86400.0 AS age_days, "      \
+  "m.key IS NOT NULL AND EXISTS (SELECT 1 FROM memories AS n WHERE n.namespace = m.namespace " \
+  "AND n.key = m.key AND (n.created_at > m.created_at OR (n.created_at = m.created_at AND "     \
+  "n.seq > m.seq))) AS superseded"
+
+/* ?1 question, ?2 namespace, ?3 now, ?4 candidates [, ?5 qvec] */
+static const char hr_sql_cand[] =
+    "WITH cand AS (SELECT " HR_SCORE_INPUTS " FROM (" HR_LEX_TOP ") AS lex "
+    "CROSS JOIN memories AS m ON m.seq = lex.seq WHERE m.namespace = ?2) "
+    "SELECT seq, rank, importance, age_days, superseded, features, NULL FROM cand "
+    "ORDER BY rank, seq";
+static const char hr_sql_hybrid[] =
+    "WITH lex AS (" HR_LEX_TOP "), "
+    "vec AS (SELECT v.seq FROM memories AS m CROSS JOIN vectors AS v ON v.seq = m.seq "
+    "WHERE m.namespace = ?2 ORDER BY heap_cosine(v.v, ?5) DESC LIMIT ?4), "
+    "cand AS (SELECT " HR_SCORE_INPUTS ", heap_cosine(vv.v, ?5) AS cos "
+    "FROM (SELECT seq FROM lex UNION SELECT seq FROM vec) AS u "
+    "CROSS JOIN memories AS m ON m.seq = u.seq LEFT JOIN lex ON lex.seq = u.seq "
+    "LEFT JOIN vectors AS vv ON vv.seq = u.seq WHERE m.namespace = ?2) "
+    "SELECT seq, rank, importance, age_days, superseded, features, cos FROM cand ORDER BY seq";
+/* ?1 qtype, ?2 namespace, ?3 pseudocount */
+static const char hr_sql_links[] =
+    "SELECT heap_links(p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0), "
+    "coalesce(o.alpha, 0) + max(p.alpha - coalesce(o.pool_alpha, 0), 0), "
+    "coalesce(o.beta, 0) + max(p.beta - coalesce(o.pool_beta, 0), 0), ?3) "
+    "FROM links AS p LEFT JOIN links AS o ON o.namespace = ?2 AND o.feature = p.feature "
+    "WHERE p.namespace = '*' AND p.qtype IN ('', ?1)";
+static const char hr_sql_show[] =
+    "SELECT id, text, kind, source, key, created_at, last_used_at, metadata "
+    "FROM memories WHERE seq = ?1";
+/* the store's tuned config as a config string */
+static const char hr_sql_tuned[] =
+    "SELECT group_concat(key || '=' || CAST(value AS TEXT), ' ') FROM json_each(("
+    "SELECT value FROM heapmem_meta WHERE key = 'tuned' AND json_valid(value)))";
+/* ?1 namespace, ?2 query, ?3 qtype, ?4 now, ?5 shown, ?6 ages, ?7 features, ?8 rest:
+ * logged only while every memory shown is still one of the namespace's */
+static const char hr_sql_log[] =
+    "INSERT INTO recalls(id, namespace, query, qtype, created_at, shown, ages, features, rest) "
+    "SELECT 1 + max(coalesce((SELECT max(id) FROM recalls), 0), "
+    "coalesce((SELECT CAST(value AS INTEGER) FROM heapmem_meta WHERE key = 'last_recall'), 0)), "
+    "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8 "
+    "WHERE NOT EXISTS (SELECT 1 FROM json_each(?5) AS s WHERE NOT EXISTS (SELECT 1 FROM "
+    "memories AS m WHERE m.id = s.value AND m.namespace = ?1)) RETURNING id";
+
+enum { HR_ST_CAND, HR_ST_HYBRID, HR_ST_LINKS, HR_ST_SHOW, HR_ST_TUNED, HR_ST_LOG, HR_NST };
+static const char *const hr_sql[HR_NST] = {hr_sql_cand, hr_sql_hybrid, hr_sql_links,
+                                            hr_sql_show, hr_sql_tuned, hr_sql_log};
+
+typedef struct {
+  sqlite3_vtab base;
+  sqlite3 *db;
+  sqlite3_stmt *st[HR_NST];
+} hr_vtab;
+
+typedef struct {
+  i64 seq;
+  double rank;        /* BM25 (lower is better); has_rank 0: found by vectors only */
+  int has_rank;
+  double importance, age_days, cos;
+  int superseded;
+  char *features;
+  double f[HM_SCORE_COLUMNS];
+  double lexical, cosn;
+  sqlite3_value *shown[8]; /* id, text, kind, source, key, created_at, last_used_at, metadata */
+} hr_row;
+
+typedef struct {
+  sqlite3_vtab_cursor base;
+  hr_row *rows;
+  int n, k, i;
+  int hybrid;
+  i64 recall_id;
+  const char *qtype;
+  unsigned char *links;
+  int linkslen;
+  hm_config cfg;
+} hr_cursor;
+
+static int hr_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                      sqlite3_vtab **out, char **err) {
+  (void)aux; (void)argc; (void)argv; (void)err;
+  int rc = sqlite3_declare_vtab(db, hr_schema);
+  if (rc != SQLITE_OK) return rc;
+  hr_vtab *t = sqlite3_malloc64(sizeof *t);
+  if (!t) return SQLITE_NOMEM;
+  memset(t, 0, sizeof *t);
+  t->db = db;
+  /* a file's views and triggers never run it (it writes the recall log) */
+  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
+  *out = &t->base;
+  return SQLITE_OK;
+}
+
+static int hr_disconnect(sqlite3_vtab *vt) {
+  hr_vtab *t = (hr_vtab *)vt;
+  for (int i = 0; i < HR_NST; i++) sqlite3_finalize(t->st[i]);
+  sqlite3_free(t);
+  return SQLITE_OK;
+}
+
+/* Each argument given is an equality constraint on its hidden column; idxNum
+ * has bit j set for argument j, and argv lists them in argument order. */
+static int hr_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
+  (void)vt;
+  int where[HR_NARGS];
+  for (int j = 0; j < HR_NARGS; j++) where[j] = -1;
+  for (int i = 0; i < info->nConstraint; i++) {
+    const struct sqlite3_index_constraint *c = &info->aConstraint[i];
+    if (c->iColumn < HR_QUERY) continue;
+    if (!c->usable) return SQLITE_CONSTRAINT; /* wait until the argument is known */
+    if (c->op != SQLITE_INDEX_CONSTRAINT_EQ) continue;
+    where[c->iColumn - HR_QUERY] = i;
+  }
+  int mask = 0, n = 0;
+  for (int j = 0; j < HR_NARGS; j++) {
+    if (where[j] < 0) continue;
+    mask |= 1 << j;
+    info->aConstraintUsage[where[j]].argvIndex = ++n;
+    info->aConstraintUsage[where[j]].omit = 1;
+  }
+  if (!(mask & 1)) {
+    /* no question: refused in xFilter with a sentence, not "no query solution" */
+    info->estimatedCost = 1e12;
+  } else {
+    info->estimatedCost = 1000;
+  }
+  info->idxNum = mask;
+  info->estimatedRows = 5;
+  return SQLITE_OK;
+}
+
+static int hr_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
+  (void)vt;
+  hr_cursor *c = sqlite3_malloc64(sizeof *c);
+  if (!c) return SQLITE_NOMEM;
+  memset(c, 0, sizeof *c);
+  *out = &c->base;
+  return SQLITE_OK;
+}
+
+static void hr_clear(hr_cursor *c) {
+  for (int i = 0; i < c->n; i++) {
+    sqlite3_free(c->rows[i].features);
+    for (int j = 0; j < 8; j++) sqlite3_value_free(c->rows[i].shown[j]);
+  }
+  sqlite3_free(c->rows);
+  sqlite3_free(c->links);
+  c->rows = NULL;
+  c->links = NULL;
+  c->n = c->k = c->i = 0;
+  c->recall_id = 0;
+}
+
+static int hr_close(sqlite3_vtab_cursor *cur) {
+  hr_clear((hr_cursor *)cur);
+  sqlite3_free(cur);
+  return SQLITE_OK;
+}
+
+/* The statement st of the table, prepared once (reset and unbound here). */
+static int hr_stmt(hr_vtab *t, int which, sqlite3_stmt **out) {
+  if (!t->st[which]) {
+    int rc = sqlite3_prepare_v3(t->db, hr_sql[which], -1, SQLITE_PREPARE_PERSISTENT,
+                                &t->st[which], NULL);
+    if (rc != SQLITE_OK) return rc;
+  }
+  sqlite3_reset(t->st[which]);
+  sqlite3_clear_bindings(t->st[which]);
+  *out = t->st[which];
+  return SQLITE_OK;
+}
+
+static int hr_fail(hr_vtab *t, const char *fmt, const char *a) {
+  sqlite3_free(t->base.zErrMsg);
+  t->base.zErrMsg = sqlite3_mprintf(fmt, a ? a : "");
+  return SQLITE_ERROR;
+}
+
+/* A SQLite error while running one of the statements, as one sentence. */
+static int hr_sqlfail(hr_vtab *t, int rc) {
+  if (rc == SQLITE_NOMEM) return rc;
+  const char *msg = sqlite3_errmsg(t->db);
+  if (strstr(msg, "no such table") || strstr(msg, "no such column"))
+    return hr_fail(t, "heap_recall: this database is not a heapmem store (%s)", msg);
+  sqlite3_free(t->base.zErrMsg);
+  t->base.zErrMsg = sqlite3_mprintf("heap_recall: %s", msg);
+  return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_ERROR : rc;
+}
+
+/* A config string over the defaults; candidates must be a whole number. */
+static int hr_config(const char *text, hm_config *cfg, char *err, int errlen) {
+  if (hm_config_parse(text, cfg, err, errlen) != HM_OK) return HM_ERROR;
+  if (cfg->candidates != floor(cfg->candidates)) {
+    hm_seterr(err, errlen, "candidates must be an integer from 1 to 1000%s", "");
+    return HM_ERROR;
+  }
+  return HM_OK;
+}
+
+/* The current time, unix seconds, from the VFS (as SQLite's 'now'). */
+static double hr_now(sqlite3 *db) {
+  sqlite3_vfs *vfs = NULL;
+  sqlite3_file_control(db, "main", SQLITE_FCNTL_VFS_POINTER, &vfs);
+  if (!vfs) vfs = sqlite3_vfs_find(NULL);
+  sqlite3_int64 ms = 0;
+  if (vfs && vfs->iVersion >= 2 && vfs->xCurrentTimeInt64) vfs->xCurrentTimeInt64(vfs, &ms);
+  return (double)ms / 1000.0 - 210866760000.0; /* julian milliseconds -> unix seconds */
+}
+
+static int hr_cmp(const void *x, const void *y) {
+  const hr_row *a = x, *b = y;
+  double sa = a->f[5], sb = b->f[5];
+  if (sa > sb) return -1;
+  if (sa < sb) return 1;
+  return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* The log's JSON arrays of the top k: shown ids, ages, features, rest. */
+static int hr_log(hr_vtab *t, hr_cursor *c, const char *query, const char *ns, double now) {
+  sqlite3_str *js[4];
+  for (int j = 0; j < 4; j++) {
+    js[j] = sqlite3_str_new(t->db);
+    sqlite3_str_appendchar(js[j], 1, '[');
+  }
+  char num[32];
+  for (int i = 0; i < c->k; i++) {
+    hr_row *r = &c->rows[i];
+    for (int j = 0; j < 4; j++)
+      if (i) sqlite3_str_appendchar(js[j], 1, ',');
+    hm_json_string(js[0], (const char *)sqlite3_value_text(r->shown[0]),
+                   sqlite3_value_bytes(r->shown[0]));
+    hm_repr(r->age_days, num);
+    sqlite3_str_appendall(js[1], num);
+    hm_json_string(js[2], r->features, (int)strlen(r->features));
+    hm_repr(r->f[6], num);
+    sqlite3_str_appendall(js[3], num);
+  }
+  char *text[4];
+  int rc = SQLITE_OK;
+  for (int j = 0; j < 4; j++) {
+    sqlite3_str_appendchar(js[j], 1, ']');
+    if (sqlite3_str_errcode(js[j])) rc = SQLITE_NOMEM;
+    text[j] = sqlite3_str_finish(js[j]);
+  }
+  sqlite3_stmt *st = NULL;
+  if (rc == SQLITE_OK) rc = hr_stmt(t, HR_ST_LOG, &st);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, query, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, c->qtype, -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, 4, now);
+    for (int j = 0; j < 4; j++) sqlite3_bind_text(st, 5 + j, text[j], -1, SQLITE_TRANSIENT);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+      c->recall_id = sqlite3_column_int64(st, 0);
+      rc = sqlite3_step(st);
+    }
+    rc = rc == SQLITE_DONE ? SQLITE_OK : hr_sqlfail(t, rc);
+    sqlite3_reset(st);
+  }
+  for (int j = 0; j < 4; j++) sqlite3_free(text[j]);
+  return rc;
+}
+
+static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, int argc,
+                     sqlite3_value **argv) {
+  (void)idxStr;
+  hr_cursor *c = (hr_cursor *)cur;
+  hr_vtab *t = (hr_vtab *)cur->pVtab;
+  hr_clear(c);
+  sqlite3_value *arg[HR_NARGS] = {0};
+  for (int j = 0, used = 0; j < HR_NARGS; j++)
+    if (idxNum & (1 << j) && used < argc) arg[j] = argv[used++];
+  sqlite3_value *q = arg[HR_QUERY - HR_QUERY];
+  if (!q || sqlite3_value_type(q) != SQLITE_TEXT)
+    return hr_fail(t, "heap_recall: the question must be text, as the first argument: "
+                      "heap_recall('When is my flight?', 'user:maya')%s", "");
+  const char *query = (const char *)sqlite3_value_text(q);
+  const char *ns = "default";
+  sqlite3_value *v = arg[HR_NAMESPACE - HR_QUERY];
+  if (v && sqlite3_value_type(v) != SQLITE_NULL) {
+    if (sqlite3_value_type(v) != SQLITE_TEXT)
+      return hr_fail(t, "heap_recall: the namespace must be text%s", "");
+    ns = (const char *)sqlite3_value_text(v);
+  }
+  if (!ns[0] || !strcmp(ns, "*") || strlen(ns) > HM_MAX_NS_BYTES)
+    return hr_fail(t, "heap_recall: '%s' is not a namespace (one to 256 characters, not '*', "
+                      "which names the pooled layer)", ns);
+  c->k = 5;
+  v = arg[HR_K - HR_QUERY];
+  if (v && sqlite3_value_type(v) != SQLITE_NULL) {
+    if (sqlite3_value_type(v) != SQLITE_INTEGER || sqlite3_value_int64(v) < 1 ||
+        sqlite3_value_int64(v) > 1000)
+      return hr_fail(t, "heap_recall: k must be an integer from 1 to 1000%s", "");
+    c->k = sqlite3_value_int(v);
+  }
+  double now;
+  v = arg[HR_NOW - HR_QUERY];
+  if (v && sqlite3_value_type(v) != SQLITE_NULL) {
+    now = sqlite3_value_double(v);
+    if (!hm_is_number(v) || !(now >= 0 && now <= 253402300799.0))
+      return hr_fail(t, "heap_recall: now must be unix seconds from 0 to 253402300799 "
+                        "(1970 to the year 9999)%s", "");
+  } else {
+    now = hr_now(t->db);
+  }
+  char err[HM_ERRLEN];
+  sqlite3_stmt *st = NULL;
+  int rc;
+  v = arg[HR_CONFIG - HR_QUERY];
+  if (v && sqlite3_value_type(v) != SQLITE_NULL) {
+    if (sqlite3_value_type(v) != SQLITE_TEXT)
+      return hr_fail(t, "heap_recall: config must be text such as 'w_usefulness=0.5'%s", "");
+    if (hr_config((const char *)sqlite3_value_text(v), &c->cfg, err, sizeof err) != HM_OK)
+      return hr_fail(t, "heap_recall: %s", err);
+  } else {
+    /* the store's tuned weights, as Memory opens with them */
+    if ((rc = hr_stmt(t, HR_ST_TUNED, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) return hr_sqlfail(t, rc);
+    const char *tuned = (const char *)sqlite3_column_text(st, 0);
+    rc = hr_config(tuned, &c->cfg, err, sizeof err);
+    sqlite3_reset(st);
+    if (rc != HM_OK)
+      return hr_fail(t, "heap_recall: the store's tuned config cannot be used (%s)", err);
+  }
+  int track = !sqlite3_db_readonly(t->db, "main");
+  v = arg[HR_TRACK - HR_QUERY];
+  if (v && sqlite3_value_type(v) != SQLITE_NULL) {
+    if (sqlite3_value_type(v) != SQLITE_INTEGER ||
+        (sqlite3_value_int64(v) != 0 && sqlite3_value_int64(v) != 1))
+      return hr_fail(t, "heap_recall: track must be 0 or 1%s", "");
+    track = sqlite3_value_int(v);
+  }
+  v = arg[HR_QVEC - HR_QUERY];
+  const void *qvec = NULL;
+  int qbytes = 0;
+  if (v && sqlite3_value_type(v) != SQLITE_NULL) {
+    if (sqlite3_value_type(v) != SQLITE_BLOB || sqlite3_value_bytes(v) % 4 ||
+        !sqlite3_value_bytes(v))
+      return hr_fail(t, "heap_recall: qvec must be the question's vector, a blob of float32%s",
+                     "");
+    qvec = sqlite3_value_blob(v);
+    qbytes = sqlite3_value_bytes(v);
+  }
+  c->qtype = hm_qtype(query);
+  char match[HM_MATCH_LEN];
+  int nterms = hm_match(query, ns, match, sizeof match);
+  int blank = 1;
+  for (const char *p = query; *p; p++)
+    if (!isspace((unsigned char)*p)) blank = 0;
+  c->hybrid = qvec && c->cfg.lexical_weight < 1 && !blank;
+  if (nterms <= 0 && !c->hybrid) return SQLITE_OK; /* nothing searchable: no rows */
+
+  /* the link set the namespace sees */
+  if ((rc = hr_stmt(t, HR_ST_LINKS, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  sqlite3_bind_text(st, 1, c->qtype, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, ns, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_double(st, 3, c->cfg.pooled_pseudocount);
+  rc = sqlite3_step(st);
+  if (rc != SQLITE_ROW) return hr_sqlfail(t, rc);
+  c->linkslen = sqlite3_column_bytes(st, 0);
+  c->links = sqlite3_malloc64(c->linkslen ? (sqlite3_uint64)c->linkslen : 1);
+  if (!c->links) return SQLITE_NOMEM;
+  if (c->linkslen) memcpy(c->links, sqlite3_column_blob(st, 0), (size_t)c->linkslen);
+  sqlite3_reset(st);
+
+  /* the candidates with their score inputs */
+  if ((rc = hr_stmt(t, c->hybrid ? HR_ST_HYBRID : HR_ST_CAND, &st)) != SQLITE_OK)
+    return hr_sqlfail(t, rc);
+  sqlite3_bind_text(st, 1, query, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 2, ns, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_double(st, 3, now);
+  sqlite3_bind_int(st, 4, (int)c->cfg.candidates);
+  if (c->hybrid) sqlite3_bind_blob(st, 5, qvec, qbytes, SQLITE_TRANSIENT);
+  int cap = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (c->n == cap) {
+      cap = cap ? 2 * cap : 64;
+      hr_row *grown = sqlite3_realloc64(c->rows, (sqlite3_uint64)cap * sizeof *grown);
+      if (!grown) { sqlite3_reset(st); return SQLITE_NOMEM; }
+      c->rows = grown;
+    }
+    hr_row *r = &c->rows[c->n];
+    memset(r, 0, sizeof *r);
+    r->seq = sqlite3_column_int64(st, 0);
+    r->has_rank = sqlite3_column_type(st, 1) != SQLITE_NULL;
+    r->rank = r->has_rank ? sqlite3_column_double(st, 1) : 0.0;
+    r->importance = sqlite3_column_double(st, 2);
+    r->age_days = sqlite3_column_double(st, 3);
+    r->superseded = sqlite3_column_int(st, 4);
+    r->cos = sqlite3_column_type(st, 6) == SQLITE_NULL ? 0.0 : sqlite3_column_double(st, 6);
+    const char *f = (const char *)sqlite3_column_text(st, 5);
+    int damaged = sqlite3_column_type(st, 2) == SQLITE_TEXT || sqlite3_column_type(st, 2) ==
+                  SQLITE_BLOB || sqlite3_column_type(st, 3) == SQLITE_NULL;
+    r->features = sqlite3_mprintf("%s", f ? f : "");
+    c->n++;
+    if (!r->features) { sqlite3_reset(st); return SQLITE_NOMEM; }
+    if (damaged) {
+      sqlite3_reset(st);
+      hr_fail(t, "heap_recall: a memory's stored values are damaged (importance or times "
+                 "that are not numbers)%s", "");
+      return SQLITE_CORRUPT;
+    }
+  }
+  if (rc != SQLITE_DONE) return hr_sqlfail(t, rc);
+  sqlite3_reset(st);
+  if (c->n == 0) return SQLITE_OK;
+
+  /* relevance: BM25 over the best candidate's, blended with the cosine */
+  double best = 0, top = 0;
+  for (int i = 0; i < c->n; i++) {
+    if (i == 0 || c->rows[i].rank < best) best = c->rows[i].rank;
+    if (i == 0 || c->rows[i].cos > top) top = c->rows[i].cos;
+  }
+  double *rel = sqlite3_malloc64((sqlite3_uint64)c->n * (3 * sizeof(double) + sizeof(int) +
+                                                          sizeof(char *)));
+  if (!rel) return SQLITE_NOMEM;
+  double *age = rel + c->n, *imp = age + c->n;
+  int *sup = (int *)(imp + c->n);
+  const char **feats = (const char **)(void *)(sup + c->n);
+  double a = c->cfg.lexical_weight;
+  for (int i = 0; i < c->n; i++) {
+    hr_row *r = &c->rows[i];
+    r->lexical = best < 0 ? r->rank / best : 1.0;
+    if (c->hybrid) {
+      if (!r->has_rank) r->lexical = 0.0;
+      r->cosn = top > 0 ? (r->cos > 0 ? r->cos : 0.0) / top : 0.0;
+      rel[i] = a * r->lexical + (1 - a) * r->cosn;
+    } else {
+      rel[i] = r->lexical;
+    }
+    age[i] = r->age_days;
+    imp[i] = r->importance;
+    sup[i] = r->superseded;
+    feats[i] = r->features;
+  }
+  double *out = sqlite3_malloc64((sqlite3_uint64)c->n * HM_SCORE_COLUMNS * sizeof(double));
+  if (!out) { sqlite3_free(rel); return SQLITE_NOMEM; }
+  int bad = 0;
+  rc = hm_score_batch(c->n, rel, age, imp, sup, feats, c->qtype, c->links, c->linkslen,
+                      &c->cfg, out, &bad, err, sizeof err);
+  sqlite3_free(rel);
+  if (rc != HM_OK) {
+    sqlite3_free(out);
+    hr_fail(t, "heap_recall: a memory's stored values are damaged (%s)", err);
+    return SQLITE_CORRUPT;
+  }
+  for (int i = 0; i < c->n; i++)
+    memcpy(c->rows[i].f, out + (size_t)i * HM_SCORE_COLUMNS, sizeof c->rows[i].f);
+  sqlite3_free(out);
+  qsort(c->rows, (size_t)c->n, sizeof *c->rows, hr_cmp);
+  if (c->k > c->n) c->k = c->n;
+
+  /* what the top k show */
+  if ((rc = hr_stmt(t, HR_ST_SHOW, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  for (int i = 0; i < c->k; i++) {
+    sqlite3_bind_int64(st, 1, c->rows[i].seq);
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) return hr_sqlfail(t, rc == SQLITE_DONE ? SQLITE_ERROR : rc);
+    for (int j = 0; j < 8; j++) {
+      c->rows[i].shown[j] = sqlite3_value_dup(sqlite3_column_value(st, j));
+      if (!c->rows[i].shown[j]) { sqlite3_reset(st); return SQLITE_NOMEM; }
+    }
+    sqlite3_reset(st);
+  }
+  if (track) {
+    rc = hr_log(t, c, query, ns, now);
+    if (rc != SQLITE_OK) return rc;
+  }
+  return SQLITE_OK;
+}
+
+static int hr_next(sqlite3_vtab_cursor *cur) {
+  ((hr_cursor *)cur)->i++;
+  return SQLITE_OK;
+}
+
+static int hr_eof(sqlite3_vtab_cursor *cur) {
+  hr_cursor *c = (hr_cursor *)cur;
+  return c->i >= c->k || c->i >= c->n; /* k is cut to n once the rows are scored */
+}
+
+static int hr_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
+  hr_cursor *c = (hr_cursor *)cur;
+  hr_row *r = &c->rows[c->i];
+  switch (col) {
+  case HR_RANK: sqlite3_result_int(ctx, c->i + 1); break;
+  case HR_ID: sqlite3_result_value(ctx, r->shown[0]); break;
+  case HR_TEXT: sqlite3_result_value(ctx, r->shown[1]); break;
+  case HR_KIND: sqlite3_result_value(ctx, r->shown[2]); break;
+  case HR_SOURCE: sqlite3_result_value(ctx, r->shown[3]); break;
+  case HR_KEY: sqlite3_result_value(ctx, r->shown[4]); break;
+  case HR_CREATED_AT: sqlite3_result_value(ctx, r->shown[5]); break;
+  case HR_LAST_USED_AT: sqlite3_result_value(ctx, r->shown[6]); break;
+  case HR_METADATA: sqlite3_result_value(ctx, r->shown[7]); break;
+  case HR_SCORE: sqlite3_result_double(ctx, r->f[5]); break;
+  case HR_RELEVANCE: sqlite3_result_double(ctx, r->f[0]); break;
+  case HR_RECENCY: sqlite3_result_double(ctx, r->f[1]); break;
+  case HR_IMPORTANCE: sqlite3_result_double(ctx, r->f[2]); break;
+  case HR_USEFULNESS: sqlite3_result_double(ctx, r->f[3]); break;
+  case HR_RULES: sqlite3_result_double(ctx, r->f[4]); break;
+  case HR_REST: sqlite3_result_double(ctx, r->f[6]); break;
+  case HR_BM25: sqlite3_result_double(ctx, -r->rank); break;
+  case HR_AGE_DAYS: sqlite3_result_double(ctx, r->age_days); break;
+  case HR_SUPERSEDED: sqlite3_result_int(ctx, r->superseded != 0); break;
+  case HR_FEATURES: sqlite3_result_text(ctx, r->features, -1, SQLITE_TRANSIENT); break;
+  case HR_LEXICAL:
+    if (c->hybrid) sqlite3_result_double(ctx, r->lexical);
+    break;
+  case HR_COSINE:
+    if (c->hybrid) sqlite3_result_double(ctx, r->cosn);
+    break;
+  case HR_QTYPE: sqlite3_result_text(ctx, c->qtype, -1, SQLITE_STATIC); break;
+  case HR_LINKS: sqlite3_result_blob(ctx, c->links, c->linkslen, SQLITE_TRANSIENT); break;
+  case HR_RECALL_ID:
+    if (c->recall_id) sqlite3_result_int64(ctx, c->recall_id);
+    break;
+  case HR_EXPLAIN: {
+    hm_input in = {.relevance = r->f[0], .age_days = r->age_days, .importance = r->f[2],
+                   .superseded = r->superseded, .features = r->features,
+                   .bm25_part = c->hybrid ? r->lexical : NAN,
+                   .cos_part = c->hybrid ? r->cosn : NAN};
+    char line[HM_EXPLAIN_LEN], err[HM_ERRLEN];
+    if (hm_explain(&in, c->qtype, c->links, c->linkslen, &c->cfg, line, sizeof line, err,
+                   sizeof err) != HM_OK) {
+      sqlite3_result_error(ctx, err, -1);
+      return SQLITE_ERROR;
+    }
+    sqlite3_result_text(ctx, line, -1, SQLITE_TRANSIENT);
+    break;
+  }
+  default: break; /* the arguments read back as NULL */
+  }
+  return SQLITE_OK;
+}
+
+static int hr_rowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *rowid) {
+  *rowid = ((hr_cursor *)cur)->i + 1;
+  return SQLITE_OK;
+}
+
+static sqlite3_module hr_module = {
+    .iVersion = 0,
+    .xCreate = NULL, /* eponymous only: no CREATE VIRTUAL TABLE */
+    .xConnect = hr_connect,
+    .xBestIndex = hr_best_index,
+    .xDisconnect = hr_disconnect,
+    .xDestroy = hr_disconnect,
+    .xOpen = hr_open,
+    .xClose = hr_close,
+    .xFilter = hr_filter,
+    .xNext = hr_next,
+    .xEof = hr_eof,
+    .xColumn = hr_column,
+    .xRowid = hr_rowid,
+};
+
+#pragma endregion
