@@ -38,8 +38,9 @@ typedef struct {
  * statement cache of the connection keeps prepare cheap). */
 typedef struct {
   sqlite3 *db;
-  char *err; /* the first error, one sentence */
-  int code;  /* its SQLite code */
+  hm_conn *conn; /* where the prepared statements are kept (NULL: none kept) */
+  char *err;     /* the first error, one sentence */
+  int code;      /* its SQLite code */
 } hf_ctx;
 
 static int hf_fail(hf_ctx *x, int code, const char *fmt, ...) {
@@ -59,8 +60,28 @@ static int hf_sqlfail(hf_ctx *x, int rc) {
                  sqlite3_errmsg(x->db));
 }
 
+/* The statement for sql (a static string), prepared once per connection
+ * where the connection's heap_recall keeps them; give it back with hf_done. */
 static int hf_prepare(hf_ctx *x, const char *sql, sqlite3_stmt **st) {
-  int rc = sqlite3_prepare_v2(x->db, sql, -1, st, NULL);
+  hr_vtab *vt = x->conn ? x->conn->vt : NULL;
+  int slot = -1;
+  if (vt) {
+    for (int i = 0; i < HM_CACHE; i++) {
+      if (vt->cache[i].sql == sql && vt->cache[i].st && !vt->cache[i].busy) {
+        vt->cache[i].busy = 1;
+        *st = vt->cache[i].st;
+        return SQLITE_OK;
+      }
+      if (slot < 0 && !vt->cache[i].st) slot = i;
+    }
+  }
+  int rc = sqlite3_prepare_v3(x->db, sql, -1, slot >= 0 ? SQLITE_PREPARE_PERSISTENT : 0, st,
+                              NULL);
+  if (rc == SQLITE_OK && slot >= 0) {
+    vt->cache[slot].sql = sql;
+    vt->cache[slot].st = *st;
+    vt->cache[slot].busy = 1;
+  }
   if (rc != SQLITE_OK) {
     const char *msg = sqlite3_errmsg(x->db);
     if (strstr(msg, "no such table") || strstr(msg, "no such column"))
@@ -68,6 +89,20 @@ static int hf_prepare(hf_ctx *x, const char *sql, sqlite3_stmt **st) {
     return hf_sqlfail(x, rc);
   }
   return SQLITE_OK;
+}
+
+/* Give back a statement from hf_prepare: reset and kept, or finalized. */
+static void hf_done(hf_ctx *x, sqlite3_stmt *st) {
+  if (!st) return;
+  hr_vtab *vt = x->conn ? x->conn->vt : NULL;
+  for (int i = 0; vt && i < HM_CACHE; i++)
+    if (vt->cache[i].st == st) {
+      sqlite3_reset(st);
+      sqlite3_clear_bindings(st);
+      vt->cache[i].busy = 0;
+      return;
+    }
+  sqlite3_finalize(st);
 }
 
 /* Run a statement that returns no rows (or ignore them). */
@@ -111,7 +146,7 @@ static int hf_pool_read(hf_ctx *x, hf_pool *p) {
     else if (!strcmp(k, "min")) least = floor(v);
     else if (!strcmp(k, "trim")) trim = floor(v);
   }
-  sqlite3_finalize(st);
+  hf_done(x, st);
   if (rc != SQLITE_DONE) return hf_sqlfail(x, rc);
   if (trim > 1e6) trim = 1e6;
   if (least > 1e6) least = 1e6;
@@ -368,12 +403,12 @@ static int hf_rebuild(hf_ctx *x, const char *features, const hf_pool *p) {
   sqlite3_free(feats);
 done:
   sqlite3_free(cur);
-  sqlite3_finalize(own);
-  sqlite3_finalize(wanted);
-  sqlite3_finalize(del);
-  sqlite3_finalize(prior);
-  sqlite3_finalize(share);
-  sqlite3_finalize(ins);
+  hf_done(x, own);
+  hf_done(x, wanted);
+  hf_done(x, del);
+  hf_done(x, prior);
+  hf_done(x, share);
+  hf_done(x, ins);
   return rc;
 }
 
@@ -597,10 +632,10 @@ done:;
     else rc = hf_rebuild(x, full, p);
   }
   sqlite3_free(full);
-  sqlite3_finalize(s.edges);
-  sqlite3_finalize(s.all);
-  sqlite3_finalize(s.share);
-  sqlite3_finalize(s.add);
+  hf_done(x, s.edges);
+  hf_done(x, s.all);
+  hf_done(x, s.share);
+  hf_done(x, s.add);
   return rc;
 }
 
@@ -619,7 +654,7 @@ static int hf_ids(hf_ctx *x, sqlite3_value *v, const char *what, char ***out) {
   if (hf_prepare(x, "SELECT json_valid(?1) AND json_type(?1) = 'array'", &st)) return -1;
   sqlite3_bind_value(st, 1, v);
   int ok = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0);
-  sqlite3_finalize(st);
+  hf_done(x, st);
   st = NULL;
   if (!ok) {
     hf_fail(x, SQLITE_ERROR, "%s must be a JSON array of memory ids, such as '[\"m3\"]'", what);
@@ -653,7 +688,7 @@ static int hf_ids(hf_ctx *x, sqlite3_value *v, const char *what, char ***out) {
     n++;
   }
   if (!x->err && rc != SQLITE_DONE) hf_sqlfail(x, rc);
-  sqlite3_finalize(st);
+  hf_done(x, st);
   *out = ids;
   if (x->err) return -1;
   return n;
@@ -720,7 +755,7 @@ static int hf_read_recall(hf_ctx *x, i64 rid, hf_recall *r) {
       i64 n = sqlite3_column_int64(st, 2);
       if (sqlite3_column_type(st, 2) == SQLITE_NULL || n != sqlite3_column_int64(st, 3) ||
           n != sqlite3_column_int64(st, 4) || n < 0 || n > 100000) {
-        sqlite3_finalize(st);
+        hf_done(x, st);
         return hf_fail(x, SQLITE_CORRUPT, "recall %lld's log is damaged (its shown, ages and "
                                           "features are not JSON arrays of one length)",
                        (long long)rid);
@@ -730,7 +765,7 @@ static int hf_read_recall(hf_ctx *x, i64 rid, hf_recall *r) {
       r->ages = sqlite3_malloc64((sqlite3_uint64)(n + 1) * sizeof(double));
       r->judged = sqlite3_malloc64((sqlite3_uint64)(n + 1) * sizeof(int));
       if (!r->ns || !r->qtype || !r->shown || !r->feats || !r->ages || !r->judged) {
-        sqlite3_finalize(st);
+        hf_done(x, st);
         return hf_fail(x, SQLITE_NOMEM, "out of memory");
       }
     }
@@ -741,7 +776,7 @@ static int hf_read_recall(hf_ctx *x, i64 rid, hf_recall *r) {
     const char *f_t = (const char *)sqlite3_column_text(st, 11);
     if (!st_t || strcmp(st_t, "text") || !f_t || strcmp(f_t, "text") || !a_t ||
         (strcmp(a_t, "real") && strcmp(a_t, "integer"))) {
-      sqlite3_finalize(st);
+      hf_done(x, st);
       return hf_fail(x, SQLITE_CORRUPT, "recall %lld's log is damaged (a shown memory's id, "
                                         "age or features is of the wrong type)",
                      (long long)rid);
@@ -753,7 +788,7 @@ static int hf_read_recall(hf_ctx *x, i64 rid, hf_recall *r) {
     r->judged[i] = sqlite3_column_int(st, 12);
     r->n++;
     if (!r->shown[i] || !r->feats[i]) {
-      sqlite3_finalize(st);
+      hf_done(x, st);
       return hf_fail(x, SQLITE_NOMEM, "out of memory");
     }
   }
@@ -761,13 +796,13 @@ static int hf_read_recall(hf_ctx *x, i64 rid, hf_recall *r) {
   if (bad) {
     const char *msg = sqlite3_errmsg(x->db);
     if (strstr(msg, "malformed JSON")) {
-      sqlite3_finalize(st);
+      hf_done(x, st);
       return hf_fail(x, SQLITE_CORRUPT, "recall %lld's log is damaged (it is not JSON)",
                      (long long)rid);
     }
     rc = hf_sqlfail(x, rc);
   }
-  sqlite3_finalize(st);
+  hf_done(x, st);
   if (bad) return rc;
   if (row == 0)
     return hf_fail(x, SQLITE_ERROR, "unknown recall_id %lld (never recorded, or forgotten)",
@@ -800,7 +835,7 @@ static int hf_newest(hf_ctx *x, char **ids, int n, const char *ns, i64 *rid) {
       rc = hf_fail(x, SQLITE_ERROR, "no tracked recall showed all of these ids; pass recall_id");
     else rc = hf_sqlfail(x, rc);
   }
-  sqlite3_finalize(st);
+  hf_done(x, st);
   sqlite3_free(j);
   return rc;
 }
@@ -864,11 +899,11 @@ static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, 
   } else {
     if ((rc = hf_prepare(x, hr_sql_tuned, &st))) return rc;
     rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW) { rc = hf_sqlfail(x, rc); sqlite3_finalize(st); return rc; }
+    if (rc != SQLITE_ROW) { rc = hf_sqlfail(x, rc); hf_done(x, st); return rc; }
     cfgtext = sqlite3_mprintf("%s", sqlite3_column_text(st, 0) ? (const char *)
                                                                      sqlite3_column_text(st, 0)
                                                                : "");
-    sqlite3_finalize(st);
+    hf_done(x, st);
     st = NULL;
   }
   if (!cfgtext) return hf_fail(x, SQLITE_NOMEM, "out of memory");
@@ -947,7 +982,7 @@ static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, 
     rc = sqlite3_step(st);
     if (rc != SQLITE_ROW) { rc = hf_sqlfail(x, rc); goto done; }
     attribution = sqlite3_mprintf("%s", sqlite3_column_text(st, 0));
-    sqlite3_finalize(st);
+    hf_done(x, st);
     st = NULL;
     if (!attribution) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); goto done; }
     /* the verdicts by position: 1 used, 0 ignored */
@@ -966,7 +1001,7 @@ static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, 
     }
     if (rc != SQLITE_DONE) { rc = hf_sqlfail(x, rc); goto done; }
     rc = SQLITE_OK;
-    sqlite3_finalize(st);
+    hf_done(x, st);
     st = NULL;
   }
   /* every id judged must be one the recall showed, and not judged yet */
@@ -1030,7 +1065,7 @@ static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, 
     else if (!alive[i] && i < nused)
       rc = hf_fail(x, SQLITE_ERROR, "memory '%s' no longer exists (forgotten)", id);
   }
-  sqlite3_finalize(st);
+  hf_done(x, st);
   st = NULL;
   if (rc) { sqlite3_free(alive); goto done; }
   /* the judged rows, as the recall scored them: [[position, used, features, age]] */
@@ -1082,7 +1117,7 @@ static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, 
       linkslen = sqlite3_column_bytes(st, 0);
       links = sqlite3_malloc64((sqlite3_uint64)linkslen + 1);
       if (links && linkslen) memcpy(links, sqlite3_column_blob(st, 0), (size_t)linkslen);
-      sqlite3_finalize(st);
+      hf_done(x, st);
       st = NULL;
       rc = links ? SQLITE_OK : hf_fail(x, SQLITE_NOMEM, "out of memory");
     }
@@ -1102,7 +1137,7 @@ static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, 
       sqlite3_bind_double(st, 6, now);
       sqlite3_bind_text(st, 7, judged_json, -1, SQLITE_TRANSIENT);
       rc = hf_run(x, st);
-      sqlite3_finalize(st);
+      hf_done(x, st);
       st = NULL;
     }
     /* the same credits summed per feature */
@@ -1121,7 +1156,7 @@ static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, 
       } else {
         rc = hf_sqlfail(x, rc);
       }
-      sqlite3_finalize(st);
+      hf_done(x, st);
       st = NULL;
     }
     sqlite3_free(links);
@@ -1152,7 +1187,7 @@ static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, 
         }
         if (rc == SQLITE_DONE) rc = SQLITE_OK;
         else if (!x->err) rc = hf_sqlfail(x, rc);
-        sqlite3_finalize(fs);
+        hf_done(x, fs);
         if (!rc) {
           sqlite3_str *fl = sqlite3_str_new(db);
           sqlite3_str_appendchar(fl, 1, '[');
@@ -1190,7 +1225,7 @@ static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, 
             }
             if (rc == SQLITE_DONE) rc = SQLITE_OK;
             else rc = hf_sqlfail(x, rc);
-            sqlite3_finalize(st);
+            hf_done(x, st);
             st = NULL;
           }
         }
@@ -1211,7 +1246,7 @@ static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, 
       sqlite3_bind_text(st, 2, fold, -1, SQLITE_STATIC);
       rc = hf_run(x, st);
       nfeatures = sqlite3_changes64(db);
-      sqlite3_finalize(st);
+      hf_done(x, st);
       st = NULL;
     }
     if (!rc) rc = hf_fold_pool(x, r.ns, touch, ntouch, &pool);
@@ -1223,7 +1258,7 @@ static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, 
       sqlite3_bind_double(st, 1, now);
       sqlite3_bind_text(st, 2, used_json, -1, SQLITE_STATIC);
       rc = hf_run(x, st);
-      sqlite3_finalize(st);
+      hf_done(x, st);
       st = NULL;
     }
   }
@@ -1235,7 +1270,7 @@ static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, 
   }
   sqlite3_free(ignored_json);
 done:
-  sqlite3_finalize(st);
+  hf_done(x, st);
   if (answer_mode) {
     hf_free_ids(used, nused);
     hf_free_ids(ignored, nignored);
@@ -1254,12 +1289,23 @@ done:
   return rc;
 }
 
+/* The connection's heap_recall table keeps the statements: connect it (an
+ * eponymous table is made when a statement first names it). */
+static void hm_keep_statements(hf_ctx *x) {
+  if (!x->conn || x->conn->vt) return;
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(x->db, "SELECT rank FROM heap_recall WHERE 0", -1, &st, NULL) ==
+      SQLITE_OK)
+    sqlite3_finalize(st);
+}
+
 /* heap_feedback / heap_answer: hf_judge inside a savepoint of its own, so
  * that an error anywhere leaves nothing written. */
 static void hf_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv, int answer_mode) {
   const char *fname = answer_mode ? "heap_answer" : "heap_feedback";
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx)};
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = sqlite3_user_data(ctx)};
   char *out = NULL;
+  hm_keep_statements(&x);
   if (sqlite3_db_readonly(x.db, "main") == 1) {
     char *m = sqlite3_mprintf("%s: the store is read-only here; feedback writes events and "
                               "links", fname);
@@ -1307,8 +1353,9 @@ static void heap_answer(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
  * array; every feature when absent) worked out afresh, in the caller's
  * transaction (set_pool, an import, a prior removed). */
 static void heap_rebuild_pool(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx)};
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = sqlite3_user_data(ctx)};
   const char *features = NULL;
+  hm_keep_statements(&x);
   if (argc > 0 && sqlite3_value_type(argv[0]) != SQLITE_NULL) {
     if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
       sqlite3_result_error(ctx, "heap_rebuild_pool: features must be a JSON array of "

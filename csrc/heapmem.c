@@ -2668,6 +2668,8 @@ static int hm_register_fts5(sqlite3 *db, char **err) {
 
 #pragma region registration
 
+#define HM_WRITE_FLAGS (SQLITE_UTF8 | SQLITE_DIRECTONLY)
+
 static const struct {
   const char *name;
   int nargs;
@@ -2677,7 +2679,7 @@ static const struct {
   void (*final)(sqlite3_context *);
 } hm_functions[] = {
 #define HM_PURE (SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS)
-#define HM_WRITE (SQLITE_UTF8 | SQLITE_DIRECTONLY)
+#define HM_WRITE HM_WRITE_FLAGS
     {"heap_version", 0, HM_PURE, heap_version, NULL, NULL},
     {"heap_qtype", 1, HM_PURE, heap_qtype, NULL, NULL},
     {"heap_features", 3, HM_PURE, heap_features, NULL, NULL},
@@ -2723,20 +2725,26 @@ __declspec(dllexport)
 #endif
 HM_API int sqlite3_heapmem_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi) {
   SQLITE_EXTENSION_INIT2(pApi);
+  /* one per connection: where the loop's prepared statements are kept */
+  hm_conn *conn = sqlite3_malloc64(sizeof *conn);
+  if (!conn) return SQLITE_NOMEM;
+  memset(conn, 0, sizeof *conn);
+  int rc = sqlite3_create_module_v2(db, "heap_recall", &hr_module, conn, sqlite3_free);
+  if (rc != SQLITE_OK) {
+    if (pzErrMsg) *pzErrMsg = sqlite3_mprintf("heapmem: could not register heap_recall");
+    return rc;
+  }
   for (size_t i = 0; i < sizeof(hm_functions) / sizeof(hm_functions[0]); i++) {
-    int rc = sqlite3_create_function_v2(db, hm_functions[i].name, hm_functions[i].nargs,
-                                    hm_functions[i].flags, NULL, hm_functions[i].func,
-                                    hm_functions[i].step, hm_functions[i].final, NULL);
+    rc = sqlite3_create_function_v2(db, hm_functions[i].name, hm_functions[i].nargs,
+                                    hm_functions[i].flags,
+                                    hm_functions[i].flags == HM_WRITE_FLAGS ? conn : NULL,
+                                    hm_functions[i].func, hm_functions[i].step,
+                                    hm_functions[i].final, NULL);
     if (rc != SQLITE_OK) {
       if (pzErrMsg)
         *pzErrMsg = sqlite3_mprintf("heapmem: could not register %s", hm_functions[i].name);
       return rc;
     }
-  }
-  int rc = sqlite3_create_module_v2(db, "heap_recall", &hr_module, NULL, NULL);
-  if (rc != SQLITE_OK) {
-    if (pzErrMsg) *pzErrMsg = sqlite3_mprintf("heapmem: could not register heap_recall");
-    return rc;
   }
   return hm_register_fts5(db, pzErrMsg);
 }

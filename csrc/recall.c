@@ -100,11 +100,26 @@ enum { HR_ST_CAND, HR_ST_HYBRID, HR_ST_LINKS, HR_ST_SHOW, HR_ST_TUNED, HR_ST_LOG
 static const char *const hr_sql[HR_NST] = {hr_sql_cand, hr_sql_hybrid, hr_sql_links,
                                             hr_sql_show, hr_sql_tuned, hr_sql_log};
 
+/* The statements the loop's functions run, prepared once per connection:
+ * kept by the connection's heap_recall table, whose xDisconnect (run before
+ * SQLite checks for unfinalized statements at close) finalizes them. */
+#define HM_CACHE 40
+typedef struct hr_vtab hr_vtab;
 typedef struct {
+  hr_vtab *vt; /* the connection's heap_recall, once connected */
+} hm_conn;
+
+struct hr_vtab {
   sqlite3_vtab base;
   sqlite3 *db;
+  hm_conn *conn;
   sqlite3_stmt *st[HR_NST];
-} hr_vtab;
+  struct {
+    const char *sql; /* a static string: the key */
+    sqlite3_stmt *st;
+    int busy;
+  } cache[HM_CACHE];
+};
 
 typedef struct {
   i64 seq;
@@ -132,13 +147,15 @@ typedef struct {
 
 static int hr_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                       sqlite3_vtab **out, char **err) {
-  (void)aux; (void)argc; (void)argv; (void)err;
+  (void)argc; (void)argv; (void)err;
   int rc = sqlite3_declare_vtab(db, hr_schema);
   if (rc != SQLITE_OK) return rc;
   hr_vtab *t = sqlite3_malloc64(sizeof *t);
   if (!t) return SQLITE_NOMEM;
   memset(t, 0, sizeof *t);
   t->db = db;
+  t->conn = aux;
+  if (t->conn) t->conn->vt = t;
   /* a file's views and triggers never run it (it writes the recall log) */
   sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
   *out = &t->base;
@@ -148,6 +165,8 @@ static int hr_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
 static int hr_disconnect(sqlite3_vtab *vt) {
   hr_vtab *t = (hr_vtab *)vt;
   for (int i = 0; i < HR_NST; i++) sqlite3_finalize(t->st[i]);
+  for (int i = 0; i < HM_CACHE; i++) sqlite3_finalize(t->cache[i].st);
+  if (t->conn && t->conn->vt == t) t->conn->vt = NULL;
   sqlite3_free(t);
   return SQLITE_OK;
 }
