@@ -56,6 +56,9 @@ static int hf_fail(hf_ctx *x, int code, const char *fmt, ...) {
 
 static int hf_sqlfail(hf_ctx *x, int rc) {
   if (rc == SQLITE_NOMEM) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (strstr(sqlite3_errmsg(x->db), "malformed JSON")) /* a log or meta value, damaged */
+    return hf_fail(x, SQLITE_CORRUPT, "a value in the store is damaged (%s)",
+                   sqlite3_errmsg(x->db));
   return hf_fail(x, rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_ERROR : rc, "%s",
                  sqlite3_errmsg(x->db));
 }
@@ -1314,8 +1317,13 @@ static void hf_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv, int ans
     sqlite3_free(m);
     return;
   }
-  int rc = sqlite3_exec(x.db, "SAVEPOINT heap_feedback", NULL, NULL, NULL);
+  char *why = NULL;
+  int rc = hm_check_store(x.db, x.conn, &why);
   if (rc != SQLITE_OK) {
+    hf_fail(&x, rc, "%s", why ? why : "out of memory");
+    sqlite3_free(why);
+  } else if ((rc = sqlite3_exec(x.db, "SAVEPOINT heap_feedback", NULL, NULL, NULL)) !=
+             SQLITE_OK) {
     hf_sqlfail(&x, rc);
   } else {
     rc = hf_judge(&x, argv, argc, answer_mode, &out);

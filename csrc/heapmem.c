@@ -2665,6 +2665,7 @@ static int hm_register_fts5(sqlite3 *db, char **err) {
 /* the loop: recall as a table, feedback and the pooled layer as calls */
 #include "recall.c"
 #include "feedback.c"
+#include "store.c"
 
 #pragma region registration
 
@@ -2713,6 +2714,17 @@ static const struct {
     {"heap_answer", 4, HM_WRITE, heap_answer, NULL, NULL},
     {"heap_answer", 5, HM_WRITE, heap_answer, NULL, NULL},
     {"heap_statement", 1, HM_PURE, heap_statement, NULL, NULL},
+    {"heap_init", 0, HM_WRITE, heap_init, NULL, NULL},
+    {"heap_add", 2, HM_WRITE, heap_add, NULL, NULL},
+    {"heap_add", 3, HM_WRITE, heap_add, NULL, NULL},
+    {"heap_add", 4, HM_WRITE, heap_add, NULL, NULL},
+    {"heap_add", 5, HM_WRITE, heap_add, NULL, NULL},
+    {"heap_add", 6, HM_WRITE, heap_add, NULL, NULL},
+    {"heap_add", 7, HM_WRITE, heap_add, NULL, NULL},
+    {"heap_add", 8, HM_WRITE, heap_add, NULL, NULL},
+    {"heap_add", 9, HM_WRITE, heap_add, NULL, NULL},
+    {"heap_forget", 1, HM_WRITE, heap_forget, NULL, NULL},
+    {"heap_forget_namespace", 1, HM_WRITE, heap_forget_namespace, NULL, NULL},
     {"heap_rebuild_pool", 0, HM_WRITE, heap_rebuild_pool, NULL, NULL},
     {"heap_rebuild_pool", 1, HM_WRITE, heap_rebuild_pool, NULL, NULL},
 #undef HM_PURE

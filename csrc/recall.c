@@ -106,7 +106,9 @@ static const char *const hr_sql[HR_NST] = {hr_sql_cand, hr_sql_hybrid, hr_sql_li
 #define HM_CACHE 40
 typedef struct hr_vtab hr_vtab;
 typedef struct {
-  hr_vtab *vt; /* the connection's heap_recall, once connected */
+  hr_vtab *vt;      /* the connection's heap_recall, once connected */
+  int checked;      /* the file's schema was found heapmem's own ... */
+  long long cookie; /* ... at this schema cookie (store.c, hs_check) */
 } hm_conn;
 
 struct hr_vtab {
@@ -144,6 +146,10 @@ typedef struct {
   int linkslen;
   hm_config cfg;
 } hr_cursor;
+
+/* store.c: 0 when the database is a heapmem store of this schema, else an
+ * error code with *err one sentence (sqlite3_malloc'ed). */
+static int hm_check_store(sqlite3 *db, hm_conn *conn, char **err);
 
 static int hr_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                       sqlite3_vtab **out, char **err) {
@@ -253,6 +259,10 @@ static int hr_fail(hr_vtab *t, const char *fmt, const char *a) {
 static int hr_sqlfail(hr_vtab *t, int rc) {
   if (rc == SQLITE_NOMEM) return rc;
   const char *msg = sqlite3_errmsg(t->db);
+  if (strstr(msg, "malformed JSON")) {
+    hr_fail(t, "heap_recall: a value in the store is damaged (%s)", msg);
+    return SQLITE_CORRUPT;
+  }
   if (strstr(msg, "no such table") || strstr(msg, "no such column"))
     return hr_fail(t, "heap_recall: this database is not a heapmem store (%s)", msg);
   sqlite3_free(t->base.zErrMsg);
@@ -341,6 +351,13 @@ static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, i
   hr_cursor *c = (hr_cursor *)cur;
   hr_vtab *t = (hr_vtab *)cur->pVtab;
   hr_clear(c);
+  char *why = NULL;
+  if (hm_check_store(t->db, t->conn, &why) != SQLITE_OK) {
+    sqlite3_free(t->base.zErrMsg);
+    t->base.zErrMsg = sqlite3_mprintf("heap_recall: %s", why ? why : "out of memory");
+    sqlite3_free(why);
+    return SQLITE_ERROR;
+  }
   sqlite3_value *arg[HR_NARGS] = {0};
   for (int j = 0, used = 0; j < HR_NARGS; j++)
     if (idxNum & (1 << j) && used < argc) arg[j] = argv[used++];

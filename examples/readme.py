@@ -30,35 +30,11 @@ for r in res:
 print(res[0].explain())
 print(mem.feedback(used=[res[0].id], recall_id=res.recall_id))'''
 
-SQL = '''WITH lex AS (  -- the BM25 top 50, scored with the namespace's own statistics
-  SELECT json_extract(value, '$[0]') AS seq, json_extract(value, '$[1]') AS rank
-  FROM json_each((
-    SELECT heap_bm25_top(hit.seq, hit.row, ns.docs, ns.tokens, 50, 'memories_fts')
-    FROM (SELECT rowid AS seq, heap_bm25_row(memories_fts, 0.0, 1.0) AS row
-          FROM memories_fts
-          WHERE memories_fts MATCH heap_match('When is my flight to Lisbon?', 'user:maya')
-          LIMIT -1) AS hit,
-         namespaces AS ns WHERE ns.namespace = 'user:maya'))
-),
-cand AS (
-  SELECT m.id, m.text, m.importance, lex.rank,
-         m.features || ' ' || heap_relate('When is my flight to Lisbon?', m.source) AS features,
-         (1741910400 - coalesce(m.last_used_at, m.created_at)) / 86400.0 AS age_days
-  FROM lex JOIN memories AS m ON m.seq = lex.seq
-),
-learned AS (  -- her own links, and the pool's less her own share of it
-  SELECT heap_links(p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0),
-                    coalesce(o.alpha, 0) + p.alpha - coalesce(o.pool_alpha, 0),
-                    coalesce(o.beta, 0) + p.beta - coalesce(o.pool_beta, 0))
-  FROM links AS p LEFT JOIN links AS o ON o.namespace = 'user:maya' AND o.feature = p.feature
-  WHERE p.namespace = '*'
-)
-SELECT id, round(s, 3) AS score, text FROM (
-  SELECT id, text, heap_score(rank / min(rank) OVER (), age_days, importance, 0, features,
-                              heap_qtype('When is my flight to Lisbon?'),
-                              (SELECT * FROM learned)) AS s
-  FROM cand)
-ORDER BY s DESC LIMIT 3;'''
+SQL = """SELECT id, round(score, 3) AS score, text
+FROM heap_recall('When is my flight to Lisbon?', 'user:maya', 3, 1741910400, NULL, 0);"""
+
+# the whole loop in the sqlite3 shell: examples/loop.sql in a new file
+LOOP = (ROOT / "examples" / "loop.sql").read_text()
 
 
 # the addresses the README shows: the primary's admin API and the replica
@@ -128,12 +104,16 @@ def build() -> str:
         sqlout = subprocess.run(["sqlite3", "agent.db", "-cmd",
                                  f".load {heapmem.loadable_path()}", "-cmd", ".mode box"],
                                 input=SQL + "\n", **run).stdout
+        loopout = subprocess.run(["sqlite3", "loop.db", "-cmd",
+                                  f".load {heapmem.loadable_path()}", "-cmd", ".mode box"],
+                                 input=LOOP, **run).stdout
         tenantsout = tenants(tmp, run)
     finally:
         shutil.rmtree(tmp)
     text = (ROOT / "examples" / "readme_template.md").read_text()
     for key, value in {"DEMO": demo, "PYSAMPLE": SAMPLE, "PYOUT": pyout,
-                       "SQL": SQL, "SQLOUT": sqlout,
+                       "SQL": SQL, "SQLOUT": sqlout, "LOOP": LOOP.rstrip("\n"),
+                       "LOOPOUT": loopout,
                        "CLI": "$ heapmem --db agent.db --now 2025-03-14 -n user:maya recall "
                               "\"When is my flight to Lisbon?\" -k 2 --no-track\n" + cli,
                        "LANGGRAPH": lg,

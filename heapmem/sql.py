@@ -21,6 +21,12 @@ VALUES (:seq, :id, :namespace, heap_ns_tag(:namespace), :text, :kind, :source, :
 RETURNING features
 """
 
+# add(): the C core's heap_add (csrc/store.c) returns the new memory's id;
+# add_many() inserts its batch with INSERT_MEMORY and indexes it at once.
+ADD = """SELECT heap_add(:text, :namespace, :kind, :source, :id, :created_at, :importance,
+                :key, :metadata)"""
+ADDED = "SELECT seq, features FROM memories WHERE id = :id"
+
 # -- the pooled layer (the C core keeps it: csrc/feedback.c; schema 4 describes it)
 
 # Work the pooled rows of :features (a JSON array; NULL: every feature) out
@@ -179,24 +185,14 @@ WHERE v.seq IS NULL"""
 
 # -- forgetting --------------------------------------------------------------------
 
-MAX_SEQ = "SELECT coalesce(max(seq), 0) FROM memories"
-MAX_RECALL_ID = "SELECT coalesce(max(id), 0) FROM recalls"
 # copy the WAL into the file and empty it (forget: erased pages leave the WAL)
 CHECKPOINT = "PRAGMA wal_checkpoint(TRUNCATE)"
 
-COUNT_NAMESPACE = "SELECT count(*) FROM memories WHERE namespace = :namespace"
-FORGET_NAMESPACE = "DELETE FROM memories WHERE namespace = :namespace"
-DETACH_NAMESPACE_EVENTS = "UPDATE events SET recall_id = NULL WHERE namespace = :namespace"
-FORGET_NAMESPACE_RECALLS = "DELETE FROM recalls WHERE namespace = :namespace"
-FORGET_MEMORY = "DELETE FROM memories WHERE id = ?"
-# the recalls that showed any of :ids (a JSON array), looked for in the logs
-# of their namespaces only (recalls_namespace)
-RECALLS_SHOWING = """SELECT DISTINCT r.id FROM recalls AS r, json_each(r.shown) AS s
-WHERE r.namespace IN (SELECT namespace FROM memories
-                      WHERE id IN (SELECT value FROM json_each(:ids)))
-  AND s.value IN (SELECT value FROM json_each(:ids))"""
-DETACH_EVENTS = "UPDATE events SET recall_id = NULL WHERE recall_id = ?"
-FORGET_RECALL = "DELETE FROM recalls WHERE id = ?"
+# forget(): the C core's heap_forget and heap_forget_namespace (csrc/store.c)
+# erase the memories, the recalls that showed them and their FTS terms, and
+# return how many memories went.
+FORGET = "SELECT heap_forget(:ids)"
+FORGET_NAMESPACE = "SELECT heap_forget_namespace(:namespace)"
 
 # -- the connection ----------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import functools
 import json
 import math
 import os
+import re
 import stat
 import threading
 import time
@@ -74,6 +75,13 @@ _DAMAGE = (apsw.Error,)
 #: ValueError/TypeError naming it and a bug in heapmem stays a bug.
 _DECODING = (ValueError, TypeError, KeyError, IndexError, OverflowError, RecursionError,
              UnicodeError, AttributeError)
+
+
+def _c_sentence(e: BaseException) -> str:
+    """The sentence a heap_* function of the C core said, without apsw's and
+    the function's prefixes ("SQLError: heap_forget: unknown ids ..." ->
+    "unknown ids ...")."""
+    return re.sub(r"^(\w+Error: )?heap_\w+: ", "", str(e))
 
 
 @contextmanager
@@ -511,7 +519,20 @@ class Memory:
                             created_at=created_at, importance=importance, key=key,
                             metadata=metadata)
         with self._write() as c:
-            return self._insert(c, [row])[0]
+            # the C core adds it (heap_add, csrc/store.c): its seq and id, its
+            # shape features, namespace tag and token count, the FTS index
+            try:
+                mid = c.execute(sql.ADD, row).fetchall()[0][0]
+            except apsw.ConstraintError:
+                raise DuplicateIdError(f"a memory with id {row['id']!r} already exists; "
+                                       "it was not changed") from None
+            seq, feats = c.execute(sql.ADDED, {"id": mid}).fetchall()[0]
+            if self._embedder is not None:
+                c.execute(sql.INSERT_VECTOR, (seq, self._embed([row["text"]])[0].tobytes()))
+        return Item(mid, row["text"], row["namespace"], row["kind"], row["source"], row["key"],
+                    row["importance"], row["created_at"], None,
+                    json.loads(row["metadata"]) if row["metadata"] else None,
+                    tuple(feats.split()))
 
     def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[Item]:
         """Store many memories in one transaction: all or none.  Each item is a
@@ -727,8 +748,7 @@ class Memory:
                         "now": t, "namespace": namespace, "config": config})
                 out = json.loads(row.fetchall()[0][0])
             except apsw.SQLError as e:  # the C core's sentence: a bad argument
-                msg = str(e).split(": ", 2)
-                raise ValueError(msg[-1] if len(msg) > 2 else str(e)) from None
+                raise ValueError(_c_sentence(e)) from None
             finally:
                 self._links_gen += 1
             judgements: tuple[Judgement, ...] = ()
@@ -913,39 +933,26 @@ class Memory:
         number of memories erased."""
         if (ids is None) == (namespace is None):
             raise ValueError("forget needs either ids or namespace=..., not both")
+        if namespace is not None:
+            namespace = check_namespace(namespace)
+        else:
+            id_list = check_ids(ids, "ids")
+            for i in id_list:
+                check_name(i, "id")
+            if not id_list:
+                return 0
         with self._write() as c:
-            # remember the highest seq and recall id, so that the id of a
-            # forgotten memory or recall is never given to a new one
-            schema.meta_raise_int(c, schema.META_LAST_SEQ, sql.MAX_SEQ)
-            schema.meta_raise_int(c, schema.META_LAST_RECALL, sql.MAX_RECALL_ID)
-            if namespace is not None:
-                namespace = check_namespace(namespace)
-                p = {"namespace": namespace}
-                n = c.execute(sql.COUNT_NAMESPACE, p).fetchall()[0][0]
-                c.execute(sql.FORGET_NAMESPACE, p)
-                c.execute(sql.DETACH_NAMESPACE_EVENTS, p)
-                c.execute(sql.FORGET_NAMESPACE_RECALLS, p)
-            else:
-                id_list = check_ids(ids, "ids")
-                for i in id_list:
-                    check_name(i, "id")
-                missing = [i for i in id_list if not c.execute(
-                    sql.ID_EXISTS, {"id": i}).fetchall()]
-                if missing:
-                    raise ValueError(f"unknown memory ids {missing}; nothing was forgotten")
-                doomed = [r[0] for r in c.execute(sql.RECALLS_SHOWING,
-                                                  {"ids": json.dumps(id_list)})]
-                c.executemany(sql.FORGET_MEMORY, [(i,) for i in id_list])
-                c.executemany(sql.DETACH_EVENTS, [(r,) for r in doomed])
-                c.executemany(sql.FORGET_RECALL, [(r,) for r in doomed])
-                n = len(id_list)
-            # FTS5's secure-delete (schema 5) took the deleted rows' terms out
-            # of the index pages that held them, and PRAGMA secure_delete
-            # zeroes the pages and cells freed.  A portable store (secure-delete
-            # off, set_portable) keeps the terms in old segments until a merge:
-            # merge the whole index now
-            if n and not schema.erases_in_place(c):
-                schema.merge_index(c)
+            # the C core erases (heap_forget, csrc/store.c): the memories, the
+            # recalls that showed them, their FTS terms (in place with FTS5's
+            # secure-delete, else by merging the index), and it raises the
+            # high-water marks so that no id is given out again
+            try:
+                if namespace is not None:
+                    n = c.execute(sql.FORGET_NAMESPACE, {"namespace": namespace}).fetchall()[0][0]
+                else:
+                    n = c.execute(sql.FORGET, {"ids": json.dumps(id_list)}).fetchall()[0][0]
+            except apsw.SQLError as e:  # the C core's sentence: a bad argument
+                raise ValueError(_c_sentence(e)) from None
         # the WAL still holds the old pages: copy the erased ones into the file
         # and empty the WAL.  A TRUNCATE checkpoint stalls every writer while it
         # waits for readers, so it waits 0.25 s at most; if other connections

@@ -127,11 +127,23 @@ def test_first_command_installs_and_runs_the_demo(installed):
     assert demo.strip() in README
 
 
-def sqlite3_line() -> str:
-    line = next((ln for ln in sh_lines() if ln.startswith("sqlite3 ")), None)
-    assert line, "README has no sqlite3 line"
+def sqlite3_line(db: str = "agent.db") -> str:
+    line = next((ln for ln in sh_lines() if ln.startswith(f"sqlite3 {db} ")), None)
+    assert line, f"README has no sqlite3 line on {db}"
     assert ".venv/bin/heapmem path" in line
     return line
+
+
+@pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 shell on PATH")
+def test_the_sql_loop_line_from_the_repository_root(installed, tmp_path):
+    """The README's whole loop in the shell, as a reader types it after the
+    install: the output the README shows."""
+    repo, _, _ = installed
+    line = sqlite3_line("loop.db").replace("loop.db", str(tmp_path / "loop.db"), 1)
+    r = bash(line, repo, clean_env())
+    assert r.returncode == 0, r.stderr
+    want = README.split("<!-- sql-loop-output -->")[1].split("```text\n")[1].split("```")[0]
+    assert r.stdout.strip() == want.strip()
 
 
 @pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 shell on PATH")

@@ -1,0 +1,516 @@
+/*
+ * store.c: a store from SQL alone: making one, checking a file is one, adding
+ * and forgetting memories.  Included by heapmem.c after feedback.c.
+ *
+ *   SELECT heap_init();                        -- an empty database becomes a store
+ *   SELECT heap_add(text, namespace [, kind [, source [, id [, created_at
+ *                   [, importance [, key [, metadata]]]]]]]);   -- the new memory's id
+ *   SELECT heap_forget(ids_json);              -- the number of memories erased
+ *   SELECT heap_forget_namespace(namespace);
+ *
+ * The schema is heapmem/schema.py's, written into csrc/schema.h by
+ * schema.c_header().  Every heap_* entry point that reads or writes the
+ * store's tables (heap_recall, heap_feedback, heap_answer, heap_add,
+ * heap_forget) first compares the file's schema with it, object by object,
+ * as Python's open() does (once per change of the file's schema cookie): a
+ * file whose schema heapmem did not make is refused in one sentence, before
+ * any of its triggers could run.
+ */
+
+#pragma region a store from SQL
+
+#include "schema.h"
+
+/* text with its runs of white space made one space, as schema._norm does */
+static char *hs_norm(const char *s) {
+  size_t n = strlen(s);
+  char *out = sqlite3_malloc64(n + 1);
+  if (!out) return NULL;
+  size_t j = 0;
+  int space = 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v') {
+      space = j > 0;
+      continue;
+    }
+    if (space) out[j++] = ' ';
+    space = 0;
+    out[j++] = (char)ch;
+  }
+  out[j] = 0;
+  return out;
+}
+
+static int hs_is_fts_shadow(const char *name) {
+  static const char *const shadows[] = {"memories_fts_data", "memories_fts_idx",
+                                        "memories_fts_docsize", "memories_fts_config",
+                                        "memories_fts_content"};
+  for (size_t i = 0; i < sizeof shadows / sizeof shadows[0]; i++)
+    if (!strcmp(name, shadows[i])) return 1;
+  return 0;
+}
+
+#define HS_NOBJ ((int)(sizeof hm_schema_objects / sizeof hm_schema_objects[0]))
+
+/* Whether the database is a heapmem store of this schema, exactly: 0 yes, else
+ * the error set in x (one sentence naming what is wrong).  Checked again only
+ * when the file's schema cookie moves. */
+static int hs_check(hf_ctx *x) {
+  sqlite3 *db = x->db;
+  hm_conn *conn = x->conn;
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(db, "SELECT (SELECT schema_version FROM pragma_schema_version), "
+                                  "(SELECT user_version FROM pragma_user_version)", -1, &st,
+                              NULL);
+  if (rc != SQLITE_OK) return hf_sqlfail(x, rc);
+  rc = sqlite3_step(st);
+  i64 cookie = sqlite3_column_int64(st, 0), version = sqlite3_column_int64(st, 1);
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW) return hf_sqlfail(x, rc);
+  if (version != HM_SCHEMA_VERSION) {
+    if (version == 0)
+      return hf_fail(x, SQLITE_ERROR, "this database is not a heapmem store (run SELECT "
+                                      "heap_init() in an empty database to make one)");
+    if (version < HM_SCHEMA_VERSION)
+      return hf_fail(x, SQLITE_ERROR, "this store has schema %lld; open it once with heapmem "
+                                      "(Python) to upgrade it to %d", (long long)version,
+                     HM_SCHEMA_VERSION);
+    return hf_fail(x, SQLITE_ERROR, "this store has schema %lld, newer than this library's "
+                                    "(%d); load a newer heapmem", (long long)version,
+                   HM_SCHEMA_VERSION);
+  }
+  if (conn && conn->checked && conn->cookie == cookie) return SQLITE_OK;
+  int seen[HS_NOBJ];
+  memset(seen, 0, sizeof seen);
+  rc = sqlite3_prepare_v2(db, "SELECT type, name, tbl_name, sql FROM sqlite_schema", -1, &st,
+                          NULL);
+  if (rc != SQLITE_OK) return hf_sqlfail(x, rc);
+  char *bad = NULL;
+  while (!bad && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *t = (const char *)sqlite3_column_text(st, 0);
+    const char *n = (const char *)sqlite3_column_text(st, 1);
+    const char *tbl = (const char *)sqlite3_column_text(st, 2);
+    const char *sql = (const char *)sqlite3_column_text(st, 3);
+    if (!t || !n || !tbl) continue;
+    if (!sql) continue; /* an automatic index */
+    if (!strcmp(t, "table") && (hs_is_fts_shadow(n) || !strcmp(n, "sqlite_stat1") ||
+                                !strcmp(n, "sqlite_stat4")))
+      continue;
+    char *mine = hs_norm(sql);
+    if (!mine) { sqlite3_finalize(st); return hf_fail(x, SQLITE_NOMEM, "out of memory"); }
+    int found = -1;
+    for (int i = 0; i < HS_NOBJ && found < 0; i++)
+      if (!strcmp(hm_schema_objects[i].type, t) && !strcmp(hm_schema_objects[i].name, n))
+        found = i;
+    if (found < 0) {
+      bad = sqlite3_mprintf("%s '%s' (on '%s') is not part of heapmem's schema %d", t, n, tbl,
+                            HM_SCHEMA_VERSION);
+    } else {
+      char *want = hs_norm(hm_schema_objects[found].sql);
+      if (!want) { sqlite3_free(mine); sqlite3_finalize(st); return hf_fail(x, SQLITE_NOMEM, "out of memory"); }
+      if (strcmp(want, mine) || strcmp(hm_schema_objects[found].tbl, tbl))
+        bad = sqlite3_mprintf("%s '%s' differs from heapmem's schema %d", t, n,
+                              HM_SCHEMA_VERSION);
+      seen[found] = 1;
+      sqlite3_free(want);
+    }
+    sqlite3_free(mine);
+  }
+  sqlite3_finalize(st);
+  if (!bad && rc != SQLITE_DONE) return hf_sqlfail(x, rc);
+  for (int i = 0; i < HS_NOBJ && !bad; i++)
+    if (!seen[i])
+      bad = sqlite3_mprintf("%s '%s' of heapmem's schema %d is missing",
+                            hm_schema_objects[i].type, hm_schema_objects[i].name,
+                            HM_SCHEMA_VERSION);
+  if (bad) {
+    rc = hf_fail(x, SQLITE_ERROR, "this file holds schema objects heapmem did not create (%s); "
+                                  "it is refused, and nothing in it ran", bad);
+    sqlite3_free(bad);
+    return rc;
+  }
+  if (conn) {
+    conn->checked = 1;
+    conn->cookie = cookie;
+  }
+  return SQLITE_OK;
+}
+
+static int hm_check_store(sqlite3 *db, hm_conn *conn, char **err) {
+  hf_ctx x = {.db = db, .conn = conn};
+  int rc = hs_check(&x);
+  *err = x.err;
+  return rc;
+}
+
+/* heap_init(): make the empty database a heapmem store (its whole schema,
+ * the file's meta rows), or say so when it is one already. */
+static void heap_init(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc; (void)argv;
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = sqlite3_user_data(ctx)};
+  sqlite3 *db = x.db;
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(db, "SELECT (SELECT count(*) FROM sqlite_schema), (SELECT "
+                                  "user_version FROM pragma_user_version)", -1, &st, NULL);
+  i64 objects = 0, version = 0;
+  if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+    objects = sqlite3_column_int64(st, 0);
+    version = sqlite3_column_int64(st, 1);
+  }
+  sqlite3_finalize(st);
+  if (objects || version) {
+    if (hs_check(&x) == SQLITE_OK) {
+      sqlite3_result_text(ctx, sqlite3_mprintf("a heapmem store already (schema %d)",
+                                               HM_SCHEMA_VERSION), -1, sqlite3_free);
+    } else {
+      char *m = sqlite3_mprintf("heap_init: this database is not empty, and not a heapmem "
+                                "store of schema %d (%s); heap_init makes a store only in an "
+                                "empty database", HM_SCHEMA_VERSION, x.err);
+      sqlite3_result_error(ctx, m, -1);
+      sqlite3_free(m);
+    }
+    sqlite3_free(x.err);
+    return;
+  }
+  rc = sqlite3_exec(db, "SAVEPOINT heap_init", NULL, NULL, NULL);
+  for (int i = 0; i < HS_NOBJ && rc == SQLITE_OK; i++)
+    rc = sqlite3_exec(db, hm_schema_objects[i].sql, NULL, NULL, NULL);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_exec(db, "INSERT INTO memories_fts(memories_fts, rank) VALUES('rank', "
+                          "'bm25(0.0, 1.0)')", NULL, NULL, NULL);
+  /* forget erases in place (FTS5's secure-delete) where this SQLite has it;
+   * an older one keeps the store portable and merges the index instead */
+  if (rc == SQLITE_OK && sqlite3_libversion_number() >= 3042000)
+    rc = sqlite3_exec(db, "INSERT INTO memories_fts(memories_fts, rank) VALUES("
+                          "'secure-delete', 1)", NULL, NULL, NULL);
+  if (rc == SQLITE_OK) {
+    char *meta = sqlite3_mprintf(
+        "INSERT INTO heapmem_meta(key, value) VALUES ('" HM_META_FORMAT "', 'heapmem'), ('"
+        HM_META_CREATED_WITH "', %Q), ('" HM_META_POOL "', %Q); PRAGMA user_version = %d",
+        HEAPMEM_VERSION, HM_POOL_DEFAULTS, HM_SCHEMA_VERSION);
+    rc = meta ? sqlite3_exec(db, meta, NULL, NULL, NULL) : SQLITE_NOMEM;
+    sqlite3_free(meta);
+  }
+  if (rc == SQLITE_OK) rc = sqlite3_exec(db, "RELEASE heap_init", NULL, NULL, NULL);
+  if (rc != SQLITE_OK) {
+    char *m = sqlite3_mprintf("heap_init: %s", sqlite3_errmsg(db));
+    sqlite3_exec(db, "ROLLBACK TO heap_init", NULL, NULL, NULL);
+    sqlite3_exec(db, "RELEASE heap_init", NULL, NULL, NULL);
+    sqlite3_result_error(ctx, m, -1);
+    sqlite3_free(m);
+    return;
+  }
+  char *ok = sqlite3_mprintf("a new heapmem store (schema %d)", HM_SCHEMA_VERSION);
+  sqlite3_result_text(ctx, ok, -1, sqlite3_free);
+}
+
+/* -- adding ------------------------------------------------------------------------- */
+
+/* The importance a kind gives by default (heapmem.config.KIND_IMPORTANCE). */
+static double hs_kind_importance(const char *kind) {
+  static const struct { const char *kind; double importance; } kinds[] = {
+      {"instruction", 1.5}, {"preference", 1.3}, {"summary", 1.2}, {"fact", 1.0},
+      {"note", 1.0},        {"episode", 0.8},    {"tool_result", 0.6},
+  };
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+    if (!strcmp(kind, kinds[i].kind)) return kinds[i].importance;
+  return 1.0;
+}
+
+/* the number of characters of UTF-8 text s */
+static i64 hs_chars(const char *s) {
+  i64 n = 0;
+  for (; *s; s++)
+    if (((unsigned char)*s & 0xC0) != 0x80) n++;
+  return n;
+}
+
+/* A name argument (kind, source, id, key, namespace): text of 1 to 256
+ * characters, or NULL where optional.  Returns 0, or the error set. */
+static int hs_name(hf_ctx *x, sqlite3_value *v, const char *what, int optional,
+                   const char **out) {
+  *out = NULL;
+  if (!v || sqlite3_value_type(v) == SQLITE_NULL) {
+    if (optional) return SQLITE_OK;
+    return hf_fail(x, SQLITE_ERROR, "%s is required", what);
+  }
+  if (sqlite3_value_type(v) != SQLITE_TEXT)
+    return hf_fail(x, SQLITE_ERROR, "%s must be text", what);
+  const char *s = (const char *)sqlite3_value_text(v);
+  if (!s[0]) return hf_fail(x, SQLITE_ERROR, "%s must not be empty", what);
+  if ((int)strlen(s) != sqlite3_value_bytes(v))
+    return hf_fail(x, SQLITE_ERROR, "%s must not contain a NUL character", what);
+  if (hs_chars(s) > 256) return hf_fail(x, SQLITE_ERROR, "%s is longer than 256 characters", what);
+  *out = s;
+  return SQLITE_OK;
+}
+
+static const char hs_sql_last_seq[] =
+    "SELECT max(coalesce((SELECT max(seq) FROM memories), 0), coalesce((SELECT CAST(value AS "
+    "INTEGER) FROM heapmem_meta WHERE key = '" HM_META_LAST_SEQ "'), 0))";
+static const char hs_sql_id_taken[] = "SELECT 1 FROM memories WHERE id = ?1";
+static const char hs_sql_insert[] =
+    "INSERT INTO memories(seq, id, namespace, nstag, text, kind, source, key, importance, "
+    "features, created_at, metadata, ntok) VALUES (?1, ?2, ?3, heap_ns_tag(?3), ?4, ?5, ?6, ?7, "
+    "?8, heap_features(?4, ?5, ?6), ?9, ?10, heap_ntokens(heap_ns_tag(?3)) + heap_ntokens(?4))";
+
+static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, char **id_out) {
+  const char *text, *ns, *kind = "fact", *source, *id, *key, *meta = NULL;
+  int rc;
+  sqlite3_value *a[9] = {0};
+  for (int i = 0; i < argc && i < 9; i++) a[i] = argv[i];
+  if (!a[0] || sqlite3_value_type(a[0]) != SQLITE_TEXT)
+    return hf_fail(x, SQLITE_ERROR, "text must be text: heap_add('Booked the flight', "
+                                    "'user:maya')");
+  text = (const char *)sqlite3_value_text(a[0]);
+  if ((int)strlen(text) != sqlite3_value_bytes(a[0]))
+    return hf_fail(x, SQLITE_ERROR, "text must not contain a NUL character");
+  int blank = 1;
+  for (const char *p = text; *p; p++) blank &= isspace((unsigned char)*p) != 0;
+  if (blank) return hf_fail(x, SQLITE_ERROR, "text must not be empty");
+  if (sqlite3_value_bytes(a[0]) > (1 << 20))
+    return hf_fail(x, SQLITE_ERROR, "text is longer than 1048576 bytes (1 MiB)");
+  if ((rc = hs_name(x, a[1], "the namespace", 1, &ns))) return rc;
+  if (!ns) ns = "default";
+  if (!strcmp(ns, "*"))
+    return hf_fail(x, SQLITE_ERROR, "namespace '*' is reserved for the pooled layer of learned "
+                                    "links");
+  if (a[2] && sqlite3_value_type(a[2]) != SQLITE_NULL) {
+    if ((rc = hs_name(x, a[2], "kind", 0, &kind))) return rc;
+  }
+  if ((rc = hs_name(x, a[3], "source", 1, &source))) return rc;
+  if ((rc = hs_name(x, a[4], "id", 1, &id))) return rc;
+  double created;
+  if (a[5] && sqlite3_value_type(a[5]) != SQLITE_NULL) {
+    created = sqlite3_value_double(a[5]);
+    if (!hm_is_number(a[5]) || !(created >= 0 && created <= 253402300799.0))
+      return hf_fail(x, SQLITE_ERROR, "created_at must be unix seconds from 0 to 253402300799 "
+                                      "(1970 to the year 9999)");
+  } else {
+    created = hr_now(x->db);
+  }
+  double importance = hs_kind_importance(kind);
+  if (a[6] && sqlite3_value_type(a[6]) != SQLITE_NULL) {
+    importance = sqlite3_value_double(a[6]);
+    if (!hm_is_number(a[6]) || !(importance > 0 && importance <= 10))
+      return hf_fail(x, SQLITE_ERROR, "importance must be a number in (0, 10]");
+  }
+  if ((rc = hs_name(x, a[7], "key", 1, &key))) return rc;
+  if (a[8] && sqlite3_value_type(a[8]) != SQLITE_NULL) {
+    if (sqlite3_value_type(a[8]) != SQLITE_TEXT)
+      return hf_fail(x, SQLITE_ERROR, "metadata must be a JSON object as text");
+    meta = (const char *)sqlite3_value_text(a[8]);
+    sqlite3_stmt *st = NULL;
+    if ((rc = hf_prepare(x, "SELECT json_valid(?1) AND json_type(?1) = 'object'", &st)))
+      return rc;
+    sqlite3_bind_text(st, 1, meta, -1, SQLITE_TRANSIENT);
+    int ok = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0);
+    hf_done(x, st);
+    if (!ok) return hf_fail(x, SQLITE_ERROR, "metadata must be a JSON object");
+  }
+  /* the next seq: never one a forgotten memory had */
+  sqlite3_stmt *st = NULL;
+  if ((rc = hf_prepare(x, hs_sql_last_seq, &st))) return rc;
+  rc = sqlite3_step(st);
+  i64 seq = sqlite3_column_int64(st, 0) + 1;
+  hf_done(x, st);
+  if (rc != SQLITE_ROW) return hf_sqlfail(x, rc);
+  if (seq <= 0) return hf_fail(x, SQLITE_CORRUPT, "the store's last memory number is damaged");
+  char *mid = NULL;
+  if ((rc = hf_prepare(x, hs_sql_id_taken, &st))) return rc;
+  if (id) {
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+    int taken = sqlite3_step(st) == SQLITE_ROW;
+    hf_done(x, st);
+    if (taken)
+      return hf_fail(x, SQLITE_CONSTRAINT, "a memory with id '%s' already exists; it was not "
+                                           "changed", id);
+    mid = sqlite3_mprintf("%s", id);
+  } else { /* m<seq>, or the first of m<seq>-0, m<seq>-1, ... nobody has (as Python) */
+    for (int n = 0; !mid; n++) {
+      char *cand = n ? sqlite3_mprintf("m%lld-%d", (long long)seq, n - 1)
+                     : sqlite3_mprintf("m%lld", (long long)seq);
+      if (!cand) break;
+      sqlite3_reset(st);
+      sqlite3_bind_text(st, 1, cand, -1, SQLITE_TRANSIENT);
+      if (sqlite3_step(st) == SQLITE_ROW) sqlite3_free(cand);
+      else mid = cand;
+    }
+    hf_done(x, st);
+  }
+  if (!mid) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if ((rc = hf_prepare(x, hs_sql_insert, &st))) { sqlite3_free(mid); return rc; }
+  sqlite3_bind_int64(st, 1, seq);
+  sqlite3_bind_text(st, 2, mid, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 3, ns, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 4, text, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 5, kind, -1, SQLITE_TRANSIENT);
+  if (source) sqlite3_bind_text(st, 6, source, -1, SQLITE_TRANSIENT);
+  if (key) sqlite3_bind_text(st, 7, key, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_double(st, 8, importance);
+  sqlite3_bind_double(st, 9, created);
+  if (meta) sqlite3_bind_text(st, 10, meta, -1, SQLITE_TRANSIENT);
+  rc = hf_exec(x, st);
+  hf_done(x, st);
+  if (rc) { sqlite3_free(mid); return rc; }
+  *id_out = mid;
+  return SQLITE_OK;
+}
+
+/* -- forgetting --------------------------------------------------------------------- */
+
+static int hs_forget(hf_ctx *x, sqlite3_value *ids_v, sqlite3_value *ns_v, i64 *erased) {
+  sqlite3 *db = x->db;
+  int rc;
+  char **ids = NULL;
+  int n = 0;
+  const char *ns = NULL;
+  if (ns_v) {
+    if ((rc = hs_name(x, ns_v, "the namespace", 0, &ns))) return rc;
+  } else {
+    if ((n = hf_ids(x, ids_v, "ids", &ids)) < 0) return x->code;
+    if (n == 0) return hf_fail(x, SQLITE_ERROR, "heap_forget needs the ids to erase, such as "
+                                                "'[\"m3\"]'");
+  }
+  /* the highest seq and recall id, so that neither is given out again */
+  rc = sqlite3_exec(db,
+                    "INSERT INTO heapmem_meta(key, value) VALUES ('" HM_META_LAST_SEQ "', "
+                    "(SELECT coalesce(max(seq), 0) FROM memories)) ON CONFLICT(key) DO UPDATE "
+                    "SET value = max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER)); "
+                    "INSERT INTO heapmem_meta(key, value) VALUES ('" HM_META_LAST_RECALL "', "
+                    "(SELECT coalesce(max(id), 0) FROM recalls)) ON CONFLICT(key) DO UPDATE "
+                    "SET value = max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))",
+                    NULL, NULL, NULL);
+  if (rc) goto fail;
+  sqlite3_stmt *st = NULL;
+  if (ns) {
+    const char *steps[] = {
+        "SELECT count(*) FROM memories WHERE namespace = ?1",
+        "DELETE FROM memories WHERE namespace = ?1",
+        "UPDATE events SET recall_id = NULL WHERE namespace = ?1",
+        "DELETE FROM recalls WHERE namespace = ?1",
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0] && !rc; i++) {
+      if ((rc = hf_prepare(x, steps[i], &st))) goto done;
+      sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
+      if (i == 0) {
+        if (sqlite3_step(st) == SQLITE_ROW) *erased = sqlite3_column_int64(st, 0);
+        hf_done(x, st);
+        if (*erased == 0) goto done; /* nothing to erase: 0 */
+        continue;
+      }
+      rc = hf_exec(x, st);
+      hf_done(x, st);
+    }
+  } else {
+    /* every id must exist, or nothing is erased */
+    if ((rc = hf_prepare(x, hs_sql_id_taken, &st))) goto done;
+    char **missing = sqlite3_malloc64((sqlite3_uint64)n * sizeof(char *));
+    int nm = 0;
+    if (!missing) { hf_done(x, st); rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); goto done; }
+    for (int i = 0; i < n; i++) {
+      sqlite3_reset(st);
+      sqlite3_bind_text(st, 1, ids[i], -1, SQLITE_TRANSIENT);
+      if (sqlite3_step(st) != SQLITE_ROW) missing[nm++] = ids[i];
+    }
+    hf_done(x, st);
+    if (nm) {
+      char *list = hf_pylist(missing, nm);
+      rc = hf_fail(x, SQLITE_ERROR, "unknown memory ids %s; nothing was forgotten", list);
+      sqlite3_free(list);
+      sqlite3_free(missing);
+      goto done;
+    }
+    sqlite3_free(missing);
+    for (int i = 0; i < n && !rc; i++) {
+      /* the recalls that showed it, with their events detached, then the memory */
+      const char *steps[] = {
+          "UPDATE events SET recall_id = NULL WHERE recall_id IN (SELECT r.id FROM recalls AS "
+          "r, json_each(r.shown) AS s WHERE r.namespace = (SELECT namespace FROM memories "
+          "WHERE id = ?1) AND s.value = ?1)",
+          "DELETE FROM recalls WHERE id IN (SELECT r.id FROM recalls AS r, json_each(r.shown) "
+          "AS s WHERE r.namespace = (SELECT namespace FROM memories WHERE id = ?1) AND "
+          "s.value = ?1)",
+          "DELETE FROM memories WHERE id = ?1",
+      };
+      for (size_t k = 0; k < sizeof steps / sizeof steps[0] && !rc; k++) {
+        if ((rc = hf_prepare(x, steps[k], &st))) goto done;
+        sqlite3_bind_text(st, 1, ids[i], -1, SQLITE_TRANSIENT);
+        rc = hf_exec(x, st);
+        hf_done(x, st);
+      }
+    }
+    *erased = n;
+  }
+  /* secure-delete took the terms out of the index in place; else merge it */
+  if (!rc) {
+    if ((rc = hf_prepare(x, "SELECT coalesce((SELECT v FROM memories_fts_config WHERE k = "
+                            "'secure-delete'), 0)", &st)))
+      goto done;
+    int in_place = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0);
+    hf_done(x, st);
+    if (!in_place)
+      rc = sqlite3_exec(db, "INSERT INTO memories_fts(memories_fts) VALUES('optimize')", NULL,
+                        NULL, NULL);
+    if (rc) goto fail;
+  }
+done:
+  hf_free_ids(ids, n);
+  return rc;
+fail:
+  hf_free_ids(ids, n);
+  return hf_sqlfail(x, rc);
+}
+
+/* Run one of the store's writes inside a savepoint of its own, after the
+ * schema check; the result is set from `what` (0: the id text, 1: the count). */
+static void hs_write(sqlite3_context *ctx, int argc, sqlite3_value **argv, int what,
+                     const char *fname) {
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = sqlite3_user_data(ctx)};
+  hm_keep_statements(&x);
+  char *id = NULL;
+  i64 count = 0;
+  int rc;
+  if (sqlite3_db_readonly(x.db, "main") == 1) {
+    rc = hf_fail(&x, SQLITE_READONLY, "the store is read-only here");
+  } else if ((rc = hs_check(&x)) == SQLITE_OK &&
+             (rc = sqlite3_exec(x.db, "SAVEPOINT heap_write", NULL, NULL, NULL)) == SQLITE_OK) {
+    if (what == 0) rc = hs_add(&x, argc, argv, &id);
+    else if (what == 1) rc = hs_forget(&x, argv[0], NULL, &count);
+    else rc = hs_forget(&x, NULL, argv[0], &count);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(x.db, "RELEASE heap_write", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+      if (!x.err) hf_sqlfail(&x, rc);
+      sqlite3_exec(x.db, "ROLLBACK TO heap_write", NULL, NULL, NULL);
+      sqlite3_exec(x.db, "RELEASE heap_write", NULL, NULL, NULL);
+    }
+  } else if (rc != SQLITE_OK && !x.err) {
+    hf_sqlfail(&x, rc);
+  }
+  if (rc == SQLITE_OK) {
+    if (what == 0) sqlite3_result_text(ctx, id, -1, sqlite3_free);
+    else sqlite3_result_int64(ctx, count);
+    return;
+  }
+  sqlite3_free(id);
+  char *m = sqlite3_mprintf("%s: %s", fname, x.err ? x.err : sqlite3_errstr(rc));
+  sqlite3_result_error(ctx, m ? m : "out of memory", -1);
+  if (x.code && x.code != SQLITE_ERROR) sqlite3_result_error_code(ctx, x.code);
+  sqlite3_free(m);
+  sqlite3_free(x.err);
+}
+
+static void heap_add(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  hs_write(ctx, argc, argv, 0, "heap_add");
+}
+
+static void heap_forget(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  hs_write(ctx, argc, argv, 1, "heap_forget");
+}
+
+static void heap_forget_namespace(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  hs_write(ctx, argc, argv, 2, "heap_forget_namespace");
+}
+
+#pragma endregion
