@@ -1,0 +1,467 @@
+/*
+ * score.c: a memory's score for one question, and the line that explains it.
+ *
+ * Owns: the config fields' table (hm_config_fields, made from heapmem.h's
+ * HM_CONFIG_FIELDS) with its defaults, check and parser; recency; usefulness
+ * from the learned links (hm_usefulness: the gated lift, model 1, the
+ * default, or the reference noisy-OR, model 0) and the bound max_lift puts
+ * on its factor (hm_lift); the score of a batch of candidates
+ * (hm_score_batch), the explain line (hm_explain) and the cosine of two
+ * vectors (hm_cosine).
+ * Relies on: heapmem.c's preamble, text.c (hm_active, hm_age_bucket,
+ * hm_qtype_valid, hm_fnv64), links.c (hm_links_count, hm_links_get).  Makes
+ * no sqlite3_* call.
+ */
+
+#pragma region scoring
+
+
+typedef struct {
+  double relevance, recency, importance, usefulness, rules, score;
+  double rest; /* the score without its usefulness factor */
+} hm_factors;
+
+/* The config fields' table, from HM_CONFIG_FIELDS: name, offset, default,
+ * bounds, rule and the message a bad value gets. */
+static const struct {
+  const char *name;
+  size_t offset;
+  double dflt, lo, hi;
+  int rule;
+  const char *msg;
+} hm_config_fields[] = {
+#define HM_CONFIG_ROW(name, dflt, lo, hi, rule, msg) \
+  {#name, offsetof(hm_config, name), dflt, lo, hi, rule, msg},
+    HM_CONFIG_FIELDS(HM_CONFIG_ROW)
+#undef HM_CONFIG_ROW
+};
+#define HM_NCONFIG ((int)(sizeof hm_config_fields / sizeof hm_config_fields[0]))
+
+static double *hm_config_slot(hm_config *c, int i) {
+  return (double *)((char *)c + hm_config_fields[i].offset);
+}
+
+HM_API void hm_config_default(hm_config *c) {
+  for (int i = 0; i < HM_NCONFIG; i++) *hm_config_slot(c, i) = hm_config_fields[i].dflt;
+}
+
+static int hm_config_check(const hm_config *c, char *err, int errlen) {
+  for (int i = 0; i < HM_NCONFIG; i++) {
+    double v = *hm_config_slot((hm_config *)c, i), lo = hm_config_fields[i].lo,
+           hi = hm_config_fields[i].hi;
+    int ok;
+    switch (hm_config_fields[i].rule) {
+    case HM_RULE_POSITIVE: ok = isfinite(v) && v > 0; break;
+    /* isnormal: a subnormal prior (5e-324) divides down to 0 and makes NaN scores */
+    case HM_RULE_PRIOR: ok = isnormal(v) && v > 0 && c->prior_alpha + c->prior_beta <= hi; break;
+    case HM_RULE_SWITCH: ok = v == lo || v == hi; break;
+    default: ok = v >= lo && v <= hi; break; /* NaN fails */
+    }
+    if (!ok) {
+      hm_seterr(err, errlen, "%s", hm_config_fields[i].msg);
+      return HM_ERROR;
+    }
+  }
+  return HM_OK;
+}
+
+/* Parse "w_recency=0 half_life_days=14" (spaces or commas between pairs)
+ * over the defaults. */
+HM_API int hm_config_parse(const char *text, hm_config *c, char *err, int errlen) {
+  hm_config_default(c);
+  const char *p = text ? text : "";
+  while (*p) {
+    while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n') p++;
+    if (!*p) break;
+    const char *k = p;
+    while (*p && *p != '=' && *p != ' ' && *p != ',') p++;
+    int klen = (int)(p - k);
+    char key[40];
+    snprintf(key, sizeof key, "%.*s", klen < 39 ? klen : hm_utf8_cut(k, 39), k);
+    if (*p != '=') {
+      hm_seterr(err, errlen, "expected key=value in the config, got '%s'", key);
+      return HM_ERROR;
+    }
+    p++;
+    char *end;
+    double v = strtod(p, &end);
+    if (end == p || (*end && *end != ' ' && *end != ',' && *end != '\t' && *end != '\n')) {
+      hm_seterr(err, errlen, "config value of '%s' is not a number", key);
+      return HM_ERROR;
+    }
+    p = end;
+    double *slot = NULL;
+    for (int i = 0; i < HM_NCONFIG && !slot; i++)
+      if (!strcmp(key, hm_config_fields[i].name)) slot = hm_config_slot(c, i);
+    if (!slot) {
+      hm_seterr(err, errlen, "unknown config key '%s'", key);
+      return HM_ERROR;
+    }
+    *slot = v;
+  }
+  return hm_config_check(c, err, errlen);
+}
+
+HM_API double hm_recency(double age_days, double half_life_days, double floor) {
+  if (!(age_days > 0)) age_days = 0;
+  return floor + (1.0 - floor) * pow(0.5, age_days / half_life_days);
+}
+
+/* 1 - prod(1 - s_i) */
+HM_API double hm_noisy_or(const double *s, int n) {
+  double keep = 1.0;
+  for (int i = 0; i < n; i++) keep *= 1.0 - s[i];
+  return 1.0 - keep;
+}
+
+/* The usefulness of one memory from the learned links of its active features.
+ *
+ * model 0 (the reference design): s_f = posterior mean of Beta(prior + counts),
+ *   usefulness = 1 - prod(1 - s_f).
+ * model 1 (gated lift): each link is compared with the base rate p of its
+ *   layer (the "base" link: how often any shown memory is used; per question
+ *   type for crossed features).  Its posterior, shrunk towards p with the
+ *   prior's weight, moves rankings only where it lies more than gate_z
+ *   standard errors from p, and then only by the near edge of that interval,
+ *   g; its ratio is g / p (exactly 1 when gated).
+ *   combine 1: usefulness = the product over the memory's slots of the most
+ *     specific ratio that passed the gate (the crossed link, else the plain
+ *     one): the likelihood ratio of use, naive-Bayes style, without counting
+ *     a feature twice.
+ *   combine 0: a link above p is a cause of use with strength
+ *     (g - p) / (1 - p), one below p an inhibitor g / p; usefulness =
+ *     P(used) / p with P(used) the noisy-OR of the causes leaking p.
+ *   Either way usefulness is exactly 1 with no evidence, or with evidence
+ *   that cannot beat chance.
+ * eff[i] receives each feature's effect for explain (model 0: s_f; model 1:
+ * the factor it multiplies usefulness by, 1 when it has none). */
+static int hm_usefulness(const char *active, const unsigned char *links, i64 count,
+                         const hm_config *c, double *use, double *eff, int max) {
+  double k0 = c->prior_alpha + c->prior_beta;
+  double pa, pb, base_a, base_b;
+  int n = 0, first_crossed = -1;
+  /* base rates: uncrossed and of the question type's layer */
+  const char *slash = strchr(active, '/');
+  hm_links_get(links, count, "base", 4, &base_a, &base_b);
+  double p_all = (c->prior_alpha + base_a) / (k0 + base_a + base_b);
+  double p_q = p_all;
+  if (slash) {
+    const char *qs = slash;
+    while (qs > active && qs[-1] != ' ') qs--;
+    char qb[HM_MAX_WORD + 8];
+    snprintf(qb, sizeof qb, "%.*s/base", (int)(slash - qs), qs);
+    hm_links_get(links, count, qb, (int)strlen(qb), &pa, &pb);
+    p_q = (c->prior_alpha + pa) / (k0 + pa + pb);
+  }
+  double noisy = 1.0;
+  const char *p = active;
+  while (*p) {
+    while (*p == ' ') p++;
+    const char *e = p;
+    while (*e && *e != ' ') e++;
+    if (e > p) {
+      if (n >= max) return -1;
+      double A, B;
+      int L = (int)(e - p);
+      hm_links_get(links, count, p, L, &A, &B);
+      const char *sl = memchr(p, '/', (size_t)L);
+      if (sl && first_crossed < 0) first_crossed = n;
+      const char *name = sl ? sl + 1 : p;
+      int is_base = (int)(e - name) == 4 && memcmp(name, "base", 4) == 0;
+      if (c->model == 0) {
+        double sf = (c->prior_alpha + A) / (k0 + A + B);
+        noisy *= 1.0 - sf;
+        eff[n] = sf;
+      } else if (is_base) {
+        eff[n] = 1.0;
+      } else {
+        double base = sl ? p_q : p_all;
+        double m = (base * k0 + A) / (k0 + A + B);
+        double se = sqrt(m * (1.0 - m) / (k0 + A + B + 1.0));
+        double lo = m - c->gate_z * se, hi = m + c->gate_z * se, g = base;
+        if (lo > base) g = lo;
+        else if (hi < base) g = hi;
+        eff[n] = g / base; /* the ratio; combine 0 turns it into a cause below */
+      }
+      n++;
+    }
+    p = e;
+  }
+  if (c->model == 0) {
+    *use = 1.0 - noisy;
+    return n;
+  }
+  if (first_crossed < 0 || 2 * first_crossed != n) return -1; /* not an hm_active list */
+  if (c->combine == 1) {
+    double u = 1.0;
+    for (int j = 0; j < first_crossed; j++) {
+      double *plain = &eff[j], *crossed = &eff[first_crossed + j];
+      if (*crossed != 1.0) { u *= *crossed; *plain = 1.0; }
+      else u *= *plain;
+    }
+    *use = u;
+  } else {
+    double keep = 1.0, inhib = 1.0;
+    for (int i = 0; i < n; i++) {
+      double base = i >= first_crossed ? p_q : p_all;
+      if (eff[i] > 1.0) {
+        double ef = (eff[i] * base - base) / (1.0 - base);
+        keep *= 1.0 - ef;
+        eff[i] = (1.0 - (1.0 - p_q) * (1.0 - ef)) / p_q; /* its effect alone */
+      } else if (eff[i] < 1.0) {
+        inhib *= eff[i];
+      }
+    }
+    *use = (1.0 - (1.0 - p_q) * keep) / p_q * inhib;
+  }
+  return n;
+}
+
+
+/* The inputs every factor needs, checked. */
+static int hm_check_input(const hm_input *in, char *err, int errlen) {
+  if (!isfinite(in->relevance) || in->relevance < 0) {
+    hm_seterr(err, errlen, "relevance must be a finite number >= 0%s", "");
+    return HM_ERROR;
+  }
+  if (isnan(in->age_days)) {
+    hm_seterr(err, errlen, "age_days must be a number%s", "");
+    return HM_ERROR;
+  }
+  if (!isfinite(in->importance) || in->importance <= 0) {
+    hm_seterr(err, errlen, "importance must be a positive number%s", "");
+    return HM_ERROR;
+  }
+  return HM_OK;
+}
+
+/* usefulness^w_usefulness, the factor usefulness puts on a score.  Under the
+ * gated lift (model 1) usefulness is a ratio to the base rate, and max_lift
+ * bounds how far it may move a score either way: what any evidence (a prior
+ * merged from elsewhere, colluding tenants) can do.  The reference noisy-OR
+ * (model 0) gives a likelihood in [0, 1], left as it is. */
+static double hm_lift(double usefulness, const hm_config *c) {
+  double lift = pow(usefulness, c->w_usefulness);
+  if (c->model != 1) return lift;
+  if (lift > c->max_lift) return c->max_lift;
+  if (lift < 1.0 / c->max_lift) return 1.0 / c->max_lift;
+  return lift;
+}
+
+/* Every factor and the score, given the usefulness. */
+static void hm_finish(const hm_input *in, double use, const hm_config *c, hm_factors *f) {
+  f->relevance = in->relevance;
+  f->recency = hm_recency(in->age_days, c->half_life_days, c->recency_floor);
+  f->importance = in->importance;
+  f->usefulness = use;
+  f->rules = in->superseded ? c->superseded_factor : 1.0;
+  double fixed = pow(f->relevance, c->w_relevance) * pow(f->recency, c->w_recency) *
+                 pow(f->importance, c->w_importance);
+  double lift = hm_lift(f->usefulness, c);
+  f->score = fixed * lift * f->rules;
+  f->rest = fixed * f->rules;
+}
+
+static int hm_score_one(const hm_input *in, const char *qtype, const unsigned char *links,
+                        i64 nlinks, const hm_config *c, hm_factors *f, char *active,
+                        int activelen, double *eff, int *ns, char *err, int errlen) {
+  if (hm_check_input(in, err, errlen)) return HM_ERROR;
+  int rc = hm_active(in->features, qtype, in->age_days, active, activelen, err, errlen);
+  if (rc == HM_TOOBIG) {
+    hm_seterr(err, errlen, "too many features%s", "");
+    return HM_ERROR;
+  }
+  if (rc) return rc;
+  double use;
+  int k = hm_usefulness(active, links, nlinks, c, &use, eff, 2 * HM_MAX_FEATURES);
+  if (k < 0) {
+    hm_seterr(err, errlen, "too many features%s", "");
+    return HM_ERROR;
+  }
+  *ns = k;
+  hm_finish(in, use, c, f);
+  return HM_OK;
+}
+
+
+/* Score n candidates.  out receives n x HM_SCORE_COLUMNS doubles: relevance,
+ * recency, importance, usefulness, rules, score, rest.  Returns HM_OK, or HM_ERROR with the
+ * failing row's index in *bad and a message in err. */
+HM_API int hm_score_batch(int n, const double *relevance, const double *age_days,
+                          const double *importance, const int *superseded,
+                          const char *const *features, const char *qtype,
+                          const unsigned char *links, i64 linkslen, const hm_config *c,
+                          double *out, int *bad, char *err, int errlen) {
+  static __thread char active[HM_ACTIVE_LEN];
+  double eff[2 * HM_MAX_FEATURES];
+  if (bad) *bad = -1;
+  i64 count = hm_links_count(links, linkslen);
+  if (count < 0) {
+    hm_seterr(err, errlen, "links is not a link set made by heap_links()%s", "");
+    return HM_ERROR;
+  }
+  if (hm_config_check(c, err, errlen)) return HM_ERROR;
+  /* candidates often share their shape: usefulness depends only on the
+   * features and the age bucket, so each distinct pair is worked out once */
+  struct { u64 h; const char *features, *bucket; double use; } memo[64];
+  int nmemo = 0;
+  for (int i = 0; i < n; i++) {
+    hm_input in = {relevance[i], age_days[i], importance[i], superseded[i], features[i],
+                   NAN, NAN};
+    hm_factors f;
+    int k, hit = -1;
+    u64 h = 0;
+    const char *bucket = hm_age_bucket(age_days[i]);
+    if (features[i]) {
+      h = hm_fnv64(features[i], strlen(features[i]));
+      for (int j = 0; j < nmemo && hit < 0; j++)
+        if (memo[j].h == h && memo[j].bucket == bucket && strcmp(memo[j].features, features[i]) == 0)
+          hit = j;
+    }
+    if (hit >= 0) {
+      if (hm_check_input(&in, err, errlen)) {
+        if (bad) *bad = i;
+        return HM_ERROR;
+      }
+      hm_finish(&in, memo[hit].use, c, &f);
+    } else {
+      if (hm_score_one(&in, qtype, links, count, c, &f, active, sizeof active, eff, &k, err,
+                       errlen)) {
+        if (bad) *bad = i;
+        return HM_ERROR;
+      }
+      if (features[i] && nmemo < (int)(sizeof memo / sizeof memo[0])) {
+        memo[nmemo].h = h;
+        memo[nmemo].features = features[i];
+        memo[nmemo].bucket = bucket;
+        memo[nmemo].use = f.usefulness;
+        nmemo++;
+      }
+    }
+    double *o = out + HM_SCORE_COLUMNS * (i64)i;
+    o[0] = f.relevance; o[1] = f.recency; o[2] = f.importance;
+    o[3] = f.usefulness; o[4] = f.rules; o[5] = f.score; o[6] = f.rest;
+  }
+  return HM_OK;
+}
+
+/* The name of the i-th word of a space-separated list, as (pointer, length). */
+static int hm_nth(const char *list, int i, const char **name) {
+  const char *p = list;
+  int idx = 0;
+  while (*p) {
+    while (*p == ' ') p++;
+    const char *e = p;
+    while (*e && *e != ' ') e++;
+    if (e > p) {
+      if (idx == i) { *name = p; return (int)(e - p); }
+      idx++;
+    }
+    p = e;
+  }
+  *name = "";
+  return 0;
+}
+
+/* One line saying why a memory got its score, e.g.
+ * "score 0.412 = rel 1.00 x importance 1.00 x useful 2.10 [when/clock:1 x1.85
+ *  when/question:0 x1.12 +24 at base]". */
+HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char *links,
+                      i64 linkslen, const hm_config *c, char *out, int outlen, char *err,
+                      int errlen) {
+  static __thread char active[HM_ACTIVE_LEN];
+  double eff[2 * HM_MAX_FEATURES];
+  if (!out || outlen < 1) return HM_TOOBIG;
+  out[0] = 0;
+  i64 count = hm_links_count(links, linkslen);
+  if (count < 0) {
+    hm_seterr(err, errlen, "links is not a link set made by heap_links()%s", "");
+    return HM_ERROR;
+  }
+  if (hm_config_check(c, err, errlen)) return HM_ERROR;
+  hm_factors f;
+  int k;
+  if (hm_score_one(in, qtype, links, count, c, &f, active, sizeof active, eff, &k, err, errlen))
+    return HM_ERROR;
+  char buf[1024];
+  int u = 0;
+#define HM_CAT(...) \
+  do { if (u < (int)sizeof buf) u += snprintf(buf + u, sizeof buf - (size_t)u, __VA_ARGS__); } while (0)
+  HM_CAT("score %.3f = ", f.score);
+  /* a factor with a weight other than 1 shows it as an exponent: useful 16.31^0.3 */
+#define HM_W(w) do { if ((w) != 1.0) HM_CAT("^%g", (w)); } while (0)
+  if (c->w_relevance > 0) { HM_CAT("rel %.2f", f.relevance); HM_W(c->w_relevance); }
+  else HM_CAT("rel off");
+  if (c->w_relevance > 0 && !isnan(in->bm25_part) && !isnan(in->cos_part))
+    HM_CAT(" (bm25 %.2f, cos %.2f)", in->bm25_part, in->cos_part);
+  if (c->w_recency > 0) {
+    HM_CAT(" x recency %.2f", f.recency);
+    HM_W(c->w_recency);
+    /* an age beyond ten million days (a corrupt or far-future time) in 3 digits,
+     * not hundreds, so the rest of the line still fits */
+    double age = in->age_days > 0 ? in->age_days : 0.0;
+    if (age < 1e7) HM_CAT(" (age %.1fd)", age);
+    else HM_CAT(" (age %.3gd)", age);
+  }
+  if (c->w_importance > 0) { HM_CAT(" x importance %.2f", f.importance); HM_W(c->w_importance); }
+  if (c->w_usefulness > 0) {
+    HM_CAT(" x useful %.2f", f.usefulness);
+    HM_W(c->w_usefulness);
+    double lift = pow(f.usefulness, c->w_usefulness);
+    if (lift != hm_lift(f.usefulness, c)) HM_CAT(" (bounded to x%.3g)", hm_lift(f.usefulness, c));
+    HM_CAT(" [");
+    /* the three features with the largest effect, then how many more */
+    int shown[3] = {-1, -1, -1}, printed = 0;
+    for (int j = 0; j < 3; j++) {
+      int best = -1;
+      double bestv = 0;
+      for (int i = 0; i < k; i++) {
+        if (i == shown[0] || i == shown[1]) continue;
+        double v = c->model == 0 ? eff[i] : fabs(log(eff[i]));
+        if (c->model == 1 && !(v > 1e-12)) continue;
+        if (best < 0 || v > bestv) { best = i; bestv = v; }
+      }
+      shown[j] = best;
+      if (best < 0) break;
+      const char *name;
+      int L = hm_nth(active, best, &name);
+      if (c->model == 0) HM_CAT("%s%.*s=%.2f", printed ? " " : "", L, name, eff[best]);
+      else HM_CAT("%s%.*s x%.2f", printed ? " " : "", L, name, eff[best]);
+      printed++;
+    }
+    if (c->model == 0) {
+      if (k > printed) HM_CAT(" +%d", k - printed);
+    } else {
+      if (printed == 0) HM_CAT("no link beats the base rate yet");
+      else {
+        int rest = 0;
+        for (int i = 0; i < k; i++)
+          if (eff[i] != 1.0) rest++;
+        if (rest > printed) HM_CAT(" +%d", rest - printed);
+      }
+    }
+    HM_CAT("]");
+  }
+  if (in->superseded) HM_CAT(" x superseded %.2f", f.rules);
+#undef HM_CAT
+  if (u >= (int)sizeof buf) u = (int)sizeof buf - 1; /* snprintf counts what did not fit */
+  if (u >= outlen) u = hm_utf8_cut(buf, outlen - 1);
+  memcpy(out, buf, (size_t)u);
+  out[u] = 0;
+  return HM_OK;
+}
+
+/* Cosine similarity of two float32 vectors of n components; NaN if either
+ * has no length. */
+HM_API double hm_cosine(const float *a, const float *b, int n) {
+  double dot = 0, na = 0, nb = 0;
+  for (int i = 0; i < n; i++) {
+    dot += (double)a[i] * b[i];
+    na += (double)a[i] * a[i];
+    nb += (double)b[i] * b[i];
+  }
+  if (!(na > 0 && nb > 0)) return NAN;
+  return dot / sqrt(na * nb);
+}
+
+#pragma endregion
