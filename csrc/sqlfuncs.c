@@ -1,0 +1,581 @@
+/*
+ * sqlfuncs.c: the heap_* SQL functions that wrap text.c, links.c, score.c
+ * and credit.c: heap_version, heap_qtype, heap_features, heap_match,
+ * heap_ns_tag, heap_relate, heap_active, heap_links, heap_score,
+ * heap_explain, heap_cosine, heap_recency, heap_credit and heap_fold.  Each
+ * turns SQL values into hm_* arguments and hm_* errors into SQL errors.
+ *
+ * Owns also the helpers the units after it share for SQL values (the region
+ * "SQL values"): HM_TEXT_ARG, hm_is_number, hm_result_err, hm_repr (a double
+ * as Python's repr() writes it) and hm_json_string.
+ * Relies on: text.c, links.c, score.c, credit.c.  The first unit that calls
+ * sqlite3_*.
+ */
+
+#pragma region SQL values
+
+#define HM_TEXT_ARG(ctx, argv, i, fname, what, out)                                     \
+  do {                                                                                  \
+    if (sqlite3_value_type(argv[i]) != SQLITE_TEXT) {                                   \
+      sqlite3_result_error(ctx, fname ": " what " must be text", -1);                    \
+      goto cleanup;                                                                     \
+    }                                                                                   \
+    out = (const char *)sqlite3_value_text(argv[i]);                                    \
+    if (!out) { sqlite3_result_error_nomem(ctx); goto cleanup; }                        \
+  } while (0)
+
+static int hm_is_number(sqlite3_value *v) {
+  int t = sqlite3_value_type(v);
+  return t == SQLITE_INTEGER || t == SQLITE_FLOAT;
+}
+
+static void hm_result_err(sqlite3_context *ctx, const char *fname, const char *msg) {
+  char *m = sqlite3_mprintf("%s: %s", fname, msg);
+  if (!m) { sqlite3_result_error_nomem(ctx); return; }
+  sqlite3_result_error(ctx, m, -1);
+  sqlite3_free(m);
+}
+/* x as Python's repr() writes a float (the shortest text that reads back as
+ * x, "1.0" not "1"), so deltas read the same whichever side wrote them. */
+static void hm_repr(double x, char out[32]) {
+  if (x == 0.0 || x == 1.0) { /* the counts model 1 writes: no printf */
+    strcpy(out, signbit(x) ? "-0.0" : x == 0.0 ? "0.0" : "1.0");
+    return;
+  }
+  if (!isfinite(x)) {
+    strcpy(out, isnan(x) ? "NaN" : x > 0 ? "Infinity" : "-Infinity");
+    return;
+  }
+  for (int p = 15; p <= 17; p++) {
+    snprintf(out, 32, "%.*g", p, x);
+    if (strtod(out, NULL) == x) break;
+  }
+  if (!strpbrk(out, ".en")) strcat(out, ".0");
+}
+
+/* s[0..len) as a JSON string */
+static void hm_json_string(sqlite3_str *str, const char *s, int len) {
+  sqlite3_str_appendchar(str, 1, '"');
+  int plain = 0; /* the run of bytes that need no escape, appended in one call */
+  for (int i = 0; i < len; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if (ch != '"' && ch != '\\' && ch >= 0x20) {
+      plain++;
+      continue;
+    }
+    sqlite3_str_append(str, s + i - plain, plain);
+    plain = 0;
+    if (ch == '"' || ch == '\\') sqlite3_str_appendf(str, "\\%c", ch);
+    else sqlite3_str_appendf(str, "\\u%04x", ch);
+  }
+  sqlite3_str_append(str, s + len - plain, plain);
+  sqlite3_str_appendchar(str, 1, '"');
+}
+
+#pragma endregion
+
+#pragma region SQL functions
+
+static void heap_version(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc; (void)argv;
+  sqlite3_result_text(ctx, "v" HEAPMEM_VERSION, -1, SQLITE_STATIC);
+}
+
+/* heap_qtype(question) -> 'when' | 'who' | ... | 'other' */
+static void heap_qtype(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *q = NULL;
+  (void)argc;
+  HM_TEXT_ARG(ctx, argv, 0, "heap_qtype", "the question", q);
+  sqlite3_result_text(ctx, hm_qtype(q), -1, SQLITE_STATIC);
+cleanup:;
+}
+
+/* heap_features(text, kind, source) -> 'kind:fact src:person len:m date ...' */
+static void heap_features(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *text = NULL, *kind = NULL, *source = NULL;
+  char out[HM_FEATURES_LEN];
+  (void)argc;
+  HM_TEXT_ARG(ctx, argv, 0, "heap_features", "text", text);
+  HM_TEXT_ARG(ctx, argv, 1, "heap_features", "kind", kind);
+  if (sqlite3_value_type(argv[2]) != SQLITE_NULL)
+    HM_TEXT_ARG(ctx, argv, 2, "heap_features", "source (or NULL)", source);
+  if (hm_features(text, kind, source, out, sizeof out) != HM_OK) {
+    hm_result_err(ctx, "heap_features", "too many features");
+    goto cleanup;
+  }
+  sqlite3_result_text(ctx, out, -1, SQLITE_TRANSIENT);
+cleanup:;
+}
+
+/* heap_match(question [, namespace]) -> FTS5 MATCH expression; '""' (which
+ * matches nothing, without scanning) when the question has no searchable term */
+static void heap_match(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *q = NULL, *ns = NULL;
+  char out[HM_MATCH_LEN];
+  HM_TEXT_ARG(ctx, argv, 0, "heap_match", "the question", q);
+  if (argc > 1) HM_TEXT_ARG(ctx, argv, 1, "heap_match", "the namespace", ns);
+  int n = hm_match(q, ns, out, sizeof out);
+  if (n < 0) { hm_result_err(ctx, "heap_match", "query too long"); goto cleanup; }
+  if (n == 0) sqlite3_result_text(ctx, "\"\"", -1, SQLITE_STATIC);
+  else sqlite3_result_text(ctx, out, -1, SQLITE_TRANSIENT);
+cleanup:;
+}
+
+/* heap_ns_tag(namespace) -> the FTS5 token that tags the namespace */
+static void heap_ns_tag(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *ns = NULL;
+  char tag[HM_NS_TAG_LEN];
+  (void)argc;
+  HM_TEXT_ARG(ctx, argv, 0, "heap_ns_tag", "the namespace", ns);
+  if (hm_ns_tag(ns, tag, sizeof tag) < 0) {
+    hm_result_err(ctx, "heap_ns_tag", "a namespace is at most 1024 bytes of UTF-8");
+    goto cleanup;
+  }
+  sqlite3_result_text(ctx, tag, -1, SQLITE_TRANSIENT);
+cleanup:;
+}
+
+/* heap_relate(question, source) -> 'srcq:1' when the source is named in the
+ * question, else 'srcq:0' */
+static void heap_relate(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *q = NULL, *src = NULL;
+  char out[16];
+  (void)argc;
+  HM_TEXT_ARG(ctx, argv, 0, "heap_relate", "the question", q);
+  if (sqlite3_value_type(argv[1]) != SQLITE_NULL)
+    HM_TEXT_ARG(ctx, argv, 1, "heap_relate", "source (or NULL)", src);
+  hm_relate(q, src, out, sizeof out);
+  sqlite3_result_text(ctx, out, -1, SQLITE_TRANSIENT);
+cleanup:;
+}
+
+/* heap_active(features, qtype) -> the features crossed with the question type */
+static void heap_active(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *features = NULL, *qt = NULL;
+  char out[HM_ACTIVE_LEN], err[HM_ERRLEN] = "";
+  (void)argc;
+  HM_TEXT_ARG(ctx, argv, 0, "heap_active", "features", features);
+  HM_TEXT_ARG(ctx, argv, 1, "heap_active", "the question type", qt);
+  if (hm_active(features, qt, NAN, out, sizeof out, err, sizeof err) != HM_OK) {
+    hm_result_err(ctx, "heap_active", err[0] ? err : "too many features");
+    goto cleanup;
+  }
+  sqlite3_result_text(ctx, out, -1, SQLITE_TRANSIENT);
+cleanup:;
+}
+
+/* heap_links(feature, own_alpha, own_beta, pooled_alpha, pooled_beta
+ *            [, pseudocount]) aggregate -> link-set blob */
+typedef struct {
+  hm_link *v;
+  i64 n, cap;
+  int failed;
+} hm_links_acc;
+
+static void heap_links_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  hm_links_acc *acc = sqlite3_aggregate_context(ctx, sizeof(hm_links_acc));
+  const char *name = NULL;
+  if (!acc) { sqlite3_result_error_nomem(ctx); return; }
+  if (acc->failed) return;
+  HM_TEXT_ARG(ctx, argv, 0, "heap_links", "the feature", name);
+  double x[5];
+  x[4] = 1e9; /* no cap: borrow all the other namespaces' evidence */
+  for (int i = 1; i < argc; i++) {
+    if (!hm_is_number(argv[i])) {
+      hm_result_err(ctx, "heap_links", "counts and pseudocount must be numbers");
+      goto cleanup;
+    }
+    x[i - 1] = sqlite3_value_double(argv[i]);
+    if (!isfinite(x[i - 1]) || x[i - 1] < 0) {
+      hm_result_err(ctx, "heap_links", "counts and pseudocount must be finite and >= 0");
+      goto cleanup;
+    }
+  }
+  if (acc->n == acc->cap) {
+    i64 cap = acc->cap ? acc->cap * 2 : 64;
+    hm_link *v = sqlite3_realloc64(acc->v, (sqlite3_uint64)cap * sizeof(hm_link));
+    if (!v) { sqlite3_result_error_nomem(ctx); goto cleanup; }
+    acc->v = v;
+    acc->cap = cap;
+  }
+  hm_link *l = &acc->v[acc->n++];
+  l->h = hm_fnv64(name, strlen(name));
+  hm_link_view(x[0], x[1], x[2], x[3], x[4], &l->a, &l->b);
+  return;
+cleanup:
+  acc->failed = 1;
+}
+
+static void heap_links_final(sqlite3_context *ctx) {
+  hm_links_acc *acc = sqlite3_aggregate_context(ctx, 0);
+  unsigned char *blob = NULL;
+  if (acc && acc->failed) goto cleanup;
+  i64 n = acc ? acc->n : 0;
+  if (n > 0) qsort(acc->v, (size_t)n, sizeof(hm_link), hm_link_cmp);
+  /* a feature listed twice keeps its last row: fold duplicates */
+  i64 m = 0;
+  for (i64 i = 0; i < n; i++) {
+    if (m > 0 && acc->v[m - 1].h == acc->v[i].h) acc->v[m - 1] = acc->v[i];
+    else acc->v[m++] = acc->v[i];
+  }
+  i64 size = HM_LINKS_HEADER + m * (i64)sizeof(hm_link);
+  blob = sqlite3_malloc64((sqlite3_uint64)size);
+  if (!blob) { sqlite3_result_error_nomem(ctx); goto cleanup; }
+  memcpy(blob, HM_LINKS_MAGIC, 4);
+  u32 count = (u32)m;
+  memcpy(blob + 4, &count, 4);
+  if (m > 0) memcpy(blob + HM_LINKS_HEADER, acc->v, (size_t)m * sizeof(hm_link));
+  sqlite3_result_blob64(ctx, blob, (sqlite3_uint64)size, sqlite3_free);
+  blob = NULL;
+cleanup:
+  if (acc) sqlite3_free(acc->v);
+  sqlite3_free(blob);
+}
+
+/* The optional config argument argv[i] ('w_recency=0 ...', NULL or absent:
+ * the defaults), parsed once per statement when it is a constant. */
+static int hm_sql_config(sqlite3_context *ctx, int argc, sqlite3_value **argv, int i,
+                         const char *fname, hm_config *c) {
+  char err[HM_ERRLEN] = "";
+  const char *cfg = "";
+  if (argc > i && sqlite3_value_type(argv[i]) != SQLITE_NULL) {
+    if (sqlite3_value_type(argv[i]) != SQLITE_TEXT) {
+      hm_result_err(ctx, fname, "config must be text like 'w_recency=0 half_life_days=14'");
+      return HM_ERROR;
+    }
+    cfg = (const char *)sqlite3_value_text(argv[i]);
+    if (!cfg) { sqlite3_result_error_nomem(ctx); return HM_ERROR; }
+  }
+  hm_config *cached = argc > i ? sqlite3_get_auxdata(ctx, i) : NULL;
+  if (cached) {
+    *c = *cached;
+  } else {
+    if (hm_config_parse(cfg, c, err, sizeof err) != HM_OK) {
+      hm_result_err(ctx, fname, err);
+      return HM_ERROR;
+    }
+    if (argc > i) {
+      hm_config *keep = sqlite3_malloc(sizeof *keep);
+      if (keep) {
+        *keep = *c;
+        sqlite3_set_auxdata(ctx, i, keep, sqlite3_free);
+      }
+    }
+  }
+  return HM_OK;
+}
+
+/* Shared argument handling of heap_score and heap_explain:
+ * (relevance, age_days, importance, superseded, features, qtype, links [, config]) */
+static int hm_sql_score_args(sqlite3_context *ctx, int argc, sqlite3_value **argv,
+                             const char *fname, hm_input *in, const char **qt,
+                             const unsigned char **links, i64 *linkslen, hm_config *c) {
+  const char *names[4] = {"relevance", "age_days", "importance", "superseded"};
+  for (int i = 0; i < 4; i++)
+    if (!hm_is_number(argv[i])) {
+      char *m = sqlite3_mprintf("%s: %s must be a number", fname, names[i]);
+      if (!m) { sqlite3_result_error_nomem(ctx); return HM_ERROR; }
+      sqlite3_result_error(ctx, m, -1);
+      sqlite3_free(m);
+      return HM_ERROR;
+    }
+  in->relevance = sqlite3_value_double(argv[0]);
+  in->age_days = sqlite3_value_double(argv[1]);
+  in->importance = sqlite3_value_double(argv[2]);
+  in->superseded = sqlite3_value_int64(argv[3]) != 0;
+  in->bm25_part = in->cos_part = NAN;
+  if (sqlite3_value_type(argv[4]) != SQLITE_TEXT) {
+    hm_result_err(ctx, fname, "features must be text");
+    return HM_ERROR;
+  }
+  in->features = (const char *)sqlite3_value_text(argv[4]);
+  if (sqlite3_value_type(argv[5]) != SQLITE_TEXT) {
+    hm_result_err(ctx, fname, "the question type must be text");
+    return HM_ERROR;
+  }
+  *qt = (const char *)sqlite3_value_text(argv[5]);
+  if (!in->features || !*qt) { sqlite3_result_error_nomem(ctx); return HM_ERROR; }
+  if (!hm_qtype_valid(*qt)) {
+    char *m = sqlite3_mprintf("%s: unknown question type '%s'", fname, *qt);
+    if (!m) { sqlite3_result_error_nomem(ctx); return HM_ERROR; }
+    sqlite3_result_error(ctx, m, -1);
+    sqlite3_free(m);
+    return HM_ERROR;
+  }
+  int lt = sqlite3_value_type(argv[6]);
+  if (lt == SQLITE_NULL) {
+    *links = NULL;
+    *linkslen = 0;
+  } else if (lt == SQLITE_BLOB) {
+    *links = sqlite3_value_blob(argv[6]);
+    *linkslen = sqlite3_value_bytes(argv[6]);
+    if (hm_links_count(*links, *linkslen) < 0) {
+      hm_result_err(ctx, fname, "links must be a link set made by heap_links() or NULL");
+      return HM_ERROR;
+    }
+  } else {
+    hm_result_err(ctx, fname, "links must be a link set made by heap_links() or NULL");
+    return HM_ERROR;
+  }
+  return hm_sql_config(ctx, argc, argv, 7, fname, c);
+}
+
+/* heap_score(relevance, age_days, importance, superseded, features, qtype,
+ *            links [, config]) -> the score */
+static void heap_score(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  hm_input in;
+  const char *qt;
+  const unsigned char *links;
+  i64 linkslen;
+  hm_config c;
+  char err[HM_ERRLEN] = "";
+  double out[HM_SCORE_COLUMNS];
+  int bad;
+  if (hm_sql_score_args(ctx, argc, argv, "heap_score", &in, &qt, &links, &linkslen, &c))
+    return;
+  int sup = in.superseded;
+  if (hm_score_batch(1, &in.relevance, &in.age_days, &in.importance, &sup, &in.features, qt,
+                     links, linkslen, &c, out, &bad, err, sizeof err) != HM_OK) {
+    hm_result_err(ctx, "heap_score", err);
+    return;
+  }
+  sqlite3_result_double(ctx, out[5]);
+}
+
+/* heap_explain(same arguments as heap_score) -> one line of text */
+static void heap_explain(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  hm_input in;
+  const char *qt;
+  const unsigned char *links;
+  i64 linkslen;
+  hm_config c;
+  char err[HM_ERRLEN] = "", out[HM_EXPLAIN_LEN];
+  if (hm_sql_score_args(ctx, argc, argv, "heap_explain", &in, &qt, &links, &linkslen, &c))
+    return;
+  if (hm_explain(&in, qt, links, linkslen, &c, out, sizeof out, err, sizeof err) != HM_OK) {
+    hm_result_err(ctx, "heap_explain", err);
+    return;
+  }
+  sqlite3_result_text(ctx, out, -1, SQLITE_TRANSIENT);
+}
+
+/* heap_cosine(a, b) -> cosine similarity of two float32 vector blobs */
+static void heap_cosine(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc;
+  if (sqlite3_value_type(argv[0]) != SQLITE_BLOB || sqlite3_value_type(argv[1]) != SQLITE_BLOB) {
+    hm_result_err(ctx, "heap_cosine", "both vectors must be blobs of float32");
+    return;
+  }
+  int na = sqlite3_value_bytes(argv[0]), nb = sqlite3_value_bytes(argv[1]);
+  const void *a = sqlite3_value_blob(argv[0]), *b = sqlite3_value_blob(argv[1]);
+  if (na != nb || na == 0 || na % 4 != 0) {
+    char *m = sqlite3_mprintf("heap_cosine: vectors must be float32 blobs of the same length, "
+                              "got %d and %d bytes", na, nb);
+    if (!m) { sqlite3_result_error_nomem(ctx); return; }
+    sqlite3_result_error(ctx, m, -1);
+    sqlite3_free(m);
+    return;
+  }
+  if (!a || !b) { sqlite3_result_error_nomem(ctx); return; }
+  /* blobs carry no alignment promise: copy when needed */
+  float *fa = NULL, *fb = NULL;
+  if (((uintptr_t)a % sizeof(float)) || ((uintptr_t)b % sizeof(float))) {
+    fa = sqlite3_malloc(na);
+    fb = sqlite3_malloc(nb);
+    if (!fa || !fb) { sqlite3_free(fa); sqlite3_free(fb); sqlite3_result_error_nomem(ctx); return; }
+    memcpy(fa, a, (size_t)na);
+    memcpy(fb, b, (size_t)nb);
+    a = fa;
+    b = fb;
+  }
+  double c = hm_cosine((const float *)a, (const float *)b, na / 4);
+  sqlite3_free(fa);
+  sqlite3_free(fb);
+  if (isnan(c)) sqlite3_result_null(ctx);
+  else sqlite3_result_double(ctx, c);
+}
+
+/* heap_recency(age_days [, half_life_days, floor]) */
+static void heap_recency(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  double x[3] = {0, 30.0, 0.5};
+  for (int i = 0; i < argc; i++) {
+    if (!hm_is_number(argv[i])) {
+      hm_result_err(ctx, "heap_recency", "arguments must be numbers");
+      return;
+    }
+    x[i] = sqlite3_value_double(argv[i]);
+  }
+  if (isnan(x[0]) || !isfinite(x[1]) || x[1] <= 0 || !(x[2] >= 0 && x[2] <= 1)) {
+    hm_result_err(ctx, "heap_recency",
+                  "age_days must be a number, half_life_days positive, floor in [0, 1]");
+    return;
+  }
+  sqlite3_result_double(ctx, hm_recency(x[0], x[1], x[2]));
+}
+
+/* Shared by heap_credit and heap_fold: (features, qtype, age_days, used, links
+ * [, config]) -> hm_credit's names and deltas.  Returns the number of
+ * features, or -1 with the SQL error set. */
+static int hm_sql_credit(sqlite3_context *ctx, int argc, sqlite3_value **argv, const char *fname,
+                         char *names, int nameslen, double *da, double *db) {
+  const char *features = NULL, *qt = NULL;
+  const unsigned char *links = NULL;
+  i64 linkslen = 0;
+  hm_config c;
+  char err[HM_ERRLEN] = "";
+  if (sqlite3_value_type(argv[0]) != SQLITE_TEXT || sqlite3_value_type(argv[1]) != SQLITE_TEXT) {
+    hm_result_err(ctx, fname, "features and the question type must be text");
+    return -1;
+  }
+  features = (const char *)sqlite3_value_text(argv[0]);
+  qt = (const char *)sqlite3_value_text(argv[1]);
+  if (!features || !qt) { sqlite3_result_error_nomem(ctx); return -1; }
+  if (!hm_qtype_valid(qt)) {
+    hm_result_err(ctx, fname, "unknown question type");
+    return -1;
+  }
+  if (!hm_is_number(argv[2]) || !hm_is_number(argv[3])) {
+    hm_result_err(ctx, fname, "age_days and used must be numbers");
+    return -1;
+  }
+  if (sqlite3_value_type(argv[4]) == SQLITE_BLOB) {
+    links = sqlite3_value_blob(argv[4]);
+    linkslen = sqlite3_value_bytes(argv[4]);
+  } else if (sqlite3_value_type(argv[4]) != SQLITE_NULL) {
+    hm_result_err(ctx, fname, "links must be a link set made by heap_links() or NULL");
+    return -1;
+  }
+  if (hm_sql_config(ctx, argc, argv, 5, fname, &c) != HM_OK) return -1;
+  int k = hm_credit(features, qt, sqlite3_value_double(argv[2]), sqlite3_value_int64(argv[3]) != 0,
+                    links, linkslen, &c, names, nameslen, da, db, 2 * HM_MAX_FEATURES, err,
+                    sizeof err);
+  if (k < 0) hm_result_err(ctx, fname, err);
+  return k;
+}
+
+/* heap_credit(features, qtype, age_days, used, links [, config]) -> what
+ * judging one shown memory teaches, as JSON [[feature, d_alpha, d_beta], ...]
+ * (the events table's deltas); links matter only to the reference learner
+ * (model=0). */
+static void heap_credit(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  char names[HM_ACTIVE_LEN];
+  double da[2 * HM_MAX_FEATURES], db[2 * HM_MAX_FEATURES];
+  int k = hm_sql_credit(ctx, argc, argv, "heap_credit", names, sizeof names, da, db);
+  if (k < 0) return;
+  sqlite3_str *str = sqlite3_str_new(NULL);
+  sqlite3_str_appendchar(str, 1, '[');
+  const char *name = names;
+  for (int i = 0; i < k; i++) {
+    while (*name == ' ') name++;
+    int len = (int)strcspn(name, " ");
+    char a[32], b[32];
+    hm_repr(da[i], a);
+    hm_repr(db[i], b);
+    sqlite3_str_appendall(str, i ? ", [" : "[");
+    hm_json_string(str, name, len);
+    sqlite3_str_appendall(str, ", ");
+    sqlite3_str_appendall(str, a);
+    sqlite3_str_appendall(str, ", ");
+    sqlite3_str_appendall(str, b);
+    sqlite3_str_appendchar(str, 1, ']');
+    name += len;
+  }
+  sqlite3_str_appendchar(str, 1, ']');
+  int rc = sqlite3_str_errcode(str);
+  char *out = sqlite3_str_finish(str);
+  if (rc != SQLITE_OK || !out) {
+    sqlite3_free(out);
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  sqlite3_result_text(ctx, out, -1, sqlite3_free);
+}
+
+/* heap_fold(features, qtype, age_days, used, links [, config]) aggregate ->
+ * the sum of heap_credit() over the rows, as a JSON object
+ * {"feature": [d_alpha, d_beta, events], ...} in first-seen order: what one
+ * feedback adds to each link. */
+typedef struct {
+  u64 h;
+  char *name;
+  double a, b;
+  i64 n;
+} hm_fold_entry;
+
+typedef struct {
+  hm_fold_entry *v;
+  i64 n, cap;
+  int failed;
+} hm_fold_acc;
+
+static void heap_fold_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  hm_fold_acc *acc = sqlite3_aggregate_context(ctx, sizeof(hm_fold_acc));
+  char names[HM_ACTIVE_LEN];
+  double da[2 * HM_MAX_FEATURES], db[2 * HM_MAX_FEATURES];
+  if (!acc) { sqlite3_result_error_nomem(ctx); return; }
+  if (acc->failed) return;
+  int k = hm_sql_credit(ctx, argc, argv, "heap_fold", names, sizeof names, da, db);
+  if (k < 0) goto cleanup;
+  const char *name = names;
+  for (int i = 0; i < k; i++) {
+    while (*name == ' ') name++;
+    size_t len = strcspn(name, " ");
+    u64 h = hm_fnv64(name, len);
+    i64 j = 0;
+    while (j < acc->n && !(acc->v[j].h == h && strlen(acc->v[j].name) == len &&
+                           memcmp(acc->v[j].name, name, len) == 0))
+      j++;
+    if (j == acc->n) {
+      if (acc->n == acc->cap) {
+        i64 cap = acc->cap ? acc->cap * 2 : 64;
+        hm_fold_entry *v = sqlite3_realloc64(acc->v, (sqlite3_uint64)cap * sizeof *v);
+        if (!v) { sqlite3_result_error_nomem(ctx); goto cleanup; }
+        acc->v = v;
+        acc->cap = cap;
+      }
+      hm_fold_entry *e = &acc->v[acc->n];
+      e->name = sqlite3_mprintf("%.*s", (int)len, name);
+      if (!e->name) { sqlite3_result_error_nomem(ctx); goto cleanup; }
+      e->h = h;
+      e->a = e->b = 0.0;
+      e->n = 0;
+      acc->n++;
+    }
+    acc->v[j].a += da[i];
+    acc->v[j].b += db[i];
+    acc->v[j].n++;
+    name += len;
+  }
+  return;
+cleanup:
+  acc->failed = 1;
+}
+
+static void heap_fold_final(sqlite3_context *ctx) {
+  hm_fold_acc *acc = sqlite3_aggregate_context(ctx, 0);
+  if (acc && acc->failed) goto cleanup;
+  sqlite3_str *str = sqlite3_str_new(NULL);
+  sqlite3_str_appendchar(str, 1, '{');
+  for (i64 i = 0; acc && i < acc->n; i++) {
+    char a[32], b[32];
+    hm_repr(acc->v[i].a, a);
+    hm_repr(acc->v[i].b, b);
+    if (i) sqlite3_str_appendall(str, ", ");
+    hm_json_string(str, acc->v[i].name, (int)strlen(acc->v[i].name));
+    sqlite3_str_appendf(str, ": [%s, %s, %lld]", a, b, (long long)acc->v[i].n);
+  }
+  sqlite3_str_appendchar(str, 1, '}');
+  int rc = sqlite3_str_errcode(str);
+  char *out = sqlite3_str_finish(str);
+  if (rc != SQLITE_OK || !out) {
+    sqlite3_free(out);
+    sqlite3_result_error_nomem(ctx);
+    goto cleanup;
+  }
+  sqlite3_result_text(ctx, out, -1, sqlite3_free);
+cleanup:
+  for (i64 i = 0; acc && i < acc->n; i++) sqlite3_free(acc->v[i].name);
+  if (acc) sqlite3_free(acc->v);
+}
+
+#pragma endregion
