@@ -496,6 +496,7 @@ def cmd_recall(ctx: Context) -> int:
     with ctx.open() as mem:
         res = mem.recall(a.query, k=a.k, namespace=ctx.namespace, track=not a.no_track)
         explains = [r.explain() for r in res]
+        others = [] if len(res) else mem.namespaces
     if ctx.json:
         ctx.emit({"recall_id": res.recall_id, "query": res.query, "namespace": res.namespace,
                   "qtype": res.qtype, "results": [
@@ -507,6 +508,11 @@ def cmd_recall(ctx: Context) -> int:
         return 0
     if not len(res):
         ctx.print(f"no memory of {ctx.namespace} matches {a.query!r}")
+        if ctx.namespace not in others:  # a typo, or no -n: say which namespaces there are
+            shown = ", ".join(others[:10]) + (f" (and {len(others) - 10} more)"
+                                               if len(others) > 10 else "")
+            ctx.print(f"(the store has no namespace {ctx.namespace!r}; it has: "
+                      f"{shown or 'none yet'}; pick one with -n NAME)")
         return 0
     head = ["#", "id", "score", "relevance", "recency", "importance", "usefulness", "rules"]
     cfg = res.config

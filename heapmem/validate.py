@@ -38,10 +38,18 @@ MAX_TIME = 253402300799.0
 
 
 def seconds(x: Any, what: str) -> float:
-    """x (unix seconds, an int or a float, or a datetime: naive is UTC) as
+    """x (unix seconds, an int or a float, a datetime, or an ISO 8601 string:
+    naive ones are UTC) as
     unix seconds, a float from MIN_TIME to MAX_TIME.  Raises TypeError for
     another type, ValueError (naming `what`) for NaN, an infinity or a time
     outside that range (before 1970, or after the year 9999)."""
+    if isinstance(x, str):  # an ISO 8601 date or time, as the CLI takes them
+        try:
+            x = datetime.fromisoformat(x.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"{what} must be unix seconds, a datetime or an ISO 8601 date "
+                             f"such as '2025-03-14' or '2025-03-14T09:40:00Z', got {x!r}") \
+                from None
     if isinstance(x, datetime):
         if x.tzinfo is None:
             x = x.replace(tzinfo=timezone.utc)

@@ -1,0 +1,37 @@
+"""A newcomer's first hour (issue 23): the doors a new user meets first say
+what happened and what to do."""
+import pytest
+
+import heapmem
+from heapmem.cli import main
+
+
+def test_times_take_iso_dates_as_the_cli_does(mem):
+    a = mem.add("Booked the flight", created_at="2025-03-14")
+    b = mem.add("Booked the train", created_at="2025-03-14T09:40:00Z")
+    assert a.created_at == 1741910400.0 and b.created_at == 1741910400.0 + 9 * 3600 + 40 * 60
+    with pytest.raises(ValueError, match="created_at must be unix seconds, a datetime or an "
+                                         "ISO 8601 date"):
+        mem.add("x", created_at="next tuesday")
+    with pytest.raises(ValueError, match="created_at must be .* from 0 to 253402300799"):
+        mem.add("x", created_at="1969-12-31")
+    assert mem.count == 2
+
+
+def test_recall_in_a_namespace_that_does_not_exist_names_those_that_do(tmp_path, capsys):
+    db = str(tmp_path / "a.db")
+    assert main(["--db", db, "-n", "user:maya", "add", "Booked the flight to Lisbon"]) == 0
+    capsys.readouterr()
+    assert main(["--db", db, "-n", "user:mya", "recall", "When is my flight?"]) == 0
+    out = capsys.readouterr().out
+    assert "no memory of user:mya matches" in out
+    assert "the store has no namespace 'user:mya'; it has: user:maya; pick one with -n NAME" in out
+    # a namespace that exists but matches nothing gets no hint
+    assert main(["--db", db, "-n", "user:maya", "recall", "dentist"]) == 0
+    assert "has no namespace" not in capsys.readouterr().out
+
+
+def test_a_directory_as_the_store_says_so(tmp_path, capsys):
+    assert main(["--db", str(tmp_path), "stats"]) != 0
+    err = capsys.readouterr().err
+    assert "it is a directory" in err and "\n" == err[-1] and err.count("\n") == 1
