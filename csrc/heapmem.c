@@ -1,21 +1,42 @@
 /*
- * heapmem.c: the whole scoring core of heapmem, in one translation unit.
+ * heapmem.c: the C core of heapmem, in one translation unit.
  *
  * Two doors lead here.  SQLite loads this file's shared library as an
  * extension (`.load heapmem0`, apsw's load_extension) and calls the heap_*
- * SQL functions; Python dlopens the very same library through cffi (ABI mode)
- * and calls the hm_* helpers directly.  The hm_* helpers make no sqlite3_*
- * call at all, so they work without a database; the heap_* functions are thin
- * wrappers that turn SQL values into hm_* arguments and hm_* errors into SQL
- * errors.
+ * SQL functions and the heap_recall table; Python dlopens the very same
+ * library through cffi (ABI mode) and calls the hm_* helpers heapmem.h
+ * declares directly.  Those make no sqlite3_* call at all, so they work
+ * without a database; the small heap_* functions are thin wrappers that turn
+ * SQL values into their arguments and their errors into SQL errors, and the
+ * loop (heap_recall, heap_feedback, heap_answer, heap_add, ...) runs its
+ * statements on the caller's connection.
  *
- * Sections:
- *   text scanning        words, stop words, question types, memory shape
- *   FTS5 query building  user text -> a quoted, OR-joined MATCH expression
- *   link sets            the learned (feature -> Beta counts) table as a blob
- *   scoring              factors, noisy-OR usefulness, explain line
- *   feedback credit      the Beta updates one judged memory contributes
- *   SQL functions        heap_* wrappers and their registration
+ * This file holds what every unit shares (the includes, the extension's API
+ * pointer, the integer typedefs, hm_utf8_cut and hm_seterr) and includes the
+ * units, in this order; each opens with what it owns and what it relies on,
+ * and uses only what comes before it (except that recall.c declares store.c's
+ * hm_check_store ahead):
+ *   text.c       words, stop words, question types, a memory's shape
+ *                features, the namespace tag, the FTS5 MATCH expression
+ *   links.c      link sets: the learned (feature -> Beta counts) table as a blob
+ *   score.c      the config; recency; usefulness (the gated lift, model 1,
+ *                the default, or the reference noisy-OR, model 0); the score
+ *                and its explain line
+ *   credit.c     the Beta updates one judged memory contributes
+ *   sqlfuncs.c   the heap_* wrappers of the four above, and the helpers for
+ *                SQL values the units after it share
+ *   attribute.c  heap_attribute: which shown memories an answer used
+ *   bm25.c       BM25 over one namespace: heap_bm25_row, heap_bm25_top,
+ *                heap_ntokens
+ *   recall.c     heap_recall, recall as an eponymous virtual table, and the
+ *                connection's kept statements
+ *   feedback.c   heap_feedback, heap_answer, the robust pooled layer,
+ *                heap_rebuild_pool, heap_statement
+ *   store.c      heap_init, heap_add, heap_forget, heap_forget_namespace and
+ *                the check that a file is a heapmem store
+ *   register.c   the function table and sqlite3_heapmem_init
+ * text.c to credit.c make no sqlite3_* call: they hold every function
+ * heapmem.h exports to Python.
  */
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT1
@@ -61,175 +82,18 @@ static void hm_seterr(char *err, int errlen, const char *fmt, const char *a) {
   if (n >= errlen) err[hm_utf8_cut(err, errlen - 1)] = 0; /* cut, but not mid-character */
 }
 
+/* the scoring core: no sqlite3_* call */
 #include "text.c"
-
 #include "links.c"
-
 #include "score.c"
-
 #include "credit.c"
-
+/* its SQL functions, and the ones that need FTS5 */
 #include "sqlfuncs.c"
-
-#pragma region SQL functions
-
 #include "attribute.c"
-
 #include "bm25.c"
-
-/* The connection's fts5_api, or NULL when SQLite was built without FTS5. */
-static fts5_api *hm_fts5(sqlite3 *db) {
-  fts5_api *api = NULL;
-  sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(db, "SELECT fts5(?1)", -1, &st, NULL) == SQLITE_OK) {
-    sqlite3_bind_pointer(st, 1, (void *)&api, "fts5_api_ptr", NULL);
-    sqlite3_step(st);
-  }
-  sqlite3_finalize(st);
-  return api;
-}
-
-/* Registers heap_bm25_row (an FTS5 auxiliary function) and heap_ntokens.
- * Without FTS5 (no heapmem store can exist then) it registers nothing, so
- * the other functions still load. */
-static int hm_register_fts5(sqlite3 *db, char **err) {
-  fts5_api *api = hm_fts5(db);
-  if (!api || api->iVersion < 2) return SQLITE_OK;
-  int rc = api->xCreateFunction(api, "heap_bm25_row", NULL, heap_bm25_row, NULL);
-  if (rc != SQLITE_OK) return rc;
-  hm_counter *c = sqlite3_malloc(sizeof *c);
-  if (!c) return SQLITE_NOMEM;
-  memset(c, 0, sizeof *c);
-  void *ud = NULL;
-  const char *args[] = {"remove_diacritics", "2"};
-  rc = api->xFindTokenizer(api, "unicode61", &ud, &c->tok);
-  if (rc == SQLITE_OK) rc = c->tok.xCreate(ud, args, 2, &c->inst);
-  if (rc != SQLITE_OK) {
-    sqlite3_free(c);
-    if (err) *err = sqlite3_mprintf("heapmem: FTS5 has no unicode61 tokenizer");
-    return rc;
-  }
-  rc = sqlite3_create_function_v2(db, "heap_ntokens", 1,
-                                  SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, c,
-                                  heap_ntokens, NULL, NULL, hm_counter_free);
-  if (rc != SQLITE_OK) return rc;
-  /* heap_attribute tokenizes as memories_fts does: porter over unicode61 */
-  hm_stemmer *st = sqlite3_malloc(sizeof *st);
-  if (!st) return SQLITE_NOMEM;
-  memset(st, 0, sizeof *st);
-  const char *pargs[] = {"unicode61", "remove_diacritics", "2"};
-  rc = api->xFindTokenizer(api, "porter", &ud, &st->tok);
-  if (rc == SQLITE_OK) rc = st->tok.xCreate(ud, pargs, 3, &st->inst);
-  if (rc != SQLITE_OK) {
-    sqlite3_free(st);
-    if (err) *err = sqlite3_mprintf("heapmem: FTS5 has no porter tokenizer");
-    return rc;
-  }
-  return sqlite3_create_function_v2(db, "heap_attribute", 5,
-                                    SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, st,
-                                    NULL, heap_attribute_step, heap_attribute_final,
-                                    hm_stemmer_free);
-}
-
-#pragma endregion
-
-/* the loop: recall as a table, feedback and the pooled layer as calls */
+/* the loop: recall as a table, feedback and the pooled layer as calls, the store */
 #include "recall.c"
 #include "feedback.c"
 #include "store.c"
-
-#pragma region registration
-
-#define HM_WRITE_FLAGS (SQLITE_UTF8 | SQLITE_DIRECTONLY)
-
-static const struct {
-  const char *name;
-  int nargs;
-  int flags;
-  void (*func)(sqlite3_context *, int, sqlite3_value **);
-  void (*step)(sqlite3_context *, int, sqlite3_value **);
-  void (*final)(sqlite3_context *);
-} hm_functions[] = {
-#define HM_PURE (SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS)
-#define HM_WRITE HM_WRITE_FLAGS
-    {"heap_version", 0, HM_PURE, heap_version, NULL, NULL},
-    {"heap_qtype", 1, HM_PURE, heap_qtype, NULL, NULL},
-    {"heap_features", 3, HM_PURE, heap_features, NULL, NULL},
-    {"heap_match", 1, HM_PURE, heap_match, NULL, NULL},
-    {"heap_match", 2, HM_PURE, heap_match, NULL, NULL},
-    {"heap_ns_tag", 1, HM_PURE, heap_ns_tag, NULL, NULL},
-    {"heap_active", 2, HM_PURE, heap_active, NULL, NULL},
-    {"heap_relate", 2, HM_PURE, heap_relate, NULL, NULL},
-    {"heap_cosine", 2, HM_PURE, heap_cosine, NULL, NULL},
-    {"heap_recency", 1, HM_PURE, heap_recency, NULL, NULL},
-    {"heap_recency", 3, HM_PURE, heap_recency, NULL, NULL},
-    {"heap_score", 7, HM_PURE, heap_score, NULL, NULL},
-    {"heap_score", 8, HM_PURE, heap_score, NULL, NULL},
-    {"heap_explain", 7, HM_PURE, heap_explain, NULL, NULL},
-    {"heap_explain", 8, HM_PURE, heap_explain, NULL, NULL},
-    {"heap_links", 5, HM_PURE, NULL, heap_links_step, heap_links_final},
-    {"heap_links", 6, HM_PURE, NULL, heap_links_step, heap_links_final},
-    {"heap_credit", 5, HM_PURE, heap_credit, NULL, NULL},
-    {"heap_credit", 6, HM_PURE, heap_credit, NULL, NULL},
-    {"heap_fold", 5, HM_PURE, NULL, heap_fold_step, heap_fold_final},
-    {"heap_fold", 6, HM_PURE, NULL, heap_fold_step, heap_fold_final},
-    {"heap_bm25_top", 6, SQLITE_UTF8, NULL, heap_bm25_top_step, heap_bm25_top_final},
-    /* the loop's writes: never from a file's views or triggers */
-    {"heap_feedback", 2, HM_WRITE, heap_feedback, NULL, NULL},
-    {"heap_feedback", 3, HM_WRITE, heap_feedback, NULL, NULL},
-    {"heap_feedback", 4, HM_WRITE, heap_feedback, NULL, NULL},
-    {"heap_feedback", 5, HM_WRITE, heap_feedback, NULL, NULL},
-    {"heap_feedback", 6, HM_WRITE, heap_feedback, NULL, NULL},
-    {"heap_answer", 2, HM_WRITE, heap_answer, NULL, NULL},
-    {"heap_answer", 3, HM_WRITE, heap_answer, NULL, NULL},
-    {"heap_answer", 4, HM_WRITE, heap_answer, NULL, NULL},
-    {"heap_answer", 5, HM_WRITE, heap_answer, NULL, NULL},
-    {"heap_statement", 1, HM_PURE, heap_statement, NULL, NULL},
-    {"heap_init", 0, HM_WRITE, heap_init, NULL, NULL},
-    {"heap_add", 2, HM_WRITE, heap_add, NULL, NULL},
-    {"heap_add", 3, HM_WRITE, heap_add, NULL, NULL},
-    {"heap_add", 4, HM_WRITE, heap_add, NULL, NULL},
-    {"heap_add", 5, HM_WRITE, heap_add, NULL, NULL},
-    {"heap_add", 6, HM_WRITE, heap_add, NULL, NULL},
-    {"heap_add", 7, HM_WRITE, heap_add, NULL, NULL},
-    {"heap_add", 8, HM_WRITE, heap_add, NULL, NULL},
-    {"heap_add", 9, HM_WRITE, heap_add, NULL, NULL},
-    {"heap_forget", 1, HM_WRITE, heap_forget, NULL, NULL},
-    {"heap_forget_namespace", 1, HM_WRITE, heap_forget_namespace, NULL, NULL},
-    {"heap_rebuild_pool", 0, HM_WRITE, heap_rebuild_pool, NULL, NULL},
-    {"heap_rebuild_pool", 1, HM_WRITE, heap_rebuild_pool, NULL, NULL},
-#undef HM_PURE
-#undef HM_WRITE
-};
-
-
-#ifdef _WIN32
-__declspec(dllexport)
-#endif
-HM_API int sqlite3_heapmem_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi) {
-  SQLITE_EXTENSION_INIT2(pApi);
-  /* one per connection: where the loop's prepared statements are kept */
-  hm_conn *conn = sqlite3_malloc64(sizeof *conn);
-  if (!conn) return SQLITE_NOMEM;
-  memset(conn, 0, sizeof *conn);
-  int rc = sqlite3_create_module_v2(db, "heap_recall", &hr_module, conn, sqlite3_free);
-  if (rc != SQLITE_OK) {
-    if (pzErrMsg) *pzErrMsg = sqlite3_mprintf("heapmem: could not register heap_recall");
-    return rc;
-  }
-  for (size_t i = 0; i < sizeof(hm_functions) / sizeof(hm_functions[0]); i++) {
-    rc = sqlite3_create_function_v2(db, hm_functions[i].name, hm_functions[i].nargs,
-                                    hm_functions[i].flags,
-                                    hm_functions[i].flags == HM_WRITE_FLAGS ? conn : NULL,
-                                    hm_functions[i].func, hm_functions[i].step,
-                                    hm_functions[i].final, NULL);
-    if (rc != SQLITE_OK) {
-      if (pzErrMsg)
-        *pzErrMsg = sqlite3_mprintf("heapmem: could not register %s", hm_functions[i].name);
-      return rc;
-    }
-  }
-  return hm_register_fts5(db, pzErrMsg);
-}
-
-#pragma endregion
+/* what loading the library registers */
+#include "register.c"
