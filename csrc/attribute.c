@@ -140,7 +140,7 @@ typedef struct {
 
 /* The text's words, lowercased (at most HM_ATTR_MAX_WORDS); NULL on OOM. */
 static int hm_words_of(const char *text, hm_words *out) {
-  hm_scanner sc = {(const unsigned char *)text, (int)strlen(text), 0};
+  hm_scanner sc = {.s = (const unsigned char *)text, .n = (int)strlen(text)};
   char buf[HM_MAX_WORD + 1];
   int cap = 64;
   out->n = 0;
@@ -387,14 +387,14 @@ static void heap_attribute_final(sqlite3_context *ctx) {
   ans->n = qs->n = 0;
 
   /* the question's terms (stop words dropped), then the answer's, less them */
-  hm_tokctx x = {acc->question, qs, 0, 1, NULL, NULL, NULL};
+  hm_tokctx x = {.text = acc->question, .terms = qs, .collect = 1};
   rc = st->tok.xTokenize(st->inst, &x, FTS5_TOKENIZE_DOCUMENT, acc->question,
                          (int)strlen(acc->question), hm_attr_token);
   if (rc != SQLITE_OK) goto done;
   hm_aterms *all = sqlite3_malloc(sizeof *all);
   if (!all) { rc = SQLITE_NOMEM; goto done; }
   all->n = 0;
-  x = (hm_tokctx){acc->answer, all, 0, 1, NULL, NULL, NULL};
+  x = (hm_tokctx){.text = acc->answer, .terms = all, .collect = 1};
   rc = st->tok.xTokenize(st->inst, &x, FTS5_TOKENIZE_DOCUMENT, acc->answer,
                          (int)strlen(acc->answer), hm_attr_token);
   if (rc == SQLITE_OK) {
@@ -403,7 +403,7 @@ static void heap_attribute_final(sqlite3_context *ctx) {
     if (!qall) rc = SQLITE_NOMEM;
     else {
       qall->n = 0;
-      hm_tokctx y = {acc->question, qall, 1, 1, NULL, NULL, NULL};
+      hm_tokctx y = {.text = acc->question, .terms = qall, .keep_stops = 1, .collect = 1};
       rc = st->tok.xTokenize(st->inst, &y, FTS5_TOKENIZE_DOCUMENT, acc->question,
                              (int)strlen(acc->question), hm_attr_token);
       for (int i = 0; rc == SQLITE_OK && i < all->n; i++)
@@ -426,8 +426,8 @@ static void heap_attribute_final(sqlite3_context *ctx) {
     if (!r->text) continue;
     k++;
     /* one pass marks the answer's terms and the question's it holds */
-    hm_tokctx m = {r->text, ans, 0, 0, seen + i * HM_ATTR_MAX_TERMS,
-                   qs, qseen + i * HM_ATTR_MAX_TERMS};
+    hm_tokctx m = {.text = r->text, .terms = ans, .seen = seen + i * HM_ATTR_MAX_TERMS,
+                   .terms2 = qs, .seen2 = qseen + i * HM_ATTR_MAX_TERMS};
     rc = st->tok.xTokenize(st->inst, &m, FTS5_TOKENIZE_DOCUMENT, r->text, (int)strlen(r->text),
                            hm_attr_token);
     if (rc != SQLITE_OK) goto done;

@@ -345,7 +345,8 @@ static void heap_bm25_top_final(sqlite3_context *ctx) {
     double dl = acc->lower[best.k];
     if (!exact) rc = hm_doclen(db, acc->table, &blob, best.rowid, &dl);
     if (rc != SQLITE_OK) break;
-    hm_scored s = {hm_bm25(np, &acc->freq[best.k * np], idf, dl, avgdl), best.rowid, best.k};
+    hm_scored s = {.score = hm_bm25(np, &acc->freq[best.k * np], idf, dl, avgdl),
+                   .rowid = best.rowid, .k = best.k};
     if (size < limit) {
       top[size++] = s;
       hm_heap_up(top, size - 1, 1);

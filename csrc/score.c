@@ -30,8 +30,9 @@ static const struct {
   int rule;
   const char *msg;
 } hm_config_fields[] = {
-#define HM_CONFIG_ROW(name, dflt, lo, hi, rule, msg) \
-  {#name, offsetof(hm_config, name), dflt, lo, hi, rule, msg},
+#define HM_CONFIG_ROW(f, d, l, h, r, m)                                          \
+  {.name = #f, .offset = offsetof(hm_config, f), .dflt = d, .lo = l, .hi = h, .rule = r, \
+   .msg = m},
     HM_CONFIG_FIELDS(HM_CONFIG_ROW)
 #undef HM_CONFIG_ROW
 };
@@ -306,8 +307,9 @@ HM_API int hm_score_batch(int n, const double *relevance, const double *age_days
   struct { u64 h; const char *features, *bucket; double use; } memo[64];
   int nmemo = 0;
   for (int i = 0; i < n; i++) {
-    hm_input in = {relevance[i], age_days[i], importance[i], superseded[i], features[i],
-                   NAN, NAN};
+    hm_input in = {.relevance = relevance[i], .age_days = age_days[i],
+                   .importance = importance[i], .superseded = superseded[i],
+                   .features = features[i], .bm25_part = NAN, .cos_part = NAN};
     hm_factors f;
     int k, hit = -1;
     u64 h = 0;

@@ -126,7 +126,7 @@ HM_API const char *hm_qtype(const char *q) {
   if (!q) return hm_qtype_names[Q_OTHER];
   char words[24][HM_MAX_WORD + 1];
   int nwords = 0;
-  hm_scanner sc = {(const unsigned char *)q, (int)strlen(q), 0};
+  hm_scanner sc = {.s = (const unsigned char *)q, .n = (int)strlen(q)};
   while (nwords < 24 && hm_next_word(&sc, words[nwords], NULL) > 0) nwords++;
   if (nwords == 0) return hm_qtype_names[Q_OTHER];
   int t = hm_wh_at(words, nwords, 0);
@@ -217,7 +217,7 @@ HM_API int hm_features(const char *text, const char *kind, const char *source,
   int question = 0, money = 0, url = 0;
   const unsigned char *s = (const unsigned char *)(text ? text : "");
   int n = (int)strlen((const char *)s);
-  hm_scanner sc = {s, n, 0};
+  hm_scanner sc = {.s = s, .n = n};
   char w[HM_MAX_WORD + 1];
   int start = 0, prev_end = 0, prev_digits = 0;
   while (hm_next_word(&sc, w, &start) > 0) {
@@ -299,9 +299,9 @@ HM_API int hm_relate(const char *question, const char *source, char *out, int ou
   int named = 0;
   if (source && source[0] && question) {
     char src[HM_MAX_WORD + 1], w[HM_MAX_WORD + 1];
-    hm_scanner ss = {(const unsigned char *)source, (int)strlen(source), 0};
+    hm_scanner ss = {.s = (const unsigned char *)source, .n = (int)strlen(source)};
     if (hm_next_word(&ss, src, NULL) > 0 && !hm_in_list(src, hm_source_roles)) {
-      hm_scanner sq = {(const unsigned char *)question, (int)strlen(question), 0};
+      hm_scanner sq = {.s = (const unsigned char *)question, .n = (int)strlen(question)};
       while (!named && hm_next_word(&sq, w, NULL) > 0) {
         char *ap = strchr(w, '\'');
         if (ap && ap != w) *ap = 0; /* "ana's" -> "ana" */
@@ -439,7 +439,7 @@ HM_API int hm_match(const char *q, const char *ns, char *out, int outlen) {
   out[0] = 0;
   char terms[HM_MAX_QUERY_TERMS][HM_MAX_WORD + 1];
   int nterms = 0;
-  hm_scanner sc = {(const unsigned char *)(q ? q : ""), q ? (int)strlen(q) : 0, 0};
+  hm_scanner sc = {.s = (const unsigned char *)(q ? q : ""), .n = q ? (int)strlen(q) : 0};
   char w[HM_MAX_WORD + 1];
   while (nterms < HM_MAX_QUERY_TERMS && hm_next_word(&sc, w, NULL) > 0) {
     if (hm_is_stop_word(w)) continue;
