@@ -138,7 +138,8 @@ typedef struct {
   int n;
 } hm_words;
 
-/* The text's words, lowercased (at most HM_ATTR_MAX_WORDS); NULL on OOM. */
+/* The text's words, lowercased (at most HM_ATTR_MAX_WORDS); SQLITE_NOMEM when
+ * out of memory (out->w, kept, is the caller's to free). */
 static int hm_words_of(const char *text, hm_words *out) {
   hm_scanner sc = {.s = (const unsigned char *)text, .n = (int)strlen(text)};
   char buf[HM_MAX_WORD + 1];

@@ -19,7 +19,7 @@
  * heapmem ranks with Okapi BM25 (k1 = 1.2, b = 0.75, FTS5's term frequencies
  * and document lengths: every indexed column) over the namespace alone: N and
  * the average document length are the namespace's (kept by triggers in
- * heapmem_ns), and a term's document frequency is counted over the match set,
+ * the namespaces table), and a term's document frequency is counted over the match set,
  * which holds every document of the namespace that contains any query term.
  * The IDF is Lucene's, log(1 + (N - n + 0.5) / (n + 0.5)), not FTS5's
  * log((N - n + 0.5) / (n + 0.5)): FTS5's floors to 1e-6 any term in more than

@@ -1,6 +1,11 @@
 /*
  * feedback.c: feedback as one SQL call, and the robust pooled layer it keeps.
- * Included by heapmem.c, after the credit and attribution code it calls.
+ * Relies on: score.c (the config fields' table), sqlfuncs.c (hm_is_number,
+ * hm_repr, hm_json_string), recall.c (hm_conn and its statement cache,
+ * hr_config, hr_now, the recall's statements) and store.c's hm_check_store
+ * (declared in recall.c); heap_credit, heap_fold (sqlfuncs.c) and
+ * heap_attribute (attribute.c) run inside its statements.  store.c uses its
+ * hf_* helpers.
  *
  *   SELECT heap_feedback(recall_id, used [, ignored [, now [, namespace]]]);
  *   SELECT heap_answer(recall_id, answer [, now [, namespace]]);
@@ -34,8 +39,8 @@ typedef struct {
   int trim, least;
 } hf_pool;
 
-/* A statement prepared for this call (feedback is rare next to recall: the
- * statement cache of the connection keeps prepare cheap). */
+/* One call's context: the connection, where its prepared statements are
+ * kept (hf_prepare), and the first error, which ends the call. */
 typedef struct {
   sqlite3 *db;
   hm_conn *conn; /* where the prepared statements are kept (NULL: none kept) */
@@ -462,7 +467,16 @@ static int hf_add(hf_ctx *x, hf_fold_st *s, const char *f, double da, double db,
 }
 
 /* Rework feature f's pooled row after ns's own row changed, from the rows
- * around its trim boundaries (learning._rework's rule). */
+ * around its trim boundaries only (one indexed read, however many namespaces
+ * back it).  Only the `trim` lowest and highest rates have a share at a
+ * boundary rate; every other row's share is its capped counts.  One row
+ * moved, so every row that was among the `trim` lowest (highest) before is
+ * among the `trim` + 1 lowest (highest) now, or is that row: the rows read
+ * (hf_sql_edges) are all whose share can change.  Where the feature was not
+ * pooled before (it has just reached `min` namespaces), every row's share
+ * changes: all of them are read (hf_sql_all), and their ends are the lowest
+ * and highest.  With rows without evidence (a damaged file's) among the
+ * lowest, or too few rows for a pooled row, f is worked out in full. */
 static int hf_rework(hf_ctx *x, hf_fold_st *s, const char *ns, const char *f, i64 dn,
                      int new_row, int was_pooled, const hf_pool *p) {
   hf_rows rows = {0}, low = {0}, high = {0};
@@ -557,11 +571,8 @@ static const char hf_sql_before[] =
     "LEFT JOIN links AS o ON o.namespace = ?1 AND o.feature = t.value "
     "LEFT JOIN links AS p ON p.namespace = '*' AND p.feature = t.value";
 
-/* After the namespace's own links took the fold (features: the JSON array of
- * the fold's features, in its order, and d: their deltas), keep the pooled
- * rows current (learning.fold_into_pool's rules, whose comments say why
- * each case is safe).  before: the BEFORE statement's rows, read before the
- * fold. */
+/* One feature of a fold: its deltas, and the namespace's own row and the
+ * pooled row as hf_sql_before read them before the fold. */
 typedef struct {
   char *f;
   double da, db;
@@ -573,6 +584,17 @@ typedef struct {
   i64 k_before;
 } hf_touch;
 
+/* After the namespace's own links took the fold (t: its nt features), keep
+ * the pooled rows current.  Where the namespace's place among the others
+ * cannot have changed (its rate stays on the same side of the pooled row's
+ * lowest and highest kept rates, or exactly where it was), or too few
+ * namespaces back the feature to pool it, its share and the pooled row
+ * change in place.  Elsewhere (a rate crossing a boundary, one namespace
+ * more behind a pooled feature) the pooled row is reworked from the rows
+ * around its trim boundaries (hf_rework), or worked out in full (hf_rebuild)
+ * where that cannot be done: a feature whose pooled row is missing, a row
+ * without evidence joining or leaving the pool.  heapmem.learning.pool()
+ * replays the full rule for check(). */
 static int hf_fold_pool(hf_ctx *x, const char *ns, hf_touch *t, int nt, const hf_pool *p) {
   hf_fold_st s = {0};
   int rc;

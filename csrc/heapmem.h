@@ -2,9 +2,11 @@
  * heapmem.h: the C core's public API (the hm_* helpers), its config struct
  * and its buffer sizes.
  *
- * heapmem.c includes this file; heapmem/_native.py reads the part between the
- * "cdef" markers below as its cffi declarations (the header ships inside the
- * Python package as package data), so the C and Python sides cannot drift.
+ * heapmem.c includes this file ahead of the units that define these
+ * functions (text.c, links.c, score.c, credit.c); heapmem/_native.py reads
+ * the part between the "cdef" markers below as its cffi declarations (the
+ * header ships inside the Python package as package data), so the C and
+ * Python sides cannot drift.
  * The marked part is therefore plain C that cffi's parser accepts: integer
  * #defines with literal values, typedefs, prototypes.  Two things are
  * rewritten by _native.py before cffi sees it: the HM_API prefix is dropped,
@@ -98,7 +100,7 @@ typedef struct {
   double cos_part;      /* NaN when relevance is BM25 alone */
 } hm_input;
 
-/* Text scanning. */
+/* Text scanning (text.c). */
 HM_API const char *hm_qtype(const char *q);
 HM_API int hm_is_stop_word(const char *w);
 HM_API int hm_features(const char *text, const char *kind, const char *source, char *out,
@@ -107,18 +109,19 @@ HM_API int hm_active(const char *features, const char *qtype, double age_days, c
                      int outlen, char *err, int errlen);
 HM_API int hm_relate(const char *question, const char *source, char *out, int outlen);
 
-/* FTS5 query building. */
+/* FTS5 query building (text.c). */
 HM_API uint64_t hm_hash(const char *s);
 HM_API int hm_ns_tag(const char *ns, char *out, int outlen);
 HM_API int hm_match(const char *q, const char *ns, char *out, int outlen);
 
-/* Link sets. */
+/* Link sets (links.c). */
 HM_API void hm_link_view(double own_a, double own_b, double pool_a, double pool_b,
                          double pseudocount, double *a, double *b);
 
-/* Scoring.  hm_score_batch's out receives n x HM_SCORE_COLUMNS doubles per
- * candidate: relevance, recency, importance, usefulness, rules, score, and
- * rest (the score without its usefulness factor: what tune() replays). */
+/* Scoring (score.c).  hm_score_batch's out receives HM_SCORE_COLUMNS doubles
+ * per candidate (n x HM_SCORE_COLUMNS in all): relevance, recency,
+ * importance, usefulness, rules, score, and rest (the score without its
+ * usefulness factor: what tune() replays). */
 HM_API void hm_config_default(hm_config *c);
 HM_API int hm_config_parse(const char *text, hm_config *c, char *err, int errlen);
 HM_API double hm_recency(double age_days, double half_life_days, double floor);
@@ -133,7 +136,7 @@ HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char
                       int64_t linkslen, const hm_config *c, char *out, int outlen, char *err,
                       int errlen);
 
-/* Feedback credit. */
+/* Feedback credit (credit.c). */
 HM_API int hm_credit(const char *features, const char *qtype, double age_days, int used,
                      const unsigned char *links, int64_t linkslen, const hm_config *c,
                      char *names, int nameslen, double *d_alpha, double *d_beta, int max,

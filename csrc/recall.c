@@ -15,10 +15,18 @@
  * recall's id, NULL untracked), qtype, rest (the score without its
  * usefulness factor) and links (the link set it scored with, for explain).
  *
- * The ranking is Memory.recall's: the same candidate statement (the
- * namespace's own BM25, the superseded rule, the vector top N), the same
- * link set, hm_score_batch, score order with ties by seq.  Every statement
- * it runs is prepared once per connection and kept.
+ * It is the one ranking: Memory.recall, on a file and on a server, runs it
+ * (heapmem/sql.py's RECALL).  The candidate statement (the namespace's own
+ * BM25, the superseded rule, the vector top N), the link set the namespace
+ * sees (its own links and the pooled layer's), hm_score_batch, then score
+ * order with ties by seq.  Every statement it runs is prepared once per
+ * connection and kept; hm_conn and the cache that feedback.c and store.c
+ * prepare into live here too.
+ * Relies on: text.c (hm_qtype, hm_match), score.c (hm_config_parse,
+ * hm_score_batch, hm_explain), sqlfuncs.c (hm_is_number, hm_repr,
+ * hm_json_string); heap_bm25_top (bm25.c), heap_links and heap_relate
+ * (sqlfuncs.c) run inside its statements.  store.c's hm_check_store is
+ * declared here, ahead of its definition.
  */
 
 #pragma region heap_recall
@@ -41,8 +49,9 @@ static const char hr_schema[] =
     "recall_id INTEGER, qtype TEXT, rest REAL, links BLOB, query HIDDEN, namespace HIDDEN, k HIDDEN, "
     "now HIDDEN, config HIDDEN, track HIDDEN, qvec HIDDEN)";
 
-/* The statements recall runs: the same text heapmem/sql.py gives Python
- * (tests/test_sql_loop.py checks that they rank alike). */
+/* The statements heap_recall runs (heap_statement gives their text: tests/
+ * test_plans.py checks their query plans).  hr_sql_log logs a recall as
+ * heapmem/sql.py's LOG_RECALL does (tests/test_sql_loop.py compares them). */
 #define HR_LEX_TOP                                                                             \
   "SELECT json_extract(value, '$[0]') AS seq, json_extract(value, '$[1]') AS b "              \
   "FROM json_each((SELECT heap_bm25_top(hit.seq, hit.row, "                                    \

@@ -23,8 +23,8 @@ static fts5_api *hm_fts5(sqlite3 *db) {
   return api;
 }
 
-/* Registers heap_bm25_row (an FTS5 auxiliary function) and heap_ntokens.
- * Without FTS5 (no heapmem store can exist then) it registers nothing, so
+/* Registers heap_bm25_row (an FTS5 auxiliary function), heap_ntokens and
+ * heap_attribute, with the FTS5 tokenizers the last two keep.  Without FTS5 (no heapmem store can exist then) it registers nothing, so
  * the other functions still load. */
 static int hm_register_fts5(sqlite3 *db, char **err) {
   fts5_api *api = hm_fts5(db);

@@ -366,8 +366,10 @@ static int hm_nth(const char *list, int i, const char **name) {
 }
 
 /* One line saying why a memory got its score, e.g.
- * "score 0.412 = rel 1.00 x importance 1.00 x useful 2.10 [when/clock:1 x1.85
- *  when/question:0 x1.12 +24 at base]". */
+ * "score 1.452 = rel 0.91 x importance 1.00 x useful 4.70^0.3 [when/kind:fact
+ *  x1.36 when/len:m x1.36 when/date:1 x1.36 +2]": the factors with their
+ * weights, then the three features that move usefulness most and how many
+ * more do. */
 HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char *links,
                       i64 linkslen, const hm_config *c, char *out, int outlen, char *err,
                       int errlen) {

@@ -90,7 +90,7 @@ static void heap_qtype(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 cleanup:;
 }
 
-/* heap_features(text, kind, source) -> 'kind:fact src:person len:m date ...' */
+/* heap_features(text, kind, source) -> 'kind:fact src:user len:s date:1 clock:0 ...' */
 static void heap_features(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *text = NULL, *kind = NULL, *source = NULL;
   char out[HM_FEATURES_LEN];

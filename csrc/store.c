@@ -1,6 +1,10 @@
 /*
  * store.c: a store from SQL alone: making one, checking a file is one, adding
- * and forgetting memories.  Included by heapmem.c after feedback.c.
+ * and forgetting memories.
+ * Relies on: recall.c (hm_conn, hr_now), feedback.c (hf_ctx, hf_fail,
+ * hf_prepare, hf_ids, hm_keep_statements, ...), sqlfuncs.c (hm_is_number);
+ * heap_ns_tag and heap_features (sqlfuncs.c) and heap_ntokens (bm25.c) run
+ * inside its insert.
  *
  *   SELECT heap_init();                        -- an empty database becomes a store
  *   SELECT heap_add(text, namespace [, kind [, source [, id [, created_at
