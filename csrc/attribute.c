@@ -357,43 +357,52 @@ static double hm_attr_idf(int k, int df) {
   return log(1.0 + (k - df + 0.5) / (df + 0.5));
 }
 
-static void heap_attribute_final(sqlite3_context *ctx) {
-  hm_attr_acc *acc = sqlite3_aggregate_context(ctx, 0);
-  hm_stemmer *st = sqlite3_user_data(ctx);
-  hm_aterms *ans = NULL, *qs = NULL;
-  unsigned char *seen = NULL, *qseen = NULL;
-  double *share = NULL, *qshare = NULL;
-  int *dated = NULL;
-  hm_words aw = {0}, mw = {0};
-  sqlite3_str *out = NULL;
-  int rc = SQLITE_OK;
-  if (!acc || acc->failed) goto done;
-  if (!acc->n) { sqlite3_result_text(ctx, "[]", -1, SQLITE_STATIC); goto done; }
-  qsort(acc->rows, (size_t)acc->n, sizeof(hm_shown), hm_shown_cmp);
-  for (i64 i = 0; i < acc->n; i++)
-    if (acc->rows[i].pos != (double)i) {
-      hm_result_err(ctx, "heap_attribute", "positions must be 0, 1, ... n-1, each once");
-      goto done;
-    }
-  ans = sqlite3_malloc(sizeof *ans);
-  qs = sqlite3_malloc(sizeof *qs);
-  seen = sqlite3_malloc64((sqlite3_uint64)acc->n * HM_ATTR_MAX_TERMS);
-  qseen = sqlite3_malloc64((sqlite3_uint64)acc->n * HM_ATTR_MAX_TERMS);
-  share = sqlite3_malloc64((sqlite3_uint64)acc->n * sizeof(double));
-  qshare = sqlite3_malloc64((sqlite3_uint64)acc->n * sizeof(double));
-  dated = sqlite3_malloc64((sqlite3_uint64)acc->n * sizeof(int));
-  if (!ans || !qs || !seen || !qseen || !share || !qshare || !dated) { rc = SQLITE_NOMEM; goto done; }
-  memset(seen, 0, (size_t)acc->n * HM_ATTR_MAX_TERMS);
-  memset(qseen, 0, (size_t)acc->n * HM_ATTR_MAX_TERMS);
-  ans->n = qs->n = 0;
+/* One heap_attribute's working state, over the n shown memories. */
+typedef struct {
+  hm_aterms *ans, *qs;         /* the answer's terms (less the question's), the question's */
+  unsigned char *seen, *qseen; /* n x HM_ATTR_MAX_TERMS: which of them each memory holds */
+  double *share, *qshare;      /* each memory's share of their weight */
+  int *dated;                  /* 1: the memory's time overlaps the answer's date */
+  int has_span;                /* the answer names a date: the days [lo, hi] */
+  long lo, hi;
+  int k;                       /* the memories still present (not forgotten) */
+} hm_attr_work;
 
-  /* the question's terms (stop words dropped), then the answer's, less them */
-  hm_tokctx x = {.text = acc->question, .terms = qs, .collect = 1};
-  rc = st->tok.xTokenize(st->inst, &x, FTS5_TOKENIZE_DOCUMENT, acc->question,
-                         (int)strlen(acc->question), hm_attr_token);
-  if (rc != SQLITE_OK) goto done;
+static int hm_attr_alloc(hm_attr_work *w, i64 n) {
+  w->ans = sqlite3_malloc(sizeof *w->ans);
+  w->qs = sqlite3_malloc(sizeof *w->qs);
+  w->seen = sqlite3_malloc64((sqlite3_uint64)n * HM_ATTR_MAX_TERMS);
+  w->qseen = sqlite3_malloc64((sqlite3_uint64)n * HM_ATTR_MAX_TERMS);
+  w->share = sqlite3_malloc64((sqlite3_uint64)n * sizeof(double));
+  w->qshare = sqlite3_malloc64((sqlite3_uint64)n * sizeof(double));
+  w->dated = sqlite3_malloc64((sqlite3_uint64)n * sizeof(int));
+  if (!w->ans || !w->qs || !w->seen || !w->qseen || !w->share || !w->qshare || !w->dated)
+    return SQLITE_NOMEM;
+  memset(w->seen, 0, (size_t)n * HM_ATTR_MAX_TERMS);
+  memset(w->qseen, 0, (size_t)n * HM_ATTR_MAX_TERMS);
+  w->ans->n = w->qs->n = 0;
+  return SQLITE_OK;
+}
+
+static void hm_attr_free(hm_attr_work *w) {
+  sqlite3_free(w->ans);
+  sqlite3_free(w->qs);
+  sqlite3_free(w->seen);
+  sqlite3_free(w->qseen);
+  sqlite3_free(w->share);
+  sqlite3_free(w->qshare);
+  sqlite3_free(w->dated);
+}
+
+/* The question's terms (stop words dropped), then the answer's, less every
+ * word of the question. */
+static int hm_attr_terms(hm_stemmer *st, const hm_attr_acc *acc, hm_attr_work *w) {
+  hm_tokctx x = {.text = acc->question, .terms = w->qs, .collect = 1};
+  int rc = st->tok.xTokenize(st->inst, &x, FTS5_TOKENIZE_DOCUMENT, acc->question,
+                             (int)strlen(acc->question), hm_attr_token);
+  if (rc != SQLITE_OK) return rc;
   hm_aterms *all = sqlite3_malloc(sizeof *all);
-  if (!all) { rc = SQLITE_NOMEM; goto done; }
+  if (!all) return SQLITE_NOMEM;
   all->n = 0;
   x = (hm_tokctx){.text = acc->answer, .terms = all, .collect = 1};
   rc = st->tok.xTokenize(st->inst, &x, FTS5_TOKENIZE_DOCUMENT, acc->answer,
@@ -408,67 +417,88 @@ static void heap_attribute_final(sqlite3_context *ctx) {
       rc = st->tok.xTokenize(st->inst, &y, FTS5_TOKENIZE_DOCUMENT, acc->question,
                              (int)strlen(acc->question), hm_attr_token);
       for (int i = 0; rc == SQLITE_OK && i < all->n; i++)
-        if (hm_aterm_find(qall, all->t[i].stem) < 0) ans->t[ans->n++] = all->t[i];
+        if (hm_aterm_find(qall, all->t[i].stem) < 0) w->ans->t[w->ans->n++] = all->t[i];
       sqlite3_free(qall);
     }
   }
   sqlite3_free(all);
-  if (rc != SQLITE_OK) goto done;
+  return rc;
+}
 
-  long lo = 0, hi = 0;
-  rc = hm_words_of(acc->answer, &aw);
-  if (rc != SQLITE_OK) goto done;
-  int has_span = hm_answer_span(&aw, &lo, &hi);
-
-  int k = 0;
-  for (i64 i = 0; i < acc->n; i++) {
+/* The answer's date, then for each present memory the terms it holds
+ * (their document frequencies counted) and whether its time overlaps that
+ * date. */
+static int hm_attr_mark(hm_stemmer *st, const hm_attr_acc *acc, hm_attr_work *w) {
+  hm_words aw = {0}, mw = {0};
+  int rc = hm_words_of(acc->answer, &aw);
+  if (rc == SQLITE_OK) w->has_span = hm_answer_span(&aw, &w->lo, &w->hi);
+  for (i64 i = 0; rc == SQLITE_OK && i < acc->n; i++) {
     hm_shown *r = &acc->rows[i];
-    dated[i] = 0;
+    unsigned char *seen = w->seen + i * HM_ATTR_MAX_TERMS;
+    unsigned char *qseen = w->qseen + i * HM_ATTR_MAX_TERMS;
+    w->dated[i] = 0;
     if (!r->text) continue;
-    k++;
+    w->k++;
     /* one pass marks the answer's terms and the question's it holds */
-    hm_tokctx m = {.text = r->text, .terms = ans, .seen = seen + i * HM_ATTR_MAX_TERMS,
-                   .terms2 = qs, .seen2 = qseen + i * HM_ATTR_MAX_TERMS};
+    hm_tokctx m = {.text = r->text, .terms = w->ans, .seen = seen, .terms2 = w->qs,
+                   .seen2 = qseen};
     rc = st->tok.xTokenize(st->inst, &m, FTS5_TOKENIZE_DOCUMENT, r->text, (int)strlen(r->text),
                            hm_attr_token);
-    if (rc != SQLITE_OK) goto done;
-    if (has_span) {
+    if (rc != SQLITE_OK) break;
+    if (w->has_span) {
       sqlite3_free(mw.w);
       mw.w = NULL;
       rc = hm_words_of(r->text, &mw);
-      if (rc != SQLITE_OK) goto done;
-      dated[i] = hm_memory_overlaps(&mw, r->created, lo, hi);
+      if (rc != SQLITE_OK) break;
+      w->dated[i] = hm_memory_overlaps(&mw, r->created, w->lo, w->hi);
     }
-    for (int j = 0; j < ans->n; j++) ans->t[j].df += seen[i * HM_ATTR_MAX_TERMS + j];
-    for (int j = 0; j < qs->n; j++) qs->t[j].df += qseen[i * HM_ATTR_MAX_TERMS + j];
+    for (int j = 0; j < w->ans->n; j++) w->ans->t[j].df += seen[j];
+    for (int j = 0; j < w->qs->n; j++) w->qs->t[j].df += qseen[j];
   }
+  sqlite3_free(aw.w);
+  sqlite3_free(mw.w);
+  return rc;
+}
+
+/* Each term's weight (its IDF among the present memories), then each
+ * memory's share of the answer's weight and of the question's. */
+static void hm_attr_share(const hm_attr_acc *acc, hm_attr_work *w) {
+  hm_aterms *ans = w->ans, *qs = w->qs;
   double total = 0, date_w = 0, qtotal = 0;
   for (int j = 0; j < ans->n; j++) {
-    ans->t[j].w = hm_attr_idf(k, ans->t[j].df);
+    ans->t[j].w = hm_attr_idf(w->k, ans->t[j].df);
     total += ans->t[j].w;
-    if (has_span && ans->t[j].date) date_w += ans->t[j].w;
+    if (w->has_span && ans->t[j].date) date_w += ans->t[j].w;
   }
   for (int j = 0; j < qs->n; j++) {
-    qs->t[j].w = hm_attr_idf(k, qs->t[j].df);
+    qs->t[j].w = hm_attr_idf(w->k, qs->t[j].df);
     qtotal += qs->t[j].w;
   }
-  int best = -1, rivals = 0;
-  double best_score = -1;
   for (i64 i = 0; i < acc->n; i++) {
-    share[i] = qshare[i] = 0;
+    const unsigned char *seen = w->seen + i * HM_ATTR_MAX_TERMS;
+    const unsigned char *qseen = w->qseen + i * HM_ATTR_MAX_TERMS;
+    w->share[i] = w->qshare[i] = 0;
     if (!acc->rows[i].text || total <= 0) continue;
     double s = 0, lit = 0, q = 0;
     for (int j = 0; j < ans->n; j++)
-      if (seen[i * HM_ATTR_MAX_TERMS + j]) {
+      if (seen[j]) {
         s += ans->t[j].w;
-        if (has_span && ans->t[j].date) lit += ans->t[j].w;
+        if (w->has_span && ans->t[j].date) lit += ans->t[j].w;
       }
-    if (dated[i]) s += date_w - lit;
+    if (w->dated[i]) s += date_w - lit;
     for (int j = 0; j < qs->n; j++)
-      if (qseen[i * HM_ATTR_MAX_TERMS + j]) q += qs->t[j].w;
-    share[i] = s / total;
-    qshare[i] = qtotal > 0 ? q / qtotal : 0;
+      if (qseen[j]) q += qs->t[j].w;
+    w->share[i] = s / total;
+    w->qshare[i] = qtotal > 0 ? q / qtotal : 0;
   }
+}
+
+/* The memory used: the largest share plus question share among the shares
+ * that reach HM_ATTR_USED, if no other is within HM_ATTR_MARGIN; else -1. */
+static int hm_attr_best(const hm_attr_acc *acc, const hm_attr_work *w) {
+  const double *share = w->share, *qshare = w->qshare;
+  int best = -1, rivals = 0;
+  double best_score = -1;
   for (i64 i = 0; i < acc->n; i++)
     if (share[i] >= HM_ATTR_USED && share[i] + qshare[i] > best_score) {
       best_score = share[i] + qshare[i];
@@ -477,47 +507,67 @@ static void heap_attribute_final(sqlite3_context *ctx) {
   for (i64 i = 0; best >= 0 && i < acc->n; i++)
     if (i != best && share[i] >= HM_ATTR_USED && share[i] + qshare[i] >= best_score - HM_ATTR_MARGIN)
       rivals++;
-  if (rivals) best = -1;
+  return rivals ? -1 : best;
+}
 
-  out = sqlite3_str_new(sqlite3_context_db_handle(ctx));
+/* The JSON array heap_attribute returns, as the result of ctx. */
+static int hm_attr_result(sqlite3_context *ctx, const hm_attr_acc *acc, const hm_attr_work *w,
+                          int best) {
+  const hm_aterms *ans = w->ans;
+  sqlite3_str *out = sqlite3_str_new(sqlite3_context_db_handle(ctx));
   sqlite3_str_appendchar(out, 1, '[');
   for (i64 i = 0; i < acc->n; i++) {
+    const unsigned char *seen = w->seen + i * HM_ATTR_MAX_TERMS;
     char a[32], b[32];
-    hm_repr(share[i], a);
-    hm_repr(qshare[i], b);
+    hm_repr(w->share[i], a);
+    hm_repr(w->qshare[i], b);
     const char *verdict = "null";
     if (best >= 0 && acc->rows[i].text)
-      verdict = i == best ? "1" : share[i] <= 0 ? "0" : "null";
+      verdict = i == best ? "1" : w->share[i] <= 0 ? "0" : "null";
     sqlite3_str_appendf(out, "%s[%s,%s,%s,[", i ? "," : "", verdict, a, b);
     int first = 1;
     for (int j = 0; acc->rows[i].text && j < ans->n; j++)
-      if (seen[i * HM_ATTR_MAX_TERMS + j] || (dated[i] && ans->t[j].date)) {
+      if (seen[j] || (w->dated[i] && ans->t[j].date)) {
         if (!first) sqlite3_str_appendchar(out, 1, ',');
         hm_json_string(out, ans->t[j].raw, (int)strlen(ans->t[j].raw));
         first = 0;
       }
-    sqlite3_str_appendf(out, "],%d,%d,%d]", dated[i], acc->rows[i].text != NULL,
-                        share[i] >= HM_ATTR_USED);
+    sqlite3_str_appendf(out, "],%d,%d,%d]", w->dated[i], acc->rows[i].text != NULL,
+                        w->share[i] >= HM_ATTR_USED);
   }
   sqlite3_str_appendchar(out, 1, ']');
-  rc = sqlite3_str_errcode(out);
+  int rc = sqlite3_str_errcode(out);
   if (rc == SQLITE_OK) {
     int len = sqlite3_str_length(out);
     sqlite3_result_text(ctx, sqlite3_str_finish(out), len, sqlite3_free);
-    out = NULL;
+  } else {
+    sqlite3_free(sqlite3_str_finish(out));
+  }
+  return rc;
+}
+
+static void heap_attribute_final(sqlite3_context *ctx) {
+  hm_attr_acc *acc = sqlite3_aggregate_context(ctx, 0);
+  hm_stemmer *st = sqlite3_user_data(ctx);
+  hm_attr_work w = {0};
+  int rc = SQLITE_OK;
+  if (!acc || acc->failed) goto done;
+  if (!acc->n) { sqlite3_result_text(ctx, "[]", -1, SQLITE_STATIC); goto done; }
+  qsort(acc->rows, (size_t)acc->n, sizeof(hm_shown), hm_shown_cmp);
+  for (i64 i = 0; i < acc->n; i++)
+    if (acc->rows[i].pos != (double)i) {
+      hm_result_err(ctx, "heap_attribute", "positions must be 0, 1, ... n-1, each once");
+      goto done;
+    }
+  if ((rc = hm_attr_alloc(&w, acc->n)) == SQLITE_OK &&
+      (rc = hm_attr_terms(st, acc, &w)) == SQLITE_OK &&
+      (rc = hm_attr_mark(st, acc, &w)) == SQLITE_OK) {
+    hm_attr_share(acc, &w);
+    rc = hm_attr_result(ctx, acc, &w, hm_attr_best(acc, &w));
   }
 done:
   if (rc != SQLITE_OK) sqlite3_result_error_code(ctx, rc);
-  if (out) sqlite3_free(sqlite3_str_finish(out));
-  sqlite3_free(aw.w);
-  sqlite3_free(mw.w);
-  sqlite3_free(ans);
-  sqlite3_free(qs);
-  sqlite3_free(seen);
-  sqlite3_free(qseen);
-  sqlite3_free(share);
-  sqlite3_free(qshare);
-  sqlite3_free(dated);
+  hm_attr_free(&w);
   if (acc) { /* left empty: a second final call must find nothing to free */
     sqlite3_free(acc->answer);
     sqlite3_free(acc->question);
