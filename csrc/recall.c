@@ -354,19 +354,19 @@ static int hr_log(hr_vtab *t, hr_cursor *c, const char *query, const char *ns, d
   return rc;
 }
 
-static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, int argc,
-                     sqlite3_value **argv) {
-  (void)idxStr;
-  hr_cursor *c = (hr_cursor *)cur;
-  hr_vtab *t = (hr_vtab *)cur->pVtab;
-  hr_clear(c);
-  char *why = NULL;
-  if (hm_check_store(t->db, t->conn, &why) != SQLITE_OK) {
-    sqlite3_free(t->base.zErrMsg);
-    t->base.zErrMsg = sqlite3_mprintf("heap_recall: %s", why ? why : "out of memory");
-    sqlite3_free(why);
-    return SQLITE_ERROR;
-  }
+/* The arguments of one heap_recall, read and checked. */
+typedef struct {
+  const char *query, *ns;
+  double now;
+  int track;
+  const void *qvec; /* NULL: none */
+  int qbytes;
+} hr_args;
+
+/* Read and check the arguments given (idxNum: which, as hr_best_index set
+ * it) into *a, c->k and c->cfg: the tuned config when none is given. */
+static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_value **argv,
+                        hr_args *a) {
   sqlite3_value *arg[HR_NARGS] = {0};
   for (int j = 0, used = 0; j < HR_NARGS; j++)
     if (idxNum & (1 << j) && used < argc) arg[j] = argv[used++];
@@ -442,16 +442,19 @@ static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, i
     qvec = sqlite3_value_blob(v);
     qbytes = sqlite3_value_bytes(v);
   }
-  c->qtype = hm_qtype(query);
-  char match[HM_MATCH_LEN];
-  int nterms = hm_match(query, ns, match, sizeof match);
-  int blank = 1;
-  for (const char *p = query; *p; p++)
-    if (!isspace((unsigned char)*p)) blank = 0;
-  c->hybrid = qvec && c->cfg.lexical_weight < 1 && !blank;
-  if (nterms <= 0 && !c->hybrid) return SQLITE_OK; /* nothing searchable: no rows */
+  a->query = query;
+  a->ns = ns;
+  a->now = now;
+  a->track = track;
+  a->qvec = qvec;
+  a->qbytes = qbytes;
+  return SQLITE_OK;
+}
 
-  /* the link set the namespace sees */
+/* The link set the namespace sees, into c->links. */
+static int hr_read_links(hr_vtab *t, hr_cursor *c, const char *ns) {
+  sqlite3_stmt *st = NULL;
+  int rc;
   if ((rc = hr_stmt(t, HR_ST_LINKS, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
   sqlite3_bind_text(st, 1, c->qtype, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, ns, -1, SQLITE_TRANSIENT);
@@ -463,8 +466,17 @@ static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, i
   if (!c->links) return SQLITE_NOMEM;
   if (c->linkslen) memcpy(c->links, sqlite3_column_blob(st, 0), (size_t)c->linkslen);
   sqlite3_reset(st);
+  return SQLITE_OK;
+}
 
-  /* the candidates with their score inputs */
+/* The candidates with their score inputs, into c->rows. */
+static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a) {
+  const char *query = a->query, *ns = a->ns;
+  double now = a->now;
+  const void *qvec = a->qvec;
+  int qbytes = a->qbytes;
+  sqlite3_stmt *st = NULL;
+  int rc;
   if ((rc = hr_stmt(t, c->hybrid ? HR_ST_HYBRID : HR_ST_CAND, &st)) != SQLITE_OK)
     return hr_sqlfail(t, rc);
   sqlite3_bind_text(st, 1, query, -1, SQLITE_TRANSIENT);
@@ -504,9 +516,14 @@ static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, i
   }
   if (rc != SQLITE_DONE) return hr_sqlfail(t, rc);
   sqlite3_reset(st);
-  if (c->n == 0) return SQLITE_OK;
+  return SQLITE_OK;
+}
 
-  /* relevance: BM25 over the best candidate's, blended with the cosine */
+/* Each candidate's relevance (BM25 over the best candidate's, blended with
+ * the cosine) and score, the rows in score order, k cut to their number. */
+static int hr_score(hr_vtab *t, hr_cursor *c) {
+  char err[HM_ERRLEN];
+  int rc;
   double best = 0, top = 0;
   for (int i = 0; i < c->n; i++) {
     if (i == 0 || c->rows[i].rank < best) best = c->rows[i].rank;
@@ -550,8 +567,13 @@ static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, i
   sqlite3_free(out);
   qsort(c->rows, (size_t)c->n, sizeof *c->rows, hr_cmp);
   if (c->k > c->n) c->k = c->n;
+  return SQLITE_OK;
+}
 
-  /* what the top k show */
+/* What the top k show: their rows of memories, kept as values. */
+static int hr_show(hr_vtab *t, hr_cursor *c) {
+  sqlite3_stmt *st = NULL;
+  int rc;
   if ((rc = hr_stmt(t, HR_ST_SHOW, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
   for (int i = 0; i < c->k; i++) {
     sqlite3_bind_int64(st, 1, c->rows[i].seq);
@@ -563,10 +585,40 @@ static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, i
     }
     sqlite3_reset(st);
   }
-  if (track) {
-    rc = hr_log(t, c, query, ns, now);
-    if (rc != SQLITE_OK) return rc;
+  return SQLITE_OK;
+}
+
+static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, int argc,
+                     sqlite3_value **argv) {
+  (void)idxStr;
+  hr_cursor *c = (hr_cursor *)cur;
+  hr_vtab *t = (hr_vtab *)cur->pVtab;
+  hr_clear(c);
+  char *why = NULL;
+  if (hm_check_store(t->db, t->conn, &why) != SQLITE_OK) {
+    sqlite3_free(t->base.zErrMsg);
+    t->base.zErrMsg = sqlite3_mprintf("heap_recall: %s", why ? why : "out of memory");
+    sqlite3_free(why);
+    return SQLITE_ERROR;
   }
+  hr_args a = {0};
+  int rc = hr_read_args(t, c, idxNum, argc, argv, &a);
+  if (rc != SQLITE_OK) return rc;
+  const char *query = a.query, *ns = a.ns;
+  c->qtype = hm_qtype(query);
+  char match[HM_MATCH_LEN];
+  int nterms = hm_match(query, ns, match, sizeof match);
+  int blank = 1;
+  for (const char *p = query; *p; p++)
+    if (!isspace((unsigned char)*p)) blank = 0;
+  c->hybrid = a.qvec && c->cfg.lexical_weight < 1 && !blank;
+  if (nterms <= 0 && !c->hybrid) return SQLITE_OK; /* nothing searchable: no rows */
+  if ((rc = hr_read_links(t, c, ns)) != SQLITE_OK) return rc;
+  if ((rc = hr_read_candidates(t, c, &a)) != SQLITE_OK) return rc;
+  if (c->n == 0) return SQLITE_OK;
+  if ((rc = hr_score(t, c)) != SQLITE_OK) return rc;
+  if ((rc = hr_show(t, c)) != SQLITE_OK) return rc;
+  if (a.track) return hr_log(t, c, query, ns, a.now);
   return SQLITE_OK;
 }
 
