@@ -867,450 +867,531 @@ static int hf_newest(hf_ctx *x, char **ids, int n, const char *ns, i64 *rid) {
 
 static int hf_run(hf_ctx *x, sqlite3_stmt *st) { return hf_exec(x, st); }
 
-/* The whole of one feedback, inside the caller's savepoint.  out: the JSON
- * result. */
-static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, char **out) {
-  sqlite3 *db = x->db;
-  char **used = NULL, **ignored = NULL, **extra = NULL;
-  int nused = 0, nignored = 0, rest_ignored = 0, rc = SQLITE_OK;
-  const char *answer = NULL, *ns_arg = NULL;
-  char *attribution = NULL, *cfgtext = NULL;
-  hf_recall r = {0};
+/* One feedback as hf_judge works it out: its arguments, the recall it
+ * judges, the ids it judges and what it writes. */
+typedef struct {
+  int answer_mode;        /* heap_answer: the verdicts come from the answer */
+  i64 rid;                /* the recall judged */
+  int have_rid;           /* given (else found from the ids) */
+  double now;
+  const char *ns_arg;     /* the namespace given, or NULL */
+  const char *answer;     /* heap_answer's answer */
+  hm_config cfg;
+  char *cfgtext;          /* cfg as a config string heap_credit takes */
+  char **used, **ignored; /* the ids judged; each list owns its strings */
+  int nused, nignored;
+  int rest_ignored;       /* no ignored given: every other shown memory is */
+  hf_recall r;
+  char *attribution;      /* heap_answer: heap_attribute's verdicts (JSON) */
+  char *judged_json;      /* [[position, used, features, age], ...] */
+  char *used_json, *ignored_json;
+  int njudged, nu;        /* rows judged (of memories that still exist), used among them */
+  char *fold;             /* heap_fold's sum of the credits (JSON) */
+  hf_touch *touch;        /* the fold's features */
+  int ntouch;
+  i64 nfeatures;          /* the namespace's links the fold changed */
+} hf_judgment;
+
+static void hf_judgment_free(hf_judgment *j) {
+  hf_free_ids(j->used, j->nused);
+  hf_free_ids(j->ignored, j->nignored);
+  for (int i = 0; i < j->ntouch; i++) sqlite3_free(j->touch[i].f);
+  sqlite3_free(j->touch);
+  sqlite3_free(j->attribution);
+  sqlite3_free(j->cfgtext);
+  sqlite3_free(j->judged_json);
+  sqlite3_free(j->used_json);
+  sqlite3_free(j->ignored_json);
+  sqlite3_free(j->fold);
+  hf_recall_free(&j->r);
+}
+
+/* The config: argv[i] when given, else the store's tuned one; then the
+ * config string heap_credit takes (the C fields only, as to_sql writes them). */
+static int hf_judge_config(hf_ctx *x, sqlite3_value **argv, int argc, int i, hf_judgment *j) {
   sqlite3_stmt *st = NULL;
-  char *judged_json = NULL, *fold = NULL, *used_json = NULL;
-  hf_touch *touch = NULL;
-  int ntouch = 0;
-  i64 rid = 0;
-  int have_rid = 0;
-  /* arguments: feedback (rid, used, ignored, now, namespace, config);
-   *            answer   (rid, answer, now, namespace, config) */
-  int i_now = answer_mode ? 2 : 3, i_ns = i_now + 1, i_cfg = i_now + 2;
+  char err[HM_ERRLEN];
+  int rc;
+  if (argc > i && sqlite3_value_type(argv[i]) != SQLITE_NULL) {
+    if (sqlite3_value_type(argv[i]) != SQLITE_TEXT)
+      return hf_fail(x, SQLITE_ERROR, "config must be text such as 'w_usefulness=0.5'");
+    j->cfgtext = sqlite3_mprintf("%s", sqlite3_value_text(argv[i]));
+  } else {
+    if ((rc = hf_prepare(x, hr_sql_tuned, &st))) return rc;
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) { rc = hf_sqlfail(x, rc); hf_done(x, st); return rc; }
+    j->cfgtext = sqlite3_mprintf("%s", sqlite3_column_text(st, 0) ? (const char *)
+                                                                        sqlite3_column_text(st, 0)
+                                                                  : "");
+    hf_done(x, st);
+  }
+  if (!j->cfgtext) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (hr_config(j->cfgtext, &j->cfg, err, sizeof err) != HM_OK)
+    return hf_fail(x, SQLITE_ERROR, "config: %s", err);
+  sqlite3_str *cs = sqlite3_str_new(x->db);
+  for (int k = 0; k < HM_NCONFIG; k++) {
+    char num[32];
+    hm_repr(*hm_config_slot(&j->cfg, k), num);
+    sqlite3_str_appendf(cs, "%s%s=%s", k ? " " : "", hm_config_fields[k].name, num);
+  }
+  sqlite3_free(j->cfgtext);
+  j->cfgtext = sqlite3_str_finish(cs);
+  if (!j->cfgtext) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  return SQLITE_OK;
+}
+
+/* The arguments, read and checked: feedback (rid, used, ignored, now,
+ * namespace, config); answer (rid, answer, now, namespace, config). */
+static int hf_judge_args(hf_ctx *x, sqlite3_value **argv, int argc, hf_judgment *j) {
+  int i_now = j->answer_mode ? 2 : 3, i_ns = i_now + 1, i_cfg = i_now + 2, rc;
   sqlite3_value *vr = argv[0];
   if (sqlite3_value_type(vr) == SQLITE_INTEGER) {
-    rid = sqlite3_value_int64(vr);
-    have_rid = 1;
+    j->rid = sqlite3_value_int64(vr);
+    j->have_rid = 1;
   } else if (sqlite3_value_type(vr) == SQLITE_TEXT) {
     const char *t = (const char *)sqlite3_value_text(vr);
     char *end;
     long long v = strtoll(t, &end, 10);
     if (end == t || *end) return hf_fail(x, SQLITE_ERROR, "recall_id must be an integer");
-    rid = v;
-    have_rid = 1;
-  } else if (sqlite3_value_type(vr) != SQLITE_NULL || answer_mode) {
-    return hf_fail(x, SQLITE_ERROR, answer_mode ? "heap_answer needs the recall_id of the "
-                                                  "recall the answer was written from"
-                                                : "recall_id must be an integer");
+    j->rid = v;
+    j->have_rid = 1;
+  } else if (sqlite3_value_type(vr) != SQLITE_NULL || j->answer_mode) {
+    return hf_fail(x, SQLITE_ERROR, j->answer_mode ? "heap_answer needs the recall_id of the "
+                                                     "recall the answer was written from"
+                                                   : "recall_id must be an integer");
   }
-  double now;
   if (argc > i_now && sqlite3_value_type(argv[i_now]) != SQLITE_NULL) {
-    now = sqlite3_value_double(argv[i_now]);
-    if (!hm_is_number(argv[i_now]) || !(now >= 0 && now <= 253402300799.0))
+    j->now = sqlite3_value_double(argv[i_now]);
+    if (!hm_is_number(argv[i_now]) || !(j->now >= 0 && j->now <= 253402300799.0))
       return hf_fail(x, SQLITE_ERROR, "now must be unix seconds from 0 to 253402300799 (1970 "
                                       "to the year 9999)");
   } else {
-    now = hr_now(db);
+    j->now = hr_now(x->db);
   }
   if (argc > i_ns && sqlite3_value_type(argv[i_ns]) != SQLITE_NULL) {
     if (sqlite3_value_type(argv[i_ns]) != SQLITE_TEXT)
       return hf_fail(x, SQLITE_ERROR, "the namespace must be text");
-    ns_arg = (const char *)sqlite3_value_text(argv[i_ns]);
+    j->ns_arg = (const char *)sqlite3_value_text(argv[i_ns]);
   }
-  hm_config cfg;
-  char err[HM_ERRLEN];
-  if (argc > i_cfg && sqlite3_value_type(argv[i_cfg]) != SQLITE_NULL) {
-    if (sqlite3_value_type(argv[i_cfg]) != SQLITE_TEXT)
-      return hf_fail(x, SQLITE_ERROR, "config must be text such as 'w_usefulness=0.5'");
-    cfgtext = sqlite3_mprintf("%s", sqlite3_value_text(argv[i_cfg]));
-  } else {
-    if ((rc = hf_prepare(x, hr_sql_tuned, &st))) return rc;
-    rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW) { rc = hf_sqlfail(x, rc); hf_done(x, st); return rc; }
-    cfgtext = sqlite3_mprintf("%s", sqlite3_column_text(st, 0) ? (const char *)
-                                                                     sqlite3_column_text(st, 0)
-                                                               : "");
-    hf_done(x, st);
-    st = NULL;
+  if ((rc = hf_judge_config(x, argv, argc, i_cfg, j))) return rc;
+  if (j->answer_mode) {
+    if (sqlite3_value_type(argv[1]) != SQLITE_TEXT)
+      return hf_fail(x, SQLITE_ERROR, "the answer must be text");
+    j->answer = (const char *)sqlite3_value_text(argv[1]);
+    if (sqlite3_value_bytes(argv[1]) > 64 * 1024)
+      return hf_fail(x, SQLITE_ERROR, "the answer is longer than 65536 bytes (64 KiB): pass the "
+                                      "answer, not a document");
+    return SQLITE_OK;
   }
-  if (!cfgtext) return hf_fail(x, SQLITE_NOMEM, "out of memory");
-  if (hr_config(cfgtext, &cfg, err, sizeof err) != HM_OK) {
-    rc = hf_fail(x, SQLITE_ERROR, "config: %s", err);
-    goto done;
+  if ((j->nused = hf_ids(x, argv[1], "used", &j->used)) < 0) {
+    j->nused = 0;
+    return x->code;
   }
-  /* a config string heap_credit takes: the C fields only, as to_sql writes them */
-  {
-    sqlite3_str *cs = sqlite3_str_new(db);
-    for (int i = 0; i < HM_NCONFIG; i++) {
-      char num[32];
-      hm_repr(*hm_config_slot(&cfg, i), num);
-      sqlite3_str_appendf(cs, "%s%s=%s", i ? " " : "", hm_config_fields[i].name, num);
-    }
-    sqlite3_free(cfgtext);
-    cfgtext = sqlite3_str_finish(cs);
-    if (!cfgtext) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); goto done; }
-  }
-  if (answer_mode) {
-    if (sqlite3_value_type(argv[1]) != SQLITE_TEXT) {
-      rc = hf_fail(x, SQLITE_ERROR, "the answer must be text");
-      goto done;
-    }
-    answer = (const char *)sqlite3_value_text(argv[1]);
-    if (sqlite3_value_bytes(argv[1]) > 64 * 1024) {
-      rc = hf_fail(x, SQLITE_ERROR, "the answer is longer than 65536 bytes (64 KiB): pass the "
-                                    "answer, not a document");
-      goto done;
+  if (argc > 2 && sqlite3_value_type(argv[2]) != SQLITE_NULL) {
+    if ((j->nignored = hf_ids(x, argv[2], "ignored", &j->ignored)) < 0) {
+      j->nignored = 0;
+      return x->code;
     }
   } else {
-    if ((nused = hf_ids(x, argv[1], "used", &used)) < 0) { rc = x->code; goto done; }
-    if (argc > 2 && sqlite3_value_type(argv[2]) != SQLITE_NULL) {
-      if ((nignored = hf_ids(x, argv[2], "ignored", &ignored)) < 0) { rc = x->code; goto done; }
-    } else {
-      rest_ignored = 1;
-    }
-    for (int i = 0; i < nused; i++)
-      if (hf_in(ignored, nignored, used[i])) {
-        rc = hf_fail(x, SQLITE_ERROR, "ids both used and ignored: ['%s']", used[i]);
-        goto done;
-      }
+    j->rest_ignored = 1;
   }
-  if (!have_rid) {
-    if (nused + nignored == 0) {
-      rc = hf_fail(x, SQLITE_ERROR, "feedback needs a recall_id (or ids to find the recall by)");
-      goto done;
-    }
-    char **all = sqlite3_malloc64((sqlite3_uint64)(nused + nignored) * sizeof(char *));
-    if (!all) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); goto done; }
-    for (int i = 0; i < nused; i++) all[i] = used[i];
-    for (int i = 0; i < nignored; i++) all[nused + i] = ignored[i];
-    rc = hf_newest(x, all, nused + nignored, ns_arg, &rid);
+  for (int i = 0; i < j->nused; i++)
+    if (hf_in(j->ignored, j->nignored, j->used[i]))
+      return hf_fail(x, SQLITE_ERROR, "ids both used and ignored: ['%s']", j->used[i]);
+  return SQLITE_OK;
+}
+
+/* The recall judged: the one given, else the newest that showed every id
+ * judged (of the namespace, if given); read from the log. */
+static int hf_judge_recall(hf_ctx *x, hf_judgment *j) {
+  int rc, n = j->nused + j->nignored;
+  if (!j->have_rid) {
+    if (n == 0)
+      return hf_fail(x, SQLITE_ERROR, "feedback needs a recall_id (or ids to find the recall by)");
+    char **all = sqlite3_malloc64((sqlite3_uint64)n * sizeof(char *));
+    if (!all) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    for (int i = 0; i < j->nused; i++) all[i] = j->used[i];
+    for (int i = 0; i < j->nignored; i++) all[j->nused + i] = j->ignored[i];
+    rc = hf_newest(x, all, n, j->ns_arg, &j->rid);
     sqlite3_free(all);
-    if (rc) goto done;
+    if (rc) return rc;
   }
-  if ((rc = hf_read_recall(x, rid, &r))) goto done;
-  if (ns_arg && strcmp(ns_arg, r.ns)) {
-    rc = hf_fail(x, SQLITE_ERROR, "unknown recall_id %lld in namespace '%s' (never recorded "
-                                  "there, or forgotten)", (long long)rid, ns_arg);
-    goto done;
-  }
-  if (answer_mode) {
-    for (int i = 0; i < r.n; i++)
-      if (r.judged[i]) {
-        rc = hf_fail(x, SQLITE_ERROR, "recall %lld already has feedback; an answer can only "
-                                      "judge a recall nothing has judged yet", (long long)rid);
-        goto done;
-      }
-    if ((rc = hf_prepare(x, "SELECT heap_attribute(?1, r.query, s.key, m.text, m.created_at) "
-                            "FROM recalls AS r CROSS JOIN json_each(r.shown) AS s LEFT JOIN "
-                            "memories AS m ON m.id = s.value WHERE r.id = ?2", &st)))
-      goto done;
-    sqlite3_bind_text(st, 1, answer, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, 2, rid);
-    rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW) { rc = hf_sqlfail(x, rc); goto done; }
-    attribution = sqlite3_mprintf("%s", sqlite3_column_text(st, 0));
+  if ((rc = hf_read_recall(x, j->rid, &j->r))) return rc;
+  if (j->ns_arg && strcmp(j->ns_arg, j->r.ns))
+    return hf_fail(x, SQLITE_ERROR, "unknown recall_id %lld in namespace '%s' (never recorded "
+                                    "there, or forgotten)", (long long)j->rid, j->ns_arg);
+  return SQLITE_OK;
+}
+
+/* heap_answer: the ids judged are heap_attribute's verdicts on the recall's
+ * memories, used (1) and ignored (0); a recall judged already is refused. */
+static int hf_answer_verdicts(hf_ctx *x, hf_judgment *j) {
+  hf_recall *r = &j->r;
+  sqlite3_stmt *st = NULL;
+  int rc;
+  for (int i = 0; i < r->n; i++)
+    if (r->judged[i])
+      return hf_fail(x, SQLITE_ERROR, "recall %lld already has feedback; an answer can only "
+                                      "judge a recall nothing has judged yet", (long long)j->rid);
+  if ((rc = hf_prepare(x, "SELECT heap_attribute(?1, r.query, s.key, m.text, m.created_at) "
+                          "FROM recalls AS r CROSS JOIN json_each(r.shown) AS s LEFT JOIN "
+                          "memories AS m ON m.id = s.value WHERE r.id = ?2", &st)))
+    return rc;
+  sqlite3_bind_text(st, 1, j->answer, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st, 2, j->rid);
+  rc = sqlite3_step(st);
+  if (rc != SQLITE_ROW) { rc = hf_sqlfail(x, rc); hf_done(x, st); return rc; }
+  j->attribution = sqlite3_mprintf("%s", sqlite3_column_text(st, 0));
+  hf_done(x, st);
+  st = NULL;
+  if (!j->attribution) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  /* the verdicts by position: 1 used, 0 ignored */
+  if ((rc = hf_prepare(x, "SELECT key, json_extract(value, '$[0]') FROM json_each(?1)", &st)))
+    return rc;
+  sqlite3_bind_text(st, 1, j->attribution, -1, SQLITE_STATIC);
+  j->used = sqlite3_malloc64((sqlite3_uint64)(r->n + 1) * sizeof(char *));
+  j->ignored = sqlite3_malloc64((sqlite3_uint64)(r->n + 1) * sizeof(char *));
+  if (!j->used || !j->ignored) {
+    rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
     hf_done(x, st);
-    st = NULL;
-    if (!attribution) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); goto done; }
-    /* the verdicts by position: 1 used, 0 ignored */
-    if ((rc = hf_prepare(x, "SELECT key, json_extract(value, '$[0]') FROM json_each(?1)", &st)))
-      goto done;
-    sqlite3_bind_text(st, 1, attribution, -1, SQLITE_STATIC);
-    used = sqlite3_malloc64((sqlite3_uint64)(r.n + 1) * sizeof(char *));
-    ignored = sqlite3_malloc64((sqlite3_uint64)(r.n + 1) * sizeof(char *));
-    if (!used || !ignored) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); goto done; }
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-      int pos = sqlite3_column_int(st, 0);
-      if (pos < 0 || pos >= r.n || sqlite3_column_type(st, 1) != SQLITE_INTEGER) continue;
-      int verdict = sqlite3_column_int(st, 1);
-      if (verdict == 1) used[nused++] = sqlite3_mprintf("%s", r.shown[pos]);
-      else if (verdict == 0) ignored[nignored++] = sqlite3_mprintf("%s", r.shown[pos]);
-    }
-    if (rc != SQLITE_DONE) { rc = hf_sqlfail(x, rc); goto done; }
-    rc = SQLITE_OK;
-    hf_done(x, st);
-    st = NULL;
+    return rc;
   }
-  /* every id judged must be one the recall showed, and not judged yet */
-  {
-    char **bad = sqlite3_malloc64((sqlite3_uint64)(nused + nignored + 1) * sizeof(char *));
-    int nbad = 0;
-    if (!bad) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); goto done; }
-    for (int pass = 0; pass < 2 && !rc; pass++) {
-      nbad = 0;
-      for (int i = 0; i < nused + nignored; i++) {
-        const char *id = i < nused ? used[i] : ignored[i - nused];
-        int pos = -1;
-        for (int j = 0; j < r.n; j++)
-          if (!strcmp(r.shown[j], id)) pos = j; /* the last, as a dict keeps it */
-        if (pass == 0 ? pos < 0 : r.judged[pos]) bad[nbad++] = (char *)id;
-      }
-      if (nbad) {
-        char *list = hf_pylist(bad, nbad);
-        if (pass == 0)
-          rc = hf_fail(x, SQLITE_ERROR, "recall %lld did not show %s; feedback can only judge "
-                                        "memories that recall returned", (long long)rid, list);
-        else
-          rc = hf_fail(x, SQLITE_ERROR, "recall %lld already has feedback for %s; each shown "
-                                        "memory is judged once", (long long)rid, list);
-        sqlite3_free(list);
-      }
-    }
-    sqlite3_free(bad);
-    if (rc) goto done;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    int pos = sqlite3_column_int(st, 0);
+    if (pos < 0 || pos >= r->n || sqlite3_column_type(st, 1) != SQLITE_INTEGER) continue;
+    int verdict = sqlite3_column_int(st, 1);
+    if (verdict == 1) j->used[j->nused++] = sqlite3_mprintf("%s", r->shown[pos]);
+    else if (verdict == 0) j->ignored[j->nignored++] = sqlite3_mprintf("%s", r->shown[pos]);
   }
-  if (rest_ignored) { /* every other shown memory not judged yet */
-    extra = sqlite3_malloc64((sqlite3_uint64)(nignored + r.n + 1) * sizeof(char *));
-    if (!extra) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); goto done; }
-    for (int i = 0; i < nignored; i++) extra[i] = ignored[i];
-    int n = nignored;
-    for (int j = 0; j < r.n; j++) {
-      const char *id = r.shown[j];
-      int lastpos = -1;
-      for (int k = 0; k < r.n; k++)
-        if (!strcmp(r.shown[k], id)) lastpos = k;
-      if (!hf_in(used, nused, id) && !hf_in(extra, n, id) && !r.judged[lastpos])
-        extra[n++] = sqlite3_mprintf("%s", id);
+  if (rc != SQLITE_DONE) { rc = hf_sqlfail(x, rc); hf_done(x, st); return rc; }
+  hf_done(x, st);
+  return SQLITE_OK;
+}
+
+/* Every id judged must be one the recall showed, and not judged yet; with
+ * no ignored given, every other shown memory not judged yet is ignored. */
+static int hf_judge_check(hf_ctx *x, hf_judgment *j) {
+  hf_recall *r = &j->r;
+  int rc = SQLITE_OK;
+  char **bad = sqlite3_malloc64((sqlite3_uint64)(j->nused + j->nignored + 1) * sizeof(char *));
+  int nbad = 0;
+  if (!bad) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  for (int pass = 0; pass < 2 && !rc; pass++) {
+    nbad = 0;
+    for (int i = 0; i < j->nused + j->nignored; i++) {
+      const char *id = i < j->nused ? j->used[i] : j->ignored[i - j->nused];
+      int pos = -1;
+      for (int k = 0; k < r->n; k++)
+        if (!strcmp(r->shown[k], id)) pos = k; /* the last, as a dict keeps it */
+      if (pass == 0 ? pos < 0 : r->judged[pos]) bad[nbad++] = (char *)id;
     }
-    /* extra owns every name now: the given ones moved, the others copied */
-    sqlite3_free(ignored);
-    ignored = extra;
-    extra = NULL;
-    nignored = n;
+    if (nbad) {
+      char *list = hf_pylist(bad, nbad);
+      if (pass == 0)
+        rc = hf_fail(x, SQLITE_ERROR, "recall %lld did not show %s; feedback can only judge "
+                                      "memories that recall returned", (long long)j->rid, list);
+      else
+        rc = hf_fail(x, SQLITE_ERROR, "recall %lld already has feedback for %s; each shown "
+                                      "memory is judged once", (long long)j->rid, list);
+      sqlite3_free(list);
+    }
   }
-  /* which of them still exist; a used one that does not is an error */
-  int *alive = sqlite3_malloc64((sqlite3_uint64)(nused + nignored + 1) * sizeof(int));
-  if (!alive) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); goto done; }
-  if ((rc = hf_prepare(x, "SELECT 1 FROM memories WHERE id = ?1", &st))) { sqlite3_free(alive); goto done; }
-  for (int i = 0; i < nused + nignored && !rc; i++) {
-    const char *id = i < nused ? used[i] : ignored[i - nused];
+  sqlite3_free(bad);
+  if (rc || !j->rest_ignored) return rc;
+  /* every other shown memory not judged yet */
+  char **extra = sqlite3_malloc64((sqlite3_uint64)(j->nignored + r->n + 1) * sizeof(char *));
+  if (!extra) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  for (int i = 0; i < j->nignored; i++) extra[i] = j->ignored[i];
+  int n = j->nignored;
+  for (int k = 0; k < r->n; k++) {
+    const char *id = r->shown[k];
+    int lastpos = -1;
+    for (int m = 0; m < r->n; m++)
+      if (!strcmp(r->shown[m], id)) lastpos = m;
+    if (!hf_in(j->used, j->nused, id) && !hf_in(extra, n, id) && !r->judged[lastpos])
+      extra[n++] = sqlite3_mprintf("%s", id);
+  }
+  /* extra owns every name now: the given ones moved, the others copied */
+  sqlite3_free(j->ignored);
+  j->ignored = extra;
+  j->nignored = n;
+  return SQLITE_OK;
+}
+
+/* Which of the ids judged still exist (*alive_out, one flag per id, used
+ * first); a used one that does not is an error. */
+static int hf_judge_alive(hf_ctx *x, const hf_judgment *j, int **alive_out) {
+  sqlite3_stmt *st = NULL;
+  int rc;
+  int *alive = sqlite3_malloc64((sqlite3_uint64)(j->nused + j->nignored + 1) * sizeof(int));
+  if (!alive) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if ((rc = hf_prepare(x, "SELECT 1 FROM memories WHERE id = ?1", &st))) {
+    sqlite3_free(alive);
+    return rc;
+  }
+  for (int i = 0; i < j->nused + j->nignored && !rc; i++) {
+    const char *id = i < j->nused ? j->used[i] : j->ignored[i - j->nused];
     sqlite3_reset(st);
     sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
     int s2 = sqlite3_step(st);
     alive[i] = s2 == SQLITE_ROW;
     if (s2 != SQLITE_ROW && s2 != SQLITE_DONE) rc = hf_sqlfail(x, s2);
-    else if (!alive[i] && i < nused)
+    else if (!alive[i] && i < j->nused)
       rc = hf_fail(x, SQLITE_ERROR, "memory '%s' no longer exists (forgotten)", id);
   }
   hf_done(x, st);
-  st = NULL;
-  if (rc) { sqlite3_free(alive); goto done; }
-  /* the judged rows, as the recall scored them: [[position, used, features, age]] */
+  if (rc) { sqlite3_free(alive); return rc; }
+  *alive_out = alive;
+  return SQLITE_OK;
+}
+
+/* The judged rows that still exist, as the recall scored them (judged_json:
+ * [[position, used, features, age]]), and their ids, used and ignored. */
+static int hf_judged_rows(hf_ctx *x, hf_judgment *j, const int *alive) {
+  hf_recall *r = &j->r;
+  sqlite3 *db = x->db;
   sqlite3_str *js = sqlite3_str_new(db), *ujs = sqlite3_str_new(db), *ijs = sqlite3_str_new(db);
   sqlite3_str_appendchar(js, 1, '[');
   sqlite3_str_appendchar(ujs, 1, '[');
   sqlite3_str_appendchar(ijs, 1, '[');
-  int njudged = 0, nu = 0, ni = 0;
-  for (int i = 0; i < nused + nignored; i++) {
-    const char *id = i < nused ? used[i] : ignored[i - nused];
+  int ni = 0;
+  for (int i = 0; i < j->nused + j->nignored; i++) {
+    const char *id = i < j->nused ? j->used[i] : j->ignored[i - j->nused];
     if (!alive[i]) continue;
     int pos = -1;
-    for (int j = 0; j < r.n; j++)
-      if (!strcmp(r.shown[j], id)) pos = j;
+    for (int k = 0; k < r->n; k++)
+      if (!strcmp(r->shown[k], id)) pos = k;
     char num[32];
-    hm_repr(r.ages[pos], num);
-    sqlite3_str_appendf(js, "%s[%d,%d,", njudged++ ? "," : "", pos, i < nused);
-    hm_json_string(js, r.feats[pos], (int)strlen(r.feats[pos]));
+    hm_repr(r->ages[pos], num);
+    sqlite3_str_appendf(js, "%s[%d,%d,", j->njudged++ ? "," : "", pos, i < j->nused);
+    hm_json_string(js, r->feats[pos], (int)strlen(r->feats[pos]));
     sqlite3_str_appendf(js, ",%s]", num);
-    sqlite3_str *w = i < nused ? ujs : ijs;
-    if (i < nused ? nu++ : ni++) sqlite3_str_appendchar(w, 1, ',');
+    sqlite3_str *w = i < j->nused ? ujs : ijs;
+    if (i < j->nused ? j->nu++ : ni++) sqlite3_str_appendchar(w, 1, ',');
     hm_json_string(w, id, (int)strlen(id));
   }
-  sqlite3_free(alive);
   sqlite3_str_appendchar(js, 1, ']');
   sqlite3_str_appendchar(ujs, 1, ']');
   sqlite3_str_appendchar(ijs, 1, ']');
-  judged_json = sqlite3_str_finish(js);
-  used_json = sqlite3_str_finish(ujs);
-  char *ignored_json = sqlite3_str_finish(ijs);
-  if (!judged_json || !used_json || !ignored_json) {
-    sqlite3_free(ignored_json);
-    rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
-    goto done;
+  j->judged_json = sqlite3_str_finish(js);
+  j->used_json = sqlite3_str_finish(ujs);
+  j->ignored_json = sqlite3_str_finish(ijs);
+  if (!j->judged_json || !j->used_json || !j->ignored_json)
+    return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  return SQLITE_OK;
+}
+
+/* The namespace's link set, for the reference credit (model 0), which
+ * depends on current strengths: *links, sqlite3_malloc'ed. */
+static int hf_credit_links(hf_ctx *x, const hf_judgment *j, unsigned char **links,
+                           int *linkslen) {
+  sqlite3_stmt *st = NULL;
+  int rc;
+  if ((rc = hf_prepare(x, hr_sql_links, &st))) return rc;
+  sqlite3_bind_text(st, 1, j->r.qtype, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 2, j->r.ns, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_double(st, 3, j->cfg.pooled_pseudocount);
+  rc = sqlite3_step(st);
+  if (rc != SQLITE_ROW) { rc = hf_sqlfail(x, rc); hf_done(x, st); return rc; }
+  *linkslen = sqlite3_column_bytes(st, 0);
+  *links = sqlite3_malloc64((sqlite3_uint64)*linkslen + 1);
+  if (*links && *linkslen) memcpy(*links, sqlite3_column_blob(st, 0), (size_t)*linkslen);
+  hf_done(x, st);
+  return *links ? SQLITE_OK : hf_fail(x, SQLITE_NOMEM, "out of memory");
+}
+
+/* The events, one per judged memory, each with heap_credit's deltas; then
+ * the same credits summed per feature (heap_fold) into j->fold. */
+static int hf_events_and_fold(hf_ctx *x, hf_judgment *j, const unsigned char *links,
+                              int linkslen) {
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, "INSERT INTO events(recall_id, position, namespace, qtype, used, "
+                         "deltas, created_at) SELECT ?1, json_extract(j.value, '$[0]'), "
+                         "?2, ?3, json_extract(j.value, '$[1]'), heap_credit("
+                         "json_extract(j.value, '$[2]'), ?3, json_extract(j.value, "
+                         "'$[3]'), json_extract(j.value, '$[1]'), ?4, ?5), ?6 "
+                         "FROM json_each(?7) AS j", &st);
+  if (!rc) {
+    sqlite3_bind_int64(st, 1, j->rid);
+    sqlite3_bind_text(st, 2, j->r.ns, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, j->r.qtype, -1, SQLITE_TRANSIENT);
+    if (links) sqlite3_bind_blob(st, 4, links, linkslen, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 5, j->cfgtext, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_double(st, 6, j->now);
+    sqlite3_bind_text(st, 7, j->judged_json, -1, SQLITE_TRANSIENT);
+    rc = hf_run(x, st);
+    hf_done(x, st);
+    st = NULL;
   }
-  i64 nfeatures = 0;
-  if (njudged) {
-    hf_pool pool;
-    if ((rc = hf_pool_read(x, &pool))) { sqlite3_free(ignored_json); goto done; }
-    unsigned char *links = NULL;
-    int linkslen = 0;
-    if (cfg.model == 0) { /* the reference credit depends on current strengths */
-      if ((rc = hf_prepare(x, hr_sql_links, &st))) { sqlite3_free(ignored_json); goto done; }
-      sqlite3_bind_text(st, 1, r.qtype, -1, SQLITE_TRANSIENT);
-      sqlite3_bind_text(st, 2, r.ns, -1, SQLITE_TRANSIENT);
-      sqlite3_bind_double(st, 3, cfg.pooled_pseudocount);
-      rc = sqlite3_step(st);
-      if (rc != SQLITE_ROW) { rc = hf_sqlfail(x, rc); sqlite3_free(ignored_json); goto done; }
-      linkslen = sqlite3_column_bytes(st, 0);
-      links = sqlite3_malloc64((sqlite3_uint64)linkslen + 1);
-      if (links && linkslen) memcpy(links, sqlite3_column_blob(st, 0), (size_t)linkslen);
-      hf_done(x, st);
-      st = NULL;
-      rc = links ? SQLITE_OK : hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!rc) rc = hf_prepare(x, "SELECT heap_fold(json_extract(j.value, '$[2]'), ?1, "
+                              "json_extract(j.value, '$[3]'), json_extract(j.value, '$[1]'), "
+                              "?2, ?3) FROM json_each(?4) AS j", &st);
+  if (!rc) {
+    sqlite3_bind_text(st, 1, j->r.qtype, -1, SQLITE_TRANSIENT);
+    if (links) sqlite3_bind_blob(st, 2, links, linkslen, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, j->cfgtext, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 4, j->judged_json, -1, SQLITE_TRANSIENT);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+      j->fold = sqlite3_mprintf("%s", sqlite3_column_text(st, 0));
+      rc = j->fold ? SQLITE_OK : hf_fail(x, SQLITE_NOMEM, "out of memory");
+    } else {
+      rc = hf_sqlfail(x, rc);
     }
-    /* the events, one per judged memory, each with heap_credit's deltas */
-    if (!rc) rc = hf_prepare(x, "INSERT INTO events(recall_id, position, namespace, qtype, used, "
-                                "deltas, created_at) SELECT ?1, json_extract(j.value, '$[0]'), "
-                                "?2, ?3, json_extract(j.value, '$[1]'), heap_credit("
-                                "json_extract(j.value, '$[2]'), ?3, json_extract(j.value, "
-                                "'$[3]'), json_extract(j.value, '$[1]'), ?4, ?5), ?6 "
-                                "FROM json_each(?7) AS j", &st);
-    if (!rc) {
-      sqlite3_bind_int64(st, 1, rid);
-      sqlite3_bind_text(st, 2, r.ns, -1, SQLITE_TRANSIENT);
-      sqlite3_bind_text(st, 3, r.qtype, -1, SQLITE_TRANSIENT);
-      if (links) sqlite3_bind_blob(st, 4, links, linkslen, SQLITE_TRANSIENT);
-      sqlite3_bind_text(st, 5, cfgtext, -1, SQLITE_TRANSIENT);
-      sqlite3_bind_double(st, 6, now);
-      sqlite3_bind_text(st, 7, judged_json, -1, SQLITE_TRANSIENT);
-      rc = hf_run(x, st);
-      hf_done(x, st);
-      st = NULL;
-    }
-    /* the same credits summed per feature */
-    if (!rc) rc = hf_prepare(x, "SELECT heap_fold(json_extract(j.value, '$[2]'), ?1, "
-                                "json_extract(j.value, '$[3]'), json_extract(j.value, '$[1]'), "
-                                "?2, ?3) FROM json_each(?4) AS j", &st);
-    if (!rc) {
-      sqlite3_bind_text(st, 1, r.qtype, -1, SQLITE_TRANSIENT);
-      if (links) sqlite3_bind_blob(st, 2, links, linkslen, SQLITE_TRANSIENT);
-      sqlite3_bind_text(st, 3, cfgtext, -1, SQLITE_TRANSIENT);
-      sqlite3_bind_text(st, 4, judged_json, -1, SQLITE_TRANSIENT);
-      rc = sqlite3_step(st);
-      if (rc == SQLITE_ROW) {
-        fold = sqlite3_mprintf("%s", sqlite3_column_text(st, 0));
-        rc = fold ? SQLITE_OK : hf_fail(x, SQLITE_NOMEM, "out of memory");
-      } else {
-        rc = hf_sqlfail(x, rc);
-      }
-      hf_done(x, st);
-      st = NULL;
-    }
-    sqlite3_free(links);
-    if (!rc) {
-      /* the fold's features, in its order, and their deltas */
-      sqlite3_stmt *fs = NULL;
-      rc = hf_prepare(x, "SELECT t.key, json_extract(t.value, '$[0]'), json_extract(t.value, "
+    hf_done(x, st);
+  }
+  return rc;
+}
+
+/* The fold's features, in its order, and their deltas: j->touch. */
+static int hf_read_touches(hf_ctx *x, hf_judgment *j) {
+  sqlite3_stmt *fs = NULL;
+  int rc = hf_prepare(x, "SELECT t.key, json_extract(t.value, '$[0]'), json_extract(t.value, "
                          "'$[1]'), json_extract(t.value, '$[2]') FROM json_each(?1) AS t", &fs);
-      if (!rc) {
-        sqlite3_bind_text(fs, 1, fold, -1, SQLITE_STATIC);
-        int capt = 0;
-        char *feature_list = NULL;
-        while ((rc = sqlite3_step(fs)) == SQLITE_ROW) {
-          if (ntouch == capt) {
-            capt = capt ? 2 * capt : 64;
-            hf_touch *g = sqlite3_realloc64(touch, (sqlite3_uint64)capt * sizeof *g);
-            if (!g) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); break; }
-            touch = g;
-          }
-          hf_touch *u = &touch[ntouch];
-          memset(u, 0, sizeof *u);
-          u->f = sqlite3_mprintf("%s", sqlite3_column_text(fs, 0));
-          u->da = sqlite3_column_double(fs, 1);
-          u->db = sqlite3_column_double(fs, 2);
-          u->dn = sqlite3_column_int64(fs, 3);
-          ntouch++;
-          if (!u->f) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); break; }
-        }
-        if (rc == SQLITE_DONE) rc = SQLITE_OK;
-        else if (!x->err) rc = hf_sqlfail(x, rc);
-        hf_done(x, fs);
-        if (!rc) {
-          sqlite3_str *fl = sqlite3_str_new(db);
-          sqlite3_str_appendchar(fl, 1, '[');
-          for (int i = 0; i < ntouch; i++) {
-            if (i) sqlite3_str_appendchar(fl, 1, ',');
-            hm_json_string(fl, touch[i].f, (int)strlen(touch[i].f));
-          }
-          sqlite3_str_appendchar(fl, 1, ']');
-          feature_list = sqlite3_str_finish(fl);
-          if (!feature_list) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
-        }
-        /* the namespace's own rows and the pooled rows, before */
-        if (!rc && ntouch) {
-          rc = hf_prepare(x, hf_sql_before, &st);
-          if (!rc) {
-            sqlite3_bind_text(st, 1, r.ns, -1, SQLITE_TRANSIENT);
-            sqlite3_bind_text(st, 2, feature_list, -1, SQLITE_TRANSIENT);
-            sqlite3_bind_int(st, 3, pool.least);
-            while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-              const char *name = (const char *)sqlite3_column_text(st, 0);
-              hf_touch *u = NULL;
-              for (int i = 0; i < ntouch && !u; i++)
-                if (name && !strcmp(touch[i].f, name)) u = &touch[i];
-              if (!u) continue;
-              u->has_own = sqlite3_column_type(st, 1) != SQLITE_NULL;
-              u->a0 = sqlite3_column_double(st, 1);
-              u->b0 = sqlite3_column_double(st, 2);
-              u->pa0 = sqlite3_column_double(st, 3);
-              u->pb0 = sqlite3_column_double(st, 4);
-              u->exists = sqlite3_column_int(st, 5);
-              u->has_rates = sqlite3_column_type(st, 6) != SQLITE_NULL;
-              u->lo = sqlite3_column_double(st, 6);
-              u->hi = sqlite3_column_double(st, 7);
-              u->k_before = sqlite3_column_int64(st, 8);
-            }
-            if (rc == SQLITE_DONE) rc = SQLITE_OK;
-            else rc = hf_sqlfail(x, rc);
-            hf_done(x, st);
-            st = NULL;
-          }
-        }
-        sqlite3_free(feature_list);
+  if (rc) return rc;
+  sqlite3_bind_text(fs, 1, j->fold, -1, SQLITE_STATIC);
+  int capt = 0;
+  while ((rc = sqlite3_step(fs)) == SQLITE_ROW) {
+    if (j->ntouch == capt) {
+      capt = capt ? 2 * capt : 64;
+      hf_touch *g = sqlite3_realloc64(j->touch, (sqlite3_uint64)capt * sizeof *g);
+      if (!g) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); break; }
+      j->touch = g;
+    }
+    hf_touch *u = &j->touch[j->ntouch];
+    memset(u, 0, sizeof *u);
+    u->f = sqlite3_mprintf("%s", sqlite3_column_text(fs, 0));
+    u->da = sqlite3_column_double(fs, 1);
+    u->db = sqlite3_column_double(fs, 2);
+    u->dn = sqlite3_column_int64(fs, 3);
+    j->ntouch++;
+    if (!u->f) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); break; }
+  }
+  if (rc == SQLITE_DONE) rc = SQLITE_OK;
+  else if (!x->err) rc = hf_sqlfail(x, rc);
+  hf_done(x, fs);
+  return rc;
+}
+
+/* The namespace's own rows and the pooled rows of the fold's features, as
+ * they are before the fold (hf_sql_before), into j->touch. */
+static int hf_read_before(hf_ctx *x, hf_judgment *j, const hf_pool *pool) {
+  sqlite3_stmt *st = NULL;
+  int rc = SQLITE_OK;
+  sqlite3_str *fl = sqlite3_str_new(x->db);
+  sqlite3_str_appendchar(fl, 1, '[');
+  for (int i = 0; i < j->ntouch; i++) {
+    if (i) sqlite3_str_appendchar(fl, 1, ',');
+    hm_json_string(fl, j->touch[i].f, (int)strlen(j->touch[i].f));
+  }
+  sqlite3_str_appendchar(fl, 1, ']');
+  char *feature_list = sqlite3_str_finish(fl);
+  if (!feature_list) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!rc && j->ntouch) {
+    rc = hf_prepare(x, hf_sql_before, &st);
+    if (!rc) {
+      sqlite3_bind_text(st, 1, j->r.ns, -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(st, 2, feature_list, -1, SQLITE_TRANSIENT);
+      sqlite3_bind_int(st, 3, pool->least);
+      while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        hf_touch *u = NULL;
+        for (int i = 0; i < j->ntouch && !u; i++)
+          if (name && !strcmp(j->touch[i].f, name)) u = &j->touch[i];
+        if (!u) continue;
+        u->has_own = sqlite3_column_type(st, 1) != SQLITE_NULL;
+        u->a0 = sqlite3_column_double(st, 1);
+        u->b0 = sqlite3_column_double(st, 2);
+        u->pa0 = sqlite3_column_double(st, 3);
+        u->pb0 = sqlite3_column_double(st, 4);
+        u->exists = sqlite3_column_int(st, 5);
+        u->has_rates = sqlite3_column_type(st, 6) != SQLITE_NULL;
+        u->lo = sqlite3_column_double(st, 6);
+        u->hi = sqlite3_column_double(st, 7);
+        u->k_before = sqlite3_column_int64(st, 8);
       }
-    }
-    /* the namespace's own links take the fold */
-    if (!rc) rc = hf_prepare(x, "INSERT INTO links(namespace, feature, qtype, alpha, beta, n) "
-                                "SELECT ?1, t.key, CASE WHEN instr(t.key, '/') > 0 THEN "
-                                "substr(t.key, 1, instr(t.key, '/') - 1) ELSE '' END, "
-                                "json_extract(t.value, '$[0]'), json_extract(t.value, '$[1]'), "
-                                "json_extract(t.value, '$[2]') FROM json_each(?2) AS t WHERE "
-                                "true ON CONFLICT(namespace, feature) DO UPDATE SET alpha = "
-                                "alpha + excluded.alpha, beta = beta + excluded.beta, n = n + "
-                                "excluded.n", &st);
-    if (!rc) {
-      sqlite3_bind_text(st, 1, r.ns, -1, SQLITE_TRANSIENT);
-      sqlite3_bind_text(st, 2, fold, -1, SQLITE_STATIC);
-      rc = hf_run(x, st);
-      nfeatures = sqlite3_changes64(db);
+      if (rc == SQLITE_DONE) rc = SQLITE_OK;
+      else rc = hf_sqlfail(x, rc);
       hf_done(x, st);
-      st = NULL;
-    }
-    if (!rc) rc = hf_fold_pool(x, r.ns, touch, ntouch, &pool);
-  }
-  if (!rc && nu) {
-    rc = hf_prepare(x, "UPDATE memories SET last_used_at = max(coalesce(last_used_at, 0), ?1) "
-                       "WHERE id IN (SELECT value FROM json_each(?2))", &st);
-    if (!rc) {
-      sqlite3_bind_double(st, 1, now);
-      sqlite3_bind_text(st, 2, used_json, -1, SQLITE_STATIC);
-      rc = hf_run(x, st);
-      hf_done(x, st);
-      st = NULL;
     }
   }
+  sqlite3_free(feature_list);
+  return rc;
+}
+
+/* The namespace's own links take the fold; j->nfeatures: the rows changed. */
+static int hf_own_links(hf_ctx *x, hf_judgment *j) {
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, "INSERT INTO links(namespace, feature, qtype, alpha, beta, n) "
+                         "SELECT ?1, t.key, CASE WHEN instr(t.key, '/') > 0 THEN "
+                         "substr(t.key, 1, instr(t.key, '/') - 1) ELSE '' END, "
+                         "json_extract(t.value, '$[0]'), json_extract(t.value, '$[1]'), "
+                         "json_extract(t.value, '$[2]') FROM json_each(?2) AS t WHERE "
+                         "true ON CONFLICT(namespace, feature) DO UPDATE SET alpha = "
+                         "alpha + excluded.alpha, beta = beta + excluded.beta, n = n + "
+                         "excluded.n", &st);
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, j->r.ns, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 2, j->fold, -1, SQLITE_STATIC);
+  rc = hf_run(x, st);
+  j->nfeatures = sqlite3_changes64(x->db);
+  hf_done(x, st);
+  return rc;
+}
+
+/* What a feedback that judges something writes: the events, the fold into
+ * the namespace's own links, and the pooled layer kept current. */
+static int hf_judge_write(hf_ctx *x, hf_judgment *j) {
+  hf_pool pool;
+  unsigned char *links = NULL;
+  int linkslen = 0;
+  int rc = hf_pool_read(x, &pool);
+  if (rc) return rc;
+  if (j->cfg.model == 0) rc = hf_credit_links(x, j, &links, &linkslen);
+  if (!rc) rc = hf_events_and_fold(x, j, links, linkslen);
+  sqlite3_free(links);
+  if (!rc) rc = hf_read_touches(x, j);
+  if (!rc) rc = hf_read_before(x, j, &pool);
+  if (!rc) rc = hf_own_links(x, j);
+  if (!rc) rc = hf_fold_pool(x, j->r.ns, j->touch, j->ntouch, &pool);
+  return rc;
+}
+
+/* The memories judged used were used now. */
+static int hf_mark_used(hf_ctx *x, const hf_judgment *j) {
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, "UPDATE memories SET last_used_at = max(coalesce(last_used_at, 0), ?1) "
+                         "WHERE id IN (SELECT value FROM json_each(?2))", &st);
+  if (rc) return rc;
+  sqlite3_bind_double(st, 1, j->now);
+  sqlite3_bind_text(st, 2, j->used_json, -1, SQLITE_STATIC);
+  rc = hf_run(x, st);
+  hf_done(x, st);
+  return rc;
+}
+
+/* The whole of one feedback, inside the caller's savepoint, step by step.
+ * out: the JSON result. */
+static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, char **out) {
+  hf_judgment j = {.answer_mode = answer_mode};
+  int *alive = NULL;
+  int rc = hf_judge_args(x, argv, argc, &j);
+  if (!rc) rc = hf_judge_recall(x, &j);
+  if (!rc && answer_mode) rc = hf_answer_verdicts(x, &j);
+  if (!rc) rc = hf_judge_check(x, &j);
+  if (!rc) rc = hf_judge_alive(x, &j, &alive);
+  if (!rc) rc = hf_judged_rows(x, &j, alive);
+  sqlite3_free(alive);
+  if (!rc && j.njudged) rc = hf_judge_write(x, &j);
+  if (!rc && j.nu) rc = hf_mark_used(x, &j);
   if (!rc) {
     *out = sqlite3_mprintf("{\"recall_id\":%lld,\"used\":%s,\"ignored\":%s,\"links_updated\":"
-                           "%lld,\"attribution\":%s}", (long long)rid, used_json, ignored_json,
-                           (long long)nfeatures, attribution ? attribution : "null");
+                           "%lld,\"attribution\":%s}", (long long)j.rid, j.used_json,
+                           j.ignored_json, (long long)j.nfeatures,
+                           j.attribution ? j.attribution : "null");
     if (!*out) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
   }
-  sqlite3_free(ignored_json);
-done:
-  hf_done(x, st);
-  if (answer_mode) {
-    hf_free_ids(used, nused);
-    hf_free_ids(ignored, nignored);
-  } else {
-    hf_free_ids(used, nused);
-    hf_free_ids(ignored, nignored);
-  }
-  for (int i = 0; i < ntouch; i++) sqlite3_free(touch[i].f);
-  sqlite3_free(touch);
-  sqlite3_free(attribution);
-  sqlite3_free(cfgtext);
-  sqlite3_free(judged_json);
-  sqlite3_free(used_json);
-  sqlite3_free(fold);
-  hf_recall_free(&r);
+  hf_judgment_free(&j);
   return rc;
 }
 
