@@ -666,8 +666,13 @@ done:;
 
 /* -- heap_feedback and heap_answer ---------------------------------------------------- */
 
+static void hf_free_ids(char **ids, int n) {
+  for (int i = 0; i < n; i++) sqlite3_free(ids[i]);
+  sqlite3_free(ids);
+}
+
 /* A JSON array of ids, as a list (NULL: an empty one).  Returns the count,
- * or -1 with the error set. */
+ * or -1 with the error set (and *out NULL). */
 static int hf_ids(hf_ctx *x, sqlite3_value *v, const char *what, char ***out) {
   *out = NULL;
   if (!v || sqlite3_value_type(v) == SQLITE_NULL) return 0;
@@ -714,14 +719,12 @@ static int hf_ids(hf_ctx *x, sqlite3_value *v, const char *what, char ***out) {
   }
   if (!x->err && rc != SQLITE_DONE) hf_sqlfail(x, rc);
   hf_done(x, st);
+  if (x->err) {
+    hf_free_ids(ids, n);
+    return -1;
+  }
   *out = ids;
-  if (x->err) return -1;
   return n;
-}
-
-static void hf_free_ids(char **ids, int n) {
-  for (int i = 0; i < n; i++) sqlite3_free(ids[i]);
-  sqlite3_free(ids);
 }
 
 /* a list of ids as Python writes one: ['m1', 'm2'] */
