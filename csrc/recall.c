@@ -533,8 +533,9 @@ static int hr_score(hr_vtab *t, hr_cursor *c) {
                                                           sizeof(char *)));
   if (!rel) return SQLITE_NOMEM;
   double *age = rel + c->n, *imp = age + c->n;
-  int *sup = (int *)(imp + c->n);
-  const char **feats = (const char **)(void *)(sup + c->n);
+  /* the pointers before the ints, so that each array is aligned for its type */
+  const char **feats = (const char **)(void *)(imp + c->n);
+  int *sup = (int *)(void *)(feats + c->n);
   double a = c->cfg.lexical_weight;
   for (int i = 0; i < c->n; i++) {
     hr_row *r = &c->rows[i];
