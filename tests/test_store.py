@@ -98,7 +98,7 @@ BAD_ADDS = [
     (dict(text="ok", id=""), ValueError, "id must not be empty"),
     (dict(text="ok", kind=None), TypeError, "kind must be a string"),
     (dict(text="ok", created_at=float("nan")), ValueError, "finite"),
-    (dict(text="ok", created_at="yesterday"), TypeError, "unix seconds"),
+    (dict(text="ok", created_at="yesterday"), ValueError, "unix seconds, a datetime or an ISO 8601"),
     (dict(text="ok", metadata={"x": float("nan")}), ValueError, "JSON"),
     (dict(text="ok", metadata=[1, 2]), TypeError, "metadata must be a dict"),
 ]
