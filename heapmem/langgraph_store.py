@@ -68,8 +68,8 @@ search with refresh_ttl (the default) moves it to now + ttl again.
 sweep_ttl() forgets every expired item, and start_ttl_sweeper() runs it on a
 thread every sweep_interval_minutes.  ttl={"default_ttl": minutes,
 "refresh_on_read": bool, "sweep_interval_minutes": m, "omit_expired": bool}
-sets the defaults, as LangGraph's TTLConfig; with omit_expired, reads skip
-expired items that no sweep has forgotten yet.
+sets the defaults, as LangGraph's TTLConfig.  An expired item is never read
+back, by get or search, even before a sweep has forgotten it.
 """
 from __future__ import annotations
 
@@ -464,8 +464,9 @@ class HeapmemStore(BaseStore):
         return isinstance(exp, (int, float)) and exp <= now
 
     def _hidden(self, it: Any, now: float) -> bool:
-        return bool(self.ttl_config and self.ttl_config.get("omit_expired")) and \
-            self._expired(it, now)
+        """An item past its TTL is never served, swept or not (as LangGraph's
+        own stores behave; omit_expired is accepted and changes nothing)."""
+        return self._expired(it, now)
 
     def _refresh(self, its: Iterable[Any], now: float) -> None:
         """Move the expiry of items with a TTL to now + TTL."""

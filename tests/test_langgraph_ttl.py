@@ -38,8 +38,10 @@ def test_an_item_expires_after_its_ttl_and_the_sweep_forgets_it(mem, clock):
     clock.t = T + 59
     assert s.sweep_ttl() == 0 and s.get(NS, "short", refresh_ttl=False) is not None
     clock.t = T + 60
-    # LangGraph's default (omit_expired False): an expired item shows until swept
-    assert s.get(NS, "short", refresh_ttl=False) is not None
+    # expired: never served, by get or search, even before the sweep forgets it
+    # (LangGraph's Postgres store's TTL test; issue 23, item 9)
+    assert s.get(NS, "short", refresh_ttl=False) is None
+    assert "short" not in [h.key for h in s.search(NS, query="door code")]
     assert s.sweep_ttl() == 1
     assert s.get(NS, "short") is None and keys(s) == ["forever"]
     assert mem.count == 1 and mem.check().ok
