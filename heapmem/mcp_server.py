@@ -274,12 +274,15 @@ def build_server(mem: Memory, namespace: str = "default") -> Any:
             return out
 
     @server.tool()
-    def report_answer(recall_id: int, answer: str) -> dict[str, Any]:
+    def report_answer(answer: str, recall_id: Optional[int] = None) -> dict[str, Any]:
         """Report your answer, right after answering, with the recall_id of the recall it
         was written from.  heapmem judges from its text which of the shown memories it
         used (and learns from that); the reply says, for each, what was decided and why.
         Each recall takes one report."""
         with _told():
+            if recall_id is None:  # one sentence, not the SDK's "Field required"
+                raise ValueError("report_answer needs the recall_id of the recall your answer "
+                                 "was written from: recall's reply gives it")
             own_recall(recall_id)
             fb = mem.feedback(recall_id=recall_id, answer=answer, namespace=namespace)
             return {"recall_id": fb.recall_id, "used": list(fb.used),

@@ -35,3 +35,28 @@ def test_a_directory_as_the_store_says_so(tmp_path, capsys):
     assert main(["--db", str(tmp_path), "stats"]) != 0
     err = capsys.readouterr().err
     assert "it is a directory" in err and "\n" == err[-1] and err.count("\n") == 1
+
+
+def test_the_readme_names_every_mcp_tool_and_report_answer_needs_no_pydantic(tmp_path):
+    pytest.importorskip("mcp")
+    import asyncio
+    from pathlib import Path
+    from heapmem import mcp_server
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("## MCP server")[1].split("\n## ")[0]
+    with heapmem.open(str(tmp_path / "a.db"), clock=lambda: 1741910400) as mem:
+        server = mcp_server.build_server(mem, "user:maya")
+
+        async def main():
+            names = {t.name for t in await server.list_tools()}
+            for name in names:
+                assert f"`{name}`" in section, name
+            res = await server.call_tool("report_answer", {"answer": "March 14"})
+            return res
+
+        try:
+            out = asyncio.run(main())
+            text = str(out)
+        except Exception as e:  # the SDK may raise the tool's error
+            text = str(e)
+        assert "report_answer needs the recall_id" in text and "Field required" not in text
