@@ -70,6 +70,13 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if m:  # a mistyped verb: say which one was meant
+            import difflib
+            choices = re.findall(r"'([^']*)'", m.group(2))
+            close = difflib.get_close_matches(m.group(1), choices, n=1)
+            if close:
+                message += f"; did you mean '{close[0]}'?"
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 

@@ -49,8 +49,9 @@ def from_sqlite(e: BaseException, doing: str) -> HeapmemError:
 
     msg = " ".join(str(e).split()) or type(e).__name__
     if isinstance(e, apsw.BusyError):
-        return StoreBusyError(f"{doing}: the store is busy (another connection holds its write "
-                              f"lock): {msg}")
+        return StoreBusyError(f"{doing}: the store is busy: another connection held its write "
+                              "lock for the whole busy timeout (10 s); nothing was written, try "
+                              "again")
     if isinstance(e, (apsw.CorruptError, apsw.NotADBError)):
         return CorruptStoreError(f"{doing}: the file is damaged: {msg}")
     if isinstance(e, apsw.ReadOnlyError):

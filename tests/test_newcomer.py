@@ -3,6 +3,7 @@ what happened and what to do."""
 import pytest
 
 import heapmem
+import heapmem.errors
 from heapmem.cli import main
 
 
@@ -60,3 +61,25 @@ def test_the_readme_names_every_mcp_tool_and_report_answer_needs_no_pydantic(tmp
         except Exception as e:  # the SDK may raise the tool's error
             text = str(e)
         assert "report_answer needs the recall_id" in text and "Field required" not in text
+
+
+def test_a_mistyped_verb_gets_a_did_you_mean(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--db", str(tmp_path / "a.db"), "recal", "x"])
+    assert e.value.code == 2
+    assert "did you mean 'recall'?" in capsys.readouterr().err
+
+
+def test_a_store_held_by_another_writer_says_so_in_one_sentence(tmp_path):
+    path = str(tmp_path / "a.db")
+    with heapmem.open(path) as a, heapmem.open(path) as b:
+        a.add("first")
+        a.connection.execute("BEGIN IMMEDIATE")
+        b.connection.setbusytimeout(50)  # (10 s in use: a test does not wait that long)
+        with pytest.raises(heapmem.errors.StoreBusyError) as err:
+            b.add("second")
+        a.connection.execute("ROLLBACK")
+        msg = str(err.value)
+        assert "another connection held its write lock" in msg and "nothing was written" in msg
+        assert "database is locked" not in msg
+        assert b.count == 1
