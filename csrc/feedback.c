@@ -32,7 +32,6 @@
 
 #pragma region feedback
 
-#define HF_PRIOR_SUPPORT 3 /* how many namespaces a links-only prior counts as */
 
 typedef struct {
   double cap;
@@ -138,10 +137,11 @@ static void hf_at(double ca, double cb, double rate, double *sa, double *sb) {
 
 /* The store's pool settings, as schema.pool_settings reads them. */
 static int hf_pool_read(hf_ctx *x, hf_pool *p) {
-  double cap = 300.0, least = 5, trim = 2;
+  double cap = HM_POOL_CAP, least = HM_POOL_MIN, trim = HM_POOL_TRIM;
   sqlite3_stmt *st = NULL;
   int rc = hf_prepare(x, "SELECT j.key, j.value, j.type FROM heapmem_meta AS m, "
-                         "json_each(m.value) AS j WHERE m.key = 'pool' AND json_valid(m.value) "
+                         "json_each(m.value) AS j WHERE m.key = '" HM_META_POOL "' "
+                         "AND json_valid(m.value) "
                          "AND json_type(m.value) = 'object'", &st);
   if (rc) return rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -158,7 +158,7 @@ static int hf_pool_read(hf_ctx *x, hf_pool *p) {
   if (rc != SQLITE_DONE) return hf_sqlfail(x, rc);
   if (trim > 1e6) trim = 1e6;
   if (least > 1e6) least = 1e6;
-  p->cap = cap > 0 ? cap : 300.0;
+  p->cap = cap > 0 ? cap : HM_POOL_CAP;
   p->trim = (int)trim;
   p->least = (int)least > 2 * p->trim + 1 ? (int)least : 2 * p->trim + 1;
   return SQLITE_OK;
@@ -233,13 +233,38 @@ static int hf_prior(hf_ctx *x, sqlite3_stmt *st, const char *f, double *a, doubl
 static const char hf_sql_prior[] =
     "SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), "
     "json_extract(j.value, '$[2]') FROM heapmem_meta AS m, json_each(m.value) AS j "
-    "WHERE m.key = 'links_prior' AND json_valid(m.value) AND json_type(m.value) = 'object' "
+    "WHERE m.key = '" HM_META_LINKS_PRIOR "' AND json_valid(m.value) "
+    "AND json_type(m.value) = 'object' "
     "AND j.key = ?1 AND json_array_length(j.value) = 3";
 
 static const char *hf_qtype_of(const char *f, int *len) {
   const char *slash = strchr(f, '/');
   *len = slash ? (int)(slash - f) : 0;
   return f;
+}
+
+/* Run st (hf_rebuild's INSERT of a pooled row, or feedback's upsert adding
+ * to one) with a pooled row's values: the feature, its question type, alpha,
+ * beta, n, support, and the kept rates (NULL while nothing is pooled). */
+static int hf_pooled_row(hf_ctx *x, sqlite3_stmt *st, const char *f, double a, double b, i64 n,
+                         i64 support, int has_rates, double lo, double hi) {
+  int qlen;
+  hf_qtype_of(f, &qlen);
+  sqlite3_reset(st);
+  sqlite3_bind_text(st, 1, f, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 2, f, qlen, SQLITE_TRANSIENT);
+  sqlite3_bind_double(st, 3, a);
+  sqlite3_bind_double(st, 4, b);
+  sqlite3_bind_int64(st, 5, n);
+  sqlite3_bind_int64(st, 6, support);
+  if (has_rates) {
+    sqlite3_bind_double(st, 7, lo);
+    sqlite3_bind_double(st, 8, hi);
+  } else {
+    sqlite3_bind_null(st, 7);
+    sqlite3_bind_null(st, 8);
+  }
+  return hf_exec(x, st);
 }
 
 /* Work feature f's pooled row and every namespace's share of it out again
@@ -307,25 +332,9 @@ static int hf_pool_feature(hf_ctx *x, const char *f, hf_rows *rows, const hf_poo
     sa += pa0;
     sb += pb0;
     n += pn;
-    support += HF_PRIOR_SUPPORT;
+    support += HM_PRIOR_SUPPORT; /* a links-only prior counts as that many namespaces */
   }
-  int qlen;
-  hf_qtype_of(f, &qlen);
-  sqlite3_reset(insert_pooled);
-  sqlite3_bind_text(insert_pooled, 1, f, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(insert_pooled, 2, f, qlen, SQLITE_TRANSIENT);
-  sqlite3_bind_double(insert_pooled, 3, sa);
-  sqlite3_bind_double(insert_pooled, 4, sb);
-  sqlite3_bind_int64(insert_pooled, 5, n);
-  sqlite3_bind_int64(insert_pooled, 6, support);
-  if (pooled) {
-    sqlite3_bind_double(insert_pooled, 7, lo);
-    sqlite3_bind_double(insert_pooled, 8, hi);
-  } else {
-    sqlite3_bind_null(insert_pooled, 7);
-    sqlite3_bind_null(insert_pooled, 8);
-  }
-  return hf_exec(x, insert_pooled);
+  return hf_pooled_row(x, insert_pooled, f, sa, sb, n, support, pooled, lo, hi);
 }
 
 /* Rebuild the pooled rows of the features in the JSON array features (every
@@ -348,7 +357,8 @@ static int hf_rebuild(hf_ctx *x, const char *features, const hf_pool *p) {
   const char *want =
       features ? "SELECT DISTINCT value FROM json_each(?1) WHERE type = 'text' ORDER BY value"
                : "SELECT feature FROM links WHERE namespace != '*' UNION SELECT j.key FROM "
-                 "heapmem_meta AS m, json_each(m.value) AS j WHERE m.key = 'links_prior' AND "
+                 "heapmem_meta AS m, json_each(m.value) AS j WHERE m.key = '"
+                 HM_META_LINKS_PRIOR "' AND "
                  "json_valid(m.value) AND json_type(m.value) = 'object' ORDER BY 1";
   if ((rc = hf_prepare(x, sel, &own)) || (rc = hf_prepare(x, want, &wanted)) ||
       (rc = hf_prepare(x, features ? "DELETE FROM links WHERE namespace = '*' AND feature IN "
@@ -446,24 +456,7 @@ static int hf_share(hf_ctx *x, hf_fold_st *s, const char *ns, const char *f, dou
 /* Add to feature f's pooled row (made with nothing pooled if missing). */
 static int hf_add(hf_ctx *x, hf_fold_st *s, const char *f, double da, double db, i64 dn,
                   i64 dsupport, int has_rates, double lo, double hi) {
-  int qlen;
-  hf_qtype_of(f, &qlen);
-  sqlite3_stmt *st = s->add;
-  sqlite3_reset(st);
-  sqlite3_bind_text(st, 1, f, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, 2, f, qlen, SQLITE_TRANSIENT);
-  sqlite3_bind_double(st, 3, da);
-  sqlite3_bind_double(st, 4, db);
-  sqlite3_bind_int64(st, 5, dn);
-  sqlite3_bind_int64(st, 6, dsupport);
-  if (has_rates) {
-    sqlite3_bind_double(st, 7, lo);
-    sqlite3_bind_double(st, 8, hi);
-  } else {
-    sqlite3_bind_null(st, 7);
-    sqlite3_bind_null(st, 8);
-  }
-  return hf_exec(x, st);
+  return hf_pooled_row(x, s->add, f, da, db, dn, dsupport, has_rates, lo, hi);
 }
 
 /* Rework feature f's pooled row after ns's own row changed, from the rows
@@ -484,8 +477,10 @@ static int hf_rework(hf_ctx *x, hf_fold_st *s, const char *ns, const char *f, i6
   sqlite3_stmt *st = was_pooled ? s->edges : s->all;
   sqlite3_reset(st);
   sqlite3_bind_text(st, 1, f, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_int(st, 2, m);
-  sqlite3_bind_text(st, 3, ns, -1, SQLITE_TRANSIENT);
+  if (was_pooled) { /* the edges also take how many at each end, and ns's own row */
+    sqlite3_bind_int(st, 2, m);
+    sqlite3_bind_text(st, 3, ns, -1, SQLITE_TRANSIENT);
+  }
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     int side = was_pooled ? sqlite3_column_int(st, 0) : -1, o = was_pooled ? 1 : 0;
     const char *rns = (const char *)sqlite3_column_text(st, o);
@@ -555,7 +550,7 @@ static const char hf_sql_edges[] =
     "WHERE namespace = ?3 AND feature = ?1";
 static const char hf_sql_all[] =
     "SELECT namespace, alpha, beta, pool_alpha, pool_beta FROM links "
-    "WHERE feature = ?1 AND namespace != '*' AND ?2 IS NOT NULL AND ?3 IS NOT NULL";
+    "WHERE feature = ?1 AND namespace != '*'";
 static const char hf_sql_add[] =
     "INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support, low_rate, high_rate) "
     "VALUES ('*', ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(namespace, feature) DO UPDATE SET "

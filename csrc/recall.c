@@ -94,13 +94,14 @@ static const char hr_sql_show[] =
 /* the store's tuned config as a config string */
 static const char hr_sql_tuned[] =
     "SELECT group_concat(key || '=' || CAST(value AS TEXT), ' ') FROM json_each(("
-    "SELECT value FROM heapmem_meta WHERE key = 'tuned' AND json_valid(value)))";
+    "SELECT value FROM heapmem_meta WHERE key = '" HM_META_TUNED "' AND json_valid(value)))";
 /* ?1 namespace, ?2 query, ?3 qtype, ?4 now, ?5 shown, ?6 ages, ?7 features, ?8 rest:
  * logged only while every memory shown is still one of the namespace's */
 static const char hr_sql_log[] =
     "INSERT INTO recalls(id, namespace, query, qtype, created_at, shown, ages, features, rest) "
     "SELECT 1 + max(coalesce((SELECT max(id) FROM recalls), 0), "
-    "coalesce((SELECT CAST(value AS INTEGER) FROM heapmem_meta WHERE key = 'last_recall'), 0)), "
+    "coalesce((SELECT CAST(value AS INTEGER) FROM heapmem_meta WHERE key = '"
+    HM_META_LAST_RECALL "'), 0)), "
     "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8 "
     "WHERE NOT EXISTS (SELECT 1 FROM json_each(?5) AS s WHERE NOT EXISTS (SELECT 1 FROM "
     "memories AS m WHERE m.id = s.value AND m.namespace = ?1)) RETURNING id";

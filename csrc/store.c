@@ -23,8 +23,6 @@
 
 #pragma region a store from SQL
 
-#include "schema.h"
-
 /* text with its runs of white space made one space, as schema._norm does */
 static char *hs_norm(const char *s) {
   size_t n = strlen(s);
@@ -64,13 +62,13 @@ static int hs_check(hf_ctx *x) {
   sqlite3 *db = x->db;
   hm_conn *conn = x->conn;
   sqlite3_stmt *st = NULL;
-  int rc = sqlite3_prepare_v2(db, "SELECT (SELECT schema_version FROM pragma_schema_version), "
-                                  "(SELECT user_version FROM pragma_user_version)", -1, &st,
-                              NULL);
-  if (rc != SQLITE_OK) return hf_sqlfail(x, rc);
+  /* every recall and feedback asks this: a statement the connection keeps */
+  int rc = hf_prepare(x, "SELECT (SELECT schema_version FROM pragma_schema_version), "
+                         "(SELECT user_version FROM pragma_user_version)", &st);
+  if (rc != SQLITE_OK) return rc;
   rc = sqlite3_step(st);
   i64 cookie = sqlite3_column_int64(st, 0), version = sqlite3_column_int64(st, 1);
-  sqlite3_finalize(st);
+  hf_done(x, st);
   if (rc != SQLITE_ROW) return hf_sqlfail(x, rc);
   if (version != HM_SCHEMA_VERSION) {
     if (version == 0)
@@ -213,12 +211,8 @@ static void heap_init(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 
 /* The importance a kind gives by default (heapmem.config.KIND_IMPORTANCE). */
 static double hs_kind_importance(const char *kind) {
-  static const struct { const char *kind; double importance; } kinds[] = {
-      {"instruction", 1.5}, {"preference", 1.3}, {"summary", 1.2}, {"fact", 1.0},
-      {"note", 1.0},        {"episode", 0.8},    {"tool_result", 0.6},
-  };
-  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-    if (!strcmp(kind, kinds[i].kind)) return kinds[i].importance;
+  for (size_t i = 0; i < sizeof hm_kind_importance / sizeof hm_kind_importance[0]; i++)
+    if (!strcmp(kind, hm_kind_importance[i].kind)) return hm_kind_importance[i].importance;
   return 1.0;
 }
 
