@@ -71,11 +71,6 @@ def _rate(a: float, b: float) -> float:
     return a / (a + b) if _evidence(a, b) else NO_RATE
 
 
-def _order(row: tuple) -> tuple[float, str]:
-    """Where a row (namespace, alpha, beta, ...) stands in its feature's order."""
-    return _rate(row[1], row[2]), row[0]
-
-
 def _at(ca: float, cb: float, rate: float) -> tuple[float, float]:
     """A trimmed namespace's share: its weight at the nearest kept rate."""
     return (ca + cb) * rate, (ca + cb) * (1 - rate)

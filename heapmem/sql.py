@@ -91,7 +91,7 @@ RECALL_SHOWN = "SELECT shown FROM recalls WHERE id = :id"
 
 # which shown memories :answer used (heap_attribute in C): one JSON array by
 # position; a memory forgotten since the recall comes with a NULL text
-# (heap_answer runs it; bench/attribution.py too)
+# (bench/attribution.py runs it; heap_answer runs its own copy, csrc/feedback.c)
 ATTRIBUTE = """SELECT heap_attribute(:answer, r.query, s.key, m.text, m.created_at)
 FROM recalls AS r CROSS JOIN json_each(r.shown) AS s LEFT JOIN memories AS m ON m.id = s.value
 WHERE r.id = :id"""
