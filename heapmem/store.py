@@ -309,8 +309,9 @@ class Memory:
 
     def _reread_pool(self, c: apsw.Connection) -> dict[str, Any]:
         """How the pooled layer is built, as the file says now (another
-        process's set_pool changes it): read again by every feedback and
-        check, and by a recall once another connection has committed."""
+        process's set_pool changes it): read again by check() and by the
+        pool property.  Recall and feedback read it in C, from the file, at
+        every call (csrc/feedback.c)."""
         self._pool = schema.pool_settings(c)
         return self._pool
 
