@@ -44,6 +44,7 @@ examples:
   heapmem recall "When is my flight to Lisbon?"       # prints a recall_id
   heapmem feedback 1 --used m1                        # what the answer used
   heapmem links                                       # what heapmem learned
+  heapmem report -o report.html                       # ... as a page of charts
   heapmem export backup.jsonl && heapmem --db copy.db import backup.jsonl
   heapmem sql "SELECT id, text FROM memories LIMIT 5"
 
@@ -248,6 +249,24 @@ def build_parser() -> argparse.ArgumentParser:
              "Check the store: SQLite's integrity check, the search index against the memories,\n"
              "and the links against a replay of the feedback events.  Exit status 1 on a problem.")
     p.set_defaults(func=cmd_check)
+
+    p = verb("report", "write an HTML page of what the store learned",
+             "Write one self-contained HTML page (inline SVG charts, nothing to load) for the "
+             "store, or\nfor one namespace with -n: feedback per day and the rank of the "
+             "memories it used, the\nstrongest learned links with their evidence, one recall's "
+             "factors (the newest tracked\nrecall; --query QUESTION ranked now in the -n "
+             "namespace; or --recall ID), and the store's\nhealth (stats and check).  It only "
+             "reads: nothing is written to the store.  Prints the\npage's path.")
+    p.add_argument("store", metavar="STORE", nargs="?",
+                   help="the store (default: --db, $HEAPMEM_DB, else ./heapmem.db)")
+    p.add_argument("-o", "--out", metavar="FILE", default="report.html",
+                   help="where to write the page (default report.html)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--query", metavar="QUESTION",
+                   help="draw this question's ranking (untracked; needs -n NAME)")
+    g.add_argument("--recall", metavar="RECALL_ID", type=int,
+                   help="draw this logged recall's ranking (default: the newest tracked one)")
+    p.set_defaults(func=cmd_report)
 
     p = verb("export", "write the store as JSON Lines",
              "Write the whole store (memories, recall log, events, links) as JSON Lines, a "
@@ -710,6 +729,27 @@ def cmd_check(ctx: Context) -> int:
     if not rep.ok:
         raise CLIError(f"the store has {len(rep.problems)} problem"
                        f"{'s' * (len(rep.problems) != 1)} (listed above)")
+    return 0
+
+
+def cmd_report(ctx: Context) -> int:
+    from . import report
+    a = ctx.args
+    if a.store is not None:
+        given = getattr(a, "db", None)
+        if given is not None and given != a.store:
+            raise CLIError(f"two stores given ({a.store!r} and --db {given!r}); give one")
+        ctx.db = a.store
+    namespace = ctx.namespace if ctx.namespace_given else None
+    if a.query is not None and namespace is None:
+        raise CLIError("--query ranks the question in one namespace: name it with -n NAME")
+    with ctx.open(readonly=True) as mem:
+        path = report.write_report(mem, a.out, namespace=namespace,
+                                   recall=a.query if a.query is not None else a.recall)
+    if ctx.json:
+        ctx.emit({"path": path, "namespace": namespace})
+    else:
+        ctx.print(path)
     return 0
 
 

@@ -6,8 +6,9 @@ tolerance), the rules of the pooled layer replayed in Python (how
 namespaces' links add up to it, robustly: what check() and import compare the
 stored rows with; the C core keeps the rows themselves, csrc/feedback.c),
 the pooled sums that tune() holds out per fold, and the split of a feature
-name into its question type.  check(), import and tune() all go
-through here, so they cannot disagree about what the events mean.  The
+name into its question type, and the event log summed per day (by_day,
+with newest_recall: what the report page draws).  check(), import and tune()
+all go through here, so they cannot disagree about what the events mean.  The
 credit each judged memory gives (which features, how much) is the C core's
 (hm_credit); this module only adds the deltas up.
 """
@@ -18,6 +19,7 @@ from collections import defaultdict
 from typing import Any, Iterable, Mapping
 
 from . import sql
+from .results import LearningDay
 from .validate import POOLED
 
 #: A link's evidence: [alpha, beta, n] (n: events that touched it).
@@ -200,3 +202,25 @@ def pooled(own: Mapping[str, Mapping[str, Iterable]]) -> dict[str, list[float]]:
             out[f][0] += a
             out[f][1] += b
     return out
+
+
+# -- the event log over time (heapmem.report) ----------------------------------------
+
+
+def by_day(c: Any, namespace: str | None = None) -> list[LearningDay]:
+    """The feedback log summed per UTC day, oldest first, in one namespace
+    (every namespace when None): one aggregate statement, so its cost does
+    not grow with the number of memories, only with the events scanned."""
+    rows = c.execute(sql.LEARNING_BY_DAY, {"namespace": namespace}).fetchall()
+    return [LearningDay(int(d), int(j), int(u), int(r), int(a), float(rr), int(ur))
+            for d, j, u, r, a, rr, ur in rows]
+
+
+def newest_recall(c: Any, namespace: str | None = None) -> int | None:
+    """The id of the newest tracked recall, in one namespace (every namespace
+    when None); None when none is logged."""
+    if namespace is None:
+        rows = c.execute(sql.NEWEST_RECALL).fetchall()
+    else:
+        rows = c.execute(sql.NEWEST_RECALL_IN, {"namespace": namespace}).fetchall()
+    return rows[0][0] if rows and rows[0][0] is not None else None

@@ -2,7 +2,8 @@
 
 Owns: Item (a stored memory), Result and Recall (what recall() ranks),
 Feedback, Judgement, LinkRow, CheckReport, Stats and NamespaceStats, LoggedRecall and
-Event (the recall and feedback logs as tune() replays them), TuneReport and
+Event (the recall and feedback logs as tune() replays them), LearningDay (the
+feedback log summed per day, for the report page), TuneReport and
 ImportReport; how heap_recall's rows become Results (recalled) and a recall's
 log row (log_params).  Plain data: none of these touches the store.
 """
@@ -266,6 +267,35 @@ class Event:
     qtype: str
     used: bool
     deltas: tuple[tuple[str, float, float], ...]  # (feature, d_alpha, d_beta)
+
+
+@dataclass(frozen=True)
+class LearningDay:
+    """One UTC day of the feedback log (learning.by_day): its judgements, and
+    the rank of the memories they judged used."""
+
+    day: int                 # days since 1970-01-01 (UTC)
+    judged: int              # judgements (events): used + ignored
+    used: int                # of them, memories judged used
+    recalls: int             # recalls judged that day
+    answered: int            # of them, recalls with a memory judged used
+    reciprocal_ranks: float  # sum over those of 1 / rank of the best ranked used memory
+    used_ranks: int          # sum of the ranks of every memory judged used
+
+    @property
+    def ignored(self) -> int:
+        return self.judged - self.used
+
+    @property
+    def mrr(self) -> float | None:
+        """The day's mean reciprocal rank of the first used memory, over the
+        recalls in which feedback judged one used (None: no such recall)."""
+        return self.reciprocal_ranks / self.answered if self.answered else None
+
+    @property
+    def mean_rank(self) -> float | None:
+        """The mean rank of the memories judged used (None: none was)."""
+        return self.used_ranks / self.used if self.used else None
 
 
 @dataclass(frozen=True)

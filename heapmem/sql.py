@@ -238,6 +238,29 @@ EVENTS_BY_NAMESPACE = "SELECT namespace, coalesce(sum(used), 0), count(*) FROM e
 COUNT_POOLED_LINKS = "SELECT count(*) FROM links WHERE namespace = '*'"
 COUNT_LINKS = "SELECT count(*) FROM links"
 
+# -- the report page (heapmem.report, through heapmem.learning) --------------------
+
+# Feedback per UTC day (days since 1970-01-01) and per judged recall in it:
+# its judgements, how many were used, and the position (rank - 1) of the best
+# ranked used memory; an event whose recall was forgotten counts as a recall of
+# its own.  :namespace NULL: every namespace.
+LEARNING_BY_DAY = """
+WITH judged AS (
+  SELECT CAST(created_at / 86400 AS INTEGER) AS day, coalesce(recall_id, -id) AS rid,
+         count(*) AS judged, sum(used) AS used,
+         min(CASE WHEN used = 1 THEN position END) AS best,
+         sum(CASE WHEN used = 1 THEN position + 1 END) AS used_ranks
+  FROM events WHERE :namespace IS NULL OR namespace = :namespace
+  GROUP BY day, rid)
+SELECT day, sum(judged), sum(used), count(*), count(best),
+       coalesce(sum(1.0 / (best + 1)), 0), coalesce(sum(used_ranks), 0)
+FROM judged GROUP BY day ORDER BY day
+"""
+
+# The newest tracked recall's id: in the store, or in one namespace (an index seek).
+NEWEST_RECALL = "SELECT max(id) FROM recalls"
+NEWEST_RECALL_IN = "SELECT max(id) FROM recalls WHERE namespace = :namespace"
+
 # -- export and import -------------------------------------------------------------
 
 

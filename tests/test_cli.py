@@ -77,8 +77,8 @@ def test_help_reads_well(capsys):
     p = subprocess.run([sys.executable, "-m", "heapmem.cli", "--help"], capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 0
-    for verb in ("add", "recall", "feedback", "links", "stats", "forget", "check", "export",
-                 "import", "sql", "path", "mcp"):
+    for verb in ("add", "recall", "feedback", "links", "stats", "forget", "check", "report",
+                 "export", "import", "sql", "path", "mcp"):
         assert f"\n    {verb} " in p.stdout, verb
     assert "HEAPMEM_DB" in p.stdout and "examples:" in p.stdout
     p = subprocess.run([sys.executable, "-m", "heapmem.cli", "mcp", "--help"],
@@ -288,6 +288,7 @@ def test_add_refuses_bad_input_and_writes_nothing(run, argv, words):
     (["links"], ["no store at"]),
     (["stats"], ["no store at"]),
     (["check"], ["no store at"]),
+    (["report"], ["no store at"]),
     (["export", "x.jsonl"], ["no store at"]),
     (["forget", "m1"], ["no store at"]),
     (["feedback", "1", "--used", "m1"], ["no store at"]),
