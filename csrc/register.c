@@ -90,6 +90,10 @@ static const struct {
     HM_SCALAR("heap_active", 2, HM_PURE, heap_active),
     HM_SCALAR("heap_relate", 2, HM_PURE, heap_relate),
     HM_SCALAR("heap_cosine", 2, HM_PURE, heap_cosine),
+    HM_SCALAR("heap_embed", 1, HM_PURE, heap_embed),
+    HM_SCALAR("heap_embed", 2, HM_PURE, heap_embed),
+    HM_SCALAR("heap_tokens", 1, HM_PURE, heap_tokens),
+    HM_SCALAR("heap_embedder", 0, HM_PURE, heap_embedder),
     HM_SCALAR("heap_recency", 1, HM_PURE, heap_recency),
     HM_SCALAR("heap_recency", 3, HM_PURE, heap_recency),
     HM_SCALAR("heap_score", 7, HM_PURE, heap_score),
@@ -115,6 +119,7 @@ static const struct {
     HM_SCALAR("heap_answer", 5, HM_WRITE, heap_answer),
     HM_SCALAR("heap_statement", 1, HM_PURE, heap_statement),
     HM_SCALAR("heap_init", 0, HM_WRITE, heap_init),
+    HM_SCALAR("heap_init", 1, HM_WRITE, heap_init),
     HM_SCALAR("heap_add", 2, HM_WRITE, heap_add),
     HM_SCALAR("heap_add", 3, HM_WRITE, heap_add),
     HM_SCALAR("heap_add", 4, HM_WRITE, heap_add),
@@ -143,7 +148,7 @@ HM_API int sqlite3_heapmem_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_
   hm_conn *conn = sqlite3_malloc64(sizeof *conn);
   if (!conn) return SQLITE_NOMEM;
   memset(conn, 0, sizeof *conn);
-  int rc = sqlite3_create_module_v2(db, "heap_recall", &hr_module, conn, sqlite3_free);
+  int rc = sqlite3_create_module_v2(db, "heap_recall", &hr_module, conn, hm_conn_free);
   if (rc != SQLITE_OK) {
     if (pzErrMsg) *pzErrMsg = sqlite3_mprintf("heapmem: could not register heap_recall");
     return rc;

@@ -2,7 +2,7 @@
  * sqlfuncs.c: the heap_* SQL functions that wrap text.c, links.c, score.c
  * and credit.c: heap_version, heap_qtype, heap_features, heap_match,
  * heap_ns_tag, heap_relate, heap_active, heap_links, heap_score,
- * heap_explain, heap_cosine, heap_recency, heap_credit and heap_fold.  Each
+ * heap_explain, heap_recency, heap_credit and heap_fold.  Each
  * turns SQL values into hm_* arguments and hm_* errors into SQL errors.
  *
  * Owns also the helpers the units after it share for SQL values (the region
@@ -357,42 +357,6 @@ static void heap_explain(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     return;
   }
   sqlite3_result_text(ctx, out, -1, SQLITE_TRANSIENT);
-}
-
-/* heap_cosine(a, b) -> cosine similarity of two float32 vector blobs */
-static void heap_cosine(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  (void)argc;
-  if (sqlite3_value_type(argv[0]) != SQLITE_BLOB || sqlite3_value_type(argv[1]) != SQLITE_BLOB) {
-    hm_result_err(ctx, "heap_cosine", "both vectors must be blobs of float32");
-    return;
-  }
-  int na = sqlite3_value_bytes(argv[0]), nb = sqlite3_value_bytes(argv[1]);
-  const void *a = sqlite3_value_blob(argv[0]), *b = sqlite3_value_blob(argv[1]);
-  if (na != nb || na == 0 || na % 4 != 0) {
-    char *m = sqlite3_mprintf("heap_cosine: vectors must be float32 blobs of the same length, "
-                              "got %d and %d bytes", na, nb);
-    if (!m) { sqlite3_result_error_nomem(ctx); return; }
-    sqlite3_result_error(ctx, m, -1);
-    sqlite3_free(m);
-    return;
-  }
-  if (!a || !b) { sqlite3_result_error_nomem(ctx); return; }
-  /* blobs carry no alignment promise: copy when needed */
-  float *fa = NULL, *fb = NULL;
-  if (((uintptr_t)a % sizeof(float)) || ((uintptr_t)b % sizeof(float))) {
-    fa = sqlite3_malloc(na);
-    fb = sqlite3_malloc(nb);
-    if (!fa || !fb) { sqlite3_free(fa); sqlite3_free(fb); sqlite3_result_error_nomem(ctx); return; }
-    memcpy(fa, a, (size_t)na);
-    memcpy(fb, b, (size_t)nb);
-    a = fa;
-    b = fb;
-  }
-  double c = hm_cosine((const float *)a, (const float *)b, na / 4);
-  sqlite3_free(fa);
-  sqlite3_free(fb);
-  if (isnan(c)) sqlite3_result_null(ctx);
-  else sqlite3_result_double(ctx, c);
 }
 
 /* heap_recency(age_days [, half_life_days, floor]) */
