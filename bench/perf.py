@@ -277,6 +277,13 @@ def file_mb(path: str) -> float:
 # Jobs (each runs in its own subprocess)
 # ---------------------------------------------------------------------------------------
 
+def _embedder(job: dict[str, Any]) -> Any:
+    """heapmem.open()'s default (hybrid, potion-base-8M), or None (lexical)."""
+    import heapmem
+
+    return None if job.get("lexical") else heapmem.DEFAULT_EMBEDDER
+
+
 def job_build_heapmem(job: dict[str, Any]) -> dict[str, Any]:
     import heapmem
 
@@ -284,7 +291,7 @@ def job_build_heapmem(job: dict[str, Any]) -> dict[str, Any]:
     rss0 = maxrss_mb()
     path = job["path"]
     now = base.now
-    mem = heapmem.open(path, clock=lambda: now)
+    mem = heapmem.open(path, clock=lambda: now, embedder=_embedder(job))
     t_add, n = 0.0, 0
     for batch in batched(iter_memories(base, job["n"], job["mode"], job["seed"]), job["batch"]):
         t = time.perf_counter()
@@ -324,10 +331,14 @@ def job_serve_heapmem(job: dict[str, Any]) -> dict[str, Any]:
     now = Q["now"]
     path = job["path"]
     t = time.perf_counter()
-    mem = heapmem.open(path, clock=lambda: now)
+    mem = heapmem.open(path, clock=lambda: now, embedder=_embedder(job))
     open_first = time.perf_counter() - t
     conn = mem.connection
     queries = Q["queries"]
+    # the first recall of a new connection: its namespace's vectors are read then
+    t = time.perf_counter()
+    mem.recall(queries[0][0], k=K, namespace=queries[0][1], now=now, track=False)
+    first_recall = time.perf_counter() - t
     nrec = job["recalls"]
 
     cpu: dict[str, list[float]] = {"floor": [], "recall": []}
@@ -454,11 +465,19 @@ def job_serve_heapmem(job: dict[str, Any]) -> dict[str, Any]:
     opens = []
     for _ in range(5):
         t = time.perf_counter()
-        m = heapmem.open(path, clock=lambda: now)
+        m = heapmem.open(path, clock=lambda: now, embedder=_embedder(job))
         opens.append(time.perf_counter() - t)
         m.close()
     out["open_ms"] = _ms(statistics.median(opens))
+    if not job.get("lexical"):  # a question's vector, from Python (the cffi call included)
+        emb = []
+        for q, _ in queries[:nrec]:
+            t = time.perf_counter()
+            _native.embed([q])
+            emb.append(time.perf_counter() - t)
+        out["embed_query"] = ms_stats(emb)
     out["open_first_ms"] = _ms(open_first)
+    out["first_recall_ms"] = _ms(first_recall)
     out["rss_serve_mb"] = round(maxrss_mb(), 1)
     out["rss_import_mb"] = round(rss_import, 1)
     return out
@@ -671,6 +690,30 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def hybrid_costs(rows: list[dict[str, Any]]) -> str:
+    """What hybrid recall (the default, potion-base-8M in C) costs over
+    lexical, store by store, in the same run (issue 22's goals)."""
+    hy = {r["corpus"]: r for r in rows if r["system"] == "heapmem"}
+    lx = {r["corpus"]: r for r in rows if r["system"] == "heapmem-lexical"}
+    out = ["| corpus | add_many/s hybrid / lexical | ratio | recall p50 ms hybrid / lexical "
+           "| ratio | first recall of a connection ms hybrid / lexical | file MB hybrid / lexical | ratio "
+           "| query embed p50 ms |", "|---|---|---|---|---|---|---|---|---|"]
+    for tag in hy:
+        if tag not in lx:
+            continue
+        h, x = hy[tag], lx[tag]
+        ah, al = h.get("add_many_per_s"), x.get("add_many_per_s")
+        rh, rl = h.get("recall", {}).get("p50_ms"), x.get("recall", {}).get("p50_ms")
+        fh, fl = h.get("file_mb"), x.get("file_mb")
+        out.append("| " + " | ".join([
+            tag, f"{f(ah, 0)} / {f(al, 0)}", f"{ah / al:.2f}x" if ah and al else "-",
+            f"{f(rh, 3)} / {f(rl, 3)}", f"{rh / rl:.2f}x" if rh and rl else "-",
+            f"{f(h.get('first_recall_ms'), 2)} / {f(x.get('first_recall_ms'), 2)}",
+            f"{f(fh, 1)} / {f(fl, 1)}", f"{fh / fl:.2f}x" if fh and fl else "-",
+            f(h.get("embed_query", {}).get("p50_ms"), 4)]) + " |")
+    return "\n".join(out)
+
+
 def cpu_ratio(r: dict[str, Any]) -> str:
     a, b = r.get("recall", {}).get("cpu_p50_ms"), r.get("floor", {}).get("cpu_p50_ms")
     return f"{a / b:.2f}x" if a and b else "-"
@@ -777,6 +820,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--peer-python")
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--out", help="write the results as JSON here")
+    ap.add_argument("--embedder", choices=("both", "potion", "none"), default="both",
+                    help="heapmem's stores: hybrid (potion, heapmem.open()'s default), lexical "
+                         "(none: embedder=None), or both side by side (default)")
     ap.add_argument("--_job", help=argparse.SUPPRESS)
     ap.add_argument("--_result", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -809,21 +855,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if single:
         stores.append((f"single-{label(single)}", "single", single))
     stores.append(("alone", "alone", base.per_replica))
+    variants = {"both": (False, True), "potion": (False,), "none": (True,)}[args.embedder]
+    stores = [(tag, mode, n, lex) for tag, mode, n in stores for lex in variants]
     only = set(args.only.split(",")) if args.only else None
     counts = {"recalls": nq, "tracked": max(50, nq // 3), "adds": max(50, nq // 5),
               "forgets": max(20, nq // 10)}
     rows: list[dict[str, Any]] = []
     try:
-        for tag, mode, n in stores:
+        for tag, mode, n, lexical in stores:
             if only and tag not in only:
                 continue
-            path = os.path.join(workdir, f"heapmem-{tag}.db")
+            system = "heapmem-lexical" if lexical else "heapmem"
+            path = os.path.join(workdir, f"{system}-{tag}.db")
             qpath = os.path.join(workdir, f"queries-{tag}.json")
             with open(qpath, "w", encoding="utf-8") as fh:
                 json.dump(make_queries(base, n, mode, args.seed, nq, tag), fh)
             common = {"tag": tag, "mode": "multi" if mode == "alone" else mode, "n": n,
                       "path": path, "data": os.path.abspath(args.data), "seed": args.seed,
-                      "batch": args.batch}
+                      "batch": args.batch, "lexical": lexical}
             side = path + ".build.json"
             if args.reuse and os.path.exists(side) and os.path.exists(path):
                 with open(side, encoding="utf-8") as fh:
@@ -844,7 +893,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             if mode == "alone":
                 served["recall"], served["floor"] = served["recall_ns0"], served["floor_ns0"]
-            rows.append({"system": "heapmem", "corpus": tag, **built, **served})
+            rows.append({"system": system, "corpus": tag, **built, **served})
             print(table(rows[-1:]).splitlines()[-1], file=sys.stderr)
         py = peer_python(args)
         if py:
@@ -902,6 +951,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(table(rows))
     print("\n### Goals (issue 4)\n")
     print(goals(rows))
+    if any(r["system"] == "heapmem-lexical" for r in rows):
+        print()
+        print(hybrid_costs(rows))
     extra = [r for r in rows if r["system"] == "heapmem" and "recall_ns0" in r]
     if extra:
         print("\n### Cost follows the namespace: the same tenant-0000 questions in every store\n")

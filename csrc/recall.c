@@ -81,6 +81,25 @@ static const char hr_sql_hybrid[] =
     "CROSS JOIN memories AS m ON m.seq = u.seq LEFT JOIN lex ON lex.seq = u.seq "
     "LEFT JOIN vectors AS vv ON vv.seq = u.seq WHERE m.namespace = ?2) "
     "SELECT seq, rank, importance, age_days, superseded, features, cos FROM cand ORDER BY seq";
+/* the carried embedder's hybrid: ?5 the vector top N (a JSON array of seqs,
+ * from the connection's cache), the cosines worked out in C */
+static const char hr_sql_hybrid8[] =
+    "WITH lex AS (" HR_LEX_TOP "), "
+    "cand AS (SELECT " HR_SCORE_INPUTS " FROM (SELECT seq FROM lex UNION "
+    "SELECT value FROM json_each(?5)) AS u "
+    "CROSS JOIN memories AS m ON m.seq = u.seq LEFT JOIN lex ON lex.seq = u.seq "
+    "WHERE m.namespace = ?2) "
+    "SELECT seq, rank, importance, age_days, superseded, features, NULL FROM cand ORDER BY seq";
+/* ?1 namespace: the store's embedder, its dimension and the namespace's stamps */
+static const char hr_sql_vstate[] =
+    "SELECT (SELECT value FROM heapmem_meta WHERE key = '" HM_META_EMBEDDER "'), "
+    "(SELECT value FROM heapmem_meta WHERE key = '" HM_META_EMBEDDING_DIM "'), "
+    "(SELECT added FROM vector_stamps WHERE namespace = ?1), "
+    "(SELECT changed FROM vector_stamps WHERE namespace = ?1)";
+/* ?1 namespace, ?2 after this seq: the namespace's vectors in seq order */
+static const char hr_sql_vload[] =
+    "SELECT v.seq, v.v FROM memories AS m CROSS JOIN vectors AS v ON v.seq = m.seq "
+    "WHERE m.namespace = ?1 AND m.seq > ?2 ORDER BY m.seq";
 /* ?1 qtype, ?2 namespace, ?3 pseudocount */
 static const char hr_sql_links[] =
     "SELECT heap_links(p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0), "
@@ -106,9 +125,11 @@ static const char hr_sql_log[] =
     "WHERE NOT EXISTS (SELECT 1 FROM json_each(?5) AS s WHERE NOT EXISTS (SELECT 1 FROM "
     "memories AS m WHERE m.id = s.value AND m.namespace = ?1)) RETURNING id";
 
-enum { HR_ST_CAND, HR_ST_HYBRID, HR_ST_LINKS, HR_ST_SHOW, HR_ST_TUNED, HR_ST_LOG, HR_NST };
-static const char *const hr_sql[HR_NST] = {hr_sql_cand, hr_sql_hybrid, hr_sql_links,
-                                            hr_sql_show, hr_sql_tuned, hr_sql_log};
+enum { HR_ST_CAND, HR_ST_HYBRID, HR_ST_LINKS, HR_ST_SHOW, HR_ST_TUNED, HR_ST_LOG,
+       HR_ST_HYBRID8, HR_ST_VSTATE, HR_ST_VLOAD, HR_NST };
+static const char *const hr_sql[HR_NST] = {hr_sql_cand,    hr_sql_hybrid, hr_sql_links,
+                                            hr_sql_show,    hr_sql_tuned,  hr_sql_log,
+                                            hr_sql_hybrid8, hr_sql_vstate, hr_sql_vload};
 
 /* The statements the loop's functions run, prepared once per connection:
  * kept by the connection's heap_recall table, whose xDisconnect (run before
@@ -119,7 +140,15 @@ typedef struct {
   hr_vtab *vt;      /* the connection's heap_recall, once connected */
   int checked;      /* the file's schema was found heapmem's own ... */
   long long cookie; /* ... at this schema cookie (store.c, hs_check) */
+  hv_cache *vc;     /* the namespaces' vectors (embed.c), once a recall needs them */
 } hm_conn;
+
+/* the module's client data goes with the connection */
+static void hm_conn_free(void *p) {
+  hm_conn *conn = p;
+  if (conn) hv_free(conn->vc);
+  sqlite3_free(conn);
+}
 
 struct hr_vtab {
   sqlite3_vtab base;
@@ -149,7 +178,10 @@ typedef struct {
   sqlite3_vtab_cursor base;
   hr_row *rows;
   int n, k, i;
-  int hybrid;
+  int hybrid; /* 0 lexical, 1 a float32 qvec over the vectors (heap_cosine), 2 the
+               * carried embedder's vectors through the connection's cache */
+  float qf[HM_MAX_DIM]; /* hybrid 2: the question's unit vector */
+  int qdim;
   i64 recall_id;
   const char *qtype;
   unsigned char *links;
@@ -470,21 +502,148 @@ static int hr_read_links(hr_vtab *t, hr_cursor *c, const char *ns) {
   return SQLITE_OK;
 }
 
+/* Which vectors this recall uses, into c->hybrid and (for the carried
+ * embedder) c->qf: the store's embedder and the namespace's stamps, read in
+ * the recall's snapshot.  A store whose embedder is the one this library
+ * carries embeds the question here unless qvec is given; another embedder's
+ * store is hybrid only with a qvec, as before. */
+static int hr_vectors(hr_vtab *t, hr_cursor *c, const hr_args *a, i64 *added, i64 *changed) {
+  sqlite3_stmt *st = NULL;
+  int rc;
+  c->hybrid = 0;
+  if ((rc = hr_stmt(t, HR_ST_VSTATE, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  sqlite3_bind_text(st, 1, a->ns, -1, SQLITE_TRANSIENT);
+  if ((rc = sqlite3_step(st)) != SQLITE_ROW) return hr_sqlfail(t, rc);
+  const char *name = (const char *)sqlite3_column_text(st, 0);
+  int builtin = name && !strcmp(name, HM_BUILTIN_EMBEDDER) &&
+                sqlite3_column_int(st, 1) == HM_EMBED_DIM;
+  *added = sqlite3_column_int64(st, 2);
+  *changed = sqlite3_column_int64(st, 3);
+  sqlite3_reset(st);
+  if (!builtin) {
+    c->hybrid = a->qvec ? 1 : 0;
+    return SQLITE_OK;
+  }
+  char err[HM_ERRLEN];
+  int dim = 0;
+  if (a->qvec) {
+    if (hv_floats(a->qvec, a->qbytes, c->qf, &dim) || dim != HM_EMBED_DIM)
+      return hr_fail(t, "heap_recall: qvec must be a vector of this store's embedder (256 "
+                        "dimensions, float32 or heap_embed's)%s", "");
+  } else if (hm_embed(a->query, -1, c->qf, HM_EMBED_DIM, err, sizeof err) < 0) {
+    return hr_fail(t, "heap_recall: %s", err);
+  }
+  double ss = 0;
+  for (int d = 0; d < HM_EMBED_DIM; d++) ss += (double)c->qf[d] * c->qf[d];
+  if (!(ss > 0)) return SQLITE_OK; /* no word the model knows: lexical recall */
+  for (int d = 0; d < HM_EMBED_DIM; d++) c->qf[d] = (float)(c->qf[d] / sqrt(ss));
+  c->qdim = HM_EMBED_DIM;
+  c->hybrid = 2;
+  return SQLITE_OK;
+}
+
+/* The connection's cache of the namespace's vectors, brought up to the
+ * stamps (embed.c's vector cache says when it reads what). */
+static int hr_vsync(hr_vtab *t, const char *ns, int dim, i64 added, i64 changed,
+                    hv_ns **out) {
+  hm_conn *conn = t->conn;
+  if (!conn) return hr_fail(t, "heap_recall: the library was not loaded into this "
+                               "connection%s", "");
+  if (!conn->vc) {
+    conn->vc = sqlite3_malloc64(sizeof *conn->vc);
+    if (!conn->vc) return SQLITE_NOMEM;
+    memset(conn->vc, 0, sizeof *conn->vc);
+  }
+  hv_ns *e = hv_entry(conn->vc, ns, dim);
+  if (!e) return SQLITE_NOMEM;
+  *out = e;
+  if (e->keep && e->changed == changed && e->added == added) return SQLITE_OK;
+  i64 after = 0;
+  if (e->keep && e->changed == changed && added > e->added && e->n) after = e->seq[e->n - 1];
+  else e->n = 0;
+  e->keep = 0;
+  sqlite3_stmt *st = NULL;
+  int rc;
+  if ((rc = hr_stmt(t, HR_ST_VLOAD, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st, 2, after);
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (hv_grow(conn->vc, e, 1) != SQLITE_OK) { sqlite3_reset(st); e->n = 0; return SQLITE_NOMEM; }
+    int8_t *row = e->v + (size_t)e->n * (size_t)dim;
+    if (hv_read(sqlite3_column_blob(st, 1), sqlite3_column_bytes(st, 1), dim, row)) {
+      sqlite3_reset(st);
+      e->n = 0;
+      hr_fail(t, "heap_recall: a memory's vector is damaged (not a vector of this store's "
+                 "embedder)%s", "");
+      return SQLITE_CORRUPT;
+    }
+    e->inv[e->n] = hv_inv_norm(row, dim);
+    e->seq[e->n++] = sqlite3_column_int64(st, 0);
+  }
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) { e->n = 0; return hr_sqlfail(t, rc); }
+  e->added = added;
+  e->changed = changed;
+  /* rows read inside a write transaction could be rolled back: used once */
+  e->keep = sqlite3_txn_state(t->db, "main") != SQLITE_TXN_WRITE;
+  return SQLITE_OK;
+}
+
+/* The cache's top N for the question, as the JSON array hr_sql_hybrid8 takes. */
+static char *hr_vector_top(hr_vtab *t, hr_cursor *c, const hv_ns *e) {
+  unsigned char q8[4 + HM_MAX_DIM];
+  hv_to_int8(c->qf, c->qdim, q8);
+  int want = (int)c->cfg.candidates;
+  i64 *top = sqlite3_malloc64((sqlite3_uint64)(want > 0 ? want : 1) * sizeof *top);
+  if (!top) return NULL;
+  int n = hv_top(e, (const int8_t *)(q8 + 4), want, top);
+  sqlite3_str *js = sqlite3_str_new(t->db);
+  sqlite3_str_appendchar(js, 1, '[');
+  for (int i = 0; i < n; i++) sqlite3_str_appendf(js, i ? ",%lld" : "%lld", (long long)top[i]);
+  sqlite3_str_appendchar(js, 1, ']');
+  sqlite3_free(top);
+  if (n < 0) { sqlite3_free(sqlite3_str_finish(js)); return NULL; }
+  return sqlite3_str_finish(js);
+}
+
+/* Each candidate's cosine with the question, from the cache (0 without a vector). */
+static void hr_vector_cos(hr_cursor *c, const hv_ns *e) {
+  for (int i = 0; i < c->n; i++) {
+    hr_row *r = &c->rows[i];
+    int j = hv_find(e, r->seq);
+    r->cos = 0.0;
+    if (j < 0 || e->inv[j] == 0) continue;
+    const int8_t *v = e->v + (size_t)j * (size_t)e->dim;
+    double dot = 0;
+    for (int d = 0; d < e->dim; d++) dot += (double)c->qf[d] * v[d];
+    r->cos = dot * e->inv[j];
+  }
+}
+
 /* The candidates with their score inputs, into c->rows. */
-static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a) {
+static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a, i64 added,
+                              i64 changed) {
   const char *query = a->query, *ns = a->ns;
   double now = a->now;
   const void *qvec = a->qvec;
   int qbytes = a->qbytes;
   sqlite3_stmt *st = NULL;
+  hv_ns *e = NULL;
   int rc;
-  if ((rc = hr_stmt(t, c->hybrid ? HR_ST_HYBRID : HR_ST_CAND, &st)) != SQLITE_OK)
-    return hr_sqlfail(t, rc);
+  if (c->hybrid == 2 && (rc = hr_vsync(t, ns, c->qdim, added, changed, &e)) != SQLITE_OK)
+    return rc;
+  static const int which[3] = {HR_ST_CAND, HR_ST_HYBRID, HR_ST_HYBRID8};
+  if ((rc = hr_stmt(t, which[c->hybrid], &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
   sqlite3_bind_text(st, 1, query, -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(st, 2, ns, -1, SQLITE_TRANSIENT);
   sqlite3_bind_double(st, 3, now);
   sqlite3_bind_int(st, 4, (int)c->cfg.candidates);
-  if (c->hybrid) sqlite3_bind_blob(st, 5, qvec, qbytes, SQLITE_TRANSIENT);
+  if (c->hybrid == 1) sqlite3_bind_blob(st, 5, qvec, qbytes, SQLITE_TRANSIENT);
+  if (c->hybrid == 2) {
+    char *top = hr_vector_top(t, c, e);
+    if (!top) return SQLITE_NOMEM;
+    sqlite3_bind_text(st, 5, top, -1, sqlite3_free);
+  }
   int cap = 0;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     if (c->n == cap) {
@@ -517,6 +676,20 @@ static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a) {
   }
   if (rc != SQLITE_DONE) return hr_sqlfail(t, rc);
   sqlite3_reset(st);
+  if (c->hybrid == 2) hr_vector_cos(c, e);
+  /* a candidate only the library's vectors found must be close enough to
+   * count (the threshold is potion-base-8M's: another model's cosines lie
+   * on another scale) */
+  int kept = 0;
+  for (int i = 0; i < c->n; i++) {
+    hr_row *r = &c->rows[i];
+    if (c->hybrid == 2 && !r->has_rank && !(r->cos >= c->cfg.min_cosine)) {
+      sqlite3_free(r->features);
+      continue;
+    }
+    c->rows[kept++] = *r;
+  }
+  c->n = kept;
   return SQLITE_OK;
 }
 
@@ -613,10 +786,14 @@ static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, i
   int blank = 1;
   for (const char *p = query; *p; p++)
     if (!isspace((unsigned char)*p)) blank = 0;
-  c->hybrid = a.qvec && c->cfg.lexical_weight < 1 && !blank;
+  i64 added = 0, changed = 0;
+  c->hybrid = 0;
+  if (c->cfg.lexical_weight < 1 && !blank &&
+      (rc = hr_vectors(t, c, &a, &added, &changed)) != SQLITE_OK)
+    return rc;
   if (nterms <= 0 && !c->hybrid) return SQLITE_OK; /* nothing searchable: no rows */
   if ((rc = hr_read_links(t, c, ns)) != SQLITE_OK) return rc;
-  if ((rc = hr_read_candidates(t, c, &a)) != SQLITE_OK) return rc;
+  if ((rc = hr_read_candidates(t, c, &a, added, changed)) != SQLITE_OK) return rc;
   if (c->n == 0) return SQLITE_OK;
   if ((rc = hr_score(t, c)) != SQLITE_OK) return rc;
   if ((rc = hr_show(t, c)) != SQLITE_OK) return rc;

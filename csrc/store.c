@@ -146,10 +146,21 @@ static int hm_check_store(sqlite3 *db, hm_conn *conn, char **err) {
   return rc;
 }
 
-/* heap_init(): make the empty database a heapmem store (its whole schema,
- * the file's meta rows), or say so when it is one already. */
+/* heap_init([embed]): make the empty database a heapmem store (its whole
+ * schema, the file's meta rows), or say so when it is one already.  Its
+ * vectors come from the library's own embedder unless embed is 0 (lexical
+ * recall only; heapmem.open(embedder=None) makes a store so). */
 static void heap_init(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  (void)argc; (void)argv;
+  int embed = 1;
+  if (argc > 0) {
+    if (sqlite3_value_type(argv[0]) != SQLITE_INTEGER ||
+        (sqlite3_value_int64(argv[0]) != 0 && sqlite3_value_int64(argv[0]) != 1)) {
+      sqlite3_result_error(ctx, "heap_init: embed must be 1 (vectors from the library's own "
+                                "embedder, the default) or 0 (lexical recall only)", -1);
+      return;
+    }
+    embed = sqlite3_value_int(argv[0]);
+  }
   hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = sqlite3_user_data(ctx)};
   sqlite3 *db = x.db;
   sqlite3_stmt *st = NULL;
@@ -191,6 +202,11 @@ static void heap_init(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
         "INSERT INTO heapmem_meta(key, value) VALUES ('" HM_META_FORMAT "', 'heapmem'), ('"
         HM_META_CREATED_WITH "', %Q), ('" HM_META_POOL "', %Q); PRAGMA user_version = %d",
         HEAPMEM_VERSION, HM_POOL_DEFAULTS, HM_SCHEMA_VERSION);
+    /* hybrid from the start, as heapmem.open(): the library's own embedder */
+    if (meta && embed && he_get())
+      meta = sqlite3_mprintf("%z; INSERT INTO heapmem_meta(key, value) VALUES ('"
+                             HM_META_EMBEDDER "', '" HM_BUILTIN_EMBEDDER "'), ('"
+                             HM_META_EMBEDDING_DIM "', '%d')", meta, HM_EMBED_DIM);
     rc = meta ? sqlite3_exec(db, meta, NULL, NULL, NULL) : SQLITE_NOMEM;
     sqlite3_free(meta);
   }

@@ -14,12 +14,13 @@ from .errors import (CorruptStoreError, DuplicateIdError, HeapmemError, NotAStor
                      ReadOnlyError, SchemaVersionError, UnsafeStoreError)
 from .results import (CheckReport, Event, Feedback, ImportReport, Item, Judgement, LinkRow,
                       LoggedRecall, NamespaceStats, Recall, Result, Stats, TuneReport)
-from .store import Memory, open
+from .store import DEFAULT_EMBEDDER, Memory, open
 from .validate import MAX_TEXT_BYTES
 
 __all__ = [
     "CheckReport",
     "CorruptStoreError",
+    "DEFAULT_EMBEDDER",
     "DuplicateIdError",
     "Event",
     "Feedback",

@@ -184,6 +184,29 @@ def active(features: str, qt: str, age_days: float = math.nan) -> list[str]:
     return ffi.string(out).decode().split()
 
 
+#: The dimension of the embedder the library carries (potion-base-8M).
+EMBED_DIM = lib.HM_EMBED_DIM
+
+
+def embed(texts: Sequence[str]) -> np.ndarray:
+    """The unit vectors of texts from the embedder the library carries
+    (csrc/embed.c): float32, EMBED_DIM columns; a text with no token the
+    model knows gets zeros."""
+    out = np.zeros((len(texts), EMBED_DIM), dtype=np.float32)
+    err = ffi.new("char[]", _ERRLEN)
+    row = ffi.cast("float *", ffi.from_buffer(out))
+    for i, t in enumerate(texts):
+        b = _cstr(t)
+        if lib.hm_embed(b, len(b), row + i * EMBED_DIM, EMBED_DIM, err, _ERRLEN) < 0:
+            raise HeapmemError(ffi.string(err).decode())
+    return out
+
+
+def embedder_info() -> str:
+    """What the library's embedder is, one line."""
+    return ffi.string(lib.hm_embedder_info()).decode()
+
+
 def fnv64(feature: str) -> int:
     """The hash that keys a feature in a link-set blob."""
     return int(lib.hm_hash(_cstr(feature)))

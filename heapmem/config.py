@@ -46,7 +46,12 @@ class ScoringConfig:
       re-ranked).  With an embedder (hybrid recall) the candidates are the
       BM25 top `candidates` united with the vector top `candidates`, and
       relevance = lexical_weight x BM25 share + (1 - lexical_weight) x cosine
-      over the best candidate's cosine.
+      over the best candidate's cosine.  A candidate that only the vectors
+      found (no word in common) needs a cosine of at least min_cosine
+      (default 0.2, for potion-base-8M, the library's own embedder; another
+      embedder's candidates are not filtered: its cosines lie on its own
+      scale).  On LoCoMo 0.2 costs nothing (bench/RESULTS.md 11) and keeps
+      a small namespace from returning every memory it holds.
     - recency = recency_floor + (1 - recency_floor) * 0.5^(age / half_life_days),
       age since last use (or creation).  Off by default (w_recency=0): a fixed
       decay hurts when questions reach back months; how much age matters is
@@ -87,6 +92,7 @@ class ScoringConfig:
     superseded_factor: float = _C["superseded_factor"]
     candidates: int = int(_C["candidates"])
     lexical_weight: float = _C["lexical_weight"]
+    min_cosine: float = _C["min_cosine"]
     prior_alpha: float = _C["prior_alpha"]
     prior_beta: float = _C["prior_beta"]
     pooled_pseudocount: float = _C["pooled_pseudocount"]

@@ -23,7 +23,7 @@ from ._version import __version__
 from .errors import CorruptStoreError, NotAStoreError, SchemaVersionError, UnsafeStoreError
 
 #: The schema version this heapmem writes (PRAGMA user_version).
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 #: How the pooled layer is built from the namespaces' own links (a new
 #: store's defaults, kept in the file under META_POOL):
@@ -54,6 +54,13 @@ META_TUNED = "tuned"
 #: the embedder's name and dimension (hybrid recall).
 META_EMBEDDER = "embedder"
 META_EMBEDDING_DIM = "embedding_dim"
+#: the embedder the C core carries (csrc/embed.c): a store that names it
+#: gets its vectors from the schema's own triggers (version 8), from any door
+BUILTIN_EMBEDDER = "potion-base-8M"
+BUILTIN_DIM = 256
+#: the first 4 bytes of a vector in the library's int8 format (a float32 NaN,
+#: so never the start of a float32 vector the store holds; csrc/embed.c)
+INT8_VECTOR_MAGIC = b"h\x08\xc8\x7f"
 #: high-water marks: a forgotten memory's seq or recall's id is never reused.
 META_LAST_SEQ = "last_seq"
 META_LAST_RECALL = "last_recall"
@@ -376,9 +383,62 @@ FROM heapmem_meta WHERE key = '{META_LINKS_PRIOR}' AND json_valid(value)
 ON CONFLICT(key) DO NOTHING;
 """
 
+# Version 8: vectors that follow their memory from any door.  A store whose
+# embedder is the one the C core carries (BUILTIN_EMBEDDER) gets a memory's
+# vector from the insert itself, and a new one when its text changes, by
+# plain-SQL triggers calling heap_embed (innocuous: it reads nothing but its
+# argument), so the sqlite3 shell, heap_add, Python's batch insert and a
+# server all embed alike; any store loses a memory's vector with the memory
+# even where foreign keys are off (the sqlite3 shell's default).  And each
+# namespace's vector_stamps row counts the vectors added to it and every
+# other change (a vector replaced or deleted, a memory forgotten or moved),
+# with the highest seq added: a connection's cache of the namespace's
+# vectors (csrc/embed.c) reads only what is new when nothing else changed.
+_BUILTIN_IS = (f"(SELECT value FROM heapmem_meta WHERE key = '{META_EMBEDDER}') = "
+               f"'{BUILTIN_EMBEDDER}'")
+_SCHEMA_V8 = f"""
+CREATE TABLE vector_stamps(
+  namespace TEXT PRIMARY KEY,
+  added     INTEGER NOT NULL,         -- vectors added
+  changed   INTEGER NOT NULL,         -- vectors replaced or deleted, memories gone or moved
+  last      INTEGER NOT NULL          -- the highest seq added
+) WITHOUT ROWID;
+INSERT INTO vector_stamps SELECT m.namespace, count(*), 0, max(v.seq)
+  FROM vectors AS v JOIN memories AS m ON m.seq = v.seq GROUP BY m.namespace;
+CREATE TRIGGER vectors_ai AFTER INSERT ON vectors BEGIN
+  INSERT INTO vector_stamps(namespace, added, changed, last)
+    SELECT namespace, 1, 0, new.seq FROM memories WHERE seq = new.seq
+    ON CONFLICT(namespace) DO UPDATE SET added = added + 1,
+      changed = changed + (excluded.last <= last), last = max(last, excluded.last);
+END;
+CREATE TRIGGER vectors_au AFTER UPDATE ON vectors BEGIN
+  UPDATE vector_stamps SET changed = changed + 1
+    WHERE namespace IN (SELECT namespace FROM memories WHERE seq IN (old.seq, new.seq));
+END;
+CREATE TRIGGER vectors_ad AFTER DELETE ON vectors BEGIN
+  UPDATE vector_stamps SET changed = changed + 1
+    WHERE namespace = (SELECT namespace FROM memories WHERE seq = old.seq);
+END;
+CREATE TRIGGER memories_vector_ad AFTER DELETE ON memories BEGIN
+  DELETE FROM vectors WHERE seq = old.seq;
+  UPDATE vector_stamps SET changed = changed + 1 WHERE namespace = old.namespace;
+END;
+CREATE TRIGGER memories_vector_move AFTER UPDATE OF namespace ON memories BEGIN
+  UPDATE vector_stamps SET changed = changed + 1 WHERE namespace IN (old.namespace, new.namespace);
+END;
+CREATE TRIGGER memories_embed AFTER INSERT ON memories WHEN {_BUILTIN_IS} BEGIN
+  INSERT INTO vectors(seq, v) VALUES (new.seq, heap_embed(new.text));
+END;
+CREATE TRIGGER memories_reembed AFTER UPDATE OF text ON memories WHEN {_BUILTIN_IS} BEGIN
+  UPDATE vectors SET v = heap_embed(new.text) WHERE seq = new.seq;
+  INSERT INTO vectors(seq, v) SELECT new.seq, heap_embed(new.text)
+    WHERE NOT EXISTS (SELECT 1 FROM vectors WHERE seq = new.seq);
+END;
+"""
+
 # Numbered schema steps: MIGRATIONS[v] takes a store from version v to v + 1.
 MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3, 3: _SCHEMA_V4,
-                              4: _SCHEMA_V5, 5: _SCHEMA_V6, 6: _SCHEMA_V7}
+                              4: _SCHEMA_V5, 5: _SCHEMA_V6, 6: _SCHEMA_V7, 7: _SCHEMA_V8}
 
 # -- how forget erases text from the FTS index ------------------------------------
 
@@ -535,8 +595,9 @@ def c_header() -> str:
              f"#define HM_POOL_TRIM {POOL_DEFAULTS['trim']}",
              f"#define HM_PRIOR_SUPPORT {PRIOR_SUPPORT}"]
     for name in ("FORMAT", "CREATED_WITH", "TUNED", "LAST_SEQ", "LAST_RECALL", "LINKS_PRIOR",
-                 "POOL", "EMBEDDER"):
+                 "POOL", "EMBEDDER", "EMBEDDING_DIM"):
         lines.append(f'#define HM_META_{name} "{globals()["META_" + name]}"')
+    lines.append(f'#define HM_BUILTIN_EMBEDDER "{BUILTIN_EMBEDDER}"')
     lines.append("/* a kind's default importance (heapmem.config.KIND_IMPORTANCE); others 1 */")
     lines.append("static const struct {")
     lines.append("  const char *kind;")
@@ -578,6 +639,7 @@ KNOWN_SCHEMAS = {
     5: "cf54a3970e193024437cc58839d20b2943de5f5b58f9e759ddbeb97492fde4d3",
     6: "12dc3f91101aa478d6d705433396ac4eb4302bb51b10548e25ce5e2704a2db91",
     7: "12dc3f91101aa478d6d705433396ac4eb4302bb51b10548e25ce5e2704a2db91",
+    8: "e6f32bbe67e9611a3d02049ff3f8780552bde2916d959d4b6fd7dcdb76d2f2c1",
 }
 
 
@@ -715,7 +777,8 @@ def _migrate(c: apsw.Connection, path: str, rebuild_pool: Any) -> None:
             raise NotAStoreError(f"{path!r} is not a heapmem store; it was not modified")
         check_objects(c, path, version)  # again, under the write lock
         if version == 0:  # a new store: the C core makes it (heap_init, csrc/schema.h)
-            c.execute("SELECT heap_init()").fetchall()
+            # (no embedder yet: heapmem.open() attaches the one it is given)
+            c.execute("SELECT heap_init(0)").fetchall()
             version = SCHEMA_VERSION
         while version < SCHEMA_VERSION:
             c.execute(MIGRATIONS[version])

@@ -180,6 +180,11 @@ REPLACE_VECTOR = "INSERT OR REPLACE INTO vectors(seq, v) VALUES (:seq, :v)"
 
 DELETE_VECTORS = "DELETE FROM vectors"
 
+#: the library's own embedder (schema.BUILTIN_EMBEDDER): every memory without
+#: a vector gets one from heap_embed, inside SQL
+EMBED_UNEMBEDDED = """INSERT INTO vectors(seq, v) SELECT m.seq, heap_embed(m.text) FROM memories AS m
+WHERE NOT EXISTS (SELECT 1 FROM vectors AS v WHERE v.seq = m.seq) ORDER BY m.seq"""
+
 UNEMBEDDED = """SELECT m.seq, m.text FROM memories AS m LEFT JOIN vectors AS v ON v.seq = m.seq
 WHERE v.seq IS NULL"""
 
@@ -260,6 +265,17 @@ FROM judged GROUP BY day ORDER BY day
 # The newest tracked recall's id: in the store, or in one namespace (an index seek).
 NEWEST_RECALL = "SELECT max(id) FROM recalls"
 NEWEST_RECALL_IN = "SELECT max(id) FROM recalls WHERE namespace = :namespace"
+
+# -- Datasette (heapmem.datasette_plugin) ------------------------------------------
+
+# The canned query "recall" on Datasette's page of a heapmem store: heap_recall
+# with its arguments as hidden columns, untracked (Datasette reads through a
+# read-only connection, where track is off anyway; track = 0 keeps a writable
+# one from logging too).  An empty k is 5.
+DATASETTE_RECALL = """SELECT rank, id, round(score, 3) AS score, text, explain
+FROM heap_recall
+WHERE query = :question AND namespace = :namespace
+  AND k = CAST(coalesce(nullif(:k, ''), 5) AS INTEGER) AND track = 0"""
 
 # -- export and import -------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import apsw
 import numpy as np
 
-from . import _native, hrana, learning, priors, remote, schema, sql, tune
+from . import _native, embedders, hrana, learning, priors, remote, schema, sql, tune
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
 from .errors import CorruptStoreError, DuplicateIdError, HeapmemError, ReadOnlyError, from_sqlite
 from .results import (CheckReport, Event, Feedback, Item, Judgement, LinkRow, LoggedRecall,
@@ -142,12 +142,24 @@ def _refuse_special(path: str) -> None:
                            "is a file")
 
 
+class _Default:
+    """open()'s embedder when none is named: potion-base-8M, the embedder the
+    library carries, unless the store holds another embedder's vectors."""
+
+    def __repr__(self) -> str:
+        return "heapmem.DEFAULT_EMBEDDER"
+
+
+DEFAULT_EMBEDDER: Any = _Default()
+
+
 class Memory:
     """A heapmem store: use heapmem.open() to make one.  A context manager."""
 
     def __init__(self, path: str, *, clock: Callable[[], Timestamp] = time.time,
                  config: ScoringConfig | None = None, readonly: bool = False,
-                 embedder: Callable[[list[str]], Any] | None = None, reembed: bool = False,
+                 embedder: Callable[[list[str]], Any] | None = DEFAULT_EMBEDDER,
+                 reembed: bool = False,
                  durable: bool = False, verify: bool = False, auth_token: str | None = None,
                  database: str | None = None):
         if isinstance(path, os.PathLike):
@@ -171,9 +183,13 @@ class Memory:
         self.verify = bool(verify)
         self.config = config or ScoringConfig()
         self._clock = clock
+        default = embedder is DEFAULT_EMBEDDER
+        if default:
+            embedder = None  # decided once the file is open (_default_embedder)
         if embedder is not None and not callable(embedder):
             raise TypeError("embedder must be a callable from a list of texts to a 2-D array")
         self._embedder = embedder
+        self._builtin = False  # the library embeds for this store (embedders.Potion)
         self._dim = 0
         self._lock = threading.RLock()
         self._links_gen = 0  # bumped by every write of this connection to links
@@ -185,7 +201,8 @@ class Memory:
         try:
             if hrana.is_url(path):  # a store on a libSQL server (heapmem.remote)
                 self._conn = remote.connect(path, auth_token=auth_token, durable=durable,
-                                            embedder=embedder, database=database)
+                                            embedder=None if _is_builtin(embedder) else embedder,
+                                            database=database)
             elif auth_token is not None:
                 raise ValueError("auth_token is for a server URL (http://, https://, libsql://)")
             elif database is not None:
@@ -229,7 +246,9 @@ class Memory:
                         f"{path!r} holds tuned weights heapmem cannot read ({e}); open it with "
                         "config=heapmem.ScoringConfig() to ignore them, then set_config(..., "
                         "save=True) replaces them") from None
-        if embedder is not None:
+        if default:
+            self._embedder = self._default_embedder()
+        if self._embedder is not None:
             try:
                 self._attach_embedder(reembed)
             except BaseException:
@@ -266,6 +285,16 @@ class Memory:
         norms[norms == 0] = 1.0
         return np.ascontiguousarray(v / norms, dtype=np.float32)
 
+    def _default_embedder(self) -> Any:
+        """The embedder open() uses when none is named: the library's own
+        (potion-base-8M) for a store without vectors or with its vectors;
+        none (lexical recall, as before) for a store holding another
+        embedder's vectors, or a read-only store without vectors."""
+        held = schema.meta_get(self.connection, schema.META_EMBEDDER)
+        if held == schema.BUILTIN_EMBEDDER or (held is None and not self.readonly):
+            return embedders.Potion()
+        return None
+
     def _attach_embedder(self, reembed: bool) -> None:
         e = self._embedder
         name = getattr(e, "name", None) or getattr(e, "model_name", None)
@@ -275,9 +304,15 @@ class Memory:
         c = self.connection
         held_name = schema.meta_get(c, schema.META_EMBEDDER)
         held_dim = schema.meta_get(c, schema.META_EMBEDDING_DIM)
-        dim = self._embed(["heapmem"]).shape[1]
+        self._builtin = _is_builtin(e)
+        if isinstance(c, remote.RemoteConnection) and not self._builtin:
+            raise HeapmemError("open(embedder=...): on a server store only the library's own "
+                               "embedder (potion-base-8M, the default) embeds")
+        dim = schema.BUILTIN_DIM if self._builtin else self._embed(["heapmem"]).shape[1]
         same = held_name == name and int(held_dim if held_dim is not None else dim) == dim
-        if held_name is not None and not same and not reembed:
+        # the library's own vectors can be made again at any time, for nothing
+        if held_name is not None and not same and not reembed and \
+                held_name != schema.BUILTIN_EMBEDDER:
             raise HeapmemError(
                 f"{self.path!r} holds vectors of embedder {held_name!r} (dimension "
                 f"{held_dim}), not {name!r} (dimension {dim}); open it with "
@@ -287,11 +322,18 @@ class Memory:
             if not same:
                 raise ReadOnlyError("a read-only store cannot take a new embedder")
             return
+        if same and self._builtin:
+            # the schema's triggers gave every memory since its vector: nothing
+            # to write (a replica opens with its primary down)
+            return
         with self._write() as w:
             if not same:
                 w.execute(sql.DELETE_VECTORS)
             schema.meta_set(w, schema.META_EMBEDDER, name)
             schema.meta_set(w, schema.META_EMBEDDING_DIM, str(dim))
+            if self._builtin:  # the library embeds, inside SQL; and from now on, the triggers
+                w.execute(sql.EMBED_UNEMBEDDED)
+                return
             todo = w.execute(sql.UNEMBEDDED).fetchall()
             for i in range(0, len(todo), 256):
                 chunk = todo[i:i + 256]
@@ -494,7 +536,7 @@ class Memory:
         finally:
             c.execute("RELEASE heapmem_ids")
         schema.index_deferred(c, rows[0]["seq"])
-        if self._embedder is not None:
+        if self._embedder is not None and not self._builtin:
             vecs = self._embed([r["text"] for r in rows])
             c.executemany(sql.INSERT_VECTOR,
                           [(r["seq"], vecs[j].tobytes()) for j, r in enumerate(rows)])
@@ -528,7 +570,7 @@ class Memory:
                 raise DuplicateIdError(f"a memory with id {row['id']!r} already exists; "
                                        "it was not changed") from None
             seq, feats = c.execute(sql.ADDED, {"id": mid}).fetchall()[0]
-            if self._embedder is not None:
+            if self._embedder is not None and not self._builtin:
                 c.execute(sql.INSERT_VECTOR, (seq, self._embed([row["text"]])[0].tobytes()))
         return Item(mid, row["text"], row["namespace"], row["kind"], row["source"], row["key"],
                     row["importance"], row["created_at"], None,
@@ -594,7 +636,7 @@ class Memory:
                 key=old.key if key is _KEEP else key,
                 metadata=old.metadata if metadata is _KEEP else metadata)
             seq, feats = c.execute(sql.UPDATE_MEMORY, row).fetchall()[0]
-            if self._embedder is not None and row["text"] != old.text:
+            if self._embedder is not None and not self._builtin and row["text"] != old.text:
                 c.execute(sql.REPLACE_VECTOR, {"seq": seq,
                                                "v": self._embed([row["text"]])[0].tobytes()})
             return Item(id, row["text"], old.namespace, row["kind"], row["source"], row["key"],
@@ -676,13 +718,19 @@ class Memory:
         qt = _native.qtype(query)
         match = _native.match(query, namespace)
         c = self.connection
+        if self._embedder is None and config.lexical_weight < 1:
+            # opened with embedder=None: lexical recall, even where the library
+            # could embed the question itself
+            config = config.replace(lexical_weight=1.0)
         hybrid = self._embedder is not None and config.lexical_weight < 1 and query.strip()
         if match is None and not hybrid:
             return Recall(query, namespace, qt, [], None, config, b"")
-        # one statement, one snapshot, on a file or on a server (heap_recall in C)
+        # one statement, one snapshot, on a file or on a server (heap_recall in
+        # C, which embeds the question itself for the library's own embedder)
         params = {"question": query, "namespace": namespace, "now": t, "k": k,
                   "config": config.to_sql(),
-                  "qvec": self._embed([query])[0].tobytes() if hybrid else None}
+                  "qvec": self._embed([query])[0].tobytes() if hybrid and not self._builtin
+                  else None}
         rows = c.execute(sql.RECALL, params).fetchall()
         with _from_file("recall: reading what the memories show"):
             results, rest, links = recalled(rows)
@@ -1169,9 +1217,15 @@ for _name in ("embedder_name", "schema_version", "count", "namespaces"):
 del _name
 
 
+def _is_builtin(embedder: Any) -> bool:
+    """Whether embedder is the library's own (the store embeds in SQL)."""
+    return (getattr(embedder, "builtin", False) is True
+            and getattr(embedder, "name", None) == schema.BUILTIN_EMBEDDER)
+
+
 def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
          config: ScoringConfig | None = None, readonly: bool = False,
-         embedder: Callable[[list[str]], Any] | None = None, reembed: bool = False,
+         embedder: Callable[[list[str]], Any] | None = DEFAULT_EMBEDDER, reembed: bool = False,
          durable: bool = False, verify: bool = False, auth_token: str | None = None,
          database: str | None = None) -> Memory:
     """Open (or create) the heapmem store at path.
@@ -1184,9 +1238,18 @@ def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
     output reproducible.  readonly=True opens without writing anything: recall
     works (nothing is tracked), writes raise ReadOnlyError.
 
-    embedder (optional) turns recall hybrid: a callable from a list of texts
-    to a 2-D float array, with a .name naming its model.  Vectors live in the
-    file (float32); the model's name and dimension are recorded, and opening
+    Recall is hybrid by default: BM25 candidates and the vector top N of the
+    namespace, ranked together.  The vectors come from potion-base-8M
+    (embedders.Potion: MinishLab, MIT licence, English), which the C library
+    carries and runs inside SQL (about 4 microseconds a text), so every door
+    (Python, the sqlite3 shell, a server) embeds alike; they live in the file
+    at int8 (260 bytes a memory).  A store holding another embedder's vectors
+    opens lexical unless that embedder is passed.  embedder=None: recall is
+    lexical (the store's vectors, if any, stay and keep following their
+    texts); a new store opened so holds no vectors.  Another embedder
+    (embedders.E5Small: multilingual; MiniLM) is a callable from a list of
+    texts to a 2-D float array, with a .name naming its model; its vectors
+    are float32.  The model's name and dimension are recorded, and opening
     with another embedder raises HeapmemError unless reembed=True, which
     embeds every memory again.  Memories added without an embedder are
     embedded when the store is next opened with one.

@@ -685,9 +685,16 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                 except ValueError:
                     raise ValueError(f"{where}: v must be base64 float32 data") from None
                 dim = int(meta_in.get(schema.META_EMBEDDING_DIM) or 0)
-                if not v or len(v) % 4 or (dim and len(v) != 4 * dim):
+                if meta_in.get(schema.META_EMBEDDER) == schema.BUILTIN_EMBEDDER:
+                    if len(v) != 4 + schema.BUILTIN_DIM or v[:4] != schema.INT8_VECTOR_MAGIC:
+                        raise ValueError(f"{where}: the vector is not one of "
+                                         f"{schema.BUILTIN_EMBEDDER}'s (heap_embed's int8 "
+                                         f"format, {4 + schema.BUILTIN_DIM} bytes)")
+                elif not v or len(v) % 4 or (dim and len(v) != 4 * dim):
                     raise ValueError(f"{where}: the vector has {len(v)} bytes, not "
                                      f"{dim or 'a whole number of'} float32 values")
+                if schema.meta_get(c, schema.META_EMBEDDER) == schema.BUILTIN_EMBEDDER:
+                    continue  # the store made it from the memory's text as it came in
                 _insert(c, "vectors", {"seq": seq + seq_off, "v": v}, rec, where, columns)
             elif typ == "recall":
                 rid = _num(rec, "id", where, lo=1, integer=True)
@@ -866,6 +873,12 @@ def _check_embedder(c: Any, meta_in: dict[str, str], name: str) -> None:
             raise ValueError(f"{name} holds vectors of embedder "
                              f"{theirs.get(schema.META_EMBEDDER)!r}, this store holds vectors of "
                              f"{mine.get(schema.META_EMBEDDER)!r}; nothing was imported")
+        if mine.get(schema.META_EMBEDDER) == schema.BUILTIN_EMBEDDER:
+            # a store of the library's own embedder, with no vectors yet, takes the
+            # file's embedder before its memories arrive (its triggers would embed them)
+            for k in _EMBEDDER_KEYS:
+                if k in theirs:
+                    schema.meta_set(c, k, theirs[k])
 
 
 def _insert(c: Any, table: str, row: dict[str, Any], rec: dict, where: str,

@@ -33,12 +33,31 @@ def mem(tmp_path, clock):
 
 
 @pytest.fixture
+def lexmem(tmp_path, clock):
+    """A store with lexical recall only (embedder=None): for tests of BM25's
+    own arithmetic, which the default hybrid recall blends with cosines."""
+    m = heapmem.open(str(tmp_path / "agent.db"), clock=clock, embedder=None)
+    yield m
+    m.close()
+
+
+@pytest.fixture
 def db():
     """A bare in-memory apsw connection with the extension loaded."""
     conn = apsw.Connection(":memory:")
     heapmem.load(conn)
     yield conn
     conn.close()
+
+
+def undo_schema_8(c):
+    """Take schema 8's objects out of a store (vector stamps, the triggers
+    that keep vectors with their memories): what a test that makes a file of
+    an older schema from a new store runs before it sets user_version."""
+    c.execute("DROP TRIGGER memories_embed; DROP TRIGGER memories_reembed; "
+              "DROP TRIGGER memories_vector_move; DROP TRIGGER memories_vector_ad; "
+              "DROP TRIGGER vectors_ad; DROP TRIGGER vectors_au; DROP TRIGGER vectors_ai; "
+              "DROP TABLE vector_stamps")
 
 
 def one(conn, sql, *params):

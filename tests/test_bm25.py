@@ -133,8 +133,8 @@ def bm25s(mem, q, namespace):
 def stores(tmp_path, clock):
     """The same namespace 'a' alone in one file, and among two noisy
     namespaces (with very different term statistics) in another."""
-    alone = heapmem.open(str(tmp_path / "alone.db"), clock=clock)
-    multi = heapmem.open(str(tmp_path / "multi.db"), clock=clock)
+    alone = heapmem.open(str(tmp_path / "alone.db"), clock=clock, embedder=None)
+    multi = heapmem.open(str(tmp_path / "multi.db"), clock=clock, embedder=None)
     mine = texts(1, 300)
     fill(alone, "a", mine, "a")
     fill(multi, "b", ["flight lisbon " * 3] * 200 + texts(2, 500), "b")
@@ -165,7 +165,8 @@ def test_scores_equal_the_namespace_alone_and_the_reference(stores):
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 5, 8, 20])
-def test_small_namespaces_match_the_reference(mem, size):
+def test_small_namespaces_match_the_reference(lexmem, size):
+    mem = lexmem
     """Namespaces of a few memories from a few words: most query terms are in
     more than half the documents (FTS5's IDF would floor them), some in all."""
     rnd = random.Random(size)
@@ -209,7 +210,7 @@ LISBON_NOW = 1_741_910_400.0  # examples/lisbon.py's clock
 
 @pytest.fixture
 def lisbon(tmp_path):
-    m = heapmem.open(str(tmp_path / "lisbon.db"), clock=lambda: LISBON_NOW)
+    m = heapmem.open(str(tmp_path / "lisbon.db"), clock=lambda: LISBON_NOW, embedder=None)
     m.add_many([{"text": t, "kind": k, "source": s, "namespace": "user:maya", "id": t,
                  "created_at": LISBON_NOW - age * 86400.0} for t, k, s, age in LISBON])
     yield m

@@ -78,7 +78,7 @@ def test_name_and_dimension_are_recorded(tmp_path, clock):
 
 def test_memories_added_without_an_embedder_are_embedded_later(tmp_path, clock):
     path = str(tmp_path / "late.db")
-    with heapmem.open(path, clock=clock) as m:
+    with heapmem.open(path, clock=clock, embedder=None) as m:
         m.add("Booked: SFO to LIS", id="a")
         assert m.recall("flight to Lisbon").ids == []
     with heapmem.open(path, clock=clock, embedder=Toy()) as m:
@@ -131,8 +131,8 @@ def test_cosine_sql_function(db):
     z = np.zeros(3, np.float32).tobytes()
     assert db.execute("SELECT heap_cosine(?, ?)", (a, z)).fetchall()[0][0] is None
     import apsw
-    with pytest.raises(apsw.Error, match="heap_cosine: vectors must be float32 blobs of the same "
-                                         "length, got 12 and 8 bytes"):
+    with pytest.raises(apsw.Error, match="heap_cosine: vectors must be of one dimension, as "
+                                         "float32 or heap_embed's int8 blobs, got 12 and 8 bytes"):
         db.execute("SELECT heap_cosine(?, ?)", (a, b[:8])).fetchall()
     with pytest.raises(apsw.Error, match="heap_cosine: both vectors must be blobs"):
         db.execute("SELECT heap_cosine('x', ?)", (a,)).fetchall()

@@ -65,7 +65,9 @@ def hsettings(n):
 def test_recall_never_crosses_namespaces(adds, queries, feedback):
     d = tempfile.mkdtemp()
     try:
-        with heapmem.open(os.path.join(d, "iso.db"), clock=lambda: T0) as mem:
+        # lexical recall: "every memory that holds a query word" is BM25's set
+        # (tests/test_embed.py checks that vector candidates keep to the namespace)
+        with heapmem.open(os.path.join(d, "iso.db"), clock=lambda: T0, embedder=None) as mem:
             items = mem.add_many([{"text": " ".join(words), "namespace": NAMESPACES[i]}
                                   for i, words in adds])
             owner = {it.id: it.namespace for it in items}

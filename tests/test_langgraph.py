@@ -38,6 +38,13 @@ def ranked(hits):
 
 
 @pytest.fixture
+def mem(lexmem):
+    """The store behind: lexical recall, since these tests pin BM25's rankings
+    and sets (tests/test_embed.py covers the default, hybrid recall)."""
+    return lexmem
+
+
+@pytest.fixture
 def store(mem, clock):
     s = HeapmemStore(mem, kind_field="kind", source_field="source")
     for key, value, age in [

@@ -11,7 +11,8 @@ def only(**w):
     return heapmem.ScoringConfig(**{**OFF, **w})
 
 
-def test_relevance_alone_is_normalised_bm25(mem):
+def test_relevance_alone_is_normalised_bm25(lexmem):
+    mem = lexmem
     mem.add("lisbon lisbon flight", id="both")
     mem.add("lisbon", id="one")
     mem.add("rome", id="none")
@@ -97,7 +98,8 @@ def test_superseded_by_key(mem, clock):
     assert {r.id: r.superseded for r in mem.recall("seat preference", k=3)}["new"] is False
 
 
-def test_explain_line(mem, clock):
+def test_explain_line(lexmem, clock):
+    mem = lexmem
     mem.add("Booked the flight: SFO to LIS, departs March 14, 9:40am", source="maya",
             created_at=clock.t - 20 * DAY)
     res = mem.recall("When is my flight?")
@@ -119,7 +121,8 @@ def test_fts_syntax_is_text(mem):
     assert mem.recall('quickly" OR "x').ids == ["x"]
 
 
-def test_empty_and_stop_word_questions_return_nothing(mem):
+def test_empty_and_stop_word_questions_return_nothing(lexmem):
+    mem = lexmem
     mem.add("the what is of")
     for q in ["", "   ", "what is the", "?!"]:
         res = mem.recall(q)
@@ -134,7 +137,8 @@ def test_namespaces_are_separate(mem):
     assert mem.recall("lisbon", namespace="c").ids == []
 
 
-def test_k_and_candidates(mem):
+def test_k_and_candidates(lexmem):
+    mem = lexmem
     for i in range(20):
         mem.add(f"lisbon memory {i}")
     assert len(mem.recall("lisbon", k=7)) == 7

@@ -15,14 +15,15 @@ FUNCTIONS = [
     ("heap_add", 6), ("heap_add", 7), ("heap_add", 8), ("heap_add", 9), ("heap_answer", 2),
     ("heap_answer", 3), ("heap_answer", 4), ("heap_answer", 5), ("heap_attribute", 5),
     ("heap_bm25_row", -1), ("heap_bm25_top", 6), ("heap_cosine", 2), ("heap_credit", 5),
-    ("heap_credit", 6), ("heap_explain", 7), ("heap_explain", 8), ("heap_features", 3),
+    ("heap_credit", 6), ("heap_embed", 1), ("heap_embed", 2), ("heap_embedder", 0),
+    ("heap_explain", 7), ("heap_explain", 8), ("heap_features", 3),
     ("heap_feedback", 2), ("heap_feedback", 3), ("heap_feedback", 4), ("heap_feedback", 5),
     ("heap_feedback", 6), ("heap_fold", 5), ("heap_fold", 6), ("heap_forget", 1),
-    ("heap_forget_namespace", 1), ("heap_init", 0), ("heap_links", 5), ("heap_links", 6),
+    ("heap_forget_namespace", 1), ("heap_init", 0), ("heap_init", 1), ("heap_links", 5), ("heap_links", 6),
     ("heap_match", 1), ("heap_match", 2), ("heap_ns_tag", 1), ("heap_ntokens", 1),
     ("heap_qtype", 1), ("heap_rebuild_pool", 0), ("heap_rebuild_pool", 1), ("heap_recency", 1),
     ("heap_recency", 3), ("heap_relate", 2), ("heap_score", 7), ("heap_score", 8),
-    ("heap_statement", 1), ("heap_version", 0),
+    ("heap_statement", 1), ("heap_tokens", 1), ("heap_version", 0),
 ]
 
 

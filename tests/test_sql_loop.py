@@ -71,13 +71,21 @@ def test_the_c_schema_header_is_current():
 
 def test_heap_init_makes_exactly_heapmems_schema(tmp_path):
     c = _raw(tmp_path / "a.db")
-    assert c.execute("SELECT heap_init()").fetchall() == [("a new heapmem store (schema 7)",)]
+    v = schema.SCHEMA_VERSION
+    assert c.execute("SELECT heap_init()").fetchall() == [(f"a new heapmem store (schema {v})",)]
     rows = c.execute("SELECT type, name, tbl_name, sql FROM sqlite_schema").fetchall()
     assert schema.fingerprint(rows) == schema.KNOWN_SCHEMAS[schema.SCHEMA_VERSION]
+    # hybrid from the start: the library's own embedder
     assert dict(c.execute("SELECT key, value FROM heapmem_meta")) == {
         "format": "heapmem", "created_with": heapmem.__version__,
-        "pool": json.dumps(schema.POOL_DEFAULTS)}
-    assert c.execute("SELECT heap_init()").fetchall() == [("a heapmem store already (schema 7)",)]
+        "pool": json.dumps(schema.POOL_DEFAULTS), "embedder": "potion-base-8M",
+        "embedding_dim": "256"}
+    assert c.execute("SELECT heap_init()").fetchall() == [(f"a heapmem store already (schema {v})",)]
+    with pytest.raises(apsw.SQLError, match="embed must be 1"):
+        _raw(tmp_path / "b.db").execute("SELECT heap_init('yes')").fetchall()
+    lexical = _raw(tmp_path / "c.db")
+    lexical.execute("SELECT heap_init(0)").fetchall()
+    assert "embedder" not in dict(lexical.execute("SELECT key, value FROM heapmem_meta"))
     c.close()
     with heapmem.open(str(tmp_path / "a.db")) as mem:
         assert mem.check().ok and mem.schema_version == schema.SCHEMA_VERSION

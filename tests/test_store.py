@@ -7,6 +7,7 @@ import apsw
 import pytest
 
 import heapmem
+from conftest import undo_schema_8
 from conftest import DAY, T0
 from heapmem.schema import SCHEMA_VERSION
 
@@ -215,7 +216,9 @@ def test_an_older_schema_migrates_in_place(tmp_path, clock, version):
     with heapmem.open(path, clock=clock) as mem:
         assert mem.schema_version == SCHEMA_VERSION
         assert mem.get("old1").text == "written by an older heapmem"
-        assert mem.connection.execute("SELECT count(*) FROM vectors").fetchall() == [(0,)]
+        # the library's embedder (the default) embeds the memories the file had
+        assert mem.connection.execute("SELECT count(*) FROM vectors").fetchall() == [(2,)]
+        assert mem.embedder_name == "potion-base-8M"
         # the namespaces' BM25 statistics are rebuilt from the memories
         stats = mem.connection.execute("SELECT * FROM namespaces ORDER BY 1").fetchall()
         assert stats == [("a", 1, 1 + 5), ("b", 1, 1 + 4)]
@@ -243,6 +246,7 @@ def test_a_schema_5_store_with_learned_links_migrates_to_the_rate_index(tmp_path
             m.add_many([{"text": t, "namespace": f"t{i}"} for t in texts])
             judge(m, f"t{i}")
     c = apsw.Connection(path)  # what schema 5 looked like
+    undo_schema_8(c)
     c.execute("DROP INDEX links_rate; CREATE INDEX links_feature ON links(feature); "
               "PRAGMA user_version=5")
     before = c.execute("SELECT * FROM links ORDER BY namespace, feature").fetchall()

@@ -26,8 +26,9 @@ def _digest(path):
 
 def _store(path, *, close=True):
     """A new user's five memories (the Lisbon scenario), one of them a tool
-    result with a URL."""
-    m = heapmem.open(str(path), clock=lambda: T0)
+    result with a URL.  Lexical recall (embedder=None): the attacks below are
+    measured against BM25's day-one ranking, where the booking leads."""
+    m = heapmem.open(str(path), clock=lambda: T0, embedder=None)
     m.add_many([
         {"text": "Booked the flight: SFO to LIS, departs March 14, 9:40am", "id": "booking",
          "namespace": "user:maya"},
@@ -345,7 +346,7 @@ def test_an_import_works_features_out_from_the_text(tmp_path):
             if x.get("type") == "memory":
                 x["features"] = " ".join(f"made:{i}" for i in range(300))
     path = _export(tmp_path, fake)
-    with heapmem.open(str(tmp_path / "dst.db")) as dst:
+    with heapmem.open(str(tmp_path / "dst.db"), embedder=None) as dst:
         transfer.import_file(dst, path)
         assert dst.get("booking").features == tuple(heapmem._native.features(
             dst.get("booking").text, "fact", None).split())

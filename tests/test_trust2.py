@@ -9,6 +9,7 @@ import apsw
 import pytest
 
 import heapmem
+from conftest import undo_schema_8
 from heapmem import _native
 
 from conftest import DAY, T0
@@ -72,7 +73,8 @@ def _plant(mem, victim_tag_of, attacker: str, victim: str, n: int) -> None:
 
 
 def test_a_collided_tag_is_what_broke_isolation_and_check_now_names_it(tmp_path, clock):
-    with heapmem.open(str(tmp_path / "a.db"), clock=clock) as mem:
+    # lexical recall: the attack is on the FTS index's tags (vectors never had them)
+    with heapmem.open(str(tmp_path / "a.db"), clock=clock, embedder=None) as mem:
         mem.add("Booked the flight: SFO to LIS", namespace="users:bob")
         before = mem.recall("lisbon flight", namespace="users:bob")
         assert [r.text for r in before] == ["Booked the flight: SFO to LIS"]
@@ -88,8 +90,9 @@ def test_a_collided_tag_is_what_broke_isolation_and_check_now_names_it(tmp_path,
 def test_a_chosen_name_cannot_reach_another_tenants_index(tmp_path, clock):
     """The same tenants as the attack, through heapmem's own doors only: the
     attacker's names (control characters included) never move the victim's
-    BM25 nor learn which words it holds."""
-    with heapmem.open(str(tmp_path / "a.db"), clock=clock) as mem:
+    BM25 nor learn which words it holds.  (Lexical recall: with vectors, a
+    namespace's own notes would come back as vector candidates.)"""
+    with heapmem.open(str(tmp_path / "a.db"), clock=clock, embedder=None) as mem:
         mem.add("Booked the flight: SFO to LIS", namespace="users:bob")
         alone = mem.recall("lisbon flight", namespace="users:bob", track=False)[0]
         for name in NAMES:
@@ -109,18 +112,19 @@ def test_a_chosen_name_cannot_reach_another_tenants_index(tmp_path, clock):
 
 def test_a_schema_6_store_is_tagged_anew_on_open(tmp_path, clock):
     path = str(tmp_path / "old.db")
-    with heapmem.open(path, clock=clock) as mem:
+    with heapmem.open(path, clock=clock, embedder=None) as mem:
         mem.add("Booked the flight: SFO to LIS", namespace="users:bob")
         mem.add("the moon is far", namespace="users:eve")
     c = apsw.Connection(path)  # what schema 6 wrote: the hashed tags
     c.execute("BEGIN")
+    undo_schema_8(c)
     for seq, ns in c.execute("SELECT seq, namespace FROM memories").fetchall():
         c.execute("UPDATE memories SET nstag = ? WHERE seq = ?", (_fnv_tag(ns), seq))
     c.execute("PRAGMA user_version=6")
     c.execute("COMMIT")
     c.close()
-    with heapmem.open(path, clock=clock) as mem:
-        assert mem.schema_version == 7
+    with heapmem.open(path, clock=clock, embedder=None) as mem:
+        assert mem.schema_version == heapmem.schema.SCHEMA_VERSION
         assert [r.text for r in mem.recall("flight", namespace="users:bob")] == [
             "Booked the flight: SFO to LIS"]
         assert len(mem.recall("flight", namespace="users:eve")) == 0

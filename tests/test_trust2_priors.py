@@ -7,6 +7,7 @@ import json
 import pytest
 
 import heapmem
+from conftest import undo_schema_8
 from heapmem import ScoringConfig, transfer
 from heapmem.cli import main
 
@@ -125,9 +126,10 @@ def test_a_schema_6_prior_becomes_one_record_that_can_be_removed(tmp_path):
     transfer.import_file(m, str(tmp_path / "five.jsonl"))
     m.close()
     c = apsw.Connection(str(path))  # what schema 6 kept: the sum and the digests only
+    undo_schema_8(c)
     c.execute("DELETE FROM heapmem_meta WHERE key = 'prior_records'; PRAGMA user_version = 6")
     c.close()
-    with heapmem.open(str(path), clock=lambda: T0) as m:
+    with heapmem.open(str(path), clock=lambda: T0, embedder=None) as m:
         (p,) = m.priors()
         assert p.digest == "merged-before-schema-7" and p.links == 5
         m.remove_prior("merged-before-schema-7")

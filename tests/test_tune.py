@@ -30,7 +30,7 @@ def _teach(mem, users=12, noise=False, seed=1):
 def test_tune_deploys_a_significantly_better_weight(tmp_path, clock):
     path = str(tmp_path / "t.db")
     cfg = heapmem.ScoringConfig(w_usefulness=0.0)  # learning switched off by hand
-    mem = heapmem.open(path, clock=clock, config=cfg)
+    mem = heapmem.open(path, clock=clock, config=cfg, embedder=None)  # lexical: as _teach expects
     _teach(mem)
     rep = mem.tune()
     assert rep.recalls == 96 and rep.folds == "namespace"

@@ -38,8 +38,14 @@ def test_update_keeps_the_index_the_statistics_and_the_features_consistent(mem):
     assert it.id == "booking" and it.namespace == NS and it.created_at == 1_741_910_400
     assert it.text.startswith("Flight moved") and mem.get("booking") == it
     # the FTS index follows: the new words find it, the old ones no longer do
-    assert "booking" in mem.recall("When does it depart? 7:05am", namespace=NS).ids
-    assert "booking" not in mem.recall("9:40am booked", namespace=NS).ids
+    lexical = heapmem.ScoringConfig(lexical_weight=1.0)
+    assert "booking" in mem.recall("When does it depart? 7:05am", namespace=NS,
+                                   config=lexical).ids
+    assert "booking" not in mem.recall("9:40am booked", namespace=NS, config=lexical).ids
+    # and so does its vector (the default embedder): the new text's, not the old one's
+    v = mem.connection.execute("SELECT v.v FROM vectors AS v JOIN memories AS m USING (seq) "
+                               "WHERE m.id = 'booking'").fetchall()[0][0]
+    assert v == mem.connection.execute("SELECT heap_embed(?)", (it.text,)).fetchall()[0][0]
     # features follow the text, and so do the namespace's statistics
     assert it.features == tuple(heapmem._native.features(it.text, "fact", None).split())
     assert mem.stats().namespace(NS).memories == before.memories
@@ -156,7 +162,8 @@ def test_a_failed_commit_leaves_no_transaction_open(mem, tmp_path):
     with heapmem.open(mem.path) as other:  # and the write lock was released
         other.add("another writer", namespace=NS, id="other")
     assert mem.get("other") is not None
-    assert mem.connection.execute("SELECT count(*) FROM vectors").fetchall()[0][0] == 0
+    assert mem.connection.execute("SELECT count(*) FROM vectors WHERE seq = 99999"
+                                  ).fetchall()[0][0] == 0
 
 
 def test_snapshot_is_a_read_transaction(mem):
