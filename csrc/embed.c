@@ -26,8 +26,12 @@
  * Vector formats, told apart by their first 4 bytes (a float32 NaN, which
  * no float32 vector of the store holds):
  *   float32   dim x float32: what a Python embedder gives (E5Small, MiniLM)
- *   int8      'h', 8, 0xC8, 0x7F, then dim x int8 (the vector over its
- *             largest component, x 127): potion-base-8M's, the default
+ *   int4      'h', 4, 0xC8, 0x7F, then dim / 2 bytes, two components to a
+ *             byte (low nibble first), each the component over the largest,
+ *             x 7, plus 8: potion-base-8M's in the store (132 bytes; on
+ *             LoCoMo it ranks as float32 does, bench/RESULTS.md 11)
+ *   int8      'h', 8, 0xC8, 0x7F, then dim x int8 (x 127): heap_embed(text,
+ *             'int8'), read as the others are
  */
 
 #pragma region static embedder
@@ -330,6 +334,29 @@ static int he_tokens_json(const char *text, int len, sqlite3_str *out) {
 /* -- vector formats ------------------------------------------------------------------- */
 
 static const unsigned char hv_int8_magic[4] = {'h', 8, 0xC8, 0x7F};
+static const unsigned char hv_int4_magic[4] = {'h', 4, 0xC8, 0x7F};
+
+/* v[dim] (dim even) as the int4 format, into out[4 + dim / 2]. */
+static void hv_to_int4(const float *v, int dim, unsigned char *out) {
+  float big = 0;
+  for (int d = 0; d < dim; d++) big = fabsf(v[d]) > big ? fabsf(v[d]) : big;
+  memcpy(out, hv_int4_magic, 4);
+  float k = big > 0 ? 7.0f / big : 0.0f;
+  for (int d = 0; d < dim; d += 2) {
+    long a = lrintf(v[d] * k), b = lrintf(v[d + 1] * k);
+    a = a > 7 ? 7 : a < -7 ? -7 : a;
+    b = b > 7 ? 7 : b < -7 ? -7 : b;
+    out[4 + d / 2] = (unsigned char)((a + 8) | ((b + 8) << 4));
+  }
+}
+
+/* the int4 format's components as int8 values (-7 to 7) */
+static void hv_unpack4(const unsigned char *b, int dim, int8_t *q) {
+  for (int d = 0; d < dim; d += 2) {
+    q[d] = (int8_t)((b[d / 2] & 15) - 8);
+    q[d + 1] = (int8_t)((b[d / 2] >> 4) - 8);
+  }
+}
 
 /* v[dim] (unit length) as the int8 format, into out[4 + dim]. */
 static void hv_to_int8(const float *v, int dim, unsigned char *out) {
@@ -348,6 +375,10 @@ static void hv_to_int8(const float *v, int dim, unsigned char *out) {
  * the blob is neither format at this dimension. */
 static int hv_read(const void *blob, int bytes, int dim, int8_t *q) {
   const unsigned char *b = blob;
+  if (dim % 2 == 0 && bytes == 4 + dim / 2 && !memcmp(b, hv_int4_magic, 4)) {
+    hv_unpack4(b + 4, dim, q);
+    return 0;
+  }
   if (bytes == 4 + dim && !memcmp(b, hv_int8_magic, 4)) {
     memcpy(q, b + 4, (size_t)dim);
     return 0;
@@ -370,6 +401,13 @@ static int hv_read(const void *blob, int bytes, int dim, int8_t *q) {
  * 0, or -1 when it is not one. */
 static int hv_floats(const void *blob, int bytes, float *v, int *dim) {
   const unsigned char *b = blob;
+  if (bytes > 4 && 2 * (bytes - 4) <= HM_MAX_DIM && !memcmp(b, hv_int4_magic, 4)) {
+    *dim = 2 * (bytes - 4);
+    int8_t q[HM_MAX_DIM];
+    hv_unpack4(b + 4, *dim, q);
+    for (int d = 0; d < *dim; d++) v[d] = (float)q[d];
+    return 0;
+  }
   if (bytes > 4 && bytes - 4 <= HM_MAX_DIM && !memcmp(b, hv_int8_magic, 4)) {
     *dim = bytes - 4;
     for (int d = 0; d < *dim; d++) v[d] = (float)(int8_t)b[4 + d];
@@ -489,41 +527,113 @@ static int hv_grow(hv_cache *c, hv_ns *e, int more) {
   return SQLITE_OK;
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#define HV_FAST __attribute__((optimize("O3")))
-#else
-#define HV_FAST
+#if defined(__SSE2__)
+#include <emmintrin.h>
 #endif
 
-/* the dot product of an int8 row with the question's int8 vector */
-HV_FAST static int hv_dot(const int8_t *a, const int8_t *b, int dim) {
+/* the dot product of an int8 row with a vector widened to int16 (q16), in
+ * SSE2 (every x86-64 has it) when dim is a multiple of 16: about 20 ns a
+ * row of 256, near what the memory gives */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline int hv_dot16(const int8_t *a, const int16_t *q16, int dim) {
+#if defined(__SSE2__)
+  if (dim % 16 == 0) {
+    __m128i acc = _mm_setzero_si128(), zero = _mm_setzero_si128();
+    for (int d = 0; d < dim; d += 16) {
+      __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(a + d));
+      __m128i sign = _mm_cmpgt_epi8(zero, x);
+      __m128i lo = _mm_unpacklo_epi8(x, sign), hi = _mm_unpackhi_epi8(x, sign);
+      acc = _mm_add_epi32(acc, _mm_madd_epi16(
+                                   lo, _mm_loadu_si128((const __m128i *)(const void *)(q16 + d))));
+      acc = _mm_add_epi32(acc, _mm_madd_epi16(
+                                   hi, _mm_loadu_si128((const __m128i *)(const void *)(q16 + d + 8))));
+    }
+    acc = _mm_add_epi32(acc, _mm_shuffle_epi32(acc, 0x4E));
+    acc = _mm_add_epi32(acc, _mm_shuffle_epi32(acc, 0xB1));
+    return _mm_cvtsi128_si32(acc);
+  }
+#endif
   int s = 0;
-  for (int d = 0; d < dim; d++) s += (int)a[d] * (int)b[d];
+  for (int d = 0; d < dim; d++) s += (int)a[d] * (int)q16[d];
   return s;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(_WIN32)
+#include <immintrin.h>
+#define HV_AVX2 1
+/* n rows of the carried model's dimension against q16, in AVX2: twice the
+ * width of hv_dot16 (the machines that have it are checked at run time) */
+__attribute__((target("avx2"))) static void hv_dots_avx2(const int8_t *v, const int16_t *q16,
+                                                         int n, int *out) {
+  for (int i = 0; i < n; i++) {
+    const int8_t *a = v + (size_t)i * HM_EMBED_DIM;
+    __m256i acc = _mm256_setzero_si256();
+    for (int d = 0; d < HM_EMBED_DIM; d += 16) {
+      __m256i a16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(a + d)));
+      __m256i b16 = _mm256_loadu_si256((const __m256i *)(const void *)(q16 + d));
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(a16, b16));
+    }
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    out[i] = _mm_cvtsi128_si32(s);
+  }
+}
+#endif
+
+/* the dot products of e's rows [i0, i0 + n) with q16, into out */
+static void hv_dots(const hv_ns *e, int i0, int n, const int16_t *q16, int *out) {
+#ifdef HV_AVX2
+  static int avx2 = -1;
+  if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+  if (avx2 && e->dim == HM_EMBED_DIM) {
+    hv_dots_avx2(e->v + (size_t)i0 * HM_EMBED_DIM, q16, n, out);
+    return;
+  }
+#endif
+  for (int i = 0; i < n; i++) {
+    const int8_t *row = e->v + (size_t)(i0 + i) * e->dim;
+    out[i] = e->dim == HM_EMBED_DIM ? hv_dot16(row, q16, HM_EMBED_DIM)
+                                    : hv_dot16(row, q16, e->dim);
+  }
+}
+
 static float hv_inv_norm(const int8_t *v, int dim) {
-  int s = hv_dot(v, v, dim);
+  int s = 0;
+  for (int d = 0; d < dim; d++) s += (int)v[d] * (int)v[d];
   return s > 0 ? (float)(1.0 / sqrt((double)s)) : 0.0f;
 }
 
 /* Of e's rows, the n with the highest cosine to q (int8, as hv_read gives),
- * best first, into top (seqs): their number. */
-static int hv_top(const hv_ns *e, const int8_t *q, int n, i64 *top) {
-  if (n <= 0) return 0;
+ * best first, into top (seqs): their number.  A row whose cosine is below
+ * least is left out (the cosine here is of int8 vectors: least should
+ * leave a margin under the threshold applied to the exact one). */
+static int hv_top(const hv_ns *e, const int8_t *q, int n, double least, i64 *top) {
+  if (n <= 0 || e->dim > HM_MAX_DIM) return 0;
   float *s = sqlite3_malloc64((sqlite3_uint64)n * sizeof *s);
-  if (!s) return -1;
-  int k = 0;
-  for (int i = 0; i < e->n; i++) {
-    float x = (float)hv_dot(e->v + (size_t)i * e->dim, q, e->dim) * e->inv[i];
-    if (e->inv[i] == 0) continue;
-    if (k == n && x <= s[k - 1]) continue;
-    int j = k < n ? k++ : n - 1; /* insert in order (n is the candidate count, small) */
-    while (j > 0 && s[j - 1] < x) { s[j] = s[j - 1]; top[j] = top[j - 1]; j--; }
-    s[j] = x;
-    top[j] = e->seq[i];
+  int16_t *q16 = sqlite3_malloc64((sqlite3_uint64)e->dim * sizeof *q16);
+  if (!s || !q16) { sqlite3_free(s); sqlite3_free(q16); return -1; }
+  for (int d = 0; d < e->dim; d++) q16[d] = q[d];
+  float qinv = hv_inv_norm(q, e->dim);
+  int k = 0, dots[256];
+  for (int i0 = 0; i0 < e->n; i0 += 256) { /* in blocks of 256 rows */
+    int m = e->n - i0 < 256 ? e->n - i0 : 256;
+    hv_dots(e, i0, m, q16, dots);
+    for (int b = 0; b < m; b++) {
+      int i = i0 + b;
+      if (e->inv[i] == 0) continue;
+      float x = (float)dots[b] * e->inv[i] * qinv;
+      if (x < least || (k == n && x <= s[k - 1])) continue;
+      int j = k < n ? k++ : n - 1; /* insert in order (n is the candidate count, small) */
+      while (j > 0 && s[j - 1] < x) { s[j] = s[j - 1]; top[j] = top[j - 1]; j--; }
+      s[j] = x;
+      top[j] = e->seq[i];
+    }
   }
   sqlite3_free(s);
+  sqlite3_free(q16);
   return k;
 }
 
@@ -549,16 +659,18 @@ HM_API const char *hm_embedder_info(void) {
                   : "none: this library was built without its embedding model";
 }
 
-/* heap_embed(text [, format]): text's vector in the store's int8 format, or
- * as float32 with format 'float32'; NULL for NULL. */
+/* heap_embed(text [, format]): text's vector in the store's int4 format,
+ * or as 'int8' or 'float32'; NULL for NULL. */
 static void heap_embed(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return;
-  int f32 = 0;
+  int format = 4; /* 4, 8, or 32 */
   if (argc > 1) {
     const char *f = (const char *)sqlite3_value_text(argv[1]);
-    if (f && !strcmp(f, "float32")) f32 = 1;
-    else if (!f || strcmp(f, "int8")) {
-      hm_result_err(ctx, "heap_embed", "format must be 'int8' (the store's) or 'float32'");
+    if (f && !strcmp(f, "float32")) format = 32;
+    else if (f && !strcmp(f, "int8")) format = 8;
+    else if (!f || strcmp(f, "int4")) {
+      hm_result_err(ctx, "heap_embed", "format must be 'int4' (the store's), 'int8' or "
+                                       "'float32'");
       return;
     }
   }
@@ -574,13 +686,15 @@ static void heap_embed(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     hm_result_err(ctx, "heap_embed", err);
     return;
   }
-  if (f32) {
+  if (format == 32) {
     sqlite3_result_blob(ctx, v, sizeof v, SQLITE_TRANSIENT);
     return;
   }
   unsigned char q[4 + HM_EMBED_DIM];
-  hv_to_int8(v, HM_EMBED_DIM, q);
-  sqlite3_result_blob(ctx, q, sizeof q, SQLITE_TRANSIENT);
+  if (format == 8) hv_to_int8(v, HM_EMBED_DIM, q);
+  else hv_to_int4(v, HM_EMBED_DIM, q);
+  sqlite3_result_blob(ctx, q, format == 8 ? 4 + HM_EMBED_DIM : 4 + HM_EMBED_DIM / 2,
+                      SQLITE_TRANSIENT);
 }
 
 /* heap_tokens(text): the tokens the model reads in text, as a JSON array */
@@ -629,7 +743,7 @@ static void heap_cosine(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   if (hv_floats(a, na, va, &da) || hv_floats(b, nb, vb, &db) || da != db) {
     sqlite3_free(va);
     char *m = sqlite3_mprintf("heap_cosine: vectors must be of one dimension, as float32 or "
-                              "heap_embed's int8 blobs, got %d and %d bytes", na, nb);
+                              "heap_embed's blobs, got %d and %d bytes", na, nb);
     if (!m) { sqlite3_result_error_nomem(ctx); return; }
     sqlite3_result_error(ctx, m, -1);
     sqlite3_free(m);

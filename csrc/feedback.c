@@ -1508,7 +1508,7 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
   static const struct { const char *name, *sql; } all[] = {
       {"candidates", hr_sql_cand}, {"hybrid", hr_sql_hybrid}, {"links", hr_sql_links},
       {"show", hr_sql_show},       {"log", hr_sql_log},       {"edges", hf_sql_edges},
-      {"before", hf_sql_before},
+      {"before", hf_sql_before},   {"vrows", hr_sql_vrows}, {"vectors", hr_sql_vload},
   };
   const char *name = (const char *)sqlite3_value_text(argv[0]);
   for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
@@ -1518,7 +1518,7 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     }
   sqlite3_result_error(ctx, "heap_statement: the name of one of heap_recall's or "
                             "heap_feedback's statements: candidates, hybrid, links, show, log, "
-                            "edges, before", -1);
+                            "edges, before, vrows, vectors", -1);
 }
 
 #pragma endregion

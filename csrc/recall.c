@@ -59,9 +59,10 @@ static const char hr_schema[] =
   "(SELECT tokens FROM namespaces WHERE namespace = ?2), ?4, 'memories_fts') "                \
   "FROM (SELECT rowid AS seq, heap_bm25_row(memories_fts, 0.0, 1.0) AS row "                   \
   "FROM memories_fts WHERE memories_fts MATCH heap_match(?1, ?2) LIMIT -1) AS hit))"
-#define HR_SCORE_INPUTS                                                                        \
+#define HR_SCORE_INPUTS HR_SCORE_INPUTS_OF("lex.b")
+#define HR_SCORE_INPUTS_OF(RANK)                                                               \
   "m.seq, m.importance, m.features || ' ' || heap_relate(?1, m.source) AS features, "         \
-  "lex.b AS rank, (?3 - coalesce(m.last_used_at, m.created_at)) / 86400.0 AS age_days, "      \
+  RANK " AS rank, (?3 - coalesce(m.last_used_at, m.created_at)) / 86400.0 AS age_days, "      \
   "m.key IS NOT NULL AND EXISTS (SELECT 1 FROM memories AS n WHERE n.namespace = m.namespace " \
   "AND n.key = m.key AND (n.created_at > m.created_at OR (n.created_at = m.created_at AND "     \
   "n.seq > m.seq))) AS superseded"
@@ -73,7 +74,7 @@ static const char hr_sql_cand[] =
     "SELECT seq, rank, importance, age_days, superseded, features, NULL FROM cand "
     "ORDER BY rank, seq";
 static const char hr_sql_hybrid[] =
-    "WITH lex AS (" HR_LEX_TOP "), "
+    "WITH lex AS MATERIALIZED (" HR_LEX_TOP "), "
     "vec AS (SELECT v.seq FROM memories AS m CROSS JOIN vectors AS v ON v.seq = m.seq "
     "WHERE m.namespace = ?2 ORDER BY heap_cosine(v.v, ?5) DESC LIMIT ?4), "
     "cand AS (SELECT " HR_SCORE_INPUTS ", heap_cosine(vv.v, ?5) AS cos "
@@ -81,15 +82,13 @@ static const char hr_sql_hybrid[] =
     "CROSS JOIN memories AS m ON m.seq = u.seq LEFT JOIN lex ON lex.seq = u.seq "
     "LEFT JOIN vectors AS vv ON vv.seq = u.seq WHERE m.namespace = ?2) "
     "SELECT seq, rank, importance, age_days, superseded, features, cos FROM cand ORDER BY seq";
-/* the carried embedder's hybrid: ?5 the vector top N (a JSON array of seqs,
- * from the connection's cache), the cosines worked out in C */
-static const char hr_sql_hybrid8[] =
-    "WITH lex AS (" HR_LEX_TOP "), "
-    "cand AS (SELECT " HR_SCORE_INPUTS " FROM (SELECT seq FROM lex UNION "
-    "SELECT value FROM json_each(?5)) AS u "
-    "CROSS JOIN memories AS m ON m.seq = u.seq LEFT JOIN lex ON lex.seq = u.seq "
-    "WHERE m.namespace = ?2) "
-    "SELECT seq, rank, importance, age_days, superseded, features, NULL FROM cand ORDER BY seq";
+/* the carried embedder's hybrid: the lexical candidates (hr_sql_cand), then
+ * the vector top N that BM25 did not find: ?4 their seqs (a JSON array from
+ * the connection's cache); their cosines are worked out in C */
+static const char hr_sql_vrows[] =
+    "WITH cand AS (SELECT " HR_SCORE_INPUTS_OF("NULL") " FROM json_each(?4) AS j "
+    "CROSS JOIN memories AS m ON m.seq = j.value WHERE m.namespace = ?2) "
+    "SELECT seq, rank, importance, age_days, superseded, features, NULL FROM cand";
 /* ?1 namespace: the store's embedder, its dimension and the namespace's stamps */
 static const char hr_sql_vstate[] =
     "SELECT (SELECT value FROM heapmem_meta WHERE key = '" HM_META_EMBEDDER "'), "
@@ -126,10 +125,10 @@ static const char hr_sql_log[] =
     "memories AS m WHERE m.id = s.value AND m.namespace = ?1)) RETURNING id";
 
 enum { HR_ST_CAND, HR_ST_HYBRID, HR_ST_LINKS, HR_ST_SHOW, HR_ST_TUNED, HR_ST_LOG,
-       HR_ST_HYBRID8, HR_ST_VSTATE, HR_ST_VLOAD, HR_NST };
-static const char *const hr_sql[HR_NST] = {hr_sql_cand,    hr_sql_hybrid, hr_sql_links,
-                                            hr_sql_show,    hr_sql_tuned,  hr_sql_log,
-                                            hr_sql_hybrid8, hr_sql_vstate, hr_sql_vload};
+       HR_ST_VROWS, HR_ST_VSTATE, HR_ST_VLOAD, HR_NST };
+static const char *const hr_sql[HR_NST] = {hr_sql_cand,  hr_sql_hybrid, hr_sql_links,
+                                            hr_sql_show,  hr_sql_tuned,  hr_sql_log,
+                                            hr_sql_vrows, hr_sql_vstate, hr_sql_vload};
 
 /* The statements the loop's functions run, prepared once per connection:
  * kept by the connection's heap_recall table, whose xDisconnect (run before
@@ -589,17 +588,23 @@ static int hr_vsync(hr_vtab *t, const char *ns, int dim, i64 added, i64 changed,
   return SQLITE_OK;
 }
 
-/* The cache's top N for the question, as the JSON array hr_sql_hybrid8 takes. */
+/* The cache's top N for the question that are not among the candidates
+ * read already, as the JSON array hr_sql_vrows takes ("[]": none). */
 static char *hr_vector_top(hr_vtab *t, hr_cursor *c, const hv_ns *e) {
   unsigned char q8[4 + HM_MAX_DIM];
   hv_to_int8(c->qf, c->qdim, q8);
   int want = (int)c->cfg.candidates;
   i64 *top = sqlite3_malloc64((sqlite3_uint64)(want > 0 ? want : 1) * sizeof *top);
   if (!top) return NULL;
-  int n = hv_top(e, (const int8_t *)(q8 + 4), want, top);
+  /* the threshold on the exact cosine, less a margin for int8's rounding */
+  int n = hv_top(e, (const int8_t *)(q8 + 4), want, c->cfg.min_cosine - 0.05, top);
   sqlite3_str *js = sqlite3_str_new(t->db);
   sqlite3_str_appendchar(js, 1, '[');
-  for (int i = 0; i < n; i++) sqlite3_str_appendf(js, i ? ",%lld" : "%lld", (long long)top[i]);
+  for (int i = 0, w = 0; i < n; i++) {
+    int seen = 0;
+    for (int j = 0; j < c->n && !seen; j++) seen = c->rows[j].seq == top[i];
+    if (!seen) sqlite3_str_appendf(js, w++ ? ",%lld" : "%lld", (long long)top[i]);
+  }
   sqlite3_str_appendchar(js, 1, ']');
   sqlite3_free(top);
   if (n < 0) { sqlite3_free(sqlite3_str_finish(js)); return NULL; }
@@ -620,35 +625,13 @@ static void hr_vector_cos(hr_cursor *c, const hv_ns *e) {
   }
 }
 
-/* The candidates with their score inputs, into c->rows. */
-static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a, i64 added,
-                              i64 changed) {
-  const char *query = a->query, *ns = a->ns;
-  double now = a->now;
-  const void *qvec = a->qvec;
-  int qbytes = a->qbytes;
-  sqlite3_stmt *st = NULL;
-  hv_ns *e = NULL;
+/* The rows of a candidate statement, added to c->rows. */
+static int hr_take_rows(hr_vtab *t, hr_cursor *c, sqlite3_stmt *st, int *cap) {
   int rc;
-  if (c->hybrid == 2 && (rc = hr_vsync(t, ns, c->qdim, added, changed, &e)) != SQLITE_OK)
-    return rc;
-  static const int which[3] = {HR_ST_CAND, HR_ST_HYBRID, HR_ST_HYBRID8};
-  if ((rc = hr_stmt(t, which[c->hybrid], &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
-  sqlite3_bind_text(st, 1, query, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, 2, ns, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_double(st, 3, now);
-  sqlite3_bind_int(st, 4, (int)c->cfg.candidates);
-  if (c->hybrid == 1) sqlite3_bind_blob(st, 5, qvec, qbytes, SQLITE_TRANSIENT);
-  if (c->hybrid == 2) {
-    char *top = hr_vector_top(t, c, e);
-    if (!top) return SQLITE_NOMEM;
-    sqlite3_bind_text(st, 5, top, -1, sqlite3_free);
-  }
-  int cap = 0;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (c->n == cap) {
-      cap = cap ? 2 * cap : 64;
-      hr_row *grown = sqlite3_realloc64(c->rows, (sqlite3_uint64)cap * sizeof *grown);
+    if (c->n == *cap) {
+      *cap = *cap ? 2 * *cap : 64;
+      hr_row *grown = sqlite3_realloc64(c->rows, (sqlite3_uint64)*cap * sizeof *grown);
       if (!grown) { sqlite3_reset(st); return SQLITE_NOMEM; }
       c->rows = grown;
     }
@@ -676,7 +659,45 @@ static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a, i64 ad
   }
   if (rc != SQLITE_DONE) return hr_sqlfail(t, rc);
   sqlite3_reset(st);
-  if (c->hybrid == 2) hr_vector_cos(c, e);
+  return SQLITE_OK;
+}
+
+/* The candidates with their score inputs, into c->rows: BM25's, and the
+ * vectors' (hybrid 1: in one statement over the vectors table; hybrid 2:
+ * from the connection's cache, those BM25 did not find). */
+static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a, i64 added,
+                              i64 changed) {
+  sqlite3_stmt *st = NULL;
+  hv_ns *e = NULL;
+  int rc, cap = 0;
+  if (c->hybrid == 2 && (rc = hr_vsync(t, a->ns, c->qdim, added, changed, &e)) != SQLITE_OK)
+    return rc;
+  if ((rc = hr_stmt(t, c->hybrid == 1 ? HR_ST_HYBRID : HR_ST_CAND, &st)) != SQLITE_OK)
+    return hr_sqlfail(t, rc);
+  sqlite3_bind_text(st, 1, a->query, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 2, a->ns, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_double(st, 3, a->now);
+  sqlite3_bind_int(st, 4, (int)c->cfg.candidates);
+  if (c->hybrid == 1) sqlite3_bind_blob(st, 5, a->qvec, a->qbytes, SQLITE_TRANSIENT);
+  if ((rc = hr_take_rows(t, c, st, &cap)) != SQLITE_OK) return rc;
+  if (c->hybrid == 2) {
+    char *top = hr_vector_top(t, c, e);
+    if (!top) return SQLITE_NOMEM;
+    if (strcmp(top, "[]")) {
+      if ((rc = hr_stmt(t, HR_ST_VROWS, &st)) != SQLITE_OK) {
+        sqlite3_free(top);
+        return hr_sqlfail(t, rc);
+      }
+      sqlite3_bind_text(st, 1, a->query, -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(st, 2, a->ns, -1, SQLITE_TRANSIENT);
+      sqlite3_bind_double(st, 3, a->now);
+      sqlite3_bind_text(st, 4, top, -1, sqlite3_free);
+      if ((rc = hr_take_rows(t, c, st, &cap)) != SQLITE_OK) return rc;
+    } else {
+      sqlite3_free(top);
+    }
+    hr_vector_cos(c, e);
+  }
   /* a candidate only the library's vectors found must be close enough to
    * count (the threshold is potion-base-8M's: another model's cosines lie
    * on another scale) */

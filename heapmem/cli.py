@@ -149,6 +149,10 @@ def _common(sub: bool) -> argparse.ArgumentParser:
     g.add_argument("-n", "--namespace", metavar="NAME",
                    help='the namespace (default: $HEAPMEM_NAMESPACE, else "default")', **kw)
     g.add_argument("--json", action="store_true", help="print JSON instead of tables", **kw)
+    g.add_argument("--lexical", action="store_true",
+                   help="recall by words only (embedder=None; a store this makes holds no "
+                        "vectors); by default recall is hybrid, with the library's own "
+                        "embedder", **kw)
     g.add_argument("--now", metavar="TIME", type=_time,
                    help="use this time instead of the clock: unix seconds or ISO 8601 "
                         "(for reproducible output)", **kw)
@@ -392,6 +396,7 @@ class Context:
         self.args = args
         self.db = getattr(args, "db", None) or env.get("HEAPMEM_DB") or DEFAULT_DB
         self.database = getattr(args, "database", None) or env.get("HEAPMEM_DATABASE") or None
+        self.lexical = bool(getattr(args, "lexical", False))
         ns = getattr(args, "namespace", None)
         self.namespace_given = bool(ns or env.get("HEAPMEM_NAMESPACE"))
         self.namespace = ns or env.get("HEAPMEM_NAMESPACE") or DEFAULT_NAMESPACE
@@ -418,6 +423,8 @@ class Context:
             kw["clock"] = self.clock
         if self.database is not None:
             kw["database"] = self.database
+        if self.lexical:
+            return heapmem.open(path, embedder=None, **kw)
         return heapmem.open(path, **kw)
 
     def print(self, text: str = "") -> None:

@@ -58,9 +58,11 @@ META_EMBEDDING_DIM = "embedding_dim"
 #: gets its vectors from the schema's own triggers (version 8), from any door
 BUILTIN_EMBEDDER = "potion-base-8M"
 BUILTIN_DIM = 256
-#: the first 4 bytes of a vector in the library's int8 format (a float32 NaN,
-#: so never the start of a float32 vector the store holds; csrc/embed.c)
-INT8_VECTOR_MAGIC = b"h\x08\xc8\x7f"
+#: the first 4 bytes of a vector in the library's int4 format (a float32 NaN,
+#: so never the start of a float32 vector the store holds; csrc/embed.c), and
+#: its length for BUILTIN_DIM components (two to a byte)
+INT4_VECTOR_MAGIC = b"h\x04\xc8\x7f"
+BUILTIN_VECTOR_BYTES = 4 + BUILTIN_DIM // 2
 #: high-water marks: a forgotten memory's seq or recall's id is never reused.
 META_LAST_SEQ = "last_seq"
 META_LAST_RECALL = "last_recall"

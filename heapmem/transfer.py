@@ -686,10 +686,11 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                     raise ValueError(f"{where}: v must be base64 float32 data") from None
                 dim = int(meta_in.get(schema.META_EMBEDDING_DIM) or 0)
                 if meta_in.get(schema.META_EMBEDDER) == schema.BUILTIN_EMBEDDER:
-                    if len(v) != 4 + schema.BUILTIN_DIM or v[:4] != schema.INT8_VECTOR_MAGIC:
+                    if len(v) != schema.BUILTIN_VECTOR_BYTES or \
+                            v[:4] != schema.INT4_VECTOR_MAGIC:
                         raise ValueError(f"{where}: the vector is not one of "
-                                         f"{schema.BUILTIN_EMBEDDER}'s (heap_embed's int8 "
-                                         f"format, {4 + schema.BUILTIN_DIM} bytes)")
+                                         f"{schema.BUILTIN_EMBEDDER}'s (heap_embed's int4 "
+                                         f"format, {schema.BUILTIN_VECTOR_BYTES} bytes)")
                 elif not v or len(v) % 4 or (dim and len(v) != 4 * dim):
                     raise ValueError(f"{where}: the vector has {len(v)} bytes, not "
                                      f"{dim or 'a whole number of'} float32 values")

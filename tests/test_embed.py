@@ -102,7 +102,7 @@ def _reference(texts):
     return np.array(out)
 
 
-def test_vectors_are_the_published_models_within_int8(raw):
+def test_vectors_are_the_published_models_within_rounding(raw):
     if not MODEL_DIR.exists():
         pytest.skip(f"the published model is not at {MODEL_DIR}")
     texts = [t for t in _texts()[:3000] if _tokens(raw, t)]
@@ -110,11 +110,13 @@ def test_vectors_are_the_published_models_within_int8(raw):
     mine = _native.embed(texts)
     cos = (ref * mine).sum(axis=1)
     assert cos.min() > 0.995 and cos.mean() > 0.999
-    # the stored int8 form keeps the cosines between texts to within 0.01
-    stored = [raw.execute("SELECT heap_embed(?)", (t,)).fetchall()[0][0] for t in texts[:200]]
-    for i in range(0, 190, 7):
-        got = raw.execute("SELECT heap_cosine(?, ?)", (stored[i], stored[i + 1])).fetchall()[0][0]
-        assert got == pytest.approx(float(ref[i] @ ref[i + 1]), abs=0.01)
+    # the stored int4 form keeps the cosines between texts to about 0.025 (on
+    # LoCoMo it ranks as float32 does: bench/RESULTS.md 11)
+    stored = [raw.execute("SELECT heap_embed(?)", (t,)).fetchall()[0][0] for t in texts[:400]]
+    errs = [abs(raw.execute("SELECT heap_cosine(?, ?)", (stored[i], stored[i + 1])
+                            ).fetchall()[0][0] - float(ref[i] @ ref[i + 1]))
+            for i in range(0, 398, 2)]
+    assert max(errs) < 0.1 and sum(errs) / len(errs) < 0.03
 
 
 def test_the_carried_model_is_what_make_py_makes_from_the_published_files():
@@ -159,10 +161,12 @@ def test_sql_functions_refuse_bad_input(raw):
         with pytest.raises(apsw.SQLError, match=msg):
             raw.execute(sql).fetchall()
     assert raw.execute("SELECT heap_embed(NULL)").fetchall() == [(None,)]
-    v8, v32 = raw.execute("SELECT heap_embed('a cat'), heap_embed('a cat', 'float32')"
-                          ).fetchall()[0]
-    assert len(v8) == 260 and v8[:4] == schema.INT8_VECTOR_MAGIC and len(v32) == 1024
+    v4, v8, v32 = raw.execute("SELECT heap_embed('a cat'), heap_embed('a cat', 'int8'), "
+                              "heap_embed('a cat', 'float32')").fetchall()[0]
+    assert len(v4) == schema.BUILTIN_VECTOR_BYTES == 132 and v4[:4] == schema.INT4_VECTOR_MAGIC
+    assert len(v8) == 260 and len(v32) == 1024
     assert raw.execute("SELECT heap_cosine(?, ?)", (v8, v32)).fetchall()[0][0] > 0.999
+    assert raw.execute("SELECT heap_cosine(?, ?)", (v4, v32)).fetchall()[0][0] > 0.97
 
 
 # -- hybrid recall by default ----------------------------------------------------------------

@@ -132,7 +132,7 @@ def test_cosine_sql_function(db):
     assert db.execute("SELECT heap_cosine(?, ?)", (a, z)).fetchall()[0][0] is None
     import apsw
     with pytest.raises(apsw.Error, match="heap_cosine: vectors must be of one dimension, as "
-                                         "float32 or heap_embed's int8 blobs, got 12 and 8 bytes"):
+                                         "float32 or heap_embed's blobs, got 12 and 8 bytes"):
         db.execute("SELECT heap_cosine(?, ?)", (a, b[:8])).fetchall()
     with pytest.raises(apsw.Error, match="heap_cosine: both vectors must be blobs"):
         db.execute("SELECT heap_cosine('x', ?)", (a,)).fetchall()
