@@ -52,3 +52,7 @@ WHERE r.text = q.answer;
 
 -- Maya asks: her booking, which shares one word with the question, comes first
 SELECT id, round(score, 3) AS score, text FROM heap_recall('When is my flight to Lisbon?', 'user:maya', 3, 1741910400);
+
+-- A question that shares no word with the booking: the vectors find it (heap_init()
+-- made a hybrid store; heap_recall embeds the question with the library's own model)
+SELECT id, round(score, 3) AS score, text FROM heap_recall('What time does my plane leave?', 'user:maya', 1, 1741910400, NULL, 0);

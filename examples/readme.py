@@ -28,7 +28,9 @@ res = mem.recall("When is my flight to Lisbon?", k=3, namespace="user:maya")
 for r in res:
     print(r.rank, f"{r.score:.3f}", r.text)
 print(res[0].explain())
-print(mem.feedback(used=[res[0].id], recall_id=res.recall_id))'''
+print(mem.feedback(used=[res[0].id], recall_id=res.recall_id))
+# no word in common with the booking: the vectors find it (hybrid recall, the default)
+print(mem.recall("What time does my plane leave?", k=1, namespace="user:maya")[0].text)'''
 
 SQL = """SELECT id, round(score, 3) AS score, text
 FROM heap_recall('When is my flight to Lisbon?', 'user:maya', 3, 1741910400, NULL, 0);"""
