@@ -51,6 +51,21 @@ Conditions (rows), per system:
                                    0.5) / (n + 0.5)) or FTS5's log((N - n + 0.5) / (n + 0.5))
                                    floored at 1e-6; no feedback
 
+Protocols (``--protocol loco,within``; default loco, the rows above):
+  loco                             the <config> + <condition> rows above, one fold per
+                                   held-out conversation (and the held-out families rows)
+  within                           (issue 24) the same feedback conditions inside each
+                                   conversation: its questions less near-duplicates (same
+                                   lower-cased words, or a word set with Jaccard >= 0.8
+                                   against a question already kept, in file order) are split
+                                   in half at random (seeded per conversation); a fresh store
+                                   gets feedback from one half in that conversation's own
+                                   namespace, and nothing else, then the other half is
+                                   evaluated with track=False. One fold per conversation
+                                   (--folds and --fb-frac do not apply). A table of every
+                                   feedback row against no feedback on the same questions,
+                                   MRR, Hit@3 and Hit@10 with paired CIs, follows the main one
+
 New users (issue 12, ``--sessions 1,2,3``): for each N, every conversation is cut to its
 first N sessions: only their turns are memories, only questions whose evidence lies entirely
 in them are asked (one day after the last kept session), and the rows above (default
@@ -61,6 +76,8 @@ Run:
   python bench/locomo.py --quick                       # < 2 minutes, heapmem
   python bench/locomo.py --out bench/locomo-full.json  # full run
   python bench/locomo.py --systems heapmem --sessions 1,2,3   # new users, < 1 minute
+  python bench/locomo.py --systems heapmem --conditions oracle,answer,shuffled \
+      --protocol loco,within                          # within a conversation beside LOCO
   python bench/locomo.py --systems heapmem,heapdb-memory,veramem \\
       --peer-python /path/to/venv-with-peers/bin/python   # one table, peers beside
 A system whose package this interpreter cannot import is run by --peer-python in a
@@ -110,6 +127,8 @@ POLICIES = ("oracle", "noisy", "shuffled", "answer", "answer-shuffled")
 ANSWER_POLICIES = ("answer", "answer-shuffled")
 CONDITIONS = ("oracle", "noisy", "shuffled", "answer", "answer-shuffled", "families")
 NOISE_GIVE, NOISE_MISS, NOISE_FALSE = 0.5, 0.5, 0.1
+PROTOCOLS = ("loco", "within")
+NEAR_DUPLICATE = 0.8                # within: word-set Jaccard that makes a question a repeat
 
 _T0 = time.time()
 
@@ -524,9 +543,9 @@ METRICS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 @dataclass
 class Row:
     system: str
-    kind: str                 # "nofb" | "loco" | "families"
+    kind: str                 # "nofb" | "loco" | "within" | "families"
     config: str
-    policy: str = ""          # "oracle" | "noisy" | "shuffled" for loco/families
+    policy: str = ""          # "oracle" | "noisy" | "shuffled" ... for loco/within/families
     groups: list[dict[str, Any]] = field(default_factory=list)   # [{"qids": [...], "ranks": [...]}]
     notes: str = ""
     seconds: float = 0.0
@@ -538,6 +557,8 @@ class Row:
             return ("relevance only" if self.config == "relevance" else self.config) + ", no feedback"
         if self.kind == "loco":
             return f"{self.config} + {self.policy} feedback (LOCO)"
+        if self.kind == "within":
+            return f"{self.config} + {self.policy} feedback (within)"
         return f"{self.config} + {self.policy} feedback, held-out families ({len(self.groups)} seeds)"
 
     @property
@@ -689,6 +710,47 @@ class Plan:
     family_seeds: int
     conditions: tuple[str, ...]
     seed: int
+    protocols: tuple[str, ...] = ("loco",)
+    # within: per conversation, (feedback half, evaluated half); conversations with
+    # fewer than two questions left after dropping near-duplicates have none
+    within: dict[str, tuple[list[Question], list[Question]]] = field(default_factory=dict)
+    within_dropped: int = 0            # near-duplicate questions left out of within
+
+
+def question_words(text: str) -> list[str]:
+    """A question's words, lower-cased, punctuation dropped."""
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def drop_near_duplicates(questions: Sequence[Question],
+                         threshold: float = NEAR_DUPLICATE) -> list[Question]:
+    """The questions, in order, less each one that repeats a question already kept:
+    the same words in the same order (case and punctuation aside), or a word set whose
+    Jaccard overlap with a kept question's is >= threshold ("What did Caroline paint?"
+    against "What did Melanie paint?" is 3/5 = 0.6: both stay)."""
+    kept: list[Question] = []
+    seen: set[str] = set()
+    sets: list[frozenset[str]] = []
+    for q in questions:
+        words = question_words(q.text)
+        norm, ws = " ".join(words), frozenset(words)
+        if norm in seen or any(len(ws & k) >= threshold * len(ws | k) for k in sets if ws | k):
+            continue
+        kept.append(q)
+        seen.add(norm)
+        sets.append(ws)
+    return kept
+
+
+def within_split(conv: str, questions: Sequence[Question], seed: int
+                 ) -> tuple[list[Question], list[Question]]:
+    """A conversation's questions less near-duplicates, split in half at random (seeded
+    per conversation): (feedback half, evaluated half), each in file order. The evaluated
+    half takes the odd one out."""
+    kept = drop_near_duplicates(questions)
+    order = stream(seed, "within-split", conv).permutation(len(kept))
+    half = len(kept) // 2
+    return ([kept[i] for i in sorted(order[:half])], [kept[i] for i in sorted(order[half:])])
 
 
 def make_plan(convs: list[Conversation], args: argparse.Namespace) -> Plan:
@@ -708,7 +770,17 @@ def make_plan(convs: list[Conversation], args: argparse.Namespace) -> Plan:
     held = [c.id for c in chosen if eval_q[c.id]]
     folds = held[: args.folds] if args.folds else held
     conds = tuple(x for x in args.conditions.split(",") if x)
-    return Plan(chosen, eval_q, fb_q, folds, args.family_seeds, conds, args.seed)
+    protocols = tuple(getattr(args, "protocol", ("loco",)))
+    within: dict[str, tuple[list[Question], list[Question]]] = {}
+    dropped = 0
+    if "within" in protocols:
+        for c in chosen:
+            fb, ev = within_split(c.id, eval_q[c.id], args.seed)
+            dropped += len(eval_q[c.id]) - len(fb) - len(ev)
+            if fb and ev:
+                within[c.id] = (fb, ev)
+    return Plan(chosen, eval_q, fb_q, folds, args.family_seeds, conds, args.seed,
+                protocols, within, dropped)
 
 
 def run_system(name: str, args: argparse.Namespace, plan: Plan, workdir: str) -> list[Row]:
@@ -749,9 +821,13 @@ def run_system(name: str, args: argparse.Namespace, plan: Plan, workdir: str) ->
         for policy in POLICIES:
             if policy in ANSWER_POLICIES and not system.name.startswith("heapmem"):
                 continue            # the peers take no answer text
-            if policy in plan.conditions:
+            if policy not in plan.conditions:
+                continue
+            if "loco" in plan.protocols:
                 rows.append(run_loco(system, base, plan, cfg, policy, workdir))
-        if "families" in plan.conditions:
+            if "within" in plan.protocols:
+                rows.append(run_within(system, base, plan, cfg, policy, workdir))
+        if "families" in plan.conditions and "loco" in plan.protocols:
             rows.append(run_families(system, base, plan, cfg, workdir))
     return rows
 
@@ -800,6 +876,45 @@ def run_loco(system: Any, base: Any, plan: Plan, cfg: str, policy: str, workdir:
                       f" ({stats['marked']} judged used), evidence marked for "
                       f"{stats['covered'] / max(1, stats['gold_shown']):.3f} of "
                       f"{stats['gold_shown'] / nf:.0f} answered questions/fold with it shown")
+    log(f"{system.name}: {row.label}: MRR {row.value('mrr'):.3f} ({row.seconds:.1f}s; {row.notes})")
+    return row
+
+
+def run_within(system: Any, base: Any, plan: Plan, cfg: str, policy: str, workdir: str) -> Row:
+    """Within each conversation: feedback from one half of its questions (plan.within) in
+    its own namespace, in a fresh store that holds no other feedback, then the other half
+    evaluated. The same feedback rounds and conditions as LOCO (feedback_phase)."""
+    t = time.time()
+    qids: list[str] = []
+    ranks: list[int] = []
+    stats: dict[str, int] = {}
+    infos = []
+    for ci, (conv, (fb, ev)) in enumerate(plan.within.items()):
+        store = system.fork(base, workdir, f"within-{policy}-{ci}")
+        try:
+            st = feedback_phase(store, fb, system.configs[cfg], policy,
+                                stream(plan.seed, "within", policy, conv))
+            for k, v in st.items():
+                stats[k] = stats.get(k, 0) + v
+            infos.append(store.prepare_eval([conv], cfg))
+            g = evaluate(store, ev, system.configs[cfg])
+        finally:
+            store.close()
+        qids += g["qids"]
+        ranks += g["ranks"]
+    nc = max(1, len(plan.within))
+    n_fb = sum(len(fb) for fb, _ in plan.within.values())
+    row = Row(system.name, "within", cfg, policy, [{"qids": qids, "ranks": ranks}],
+              seconds=time.time() - t,
+              info={"conversations": len(plan.within), "feedback_questions": n_fb,
+                    "near_duplicates_dropped": plan.within_dropped, **stats,
+                    "prepare": infos})
+    row.notes = (f"{n_fb} feedback questions, {stats.get('rounds', 0) / nc:.0f} rounds/conversation, "
+                 f"{stats.get('used', 0) / max(1, stats.get('rounds', 0)):.2f} used/round; "
+                 f"{plan.within_dropped} near-duplicates dropped" + _info_notes(infos))
+    if policy in ANSWER_POLICIES:
+        row.notes += (f"; attribution vs gold: precision "
+                      f"{stats['marked_gold'] / max(1, stats['marked']):.3f}")
     log(f"{system.name}: {row.label}: MRR {row.value('mrr'):.3f} ({row.seconds:.1f}s; {row.notes})")
     return row
 
@@ -897,6 +1012,27 @@ def cross_system(rows: list[Row], boot: int) -> str:
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
+def protocol_table(rows: list[Row], boot: int) -> str:
+    """Every LOCO and within row against no feedback (the same configuration) on the
+    very questions it evaluated: MRR, Hit@3 and Hit@10, paired, with bootstrap CIs."""
+    base = baseline_rows(rows)
+    head = ("| system | protocol | condition | n | MRR | no feedback, same questions "
+            "| ΔMRR [95% CI] | ΔHit@3 [95% CI] | ΔHit@10 [95% CI] |")
+    out = [head, "|" + "---|" * 9]
+    for r in rows:
+        nofb = base.get((r.system, r.config))
+        if r.kind not in ("loco", "within") or nofb is None:
+            continue
+        lb = nofb.lookup()
+        same = [lb[q] for g in r.groups for q in g["qids"] if q in lb]
+        before = float(rr(np.asarray(same)).mean()) if same else math.nan
+        out.append(f"| {r.system} | {'LOCO' if r.kind == 'loco' else 'within'} "
+                   f"| {r.config} + {r.policy} | {r.n} | {r.value('mrr'):.3f} | {before:.3f} | "
+                   + " | ".join(fmt_delta(paired_delta(r, lb, m, boot))
+                                for m in ("mrr", "hit3", "hit10")) + " |")
+    return "\n".join(out) if len(out) > 2 else ""
+
+
 # ---------------------------------------------------------------------------------------
 # Command line
 # ---------------------------------------------------------------------------------------
@@ -953,6 +1089,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--conditions", default=None,
                    help="feedback conditions to run, from: " + ", ".join(CONDITIONS)
                         + " (default: all; with --sessions: oracle)")
+    p.add_argument("--protocol", default="loco", metavar="P,P",
+                   help="feedback protocols, from: " + ", ".join(PROTOCOLS) + " (default loco: "
+                        "leave one conversation out; within: feedback on a seeded half of "
+                        "each conversation's questions, the other half evaluated)")
     p.add_argument("--sessions", default=None, metavar="N,N,...",
                    help="new-user cuts: for each N, every conversation cut to its first N "
                         "sessions (only their turns are memories, only questions whose "
@@ -1008,6 +1148,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     for c in args.conditions.split(","):
         if c and c not in CONDITIONS:
             p.error(f"unknown condition {c!r}; choose from {', '.join(CONDITIONS)}")
+    protocols = [x.strip() for x in args.protocol.split(",") if x.strip()]
+    for x in protocols:
+        if x not in PROTOCOLS:
+            p.error(f"unknown protocol {x!r}; choose from {', '.join(PROTOCOLS)}")
+    if not protocols:
+        p.error("--protocol needs at least one of " + ", ".join(PROTOCOLS))
+    args.protocol = tuple(x for x in PROTOCOLS if x in protocols)
     return args
 
 
@@ -1016,7 +1163,7 @@ def child_argv(args: argparse.Namespace, systems: list[str], out: str, workdir: 
          "--convs", str(args.convs), "--folds", str(args.folds), "--fb-frac", str(args.fb_frac),
          "--family-seeds", str(args.family_seeds), "--conditions", args.conditions,
          "--evidence", args.evidence, "--seed", str(args.seed), "--boot", str(args.boot),
-         "--out", out, "--workdir", workdir]
+         "--protocol", ",".join(args.protocol), "--out", out, "--workdir", workdir]
     return a
 
 
@@ -1114,6 +1261,11 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{sum(len(v) for v in plan.fb_q.values())} feedback questions, "
           f"{len(plan.folds)} LOCO folds, {plan.family_seeds} family seeds"
           + (" (quick)" if args.quick else ""))
+    if "within" in plan.protocols:
+        print(f"within: {len(plan.within)} conversations, "
+              f"{sum(len(f) for f, _ in plan.within.values())} feedback questions, "
+              f"{sum(len(e) for _, e in plan.within.values())} evaluated, "
+              f"{plan.within_dropped} near-duplicates dropped (Jaccard >= {NEAR_DUPLICATE})")
 
     own_dir = args.workdir is None
     workdir = args.workdir or tempfile.mkdtemp(prefix="heapmem-locomo-")
@@ -1133,11 +1285,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"SKIP {s}")
     tab = table(rows, args.boot)
     cross = cross_system(rows, args.boot)
+    prot = protocol_table(rows, args.boot) if "within" in plan.protocols else ""
     print()
     print(tab)
     if cross:
         print("\nheapmem minus peers, paired over the same questions:\n")
         print(cross)
+    if prot:
+        print("\nfeedback against no feedback on the same questions, by protocol:\n")
+        print(prot)
     total = time.time() - _T0
     print(f"\n{len(rows)} rows in {total:.0f}s")
 
@@ -1160,6 +1316,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 fh.write(tab + "\n")
                 if cross:
                     fh.write("\nheapmem minus peers, paired over the same questions:\n\n" + cross + "\n")
+                if prot:
+                    fh.write("\nfeedback against no feedback on the same questions, by "
+                             "protocol:\n\n" + prot + "\n")
     return 0
 
 
@@ -1263,7 +1422,8 @@ def main_sessions(args: argparse.Namespace, convs: list[Conversation], st: dict[
 def plan_key(plan: Plan, args: argparse.Namespace) -> dict[str, Any]:
     return {"convs": [c.id for c in plan.convs], "folds": list(plan.folds),
             "fb_frac": args.fb_frac, "family_seeds": plan.family_seeds,
-            "evidence": args.evidence, "seed": args.seed}
+            "evidence": args.evidence, "seed": args.seed,
+            **({"protocols": list(plan.protocols)} if plan.protocols != ("loco",) else {})}
 
 
 def merge_rows(path: str, plan: Plan, args: argparse.Namespace, have: set[str],
