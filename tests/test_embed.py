@@ -320,3 +320,21 @@ def test_a_read_only_store_without_vectors_recalls_lexically(tmp_path):
     with heapmem.open(path) as m:  # opened to write: embedded from now on
         assert m.embedder_name == "potion-base-8M"
         assert m.connection.execute("SELECT count(*) FROM vectors").fetchall() == [(1,)]
+
+
+def test_any_text_embeds_to_a_unit_vector_or_zeros(raw):
+    """Random Unicode (every plane, lone marks, controls, long words) through
+    the C tokenizer and encoder: never a crash, a vector of length 1 or 0."""
+    hypothesis = pytest.importorskip("hypothesis")
+    from hypothesis import strategies as st
+
+    @hypothesis.settings(max_examples=300, derandomize=True, deadline=None, database=None)
+    @hypothesis.given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=400))
+    def check(text):
+        toks = _tokens(raw, text)
+        v = np.frombuffer(raw.execute("SELECT heap_embed(?, 'float32')", (text,)).fetchall()[0][0],
+                          dtype=np.float32)
+        n = float(np.linalg.norm(v))
+        assert (n == 0) == (len(toks) == 0) and (n == 0 or abs(n - 1) < 1e-4)
+
+    check()
