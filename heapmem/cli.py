@@ -277,11 +277,16 @@ def build_parser() -> argparse.ArgumentParser:
              "lossless\ncopy that `heapmem import` reads back.  --links-only writes only the "
              "pooled learned\nlinks (feature, qtype, alpha, beta, n): no text, ids, namespaces "
              "or queries, so an app\ncan ship what it learned from everyone as the prior of a "
-             "new store.")
+             "new store.  --trajectories writes\none record per tracked recall (of -n NAME if "
+             "given, else all): what it showed,\nhow feedback judged each, and the outcome; "
+             "training data (docs/TRAJECTORIES.md),\nwhich import does not read.")
     p.add_argument("file", metavar="FILE", nargs="?", default="-",
                    help="where to write (default '-': standard output)")
-    p.add_argument("--links-only", action="store_true",
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--links-only", action="store_true",
                    help="only the pooled learned links, no text or ids")
+    g.add_argument("--trajectories", action="store_true",
+                   help="the tracked recalls as trajectories: shown, judged, outcome")
     p.add_argument("--progress", action="store_true",
                    help="always draw the progress bar (default: on a terminal, for long runs)")
     p.set_defaults(func=cmd_export)
@@ -773,9 +778,13 @@ def cmd_export(ctx: Context) -> int:
     if not to_stdout and os.path.isdir(a.file):
         raise CLIError(f"{a.file!r} is a folder; give a file name")
     with ctx.open(readonly=True) as mem:
-        if a.links_only:
+        if a.trajectories:
+            n = transfer.export_trajectories(
+                mem, target, namespace=ctx.namespace if ctx.namespace_given else None)
+            summary: dict[str, Any] = {"trajectories": n}
+        elif a.links_only:
             n = transfer.export_links(mem, target)
-            summary: dict[str, Any] = {"links": n}
+            summary = {"links": n}
         else:
             bar = _bar(ctx, "export")
             try:
@@ -785,6 +794,9 @@ def cmd_export(ctx: Context) -> int:
     if not to_stdout:
         if ctx.json:
             ctx.emit({"file": a.file, "links_only": a.links_only, **summary})
+        elif a.trajectories:
+            ctx.print(f"wrote {_n(summary['trajectories'], 'trajectory', 'trajectories')} "
+                      f"(recall, shown, judged, outcome) to {a.file}")
         elif a.links_only:
             ctx.print(f"wrote {summary['links']} pooled links (no text, no ids) to {a.file}")
         else:

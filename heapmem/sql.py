@@ -73,6 +73,12 @@ FROM recalls WHERE id = :id
 """
 
 
+# The logged recalls, oldest first: all (:namespace NULL) or one namespace's
+# (transfer.export_trajectories reads each with Memory.logged_recall).
+RECALL_IDS = """SELECT id FROM recalls WHERE :namespace IS NULL OR namespace = :namespace
+ORDER BY id"""
+
+
 # Recalls with at least one memory judged used (tune() replays them).
 JUDGED_RECALLS = """
 SELECT id, namespace, query, qtype, created_at, shown, ages, features, rest FROM recalls

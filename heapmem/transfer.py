@@ -1,9 +1,10 @@
 """Export and import a heapmem store as JSON Lines.
 
-Owns: the JSON Lines formats (a full export, a links-only export) and the
-checks of every record read from one.  It reaches the store only through
-Memory.snapshot() and Memory.transaction(), with statements from
-heapmem.sql and the layout and meta keys of heapmem.schema.
+Owns: the JSON Lines formats (a full export, a links-only export, the
+trajectories) and the checks of every record read from one.  It reaches the
+store only through Memory.snapshot() and Memory.transaction(), with
+statements from heapmem.sql and the layout and meta keys of heapmem.schema,
+and through Memory's public methods (logged_recall, events, get).
 
 A full export is lossless: importing it into a new file reproduces every
 memory (id, text, every field, its place in the FTS index), the recall log,
@@ -38,6 +39,13 @@ kept apart, with its digest (of its links), its file's name and when it was
 merged (heapmem.priors), so Memory.priors() lists it and remove_prior() takes
 it out again; their bounded sum is what the pool adds, and check() tells it
 from evidence that events produced.  Merging the same prior twice is refused.
+
+Trajectories (`export_trajectories`, docs/TRAJECTORIES.md) are training data,
+not a copy: one record per tracked recall, what it showed in rank order, how
+feedback judged each, and an outcome; import does not read them:
+
+    {"heapmem": "trajectories", "format": 1, "version": "0.1.0", "exported_at": ..., ...}
+    {"recall_id": 1, "namespace": "user:maya", "question": "...", "qtype": "when", ...}
 
 Every import runs in one transaction: any bad record, a wrong header, a
 truncated file or a colliding id raises ValueError and nothing is written.
@@ -265,6 +273,90 @@ def export_links(mem: Memory, target: PathOrFile) -> int:
             for f, qt, a, b, n in rows:
                 fp.write(_dump({"feature": f, "qtype": qt, "alpha": a, "beta": b, "n": n}) + "\n")
     return len(rows)
+
+
+#: Version of the layout export_trajectories() writes.
+TRAJECTORIES_FORMAT = 1
+
+
+def export_trajectories(mem: Memory, target: PathOrFile, *,
+                        namespace: str | None = None) -> int:
+    """Write every tracked recall (of one namespace, or all) to target (a
+    path, or an open text file) as JSON Lines: a header, then one record per
+    recall, oldest first: its question, question type and time, the memories
+    it showed in rank order (id, text, features, age and score without
+    usefulness, how feedback judged it) and an outcome (None while unjudged).
+    docs/TRAJECTORIES.md describes every field and how to train a write
+    policy from them.  Returns the number of records.
+
+    A forgotten memory leaves nothing: forget() drops the recalls that showed
+    it, so its text, id and their questions are in no record.  Bad arguments
+    (not a Memory, a namespace the store does not hold, a folder, a missing
+    folder) raise TypeError or ValueError before anything is written; a path
+    is written to a temporary file and renamed at the end, so a failed export
+    leaves no file."""
+    if not isinstance(mem, Memory):
+        raise TypeError(f"export_trajectories needs a heapmem Memory (heapmem.open(...)), got "
+                        f"{type(mem).__name__}")
+    if namespace is not None:
+        namespace = check_namespace(namespace)
+        if namespace not in mem.namespaces:
+            raise ValueError(f"the store has no namespace {namespace!r}; give one it holds "
+                             "(heapmem stats lists them) or none for every namespace")
+    if not hasattr(target, "write"):
+        if isinstance(target, bool) or not isinstance(target, (str, os.PathLike)):
+            raise TypeError(f"target must be a path or an open text file, got "
+                            f"{type(target).__name__}")
+        if os.path.isdir(target):
+            raise ValueError(f"cannot write {os.fspath(target)!r}: it is a folder; give a file "
+                             "name")
+    return _write_trajectories(mem, target, namespace=namespace)
+
+
+@_from_store
+def _write_trajectories(mem: Memory, target: PathOrFile, *, namespace: str | None) -> int:
+    with mem.snapshot() as c:  # one view: the recalls, their events, their memories
+        ids = [r[0] for r in c.execute(sql.RECALL_IDS, {"namespace": namespace})]
+        judged: dict[int, dict[int, bool]] = {}
+        for e in mem.events():  # Memory owns the event log
+            if e.recall_id is not None:
+                judged.setdefault(e.recall_id, {})[e.position] = e.used
+        header = {"heapmem": "trajectories", "format": TRAJECTORIES_FORMAT,
+                  "version": __version__, "exported_at": mem.now(), "namespace": namespace,
+                  "count": len(ids)}
+        items: dict[str, Any] = {}
+        with _Sink(target) as fp:
+            fp.write(_dump(header) + "\n")
+            for rid in ids:
+                rec = mem.logged_recall(rid)
+                if rec is not None:
+                    fp.write(_dump(_trajectory(mem, rec, judged.get(rid, {}), items)) + "\n")
+    return len(ids)
+
+
+def _trajectory(mem: Memory, rec: Any, verdicts: dict[int, bool],
+                items: dict[str, Any]) -> dict[str, Any]:
+    """One recall's record: what it showed, how each was judged, the outcome."""
+    shown = []
+    for pos, mid in enumerate(rec.shown):
+        if mid not in items:
+            items[mid] = mem.get(mid)
+        item = items[mid]
+        v = verdicts.get(pos)
+        shown.append({"id": mid, "rank": pos + 1,
+                      "text": item.text if item is not None else None,
+                      "importance": item.importance if item is not None else None,
+                      "age_days": rec.ages[pos], "rest": rec.rest[pos],
+                      "features": rec.features[pos].split(),
+                      "judged": None if v is None else ("used" if v else "ignored")})
+    outcome = None
+    if verdicts:
+        used = sorted(p for p, u in verdicts.items() if u)
+        outcome = {"used": len(used), "ignored": len(verdicts) - len(used),
+                   "first_used_rank": used[0] + 1 if used else None,
+                   "reciprocal_rank": 1.0 / (used[0] + 1) if used else 0.0}
+    return {"recall_id": rec.id, "namespace": rec.namespace, "question": rec.query,
+            "qtype": rec.qtype, "time": rec.created_at, "shown": shown, "outcome": outcome}
 
 
 # -- import --------------------------------------------------------------------------
@@ -533,6 +625,10 @@ def _read_header(lines: Iterator[tuple[int, str]], name: str) -> dict:
             h = json.loads(line)
         except (ValueError, RecursionError):
             h = None
+        if isinstance(h, dict) and h.get("heapmem") == "trajectories":
+            raise ValueError(f"{name} holds trajectories (export --trajectories), training "
+                             "data that import does not read; import a full or a links-only "
+                             "export")
         if not isinstance(h, dict) or h.get("heapmem") not in ("export", "links"):
             raise ValueError(f"{name} is not a heapmem export (its first line is not a heapmem "
                              "header)")
