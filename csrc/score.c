@@ -370,6 +370,53 @@ static int hm_nth(const char *list, int i, const char **name) {
  *  x1.36 when/len:m x1.36 when/date:1 x1.36 +2]": the factors with their
  * weights, then the three features that move usefulness most and how many
  * more do. */
+/* For explain when no link passes the gate (model 1): of the memory's active
+ * features, the one that the fewest further uses would carry past the gate,
+ * and how many (*more; 0 when none would within 1000): uses of this memory,
+ * each judged used with nothing judged ignored, which add to the feature's
+ * link and to its layer's base rate alike.  The gate is hm_usefulness's. */
+static int hm_nearest_link(const char *active, const unsigned char *links, i64 count,
+                           const hm_config *c, int *more) {
+  double k0 = c->prior_alpha + c->prior_beta, A, B, all_a, all_b, q_a, q_b;
+  hm_links_get(links, count, "base", 4, &all_a, &all_b);
+  q_a = all_a;
+  q_b = all_b;
+  const char *slash = strchr(active, '/');
+  if (slash) {
+    const char *qs = slash;
+    while (qs > active && qs[-1] != ' ') qs--;
+    char qb[HM_MAX_WORD + 8];
+    snprintf(qb, sizeof qb, "%.*s/base", (int)(slash - qs), qs);
+    hm_links_get(links, count, qb, (int)strlen(qb), &q_a, &q_b);
+  }
+  int best = -1, n = 0;
+  *more = 0;
+  for (const char *p = active; *p;) {
+    while (*p == ' ') p++;
+    const char *e = p;
+    while (*e && *e != ' ') e++;
+    if (e == p) break;
+    int L = (int)(e - p);
+    const char *sl = memchr(p, '/', (size_t)L), *name = sl ? sl + 1 : p;
+    if (!((int)(e - name) == 4 && !memcmp(name, "base", 4))) {
+      hm_links_get(links, count, p, L, &A, &B);
+      double ba = sl ? q_a : all_a, bb = sl ? q_b : all_b;
+      for (int u = 1; u <= 1000 && (!*more || u < *more); u++) {
+        double base = (c->prior_alpha + ba + u) / (k0 + ba + bb + u);
+        double a = A + u, m = (base * k0 + a) / (k0 + a + B);
+        if (m - c->gate_z * sqrt(m * (1.0 - m) / (k0 + a + B + 1.0)) > base) {
+          best = n;
+          *more = u;
+          break;
+        }
+      }
+    }
+    n++;
+    p = e;
+  }
+  return best;
+}
+
 HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char *links,
                       i64 linkslen, const hm_config *c, char *out, int outlen, char *err,
                       int errlen) {
@@ -436,7 +483,15 @@ HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char
     if (c->model == 0) {
       if (k > printed) HM_CAT(" +%d", k - printed);
     } else {
-      if (printed == 0) HM_CAT("no link beats the base rate yet");
+      if (printed == 0) {
+        HM_CAT("no link beats the base rate yet");
+        int more, j = hm_nearest_link(active, links, count, c, &more);
+        const char *name;
+        if (j >= 0) {
+          int L = hm_nth(active, j, &name);
+          HM_CAT(": %.*s needs about %d more use%s", L, name, more, more == 1 ? "" : "s");
+        }
+      }
       else {
         int rest = 0;
         for (int i = 0; i < k; i++)

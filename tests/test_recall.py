@@ -104,7 +104,8 @@ def test_explain_line(lexmem, clock):
             created_at=clock.t - 20 * DAY)
     res = mem.recall("When is my flight?")
     assert res[0].explain() == ("score 1.000 = rel 1.00 x importance 1.00 x useful 1.00^0.3 "
-                                "[no link beats the base rate yet]")
+                                "[no link beats the base rate yet: kind:fact needs about 7 more "
+                                "uses]")
     cfg = heapmem.ScoringConfig(w_recency=1, w_usefulness=1, model=0)
     line = mem.recall("When is my flight?", config=cfg)[0].explain()
     assert line.startswith("score 0.200 = rel 1.00 x recency 0.81 (age 20.0d) x importance "
@@ -184,3 +185,22 @@ def test_bad_config(field, value, msg):
         heapmem.ScoringConfig(**{field: value})
     with pytest.raises(TypeError, match="must be a number"):
         heapmem.ScoringConfig(**{field: "1"})
+
+
+def test_explain_counts_down_to_the_first_link_that_counts(lexmem):
+    """Before any link passes the gate, explain says which is nearest and how
+    many more uses it needs; with uses alone (nothing ignored) the count is
+    exact: after that many, the link counts."""
+    import re
+    mem = lexmem
+    mem.add("Dentist appointment on Tuesday at 3pm", id="d")
+    mem.add("I want a dentist")
+    res = mem.recall("When is my dentist appointment?")
+    first = re.search(r"needs about (\d+) more uses?\]$", res[0].explain())
+    assert first, res[0].explain()
+    for left in range(int(first.group(1)), 0, -1):
+        line = res[0].explain()
+        assert line.endswith(f"needs about {left} more use{'s' if left > 1 else ''}]"), line
+        mem.feedback(used=["d"], ignored=[], recall_id=res.recall_id)
+        res = mem.recall("When is my dentist appointment?")
+    assert "no link beats" not in res[0].explain() and res[0].usefulness > 1
