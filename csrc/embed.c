@@ -720,6 +720,18 @@ static void heap_tokens(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   sqlite3_result_text(ctx, js, -1, sqlite3_free);
 }
 
+/* heap_text_hash(text): FNV-1a 64 of text's bytes, as an integer: the key of
+ * the memories_text index, by which an add finds a memory of the same text */
+static void heap_text_hash(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc;
+  if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return;
+  const unsigned char *t = sqlite3_value_text(argv[0]);
+  if (!t) { sqlite3_result_error_nomem(ctx); return; }
+  u64 h = 1469598103934665603ull;
+  for (int i = 0, n = sqlite3_value_bytes(argv[0]); i < n; i++) h = (h ^ t[i]) * 1099511628211ull;
+  sqlite3_result_int64(ctx, (i64)h);
+}
+
 /* heap_embedder(): what the library carries, one line */
 static void heap_embedder(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc; (void)argv;

@@ -183,6 +183,8 @@ static const struct {
     "CREATE TRIGGER memories_vector_move AFTER UPDATE OF namespace ON memories BEGIN\n"
     "  UPDATE vector_stamps SET changed = changed + 1 WHERE namespace IN (old.namespace, new.namespace);\n"
     "END"},
+  {"index", "memories_text", "memories",
+    "CREATE INDEX memories_text ON memories(namespace, heap_text_hash(text))"},
   {"trigger", "memories_embed", "memories",
     "CREATE TRIGGER memories_embed AFTER INSERT ON memories WHEN (SELECT value FROM heapmem_meta WHERE key = 'embedder') = 'potion-base-8M' BEGIN\n"
     "  INSERT INTO vectors(seq, v) VALUES (new.seq, heap_embed(new.text));\n"

@@ -8,7 +8,9 @@
  *
  *   SELECT heap_init();                        -- an empty database becomes a store
  *   SELECT heap_add(text, namespace [, kind [, source [, id [, created_at
- *                   [, importance [, key [, metadata]]]]]]]);   -- the new memory's id
+ *                   [, importance [, key [, metadata [, copy]]]]]]]]);   -- its id
+ *     (without an id, the same text and key in the namespace is the memory
+ *     that has them: its id, nothing written, unless copy is 1)
  *   SELECT heap_forget(ids_json);              -- the number of memories erased
  *   SELECT heap_forget_namespace(namespace);
  *
@@ -264,6 +266,10 @@ static const char hs_sql_last_seq[] =
     "SELECT max(coalesce((SELECT max(seq) FROM memories), 0), coalesce((SELECT CAST(value AS "
     "INTEGER) FROM heapmem_meta WHERE key = '" HM_META_LAST_SEQ "'), 0))";
 static const char hs_sql_id_taken[] = "SELECT 1 FROM memories WHERE id = ?1";
+/* ?1 namespace, ?2 text, ?3 key: the oldest memory with that text and key */
+static const char hs_sql_same[] =
+    "SELECT id FROM memories WHERE namespace = ?1 AND heap_text_hash(text) = heap_text_hash(?2) "
+    "AND text = ?2 AND key IS ?3 ORDER BY seq LIMIT 1";
 static const char hs_sql_insert[] =
     "INSERT INTO memories(seq, id, namespace, nstag, text, kind, source, key, importance, "
     "features, created_at, metadata, ntok) VALUES (?1, ?2, ?3, heap_ns_tag(?3), ?4, ?5, ?6, ?7, "
@@ -272,8 +278,8 @@ static const char hs_sql_insert[] =
 static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, char **id_out) {
   const char *text, *ns, *kind = "fact", *source, *id, *key, *meta = NULL;
   int rc;
-  sqlite3_value *a[9] = {0};
-  for (int i = 0; i < argc && i < 9; i++) a[i] = argv[i];
+  sqlite3_value *a[10] = {0};
+  for (int i = 0; i < argc && i < 10; i++) a[i] = argv[i];
   if (!a[0] || sqlite3_value_type(a[0]) != SQLITE_TEXT)
     return hf_fail(x, SQLITE_ERROR, "text must be text: heap_add('Booked the flight', "
                                     "'user:maya')");
@@ -323,8 +329,31 @@ static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, char **id_out) {
     hf_done(x, st);
     if (!ok) return hf_fail(x, SQLITE_ERROR, "metadata must be a JSON object");
   }
-  /* the next seq: never one a forgotten memory had */
+  int copy = 0;
+  if (a[9] && sqlite3_value_type(a[9]) != SQLITE_NULL) {
+    if (sqlite3_value_type(a[9]) != SQLITE_INTEGER ||
+        (sqlite3_value_int64(a[9]) != 0 && sqlite3_value_int64(a[9]) != 1))
+      return hf_fail(x, SQLITE_ERROR, "copy must be 0 (the same text again is the memory "
+                                      "that has it) or 1 (a second memory)");
+    copy = sqlite3_value_int(a[9]);
+  }
   sqlite3_stmt *st = NULL;
+  if (!id && !copy) { /* the same text (and key) in the namespace: that memory */
+    if ((rc = hf_prepare(x, hs_sql_same, &st))) return rc;
+    sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, text, -1, SQLITE_TRANSIENT);
+    if (key) sqlite3_bind_text(st, 3, key, -1, SQLITE_TRANSIENT);
+    rc = sqlite3_step(st);
+    char *same = rc == SQLITE_ROW ? sqlite3_mprintf("%s", sqlite3_column_text(st, 0)) : NULL;
+    hf_done(x, st);
+    if (rc == SQLITE_ROW) {
+      if (!same) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+      *id_out = same;
+      return SQLITE_OK;
+    }
+    if (rc != SQLITE_DONE) return hf_sqlfail(x, rc);
+  }
+  /* the next seq: never one a forgotten memory had */
   if ((rc = hf_prepare(x, hs_sql_last_seq, &st))) return rc;
   rc = sqlite3_step(st);
   i64 seq = sqlite3_column_int64(st, 0) + 1;

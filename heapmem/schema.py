@@ -396,6 +396,8 @@ ON CONFLICT(key) DO NOTHING;
 # other change (a vector replaced or deleted, a memory forgotten or moved),
 # with the highest seq added: a connection's cache of the namespace's
 # vectors (csrc/embed.c) reads only what is new when nothing else changed.
+# And memories_text finds a memory by its text in its namespace: adding the
+# same text (and key) again gives the memory that has it (Memory.add, copy=).
 _BUILTIN_IS = (f"(SELECT value FROM heapmem_meta WHERE key = '{META_EMBEDDER}') = "
                f"'{BUILTIN_EMBEDDER}'")
 _SCHEMA_V8 = f"""
@@ -428,6 +430,7 @@ END;
 CREATE TRIGGER memories_vector_move AFTER UPDATE OF namespace ON memories BEGIN
   UPDATE vector_stamps SET changed = changed + 1 WHERE namespace IN (old.namespace, new.namespace);
 END;
+CREATE INDEX memories_text ON memories(namespace, heap_text_hash(text));
 CREATE TRIGGER memories_embed AFTER INSERT ON memories WHEN {_BUILTIN_IS} BEGIN
   INSERT INTO vectors(seq, v) VALUES (new.seq, heap_embed(new.text));
 END;
@@ -641,7 +644,7 @@ KNOWN_SCHEMAS = {
     5: "cf54a3970e193024437cc58839d20b2943de5f5b58f9e759ddbeb97492fde4d3",
     6: "12dc3f91101aa478d6d705433396ac4eb4302bb51b10548e25ce5e2704a2db91",
     7: "12dc3f91101aa478d6d705433396ac4eb4302bb51b10548e25ce5e2704a2db91",
-    8: "e6f32bbe67e9611a3d02049ff3f8780552bde2916d959d4b6fd7dcdb76d2f2c1",
+    8: "c613c6625a9fa0b933fe760120317df02d2f96706ac2b00cc25ea845f686dd9c",
 }
 
 

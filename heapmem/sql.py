@@ -24,7 +24,11 @@ RETURNING features
 # add(): the C core's heap_add (csrc/store.c) returns the new memory's id;
 # add_many() inserts its batch with INSERT_MEMORY and indexes it at once.
 ADD = """SELECT heap_add(:text, :namespace, :kind, :source, :id, :created_at, :importance,
-                :key, :metadata)"""
+                :key, :metadata, :copy)"""
+# the oldest memory of the namespace with this text and key (memories_text)
+SAME_TEXT = """SELECT id FROM memories WHERE namespace = :namespace
+AND heap_text_hash(text) = heap_text_hash(:text) AND text = :text AND key IS :key
+ORDER BY seq LIMIT 1"""
 ADDED = "SELECT seq, features FROM memories WHERE id = :id"
 
 # -- the pooled layer (the C core keeps it: csrc/feedback.c; schema 4 describes it)

@@ -494,7 +494,35 @@ class Memory:
         return {"text": text, "kind": kind, "source": source, "id": id, "namespace": namespace,
                 "created_at": created, "importance": importance, "key": key, "metadata": meta}
 
-    def _insert(self, c: apsw.Connection, rows: list[dict[str, Any]]) -> list[Item]:
+    def _insert(self, c: apsw.Connection, rows: list[dict[str, Any]],
+                copy: bool = False) -> list[Item]:
+        """Insert rows (checked by _prepare) in one statement per table; without
+        copy, a row with no id whose text and key its namespace holds already
+        (or an earlier row of the batch holds) is that memory instead."""
+        if copy:
+            return self._insert_rows(c, rows)
+        out: list[Any] = [None] * len(rows)
+        first: dict[tuple, int] = {}
+        keep = []
+        for i, r in enumerate(rows):
+            if r["id"] is not None:
+                keep.append(i)
+                continue
+            k = (r["namespace"], r["text"], r["key"])
+            if k in first:
+                out[i] = first[k]  # the batch's own earlier row: filled in below
+                continue
+            same = c.execute(sql.SAME_TEXT, r).fetchall()
+            if same:
+                out[i] = _item(c.execute(sql.GET_MEMORY, {"id": same[0][0]}).fetchall()[0])
+            else:
+                first[k] = i
+                keep.append(i)
+        for i, it in zip(keep, self._insert_rows(c, [rows[i] for i in keep]) if keep else []):
+            out[i] = it
+        return [out[o] if isinstance(o, int) else o for o in out]
+
+    def _insert_rows(self, c: apsw.Connection, rows: list[dict[str, Any]]) -> list[Item]:
         given = [r["id"] for r in rows if r["id"] is not None]
         if len(set(given)) != len(given):
             raise DuplicateIdError("the same id is given twice")
@@ -548,24 +576,33 @@ class Memory:
     def add(self, text: str, *, kind: str = "fact", source: str | None = None,
             id: str | None = None, namespace: str = "default",
             created_at: Timestamp | None = None, importance: float | None = None,
-            key: str | None = None, metadata: Mapping[str, Any] | None = None) -> Item:
+            key: str | None = None, metadata: Mapping[str, Any] | None = None,
+            copy: bool = False) -> Item:
         """Store one memory and return it (with its id).
 
         kind sets the default importance (instruction 1.5, preference 1.3,
         summary 1.2, fact 1.0, note 1.0, episode 0.8, tool_result 0.6, other
         kinds 1.0); importance, if given, must lie in (0, 10].  A memory with a
         key supersedes older memories of the namespace with the same key.
-        Bad input raises ValueError/TypeError; a duplicate id raises
-        DuplicateIdError.  Nothing is written on error.
+        Adding, without an id, a text the namespace holds already (with the
+        same key) stores nothing and returns that memory, as it is;
+        copy=True stores a second one.  Bad input raises ValueError/TypeError;
+        a duplicate id raises DuplicateIdError.  Nothing is written on error.
         """
+        if not isinstance(copy, bool):
+            raise TypeError(f"copy must be True or False, got {type(copy).__name__}")
         row = self._prepare(text, kind=kind, source=source, id=id, namespace=namespace,
                             created_at=created_at, importance=importance, key=key,
                             metadata=metadata)
         with self._write() as c:
             # the C core adds it (heap_add, csrc/store.c): its seq and id, its
             # shape features, namespace tag and token count, the FTS index
+            if row["id"] is None and not copy:  # heap_add's own rule, asked first
+                same = c.execute(sql.SAME_TEXT, row).fetchall()
+                if same:  # the memory that holds this text already
+                    return _item(c.execute(sql.GET_MEMORY, {"id": same[0][0]}).fetchall()[0])
             try:
-                mid = c.execute(sql.ADD, row).fetchall()[0][0]
+                mid = c.execute(sql.ADD, {**row, "copy": 1}).fetchall()[0][0]
             except apsw.ConstraintError:
                 raise DuplicateIdError(f"a memory with id {row['id']!r} already exists; "
                                        "it was not changed") from None
@@ -577,9 +614,14 @@ class Memory:
                     json.loads(row["metadata"]) if row["metadata"] else None,
                     tuple(feats.split()))
 
-    def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[Item]:
+    def add_many(self, items: Iterable[Mapping[str, Any]], *, copy: bool = False) -> list[Item]:
         """Store many memories in one transaction: all or none.  Each item is a
-        dict with add()'s arguments ("text" required)."""
+        dict with add()'s arguments ("text" required); one Item comes back for
+        each, in order.  As add(), an item without an id whose text (and key)
+        its namespace holds, or an earlier item of the batch holds, is that
+        memory unless copy=True."""
+        if not isinstance(copy, bool):
+            raise TypeError(f"copy must be True or False, got {type(copy).__name__}")
         if isinstance(items, (str, bytes, Mapping)):
             raise TypeError("add_many takes a list of dicts, one per memory")
         rows = []
@@ -599,7 +641,7 @@ class Memory:
         if not rows:
             return []
         with self._write() as c:
-            return self._insert(c, rows)
+            return self._insert(c, rows, copy)
 
     @_locked
     def get(self, id: str) -> Item | None:

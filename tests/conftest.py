@@ -57,7 +57,7 @@ def undo_schema_8(c):
     c.execute("DROP TRIGGER memories_embed; DROP TRIGGER memories_reembed; "
               "DROP TRIGGER memories_vector_move; DROP TRIGGER memories_vector_ad; "
               "DROP TRIGGER vectors_ad; DROP TRIGGER vectors_au; DROP TRIGGER vectors_ai; "
-              "DROP TABLE vector_stamps")
+              "DROP TABLE vector_stamps; DROP INDEX memories_text")
 
 
 def one(conn, sql, *params):

@@ -83,3 +83,33 @@ def test_a_store_held_by_another_writer_says_so_in_one_sentence(tmp_path):
         assert "another connection held its write lock" in msg and "nothing was written" in msg
         assert "database is locked" not in msg
         assert b.count == 1
+
+
+# -- item 7: the same text twice is one memory -------------------------------------------
+
+def test_the_same_text_twice_is_one_memory(tmp_path):
+    import apsw
+    with heapmem.open(str(tmp_path / "a.db"), clock=lambda: 1_700_000_000) as m:
+        a = m.add("Maya prefers a window seat", namespace="u", kind="preference")
+        again = m.add("Maya prefers a window seat", namespace="u")
+        assert again == a and m.count == 1  # returned as stored, nothing written
+        assert m.add("Maya prefers a window seat", namespace="u", copy=True).id != a.id
+        assert m.add("Maya prefers a window seat", namespace="other").id != a.id
+        assert m.add("Maya prefers a window seat", namespace="u", key="seat").id != a.id
+        assert m.add("Maya prefers a window seat", namespace="u", id="mine").id == "mine"
+        assert m.count == 5
+        got = m.add_many([{"text": "one", "namespace": "u"}, {"text": "one", "namespace": "u"},
+                          {"text": "Maya prefers a window seat", "namespace": "u"}])
+        assert got[0].id == got[1].id and got[2] == a and m.count == 6
+        assert len(m.add_many([{"text": "one", "namespace": "u"}], copy=True)) == 1
+        assert m.count == 7
+        with pytest.raises(TypeError, match="copy must be True or False"):
+            m.add("x", copy="yes")
+        assert m.check().ok
+    # the same in SQL: heap_add gives the memory that holds the text
+    c = apsw.Connection(str(tmp_path / "a.db"))
+    heapmem.load(c)
+    assert c.execute("SELECT heap_add('Maya prefers a window seat', 'u')").fetchall() == [(a.id,)]
+    with pytest.raises(apsw.SQLError, match="copy must be 0"):
+        c.execute("SELECT heap_add('x', 'u', NULL, NULL, NULL, NULL, NULL, NULL, NULL, 2)")
+    c.close()

@@ -12,7 +12,7 @@ from conftest import DAY, T0, one
 
 FUNCTIONS = [
     ("heap_active", 2), ("heap_add", 2), ("heap_add", 3), ("heap_add", 4), ("heap_add", 5),
-    ("heap_add", 6), ("heap_add", 7), ("heap_add", 8), ("heap_add", 9), ("heap_answer", 2),
+    ("heap_add", 6), ("heap_add", 7), ("heap_add", 8), ("heap_add", 9), ("heap_add", 10), ("heap_answer", 2),
     ("heap_answer", 3), ("heap_answer", 4), ("heap_answer", 5), ("heap_attribute", 5),
     ("heap_bm25_row", -1), ("heap_bm25_top", 6), ("heap_cosine", 2), ("heap_credit", 5),
     ("heap_credit", 6), ("heap_embed", 1), ("heap_embed", 2), ("heap_embedder", 0),
@@ -23,7 +23,7 @@ FUNCTIONS = [
     ("heap_match", 1), ("heap_match", 2), ("heap_ns_tag", 1), ("heap_ntokens", 1),
     ("heap_qtype", 1), ("heap_rebuild_pool", 0), ("heap_rebuild_pool", 1), ("heap_recency", 1),
     ("heap_recency", 3), ("heap_relate", 2), ("heap_score", 7), ("heap_score", 8),
-    ("heap_statement", 1), ("heap_tokens", 1), ("heap_version", 0),
+    ("heap_statement", 1), ("heap_text_hash", 1), ("heap_tokens", 1), ("heap_version", 0),
 ]
 
 

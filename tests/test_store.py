@@ -61,8 +61,8 @@ def test_add_defaults_and_explicit_fields(mem):
     assert got == it
     assert got.features[:2] == ("kind:instruction", "src:user")
     for kind, imp in heapmem.KIND_IMPORTANCE.items():
-        assert mem.add("x y", kind=kind).importance == imp
-    assert mem.add("x y", kind="gossip").importance == 1.0
+        assert mem.add("x y", kind=kind, copy=True).importance == imp
+    assert mem.add("x y", kind="gossip", copy=True).importance == 1.0
 
 
 def test_add_many_is_one_transaction(mem):
