@@ -293,10 +293,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("import", "read a JSON Lines export into the store",
              "Read a file written by `heapmem export` into the store (created if missing).\n"
-             "A full export is merged: memory ids must not collide, links add up.\n"
+             "A full export is merged: memory ids must not collide (--remap-ids moves an "
+             "automatic\nid the store holds to a free one), links add up.\n"
              "A --links-only file is merged as a prior: its alpha, beta and n are added to the\n"
              "pooled layer '*' that every namespace borrows from.  All or nothing.")
     p.add_argument("file", metavar="FILE", help="the file to read ('-': standard input)")
+    p.add_argument("--remap-ids", action="store_true",
+                   help="a memory whose automatic id (m<number>) the store already holds gets "
+                        "a free automatic id, and the file's recalls show it by the new one; "
+                        "ids given by hand still must not collide")
     p.add_argument("--progress", action="store_true",
                    help="always draw the progress bar (default: on a terminal, for long runs)")
     p.set_defaults(func=cmd_import, creates=True)
@@ -815,7 +820,7 @@ def cmd_import(ctx: Context) -> int:
     with ctx.open(create=True) as mem:
         bar = _bar(ctx, "import")
         try:
-            rep = transfer.import_file(mem, source, progress=bar)
+            rep = transfer.import_file(mem, source, progress=bar, remap_ids=a.remap_ids)
         finally:
             bar.close()
     if ctx.json:
@@ -828,6 +833,11 @@ def cmd_import(ctx: Context) -> int:
         ctx.print(f"imported {_n(rep.memories, 'memory', 'memories')}, "
                   f"{_n(rep.recalls, 'recall')}, {_n(rep.events, 'event')} and "
                   f"{_n(rep.links, 'link')}{shifted}")
+        if rep.remapped:
+            moved = ", ".join(f"{a} -> {b}" for a, b in rep.remapped[:5])
+            more = f" and {len(rep.remapped) - 5} more" if len(rep.remapped) > 5 else ""
+            ctx.print(f"{_n(len(rep.remapped), 'memory', 'memories')} got a free id (the "
+                      f"store held theirs): {moved}{more}")
     return 0
 
 

@@ -349,6 +349,10 @@ class ImportReport:
     seq_offset: int = 0     # added to every imported seq (0 into a new store)
     recall_offset: int = 0  # added to every imported recall id (0 into a new store)
     notes: tuple[str, ...] = ()  # what the import chose not to apply, and why
+    #: remap_ids=True: (the id in the file, the id in the store) of each memory moved
+    remapped: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        out = dict(self.__dict__)
+        out["remapped"] = dict(self.remapped)
+        return out

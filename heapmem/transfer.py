@@ -23,8 +23,10 @@ Each record holds its row's columns (JSON text as JSON, BLOBs as base64;
 memories.nstag is left out and recomputed).  Records come in that order; the
 header's counts let import detect a cut-off file.  Importing into a store that
 already holds data merges: memory ids must not collide (else nothing is
-imported), sequence numbers and recall ids are shifted past the store's own,
-and links add up (the events come along, so check() still agrees).
+imported; with remap_ids=True an automatic id the store holds moves to a
+free one, and the file's recalls follow it), sequence numbers and recall ids
+are shifted past the store's own, and links add up (the events come along,
+so check() still agrees).
 
 A links-only export (`export_links`) holds the pooled layer of learned links
 and nothing else: no text, no memory ids, no namespaces, no queries:
@@ -65,10 +67,11 @@ import io
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Iterator, Union
 
 import apsw
@@ -76,12 +79,11 @@ import apsw
 from . import _native, learning, priors, schema, sql
 from ._version import __version__
 from .config import MAX_IMPORTANCE, ScoringConfig
+from .errors import HeapmemError, from_sqlite
 from .results import ImportReport
-from .validate import MAX_TIME, MIN_TIME
 from .schema import META_LINKS_PRIOR, META_LINKS_PRIOR_FILES, SCHEMA_VERSION
 from .store import Memory
-from .errors import HeapmemError, from_sqlite
-from .validate import MAX_K, POOLED, check_name, check_namespace, check_text
+from .validate import MAX_K, MAX_TIME, MIN_TIME, POOLED, check_name, check_namespace, check_text
 
 #: Version of the JSON Lines layout written by export().
 FORMAT = 1
@@ -618,7 +620,7 @@ def _deltas(v: Any, where: str) -> list:
 
 
 def _read_header(lines: Iterator[tuple[int, str]], name: str) -> dict:
-    for n, line in lines:
+    for _, line in lines:
         if not line.strip():
             continue
         try:
@@ -644,18 +646,27 @@ def _read_header(lines: Iterator[tuple[int, str]], name: str) -> dict:
     raise ValueError(f"{name} is empty")
 
 
-def import_file(mem: Memory, source: PathOrFile, *,
-                progress: Progress | None = None) -> ImportReport:
+def import_file(mem: Memory, source: PathOrFile, *, progress: Progress | None = None,
+                remap_ids: bool = False) -> ImportReport:
     """Import a JSON Lines file written by export() or export_links() (told
     apart by its header).  All or nothing: on any problem ValueError is raised
-    and the store is unchanged."""
+    and the store is unchanged.
+
+    A memory of the file whose id the store already holds is an error, unless
+    remap_ids is True and the id is an automatic one (m<seq> or m<seq>-<n>,
+    of its seq in the file): it then gets a free automatic id of its new seq,
+    as add() would give it, and the recalls of the file that show it show the
+    new id (ImportReport.remapped lists each change).  An id given by hand
+    never changes: it still refuses to collide."""
+    if not isinstance(remap_ids, bool):
+        raise TypeError("remap_ids must be True or False")
     lines = _Lines(source)
     try:
         it = iter(lines)
         header = _read_header(it, lines.name)
         if header["heapmem"] == "links":
             return _import_links(mem, it, lines, header, progress)
-        return _import_export(mem, it, lines, header, progress)
+        return _import_export(mem, it, lines, header, progress, _Ids(remap_ids))
     finally:
         lines.close()
 
@@ -711,8 +722,45 @@ def _import_links(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, hea
     return ImportReport("links", links=len(rows))
 
 
+@dataclass
+class _Ids:
+    """The file's memory ids as they land in the store.  remap: an automatic
+    id the store holds (its own memory's, or one this import gave another
+    memory of the file) moves to a free automatic id of the memory's new seq."""
+
+    remap: bool
+    moved: dict[str, str] = field(default_factory=dict)  # file id -> id in the store
+    given: dict[str, str] = field(default_factory=dict)  # and back
+
+    def place(self, c: Any, mid: str, seq: int, new_seq: int, where: str) -> str:
+        """The id the file's memory mid (seq in the file, new_seq in the store) gets."""
+        auto = _AUTO_ID.fullmatch(mid)
+        automatic = auto is not None and int(auto.group(1)) == seq
+        if mid in self.given and not automatic:
+            raise ValueError(f"{where}: memory id {mid!r} (given by hand) is the id the remap "
+                             f"gave the file's memory {self.given[mid]!r}; nothing was "
+                             "imported")
+        if mid not in self.given and not c.execute(sql.ID_EXISTS, {"id": mid}).fetchall():
+            return mid
+        if not self.remap or not automatic:
+            how = ("; import with remap_ids=True (heapmem import --remap-ids) to give it a "
+                   "free automatic id" if automatic else
+                   " (an id given by hand, which a remap never changes)" if self.remap else "")
+            raise ValueError(f"{where}: a memory with id {mid!r} is already in the store"
+                             f"{how}; nothing was imported")
+        new, n = f"m{new_seq}", 0
+        while new in self.given or c.execute(sql.ID_EXISTS, {"id": new}).fetchall():
+            new, n = f"m{new_seq}-{n}", n + 1
+        self.moved[mid], self.given[new] = new, mid
+        return new
+
+
+#: An automatic memory id, as add() and heap_add make them: m<seq>, or m<seq>-<n>.
+_AUTO_ID = re.compile(r"m([1-9][0-9]*)(?:-(?:0|[1-9][0-9]*))?")
+
+
 def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, header: dict,
-                   progress: Progress | None) -> ImportReport:
+                   progress: Progress | None, ids: _Ids) -> ImportReport:
     name = lines.name
     counts = {"meta": 0, "memories": 0, "vectors": 0, "recalls": 0, "events": 0, "links": 0}
     stage = 0
@@ -768,6 +816,7 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
             elif typ == "memory":
                 row = _memory_row(c, rec, where, seqs, mem_ids)
                 file_ns[row["id"]] = row["namespace"]
+                row["id"] = ids.place(c, row["id"], row["seq"], row["seq"] + seq_off, where)
                 row["seq"] += seq_off
                 _insert(c, "memories", row, rec, where, columns)
             elif typ == "vector":
@@ -849,6 +898,9 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                        "qtype": _qtype(rec, where),
                        "created_at": _num(rec, "created_at", where, lo=MIN_TIME,
                                           hi=MAX_TIME)}
+                if any(m in ids.moved and m in file_ns for m in shown):  # (a remapped memory)
+                    row["shown"] = json.dumps([ids.moved.get(m, m) if m in file_ns else m
+                                               for m in shown], allow_nan=False)
                 _insert(c, "recalls", row, rec, where, columns)
             elif typ == "event":
                 eid = _num(rec, "id", where, lo=1, integer=True)
@@ -940,7 +992,8 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                 schema.meta_set(c, k, v)  # checked against the store's above
             elif k == PRIOR_FILES_KEY:
                 seen = schema.meta_json(c, k, [])
-                schema.meta_set(c, k, json.dumps(seen + [d for d in json.loads(v) if d not in seen]))
+                schema.meta_set(c, k, json.dumps(seen + [d for d in json.loads(v)
+                                                         if d not in seen]))
             elif k == schema.META_TUNED:
                 # a restore into a new store takes the file's tuned weights; a
                 # merge never changes the weights of a store in use
@@ -954,7 +1007,8 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
     if progress is not None:
         progress(lines.total or lines.read, lines.total or lines.read)
     return ImportReport("export", counts["memories"], counts["recalls"], counts["events"],
-                        counts["links"], seq_off, rec_off, tuple(notes))
+                        counts["links"], seq_off, rec_off, tuple(notes),
+                        tuple(ids.moved.items()))
 
 
 def _check_embedder(c: Any, meta_in: dict[str, str], name: str) -> None:
@@ -1017,9 +1071,6 @@ def _memory_row(c: Any, rec: dict, where: str, seqs: set, ids: set) -> dict[str,
     if mid in ids:
         raise ValueError(f"{where}: memory id {mid!r} is listed twice")
     ids.add(mid)
-    if c.execute(sql.ID_EXISTS, {"id": mid}).fetchall():
-        raise ValueError(f"{where}: a memory with id {mid!r} is already in the store; "
-                         "nothing was imported")
     ns = _named(check_namespace, rec.get("namespace"), "namespace", where)
     imp = _num(rec, "importance", where)
     if not 0 < imp <= MAX_IMPORTANCE:

@@ -335,3 +335,158 @@ def test_progress_is_reported_and_drawn(src, tmp_path):
     bar(5, 10)
     bar.close()
     assert quiet.getvalue() == ""
+
+
+# -- merging two stores whose automatic ids collide (remap_ids) ----------------------
+
+def _lisbon_like(mem, users, *, rounds=2):
+    """What the demo does, for some users: three memories each (a dated fact,
+    a preference, a price), feedback that the fact answered, and one tracked
+    recall left unjudged; plus a memory with an id given by hand."""
+    for i, (ns, question, fact) in enumerate(users):
+        mem.add_many([{"text": fact, "namespace": ns, "created_at": T - (9 + i) * DAY},
+                      {"text": f"I would love a better {question.split()[-1]}",
+                       "kind": "preference", "namespace": ns, "created_at": T - 30 * DAY},
+                      {"text": f"Prices for {question.split()[-1]} start at $90",
+                       "kind": "tool_result", "source": "tool", "namespace": ns,
+                       "created_at": T - 2 * DAY}])
+    for _ in range(rounds):
+        for ns, question, fact in users:
+            r = mem.recall(question, k=3, namespace=ns)
+            mem.feedback(used=[x.id for x in r if x.text == fact], recall_id=r.recall_id)
+    ns, question, _ = users[0]
+    pending = mem.recall(question, k=3, namespace=ns)
+    mem.add("Checked in online", id=f"hand:{ns}", namespace=ns, created_at=T - DAY)
+    return pending
+
+
+USERS_A = [("user:ana", "When is my dentist appointment?",
+            "Dentist appointment confirmed for Tuesday at 3:15pm"),
+           ("user:ben", "When is my train to Paris?",
+            "Train ticket: London to Paris, leaves June 2 at 7:01am")]
+USERS_B = [("user:chen", "When is my haircut?",
+            "Haircut booked with Sam for Friday May 9 at 11:30am"),
+           ("user:dara", "When is my car service?",
+            "Car service scheduled: Monday April 7, drop off at 8:00am"),
+           ("user:fay", "How many tickets did I buy for the concert?",
+            "Bought 4 tickets for the concert on Saturday, row 12")]
+
+
+def _links(mem):
+    return {(ns, f): (a, b, n, s, pa, pb) for ns, f, a, b, n, s, pa, pb in mem.connection.execute(
+        "SELECT namespace, feature, alpha, beta, n, support, pool_alpha, pool_beta FROM links")}
+
+
+def _same_links(got, want):
+    assert set(got) == set(want)
+    for k, v in want.items():
+        assert got[k] == pytest.approx(v, rel=1e-9, abs=1e-9), k
+
+
+@pytest.mark.parametrize("first, second", [(USERS_A, USERS_B), (USERS_B, USERS_A)])
+def test_two_stores_with_automatic_ids_merge_with_remap_ids(tmp_path, first, second):
+    """Both stores number their memories m1, m2, ...: a plain import refuses,
+    remap_ids gives each of the second store's memories whose id is taken the
+    id of its new seq, and the learning is that of one store that lived
+    through both."""
+    one, two = str(tmp_path / "one.db"), str(tmp_path / "two.db")
+    with heapmem.open(one, clock=fixed()) as a:
+        _lisbon_like(a, first)
+    with heapmem.open(two, clock=fixed()) as b:
+        pending = _lisbon_like(b, second)
+        transfer.export(b, str(tmp_path / "two.jsonl"))
+        want_shown = pending.ids
+        file_ids = {m.id: m.text for ns in b.namespaces for m in b.list(ns)}
+    # a fresh store that lived through both: what the merge must equal
+    with heapmem.open(str(tmp_path / "both.db"), clock=fixed()) as both:
+        _lisbon_like(both, first)
+        _lisbon_like(both, second)
+        want_links = _links(both)
+        want_texts = sorted(m.text for ns in both.namespaces for m in both.list(ns))
+    with heapmem.open(one, clock=fixed()) as a:
+        snap = dump(a)
+        held = {m.id for ns in a.namespaces for m in a.list(ns)}
+        with pytest.raises(ValueError, match=r"a memory with id 'm1' is already in the store; "
+                                             r"import with remap_ids=True"):
+            transfer.import_file(a, str(tmp_path / "two.jsonl"))
+        assert dump(a) == snap
+        seq_off = a.connection.execute("SELECT max(seq) FROM memories").fetchall()[0][0]
+        rep = transfer.import_file(a, str(tmp_path / "two.jsonl"), remap_ids=True)
+        assert rep.seq_offset == seq_off
+        moved = dict(rep.remapped)
+        # each automatic id of the file that was taken (by the store, or by the remap
+        # itself) moved to m<its new seq>; the others, and the hand-given one, stayed
+        assert moved and all(new == f"m{int(old[1:]) + seq_off}" for old, new in moved.items())
+        for old, text in file_ids.items():
+            assert a.get(moved.get(old, old)).text == text
+            assert (old in moved) == (old in held or old in moved.values())
+        assert f"hand:{second[0][0]}" not in moved and a.get(f"hand:{second[0][0]}") is not None
+        assert rep.to_dict()["remapped"] == moved
+        assert a.check().ok
+        _same_links(_links(a), want_links)
+        assert sorted(m.text for ns in a.namespaces for m in a.list(ns)) == want_texts
+        # the file's unjudged recall shows the new ids, and feedback on it teaches
+        logged = a.logged_recall(pending.recall_id + rep.recall_offset)
+        assert list(logged.shown) == [moved.get(m, m) for m in want_shown]
+        fact = [m for m in logged.shown if a.get(m).text == second[0][2]]
+        fb = a.feedback(used=fact, recall_id=logged.id)
+        assert fb.used == tuple(fact) and a.check().ok
+
+
+def _file(tmp_path, records, name="f.jsonl"):
+    counts = {"meta": 0, "memories": 0, "vectors": 0, "recalls": 0, "events": 0, "links": 0}
+    for r in records:
+        counts[{"memory": "memories", "recall": "recalls"}[r["type"]]] += 1
+    head = {"heapmem": "export", "format": 1, "schema": 8, "version": heapmem.__version__,
+            "exported_at": T, "counts": counts}
+    p = tmp_path / name
+    p.write_text("\n".join(json.dumps(r) for r in [head] + records) + "\n")
+    return str(p)
+
+
+def _mem(seq, mid, text, ns="user:maya"):
+    return {"type": "memory", "seq": seq, "id": mid, "namespace": ns, "text": text,
+            "kind": "fact", "source": None, "key": None, "importance": 1.0, "created_at": T,
+            "last_used_at": None, "metadata": None, "features": ""}
+
+
+def test_remap_ids_follows_a_chain_and_never_moves_an_id_given_by_hand(tmp_path):
+    with heapmem.open(str(tmp_path / "s.db"), clock=fixed()) as mem:
+        mem.add("The store's own first memory", namespace="user:maya")  # m1
+        mem.add("A note", id="note", namespace="user:maya")               # seq 2
+        # the file's m1 is taken: it moves to m3 (its new seq, 1 + 2); m2 is free and
+        # stays; m3 is now taken by the remap itself: it moves to m5
+        f = _file(tmp_path, [_mem(1, "m1", "Booked the flight to Lisbon"),
+                             _mem(2, "m2", "Booked the hotel in Lisbon"),
+                             _mem(3, "m3", "Booked a table in Lisbon"),
+                             {"type": "recall", "id": 1, "namespace": "user:maya",
+                              "query": "Lisbon?", "qtype": "other", "created_at": T,
+                              "shown": ["m3", "m2", "m1"], "ages": [0, 0, 0],
+                              "features": ["kind:fact"] * 3, "rest": [1.0] * 3}])
+        rep = transfer.import_file(mem, f, remap_ids=True)
+        assert rep.remapped == (("m1", "m3"), ("m3", "m5"))
+        assert [mem.get(m).text for m in ("m1", "m3", "m2", "m5")] == [
+            "The store's own first memory", "Booked the flight to Lisbon",
+            "Booked the hotel in Lisbon", "Booked a table in Lisbon"]
+        assert mem.logged_recall(1 + rep.recall_offset).shown == ("m5", "m2", "m3")
+        assert mem.check().ok
+        snap = dump(mem)
+        # an id given by hand refuses to collide, remap or not; nothing is written
+        for remap in (False, True):
+            with pytest.raises(ValueError, match=r"line 2 of .*a memory with id 'note' is "
+                                                 r"already in the store" +
+                                                 (r" \(an id given by hand, which a remap never "
+                                                  r"changes\)" if remap else r"; nothing")):
+                transfer.import_file(mem, _file(tmp_path, [_mem(1, "note", "x")]),
+                                     remap_ids=remap)
+        # m<number> on another seq is an id given by hand too
+        with pytest.raises(ValueError, match="given by hand"):
+            transfer.import_file(mem, _file(tmp_path, [_mem(9, "m1", "x")]), remap_ids=True)
+        # a file id the remap already gave one of the file's memories
+        with pytest.raises(ValueError, match=r"line 3 of .*memory id 'm6' \(given by hand\) "
+                                             r"is the id the remap gave the file's memory 'm1'"):
+            transfer.import_file(mem, _file(tmp_path, [_mem(1, "m1", "x"),
+                                                       _mem(3, "m6", "y")]), remap_ids=True)
+        with pytest.raises(TypeError, match="remap_ids must be True or False"):
+            transfer.import_file(mem, f, remap_ids="yes")
+        assert dump(mem) == snap
