@@ -55,6 +55,10 @@
   X(candidates, 50, 1, 1000, HM_RULE_RANGE, "candidates must be an integer from 1 to 1000")      \
   X(lexical_weight, 0.7, 0, 1, HM_RULE_RANGE, "lexical_weight must be between 0 and 1")          \
   X(min_cosine, 0.2, -1, 1, HM_RULE_RANGE, "min_cosine must be between -1 and 1")                \
+  X(w_context, 1.0, 0, 100, HM_RULE_RANGE, "w_context must be a number from 0 to 100")          \
+  X(context_min_sim, 0.7, 0, 1, HM_RULE_RANGE, "context_min_sim must be between 0 and 1")      \
+  X(context_z, 0.5, 0, 10, HM_RULE_RANGE, "context_z must be a number from 0 to 10")            \
+  X(context_prior, 2.0, 0, 1e6, HM_RULE_POSITIVE, "context_prior must be a positive number")    \
   X(pooled_pseudocount, 1e9, 0, 1e300, HM_RULE_RANGE, "pooled_pseudocount must be a finite number >= 0")
 
 #define HM_CONFIG_MEMBER(name, dflt, lo, hi, rule, msg) double name;

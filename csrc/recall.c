@@ -35,7 +35,7 @@ enum {
   HR_RANK, HR_ID, HR_TEXT, HR_SCORE, HR_KIND, HR_SOURCE, HR_KEY, HR_RELEVANCE, HR_RECENCY,
   HR_IMPORTANCE, HR_USEFULNESS, HR_RULES, HR_BM25, HR_AGE_DAYS, HR_SUPERSEDED, HR_FEATURES,
   HR_CREATED_AT, HR_LAST_USED_AT, HR_METADATA, HR_LEXICAL, HR_COSINE, HR_EXPLAIN, HR_RECALL_ID,
-  HR_QTYPE, HR_REST, HR_LINKS,
+  HR_QTYPE, HR_REST, HR_LINKS, HR_CONTEXT, HR_CONTEXT_N,
   /* the arguments */
   HR_QUERY, HR_NAMESPACE, HR_K, HR_NOW, HR_CONFIG, HR_TRACK, HR_QVEC, HR_NCOL
 };
@@ -46,7 +46,8 @@ static const char hr_schema[] =
     "key TEXT, relevance REAL, recency REAL, importance REAL, usefulness REAL, rules REAL, "
     "bm25 REAL, age_days REAL, superseded INTEGER, features TEXT, created_at REAL, "
     "last_used_at REAL, metadata TEXT, lexical REAL, cosine REAL, \"explain\" TEXT, "
-    "recall_id INTEGER, qtype TEXT, rest REAL, links BLOB, query HIDDEN, namespace HIDDEN, k HIDDEN, "
+    "recall_id INTEGER, qtype TEXT, rest REAL, links BLOB, context REAL, context_n REAL, "
+    "query HIDDEN, namespace HIDDEN, k HIDDEN, "
     "now HIDDEN, config HIDDEN, track HIDDEN, qvec HIDDEN)";
 
 /* The statements heap_recall runs (heap_statement gives their text: tests/
@@ -89,6 +90,10 @@ static const char hr_sql_vrows[] =
     "WITH cand AS (SELECT " HR_SCORE_INPUTS_OF("NULL") " FROM json_each(?4) AS j "
     "CROSS JOIN memories AS m ON m.seq = j.value WHERE m.namespace = ?2) "
     "SELECT seq, rank, importance, age_days, superseded, features, NULL FROM cand";
+/* ?1 the candidates' seqs (JSON): each one's judgements and their questions */
+static const char hr_sql_judged[] =
+    "SELECT j.seq, j.used, r.query FROM json_each(?1) AS c CROSS JOIN judged AS j "
+    "ON j.seq = c.value CROSS JOIN recalls AS r ON r.id = j.recall_id";
 /* ?1 namespace: the store's embedder, its dimension and the namespace's stamps */
 static const char hr_sql_vstate[] =
     "SELECT (SELECT value FROM heapmem_meta WHERE key = '" HM_META_EMBEDDER "'), "
@@ -125,10 +130,11 @@ static const char hr_sql_log[] =
     "memories AS m WHERE m.id = s.value AND m.namespace = ?1)) RETURNING id";
 
 enum { HR_ST_CAND, HR_ST_HYBRID, HR_ST_LINKS, HR_ST_SHOW, HR_ST_TUNED, HR_ST_LOG,
-       HR_ST_VROWS, HR_ST_VSTATE, HR_ST_VLOAD, HR_NST };
+       HR_ST_VROWS, HR_ST_VSTATE, HR_ST_VLOAD, HR_ST_JUDGED, HR_NST };
 static const char *const hr_sql[HR_NST] = {hr_sql_cand,  hr_sql_hybrid, hr_sql_links,
                                             hr_sql_show,  hr_sql_tuned,  hr_sql_log,
-                                            hr_sql_vrows, hr_sql_vstate, hr_sql_vload};
+                                            hr_sql_vrows, hr_sql_vstate, hr_sql_vload,
+                                            hr_sql_judged};
 
 /* The statements the loop's functions run, prepared once per connection:
  * kept by the connection's heap_recall table, whose xDisconnect (run before
@@ -170,6 +176,7 @@ typedef struct {
   char *features;
   double f[HM_SCORE_COLUMNS];
   double lexical, cosn;
+  double ctx, ctx_n; /* contextual utility: its factor and the weighted judgements behind it */
   sqlite3_value *shown[8]; /* id, text, kind, source, key, created_at, last_used_at, metadata */
 } hr_row;
 
@@ -714,6 +721,76 @@ static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a, i64 ad
   return SQLITE_OK;
 }
 
+/* Contextual utility (w_context > 0, the carried embedder's hybrid): each
+ * candidate's own judgements in this namespace, each weighted by how close
+ * its question was to this one (cosine over context_min_sim, rescaled to
+ * 0..1), as evidence against the namespace's base rate of use (a Beta of
+ * weight context_prior around it) with a gate of context_z standard errors:
+ * the factor (g / p)^w_context within max_lift, or 1 when it cannot beat
+ * chance. */
+static int hr_context(hr_vtab *t, hr_cursor *c) {
+  for (int i = 0; i < c->n; i++) c->rows[i].ctx = 1.0, c->rows[i].ctx_n = 0.0;
+  if (!(c->cfg.w_context > 0) || c->hybrid != 2 || c->n == 0) return SQLITE_OK;
+  sqlite3_str *js = sqlite3_str_new(t->db);
+  sqlite3_str_appendchar(js, 1, '[');
+  for (int i = 0; i < c->n; i++) sqlite3_str_appendf(js, i ? ",%lld" : "%lld", c->rows[i].seq);
+  sqlite3_str_appendchar(js, 1, ']');
+  char *seqs = sqlite3_str_finish(js);
+  if (!seqs) return SQLITE_NOMEM;
+  sqlite3_stmt *st = NULL;
+  int rc = hr_stmt(t, HR_ST_JUDGED, &st);
+  if (rc != SQLITE_OK) { sqlite3_free(seqs); return hr_sqlfail(t, rc); }
+  sqlite3_bind_text(st, 1, seqs, -1, sqlite3_free);
+  double *ua = sqlite3_malloc64((sqlite3_uint64)c->n * 2 * sizeof *ua);
+  if (!ua) { sqlite3_reset(st); return SQLITE_NOMEM; }
+  double *ub = ua + c->n;
+  for (int i = 0; i < 2 * c->n; i++) ua[i] = 0;
+  float v[HM_EMBED_DIM];
+  char err[HM_ERRLEN];
+  double lo = c->cfg.context_min_sim;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    i64 seq = sqlite3_column_int64(st, 0);
+    int used = sqlite3_column_int(st, 1) != 0;
+    const char *q = (const char *)sqlite3_column_text(st, 2);
+    if (!q || hm_embed(q, sqlite3_column_bytes(st, 2), v, HM_EMBED_DIM, err, sizeof err) <= 0)
+      continue;
+    double sim = 0;
+    for (int d = 0; d < HM_EMBED_DIM; d++) sim += (double)v[d] * c->qf[d];
+    if (!(sim > lo)) continue;
+    double w = lo < 1 ? (sim - lo) / (1 - lo) : 1.0;
+    for (int i = 0; i < c->n; i++)
+      if (c->rows[i].seq == seq) {
+        if (used) ua[i] += w;
+        else ub[i] += w;
+        break;
+      }
+  }
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) { sqlite3_free(ua); return hr_sqlfail(t, rc); }
+  /* the base rate of use, as hm_usefulness takes it from the link set */
+  double A, B, k0 = c->cfg.prior_alpha + c->cfg.prior_beta;
+  hm_links_get(c->links, hm_links_count(c->links, c->linkslen), "base", 4, &A, &B);
+  double p = (c->cfg.prior_alpha + A) / (k0 + A + B);
+  k0 = c->cfg.context_prior; /* the memory's own record: its prior's weight */
+  for (int i = 0; i < c->n; i++) {
+    hr_row *r = &c->rows[i];
+    r->ctx_n = ua[i] + ub[i];
+    if (!(r->ctx_n > 0) || !(p > 0 && p < 1)) continue;
+    double m = (p * k0 + ua[i]) / (k0 + r->ctx_n);
+    double se = sqrt(m * (1.0 - m) / (k0 + r->ctx_n + 1.0));
+    /* a boost only: a memory shown and ignored for similar questions is not
+     * pushed down (in LoCoMo the penalty cost more than the boost gained:
+     * bench/RESULTS.md 13.4) */
+    double g = p;
+    if (m - c->cfg.context_z * se > p) g = m - c->cfg.context_z * se;
+    double f = pow(g / p, c->cfg.w_context);
+    double cap = c->cfg.max_lift;
+    r->ctx = f > cap ? cap : f < 1 / cap ? 1 / cap : f;
+  }
+  sqlite3_free(ua);
+  return SQLITE_OK;
+}
+
 /* Each candidate's relevance (BM25 over the best candidate's, blended with
  * the cosine) and score, the rows in score order, k cut to their number. */
 static int hr_score(hr_vtab *t, hr_cursor *c) {
@@ -758,8 +835,11 @@ static int hr_score(hr_vtab *t, hr_cursor *c) {
     hr_fail(t, "heap_recall: a memory's stored values are damaged (%s)", err);
     return SQLITE_CORRUPT;
   }
-  for (int i = 0; i < c->n; i++)
+  for (int i = 0; i < c->n; i++) {
     memcpy(c->rows[i].f, out + (size_t)i * HM_SCORE_COLUMNS, sizeof c->rows[i].f);
+    c->rows[i].f[5] *= c->rows[i].ctx; /* the score, and the score without usefulness */
+    c->rows[i].f[6] *= c->rows[i].ctx;
+  }
   sqlite3_free(out);
   qsort(c->rows, (size_t)c->n, sizeof *c->rows, hr_cmp);
   if (c->k > c->n) c->k = c->n;
@@ -816,6 +896,7 @@ static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, i
   if ((rc = hr_read_links(t, c, ns)) != SQLITE_OK) return rc;
   if ((rc = hr_read_candidates(t, c, &a, added, changed)) != SQLITE_OK) return rc;
   if (c->n == 0) return SQLITE_OK;
+  if ((rc = hr_context(t, c)) != SQLITE_OK) return rc;
   if ((rc = hr_score(t, c)) != SQLITE_OK) return rc;
   if ((rc = hr_show(t, c)) != SQLITE_OK) return rc;
   if (a.track) return hr_log(t, c, query, ns, a.now);
@@ -864,6 +945,8 @@ static int hr_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
     break;
   case HR_QTYPE: sqlite3_result_text(ctx, c->qtype, -1, SQLITE_STATIC); break;
   case HR_LINKS: sqlite3_result_blob(ctx, c->links, c->linkslen, SQLITE_TRANSIENT); break;
+  case HR_CONTEXT: sqlite3_result_double(ctx, r->ctx); break;
+  case HR_CONTEXT_N: sqlite3_result_double(ctx, r->ctx_n); break;
   case HR_RECALL_ID:
     if (c->recall_id) sqlite3_result_int64(ctx, c->recall_id);
     break;
@@ -877,6 +960,11 @@ static int hr_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
                    sizeof err) != HM_OK) {
       sqlite3_result_error(ctx, err, -1);
       return SQLITE_ERROR;
+    }
+    if (r->ctx != 1.0) { /* contextual utility, after the line the factors make */
+      size_t used = strlen(line);
+      snprintf(line + used, sizeof line - used, " x context %.2f (%.1f similar judgements)",
+               r->ctx, r->ctx_n);
     }
     sqlite3_result_text(ctx, line, -1, SQLITE_TRANSIENT);
     break;

@@ -185,6 +185,28 @@ static const struct {
     "END"},
   {"index", "memories_text", "memories",
     "CREATE INDEX memories_text ON memories(namespace, heap_text_hash(text))"},
+  {"table", "judged", "judged",
+    "CREATE TABLE judged(\n"
+    "  seq       INTEGER NOT NULL,         -- the memory judged\n"
+    "  recall_id INTEGER NOT NULL,         -- the recall that showed it\n"
+    "  used      INTEGER NOT NULL,         -- 1 used, 0 ignored\n"
+    "  PRIMARY KEY(seq, recall_id)\n"
+    ") WITHOUT ROWID"},
+  {"trigger", "events_judged", "events",
+    "CREATE TRIGGER events_judged AFTER INSERT ON events WHEN new.recall_id IS NOT NULL BEGIN\n"
+    "  INSERT OR REPLACE INTO judged(seq, recall_id, used)\n"
+    "    SELECT m.seq, r.id, new.used FROM recalls AS r CROSS JOIN memories AS m\n"
+    "    ON m.namespace = r.namespace AND m.id = json_extract(r.shown, '$[' || new.position || ']')\n"
+    "    WHERE r.id = new.recall_id;\n"
+    "END"},
+  {"trigger", "memories_judged_ad", "memories",
+    "CREATE TRIGGER memories_judged_ad AFTER DELETE ON memories BEGIN\n"
+    "  DELETE FROM judged WHERE seq = old.seq;\n"
+    "END"},
+  {"trigger", "recalls_judged_ad", "recalls",
+    "CREATE TRIGGER recalls_judged_ad AFTER DELETE ON recalls BEGIN\n"
+    "  DELETE FROM judged WHERE recall_id = old.id;\n"
+    "END"},
   {"trigger", "memories_embed", "memories",
     "CREATE TRIGGER memories_embed AFTER INSERT ON memories WHEN (SELECT value FROM heapmem_meta WHERE key = 'embedder') = 'potion-base-8M' BEGIN\n"
     "  INSERT INTO vectors(seq, v) VALUES (new.seq, heap_embed(new.text));\n"

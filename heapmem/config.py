@@ -77,6 +77,15 @@ class ScoringConfig:
       [1 / max_lift, max_lift]: what a prior merged from elsewhere, or
       tenants colluding past the trimmed pool, can do to a ranking is
       bounded too (explain() says when the bound applied).
+    - context (w_context, 1; hybrid recall with the library's embedder): the
+      memory's own record in this namespace, each past judgement of it
+      weighted by how similar its question was to this one (cosine above
+      context_min_sim, 0.7, rescaled to 0..1), against the base rate of use
+      (a Beta of weight context_prior, 2, around it), lifting the memory only
+      where its record beats the base rate by context_z (0.5) standard
+      errors, bounded by max_lift; exactly 1 with no such record, or one
+      that cannot beat chance.  A boost only: being shown and ignored does
+      not push a memory down.
     - rules: a memory superseded by a newer one with the same key is
       multiplied by superseded_factor.
 
@@ -93,6 +102,10 @@ class ScoringConfig:
     candidates: int = int(_C["candidates"])
     lexical_weight: float = _C["lexical_weight"]
     min_cosine: float = _C["min_cosine"]
+    w_context: float = _C["w_context"]
+    context_min_sim: float = _C["context_min_sim"]
+    context_z: float = _C["context_z"]
+    context_prior: float = _C["context_prior"]
     prior_alpha: float = _C["prior_alpha"]
     prior_beta: float = _C["prior_beta"]
     pooled_pseudocount: float = _C["pooled_pseudocount"]

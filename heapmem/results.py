@@ -63,6 +63,10 @@ class Result:
     #: hybrid recall: the BM25 and cosine parts of relevance (None otherwise)
     lexical: float | None = None
     cosine: float | None = None
+    #: contextual utility (ScoringConfig.w_context): its factor on the score,
+    #: and the weighted judgements of this memory behind it (1.0 and 0.0: none)
+    context: float = 1.0
+    context_n: float = 0.0
     _recall: "Recall" = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
 
     def explain(self) -> str:
@@ -81,6 +85,8 @@ class Result:
             if hit:
                 more = f" +{len(hit) - 3}" if len(hit) > 3 else ""
                 line += f" (prior in {' '.join(hit[:3])}{more}: see Memory.priors())"
+        if self.context != 1.0:  # as heap_recall's explain column words it
+            line += f" x context {self.context:.2f} ({self.context_n:.1f} similar judgements)"
         return line
 
 
@@ -94,7 +100,7 @@ def recalled(rows: Sequence[Sequence[Any]]) -> tuple[list[Result], list[float], 
                       superseded=bool(r[14]), features=tuple(r[15].split()),
                       created_at=r[16], last_used_at=r[17],
                       metadata=json.loads(r[18]) if r[18] else None, lexical=r[19],
-                      cosine=r[20]) for r in rows]
+                      cosine=r[20], context=r[23], context_n=r[24]) for r in rows]
     links = bytes(rows[0][22]) if rows and rows[0][22] is not None else b""
     return results, [r[21] for r in rows], links
 

@@ -398,6 +398,9 @@ ON CONFLICT(key) DO NOTHING;
 # vectors (csrc/embed.c) reads only what is new when nothing else changed.
 # And memories_text finds a memory by its text in its namespace: adding the
 # same text (and key) again gives the memory that has it (Memory.add, copy=).
+# And judged keeps, per memory, which tracked recalls judged it (used or
+# ignored): kept from the events by their trigger, gone with the memory or
+# the recall, for contextual utility (ScoringConfig.w_context).
 _BUILTIN_IS = (f"(SELECT value FROM heapmem_meta WHERE key = '{META_EMBEDDER}') = "
                f"'{BUILTIN_EMBEDDER}'")
 _SCHEMA_V8 = f"""
@@ -431,6 +434,28 @@ CREATE TRIGGER memories_vector_move AFTER UPDATE OF namespace ON memories BEGIN
   UPDATE vector_stamps SET changed = changed + 1 WHERE namespace IN (old.namespace, new.namespace);
 END;
 CREATE INDEX memories_text ON memories(namespace, heap_text_hash(text));
+CREATE TABLE judged(
+  seq       INTEGER NOT NULL,         -- the memory judged
+  recall_id INTEGER NOT NULL,         -- the recall that showed it
+  used      INTEGER NOT NULL,         -- 1 used, 0 ignored
+  PRIMARY KEY(seq, recall_id)
+) WITHOUT ROWID;
+INSERT OR REPLACE INTO judged(seq, recall_id, used)
+  SELECT m.seq, r.id, e.used FROM events AS e CROSS JOIN recalls AS r ON r.id = e.recall_id
+  CROSS JOIN memories AS m ON m.namespace = r.namespace
+  AND m.id = json_extract(r.shown, '$[' || e.position || ']');
+CREATE TRIGGER events_judged AFTER INSERT ON events WHEN new.recall_id IS NOT NULL BEGIN
+  INSERT OR REPLACE INTO judged(seq, recall_id, used)
+    SELECT m.seq, r.id, new.used FROM recalls AS r CROSS JOIN memories AS m
+    ON m.namespace = r.namespace AND m.id = json_extract(r.shown, '$[' || new.position || ']')
+    WHERE r.id = new.recall_id;
+END;
+CREATE TRIGGER memories_judged_ad AFTER DELETE ON memories BEGIN
+  DELETE FROM judged WHERE seq = old.seq;
+END;
+CREATE TRIGGER recalls_judged_ad AFTER DELETE ON recalls BEGIN
+  DELETE FROM judged WHERE recall_id = old.id;
+END;
 CREATE TRIGGER memories_embed AFTER INSERT ON memories WHEN {_BUILTIN_IS} BEGIN
   INSERT INTO vectors(seq, v) VALUES (new.seq, heap_embed(new.text));
 END;
@@ -644,7 +669,7 @@ KNOWN_SCHEMAS = {
     5: "cf54a3970e193024437cc58839d20b2943de5f5b58f9e759ddbeb97492fde4d3",
     6: "12dc3f91101aa478d6d705433396ac4eb4302bb51b10548e25ce5e2704a2db91",
     7: "12dc3f91101aa478d6d705433396ac4eb4302bb51b10548e25ce5e2704a2db91",
-    8: "c613c6625a9fa0b933fe760120317df02d2f96706ac2b00cc25ea845f686dd9c",
+    8: "3109c26dc44c733a160f3dbb3a2389b18bad00824898557e9a17c50687874ecd",
 }
 
 

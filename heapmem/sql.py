@@ -45,7 +45,7 @@ REBUILD_POOL = "SELECT heap_rebuild_pool(:features)"
 # read never takes the write lock.
 RECALL = """SELECT rank, id, text, score, kind, source, key, relevance, recency, importance,
        usefulness, rules, bm25, age_days, superseded, features, created_at, last_used_at,
-       metadata, lexical, cosine, rest, CASE WHEN rank = 1 THEN links END
+       metadata, lexical, cosine, rest, CASE WHEN rank = 1 THEN links END, context, context_n
 FROM heap_recall(:question, :namespace, :k, :now, :config, 0, :qvec)"""
 
 # recall() as a raw SQL statement (Memory.recall_sql): id, text, score.

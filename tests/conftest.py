@@ -1,9 +1,9 @@
-import os
 
 import apsw
 import pytest
 
 import heapmem
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "soak: long soak variants, run with HEAPMEM_SOAK=1 "
@@ -57,7 +57,8 @@ def undo_schema_8(c):
     c.execute("DROP TRIGGER memories_embed; DROP TRIGGER memories_reembed; "
               "DROP TRIGGER memories_vector_move; DROP TRIGGER memories_vector_ad; "
               "DROP TRIGGER vectors_ad; DROP TRIGGER vectors_au; DROP TRIGGER vectors_ai; "
-              "DROP TABLE vector_stamps; DROP INDEX memories_text")
+              "DROP TABLE vector_stamps; DROP INDEX memories_text; DROP TRIGGER events_judged; "
+              "DROP TRIGGER memories_judged_ad; DROP TRIGGER recalls_judged_ad; DROP TABLE judged")
 
 
 def one(conn, sql, *params):
