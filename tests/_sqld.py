@@ -12,7 +12,6 @@ from typing import Callable
 
 from heapmem import sqld
 
-
 free_port, answers = sqld.free_port, sqld.answers
 
 

@@ -27,8 +27,8 @@ WORDS = ("flight hotel train lisbon paris berlin booked dinner meeting tuesday m
          "sister doctor dentist passport visa budget salary rent garden piano guitar coffee "
          "tea allergy peanuts vegetarian marathon running yoga project deadline report "
          "invoice birthday anniversary wedding concert museum library").split()
-QUESTIONS = ("When is my {} ?", "Where is the {} {}?", "Who booked the {}?", "What about {} and {}?",
-             "How many {} did I {}?", "Is the {} on {}?", "{} {} {}")
+QUESTIONS = ("When is my {} ?", "Where is the {} {}?", "Who booked the {}?",
+             "What about {} and {}?", "How many {} did I {}?", "Is the {} on {}?", "{} {} {}")
 
 
 def sentence(rnd: random.Random, n: int | None = None) -> str:

@@ -7,6 +7,7 @@ import apsw
 import pytest
 
 import heapmem
+
 from conftest import T0
 
 MAYA = "user:maya"
@@ -146,7 +147,8 @@ def test_a_date_in_the_answer_matches_when_the_memory_was_said(mem):
 
 
 @pytest.mark.parametrize("said, when, answer, dated", [
-    ("I finished the painting a few days ago", (2023, 12, 17), "A few days before 17 December 2023", True),
+    ("I finished the painting a few days ago", (2023, 12, 17),
+     "A few days before 17 December 2023", True),
     ("I painted that sunrise last year", (2023, 5, 8), "2022", True),
     ("I painted that sunrise last year", (2023, 5, 8), "2023", False),
     ("We went camping last month", (2023, 8, 10), "July 2023", True),

@@ -18,6 +18,7 @@ import apsw
 import pytest
 
 import heapmem
+
 from conftest import one
 
 WORDS = ("flight lisbon booked hotel dinner sister birthday march concert tickets paris "
@@ -332,14 +333,16 @@ def test_stale_or_missing_statistics_still_rank(mem):
     assert all(r.bm25 > 0 for r in res)
 
 
-FTS = "CREATE VIRTUAL TABLE f USING fts5(tag, text, tokenize='porter unicode61 remove_diacritics 2')"
+FTS = ("CREATE VIRTUAL TABLE f USING fts5(tag, text, "
+       "tokenize='porter unicode61 remove_diacritics 2')")
 
 
 def test_heap_ntokens_counts_as_fts5(db):
     db.execute(FTS)
     rnd = random.Random(7)
-    samples = ["", " ", "a", "Café naïve façade", "中文字符 and 日本語", "emoji 🎉🎉 x", "don't x-ray",
-               "3.14 1,000 $5", "x" * 5000, "ÅÄÖ åäö ß", "tab\tnew\nline", "a_b a-b a.b a/b"]
+    samples = ["", " ", "a", "Café naïve façade", "中文字符 and 日本語", "emoji 🎉🎉 x",
+               "don't x-ray", "3.14 1,000 $5", "x" * 5000, "ÅÄÖ åäö ß", "tab\tnew\nline",
+               "a_b a-b a.b a/b"]
     samples += ["".join(rnd.choice("ab é中 .,'-\t") for _ in range(rnd.randint(0, 60)))
                 for _ in range(300)]
     for i, t in enumerate(samples):

@@ -183,8 +183,8 @@ def test_random_combinations(conn):
 def test_heap_links_aggregate_hostile_rows(conn):
     rows = ", ".join(f"({f}, {a}, {b}, {c}, {d})" for f, a, b, c, d in [
         ("'a'", "1", "2", "3", "4"), ("'a'", "5", "6", "7", "8"), ("NULL", "1", "1", "1", "1"),
-        ("'b'", "-1", "1", "1", "1"), ("'c'", "9e999", "1", "1", "1"), ("'d'", "'x'", "1", "1", "1"),
-        ("x'00'", "1", "1", "1", "1"), ("''", "0", "0", "0", "0")])
+        ("'b'", "-1", "1", "1", "1"), ("'c'", "9e999", "1", "1", "1"),
+        ("'d'", "'x'", "1", "1", "1"), ("x'00'", "1", "1", "1", "1"), ("''", "0", "0", "0", "0")])
     for where in ("", " WHERE column1 IS NOT NULL AND typeof(column2) != 'text'",
                   " WHERE 0", " WHERE column1 = 'a'"):
         for extra in ("", ", 20", ", -1", ", NULL", ", 9e999", ", 0"):

@@ -381,8 +381,8 @@ def test_feedback_from_the_answer_text(run):
     lines = r.out.splitlines()
     assert lines[0].startswith("recall 1: used m1; ignored m2;")
     assert len(lines) == 4  # one line per shown memory, in rank order
-    assert any(l.split()[1:3] == ["used", "m1:"] and "sfo" in l and "of the answer's" in l
-               for l in lines[1:])
+    assert any(ln.split()[1:3] == ["used", "m1:"] and "sfo" in ln and "of the answer's" in ln
+               for ln in lines[1:])
     fails(run("feedback", "1", "--answer", "March 14"), "already has feedback")
     run("-n", "user:maya", "recall", "When is my flight to Lisbon?")
     d = run("feedback", "2", "--answer", "March 14, 9:40am", "--json").json()

@@ -87,7 +87,7 @@ def verify(path, acks):
         by_batch = defaultdict(set)
         for mid in present:
             by_batch[batch_of(mid)].add(mid)
-        for b, ids in batches.items():
+        for ids in batches.values():
             want = {i for i in ids if i not in started_forget}
             missing = want - present
             assert not missing, f"acknowledged memories lost: {sorted(missing)[:5]}"

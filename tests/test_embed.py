@@ -3,7 +3,6 @@ its tokenizer against Hugging Face's, its vectors against the published
 float32 model, hybrid recall from every door by default, the vector cache
 kept current by the schema's stamps, and bad input."""
 import json
-import os
 import pathlib
 import struct
 
@@ -13,6 +12,7 @@ import pytest
 
 import heapmem
 from heapmem import _native, embedders, schema
+
 from conftest import T0
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -1,10 +1,8 @@
 """feedback(): credit arithmetic, pooled borrowing, persistence, bad input."""
-import json
 
 import pytest
 
 import heapmem
-from conftest import DAY, T0
 
 
 def links(mem, ns):

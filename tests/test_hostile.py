@@ -269,7 +269,8 @@ def test_recall(store, data):
     query = data.draw(st.one_of(text_arg, nice_text, st.sampled_from(
         ["flight to Lisbon?", "When is the dentist?", "window seat", "NEAR(flight seat)",
          '"flight" OR "seat"', "DROP TABLE memories", "nstag : x", "*", "lisbon*"])))
-    args = {"k": data.draw(mostly(st.integers(1, 20), st.integers(1, 1000))), "namespace": data.draw(namespace_ok),
+    args = {"k": data.draw(mostly(st.integers(1, 20), st.integers(1, 1000))),
+            "namespace": data.draw(namespace_ok),
             "now": data.draw(mostly(st.none(), time_ok)), "track": data.draw(st.booleans())}
     if data.draw(st.integers(0, 2), label="wrong?") == 0:
         args = with_wrong(data, args)

@@ -103,13 +103,13 @@ def test_pooled_layer_and_event_log_hold_no_text_or_ids(tmp_path):
         c = mem.connection
         links = c.execute("SELECT namespace, feature, qtype FROM links").fetchall()
         assert links
-        for ns, feature, qt in links:
+        for ns, feature, _qt in links:
             assert ns in NAMESPACES or ns == "*"
             assert marker not in feature and "lisbon" not in feature.lower()
             assert re.fullmatch(r"([a-z_]+/)?[a-z_]+(:[a-z0-9_]+)?", feature), feature
         for (deltas,) in c.execute("SELECT deltas FROM events"):
             assert marker not in deltas and "Lisbon" not in deltas
-            for f, da, db in json.loads(deltas):
+            for f, _da, _db in json.loads(deltas):
                 assert re.fullmatch(r"([a-z_]+/)?[a-z_]+(:[a-z0-9_]+)?", f), f
         for row in mem.explain_usefulness("*"):
             assert marker not in row.feature
@@ -282,7 +282,7 @@ def test_readonly_recalls_and_refuses_every_write(tmp_path):
             "forget ids": lambda: mem.forget(res.ids[:1]),
             "forget namespace": lambda: mem.forget(namespace="user:maya"),
         }
-        for name, write in writes.items():
+        for write in writes.values():
             with pytest.raises(heapmem.ReadOnlyError):
                 write()
         # the raw connection refuses too
@@ -416,7 +416,7 @@ def test_read_only_directory_for_an_unprivileged_user():
         assert_probe_ok(run_probe([sys.executable, WORKERS, "readonly", path], **kw))
         assert digest(path) == before
     finally:
-        for root, dirs, files in os.walk(base):
+        for root, _dirs, _files in os.walk(base):
             os.chmod(root, 0o755)
         shutil.rmtree(base)
 

@@ -12,9 +12,16 @@ import pytest
 
 pytest.importorskip("langgraph")
 
-from langgraph.store.base import (BaseStore, GetOp, InvalidNamespaceError,  # noqa: E402
-                                  ListNamespacesOp, MatchCondition, PutOp, SearchItem,
-                                  SearchOp)
+from langgraph.store.base import (  # noqa: E402
+    BaseStore,
+    GetOp,
+    InvalidNamespaceError,
+    ListNamespacesOp,
+    MatchCondition,
+    PutOp,
+    SearchItem,
+    SearchOp,
+)
 
 import heapmem  # noqa: E402
 from heapmem.langgraph_store import HeapmemStore  # noqa: E402

@@ -20,6 +20,7 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 
 import heapmem  # noqa: E402
 from heapmem import mcp_server  # noqa: E402
+
 from conftest import stop  # noqa: E402
 
 NOW = "2026-11-30T12:00:00Z"

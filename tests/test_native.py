@@ -79,7 +79,8 @@ def test_relate_names_the_source_in_the_question():
 @pytest.mark.parametrize("q, expected", [
     ("When is my flight to Lisbon?", '"flight" OR "lisbon"'),
     ('Lisbon" OR 1=1 --', '"lisbon" OR "1"'),
-    ("NEAR(flight lisbon) AND NOT * ^x:y -z", '"near" OR "flight" OR "lisbon" OR "x" OR "y" OR "z"'),
+    ("NEAR(flight lisbon) AND NOT * ^x:y -z",
+     '"near" OR "flight" OR "lisbon" OR "x" OR "y" OR "z"'),
     ("Maya's flights, flights!", '"maya" OR "flights"'),
     # non-ASCII case is left to FTS5's unicode61 tokenizer, which folds it
     ("café Ünïcode 東京", '"café" OR "Ünïcode" OR "東京"'),
@@ -181,7 +182,6 @@ def _blob(links):
 
 
 def test_gated_lift_by_hand():
-    import math
     import numpy as np
     cfg = n.config("")  # prior Beta(0.1, 9.9): weight 10; gate_z 2
     links = {"base": (10, 90), "date:1": (30, 70), "self:1": (1, 3)}

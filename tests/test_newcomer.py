@@ -42,6 +42,7 @@ def test_the_readme_names_every_mcp_tool_and_report_answer_needs_no_pydantic(tmp
     pytest.importorskip("mcp")
     import asyncio
     from pathlib import Path
+
     from heapmem import mcp_server
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     section = readme.split("## MCP server")[1].split("\n## ")[0]
@@ -113,3 +114,67 @@ def test_the_same_text_twice_is_one_memory(tmp_path):
     with pytest.raises(apsw.SQLError, match="copy must be 0"):
         c.execute("SELECT heap_add('x', 'u', NULL, NULL, NULL, NULL, NULL, NULL, NULL, 2)")
     c.close()
+
+
+# -- item 2: `heapmem mcp --transport http` says where it serves ---------------------------
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("token", [None, "test-token-0123456789abcdef"])
+def test_mcp_over_http_prints_the_url_it_serves(tmp_path, token):
+    pytest.importorskip("mcp")
+    import os
+    import select
+    import socket
+    import subprocess
+    import sys
+
+    from conftest import stop
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "HEAPMEM_MCP_TOKEN"}
+    if token is not None:
+        env["HEAPMEM_MCP_TOKEN"] = token
+    proc = subprocess.Popen([sys.executable, "-m", "heapmem.cli", "--db",
+                             str(tmp_path / "a.db"), "-n", "user:maya", "mcp", "--transport",
+                             "http", "--port", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        ready, _, _ = select.select([proc.stderr], [], [], 60)
+        assert ready, "the server printed nothing in 60 s"
+        line = proc.stderr.readline()
+        how = ("a token is required: Authorization: Bearer <token>" if token else
+               "no token required: any program on this machine can use the store; set "
+               "$HEAPMEM_MCP_TOKEN (or --token) to require one")
+        assert line == (f"heapmem: serving MCP at http://127.0.0.1:{port}/mcp (namespace "
+                        f"user:maya); {how}\n")
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()  # it listens
+    finally:
+        stop(proc)
+        proc.stderr.close()
+
+
+def test_mcp_on_a_port_in_use_says_so_in_one_sentence_and_exits_2(tmp_path):
+    pytest.importorskip("mcp")
+    import io
+    import socket
+    db = tmp_path / "a.db"
+    with socket.socket() as held:  # another program on the port
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        for token in (None, "test-token-0123456789abcdef"):
+            out, err = io.StringIO(), io.StringIO()
+            env = {} if token is None else {"HEAPMEM_MCP_TOKEN": token}
+            code = main(["--db", str(db), "mcp", "--transport", "http", "--port", str(port)],
+                        stdout=out, stderr=err, env=env)
+            assert code == 2 and out.getvalue() == ""
+            msg = err.getvalue()
+            assert msg.startswith(f"heapmem: error: port {port} on 127.0.0.1 is in use: ")
+            assert msg.endswith("; pick another with --port\n") and msg.count("\n") == 1
+            assert "Errno" not in msg
+    assert not db.exists()  # nothing was written: not even a new store

@@ -1,5 +1,4 @@
 """Every sample in the README runs and prints what the README shows."""
-import os
 import re
 import runpy
 import shutil
@@ -38,7 +37,7 @@ def test_demo_output_is_in_the_readme(readme_dir):
     _, demo, _ = readme_dir
     assert demo.strip() in (ROOT / "README.md").read_text()
     # the point of the demo: search buries the booking, learning lifts it
-    search, day_one, learned = demo.split("heapmem")[0], demo.split("heapmem")[1], demo.split("heapmem")[2]
+    search, _day_one, learned = demo.split("heapmem")[:3]
     assert "3. Booked the flight" in search
     assert "1. Booked the flight" in learned
 
@@ -76,7 +75,6 @@ def test_every_readme_sample_prints_what_the_readme_shows():
         sqld.binary()  # the tenant databases' sample runs on a libSQL server
     except sqld.SqldNotFound as e:
         pytest.skip(f"no sqld here: {e}")
-    import runpy
     build = runpy.run_path(str(ROOT / "examples" / "readme.py"))["build"]
     assert build() == (ROOT / "README.md").read_text(), \
         "README.md is stale: run python examples/readme.py"

@@ -2,7 +2,8 @@
 import pytest
 
 import heapmem
-from conftest import DAY, T0
+
+from conftest import DAY
 
 OFF = dict(w_relevance=0, w_recency=0, w_importance=0, w_usefulness=0)
 

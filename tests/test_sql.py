@@ -1,6 +1,5 @@
 """The SQL door: registered functions, their errors, and parity with recall()."""
 import json
-import math
 import random
 import re
 
@@ -8,18 +7,21 @@ import apsw
 import pytest
 
 import heapmem
+
 from conftest import DAY, T0, one
 
 FUNCTIONS = [
     ("heap_active", 2), ("heap_add", 2), ("heap_add", 3), ("heap_add", 4), ("heap_add", 5),
-    ("heap_add", 6), ("heap_add", 7), ("heap_add", 8), ("heap_add", 9), ("heap_add", 10), ("heap_answer", 2),
+    ("heap_add", 6), ("heap_add", 7), ("heap_add", 8), ("heap_add", 9), ("heap_add", 10),
+    ("heap_answer", 2),
     ("heap_answer", 3), ("heap_answer", 4), ("heap_answer", 5), ("heap_attribute", 5),
     ("heap_bm25_row", -1), ("heap_bm25_top", 6), ("heap_cosine", 2), ("heap_credit", 5),
     ("heap_credit", 6), ("heap_embed", 1), ("heap_embed", 2), ("heap_embedder", 0),
     ("heap_explain", 7), ("heap_explain", 8), ("heap_features", 3),
     ("heap_feedback", 2), ("heap_feedback", 3), ("heap_feedback", 4), ("heap_feedback", 5),
     ("heap_feedback", 6), ("heap_fold", 5), ("heap_fold", 6), ("heap_forget", 1),
-    ("heap_forget_namespace", 1), ("heap_init", 0), ("heap_init", 1), ("heap_links", 5), ("heap_links", 6),
+    ("heap_forget_namespace", 1), ("heap_init", 0), ("heap_init", 1), ("heap_links", 5),
+    ("heap_links", 6),
     ("heap_match", 1), ("heap_match", 2), ("heap_ns_tag", 1), ("heap_ntokens", 1),
     ("heap_qtype", 1), ("heap_rebuild_pool", 0), ("heap_rebuild_pool", 1), ("heap_recency", 1),
     ("heap_recency", 3), ("heap_relate", 2), ("heap_score", 7), ("heap_score", 8),
@@ -41,7 +43,8 @@ def test_scalar_functions(db):
     assert one(db, "SELECT heap_qtype('How many cats?')") == "how_many"
     assert one(db, "SELECT heap_features('Met Ana at 5pm', 'fact', 'user')") == (
         "kind:fact src:user len:s date:0 clock:1 num:1 money:0 entity:1 self:0 question:0 url:0")
-    assert one(db, "SELECT heap_features('x', 'fact', NULL)").startswith("kind:fact src:none len:xs")
+    assert one(db, "SELECT heap_features('x', 'fact', NULL)").startswith(
+        "kind:fact src:none len:xs")
     assert one(db, "SELECT heap_relate('What did Ana say?', 'Ana')") == "srcq:1"
     assert one(db, "SELECT heap_relate('What did Ana say?', NULL)") == "srcq:0"
     assert one(db, "SELECT heap_match('flight?')") == '"flight"'
@@ -103,8 +106,10 @@ def test_links_aggregate_feeds_score(db):
      "heap_score: model must be 1 (gated lift) or 0 (reference noisy-OR)"),
     ("SELECT heap_score(1, 0, 1, 0, 'a/b', 'what', NULL)",
      "heap_score: feature names must not contain '/'"),
-    ("SELECT heap_score('a', 0, 1, 0, 'f', 'what', NULL)", "heap_score: relevance must be a number"),
-    ("SELECT heap_score(1, NULL, 1, 0, 'f', 'what', NULL)", "heap_score: age_days must be a number"),
+    ("SELECT heap_score('a', 0, 1, 0, 'f', 'what', NULL)",
+     "heap_score: relevance must be a number"),
+    ("SELECT heap_score(1, NULL, 1, 0, 'f', 'what', NULL)",
+     "heap_score: age_days must be a number"),
     ("SELECT heap_score(1, 0, -1, 0, 'f', 'what', NULL)",
      "heap_score: importance must be a positive number"),
     ("SELECT heap_score(1, 0, 1, 0, 'f', 'what', x'0102')",
@@ -135,7 +140,7 @@ def _store_with_feedback(path, clock):
     mem = heapmem.open(path, clock=clock)
     items = []
     for ns in ("a", "b", "c"):
-        for i in range(60):
+        for _i in range(60):
             text = " ".join(rng.choice(words) for _ in range(rng.randint(2, 12)))
             if rng.random() < 0.3:
                 text += f" at {rng.randint(1, 12)}pm on March {rng.randint(1, 28)}"
@@ -173,7 +178,7 @@ def test_raw_sql_ranks_exactly_like_recall(tmp_path, clock, config):
             sql, params = mem.recall_sql(q, k=10, namespace=ns, config=config)
             rows = mem.connection.execute(sql, params).fetchall()
             assert [r[0] for r in rows] == res.ids, (ns, q)
-            for (rid, text, score), r in zip(rows, res):
+            for (_rid, _text, score), r in zip(rows, res):
                 assert abs(score - r.score) <= 1e-9
             checked += len(rows)
     assert checked > 50

@@ -5,7 +5,6 @@ same statements)."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import subprocess
@@ -80,7 +79,8 @@ def test_heap_init_makes_exactly_heapmems_schema(tmp_path):
         "format": "heapmem", "created_with": heapmem.__version__,
         "pool": json.dumps(schema.POOL_DEFAULTS), "embedder": "potion-base-8M",
         "embedding_dim": "256"}
-    assert c.execute("SELECT heap_init()").fetchall() == [(f"a heapmem store already (schema {v})",)]
+    assert c.execute("SELECT heap_init()").fetchall() == [
+        (f"a heapmem store already (schema {v})",)]
     with pytest.raises(apsw.SQLError, match="embed must be 1"):
         _raw(tmp_path / "b.db").execute("SELECT heap_init('yes')").fetchall()
     lexical = _raw(tmp_path / "c.db")

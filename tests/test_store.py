@@ -1,5 +1,4 @@
 """Opening, adding, getting, forgetting; bad input writes nothing."""
-import math
 import os
 import sqlite3
 
@@ -7,9 +6,9 @@ import apsw
 import pytest
 
 import heapmem
-from conftest import undo_schema_8
-from conftest import DAY, T0
 from heapmem.schema import SCHEMA_VERSION
+
+from conftest import T0, undo_schema_8
 
 
 def test_open_creates_a_store_and_reopens_it(tmp_path, clock):
@@ -17,7 +16,8 @@ def test_open_creates_a_store_and_reopens_it(tmp_path, clock):
     with heapmem.open(path, clock=clock) as mem:
         item = mem.add("Maya likes window seats", kind="preference", namespace="user:maya")
         assert item.id == "m1" and item.importance == 1.3
-        assert mem.schema_version == SCHEMA_VERSION and mem.count == 1 and mem.namespaces == ["user:maya"]
+        assert mem.schema_version == SCHEMA_VERSION and mem.count == 1
+        assert mem.namespaces == ["user:maya"]
         jm = mem.connection.execute("PRAGMA journal_mode").fetchall()[0][0]
         assert jm == "wal"
     with heapmem.open(path, clock=clock) as mem:
@@ -99,7 +99,8 @@ BAD_ADDS = [
     (dict(text="ok", id=""), ValueError, "id must not be empty"),
     (dict(text="ok", kind=None), TypeError, "kind must be a string"),
     (dict(text="ok", created_at=float("nan")), ValueError, "finite"),
-    (dict(text="ok", created_at="yesterday"), ValueError, "unix seconds, a datetime or an ISO 8601"),
+    (dict(text="ok", created_at="yesterday"), ValueError,
+     "unix seconds, a datetime or an ISO 8601"),
     (dict(text="ok", metadata={"x": float("nan")}), ValueError, "JSON"),
     (dict(text="ok", metadata=[1, 2]), TypeError, "metadata must be a dict"),
 ]

@@ -270,7 +270,9 @@ def test_honest_transfer_from_many_namespaces_still_works(tmp_path):
     _attack(m, 0, 0, honest=5)
     after = m.recall(Q, namespace=VICTIM, track=False)
     assert after[0].id == "real"
-    real = lambda r: next(x for x in r if x.id == "real")
+
+    def real(r):
+        return next(x for x in r if x.id == "real")
     assert real(after).usefulness > real(before).usefulness
     assert any(row.namespaces >= 5 for row in m.links(VICTIM))
     m.close()

@@ -2,17 +2,15 @@
 broke isolation, erasure, learning or the one-sentence error promise.  Each
 test plays the attack and shows it defeated; RELIABILITY.md's Threats
 section names the test beside each door."""
-import json
 import os
 
 import apsw
 import pytest
 
 import heapmem
-from conftest import undo_schema_8
 from heapmem import _native
 
-from conftest import DAY, T0
+from conftest import undo_schema_8
 
 
 def _fnv_tag(ns: str) -> str:

@@ -5,13 +5,13 @@ without it), and max_lift bounds how far usefulness can move any score."""
 import json
 
 import pytest
+from test_trust import T0, _prior, _store
 
 import heapmem
-from conftest import undo_schema_8
 from heapmem import ScoringConfig, transfer
 from heapmem.cli import main
 
-from test_trust import T0, _prior, _store
+from conftest import undo_schema_8
 
 Q = "When is my flight to Lisbon?"
 # five rows, each within the 100 observations a prior may weigh per link: for

@@ -17,7 +17,6 @@
 import io
 import json
 import math
-import os
 from datetime import datetime, timezone
 
 import apsw
@@ -356,7 +355,11 @@ def test_report_only_pragmas_are_read_pragmas_sqlite_calls_writes():
     for pragma in sqlguard.READ_PRAGMAS:
         cur = c.cursor()
         seen = []
-        cur.exec_trace = lambda cursor, sql, b: bool(seen.append(cursor.is_readonly))  # abort
+
+        def trace(cursor, sql, bindings, seen=seen):
+            seen.append(cursor.is_readonly)
+            return False  # abort
+        cur.exec_trace = trace
         try:
             cur.execute(f"PRAGMA {pragma}")
         except apsw.ExecTraceAbort:
@@ -368,6 +371,7 @@ def test_report_only_pragmas_are_read_pragmas_sqlite_calls_writes():
 
 def test_an_import_refuses_a_time_out_of_range(tmp_path, clock):
     import json as _json
+
     from heapmem import transfer
     with heapmem.open(str(tmp_path / "src.db"), clock=clock) as src:
         src.add("Booked the flight", namespace="user:maya")

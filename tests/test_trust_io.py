@@ -24,6 +24,7 @@ import pytest
 import heapmem
 from heapmem import cli, sqlguard
 from heapmem.errors import ReadOnlyError
+
 from conftest import stop
 
 T = 1_796_040_000.0  # 2026-11-30 12:00 UTC

@@ -107,7 +107,8 @@ def test_stats_counts_what_the_store_holds(mem):
     mem.feedback(used=["booking"], recall_id=res.recall_id)
     st = mem.stats()
     assert (st.memories, st.namespaces, st.recalls, st.events, st.used) == (4, 2, 1, 3, 1)
-    assert st.ignored == 2 and st.links == len(mem.links()) and st.schema == heapmem.schema.SCHEMA_VERSION
+    assert st.ignored == 2 and st.links == len(mem.links())
+    assert st.schema == heapmem.schema.SCHEMA_VERSION
     assert st.namespace(NS).memories == 3 and st.namespace("nobody").memories == 0
 
 

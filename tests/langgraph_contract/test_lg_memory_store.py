@@ -5,7 +5,6 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-
 from langgraph.store.base import (
     GetOp,
     InvalidNamespaceError,
@@ -16,6 +15,7 @@ from langgraph.store.base import (
     get_text_at_path,
 )
 from langgraph.store.base.batch import AsyncBatchedBaseStore
+
 from .embed_test_utils import CharacterEmbeddings
 from .lgadapt import InMemoryStore, MockerFixture
 

@@ -118,7 +118,7 @@ def create_vector_store(
         "dims": fake_embeddings.dims,
         "embed": fake_embeddings,
         "text_fields": text_fields,
-        "distance_type": distance_type,  # This is for API consistency but SQLite only supports cosine
+        "distance_type": distance_type,  # for API consistency: SQLite only supports cosine
     }
     if conn_type == "memory":
         conn_str = ":memory:"
