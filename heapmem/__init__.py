@@ -10,10 +10,30 @@ learns from feedback which kinds of memory answer which kinds of question.
 from ._native import load, loadable_path
 from ._version import __version__
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
-from .errors import (CorruptStoreError, DuplicateIdError, HeapmemError, NotAStoreError,
-                     ReadOnlyError, SchemaVersionError, UnsafeStoreError)
-from .results import (CheckReport, Event, Feedback, ImportReport, Item, Judgement, LinkRow,
-                      LoggedRecall, NamespaceStats, Recall, Result, Stats, TuneReport)
+from .errors import (
+    CorruptStoreError,
+    DuplicateIdError,
+    HeapmemError,
+    NotAStoreError,
+    ReadOnlyError,
+    SchemaVersionError,
+    UnsafeStoreError,
+)
+from .results import (
+    CheckReport,
+    Event,
+    Feedback,
+    ImportReport,
+    Item,
+    Judgement,
+    LinkRow,
+    LoggedRecall,
+    NamespaceStats,
+    Recall,
+    Result,
+    Stats,
+    TuneReport,
+)
 from .store import DEFAULT_EMBEDDER, Memory, open
 from .validate import MAX_TEXT_BYTES
 

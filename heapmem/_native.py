@@ -168,7 +168,8 @@ _local = threading.local()
 def features(text: str, kind: str, source: str | None) -> str:
     """The memory's shape features, space-separated."""
     out = ffi.new("char[]", lib.HM_FEATURES_LEN)
-    rc = lib.hm_features(_cstr(text), _cstr(kind), _cstr(source) if source is not None else ffi.NULL,
+    rc = lib.hm_features(_cstr(text), _cstr(kind),
+                         _cstr(source) if source is not None else ffi.NULL,
                          out, lib.HM_FEATURES_LEN)
     if rc != 0:
         raise HeapmemError("heapmem: too many features")
@@ -263,7 +264,8 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
         a = np.ascontiguousarray(a, dtype=np.float32)
         b = np.ascontiguousarray(b, dtype=np.float32)
     if a.ndim != 1 or a.shape != b.shape:
-        raise ValueError(f"heapmem: vectors must be 1-D and of one length, got {a.shape}, {b.shape}")
+        raise ValueError("heapmem: vectors must be 1-D and of one length, "
+                         f"got {a.shape}, {b.shape}")
     return lib.hm_cosine(ffi.cast("float *", ffi.from_buffer(a)),
                          ffi.cast("float *", ffi.from_buffer(b)), len(a))
 
@@ -285,7 +287,8 @@ def score_batch(relevance: np.ndarray, age_days: np.ndarray, importance: np.ndar
     without its usefulness factor)."""
     n = len(features)
     arrays = []
-    for name, arr, dtype in (("relevance", relevance, np.float64), ("age_days", age_days, np.float64),
+    for name, arr, dtype in (("relevance", relevance, np.float64),
+                             ("age_days", age_days, np.float64),
                              ("importance", importance, np.float64),
                              ("superseded", superseded, np.intc)):
         if isinstance(arr, np.ndarray) and arr.dtype == dtype and arr.flags.c_contiguous:
@@ -352,8 +355,8 @@ def credit(features: str, qt: str, age_days: float, used: bool, links: bytes,
     da = np.zeros(MAX_FEATURES, dtype=np.float64)
     db = np.zeros(MAX_FEATURES, dtype=np.float64)
     err = ffi.new("char[]", _ERRLEN)
-    k = lib.hm_credit(_cstr(features), _cstr(qt), age_days, int(bool(used)), links, len(links), cfg, names,
-                      _ACTIVE_LEN, ffi.cast("double *", ffi.from_buffer(da)),
+    k = lib.hm_credit(_cstr(features), _cstr(qt), age_days, int(bool(used)), links, len(links),
+                      cfg, names, _ACTIVE_LEN, ffi.cast("double *", ffi.from_buffer(da)),
                       ffi.cast("double *", ffi.from_buffer(db)), MAX_FEATURES, err, _ERRLEN)
     if k < 0:
         raise ValueError("heapmem: " + ffi.string(err).decode())

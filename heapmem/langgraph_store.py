@@ -86,10 +86,22 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
-from langgraph.store.base import (BaseStore, GetOp, InvalidNamespaceError, Item,
-                                  ListNamespacesOp, MatchCondition, Op, PutOp, Result,
-                                  SearchItem, SearchOp, TTLConfig, ensure_embeddings,
-                                  get_text_at_path)
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+    ensure_embeddings,
+    get_text_at_path,
+)
 
 from .errors import CorruptStoreError, DuplicateIdError
 from .results import Feedback

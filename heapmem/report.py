@@ -313,8 +313,9 @@ def links_chart(rows: list[LinkRow], view: str, pooled_min: int | None = None) -
     svg.text((s0 + s1) / 2, y_end + 32, "strength: posterior rate of use"
              + (" (dashed: the base rate)" if base is not None else ""), "axis-label", "middle")
     svg.text((p0 + p1) / 2, y_end + 32, "share of the pool", "axis-label", "middle")
-    note = (f"The {len(top)} strongest of {len(links)} links with evidence. α: times a memory with the "
-            "feature was used, β: ignored (counts, borrowed evidence included); n: the "
+    note = (f"The {len(top)} strongest of {len(links)} links with evidence. "
+            "α: times a memory with the feature was used, β: ignored (counts, borrowed "
+            "evidence included); n: the "
             "judgements behind it here. Share of the pool: the link's α + β as a part of all "
             "the evidence these links hold."
             + (f" Base rate {base:.3f}: a link above it lifts a memory's score, below it "

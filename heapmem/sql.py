@@ -192,7 +192,8 @@ DELETE_VECTORS = "DELETE FROM vectors"
 
 #: the library's own embedder (schema.BUILTIN_EMBEDDER): every memory without
 #: a vector gets one from heap_embed, inside SQL
-EMBED_UNEMBEDDED = """INSERT INTO vectors(seq, v) SELECT m.seq, heap_embed(m.text) FROM memories AS m
+EMBED_UNEMBEDDED = """INSERT INTO vectors(seq, v)
+SELECT m.seq, heap_embed(m.text) FROM memories AS m
 WHERE NOT EXISTS (SELECT 1 FROM vectors AS v WHERE v.seq = m.seq) ORDER BY m.seq"""
 
 UNEMBEDDED = """SELECT m.seq, m.text FROM memories AS m LEFT JOIN vectors AS v ON v.seq = m.seq
@@ -249,7 +250,8 @@ SELECT namespace, count(*), max(created_at), max(last_used_at) FROM memories
 GROUP BY namespace ORDER BY namespace
 """
 RECALLS_BY_NAMESPACE = "SELECT namespace, count(*) FROM recalls GROUP BY namespace"
-EVENTS_BY_NAMESPACE = "SELECT namespace, coalesce(sum(used), 0), count(*) FROM events GROUP BY namespace"
+EVENTS_BY_NAMESPACE = ("SELECT namespace, coalesce(sum(used), 0), count(*) FROM events "
+                       "GROUP BY namespace")
 COUNT_POOLED_LINKS = "SELECT count(*) FROM links WHERE namespace = '*'"
 COUNT_LINKS = "SELECT count(*) FROM links"
 

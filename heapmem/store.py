@@ -27,11 +27,35 @@ import numpy as np
 from . import _native, embedders, hrana, learning, priors, remote, schema, sql, tune
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
 from .errors import CorruptStoreError, DuplicateIdError, HeapmemError, ReadOnlyError, from_sqlite
-from .results import (CheckReport, Event, Feedback, Item, Judgement, LinkRow, LoggedRecall,
-                      NamespaceStats, Prior, Recall, Stats, TuneReport, log_params, recalled)
+from .results import (
+    CheckReport,
+    Event,
+    Feedback,
+    Item,
+    Judgement,
+    LinkRow,
+    LoggedRecall,
+    NamespaceStats,
+    Prior,
+    Recall,
+    Stats,
+    TuneReport,
+    log_params,
+    recalled,
+)
 from .sql import RECALL_SQL
-from .validate import (MAX_K, MAX_TEXT_BYTES, POOLED, Timestamp, check_answer, check_ids,
-                       check_name, check_namespace, check_text, seconds)
+from .validate import (
+    MAX_K,
+    MAX_TEXT_BYTES,
+    POOLED,
+    Timestamp,
+    check_answer,
+    check_ids,
+    check_name,
+    check_namespace,
+    check_text,
+    seconds,
+)
 
 __all__ = ["Memory", "open", "RECALL_SQL", "MAX_K", "MAX_TEXT_BYTES", "POOLED"]
 

@@ -2,10 +2,10 @@
 and the limits they enforce.
 
 Owns: the limits (MAX_TEXT_BYTES, MAX_ANSWER_BYTES, MAX_NAME_CHARS, MAX_K, MIN_TIME and
-MAX_TIME), the reserved name of the pooled layer (POOLED), and one check per kind of argument (a name, a
-namespace, a database's name on a server, a memory's text, a list of ids, a
-timestamp).  Each raises
-TypeError or ValueError with a sentence that tells the caller what to do.
+MAX_TIME), the reserved name of the pooled layer (POOLED), and one check per
+kind of argument (a name, a namespace, a database's name on a server, a
+memory's text, a list of ids, a timestamp).  Each raises TypeError or
+ValueError with a sentence that tells the caller what to do.
 """
 from __future__ import annotations
 
