@@ -334,7 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
              "it used), so heapmem\nlearns from every answer.\n"
              "Over http every request's Host must name the address served and its Origin, if "
              "any,\nbe http://HOST:PORT (else 403), and with a token it must carry it (else "
-             "401).\nNeeds the mcp package: pip install 'heapmem[mcp]'.")
+             "401).\nOver http it prints the URL it serves on standard error once it "
+             "listens; a port in use\nis one sentence and exit status 2.\n"
+             "Needs the mcp package: pip install 'heapmem[mcp]'.")
     p.add_argument("--transport", choices=("stdio", "http"), default="stdio",
                    help="stdio (default; for a client that starts the server) or http "
                         "(streamable HTTP at http://HOST:PORT/mcp)")
@@ -930,12 +932,24 @@ def cmd_mcp(ctx: Context) -> int:
                        "the server)")
     if not 0 < a.port < 65536:
         raise CLIError(f"--port must be from 1 to 65535, got {a.port}")
-    mem = ctx.open(create=True)
+    from .errors import AddressInUseError
+    sock = None
+    if a.transport == "http":  # the port first: a taken one creates no store
+        try:
+            sock = mcp_server.listen(a.host, a.port)
+        except AddressInUseError as e:
+            ctx.err.write(f"heapmem: error: {_sentence(e)}\n")
+            return 2
     try:
-        mcp_server.serve(mem, namespace=ctx.namespace, transport=a.transport, host=a.host,
-                         port=a.port, token=token, log=ctx.err)
+        mem = ctx.open(create=True)
+        try:
+            mcp_server.serve(mem, namespace=ctx.namespace, transport=a.transport, host=a.host,
+                             port=a.port, token=token, log=ctx.err, sock=sock)
+        finally:
+            mem.close()
     finally:
-        mem.close()
+        if sock is not None:
+            sock.close()
     return 0
 
 

@@ -42,6 +42,11 @@ class StoreBusyError(HeapmemError):
     """Another connection held the store's write lock past the busy timeout."""
 
 
+class AddressInUseError(HeapmemError, OSError):
+    """A server's address (host and port) is taken by another program; nothing
+    was served (`heapmem mcp` exits with status 2)."""
+
+
 def from_sqlite(e: BaseException, doing: str) -> HeapmemError:
     """The HeapmemError a failure from SQLite (or from a damaged value in
     the file) becomes, as one sentence saying what was being done."""

@@ -28,9 +28,11 @@ Works with mcp 1.x (FastMCP) and 2.x (MCPServer, FastMCP's new name).
 """
 from __future__ import annotations
 
+import errno
 import hmac
 import ipaddress
 import json
+import socket
 import sys
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -43,7 +45,7 @@ except ImportError:  # mcp 1.x
     from mcp.server.fastmcp import FastMCP as _Server
     from mcp.server.fastmcp.exceptions import ToolError
 
-from .errors import HeapmemError
+from .errors import AddressInUseError, HeapmemError
 from .store import Memory
 from .validate import MAX_K, check_namespace
 
@@ -371,13 +373,44 @@ def http_app(mem: Memory, *, namespace: str = "default", host: str = "127.0.0.1"
                 token=token)
 
 
+def url(host: str, port: int) -> str:
+    """The address a client connects to: http://host:port/mcp (an IPv6 host in brackets)."""
+    h = host.strip("[]")
+    return f"http://[{h}]:{port}/mcp" if ":" in h else f"http://{h}:{port}/mcp"
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port and listening, for the HTTP transport.
+    A port another program holds raises AddressInUseError, any other failure
+    to listen OSError, each as one sentence."""
+    h = host.strip("[]")
+    sock = socket.socket(socket.AF_INET6 if ":" in h else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        sock.bind((h, port))
+        sock.listen(128)
+    except OSError as e:
+        sock.close()
+        why = e.strerror or str(e)
+        if e.errno == errno.EADDRINUSE:
+            raise AddressInUseError(f"port {port} on {h} is in use: another program listens "
+                                    f"there ({why}); pick another with --port") from None
+        raise OSError(f"cannot listen on port {port} of {h}: {why}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
 def serve(mem: Memory, *, namespace: str = "default", transport: str = "stdio",
           host: str = "127.0.0.1", port: int = 8765, token: Optional[str] = None,
-          log: Any = None) -> None:
+          log: Any = None, sock: Optional[socket.socket] = None) -> None:
     """Run the server until the client disconnects (stdio) or it is stopped
     (http: streamable HTTP at http://host:port/mcp, behind Gate; token: the
-    bearer token every request must carry, required off loopback; log: where
-    the warning about a missing token goes, default sys.stderr)."""
+    bearer token every request must carry, required off loopback).  Over
+    http, once the port is bound, one line on log (default sys.stderr) says
+    the URL served and whether a token is required; a port already in use
+    raises AddressInUseError before anything is served.  sock: the socket
+    listen(host, port) gave (the CLI binds it before it opens the store),
+    closed when the server stops; by default serve binds its own."""
     if transport == "stdio":
         build_server(mem, namespace).run("stdio")
         return
@@ -385,12 +418,21 @@ def serve(mem: Memory, *, namespace: str = "default", transport: str = "stdio",
         raise ValueError(f"unknown transport {transport!r}: use stdio or http")
     token = check_token(token)
     app = http_app(mem, namespace=namespace, host=host, port=port, token=token)
-    if token is None:
-        (log or sys.stderr).write(
-            f"heapmem: warning: serving MCP over HTTP without a token: any program on this "
-            f"machine can use the store; set ${TOKEN_ENV} (or --token)\n")
-        (log or sys.stderr).flush()
-    import uvicorn
-    config = uvicorn.Config(app, host=host.strip("[]"), port=port, log_level="warning",
-                            proxy_headers=False, server_header=False)
-    uvicorn.Server(config).run()
+    sock = sock if sock is not None else listen(host, port)
+    try:
+        where = f"serving MCP at {url(host, port)} (namespace {namespace})"
+        out = log or sys.stderr
+        if token is None:  # a warning: anyone on the machine can use the store
+            out.write(f"heapmem: warning: {where} with no token required: any program on this "
+                      f"machine can use the store; set ${TOKEN_ENV} (or --token) to require "
+                      "one\n")
+        else:
+            out.write(f"heapmem: {where}; a token is required: Authorization: Bearer "
+                      "<token>\n")
+        out.flush()
+        import uvicorn
+        config = uvicorn.Config(app, host=host.strip("[]"), port=port, log_level="warning",
+                                proxy_headers=False, server_header=False)
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()

@@ -147,11 +147,16 @@ def test_mcp_over_http_prints_the_url_it_serves(tmp_path, token):
         ready, _, _ = select.select([proc.stderr], [], [], 60)
         assert ready, "the server printed nothing in 60 s"
         line = proc.stderr.readline()
-        how = ("a token is required: Authorization: Bearer <token>" if token else
-               "no token required: any program on this machine can use the store; set "
-               "$HEAPMEM_MCP_TOKEN (or --token) to require one")
-        assert line == (f"heapmem: serving MCP at http://127.0.0.1:{port}/mcp (namespace "
-                        f"user:maya); {how}\n")
+        where = f"serving MCP at http://127.0.0.1:{port}/mcp (namespace user:maya)"
+        assert line == (f"heapmem: {where}; a token is required: Authorization: Bearer "
+                        "<token>\n" if token else
+                        f"heapmem: warning: {where} with no token required: any program on "
+                        "this machine can use the store; set $HEAPMEM_MCP_TOKEN (or --token) "
+                        "to require one\n")
+        if token:  # docs/CLI.md shows the line (of port 8765)
+            from pathlib import Path
+            doc = (Path(__file__).resolve().parent.parent / "docs" / "CLI.md").read_text()
+            assert line.replace(f":{port}/", ":8765/") in doc
         socket.create_connection(("127.0.0.1", port), timeout=5).close()  # it listens
     finally:
         stop(proc)
