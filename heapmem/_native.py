@@ -270,7 +270,7 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
                          ffi.cast("float *", ffi.from_buffer(b)), len(a))
 
 
-def config(text: str) -> "ffi.CData":
+def config(text: str) -> "FFI.CData":
     """Parse a config string ('w_recency=0 half_life_days=14') in C."""
     c = ffi.new("hm_config *")
     err = ffi.new("char[]", _ERRLEN)
@@ -281,7 +281,7 @@ def config(text: str) -> "ffi.CData":
 
 def score_batch(relevance: np.ndarray, age_days: np.ndarray, importance: np.ndarray,
                 superseded: np.ndarray, features: Sequence[str], qt: str, links: bytes,
-                cfg: "ffi.CData") -> np.ndarray:
+                cfg: "FFI.CData") -> np.ndarray:
     """Score n candidates; returns an (n, SCORE_COLUMNS) array: relevance,
     recency, importance, usefulness, rules, score, and rest (the score
     without its usefulness factor)."""
@@ -326,7 +326,7 @@ def score_batch(relevance: np.ndarray, age_days: np.ndarray, importance: np.ndar
 
 
 def explain(relevance: float, age_days: float, importance: float, superseded: bool,
-            features: str, qt: str, links: bytes, cfg: "ffi.CData",
+            features: str, qt: str, links: bytes, cfg: "FFI.CData",
             bm25_part: float = math.nan, cos_part: float = math.nan) -> str:
     bufs = getattr(_local, "explain_bufs", None)
     if bufs is None:  # one input struct and two output buffers per thread, reused
@@ -349,7 +349,7 @@ def explain(relevance: float, age_days: float, importance: float, superseded: bo
 
 
 def credit(features: str, qt: str, age_days: float, used: bool, links: bytes,
-           cfg: "ffi.CData") -> list[tuple[str, float, float]]:
+           cfg: "FFI.CData") -> list[tuple[str, float, float]]:
     """What judging one memory teaches: (feature, d_alpha, d_beta) rows."""
     names = ffi.new("char[]", _ACTIVE_LEN)
     da = np.zeros(MAX_FEATURES, dtype=np.float64)

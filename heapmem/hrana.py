@@ -385,9 +385,12 @@ class _Connection(http.client.HTTPConnection):
         if self.sock is not None:
             self.sock.settimeout(_left(deadline))
 
-    def response_class(self, sock: socket.socket, *args: Any, **kwargs: Any
-                       ) -> http.client.HTTPResponse:
-        return http.client.HTTPResponse(_ReadUntil(sock, self.deadline), *args, **kwargs)
+    # http.client calls self.response_class(sock, ...): a method serves as well as
+    # the class typeshed declares; HTTPResponse asks its sock only for makefile()
+    def response_class(self, sock: socket.socket, *args: Any,  # type: ignore[override]
+                       **kwargs: Any) -> http.client.HTTPResponse:
+        return http.client.HTTPResponse(_ReadUntil(sock, self.deadline),  # type: ignore[arg-type]
+                                        *args, **kwargs)
 
 
 class _TLSConnection(_Connection):
@@ -509,7 +512,8 @@ class Client:
         rest is left unread)."""
         if resp.length is not None:  # a Content-Length
             return resp.read() if resp.length <= MAX_RESPONSE else None
-        chunks, size = [], 0
+        chunks: list[bytes] = []
+        size = 0
         while True:  # chunked, or until the server closes the connection
             chunk = resp.read(1 << 16)
             if not chunk:

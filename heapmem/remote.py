@@ -587,7 +587,7 @@ class RemoteConnection:
             self._index = index
         else:
             self._index = max(self._index, index)
-        outs = []
+        outs: list[tuple[list[tuple], int, int | None]] = []
         for i, (sr, se) in enumerate(zip(b["step_results"], b["step_errors"])):
             if se is not None:
                 word = _WORD.match(stmts[i]["sql"])

@@ -138,7 +138,7 @@ class Recall(Sequence[Result]):
     def ids(self) -> list[str]:
         return [r.id for r in self._results]
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):
         return self._results[i]
 
     def __len__(self) -> int:

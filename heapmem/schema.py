@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import time
-from typing import Any
+from typing import Any, Callable, Iterable, Iterator, Protocol
 
 import apsw
 
@@ -85,13 +85,41 @@ META_KEYS = (META_FORMAT, META_CREATED_WITH, META_TUNED, META_EMBEDDER, META_EMB
              META_FTS_DEFERRED, META_POOL, META_PRIORS)
 
 
-def meta_get(c: apsw.Connection, key: str) -> str | None:
+class Cursor(Protocol):
+    """The rows of a statement.  A row is a tuple of Any: its columns' types
+    are the statement's (sql.py), which a type checker cannot read."""
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]: ...
+    def fetchall(self) -> list[tuple[Any, ...]]: ...
+    def fetchone(self) -> tuple[Any, ...] | None: ...
+
+
+class Connection(Protocol):
+    """The connection a store runs on, as heapmem's modules use it: an
+    apsw.Connection for a file, a remote.RemoteConnection for a store on a
+    libSQL server (the same methods)."""
+
+    def execute(self, statements: str, bindings: Any = None, /) -> Cursor: ...
+    def executemany(self, statements: str, bindings: Iterable[Any], /) -> Cursor: ...
+    def changes(self) -> int: ...
+    def last_insert_rowid(self) -> int: ...
+    def getautocommit(self) -> bool: ...
+    def close(self) -> None: ...
+    def setbusytimeout(self, ms: int, /) -> None: ...
+    def setprogresshandler(self, handler: Callable[[], bool] | None, steps: int = ..., /
+                           ) -> None: ...
+    def config(self, op: int, value: int, /) -> int: ...
+    def enable_load_extension(self, enable: bool, /) -> None: ...
+    def load_extension(self, filename: str, /) -> None: ...
+
+
+def meta_get(c: Connection, key: str) -> str | None:
     """The value of a meta key, or None."""
     rows = c.execute("SELECT value FROM heapmem_meta WHERE key = ?", (key,)).fetchall()
     return rows[0][0] if rows else None
 
 
-def meta_int(c: apsw.Connection, key: str) -> int:
+def meta_int(c: Connection, key: str) -> int:
     """A meta key's integer value (0 when absent or not an integer)."""
     v = meta_get(c, key)
     try:
@@ -100,19 +128,19 @@ def meta_int(c: apsw.Connection, key: str) -> int:
         return 0
 
 
-def meta_json(c: apsw.Connection, key: str, default: Any) -> Any:
+def meta_json(c: Connection, key: str, default: Any) -> Any:
     """A meta key's JSON value, or default when absent."""
     v = meta_get(c, key)
     return json.loads(v) if v is not None else default
 
 
-def meta_set(c: apsw.Connection, key: str, value: str) -> None:
+def meta_set(c: Connection, key: str, value: str) -> None:
     """Set a meta key (inside the caller's write transaction)."""
     c.execute("INSERT INTO heapmem_meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE "
               "SET value = excluded.value", (key, value))
 
 
-def meta_raise_int(c: apsw.Connection, key: str, sql_value: str) -> None:
+def meta_raise_int(c: Connection, key: str, sql_value: str) -> None:
     """Raise an integer meta key to the value of the SQL expression sql_value,
     never lowering it (a high-water mark)."""
     c.execute(f"INSERT INTO heapmem_meta(key, value) VALUES (?, ({sql_value})) "
@@ -120,7 +148,7 @@ def meta_raise_int(c: apsw.Connection, key: str, sql_value: str) -> None:
               " max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))", (key,))
 
 
-def meta_problems(c: apsw.Connection) -> list[str]:
+def meta_problems(c: Connection) -> list[str]:
     """What is wrong with the file's meta rows (check()): keys heapmem does not
     write, and values of the wrong type (raw SQL writes can leave either)."""
     from .config import ScoringConfig
@@ -146,7 +174,7 @@ def meta_problems(c: apsw.Connection) -> list[str]:
     return out
 
 
-def meta_items(c: apsw.Connection) -> list[tuple[str, str]]:
+def meta_items(c: Connection) -> list[tuple[str, str]]:
     """Every meta key and value but the file's own (format, created_with)."""
     return c.execute("SELECT key, value FROM heapmem_meta WHERE key NOT IN (?, ?) ORDER BY key",
                      META_OWN).fetchall()
@@ -287,14 +315,14 @@ END;
 """
 
 
-def defer_fts(c: apsw.Connection) -> None:
+def defer_fts(c: Connection) -> None:
     """Inside the current write transaction, switch off the per-row FTS
     trigger (see _SCHEMA_V3); index_deferred() indexes the rows and turns it
     back on before the commit, so the switch is never seen outside."""
     meta_set(c, META_FTS_DEFERRED, "1")
 
 
-def index_deferred(c: apsw.Connection, first_seq: int) -> None:
+def index_deferred(c: Connection, first_seq: int) -> None:
     """Index, in one statement, the memories added since defer_fts() (every
     seq >= first_seq), and switch the per-row trigger back on."""
     c.execute("INSERT INTO memories_fts(rowid, nstag, text) SELECT seq, nstag, text "
@@ -302,7 +330,7 @@ def index_deferred(c: apsw.Connection, first_seq: int) -> None:
     c.execute("DELETE FROM heapmem_meta WHERE key = ?", (META_FTS_DEFERRED,))
 
 
-def fts_deferred(c: apsw.Connection) -> bool:
+def fts_deferred(c: Connection) -> bool:
     """Whether the FTS switch is set outside heapmem's own transaction (a
     damaged file: every writer would skip indexing)."""
     return meta_get(c, META_FTS_DEFERRED) is not None
@@ -474,21 +502,21 @@ MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3, 3: _S
 _FTS_CONFIG = "SELECT v FROM memories_fts_config WHERE k = ?"
 
 
-def erases_in_place(c: apsw.Connection) -> bool:
+def erases_in_place(c: Connection) -> bool:
     """Whether FTS5's secure-delete is on: a deleted row's terms leave the
     index with the delete (else forget must merge the whole index)."""
     rows = c.execute(_FTS_CONFIG, ("secure-delete",)).fetchall()
     return bool(rows and rows[0][0])
 
 
-def oldest_reader(c: apsw.Connection) -> str:
+def oldest_reader(c: Connection) -> str:
     """The oldest SQLite that can query this store's FTS index: "3.42" once
     a row was deleted with secure-delete on (FTS5 format 5), else "3.37"."""
     rows = c.execute(_FTS_CONFIG, ("version",)).fetchall()
     return "3.42" if rows and rows[0][0] == 5 else "3.37"
 
 
-def set_portable(c: apsw.Connection, portable: bool) -> None:
+def set_portable(c: Connection, portable: bool) -> None:
     """portable=True: turn secure-delete off and, if the index is in format
     5, rebuild it in format 4, readable by SQLite 3.37 and later (a whole
     rebuild, once).  portable=False: turn secure-delete on.  Inside the
@@ -499,7 +527,7 @@ def set_portable(c: apsw.Connection, portable: bool) -> None:
         c.execute("INSERT INTO memories_fts(memories_fts) VALUES('rebuild')")
 
 
-def merge_index(c: apsw.Connection) -> None:
+def merge_index(c: Connection) -> None:
     """Merge the whole FTS index into one segment: what erases a deleted
     row's terms when secure-delete is off."""
     c.execute("INSERT INTO memories_fts(memories_fts) VALUES('optimize')")
@@ -507,7 +535,7 @@ def merge_index(c: apsw.Connection) -> None:
 # -- the pooled layer's settings ---------------------------------------------------
 
 
-def pool_settings(c: apsw.Connection) -> dict[str, Any]:
+def pool_settings(c: Connection) -> dict[str, Any]:
     """How this file's pool is built (POOL_DEFAULTS where it does not say)."""
     out = dict(POOL_DEFAULTS)
     try:
@@ -524,7 +552,7 @@ def pool_settings(c: apsw.Connection) -> dict[str, Any]:
     return out
 
 
-def prior(c: apsw.Connection) -> dict[str, list]:
+def prior(c: Connection) -> dict[str, list]:
     """The links-only prior merged into this store ({feature: [alpha, beta, n]})."""
     p = meta_json(c, META_LINKS_PRIOR, {})
     return p if isinstance(p, dict) else {}
@@ -533,7 +561,7 @@ def prior(c: apsw.Connection) -> dict[str, list]:
 # -- opening a file ----------------------------------------------------------------
 
 
-def configure(c: apsw.Connection) -> None:
+def configure(c: Connection) -> None:
     """What every connection gets before it reads the file: a busy timeout, no
     double-quoted string literals, plans that do not depend on bound values,
     SQL in the file trusted with nothing (trusted_schema off: a view or
@@ -697,7 +725,7 @@ def foreign_objects(rows: list[tuple], version: int) -> list[str]:
     return out
 
 
-def check_objects(c: apsw.Connection, path: str, version: int) -> None:
+def check_objects(c: Connection, path: str, version: int) -> None:
     """UnsafeStoreError unless the file holds exactly the objects of its
     schema version: an extra trigger or view, or one heapmem defines but with
     other SQL, would run its author's SQL on every open or write."""
@@ -712,14 +740,14 @@ def _refuse_foreign(path: str, bad: list[str]) -> None:
                                f"{'; '.join(bad[:3])}{more}; it was not opened and not modified")
 
 
-def _is_store(c: apsw.Connection) -> bool:
+def _is_store(c: Connection) -> bool:
     try:
         return meta_get(c, META_FORMAT) == "heapmem"
     except apsw.SQLError:
         return False
 
 
-def open_file(c: apsw.Connection, path: str, *, readonly: bool, durable: bool,
+def open_file(c: Connection, path: str, *, readonly: bool, durable: bool,
               verify: bool = False, rebuild_pool: Any = None) -> None:
     """Check that the file behind c is a heapmem store this version can use
     (or an empty file), create or migrate its schema, and set the journal:
@@ -757,7 +785,7 @@ def open_file(c: apsw.Connection, path: str, *, readonly: bool, durable: bool,
     c.execute("PRAGMA secure_delete=ON")
 
 
-def _check_file(c: apsw.Connection, path: str, *, readonly: bool, verify: bool) -> None:
+def _check_file(c: Connection, path: str, *, readonly: bool, verify: bool) -> None:
     try:
         # one statement, one snapshot: another process may be creating the
         # schema right now (two reads could see version 0 and its tables)
@@ -797,7 +825,7 @@ def _check_file(c: apsw.Connection, path: str, *, readonly: bool, verify: bool) 
             raise CorruptStoreError(f"{path!r} fails SQLite's quick_check: {found[0]}")
 
 
-def _migrate(c: apsw.Connection, path: str, rebuild_pool: Any) -> None:
+def _migrate(c: Connection, path: str, rebuild_pool: Any) -> None:
     c.execute("BEGIN IMMEDIATE")
     try:
         # re-read under the write lock: another process may have migrated
@@ -825,7 +853,7 @@ def _migrate(c: apsw.Connection, path: str, rebuild_pool: Any) -> None:
         raise
 
 
-def user_version(c: apsw.Connection) -> int:
+def user_version(c: Connection) -> int:
     return c.execute("PRAGMA user_version").fetchall()[0][0]
 
 
@@ -842,12 +870,12 @@ JSON_COLUMNS = {"memories": {"metadata"}, "recalls": {"shown", "ages", "features
 DERIVED = {"memories": {"nstag", "ntok"}}
 
 
-def has_table(c: apsw.Connection, table: str) -> bool:
+def has_table(c: Connection, table: str) -> bool:
     return bool(c.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?",
                           (table,)).fetchall())
 
 
-def columns(c: apsw.Connection, table: str) -> list[str]:
+def columns(c: Connection, table: str) -> list[str]:
     """A table's columns, less the derived ones."""
     return [r[1] for r in c.execute("SELECT * FROM pragma_table_info(?)", (table,))
             if r[1] not in DERIVED.get(table, ())]

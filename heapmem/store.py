@@ -9,6 +9,7 @@ it runs is in heapmem.sql, the schema and meta keys in heapmem.schema.
 """
 from __future__ import annotations
 
+import builtins
 import functools
 import json
 import math
@@ -222,6 +223,7 @@ class Memory:
         flags = apsw.SQLITE_OPEN_READONLY if readonly else (
             apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
         flags |= apsw.SQLITE_OPEN_URI
+        self._conn: schema.Connection
         try:
             if hrana.is_url(path):  # a store on a libSQL server (heapmem.remote)
                 self._conn = remote.connect(path, auth_token=auth_token, durable=durable,
@@ -373,7 +375,7 @@ class Memory:
                          verify=self.verify, rebuild_pool=learning.rebuild_pool)
         self._reread_pool(self._conn)
 
-    def _reread_pool(self, c: apsw.Connection) -> dict[str, Any]:
+    def _reread_pool(self, c: schema.Connection) -> dict[str, Any]:
         """How the pooled layer is built, as the file says now (another
         process's set_pool changes it): read again by check() and by the
         pool property.  Recall and feedback read it in C, from the file, at
@@ -382,7 +384,7 @@ class Memory:
         return self._pool
 
     @contextmanager
-    def _write(self) -> Iterator[apsw.Connection]:
+    def _write(self) -> Iterator[schema.Connection]:
         """One write transaction (BEGIN IMMEDIATE: the write lock up front, so
         the busy timeout applies instead of a failed upgrade).  It is never
         left open: an error inside rolls it back, and so does a COMMIT that
@@ -405,7 +407,7 @@ class Memory:
                 raise
 
     @contextmanager
-    def transaction(self) -> Iterator[apsw.Connection]:
+    def transaction(self) -> Iterator[schema.Connection]:
         """A write transaction on the store's connection, for code that writes
         rows heapmem's own verbs do not (heapmem.transfer's import): all or
         nothing, holding the store's lock.  Learned links cached for recall are
@@ -417,7 +419,7 @@ class Memory:
             self._links_gen += 1
 
     @contextmanager
-    def snapshot(self) -> Iterator[apsw.Connection]:
+    def snapshot(self) -> Iterator[schema.Connection]:
         """A read transaction: one consistent view of the file while other
         processes keep writing, holding the store's lock."""
         with self._lock:
@@ -441,7 +443,7 @@ class Memory:
         except apsw.Error:
             pass
         conn.close()
-        self._conn = None  # type: ignore[assignment]
+        self._conn = None  # type: ignore[assignment]  # closed: `connection` checks for None
 
     def __enter__(self) -> "Memory":
         return self
@@ -450,8 +452,9 @@ class Memory:
         self.close()
 
     @property
-    def connection(self) -> apsw.Connection:
-        """The underlying apsw connection, with the heap_* functions loaded."""
+    def connection(self) -> schema.Connection:
+        """The underlying apsw connection, with the heap_* functions loaded (on a
+        libSQL server, a remote.RemoteConnection with the same methods)."""
         if self._conn is None:
             raise HeapmemError("this store is closed")
         return self._conn
@@ -518,7 +521,7 @@ class Memory:
         return {"text": text, "kind": kind, "source": source, "id": id, "namespace": namespace,
                 "created_at": created, "importance": importance, "key": key, "metadata": meta}
 
-    def _insert(self, c: apsw.Connection, rows: list[dict[str, Any]],
+    def _insert(self, c: schema.Connection, rows: list[dict[str, Any]],
                 copy: bool = False) -> list[Item]:
         """Insert rows (checked by _prepare) in one statement per table; without
         copy, a row with no id whose text and key its namespace holds already
@@ -546,7 +549,7 @@ class Memory:
             out[i] = it
         return [out[o] if isinstance(o, int) else o for o in out]
 
-    def _insert_rows(self, c: apsw.Connection, rows: list[dict[str, Any]]) -> list[Item]:
+    def _insert_rows(self, c: schema.Connection, rows: list[dict[str, Any]]) -> list[Item]:
         given = [r["id"] for r in rows if r["id"] is not None]
         if len(set(given)) != len(given):
             raise DuplicateIdError("the same id is given twice")
@@ -875,7 +878,7 @@ class Memory:
                         out["links_updated"], judgements)
 
     @staticmethod
-    def _judgements(rows: list, shown: list[str]) -> tuple[Judgement, ...]:
+    def _judgements(rows: builtins.list, shown: builtins.list[str]) -> tuple[Judgement, ...]:
         """Each shown memory's judgement from heap_attribute's verdicts."""
         used = [i for i, r in enumerate(rows) if r[0] == 1]
         close = [shown[i] for i, r in enumerate(rows) if r[6]]  # shares reaching the bar
@@ -960,7 +963,7 @@ class Memory:
 
     @_locked
     def links(self, namespace: str = POOLED, *,
-              config: ScoringConfig | None = None) -> list[LinkRow]:
+              config: ScoringConfig | None = None) -> builtins.list[LinkRow]:
         """The learned links as `namespace` sees them ('*': the pooled layer),
         strongest first: feature, strength (posterior mean), n (events), and
         the alpha and beta behind the strength."""
@@ -1001,7 +1004,7 @@ class Memory:
         return self._prior_feats
 
     @_locked
-    def priors(self) -> list[Prior]:
+    def priors(self) -> builtins.list[Prior]:
         """The links-only priors merged into this store (heapmem.transfer's
         import of a links file), oldest first: each one's digest, file name,
         when it was merged, and how much evidence it adds."""
@@ -1030,7 +1033,7 @@ class Memory:
         return before[d]
 
     def explain_usefulness(self, namespace: str = POOLED, *,
-                           config: ScoringConfig | None = None) -> list[LinkRow]:
+                           config: ScoringConfig | None = None) -> builtins.list[LinkRow]:
         """links() under its older name."""
         return self.links(namespace, config=config)
 
@@ -1184,12 +1187,12 @@ class Memory:
         return _logged_recall(rows[0]) if rows else None
 
     @_locked
-    def judged_recalls(self) -> list[LoggedRecall]:
+    def judged_recalls(self) -> builtins.list[LoggedRecall]:
         """Every logged recall in which feedback judged some memory used."""
         return [_logged_recall(r) for r in self.connection.execute(sql.JUDGED_RECALLS)]
 
     @_locked
-    def events(self) -> list[Event]:
+    def events(self) -> builtins.list[Event]:
         """The feedback event log, oldest first: one Event per judged memory."""
         rows = self.connection.execute(sql.EVENTS).fetchall()
         with _from_file("reading the event log"):
@@ -1214,7 +1217,7 @@ class Memory:
             problems.append(f"the check stopped early: {from_sqlite(e, 'check')}")
         return CheckReport(not problems, tuple(problems[:100]), *counts)
 
-    def _check(self, problems: list[str]) -> tuple[int, int, int]:
+    def _check(self, problems: builtins.list[str]) -> tuple[int, int, int]:
         c = self.connection
         ic = [r[0] for r in c.execute(sql.INTEGRITY)]
         if ic != ["ok"]:

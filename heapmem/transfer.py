@@ -72,7 +72,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Iterator, Union
+from typing import IO, Any, Callable, Iterator, Union, cast
 
 import apsw
 
@@ -162,10 +162,10 @@ class _Sink:
 
     def __enter__(self) -> IO[str]:
         if hasattr(self.target, "write"):
-            self._fp = self.target  # type: ignore[assignment]
-            self._tmp = None
-            return self._fp  # type: ignore[return-value]
-        path = os.fspath(self.target)  # type: ignore[arg-type]
+            self._fp: IO[str] = cast("IO[str]", self.target)  # an open file: it writes
+            self._tmp: str | None = None
+            return self._fp
+        path = os.fspath(self.target)
         folder = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(folder):
             raise ValueError(f"cannot write {path!r}: the folder {folder!r} does not exist")

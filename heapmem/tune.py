@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import apsw
 import numpy as np
@@ -100,9 +100,10 @@ def tune(mem: Any, *, grid: Sequence[float] = GRID, boot: int = 2000, seed: int 
             with scratch:
                 scratch.execute(sql.TUNE_CLEAR)
                 scratch.executemany(sql.TUNE_ROW, rows)
-            blobs[key] = bytes(scratch.execute(
+            # the heap_links() aggregate's blob
+            blobs[key] = bytes(cast(bytes, scratch.execute(
                 sql.TUNE_LINKS,
-                (base.pooled_pseudocount,)).fetchall()[0][0])
+                (base.pooled_pseudocount,)).fetchall()[0][0]))
         return blobs[key]
 
     # Each replayed score is the C core's: score_batch with the logged score
@@ -122,10 +123,10 @@ def tune(mem: Any, *, grid: Sequence[float] = GRID, boot: int = 2000, seed: int 
         for w in grid:
             out = _native.score_batch(rest, ages, ones, zeros, r["feats"], r["qt"], links, cfgs[w])
             per_w[w].append(_rr(out[:, 5], r["used"]))
-    per_w = {w: np.array(v) for w, v in per_w.items()}  # type: ignore[misc]
-    table = tuple((w, float(per_w[w].mean())) for w in grid)
-    best_w = max(grid, key=lambda w: (round(per_w[w].mean(), 12), -abs(w - current_w)))
-    diff = per_w[best_w] - per_w[current_w]
+    rrs = {w: np.array(v) for w, v in per_w.items()}
+    table = tuple((w, float(rrs[w].mean())) for w in grid)
+    best_w = max(grid, key=lambda w: (round(rrs[w].mean(), 12), -abs(w - current_w)))
+    diff = rrs[best_w] - rrs[current_w]
     groups = [recalls[r]["ns"] if by_ns else r for r in ids]
     gkeys = sorted(set(groups))
     gidx = {g: i for i, g in enumerate(gkeys)}
@@ -140,8 +141,8 @@ def tune(mem: Any, *, grid: Sequence[float] = GRID, boot: int = 2000, seed: int 
     lo, hi = (float(x) for x in np.quantile(means, [0.025, 0.975]))
     gain = (float(diff.mean()), lo, hi)
     report = TuneReport(False, "", len(ids), "namespace" if by_ns else "recall",
-                        {"w_usefulness": current_w, "mrr": float(per_w[current_w].mean())},
-                        {"w_usefulness": best_w, "mrr": float(per_w[best_w].mean())},
+                        {"w_usefulness": current_w, "mrr": float(rrs[current_w].mean())},
+                        {"w_usefulness": best_w, "mrr": float(rrs[best_w].mean())},
                         gain, table)
     if best_w == current_w:
         return _replace(report, reason="the weight in force is already the best")

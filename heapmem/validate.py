@@ -96,7 +96,7 @@ def check_namespace(ns: Any) -> str:
     ns = check_name(ns, "namespace")
     if ns == POOLED:
         raise ValueError("namespace '*' is reserved for the pooled layer of learned links")
-    return ns  # type: ignore[return-value]
+    return ns
 
 
 #: A database's name on a libSQL server with namespaces: a DNS label.
