@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from . import _native
 
@@ -113,6 +113,9 @@ class ScoringConfig:
     gate_z: float = _C["gate_z"]
     combine: int = int(_C["combine"])
     max_lift: float = _C["max_lift"]
+    if TYPE_CHECKING:  # set on each instance by __post_init__; ClassVar keeps them out of
+        _sql: ClassVar[str]  # the fields, as mypy's dataclass plugin would count them
+        _c: ClassVar[Any]
 
     def __post_init__(self) -> None:
         for f in fields(self):

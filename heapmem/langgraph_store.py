@@ -326,7 +326,7 @@ class HeapmemStore(BaseStore):
         self.fields: tuple[str, ...] | None = None if fields is None else tuple(fields)
         self.text_fields = self.fields or TEXT_FIELDS
         self.index_config = index or None
-        self.ttl_config: TTLConfig | None = dict(ttl) if ttl is not None else None  # type: ignore
+        self.ttl_config: TTLConfig | None = dict(ttl) if ttl is not None else None
         if self.ttl_config and self.ttl_config.get("default_ttl") is not None:
             self._check_ttl(self.ttl_config["default_ttl"])
         self.kind_field = kind_field
@@ -484,7 +484,9 @@ class HeapmemStore(BaseStore):
         """Move the expiry of items with a TTL to now + TTL."""
         for it in its:
             lg = self._value_of(it.metadata)
-            ttl = _number(lg.get("ttl")) if lg is not None else None
+            if lg is None:
+                continue
+            ttl = _number(lg.get("ttl"))
             # (a TTL the adapter never wrote, from the file: not a number, or
             # one that puts the expiry past any time, is left as it is)
             expires = now + ttl * 60 if ttl is not None and ttl >= 0 else math.nan
@@ -610,7 +612,7 @@ class HeapmemStore(BaseStore):
         kind = (_usable_name(_path(value, self.kind_field)) if self.kind_field else None) \
             or "fact"
         source = _usable_name(_path(value, self.source_field)) if self.source_field else None
-        fields = {"text": text, "kind": kind, "source": source, "metadata": meta}
+        fields: dict[str, Any] = {"text": text, "kind": kind, "source": source, "metadata": meta}
         if existing is not None and existing.id != mid:
             existing = None  # a memory added by other means: the put makes the adapter's own
         if existing is None:
@@ -723,7 +725,7 @@ class HeapmemStore(BaseStore):
             self._log_page(op.query, page, now, k, again=not one)
         if getattr(op, "refresh_ttl", False):
             self._refresh([f[0] for f in page], now)
-        return [self._item(it, tuples[name], score=score, search=True)  # type: ignore[misc]
+        return [self._item(it, tuples[name], score=score, search=True)
                 for it, name, score, _ in page]
 
     def _log_page(self, query: str, page: list, now: float, k: int, again: bool) -> None:

@@ -141,7 +141,8 @@ class Gate:
         self.app = app
         self.names = _served_names(host, port)
         self.origins = {n for n in self.names or () if n.endswith(f":{port}")}
-        self.token = None if token is None else check_token(token).encode()
+        checked = check_token(token)
+        self.token = None if checked is None else checked.encode()
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Send) -> None:
         if scope.get("type") not in ("http", "websocket"):  # lifespan
@@ -255,7 +256,8 @@ def build_server(mem: Memory, namespace: str = "default") -> Any:
             return {"id": it.id, "kind": it.kind, "importance": it.importance}
 
     server.tool(name="add")(add)
-    server.tool(name="remember", description="add under its older name. " + add.__doc__)(add)
+    server.tool(name="remember",
+                description="add under its older name. " + (add.__doc__ or ""))(add)
 
     @server.tool()
     def recall(query: str, k: int = 5) -> dict[str, Any]:
