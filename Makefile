@@ -17,7 +17,7 @@
 PYTHON ?= $(firstword $(abspath $(wildcard .venv/bin/python /work/venv/bin/python)) python3)
 CC ?= gcc
 SAN_DIR := build/sanitize
-SAN_TESTS ?= tests/test_cfuzz.py tests/test_sql_loop.py tests/test_embed.py tests/test_hostile.py tests/test_isolation.py tests/test_trust2_time.py \
+SAN_TESTS ?= tests/test_cfuzz.py tests/test_sql_loop.py tests/test_embed.py tests/test_context.py tests/test_hostile.py tests/test_isolation.py tests/test_trust2_time.py \
 	tests/test_bm25.py tests/test_feedback.py tests/test_recall.py \
 	$(wildcard tests/test_sql.py tests/test_native.py)
 LIBASAN = $(shell $(CC) -print-file-name=libasan.so)
