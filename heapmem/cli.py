@@ -135,10 +135,20 @@ def _positive_int(text: str) -> int:
     return v
 
 
-def _common(sub: bool) -> argparse.ArgumentParser:
+def _count(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
+    return v
+
+
+def _common(sub: bool) -> _Parser:
     """The global options, accepted before the verb (main parser) and after it
     (each verb; SUPPRESS keeps a verb from overwriting what came before)."""
-    p = argparse.ArgumentParser(add_help=False)
+    p = _Parser(add_help=False)
     g = p.add_argument_group("global options")
     kw: dict[str, Any] = {"default": argparse.SUPPRESS} if sub else {}
     g.add_argument("--db", metavar="PATH", help="the store: a file, or a libSQL server's URL "
@@ -186,6 +196,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--created-at", metavar="TIME", type=_time,
                    help="when it was said (default: now)")
     p.set_defaults(func=cmd_add, creates=True)
+
+    p = verb("list", "a namespace's memories, newest first",
+             "List the namespace's memories, newest first (by when they were said): id, time, "
+             "kind,\nimportance and text; --limit and --offset page through them.")
+    p.add_argument("--limit", type=_positive_int, default=20, help="how many (default 20)")
+    p.add_argument("--offset", type=_count, default=0,
+                   help="skip this many of the newest first (default 0)")
+    p.set_defaults(func=cmd_list)
+
+    p = verb("get", "show one memory", "Show the memory with this id: every field (in any "
+             "namespace; -n is not needed).")
+    p.add_argument("id", metavar="ID")
+    p.set_defaults(func=cmd_get)
+
+    p = verb("update", "change a memory in place",
+             "Change a memory in place: only the fields given change.  Its id, namespace, "
+             "creation\ntime, recall log and what it taught the links stay; its search entry "
+             "and vector follow\nthe new text.  '' clears --source, --key or --metadata; "
+             "--importance default goes back\nto the kind's default.  TEXT '-' reads the text "
+             "from standard input.")
+    p.add_argument("id", metavar="ID")
+    p.add_argument("--text", help="the new text ('-': read standard input)")
+    p.add_argument("--kind", help="the new kind (a memory whose importance was its kind's "
+                                  "default takes the new kind's)")
+    p.add_argument("--source", help="who or what said it ('': none)")
+    p.add_argument("--key", help="the new key ('': none)")
+    p.add_argument("--importance", metavar="NUMBER",
+                   help="a number in (0, 10], or 'default' (the kind's)")
+    p.add_argument("--metadata", metavar="JSON", help="a JSON object ('': none)")
+    p.set_defaults(func=cmd_update)
 
     p = verb("recall", "rank the memories for a question",
              "Rank the namespace's memories for a question: a table of each factor of the "
@@ -253,6 +293,17 @@ def build_parser() -> argparse.ArgumentParser:
              "Check the store: SQLite's integrity check, the search index against the memories,\n"
              "and the links against a replay of the feedback events.  Exit status 1 on a problem.")
     p.set_defaults(func=cmd_check)
+
+    p = verb("portable", "keep the file readable by SQLite 3.37 to 3.41, or not",
+             "Whether the file must stay readable by SQLite before 3.42 (Debian 12's sqlite3 "
+             "is 3.40).\nBy default forget and update erase old text from the search index in "
+             "place (FTS5's\nsecure-delete), which SQLite before 3.42 cannot read; `portable on` "
+             "turns that off and\nrebuilds the index in the old format once, so each forget "
+             "merges the whole index\ninstead; `portable off` goes back.  Without on or off it "
+             "prints the setting and the\noldest SQLite that reads the file now.")
+    p.add_argument("state", metavar="on|off", nargs="?", choices=("on", "off"),
+                   help="on: portable; off: erase in place (default: print the setting)")
+    p.set_defaults(func=cmd_portable)
 
     p = verb("report", "write an HTML page of what the store learned",
              "Write one self-contained HTML page (inline SVG charts, nothing to load) for the "
@@ -536,6 +587,120 @@ def cmd_add(ctx: Context) -> int:
     return 0
 
 
+def _no_namespace(ctx: Context, others: list[str]) -> None:
+    """The hint for a namespace the store does not have (a typo, or no -n)."""
+    if ctx.namespace not in others:
+        shown = ", ".join(others[:10]) + (f" (and {len(others) - 10} more)"
+                                           if len(others) > 10 else "")
+        ctx.print(f"(the store has no namespace {ctx.namespace!r}; it has: "
+                  f"{shown or 'none yet'}; pick one with -n NAME)")
+
+
+def cmd_list(ctx: Context) -> int:
+    a = ctx.args
+    with ctx.open(readonly=True) as mem:
+        rows = mem.list(ctx.namespace, limit=a.limit, offset=a.offset)
+        total = mem.stats().namespace(ctx.namespace).memories
+        others = mem.namespaces
+    if ctx.json:
+        ctx.emit({"namespace": ctx.namespace, "total": total, "offset": a.offset,
+                  "memories": [_item(it) for it in rows]})
+        return 0
+    if not rows:
+        if total:
+            ctx.print(f"no memories of {ctx.namespace} past the first {a.offset} (it holds "
+                      f"{total})")
+        else:
+            ctx.print(f"no memories of {ctx.namespace}")
+            _no_namespace(ctx, others)
+        return 0
+    first = a.offset + 1
+    ctx.print(f"{ctx.namespace}: memories {first} to {a.offset + len(rows)} of {total}, "
+              "newest first")
+    cells = [[it.id, _when(it.created_at), it.kind, f"{it.importance:g}"] for it in rows]
+    head = ["id", "created", "kind", "importance", "text"]
+    room = max(20, _width(ctx.out) - len(_table(head, [c + [""] for c in cells])[0]) - 2)
+    for line in _table(head, [c + [_cut(it.text, room)] for c, it in zip(cells, rows)],
+                       right=[False, False, False, True, False]):
+        ctx.print(line)
+    return 0
+
+
+def cmd_get(ctx: Context) -> int:
+    with ctx.open(readonly=True) as mem:
+        it = mem.get(ctx.args.id)
+    if it is None:
+        raise CLIError(f"no memory with id {ctx.args.id!r} (heapmem list shows a namespace's "
+                       "ids)")
+    if ctx.json:
+        ctx.emit(_item(it))
+    else:
+        _show(ctx, it)
+    return 0
+
+
+def _show(ctx: Context, it: Any) -> None:
+    """One memory, a field a line."""
+    for name, value in (("id", it.id), ("namespace", it.namespace), ("kind", it.kind),
+                        ("source", it.source or "-"), ("key", it.key or "-"),
+                        ("importance", f"{it.importance:g}"),
+                        ("created", _when(it.created_at)), ("last used", _when(it.last_used_at)),
+                        ("metadata", "-" if it.metadata is None else json.dumps(
+                            it.metadata, ensure_ascii=False, sort_keys=True)),
+                        ("features", " ".join(it.features)), ("text", it.text)):
+        ctx.print(f"{name:<11}{value}")
+
+
+def cmd_update(ctx: Context) -> int:
+    a = ctx.args
+    changes: dict[str, Any] = {}
+    if a.text is not None:
+        text = a.text
+        if text == "-":
+            text = sys.stdin.read()
+            if text.endswith("\n"):
+                text = text[:-1]
+        changes["text"] = text
+    if a.kind is not None:
+        changes["kind"] = a.kind
+    for name in ("source", "key"):
+        v = getattr(a, name)
+        if v is not None:
+            changes[name] = v or None  # '': clear it
+    if a.importance is not None:
+        if a.importance == "default":
+            changes["importance"] = None
+        else:
+            try:
+                changes["importance"] = float(a.importance)
+            except ValueError:
+                raise CLIError(f"--importance must be a number in (0, 10] or 'default', got "
+                               f"{a.importance!r}") from None
+    if a.metadata is not None:
+        if a.metadata == "":
+            changes["metadata"] = None
+        else:
+            try:
+                meta = json.loads(a.metadata)
+            except ValueError:
+                raise CLIError("--metadata is not valid JSON") from None
+            if not isinstance(meta, dict):
+                raise CLIError('--metadata must be a JSON object, like {"topic": "travel"}, or '
+                               "'' to clear it")
+            changes["metadata"] = meta
+    if not changes:
+        raise CLIError("update needs at least one of --text, --kind, --source, --key, "
+                       "--importance, --metadata")
+    with ctx.open() as mem:
+        it = mem.update(a.id, **changes)
+    if ctx.json:
+        ctx.emit(_item(it))
+    else:
+        ctx.print(f"updated {it.id} in {it.namespace} ({', '.join(sorted(changes))} changed; "
+                  f"heapmem get {it.id} shows it)")
+    return 0
+
+
 def cmd_recall(ctx: Context) -> int:
     a = ctx.args
     with ctx.open() as mem:
@@ -553,11 +718,7 @@ def cmd_recall(ctx: Context) -> int:
         return 0
     if not len(res):
         ctx.print(f"no memory of {ctx.namespace} matches {a.query!r}")
-        if ctx.namespace not in others:  # a typo, or no -n: say which namespaces there are
-            shown = ", ".join(others[:10]) + (f" (and {len(others) - 10} more)"
-                                               if len(others) > 10 else "")
-            ctx.print(f"(the store has no namespace {ctx.namespace!r}; it has: "
-                      f"{shown or 'none yet'}; pick one with -n NAME)")
+        _no_namespace(ctx, others)  # a typo, or no -n: say which namespaces there are
         return 0
     head = ["#", "id", "score", "relevance", "recency", "importance", "usefulness", "rules"]
     cfg = res.config
@@ -751,6 +912,25 @@ def cmd_check(ctx: Context) -> int:
     return 0
 
 
+def cmd_portable(ctx: Context) -> int:
+    a = ctx.args
+    with ctx.open(readonly=a.state is None) as mem:
+        if a.state is not None:
+            mem.set_portable(a.state == "on")
+        st = mem.stats()
+    if ctx.json:
+        ctx.emit({"portable": not st.erases_in_place, "oldest_reader": st.oldest_reader})
+        return 0
+    if st.erases_in_place:
+        later = "" if st.oldest_reader == "3.42" else " (3.42 once a forget or update erases)"
+        ctx.print(f"portable off: forget erases in place (FTS5 secure-delete); readers SQLite "
+                  f"{st.oldest_reader} or later{later}")
+    else:
+        ctx.print(f"portable on: forget merges the whole index; readers SQLite "
+                  f"{st.oldest_reader} or later")
+    return 0
+
+
 def cmd_report(ctx: Context) -> int:
     from . import report
     a = ctx.args
@@ -838,8 +1018,8 @@ def cmd_import(ctx: Context) -> int:
         if rep.remapped:
             moved = ", ".join(f"{a} -> {b}" for a, b in rep.remapped[:5])
             more = f" and {len(rep.remapped) - 5} more" if len(rep.remapped) > 5 else ""
-            ctx.print(f"{_n(len(rep.remapped), 'memory', 'memories')} got a free id (the "
-                      f"store held theirs): {moved}{more}")
+            ctx.print(f"{_n(len(rep.remapped), 'memory', 'memories')} got a free id (theirs "
+                      f"was taken): {moved}{more}")
     return 0
 
 

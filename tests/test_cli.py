@@ -392,3 +392,143 @@ def test_feedback_from_the_answer_text(run):
     fails(run("feedback", "2", "--answer", "x", "--used", "m1"), "not both")
     fails(run("feedback", "--answer", "x"), "needs the RECALL_ID")
     fails(run("feedback", "3", "--answer", " "), "must not be empty")
+
+
+# -- list, get, update, portable: thin calls of Memory.list/get/update/set_portable ----
+
+def test_list_is_a_namespace_newest_first(run, capsys):
+    seed(run)
+    r = run("-n", "user:maya", "list")
+    assert r.code == 0
+    lines = r.out.splitlines()
+    assert lines[0] == "user:maya: memories 1 to 3 of 3, newest first"
+    assert lines[1].split() == ["id", "created", "kind", "importance", "text"]
+    assert [ln.split()[0] for ln in lines[2:]] == ["m3", "m2", "m1"]
+    assert lines[2].split()[1:5] == ["2026-11-28", "00:00", "tool_result", "0.6"]
+    assert lines[4].endswith("Booked the flight: SFO to LIS, departs March 14, 9:40am")
+    r = run("-n", "user:maya", "list", "--limit", "1", "--offset", "1")
+    assert r.out.splitlines()[0] == "user:maya: memories 2 to 2 of 3, newest first"
+    assert [ln.split()[0] for ln in r.out.splitlines()[2:]] == ["m2"]
+    d = run("-n", "user:maya", "list", "--offset", "2", "--json").json()
+    with heapmem.open(run.db, readonly=True) as mem:
+        want = mem.list("user:maya", limit=20, offset=2)
+    assert (d["namespace"], d["total"], d["offset"]) == ("user:maya", 3, 2)
+    assert [m["id"] for m in d["memories"]] == [it.id for it in want] == ["m1"]
+    assert d["memories"][0] == run("get", "m1", "--json").json()
+    r = run("-n", "user:maya", "list", "--offset", "3")
+    assert r.code == 0 and r.out == "no memories of user:maya past the first 3 (it holds 3)\n"
+    r = run("-n", "user:mya", "list")  # a typo: which namespaces there are
+    assert r.code == 0 and r.out.splitlines() == [
+        "no memories of user:mya", "(the store has no namespace 'user:mya'; it has: user:maya; "
+        "pick one with -n NAME)"]
+    for bad, words in ((["--limit", "0"], "must be 1 or more"),
+                       (["--offset", "-1"], "must be 0 or more"),
+                       (["--limit", "x"], "not a whole number")):
+        r = run("list", *bad)
+        err = capsys.readouterr().err
+        assert r.code == 2 and words in err and err.count("\n") == 1 and r.out == ""
+    fails(Run(run.db + ".none")("list"), "no store at")
+
+
+def test_get_shows_every_field(run):
+    seed(run)
+    run("add", "Seat preference: window", "--kind", "preference", "--key", "seat",
+        "--metadata", '{"cabin": "economy"}', "-n", "user:maya")
+    r = run("get", "m4")
+    assert r.code == 0
+    fields = dict((ln[:11].strip(), ln[11:]) for ln in r.out.splitlines())
+    assert fields == {"id": "m4", "namespace": "user:maya", "kind": "preference",
+                      "source": "-", "key": "seat", "importance": "1.3",
+                      "created": "2026-11-30 12:00", "last used": "-",
+                      "metadata": '{"cabin": "economy"}', "features": fields["features"],
+                      "text": "Seat preference: window"}
+    assert fields["features"].startswith("kind:preference ")
+    with heapmem.open(run.db, readonly=True) as mem:
+        it = mem.get("m4")
+    d = run("get", "m4", "--json").json()
+    assert d["id"] == it.id and d["metadata"] == it.metadata and d["features"] == list(
+        it.features)
+    fails(run("get", "m9"), "no memory with id 'm9'")
+
+
+def test_update_changes_only_what_is_given(run):
+    seed(run)
+    r = run("update", "m2", "--text", "Lisbon in May, with Ana", "--key", "trip",
+            "--importance", "2.5")
+    assert r.code == 0
+    assert r.out == ("updated m2 in user:maya (importance, key, text changed; heapmem get m2 "
+                     "shows it)\n")
+    with heapmem.open(run.db, readonly=True) as mem:
+        it = mem.get("m2")
+    assert (it.text, it.key, it.importance, it.kind) == ("Lisbon in May, with Ana", "trip", 2.5,
+                                                         "preference")
+    r = run("-n", "user:maya", "recall", "Who goes to Lisbon in May?", "--json")
+    assert r.json()["results"][0]["id"] == "m2"  # the search index follows the new text
+    d = run("update", "m2", "--key", "", "--importance", "default", "--source", "ana",
+            "--metadata", '{"with": "ana"}', "--json").json()
+    assert (d["key"], d["importance"], d["source"], d["metadata"]) == (None, 1.3, "ana",
+                                                                      {"with": "ana"})
+    d = run("update", "m2", "--kind", "fact", "--metadata", "", "--json").json()
+    assert (d["kind"], d["importance"], d["metadata"]) == ("fact", 1.0, None)  # kind's default
+    r = run("update", "m2", "--text", "-", stdin="Lisbon, from standard input\n")
+    assert r.code == 0 and run("get", "m2", "--json").json()["text"] == (
+        "Lisbon, from standard input")
+    assert run("check").code == 0
+    # bad input: one sentence, nothing written
+    with heapmem.open(run.db, readonly=True) as mem:
+        before = mem.get("m2")
+    fails(run("update", "m2"), "needs at least one of --text")
+    fails(run("update", "m9", "--text", "x"), "unknown memory id 'm9'")
+    fails(run("update", "m2", "--importance", "11"), "importance")
+    fails(run("update", "m2", "--importance", "lots"), "--importance must be a number")
+    fails(run("update", "m2", "--text", " "), "text")
+    fails(run("update", "m2", "--metadata", "[1]"), "must be a JSON object")
+    fails(run("update", "m2", "--metadata", "{"), "not valid JSON")
+    with heapmem.open(run.db, readonly=True) as mem:
+        assert mem.get("m2") == before
+
+
+def test_portable_switches_set_portable(run, capsys):
+    seed(run)
+    r = run("portable")
+    assert r.out == ("portable off: forget erases in place (FTS5 secure-delete); readers "
+                     "SQLite 3.37 or later (3.42 once a forget or update erases)\n")
+    run("forget", "m3")
+    assert run("portable").out == ("portable off: forget erases in place (FTS5 secure-delete);"
+                                   " readers SQLite 3.42 or later\n")
+    r = run("portable", "on")
+    assert r.code == 0 and r.out == ("portable on: forget merges the whole index; readers "
+                                     "SQLite 3.37 or later\n")
+    with heapmem.open(run.db, readonly=True) as mem:
+        st = mem.stats()
+        assert not st.erases_in_place and st.oldest_reader == "3.37"
+    run("forget", "m2")
+    assert run("portable", "--json").json() == {"portable": True, "oldest_reader": "3.37"}
+    assert run("portable", "off", "--json").json() == {"portable": False,
+                                                       "oldest_reader": "3.37"}
+    with heapmem.open(run.db, readonly=True) as mem:
+        assert mem.stats().erases_in_place
+    r = run("portable", "maybe")
+    assert r.code == 2 and "invalid choice" in capsys.readouterr().err
+    fails(Run(run.db + ".none")("portable", "on"), "no store at")
+
+
+def test_import_remap_ids_merges_two_stores(run, tmp_path):
+    seed(run)
+    run("recall", "When is my flight to Lisbon?", "-n", "user:maya")
+    run("feedback", "1", "--used", "m1")
+    path = str(tmp_path / "x.jsonl")
+    run("export", path)
+    other = Run(str(tmp_path / "other.db"))
+    other("add", "Dentist appointment confirmed for Tuesday at 3:15pm", "-n", "user:ana")
+    fails(other("import", path), "already in the store", "--remap-ids")
+    r = other("import", path, "--remap-ids")
+    # m1 is taken and moves to m2 (its new seq), so m2 moves to m3, and m3 to m4
+    assert r.code == 0 and r.out.splitlines()[1] == (
+        "3 memories got a free id (theirs was taken): m1 -> m2, m2 -> m3, m3 -> m4")
+    assert other("get", "m2", "--json").json()["text"].startswith("Booked the flight")
+    assert other("-n", "user:maya", "recall", "When is my flight to Lisbon?",
+                 "--json").json()["results"][0]["id"] == "m2"
+    assert other("check").code == 0
+    d = Run(str(tmp_path / "third.db"))("import", path, "--remap-ids", "--json").json()
+    assert d["remapped"] == {} and d["memories"] == 3

@@ -183,3 +183,64 @@ def test_mcp_on_a_port_in_use_says_so_in_one_sentence_and_exits_2(tmp_path):
             assert msg.endswith("; pick another with --port\n") and msg.count("\n") == 1
             assert "Errno" not in msg
     assert not db.exists()  # nothing was written: not even a new store
+
+
+# -- item 8: the README's API list and verb list name everything there is ----------------
+
+def _readme():
+    from pathlib import Path
+    return (Path(__file__).resolve().parent.parent / "README.md").read_text()
+
+
+def _calls(block, name):
+    """The argument text of every mem.NAME(...) in block (parentheses balanced)."""
+    import re
+    out = []
+    for m in re.finditer(r"\bmem\." + name + r"\(", block):
+        i = j = m.end()
+        depth = 1
+        while depth:
+            depth += {"(": 1, ")": -1}.get(block[j], 0)
+            j += 1
+        out.append(block[i:j - 1])
+    return " ".join(out)
+
+
+def test_the_readme_api_list_names_every_public_memory_method_and_its_options():
+    import inspect
+    import re
+    block = _readme().split("\n## API\n")[1].split("```python\n")[1].split("```")[0]
+    public = {n for n in dir(heapmem.Memory) if not n.startswith("_")}
+    assert set(re.findall(r"\bmem\.([a-z_]+)", block)) == public
+    for name in sorted(public):
+        if isinstance(inspect.getattr_static(heapmem.Memory, name), property):
+            continue
+        shown = _calls(block, name)
+        for p in list(inspect.signature(getattr(heapmem.Memory, name)).parameters.values())[1:]:
+            if p.kind is p.KEYWORD_ONLY or (p.default is not p.empty and p.kind not in (
+                    p.VAR_KEYWORD, p.VAR_POSITIONAL)):
+                assert re.search(r"\b" + p.name + r"\b", shown), f"mem.{name}(... {p.name}=)"
+    assert "copy=False" in _calls(block, "add") and "copy=False" in _calls(block, "add_many")
+
+
+def test_the_readme_names_every_cli_verb():
+    from heapmem import cli
+    line = _readme().split("## The `heapmem` command")[1].split("```text\n")[1].split("```")[0]
+    listed = {w.strip() for w in line.split("VERB ...")[1].replace("\n", " ").split(",")}
+    verbs = set(cli.build_parser()._subparsers._group_actions[0].choices)
+    assert listed == verbs
+
+
+def test_the_cli_doc_shows_the_export_header_the_file_has():
+    """docs/CLI.md prints the head of a real export (examples/cli_doc.py runs it), so
+    the schema and meta counts it shows are the file's, not figures typed once."""
+    import json
+    from pathlib import Path
+
+    from heapmem import schema
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "CLI.md").read_text()
+    assert "\n$ head -n 7 backup.jsonl | cut -c 1-" in doc
+    head = json.loads(next(ln for ln in doc.splitlines() if ln.startswith('{"heapmem":"export"')))
+    assert head["schema"] == schema.SCHEMA_VERSION
+    metas = [ln for ln in doc.splitlines() if ln.startswith('{"type":"meta"')]
+    assert metas and head["counts"]["meta"] >= len(metas)
