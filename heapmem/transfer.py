@@ -759,21 +759,41 @@ class _Ids:
 _AUTO_ID = re.compile(r"m([1-9][0-9]*)(?:-(?:0|[1-9][0-9]*))?")
 
 
+@dataclass
+class _Import:
+    """One import of an export, as its records are read: the store's
+    connection and offsets, and what the file has shown so far (its ids, its
+    memories' namespaces, its events and links, checked against each other
+    once all are read)."""
+
+    c: Any
+    name: str
+    header: dict
+    ids: _Ids
+    seq_off: int
+    rec_off: int
+    ev_off: int
+    columns: dict[str, list[str]]
+    counts: dict[str, int] = field(default_factory=lambda: {
+        "meta": 0, "memories": 0, "vectors": 0, "recalls": 0, "events": 0, "links": 0})
+    meta_in: dict[str, str] = field(default_factory=dict)
+    file_events: list[tuple[str, list]] = field(default_factory=list)
+    file_links: dict[tuple[str, str], tuple] = field(default_factory=dict)
+    file_prior: dict[str, list] = field(default_factory=dict)
+    file_priors: dict[str, dict] = field(default_factory=dict)
+    seqs: set[int] = field(default_factory=set)
+    recall_ids: set[int] = field(default_factory=set)
+    event_ids: set[int] = field(default_factory=set)
+    mem_ids: set[str] = field(default_factory=set)
+    file_ns: dict[str, str] = field(default_factory=dict)  # the file's memories' namespaces
+    # the file's recalls: namespace, memories shown
+    recall_ns: dict[int, tuple[str, int]] = field(default_factory=dict)
+
+
 def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, header: dict,
                    progress: Progress | None, ids: _Ids) -> ImportReport:
     name = lines.name
-    counts = {"meta": 0, "memories": 0, "vectors": 0, "recalls": 0, "events": 0, "links": 0}
     stage = 0
-    file_events: list[tuple[str, list]] = []
-    file_links: dict[tuple[str, str], tuple] = {}
-    file_prior: dict[str, list] = {}
-    file_priors: dict[str, dict] = {}
-    seqs: set[int] = set()
-    recall_ids: set[int] = set()
-    event_ids: set[int] = set()
-    mem_ids: set[str] = set()
-    file_ns: dict[str, str] = {}  # the file's memories' namespaces
-    recall_ns: dict[int, tuple[str, int]] = {}  # the file's recalls: namespace, memories shown
     with mem.transaction() as c:
         fresh = c.execute(sql.COUNT_MEMORIES).fetchall()[0][0] == 0 and \
             c.execute(sql.COUNT_LINKS).fetchall()[0][0] == 0
@@ -783,9 +803,9 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
         # index the imported memories in one statement at the end (see
         # schema._SCHEMA_V3: the per-row trigger flushes FTS5 at every row)
         schema.defer_fts(c)
-        meta_in: dict[str, str] = {}
         columns = {t: schema.columns(c, t) for _, t, _ in schema.TABLES
                    if t != "vectors" or _has_vectors(c)}
+        st = _Import(c, name, header, ids, seq_off, rec_off, ev_off, columns)
         for n, line in it:
             rec = _parse(n, line, name)
             if rec is None:
@@ -798,217 +818,260 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
                 raise ValueError(f"{where}: a {typ} record after the "
                                  f"{[k for k, v in _ORDER.items() if v == stage][0]} records; "
                                  "an export lists meta, memories, recalls, events, links in order")
-            if stage == 0 and _ORDER[typ] > 0 and any(k in meta_in for k in _EMBEDDER_KEYS):
-                _check_embedder(c, meta_in, name)  # before any memory: the clearer error
+            if stage == 0 and _ORDER[typ] > 0 and any(k in st.meta_in for k in _EMBEDDER_KEYS):
+                _check_embedder(c, st.meta_in, name)  # before any memory: the clearer error
             stage = _ORDER[typ]
-            counts[_PLURAL[typ]] += 1
-            if typ == "meta":
-                k = _str(rec, "key", where)
-                v = _str(rec, "value", where, empty=True)
-                if k in meta_in:
-                    raise ValueError(f"{where}: meta key {k!r} is listed twice")
-                meta_in[k] = v
-                parsed = _meta_value(k, v, where)
-                if k == PRIOR_KEY:
-                    file_prior = parsed
-                elif k == schema.META_PRIORS:
-                    file_priors = parsed
-            elif typ == "memory":
-                row = _memory_row(c, rec, where, seqs, mem_ids)
-                file_ns[row["id"]] = row["namespace"]
-                row["id"] = ids.place(c, row["id"], row["seq"], row["seq"] + seq_off, where)
-                row["seq"] += seq_off
-                _insert(c, "memories", row, rec, where, columns)
-            elif typ == "vector":
-                if counts["vectors"] == 1:
-                    _check_embedder(c, meta_in, name)
-                seq = _num(rec, "seq", where, lo=1, integer=True)
-                if seq not in seqs:
-                    raise ValueError(f"{where}: the vector's memory (seq {seq}) is not in the file")
-                try:
-                    v = base64.b64decode(_str(rec, "v", where), validate=True)
-                except ValueError:
-                    raise ValueError(f"{where}: v must be base64 float32 data") from None
-                dim = int(meta_in.get(schema.META_EMBEDDING_DIM) or 0)
-                if meta_in.get(schema.META_EMBEDDER) == schema.BUILTIN_EMBEDDER:
-                    if len(v) != schema.BUILTIN_VECTOR_BYTES or \
-                            v[:4] != schema.INT4_VECTOR_MAGIC:
-                        raise ValueError(f"{where}: the vector is not one of "
-                                         f"{schema.BUILTIN_EMBEDDER}'s (heap_embed's int4 "
-                                         f"format, {schema.BUILTIN_VECTOR_BYTES} bytes)")
-                elif not v or len(v) % 4 or (dim and len(v) != 4 * dim):
-                    raise ValueError(f"{where}: the vector has {len(v)} bytes, not "
-                                     f"{dim or 'a whole number of'} float32 values")
-                if schema.meta_get(c, schema.META_EMBEDDER) == schema.BUILTIN_EMBEDDER:
-                    continue  # the store made it from the memory's text as it came in
-                _insert(c, "vectors", {"seq": seq + seq_off, "v": v}, rec, where, columns)
-            elif typ == "recall":
-                rid = _num(rec, "id", where, lo=1, integer=True)
-                if rid in recall_ids:
-                    raise ValueError(f"{where}: recall id {rid} is listed twice")
-                recall_ids.add(rid)
-                shown, ages, feats = rec.get("shown"), rec.get("ages"), rec.get("features")
-                if not (isinstance(shown, list) and isinstance(ages, list)
-                        and isinstance(feats, list) and len(shown) == len(ages) == len(feats)
-                        and all(isinstance(s, str) for s in shown)
-                        and all(isinstance(s, str) for s in feats)
-                        and all(isinstance(a, (int, float)) and not isinstance(a, bool)
-                                for a in ages)):
-                    raise ValueError(f"{where}: shown, ages and features must be lists of the "
-                                     "same length (ids, numbers, strings)")
-                if len(shown) > MAX_K or not all(_finite(a) for a in ages):
-                    raise ValueError(f"{where}: a recall shows at most {MAX_K} memories, each "
-                                     "with a finite age")
-                rest = rec.get("rest")
-                if not (isinstance(rest, list) and len(rest) == len(shown) and all(
-                        isinstance(x, (int, float)) and not isinstance(x, bool) and _finite(x)
-                        for x in rest)):
-                    raise ValueError(f"{where}: rest must be a list of finite numbers, one for "
-                                     "each shown memory")
-                for fs in feats:  # feedback on this recall will read them: they must parse
-                    try:
-                        _native.active(fs, "other", 0.0)
-                    except (ValueError, HeapmemError) as e:
-                        raise ValueError(f"{where}: a shown memory's features do not parse "
-                                         f"({e})") from None
-                    bad = [f for f in fs.split() if f not in SHAPE_FEATURES]
-                    if bad:
-                        raise ValueError(f"{where}: a shown memory's feature {_shown(bad[0])} "
-                                         "is not a shape feature heapmem makes")
-                ns = _named(check_namespace, rec.get("namespace"), "namespace", where)
-                # what a recall shows is memories of its own namespace, each
-                # once: the file's, or the store's (feedback on the recall
-                # reads their words and marks them used)
-                if len(set(shown)) != len(shown):
-                    twice = next(m for i, m in enumerate(shown) if m in shown[:i])
-                    raise ValueError(f"{where}: the recall shows {_shown(twice)} twice; a "
-                                     "recall shows each memory once")
-                for mid in shown:
-                    held = file_ns.get(mid)
-                    if held is None:
-                        found = c.execute(sql.GET_MEMORY, {"id": mid}).fetchall()
-                        held = found[0][2] if found else None
-                    if held != ns:
-                        raise ValueError(f"{where}: the recall shows {_shown(mid)}, which is not "
-                                         f"a memory of its namespace {_shown(ns)} in the file or "
-                                         "the store; nothing was imported")
-                recall_ns[rid] = (ns, len(shown))
-                row = {"id": rid + rec_off, "namespace": ns,
-                       "query": _str(rec, "query", where, empty=True),
-                       "qtype": _qtype(rec, where),
-                       "created_at": _num(rec, "created_at", where, lo=MIN_TIME,
-                                          hi=MAX_TIME)}
-                if any(m in ids.moved and m in file_ns for m in shown):  # (a remapped memory)
-                    row["shown"] = json.dumps([ids.moved.get(m, m) if m in file_ns else m
-                                               for m in shown], allow_nan=False)
-                _insert(c, "recalls", row, rec, where, columns)
-            elif typ == "event":
-                eid = _num(rec, "id", where, lo=1, integer=True)
-                if eid in event_ids:
-                    raise ValueError(f"{where}: event id {eid} is listed twice")
-                event_ids.add(eid)
-                rid = _num(rec, "recall_id", where, optional=True, lo=1, integer=True)
-                if rid is not None and rid not in recall_ids:
-                    raise ValueError(f"{where}: the event's recall {rid} is not in the file")
-                ns = _named(check_namespace, rec.get("namespace"), "namespace", where)
-                position = _num(rec, "position", where, lo=0, integer=True)
-                if rid is not None and (recall_ns[rid][0] != ns or position >= recall_ns[rid][1]):
-                    raise ValueError(f"{where}: the event judges position {position} of recall "
-                                     f"{rid}, which is not a memory that recall of namespace "
-                                     f"{_shown(ns)} showed")
-                used = rec.get("used")
-                if used not in (0, 1) or isinstance(used, bool):
-                    raise ValueError(f"{where}: used must be 0 or 1, got {used!r}")
-                deltas = _deltas(rec.get("deltas"), where)
-                file_events.append((ns, deltas))
-                row = {"id": eid + ev_off, "recall_id": None if rid is None else rid + rec_off,
-                       "position": position, "namespace": ns, "qtype": _qtype(rec, where),
-                       "used": used,
-                       "created_at": _num(rec, "created_at", where, lo=MIN_TIME, hi=MAX_TIME)}
-                _insert(c, "events", row, rec, where, columns)
-            else:  # link
-                ns = _str(rec, "namespace", where)
-                if ns != POOLED:
-                    _named(check_namespace, ns, "namespace", where)
-                f = _str(rec, "feature", where)
-                qt = _str(rec, "qtype", where, empty=True)
-                if qt != learning.feature_qtype(f):
-                    raise ValueError(f"{where}: qtype {qt!r} does not match feature {f!r}")
-                _feature_name(f, where)
-                if (ns, f) in file_links:
-                    raise ValueError(f"{where}: link {ns}:{f} is listed twice")
-                extra = set(rec) - {"type", "namespace", "feature", "qtype", "alpha", "beta", "n",
-                                    "support", "pool_alpha", "pool_beta", "low_rate", "high_rate"}
-                if extra:
-                    raise ValueError(f"{where}: unknown field(s) {sorted(extra)} in a link")
-                row = (_num(rec, "alpha", where, lo=0, hi=MAX_COUNT),
-                       _num(rec, "beta", where, lo=0, hi=MAX_COUNT),
-                       _num(rec, "n", where, lo=0, integer=True))
-                if ns == POOLED:  # checked against the namespaces' links, then worked out anew
-                    row += (_num(rec, "support", where, lo=0, integer=True),) \
-                        if header["schema"] >= 4 else ()
-                else:
-                    if not row[0] + row[1] > 0:  # (the pooled layer has no rate for it)
-                        raise ValueError(f"{where}: link {ns}:{f} has no evidence (alpha and "
-                                         "beta are 0), where a namespace's link holds what its "
-                                         "events credited")
-                    c.execute(sql.UPSERT_LINK, (ns, f, qt) + row)
-                file_links[(ns, f)] = row
+            st.counts[_PLURAL[typ]] += 1
+            _IMPORTERS[typ](st, rec, where)
             if progress is not None and n % 500 == 0:
                 progress(lines.read, lines.total)
-        want = header.get("counts")
-        if isinstance(want, dict):
-            for k, v in counts.items():
-                if k in want and want[k] != v:
-                    raise ValueError(f"{name} is incomplete or altered: its header promises "
-                                     f"{want[k]} {k}, it holds {v}; nothing was imported")
-        # the file's own links must be what its events add up to (its pooled
-        # rows are derived, like nstag: the store works its own out below)
-        expect = learning.replay(file_events)
-        file_links = {key: v for key, v in file_links.items() if key[0] != POOLED}
-        bad = learning.mismatches(file_links, expect)
-        if bad:
-            (layer, f), _, _ = bad[0]
-            raise ValueError(f"in {name}, link {layer}:{f} does not match the file's "
-                             "events; nothing was imported")
-        if any(k in meta_in for k in _EMBEDDER_KEYS):
-            _check_embedder(c, meta_in, name)
+        _check_whole(st)
+        if any(k in st.meta_in for k in _EMBEDDER_KEYS):
+            _check_embedder(c, st.meta_in, name)
         schema.index_deferred(c, seq_off + 1)
-        notes = []
-        for k, v in meta_in.items():
-            if k == schema.META_LAST_SEQ:
-                schema.meta_set(c, k, str(max(schema.meta_int(c, k), seq_off + int(v))))
-            elif k == schema.META_LAST_RECALL:
-                schema.meta_set(c, k, str(max(schema.meta_int(c, k), rec_off + int(v))))
-            elif k == schema.META_PRIORS:
-                priors.adopt(c, file_priors)
-            elif k == PRIOR_KEY and schema.META_PRIORS not in meta_in:
-                # an export from before schema 7: its priors summed as one
-                d = priors.digest_of(file_prior)
-                if file_prior and d not in priors.records(c) and d not in priors.merged(c):
-                    priors.merge(c, d, f"{os.path.basename(name)} (the prior of an export from "
-                                 "before schema 7)", file_prior, mem.now())
-            elif k in _EMBEDDER_KEYS:
-                schema.meta_set(c, k, v)  # checked against the store's above
-            elif k == PRIOR_FILES_KEY:
-                seen = schema.meta_json(c, k, [])
-                schema.meta_set(c, k, json.dumps(seen + [d for d in json.loads(v)
-                                                         if d not in seen]))
-            elif k == schema.META_TUNED:
-                # a restore into a new store takes the file's tuned weights; a
-                # merge never changes the weights of a store in use
-                if fresh and schema.meta_get(c, k) is None:
-                    schema.meta_set(c, k, v)
-                else:
-                    notes.append("the file's tuned weights were not applied (this store was not "
-                                 "empty); tune() or set_config(save=True) sets them")
-            # META_POOL: the store keeps its own settings (the pool is worked out below)
+        notes = _apply_meta(st, mem, fresh)
         learning.rebuild_pool(c)
     if progress is not None:
         progress(lines.total or lines.read, lines.total or lines.read)
-    return ImportReport("export", counts["memories"], counts["recalls"], counts["events"],
-                        counts["links"], seq_off, rec_off, tuple(notes),
+    return ImportReport("export", st.counts["memories"], st.counts["recalls"],
+                        st.counts["events"], st.counts["links"], seq_off, rec_off, tuple(notes),
                         tuple(ids.moved.items()))
+
+
+def _import_meta(st: _Import, rec: dict, where: str) -> None:
+    k = _str(rec, "key", where)
+    v = _str(rec, "value", where, empty=True)
+    if k in st.meta_in:
+        raise ValueError(f"{where}: meta key {k!r} is listed twice")
+    st.meta_in[k] = v
+    parsed = _meta_value(k, v, where)
+    if k == PRIOR_KEY:
+        st.file_prior = parsed
+    elif k == schema.META_PRIORS:
+        st.file_priors = parsed
+
+
+def _import_memory(st: _Import, rec: dict, where: str) -> None:
+    row = _memory_row(st.c, rec, where, st.seqs, st.mem_ids)
+    st.file_ns[row["id"]] = row["namespace"]
+    row["id"] = st.ids.place(st.c, row["id"], row["seq"], row["seq"] + st.seq_off, where)
+    row["seq"] += st.seq_off
+    _insert(st.c, "memories", row, rec, where, st.columns)
+
+
+def _import_vector(st: _Import, rec: dict, where: str) -> None:
+    c, meta_in = st.c, st.meta_in
+    if st.counts["vectors"] == 1:
+        _check_embedder(c, meta_in, st.name)
+    seq = _num(rec, "seq", where, lo=1, integer=True)
+    if seq not in st.seqs:
+        raise ValueError(f"{where}: the vector's memory (seq {seq}) is not in the file")
+    try:
+        v = base64.b64decode(_str(rec, "v", where), validate=True)
+    except ValueError:
+        raise ValueError(f"{where}: v must be base64 float32 data") from None
+    dim = int(meta_in.get(schema.META_EMBEDDING_DIM) or 0)
+    if meta_in.get(schema.META_EMBEDDER) == schema.BUILTIN_EMBEDDER:
+        if len(v) != schema.BUILTIN_VECTOR_BYTES or \
+                v[:4] != schema.INT4_VECTOR_MAGIC:
+            raise ValueError(f"{where}: the vector is not one of "
+                             f"{schema.BUILTIN_EMBEDDER}'s (heap_embed's int4 "
+                             f"format, {schema.BUILTIN_VECTOR_BYTES} bytes)")
+    elif not v or len(v) % 4 or (dim and len(v) != 4 * dim):
+        raise ValueError(f"{where}: the vector has {len(v)} bytes, not "
+                         f"{dim or 'a whole number of'} float32 values")
+    if schema.meta_get(c, schema.META_EMBEDDER) == schema.BUILTIN_EMBEDDER:
+        return  # the store made it from the memory's text as it came in
+    _insert(c, "vectors", {"seq": seq + st.seq_off, "v": v}, rec, where, st.columns)
+
+
+def _shown_lists(rec: dict, where: str) -> list[str]:
+    """A recall record's shown ids, after checking shown, ages, features and
+    rest, one for each shown memory (feedback on the recall reads them)."""
+    shown, ages, feats = rec.get("shown"), rec.get("ages"), rec.get("features")
+    if not (isinstance(shown, list) and isinstance(ages, list)
+            and isinstance(feats, list) and len(shown) == len(ages) == len(feats)
+            and all(isinstance(s, str) for s in shown)
+            and all(isinstance(s, str) for s in feats)
+            and all(isinstance(a, (int, float)) and not isinstance(a, bool)
+                    for a in ages)):
+        raise ValueError(f"{where}: shown, ages and features must be lists of the "
+                         "same length (ids, numbers, strings)")
+    if len(shown) > MAX_K or not all(_finite(a) for a in ages):
+        raise ValueError(f"{where}: a recall shows at most {MAX_K} memories, each "
+                         "with a finite age")
+    rest = rec.get("rest")
+    if not (isinstance(rest, list) and len(rest) == len(shown) and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and _finite(x)
+            for x in rest)):
+        raise ValueError(f"{where}: rest must be a list of finite numbers, one for "
+                         "each shown memory")
+    for fs in feats:  # feedback on this recall will read them: they must parse
+        try:
+            _native.active(fs, "other", 0.0)
+        except (ValueError, HeapmemError) as e:
+            raise ValueError(f"{where}: a shown memory's features do not parse "
+                             f"({e})") from None
+        bad = [f for f in fs.split() if f not in SHAPE_FEATURES]
+        if bad:
+            raise ValueError(f"{where}: a shown memory's feature {_shown(bad[0])} "
+                             "is not a shape feature heapmem makes")
+    return shown
+
+
+def _import_recall(st: _Import, rec: dict, where: str) -> None:
+    rid = _num(rec, "id", where, lo=1, integer=True)
+    if rid in st.recall_ids:
+        raise ValueError(f"{where}: recall id {rid} is listed twice")
+    st.recall_ids.add(rid)
+    shown = _shown_lists(rec, where)
+    ns = _named(check_namespace, rec.get("namespace"), "namespace", where)
+    # what a recall shows is memories of its own namespace, each
+    # once: the file's, or the store's (feedback on the recall
+    # reads their words and marks them used)
+    if len(set(shown)) != len(shown):
+        twice = next(m for i, m in enumerate(shown) if m in shown[:i])
+        raise ValueError(f"{where}: the recall shows {_shown(twice)} twice; a "
+                         "recall shows each memory once")
+    for mid in shown:
+        held = st.file_ns.get(mid)
+        if held is None:
+            found = st.c.execute(sql.GET_MEMORY, {"id": mid}).fetchall()
+            held = found[0][2] if found else None
+        if held != ns:
+            raise ValueError(f"{where}: the recall shows {_shown(mid)}, which is not "
+                             f"a memory of its namespace {_shown(ns)} in the file or "
+                             "the store; nothing was imported")
+    st.recall_ns[rid] = (ns, len(shown))
+    row = {"id": rid + st.rec_off, "namespace": ns,
+           "query": _str(rec, "query", where, empty=True),
+           "qtype": _qtype(rec, where),
+           "created_at": _num(rec, "created_at", where, lo=MIN_TIME,
+                              hi=MAX_TIME)}
+    moved = st.ids.moved
+    if any(m in moved and m in st.file_ns for m in shown):  # (a remapped memory)
+        row["shown"] = json.dumps([moved.get(m, m) if m in st.file_ns else m
+                                   for m in shown], allow_nan=False)
+    _insert(st.c, "recalls", row, rec, where, st.columns)
+
+
+def _import_event(st: _Import, rec: dict, where: str) -> None:
+    eid = _num(rec, "id", where, lo=1, integer=True)
+    if eid in st.event_ids:
+        raise ValueError(f"{where}: event id {eid} is listed twice")
+    st.event_ids.add(eid)
+    rid = _num(rec, "recall_id", where, optional=True, lo=1, integer=True)
+    if rid is not None and rid not in st.recall_ids:
+        raise ValueError(f"{where}: the event's recall {rid} is not in the file")
+    ns = _named(check_namespace, rec.get("namespace"), "namespace", where)
+    position = _num(rec, "position", where, lo=0, integer=True)
+    if rid is not None and (st.recall_ns[rid][0] != ns or position >= st.recall_ns[rid][1]):
+        raise ValueError(f"{where}: the event judges position {position} of recall "
+                         f"{rid}, which is not a memory that recall of namespace "
+                         f"{_shown(ns)} showed")
+    used = rec.get("used")
+    if used not in (0, 1) or isinstance(used, bool):
+        raise ValueError(f"{where}: used must be 0 or 1, got {used!r}")
+    deltas = _deltas(rec.get("deltas"), where)
+    st.file_events.append((ns, deltas))
+    row = {"id": eid + st.ev_off, "recall_id": None if rid is None else rid + st.rec_off,
+           "position": position, "namespace": ns, "qtype": _qtype(rec, where),
+           "used": used,
+           "created_at": _num(rec, "created_at", where, lo=MIN_TIME, hi=MAX_TIME)}
+    _insert(st.c, "events", row, rec, where, st.columns)
+
+
+def _import_link(st: _Import, rec: dict, where: str) -> None:
+    ns = _str(rec, "namespace", where)
+    if ns != POOLED:
+        _named(check_namespace, ns, "namespace", where)
+    f = _str(rec, "feature", where)
+    qt = _str(rec, "qtype", where, empty=True)
+    if qt != learning.feature_qtype(f):
+        raise ValueError(f"{where}: qtype {qt!r} does not match feature {f!r}")
+    _feature_name(f, where)
+    if (ns, f) in st.file_links:
+        raise ValueError(f"{where}: link {ns}:{f} is listed twice")
+    extra = set(rec) - {"type", "namespace", "feature", "qtype", "alpha", "beta", "n",
+                        "support", "pool_alpha", "pool_beta", "low_rate", "high_rate"}
+    if extra:
+        raise ValueError(f"{where}: unknown field(s) {sorted(extra)} in a link")
+    row: tuple = (_num(rec, "alpha", where, lo=0, hi=MAX_COUNT),
+                  _num(rec, "beta", where, lo=0, hi=MAX_COUNT),
+                  _num(rec, "n", where, lo=0, integer=True))
+    if ns == POOLED:  # checked against the namespaces' links, then worked out anew
+        row += (_num(rec, "support", where, lo=0, integer=True),) \
+            if st.header["schema"] >= 4 else ()
+    else:
+        if not row[0] + row[1] > 0:  # (the pooled layer has no rate for it)
+            raise ValueError(f"{where}: link {ns}:{f} has no evidence (alpha and "
+                             "beta are 0), where a namespace's link holds what its "
+                             "events credited")
+        st.c.execute(sql.UPSERT_LINK, (ns, f, qt) + row)
+    st.file_links[(ns, f)] = row
+
+
+#: How each record type of an export is checked and written, in _ORDER's order.
+_IMPORTERS: dict[str, Callable[[_Import, dict, str], None]] = {
+    "meta": _import_meta, "memory": _import_memory, "vector": _import_vector,
+    "recall": _import_recall, "event": _import_event, "link": _import_link}
+
+
+def _check_whole(st: _Import) -> None:
+    """What holds only for the file as a whole: the counts its header
+    promises, and its links equal to what its events add up to."""
+    name = st.name
+    want = st.header.get("counts")
+    if isinstance(want, dict):
+        for k, v in st.counts.items():
+            if k in want and want[k] != v:
+                raise ValueError(f"{name} is incomplete or altered: its header promises "
+                                 f"{want[k]} {k}, it holds {v}; nothing was imported")
+    # the file's own links must be what its events add up to (its pooled
+    # rows are derived, like nstag: the store works its own out below)
+    expect = learning.replay(st.file_events)
+    file_links = {key: v for key, v in st.file_links.items() if key[0] != POOLED}
+    bad = learning.mismatches(file_links, expect)
+    if bad:
+        (layer, f), _, _ = bad[0]
+        raise ValueError(f"in {name}, link {layer}:{f} does not match the file's "
+                         "events; nothing was imported")
+
+
+def _apply_meta(st: _Import, mem: Memory, fresh: bool) -> list[str]:
+    """The file's meta keys taken into the store (each as it should be: a
+    high-water mark, a merge, a choice kept); returns notes on what was not."""
+    c, name, meta_in = st.c, st.name, st.meta_in
+    notes = []
+    for k, v in meta_in.items():
+        if k == schema.META_LAST_SEQ:
+            schema.meta_set(c, k, str(max(schema.meta_int(c, k), st.seq_off + int(v))))
+        elif k == schema.META_LAST_RECALL:
+            schema.meta_set(c, k, str(max(schema.meta_int(c, k), st.rec_off + int(v))))
+        elif k == schema.META_PRIORS:
+            priors.adopt(c, st.file_priors)
+        elif k == PRIOR_KEY and schema.META_PRIORS not in meta_in:
+            # an export from before schema 7: its priors summed as one
+            d = priors.digest_of(st.file_prior)
+            if st.file_prior and d not in priors.records(c) and d not in priors.merged(c):
+                priors.merge(c, d, f"{os.path.basename(name)} (the prior of an export from "
+                             "before schema 7)", st.file_prior, mem.now())
+        elif k in _EMBEDDER_KEYS:
+            schema.meta_set(c, k, v)  # checked against the store's above
+        elif k == PRIOR_FILES_KEY:
+            seen = schema.meta_json(c, k, [])
+            schema.meta_set(c, k, json.dumps(seen + [d for d in json.loads(v)
+                                                     if d not in seen]))
+        elif k == schema.META_TUNED:
+            # a restore into a new store takes the file's tuned weights; a
+            # merge never changes the weights of a store in use
+            if fresh and schema.meta_get(c, k) is None:
+                schema.meta_set(c, k, v)
+            else:
+                notes.append("the file's tuned weights were not applied (this store was not "
+                             "empty); tune() or set_config(save=True) sets them")
+        # META_POOL: the store keeps its own settings (the pool is worked out below)
+    return notes
 
 
 def _check_embedder(c: Any, meta_in: dict[str, str], name: str) -> None:
