@@ -1,6 +1,8 @@
 # heapmem developer targets.
 #
 #   make test       the whole test suite (CI)
+#   make lint       ruff and mypy with pyproject.toml's settings (the tests run
+#                   them too: tests/test_tooling.py)
 #   make soak       the long soak variants (HEAPMEM_SOAK=1): concurrency,
 #                   crash and 20x the property-test examples
 #   make sanitize   the C library built with AddressSanitizer + UBSan
@@ -13,8 +15,13 @@
 # preloaded for the dlopen'ed library; leak detection is off (the Python
 # interpreter does not free everything at exit).
 
-# the repo's .venv (as .ci/run makes it), else the dev venv, else python3
-PYTHON ?= $(firstword $(abspath $(wildcard .venv/bin/python /work/venv/bin/python)) python3)
+# The Python to run: PYTHON from the environment or the command line
+# (`make test PYTHON=python3.12`), else the active virtualenv's ($VIRTUAL_ENV),
+# else the repo's .venv (as .ci/run makes it), else python3 on the PATH.  A
+# path is made absolute, as `make sanitize` runs it from another folder.
+PYTHON ?= $(firstword $(if $(VIRTUAL_ENV),$(wildcard $(VIRTUAL_ENV)/bin/python)) \
+	$(abspath $(wildcard .venv/bin/python)) python3)
+override PYTHON := $(if $(findstring /,$(PYTHON)),$(abspath $(PYTHON)),$(PYTHON))
 CC ?= gcc
 SAN_DIR := build/sanitize
 SAN_TESTS ?= tests/test_cfuzz.py tests/test_sql_loop.py tests/test_embed.py tests/test_context.py tests/test_hostile.py tests/test_isolation.py tests/test_trust2_time.py \
@@ -23,10 +30,14 @@ SAN_TESTS ?= tests/test_cfuzz.py tests/test_sql_loop.py tests/test_embed.py test
 LIBASAN = $(shell $(CC) -print-file-name=libasan.so)
 LIBUBSAN = $(shell $(CC) -print-file-name=libubsan.so)
 
-.PHONY: test soak sanitize sanitize-build clean-sanitize
+.PHONY: test lint soak sanitize sanitize-build clean-sanitize
 
 test:
 	$(PYTHON) -m pytest tests -q
+
+lint:
+	$(PYTHON) -m ruff check heapmem tests examples
+	$(PYTHON) -m mypy
 
 soak:
 	HEAPMEM_SOAK=1 $(PYTHON) -m pytest tests/test_concurrency.py tests/test_crash.py \
