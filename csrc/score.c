@@ -115,6 +115,25 @@ HM_API double hm_noisy_or(const double *s, int n) {
   return 1.0 - keep;
 }
 
+/* The evidence of the base links an active list is judged against: the
+ * uncrossed "base" (b[0] alpha, b[1] beta) and its question type's
+ * "<qtype>/base" (b[2], b[3]; the uncrossed one's when the list has no
+ * crossed feature). */
+static void hm_base_counts(const char *active, const unsigned char *links, i64 count,
+                           double b[4]) {
+  hm_links_get(links, count, "base", 4, &b[0], &b[1]);
+  b[2] = b[0];
+  b[3] = b[1];
+  const char *slash = strchr(active, '/');
+  if (slash) {
+    const char *qs = slash;
+    while (qs > active && qs[-1] != ' ') qs--;
+    char qb[HM_MAX_WORD + 8];
+    snprintf(qb, sizeof qb, "%.*s/base", (int)(slash - qs), qs);
+    hm_links_get(links, count, qb, (int)strlen(qb), &b[2], &b[3]);
+  }
+}
+
 /* The usefulness of one memory from the learned links of its active features.
  *
  * model 0 (the reference design): s_f = posterior mean of Beta(prior + counts),
@@ -138,22 +157,12 @@ HM_API double hm_noisy_or(const double *s, int n) {
  * the factor it multiplies usefulness by, 1 when it has none). */
 static int hm_usefulness(const char *active, const unsigned char *links, i64 count,
                          const hm_config *c, double *use, double *eff, int max) {
-  double k0 = c->prior_alpha + c->prior_beta;
-  double pa, pb, base_a, base_b;
+  double k0 = c->prior_alpha + c->prior_beta, b[4];
   int n = 0, first_crossed = -1;
   /* base rates: uncrossed and of the question type's layer */
-  const char *slash = strchr(active, '/');
-  hm_links_get(links, count, "base", 4, &base_a, &base_b);
-  double p_all = (c->prior_alpha + base_a) / (k0 + base_a + base_b);
-  double p_q = p_all;
-  if (slash) {
-    const char *qs = slash;
-    while (qs > active && qs[-1] != ' ') qs--;
-    char qb[HM_MAX_WORD + 8];
-    snprintf(qb, sizeof qb, "%.*s/base", (int)(slash - qs), qs);
-    hm_links_get(links, count, qb, (int)strlen(qb), &pa, &pb);
-    p_q = (c->prior_alpha + pa) / (k0 + pa + pb);
-  }
+  hm_base_counts(active, links, count, b);
+  double p_all = (c->prior_alpha + b[0]) / (k0 + b[0] + b[1]);
+  double p_q = (c->prior_alpha + b[2]) / (k0 + b[2] + b[3]);
   double noisy = 1.0;
   const char *p = active;
   while (*p) {
@@ -365,11 +374,6 @@ static int hm_nth(const char *list, int i, const char **name) {
   return 0;
 }
 
-/* One line saying why a memory got its score, e.g.
- * "score 1.452 = rel 0.91 x importance 1.00 x useful 4.70^0.3 [when/kind:fact
- *  x1.36 when/len:m x1.36 when/date:1 x1.36 +2]": the factors with their
- * weights, then the three features that move usefulness most and how many
- * more do. */
 /* For explain when no link passes the gate (model 1): of the memory's active
  * features, the one that the fewest further uses would carry past the gate,
  * and how many (*more; 0 when none would within 1000): uses of this memory,
@@ -377,18 +381,8 @@ static int hm_nth(const char *list, int i, const char **name) {
  * link and to its layer's base rate alike.  The gate is hm_usefulness's. */
 static int hm_nearest_link(const char *active, const unsigned char *links, i64 count,
                            const hm_config *c, int *more) {
-  double k0 = c->prior_alpha + c->prior_beta, A, B, all_a, all_b, q_a, q_b;
-  hm_links_get(links, count, "base", 4, &all_a, &all_b);
-  q_a = all_a;
-  q_b = all_b;
-  const char *slash = strchr(active, '/');
-  if (slash) {
-    const char *qs = slash;
-    while (qs > active && qs[-1] != ' ') qs--;
-    char qb[HM_MAX_WORD + 8];
-    snprintf(qb, sizeof qb, "%.*s/base", (int)(slash - qs), qs);
-    hm_links_get(links, count, qb, (int)strlen(qb), &q_a, &q_b);
-  }
+  double k0 = c->prior_alpha + c->prior_beta, A, B, b[4];
+  hm_base_counts(active, links, count, b);
   int best = -1, n = 0;
   *more = 0;
   for (const char *p = active; *p;) {
@@ -400,7 +394,7 @@ static int hm_nearest_link(const char *active, const unsigned char *links, i64 c
     const char *sl = memchr(p, '/', (size_t)L), *name = sl ? sl + 1 : p;
     if (!((int)(e - name) == 4 && !memcmp(name, "base", 4))) {
       hm_links_get(links, count, p, L, &A, &B);
-      double ba = sl ? q_a : all_a, bb = sl ? q_b : all_b;
+      double ba = sl ? b[2] : b[0], bb = sl ? b[3] : b[1];
       for (int u = 1; u <= 1000 && (!*more || u < *more); u++) {
         double base = (c->prior_alpha + ba + u) / (k0 + ba + bb + u);
         double a = A + u, m = (base * k0 + a) / (k0 + a + B);
@@ -417,6 +411,11 @@ static int hm_nearest_link(const char *active, const unsigned char *links, i64 c
   return best;
 }
 
+/* One line saying why a memory got its score, e.g.
+ * "score 1.452 = rel 0.91 x importance 1.00 x useful 4.70^0.3 [when/kind:fact
+ *  x1.36 when/len:m x1.36 when/date:1 x1.36 +2]": the factors with their
+ * weights, then the three features that move usefulness most and how many
+ * more do. */
 HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char *links,
                       i64 linkslen, const hm_config *c, char *out, int outlen, char *err,
                       int errlen) {
