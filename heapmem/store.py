@@ -71,6 +71,13 @@ def _item(r: tuple) -> Item:
                     json.loads(r[9]) if r[9] else None, tuple(r[10].split()))
 
 
+def _same_text(c: Any, row: Mapping[str, Any]) -> Item | None:
+    """The oldest memory of row's namespace with its text and key, or None:
+    what an add without an id gives back (sql.SAME_TEXT, heap_add's rule)."""
+    same = c.execute(sql.SAME_TEXT, row).fetchall()
+    return _item(c.execute(sql.GET_MEMORY, {"id": same[0][0]}).fetchall()[0]) if same else None
+
+
 def _logged_recall(r: tuple) -> LoggedRecall:
     """A LoggedRecall from a row of sql.GET_RECALL / sql.JUDGED_RECALLS."""
     with _from_file("reading the recall log"):
@@ -539,9 +546,9 @@ class Memory:
             if k in first:
                 out[i] = first[k]  # the batch's own earlier row: filled in below
                 continue
-            same = c.execute(sql.SAME_TEXT, r).fetchall()
-            if same:
-                out[i] = _item(c.execute(sql.GET_MEMORY, {"id": same[0][0]}).fetchall()[0])
+            same = _same_text(c, r)
+            if same is not None:
+                out[i] = same
             else:
                 first[k] = i
                 keep.append(i)
@@ -625,9 +632,9 @@ class Memory:
             # the C core adds it (heap_add, csrc/store.c): its seq and id, its
             # shape features, namespace tag and token count, the FTS index
             if row["id"] is None and not copy:  # heap_add's own rule, asked first
-                same = c.execute(sql.SAME_TEXT, row).fetchall()
-                if same:  # the memory that holds this text already
-                    return _item(c.execute(sql.GET_MEMORY, {"id": same[0][0]}).fetchall()[0])
+                same = _same_text(c, row)
+                if same is not None:  # the memory that holds this text already
+                    return same
             try:
                 mid = c.execute(sql.ADD, {**row, "copy": 1}).fetchall()[0][0]
             except apsw.ConstraintError:
