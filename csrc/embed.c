@@ -609,8 +609,10 @@ static float hv_inv_norm(const int8_t *v, int dim) {
 /* Of e's rows, the n with the highest cosine to q (int8, as hv_read gives),
  * best first, into top (seqs): their number.  A row whose cosine is below
  * least is left out (the cosine here is of int8 vectors: least should
- * leave a margin under the threshold applied to the exact one). */
-static int hv_top(const hv_ns *e, const int8_t *q, int n, double least, i64 *top) {
+ * leave a margin under the threshold applied to the exact one), and so is
+ * row i when allow (NULL: every row) has allow[i] == 0. */
+static int hv_top(const hv_ns *e, const int8_t *q, int n, double least,
+                  const unsigned char *allow, i64 *top) {
   if (n <= 0 || e->dim > HM_MAX_DIM) return 0;
   float *s = sqlite3_malloc64((sqlite3_uint64)n * sizeof *s);
   int16_t *q16 = sqlite3_malloc64((sqlite3_uint64)e->dim * sizeof *q16);
@@ -623,7 +625,7 @@ static int hv_top(const hv_ns *e, const int8_t *q, int n, double least, i64 *top
     hv_dots(e, i0, m, q16, dots);
     for (int b = 0; b < m; b++) {
       int i = i0 + b;
-      if (e->inv[i] == 0) continue;
+      if (e->inv[i] == 0 || (allow && !allow[i])) continue;
       float x = (float)dots[b] * e->inv[i] * qinv;
       if (x < least || (k == n && x <= s[k - 1])) continue;
       int j = k < n ? k++ : n - 1; /* insert in order (n is the candidate count, small) */

@@ -10,7 +10,11 @@
  * ScoringConfig.to_sql() writes it; the store's tuned config, else the
  * defaults), track (1: log the recall so heap_feedback can judge it; 0 on a
  * read-only connection), qvec (the question's vector: hybrid candidates
- * when the store holds vectors).  Columns are named after heapmem.Result's
+ * when the store holds vectors), kinds (a kind, or a JSON array of kinds:
+ * only memories of those kinds), since and until (unix seconds: only memories
+ * created at or after since, and before until).  The filters apply inside
+ * the candidate searches (the BM25 top N and the vector top N are the top N
+ * of the memories they let through), not to the k ranked.  Columns are named after heapmem.Result's
  * fields, plus explain (the one-line reason), recall_id (the logged
  * recall's id, NULL untracked), qtype, rest (the score without its
  * usefulness factor) and links (the link set it scored with, for explain).
@@ -37,7 +41,8 @@ enum {
   HR_CREATED_AT, HR_LAST_USED_AT, HR_METADATA, HR_LEXICAL, HR_COSINE, HR_EXPLAIN, HR_RECALL_ID,
   HR_QTYPE, HR_REST, HR_LINKS, HR_CONTEXT, HR_CONTEXT_N,
   /* the arguments */
-  HR_QUERY, HR_NAMESPACE, HR_K, HR_NOW, HR_CONFIG, HR_TRACK, HR_QVEC, HR_NCOL
+  HR_QUERY, HR_NAMESPACE, HR_K, HR_NOW, HR_CONFIG, HR_TRACK, HR_QVEC, HR_KINDS, HR_SINCE,
+  HR_UNTIL, HR_NCOL
 };
 #define HR_NARGS (HR_NCOL - HR_QUERY)
 
@@ -48,18 +53,28 @@ static const char hr_schema[] =
     "last_used_at REAL, metadata TEXT, lexical REAL, cosine REAL, \"explain\" TEXT, "
     "recall_id INTEGER, qtype TEXT, rest REAL, links BLOB, context REAL, context_n REAL, "
     "query HIDDEN, namespace HIDDEN, k HIDDEN, "
-    "now HIDDEN, config HIDDEN, track HIDDEN, qvec HIDDEN)";
+    "now HIDDEN, config HIDDEN, track HIDDEN, qvec HIDDEN, kinds HIDDEN, since HIDDEN, "
+    "until HIDDEN)";
 
 /* The statements heap_recall runs (heap_statement gives their text: tests/
  * test_plans.py checks their query plans).  hr_sql_log logs a recall as
  * heapmem/sql.py's LOG_RECALL does (tests/test_sql_loop.py compares them). */
+/* the filters (?6 kinds, a JSON array, ?7 since, ?8 until; NULL: none) on memories AS M */
+#define HR_FILTER(M)                                                                           \
+  "(?6 IS NULL OR " M ".kind IN (SELECT value FROM json_each(?6))) AND (?7 IS NULL OR " M    \
+  ".created_at >= ?7) AND (?8 IS NULL OR " M ".created_at < ?8)"
+/* the memory of seq SEQ passes the filters (looked up only when there are any) */
+#define HR_FILTERED(SEQ)                                                                       \
+  "(?6 IS NULL AND ?7 IS NULL AND ?8 IS NULL OR EXISTS (SELECT 1 FROM memories AS f WHERE "   \
+  "f.seq = " SEQ " AND " HR_FILTER("f") "))"
 #define HR_LEX_TOP                                                                             \
   "SELECT json_extract(value, '$[0]') AS seq, json_extract(value, '$[1]') AS b "              \
   "FROM json_each((SELECT heap_bm25_top(hit.seq, hit.row, "                                    \
   "(SELECT docs FROM namespaces WHERE namespace = ?2), "                                        \
   "(SELECT tokens FROM namespaces WHERE namespace = ?2), ?4, 'memories_fts') "                \
   "FROM (SELECT rowid AS seq, heap_bm25_row(memories_fts, 0.0, 1.0) AS row "                   \
-  "FROM memories_fts WHERE memories_fts MATCH heap_match(?1, ?2) LIMIT -1) AS hit))"
+  "FROM memories_fts WHERE memories_fts MATCH heap_match(?1, ?2) AND "                        \
+  HR_FILTERED("memories_fts.rowid") " LIMIT -1) AS hit))"
 #define HR_SCORE_INPUTS HR_SCORE_INPUTS_OF("lex.b")
 #define HR_SCORE_INPUTS_OF(RANK)                                                               \
   "m.seq, m.importance, m.features || ' ' || heap_relate(?1, m.source) AS features, "         \
@@ -68,7 +83,7 @@ static const char hr_schema[] =
   "AND n.key = m.key AND (n.created_at > m.created_at OR (n.created_at = m.created_at AND "     \
   "n.seq > m.seq))) AS superseded"
 
-/* ?1 question, ?2 namespace, ?3 now, ?4 candidates [, ?5 qvec] */
+/* ?1 question, ?2 namespace, ?3 now, ?4 candidates [, ?5 qvec], ?6-?8 the filters */
 static const char hr_sql_cand[] =
     "WITH cand AS (SELECT " HR_SCORE_INPUTS " FROM (" HR_LEX_TOP ") AS lex "
     "CROSS JOIN memories AS m ON m.seq = lex.seq WHERE m.namespace = ?2) "
@@ -77,7 +92,8 @@ static const char hr_sql_cand[] =
 static const char hr_sql_hybrid[] =
     "WITH lex AS MATERIALIZED (" HR_LEX_TOP "), "
     "vec AS (SELECT v.seq FROM memories AS m CROSS JOIN vectors AS v ON v.seq = m.seq "
-    "WHERE m.namespace = ?2 ORDER BY heap_cosine(v.v, ?5) DESC LIMIT ?4), "
+    "WHERE m.namespace = ?2 AND " HR_FILTERED("m.seq") " ORDER BY heap_cosine(v.v, ?5) DESC "
+    "LIMIT ?4), "
     "cand AS (SELECT " HR_SCORE_INPUTS ", heap_cosine(vv.v, ?5) AS cos "
     "FROM (SELECT seq FROM lex UNION SELECT seq FROM vec) AS u "
     "CROSS JOIN memories AS m ON m.seq = u.seq LEFT JOIN lex ON lex.seq = u.seq "
@@ -90,6 +106,14 @@ static const char hr_sql_vrows[] =
     "WITH cand AS (SELECT " HR_SCORE_INPUTS_OF("NULL") " FROM json_each(?4) AS j "
     "CROSS JOIN memories AS m ON m.seq = j.value WHERE m.namespace = ?2) "
     "SELECT seq, rank, importance, age_days, superseded, features, NULL FROM cand";
+/* ?1 namespace, ?6-?8 the filters: the memories they let through (the vector
+ * top N is theirs) */
+static const char hr_sql_allow[] =
+    "SELECT m.seq FROM memories AS m WHERE m.namespace = ?1 AND " HR_FILTER("m");
+/* ?1 kinds as given: a JSON array of text (1), else 0 */
+static const char hr_sql_kinds[] =
+    "SELECT CASE WHEN json_valid(?1) THEN json_type(?1) = 'array' AND json_array_length(?1) > 0 "
+    "AND NOT EXISTS (SELECT 1 FROM json_each(?1) WHERE type <> 'text') ELSE 0 END";
 /* ?1 the candidates' seqs (JSON): each one's judgements and their questions */
 static const char hr_sql_judged[] =
     "SELECT j.seq, j.used, r.query FROM json_each(?1) AS c CROSS JOIN judged AS j "
@@ -130,11 +154,11 @@ static const char hr_sql_log[] =
     "memories AS m WHERE m.id = s.value AND m.namespace = ?1)) RETURNING id";
 
 enum { HR_ST_CAND, HR_ST_HYBRID, HR_ST_LINKS, HR_ST_SHOW, HR_ST_TUNED, HR_ST_LOG,
-       HR_ST_VROWS, HR_ST_VSTATE, HR_ST_VLOAD, HR_ST_JUDGED, HR_NST };
+       HR_ST_VROWS, HR_ST_VSTATE, HR_ST_VLOAD, HR_ST_JUDGED, HR_ST_ALLOW, HR_ST_KINDS, HR_NST };
 static const char *const hr_sql[HR_NST] = {hr_sql_cand,  hr_sql_hybrid, hr_sql_links,
                                             hr_sql_show,  hr_sql_tuned,  hr_sql_log,
                                             hr_sql_vrows, hr_sql_vstate, hr_sql_vload,
-                                            hr_sql_judged};
+                                            hr_sql_judged, hr_sql_allow,  hr_sql_kinds};
 
 /* The statements the loop's functions run, prepared once per connection:
  * kept by the connection's heap_recall table, whose xDisconnect (run before
@@ -400,7 +424,70 @@ typedef struct {
   int track;
   const void *qvec; /* NULL: none */
   int qbytes;
+  char *kinds; /* the kinds filter as a JSON array (sqlite3_malloc'd), NULL: none */
+  double since, until;
+  int has_since, has_until;
 } hr_args;
+
+/* Bind the filters of a to ?6-?8 of st. */
+static void hr_bind_filters(sqlite3_stmt *st, const hr_args *a) {
+  if (a->kinds) sqlite3_bind_text(st, 6, a->kinds, -1, SQLITE_TRANSIENT);
+  else sqlite3_bind_null(st, 6);
+  if (a->has_since) sqlite3_bind_double(st, 7, a->since);
+  else sqlite3_bind_null(st, 7);
+  if (a->has_until) sqlite3_bind_double(st, 8, a->until);
+  else sqlite3_bind_null(st, 8);
+}
+
+/* One time bound (since or until), read and checked into *out. */
+static int hr_read_time(hr_vtab *t, sqlite3_value *v, const char *name, double *out, int *has) {
+  *has = 0;
+  if (!v || sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
+  double x = sqlite3_value_double(v);
+  if (!hm_is_number(v) || !(x >= 0 && x <= 253402300799.0))
+    return hr_fail(t, "heap_recall: %s must be unix seconds from 0 to 253402300799 (1970 to "
+                      "the year 9999)", name);
+  *out = x;
+  *has = 1;
+  return SQLITE_OK;
+}
+
+/* The filters (kinds, since, until), read and checked into a. */
+static int hr_read_filters(hr_vtab *t, sqlite3_value **arg, hr_args *a) {
+  int rc;
+  if ((rc = hr_read_time(t, arg[HR_SINCE - HR_QUERY], "since", &a->since, &a->has_since)) ||
+      (rc = hr_read_time(t, arg[HR_UNTIL - HR_QUERY], "until", &a->until, &a->has_until)))
+    return rc;
+  if (a->has_since && a->has_until && !(a->since < a->until))
+    return hr_fail(t, "heap_recall: since must be before until (memories created at or after "
+                      "since, and before until)%s", "");
+  sqlite3_value *v = arg[HR_KINDS - HR_QUERY];
+  if (!v || sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
+  const char *kinds = (const char *)sqlite3_value_text(v);
+  int len = sqlite3_value_bytes(v);
+  if (sqlite3_value_type(v) != SQLITE_TEXT || !kinds || !len)
+    return hr_fail(t, "heap_recall: kinds must be a kind ('fact') or a JSON array of kinds "
+                      "('[\"fact\", \"preference\"]')%s", "");
+  if (kinds[0] != '[') { /* one kind */
+    sqlite3_str *js = sqlite3_str_new(t->db);
+    sqlite3_str_appendchar(js, 1, '[');
+    hm_json_string(js, kinds, len);
+    sqlite3_str_appendchar(js, 1, ']');
+    a->kinds = sqlite3_str_finish(js);
+    return a->kinds ? SQLITE_OK : SQLITE_NOMEM;
+  }
+  sqlite3_stmt *st = NULL;
+  if ((rc = hr_stmt(t, HR_ST_KINDS, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  sqlite3_bind_text(st, 1, kinds, len, SQLITE_TRANSIENT);
+  if ((rc = sqlite3_step(st)) != SQLITE_ROW) return hr_sqlfail(t, rc);
+  int ok = sqlite3_column_int(st, 0);
+  sqlite3_reset(st);
+  if (!ok)
+    return hr_fail(t, "heap_recall: kinds must be a kind or a JSON array of one or more kinds "
+                      "(text), such as '[\"fact\", \"preference\"]'%s", "");
+  a->kinds = sqlite3_mprintf("%.*s", len, kinds);
+  return a->kinds ? SQLITE_OK : SQLITE_NOMEM;
+}
 
 /* Read and check the arguments given (idxNum: which, as hr_best_index set
  * it) into *a, c->k and c->cfg: the tuned config when none is given. */
@@ -487,7 +574,7 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
   a->track = track;
   a->qvec = qvec;
   a->qbytes = qbytes;
-  return SQLITE_OK;
+  return hr_read_filters(t, arg, a);
 }
 
 /* The link set the namespace sees, into c->links. */
@@ -595,16 +682,41 @@ static int hr_vsync(hr_vtab *t, const char *ns, int dim, i64 added, i64 changed,
   return SQLITE_OK;
 }
 
-/* The cache's top N for the question that are not among the candidates
- * read already, as the JSON array hr_sql_vrows takes ("[]": none). */
-static char *hr_vector_top(hr_vtab *t, hr_cursor *c, const hv_ns *e) {
+/* Which of the cache's rows the filters let through, as a mask (*out: NULL
+ * when there is no filter). */
+static int hr_vector_allow(hr_vtab *t, const hr_args *a, const hv_ns *e, unsigned char **out) {
+  *out = NULL;
+  if (!a->kinds && !a->has_since && !a->has_until) return SQLITE_OK;
+  unsigned char *mask = sqlite3_malloc64((sqlite3_uint64)(e->n > 0 ? e->n : 1));
+  if (!mask) return SQLITE_NOMEM;
+  memset(mask, 0, (size_t)(e->n > 0 ? e->n : 1));
+  sqlite3_stmt *st = NULL;
+  int rc = hr_stmt(t, HR_ST_ALLOW, &st);
+  if (rc != SQLITE_OK) { sqlite3_free(mask); return hr_sqlfail(t, rc); }
+  sqlite3_bind_text(st, 1, a->ns, -1, SQLITE_TRANSIENT);
+  hr_bind_filters(st, a);
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    int j = hv_find(e, sqlite3_column_int64(st, 0));
+    if (j >= 0) mask[j] = 1;
+  }
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) { sqlite3_free(mask); return hr_sqlfail(t, rc); }
+  *out = mask;
+  return SQLITE_OK;
+}
+
+/* The cache's top N for the question (of the rows allow lets through: NULL,
+ * all) that are not among the candidates read already, as the JSON array
+ * hr_sql_vrows takes ("[]": none). */
+static char *hr_vector_top(hr_vtab *t, hr_cursor *c, const hv_ns *e,
+                           const unsigned char *allow) {
   unsigned char q8[4 + HM_MAX_DIM];
   hv_to_int8(c->qf, c->qdim, q8);
   int want = (int)c->cfg.candidates;
   i64 *top = sqlite3_malloc64((sqlite3_uint64)(want > 0 ? want : 1) * sizeof *top);
   if (!top) return NULL;
   /* the threshold on the exact cosine, less a margin for int8's rounding */
-  int n = hv_top(e, (const int8_t *)(q8 + 4), want, c->cfg.min_cosine - 0.05, top);
+  int n = hv_top(e, (const int8_t *)(q8 + 4), want, c->cfg.min_cosine - 0.05, allow, top);
   sqlite3_str *js = sqlite3_str_new(t->db);
   sqlite3_str_appendchar(js, 1, '[');
   for (int i = 0, w = 0; i < n; i++) {
@@ -686,9 +798,13 @@ static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a, i64 ad
   sqlite3_bind_double(st, 3, a->now);
   sqlite3_bind_int(st, 4, (int)c->cfg.candidates);
   if (c->hybrid == 1) sqlite3_bind_blob(st, 5, a->qvec, a->qbytes, SQLITE_TRANSIENT);
+  hr_bind_filters(st, a);
   if ((rc = hr_take_rows(t, c, st, &cap)) != SQLITE_OK) return rc;
   if (c->hybrid == 2) {
-    char *top = hr_vector_top(t, c, e);
+    unsigned char *allow = NULL;
+    if ((rc = hr_vector_allow(t, a, e, &allow)) != SQLITE_OK) return rc;
+    char *top = hr_vector_top(t, c, e, allow);
+    sqlite3_free(allow);
     if (!top) return SQLITE_NOMEM;
     if (strcmp(top, "[]")) {
       if ((rc = hr_stmt(t, HR_ST_VROWS, &st)) != SQLITE_OK) {
@@ -864,6 +980,8 @@ static int hr_show(hr_vtab *t, hr_cursor *c) {
   return SQLITE_OK;
 }
 
+static int hr_run(hr_vtab *t, hr_cursor *c, const hr_args *a);
+
 static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, int argc,
                      sqlite3_value **argv) {
   (void)idxStr;
@@ -879,8 +997,15 @@ static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, i
   }
   hr_args a = {0};
   int rc = hr_read_args(t, c, idxNum, argc, argv, &a);
-  if (rc != SQLITE_OK) return rc;
-  const char *query = a.query, *ns = a.ns;
+  if (rc == SQLITE_OK) rc = hr_run(t, c, &a);
+  sqlite3_free(a.kinds);
+  return rc;
+}
+
+/* One recall, its arguments read: the candidates, scored, shown, logged. */
+static int hr_run(hr_vtab *t, hr_cursor *c, const hr_args *a) {
+  int rc;
+  const char *query = a->query, *ns = a->ns;
   c->qtype = hm_qtype(query);
   char match[HM_MATCH_LEN];
   int nterms = hm_match(query, ns, match, sizeof match);
@@ -890,16 +1015,16 @@ static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, i
   i64 added = 0, changed = 0;
   c->hybrid = 0;
   if (c->cfg.lexical_weight < 1 && !blank &&
-      (rc = hr_vectors(t, c, &a, &added, &changed)) != SQLITE_OK)
+      (rc = hr_vectors(t, c, a, &added, &changed)) != SQLITE_OK)
     return rc;
   if (nterms <= 0 && !c->hybrid) return SQLITE_OK; /* nothing searchable: no rows */
   if ((rc = hr_read_links(t, c, ns)) != SQLITE_OK) return rc;
-  if ((rc = hr_read_candidates(t, c, &a, added, changed)) != SQLITE_OK) return rc;
+  if ((rc = hr_read_candidates(t, c, a, added, changed)) != SQLITE_OK) return rc;
   if (c->n == 0) return SQLITE_OK;
   if ((rc = hr_context(t, c)) != SQLITE_OK) return rc;
   if ((rc = hr_score(t, c)) != SQLITE_OK) return rc;
   if ((rc = hr_show(t, c)) != SQLITE_OK) return rc;
-  if (a.track) return hr_log(t, c, query, ns, a.now);
+  if (a->track) return hr_log(t, c, query, ns, a->now);
   return SQLITE_OK;
 }
 

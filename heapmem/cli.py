@@ -236,6 +236,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", type=_positive_int, default=5, help="how many memories (default 5)")
     p.add_argument("--no-track", action="store_true",
                    help="do not log this recall (no recall_id, no feedback)")
+    p.add_argument("--kind", action="append", metavar="KIND",
+                   help="only memories of this kind (repeat for several)")
+    p.add_argument("--since", metavar="TIME", type=_time,
+                   help="only memories created at or after TIME (ISO date or unix seconds)")
+    p.add_argument("--until", metavar="TIME", type=_time,
+                   help="only memories created before TIME (ISO date or unix seconds)")
     p.set_defaults(func=cmd_recall)
 
     p = verb("feedback", "say which memories of a recall the answer used",
@@ -704,7 +710,8 @@ def cmd_update(ctx: Context) -> int:
 def cmd_recall(ctx: Context) -> int:
     a = ctx.args
     with ctx.open() as mem:
-        res = mem.recall(a.query, k=a.k, namespace=ctx.namespace, track=not a.no_track)
+        res = mem.recall(a.query, k=a.k, namespace=ctx.namespace, track=not a.no_track,
+                         kinds=a.kind, since=a.since, until=a.until)
         explains = [r.explain() for r in res]
         others = [] if len(res) else mem.namespaces
     if ctx.json:
@@ -717,7 +724,11 @@ def cmd_recall(ctx: Context) -> int:
                        "explain": e} for r, e in zip(res, explains)]})
         return 0
     if not len(res):
-        ctx.print(f"no memory of {ctx.namespace} matches {a.query!r}")
+        held = [f"kind {' or '.join(a.kind)}"] if a.kind else []
+        held += [f"created since {_when(a.since)}"] if a.since is not None else []
+        held += [f"created before {_when(a.until)}"] if a.until is not None else []
+        within = f" ({', '.join(held)})" if held else ""
+        ctx.print(f"no memory of {ctx.namespace}{within} matches {a.query!r}")
         _no_namespace(ctx, others)  # a typo, or no -n: say which namespaces there are
         return 0
     head = ["#", "id", "score", "relevance", "recency", "importance", "usefulness", "rules"]

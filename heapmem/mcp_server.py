@@ -260,14 +260,18 @@ def build_server(mem: Memory, namespace: str = "default") -> Any:
                 description="add under its older name. " + (add.__doc__ or ""))(add)
 
     @server.tool()
-    def recall(query: str, k: int = 5) -> dict[str, Any]:
+    def recall(query: str, k: int = 5, kinds: Optional[list[str]] = None,
+               since: Optional[str] = None, until: Optional[str] = None) -> dict[str, Any]:
         """The k memories most worth knowing to answer query, best first, each with its
-        id, text, score and a one-line explanation of the score.  After answering,
-        call mark_used with the ids your answer used and this recall_id."""
+        id, text, score and a one-line explanation of the score.  kinds (e.g. ["fact"]),
+        since and until (ISO 8601 dates: created at or after since, before until) keep
+        only those memories.  After answering, call report_answer with your answer and
+        this recall_id."""
         with _told():
             if not 1 <= k <= MAX_K:
                 raise ValueError(f"k must be from 1 to {MAX_K}")
-            res = mem.recall(query, k=k, namespace=namespace)
+            res = mem.recall(query, k=k, namespace=namespace, kinds=kinds, since=since,
+                             until=until)
             out: dict[str, Any] = {
                 "recall_id": res.recall_id,
                 "memories": [{"id": r.id, "text": r.text, "score": round(r.score, 6),

@@ -46,11 +46,11 @@ REBUILD_POOL = "SELECT heap_rebuild_pool(:features)"
 RECALL = """SELECT rank, id, text, score, kind, source, key, relevance, recency, importance,
        usefulness, rules, bm25, age_days, superseded, features, created_at, last_used_at,
        metadata, lexical, cosine, rest, CASE WHEN rank = 1 THEN links END, context, context_n
-FROM heap_recall(:question, :namespace, :k, :now, :config, 0, :qvec)"""
+FROM heap_recall(:question, :namespace, :k, :now, :config, 0, :qvec, :kinds, :since, :until)"""
 
 # recall() as a raw SQL statement (Memory.recall_sql): id, text, score.
 RECALL_SQL = """SELECT id, text, score
-FROM heap_recall(:question, :namespace, :k, :now, :config, 0)"""
+FROM heap_recall(:question, :namespace, :k, :now, :config, 0, NULL, :kinds, :since, :until)"""
 
 # The recall log: one row per tracked recall.  Its id is never one a
 # forgotten recall had (the last_recall high-water mark).

@@ -51,6 +51,7 @@ from .validate import (
     POOLED,
     Timestamp,
     check_answer,
+    check_filters,
     check_ids,
     check_name,
     check_namespace,
@@ -758,7 +759,8 @@ class Memory:
     @_locked
     def recall(self, query: str, *, k: int = 5, namespace: str = "default",
                now: Timestamp | None = None, config: ScoringConfig | None = None,
-               track: bool = True) -> Recall:
+               track: bool = True, kinds: str | Iterable[str] | None = None,
+               since: Timestamp | None = None, until: Timestamp | None = None) -> Recall:
         """The k memories of the namespace most worth putting in the prompt for
         this query.
 
@@ -771,8 +773,12 @@ class Memory:
         recall_id; track=False records nothing.  A recall that showed a
         memory another connection forgot meanwhile (after this recall read
         it) comes back untracked (recall_id None): the log never holds a
-        forgotten id, nor the query that found it.
+        forgotten id, nor the query that found it.  kinds (a kind or a list of
+        them), since and until (memories created at or after since, and before
+        until) filter inside the candidate searches: the BM25 and vector top
+        N are the top N of the memories they let through.
         """
+        filters = check_filters(kinds, since, until)
         if not isinstance(query, str):
             raise TypeError(f"query must be a string, got {type(query).__name__}")
         if isinstance(k, bool) or not isinstance(k, int):
@@ -806,7 +812,7 @@ class Memory:
         params = {"question": query, "namespace": namespace, "now": t, "k": k,
                   "config": config.to_sql(),
                   "qvec": self._embed([query])[0].tobytes() if hybrid and not self._builtin
-                  else None}
+                  else None, **filters}
         rows = c.execute(sql.RECALL, params).fetchall()
         with _from_file("recall: reading what the memories show"):
             results, rest, links = recalled(rows)
@@ -824,17 +830,20 @@ class Memory:
         return Recall(query, namespace, qt, results, recall_id, config, links, priors_in)
 
     def recall_sql(self, query: str, *, k: int = 5, namespace: str = "default",
-                   now: Timestamp | None = None,
-                   config: ScoringConfig | None = None) -> tuple[str, dict[str, Any]]:
+                   now: Timestamp | None = None, config: ScoringConfig | None = None,
+                   kinds: str | Iterable[str] | None = None, since: Timestamp | None = None,
+                   until: Timestamp | None = None) -> tuple[str, dict[str, Any]]:
         """The one SQL statement that ranks like recall(), and its parameters,
         for any SQLite client with the library loaded: run it as
         `conn.execute(sql, params)`.  It returns id, text, score (heap_recall,
         untracked; add more of heap_recall's columns as you like).  It is the
         lexical recall: on a store opened with an embedder, recall() also
-        passes the question's vector (heap_recall's qvec)."""
+        passes the question's vector (heap_recall's qvec).  kinds, since and
+        until filter as recall()'s do."""
         config = config or self.config
         return sql.RECALL_SQL, {"question": query, "namespace": check_namespace(namespace),
-                                "now": self.now(now), "k": k, "config": config.to_sql()}
+                                "now": self.now(now), "k": k, "config": config.to_sql(),
+                                **check_filters(kinds, since, until)}
 
     # -- feedback ----------------------------------------------------------------
 

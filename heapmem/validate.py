@@ -9,6 +9,7 @@ ValueError with a sentence that tells the caller what to do.
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 from datetime import datetime, timezone
@@ -164,3 +165,26 @@ def check_ids(ids: Any, what: str) -> list[str]:
     if len(set(out)) != len(out):
         raise ValueError(f"{what} lists the same id twice")
     return out
+
+
+def check_filters(kinds: Any, since: Any, until: Any) -> dict[str, Any]:
+    """recall()'s filters as heap_recall's kinds, since and until: kinds a
+    kind or a list of kinds (None: every kind) as a JSON array; since and
+    until as unix seconds (None: no bound), since before until."""
+    js = None
+    if kinds is not None:
+        names = [kinds] if isinstance(kinds, str) else kinds
+        try:
+            names = list(names)
+        except TypeError:
+            raise TypeError(f"kinds must be a kind or a list of kinds, got "
+                            f"{type(kinds).__name__}") from None
+        if not names:
+            raise ValueError("kinds must name at least one kind (None: every kind)")
+        js = json.dumps([check_name(k, "a kind in kinds") for k in names])
+    lo = None if since is None else seconds(since, "since")
+    hi = None if until is None else seconds(until, "until")
+    if lo is not None and hi is not None and not lo < hi:
+        raise ValueError("since must be before until (recall keeps the memories created at or "
+                         "after since, and before until)")
+    return {"kinds": js, "since": lo, "until": hi}

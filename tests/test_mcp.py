@@ -114,6 +114,13 @@ async def conversation(session, db, init_instructions):
         msg, err = await call(session, "report_answer", **kwargs)
         assert err and words in msg, msg
     assert links(db) == after
+    # the kind and time filters
+    out, err = await call(session, "recall", query="Lisbon flights", kinds=["preference"])
+    assert not err and [m["text"][:7] for m in out["memories"]] == ["Lisbon!"]
+    out, err = await call(session, "recall", query="Lisbon flights", until="2026-11-30")
+    assert not err and out["memories"] == []  # all three were added at --now
+    msg, err = await call(session, "recall", query="Lisbon", since="someday")
+    assert err and "since must be unix seconds" in msg
     out, err = await call(session, "list", limit=2)
     assert not err and out["total"] == 3 and len(out["memories"]) == 2
     assert out["memories"][0]["created_at"] == "2026-11-30T12:00:00+00:00"

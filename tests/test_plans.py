@@ -13,7 +13,8 @@ import heapmem
 
 GOOD = "SEARCH m USING INTEGER PRIMARY KEY (rowid=?)"
 BAD = "SEARCH m USING INDEX memories_namespace"
-PARAMS = ("flight to lisbon", "ns1", 1.7e9, 50)  # ?1 question, ?2 namespace, ?3 now, ?4 N
+# ?1 question, ?2 namespace, ?3 now, ?4 N, ?5 qvec, ?6-?8 the filters (kinds, since, until)
+PARAMS = ("flight to lisbon", "ns1", 1.7e9, 50, None, None, None, None)
 
 
 def _plan(mem, name, params):
@@ -74,7 +75,7 @@ def test_hybrid_candidates_read_the_namespace_then_its_vectors(tmp_path):
     with heapmem.open(str(tmp_path / "h.db"), embedder=Toy()) as m:
         m.add_many([{"text": f"flight number {i}", "namespace": f"ns{i % 3}"}
                     for i in range(300)])
-        plan = _plan(m, "hybrid", PARAMS + (np.ones(2, np.float32).tobytes(),))
+        plan = _plan(m, "hybrid", PARAMS[:4] + (np.ones(2, np.float32).tobytes(),) + PARAMS[5:])
         # (either index that leads with the namespace covers it)
         assert {"SEARCH m USING COVERING INDEX memories_namespace (namespace=?)",
                 "SEARCH m USING COVERING INDEX memories_text (namespace=?)"} & set(plan)
@@ -117,3 +118,17 @@ def test_feedback_reads_a_features_trim_boundaries_from_the_rate_index(tmp_path,
     assert "SEARCH links USING PRIMARY KEY (namespace=? AND feature=?)" in plan
     assert not any("TEMP B-TREE" in p or p.startswith("SCAN links") for p in plan), plan
     m.close()
+
+
+def test_filtered_candidates_look_each_hit_up_by_its_key(tmp_path):
+    """With a kind or time filter, each BM25 hit is looked up by its rowid
+    (no scan of the namespace), and the vector filter reads the namespace's
+    index; without one the filter's lookup is never planned into a scan."""
+    with _fill(tmp_path / "a.db") as m:
+        plan = _plan(m, "candidates", PARAMS[:5] + ('["fact"]', 1.0, None))
+        assert GOOD in plan and "SEARCH f USING INTEGER PRIMARY KEY (rowid=?)" in plan, plan
+        assert not any(BAD in p for p in plan)
+        allow = _plan(m, "allow", ("ns1", None, None, None, None, '["fact"]', None, None))
+        # (either index that leads with the namespace)
+        assert {"SEARCH m USING INDEX memories_namespace (namespace=?)",
+                "SEARCH m USING INDEX memories_text (namespace=?)"} & set(allow), allow
