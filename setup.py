@@ -98,7 +98,8 @@ setup(
     if os.path.exists(os.path.join(HERE, "README.md")) else "",
     long_description_content_type="text/markdown",
     license="Apache-2.0",
-    packages=["heapmem"],
+    packages=["heapmem", "heapmem.db", "heapmem.learning", "heapmem.io", "heapmem.remote",
+              "heapmem.adapters"],
     package_data={"heapmem": ["py.typed", HEADER_NAME, ATTRIBUTION_NAME]},
     python_requires=">=3.9",
     install_requires=["apsw>=3.40", "numpy>=1.22", "cffi>=1.15"],
@@ -138,7 +139,7 @@ setup(
         )
     ],
     cmdclass={"build_ext": build_plain_library},
-    entry_points={"console_scripts": ["heapmem=heapmem.cli:main"],
-                  "datasette": ["heapmem = heapmem.datasette_plugin"]},
+    entry_points={"console_scripts": ["heapmem=heapmem.adapters.cli:main"],
+                  "datasette": ["heapmem = heapmem.adapters.datasette_plugin"]},
     zip_safe=False,
 )

@@ -6,10 +6,19 @@ learns from feedback which kinds of memory answer which kinds of question.
     mem.add("Booked the flight: SFO to LIS, departs March 14", namespace="user:maya")
     res = mem.recall("When is my flight to Lisbon?", namespace="user:maya")
     mem.feedback(used=[res[0].id], recall_id=res.recall_id)
+
+The package's layers: heapmem.db (the file: the library's door, the schema,
+the statements, the choice of connection), the core here (Memory in store,
+its config, results, errors, input checks and embedders), heapmem.learning
+(what feedback teaches, read from Python), heapmem.io (export, import, the
+report page), heapmem.remote (libSQL server) and heapmem.adapters (the CLI,
+MCP, LangGraph, Datasette).  The old module paths (heapmem.cli,
+heapmem.schema, ...) still import (heapmem._moved).
 """
-from ._native import load, loadable_path
+from . import _moved
 from ._version import __version__
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
+from .db._native import load, loadable_path
 from .errors import (
     CorruptStoreError,
     DuplicateIdError,
@@ -36,6 +45,8 @@ from .results import (
 )
 from .store import DEFAULT_EMBEDDER, Memory, open
 from .validate import MAX_TEXT_BYTES
+
+_moved.install()
 
 __all__ = [
     "CheckReport",

@@ -12,7 +12,7 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
-from . import _native
+from .db import _native
 
 #: Importance a memory gets from its kind when none is given.
 KIND_IMPORTANCE: dict[str, float] = {

@@ -128,7 +128,7 @@ class Potion:
     builtin = True
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        from . import _native
+        from .db import _native
 
         items = _texts(texts, "Potion")
         return _native.embed(items)

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-from . import _native
+from .db import _native
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import ScoringConfig

@@ -25,9 +25,13 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import apsw
 import numpy as np
 
-from . import _native, embedders, hrana, learning, priors, remote, schema, sql, tune
+from . import embedders
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
+from .db import _native, connect, schema, sql
+from .db.sql import RECALL_SQL
 from .errors import CorruptStoreError, DuplicateIdError, HeapmemError, ReadOnlyError, from_sqlite
+from .learning import links as learning
+from .learning import priors, tune
 from .results import (
     CheckReport,
     Event,
@@ -44,7 +48,6 @@ from .results import (
     log_params,
     recalled,
 )
-from .sql import RECALL_SQL
 from .validate import (
     MAX_K,
     MAX_TEXT_BYTES,
@@ -151,7 +154,7 @@ def _refuse_special(path: str) -> None:
     directory, a FIFO (whose read would block forever), a device such as
     /dev/null or a socket is not a store, and SQLite's own error for it
     says nothing useful."""
-    if hrana.is_url(path) or path == ":memory:":
+    if connect.is_server(path) or path == ":memory:":
         return
     if path.startswith("file:"):  # a URI: its path part (none for an in-memory one)
         parts = urllib.parse.urlsplit(path)
@@ -225,6 +228,7 @@ class Memory:
         self._builtin = False  # the library embeds for this store (embedders.Potion)
         self._dim = 0
         self._lock = threading.RLock()
+        self._remote = False  # on a libSQL server (chosen at open: db.connect)
         self._links_gen = 0  # bumped by every write of this connection to links
         self._prior_feats: frozenset[str] = frozenset()
         self._prior_version: Any = None
@@ -233,18 +237,10 @@ class Memory:
         flags |= apsw.SQLITE_OPEN_URI
         self._conn: schema.Connection
         try:
-            if hrana.is_url(path):  # a store on a libSQL server (heapmem.remote)
-                self._conn = remote.connect(path, auth_token=auth_token, durable=durable,
-                                            embedder=None if _is_builtin(embedder) else embedder,
-                                            database=database)
-            elif auth_token is not None:
-                raise ValueError("auth_token is for a server URL (http://, https://, libsql://)")
-            elif database is not None:
-                raise ValueError("database= names one database of a libSQL server with "
-                                 "namespaces (http://, https://, libsql://); a file is one "
-                                 "database already (namespace= separates tenants inside it)")
-            else:
-                self._conn = apsw.Connection(path, flags=flags)
+            # a file, or a store on a libSQL server (heapmem.remote): chosen once
+            self._conn, self._remote = connect.connect(
+                path, flags=flags, auth_token=auth_token, database=database,
+                durable=durable, embedder=None if _is_builtin(embedder) else embedder)
         except apsw.CantOpenError as e:
             raise HeapmemError(f"cannot open {path!r}: {e}") from None
         try:
@@ -339,7 +335,7 @@ class Memory:
         held_name = schema.meta_get(c, schema.META_EMBEDDER)
         held_dim = schema.meta_get(c, schema.META_EMBEDDING_DIM)
         self._builtin = _is_builtin(e)
-        if isinstance(c, remote.RemoteConnection) and not self._builtin:
+        if self._remote and not self._builtin:
             raise HeapmemError("open(embedder=...): on a server store only the library's own "
                                "embedder (potion-base-8M, the default) embeds")
         dim = schema.BUILTIN_DIM if self._builtin else self._embed(["heapmem"]).shape[1]
@@ -462,7 +458,7 @@ class Memory:
     @property
     def connection(self) -> schema.Connection:
         """The underlying apsw connection, with the heap_* functions loaded (on a
-        libSQL server, a remote.RemoteConnection with the same methods)."""
+        libSQL server, heapmem.remote's connection, with the same methods)."""
         if self._conn is None:
             raise HeapmemError("this store is closed")
         return self._conn
@@ -825,7 +821,7 @@ class Memory:
                 recall_id = logged[0][0] if logged else None
         # (on a server, explain() does not mark a prior's lift: that would be
         # one more round trip a recall)
-        priors_in = frozenset() if isinstance(c, remote.RemoteConnection) else \
+        priors_in = frozenset() if self._remote else \
             self.prior_features
         return Recall(query, namespace, qt, results, recall_id, config, links, priors_in)
 
@@ -1158,7 +1154,7 @@ class Memory:
         check or set_pool, which re-read it, so a recall costs no extra round
         trip)."""
         c = self.connection
-        if not isinstance(c, remote.RemoteConnection):
+        if not self._remote:
             self._reread_pool(c)
         return dict(self._pool)
 

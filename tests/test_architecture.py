@@ -25,12 +25,43 @@ from heapmem.config import ScoringConfig
 
 PKG = os.path.dirname(os.path.abspath(heapmem.__file__))
 ROOT = os.path.dirname(PKG)
-MODULES = sorted(f[:-3] for f in os.listdir(PKG) if f.endswith(".py"))
+
+
+def _modules() -> dict[str, str]:
+    """heapmem's modules, walked through its subpackages, by dotted name under
+    heapmem ('store', 'db.schema'; a subpackage's __init__ is its own name,
+    'db', and heapmem's own is '__init__'): their files."""
+    out = {}
+    for folder, dirs, files in os.walk(PKG):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
+        rel = os.path.relpath(folder, PKG).replace(os.sep, ".")
+        pkg = "" if rel == "." else rel
+        for f in files:
+            if f.endswith(".py"):
+                name = f[:-3]
+                if name == "__init__" and pkg:
+                    dotted = pkg
+                else:
+                    dotted = f"{pkg}.{name}" if pkg else name
+                out[dotted] = os.path.join(folder, f)
+    return dict(sorted(out.items()))
+
+
+FILES = _modules()
+MODULES = sorted(FILES)
+#: a module's own last name (_native, _version, _moved: private modules, fine to import)
+LEAVES = {m.rsplit(".", 1)[-1] for m in MODULES}
+#: the subpackages (their __init__ modules)
+PACKAGES = {m for m in MODULES if FILES[m].endswith(os.sep + "__init__.py") and m != "__init__"}
 
 
 def _tree(mod: str) -> ast.Module:
-    with open(os.path.join(PKG, mod + ".py"), encoding="utf-8") as f:
+    with open(FILES[mod], encoding="utf-8") as f:
         return ast.parse(f.read())
+
+
+def _where(mod: str) -> str:
+    return os.path.relpath(FILES[mod], ROOT)
 
 
 def _private(name: str) -> bool:
@@ -73,7 +104,7 @@ def _reached(tree: ast.Module) -> list[tuple[int, str]]:
         elif isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(
                 "heapmem")):
             for a in node.names:
-                if _private(a.name) and a.name not in MODULES:  # a module: _native, _version
+                if _private(a.name) and a.name not in LEAVES:  # a module: _native, _version
                     out.append((node.lineno, a.name))
     return out
 
@@ -85,37 +116,54 @@ def test_no_module_reaches_another_modules_private_names():
         own = _defined_here(tree)
         for line, name in _reached(tree):
             if name not in own:
-                bad.append(f"heapmem/{mod}.py:{line} uses {name}")
+                bad.append(f"{_where(mod)}:{line} uses {name}")
     assert bad == []
 
 
+def _package_of(mod: str) -> str:
+    """The package a module's relative imports start from ('' for heapmem)."""
+    if mod in PACKAGES:
+        return mod
+    return mod.rpartition(".")[0] if "." in mod else ""
+
+
+def _resolve(target: str) -> str | None:
+    """A dotted name under heapmem, as the module it is (or lies in)."""
+    while target and target not in MODULES:
+        target = target.rpartition(".")[0]
+    return target or None
+
+
 def _imports(mod: str) -> set[str]:
-    """The heapmem modules mod imports, anywhere but under TYPE_CHECKING."""
+    """The heapmem modules mod imports, anywhere but under TYPE_CHECKING,
+    relative imports resolved through the subpackages."""
     tree = _tree(mod)
     skip: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             skip.update(id(n) for n in ast.walk(node))
-    out = set()
+    found: set[str] = set()
     for node in ast.walk(tree):
         if id(node) in skip:
             continue
         if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level == 1:
-                if base:
-                    out.add(base.split(".")[0])
-                else:
-                    out.update(a.name for a in node.names)
-            elif base.startswith("heapmem."):
-                out.add(base.split(".")[1])
-            elif base == "heapmem":
-                out.update(a.name for a in node.names if a.name in MODULES)
+            if node.level:
+                base = _package_of(mod).split(".") if _package_of(mod) else []
+                base = base[:len(base) - (node.level - 1)] if node.level > 1 else base
+                head = ".".join(base + ([node.module] if node.module else []))
+            elif (node.module or "").split(".")[0] == "heapmem":
+                head = (node.module or "").partition(".")[2]
+            else:
+                continue
+            for a in node.names:  # a module of the package, or a name in one
+                sub = f"{head}.{a.name}" if head else a.name
+                found.add(sub if sub in MODULES else (head or "__init__"))
         elif isinstance(node, ast.Import):
             for a in node.names:
                 if a.name.startswith("heapmem."):
-                    out.add(a.name.split(".")[1])
-    return {m for m in out if m in MODULES and m != mod}
+                    found.add(a.name.partition(".")[2])
+    out = {_resolve(m) for m in found}
+    return {m for m in out if m and m != mod}
 
 
 def test_no_import_cycles():
@@ -136,6 +184,45 @@ def test_no_import_cycles():
     assert not any("__init__" in deps for deps in graph.values())
 
 
+def _layer(mod: str) -> str:
+    head = mod.split(".")[0]
+    return head if head in PACKAGES else "core"
+
+
+#: Which layers each layer may import (issue 25): the file at the bottom,
+#: then the core (Memory and its values), what feedback teaches, the doors.
+#: db.connect alone reaches the server client from below, lazily, to choose a
+#: store's connection at open.
+LAYERS = {
+    "db": {"db", "core"},
+    "core": {"db", "core", "learning"},
+    "learning": {"db", "core", "learning"},
+    "io": {"db", "core", "learning", "io"},
+    "remote": {"db", "core", "remote"},
+    "adapters": {"db", "core", "learning", "io", "remote", "adapters"},
+}
+#: the modules of the core that db may import (errors, checks, config, version)
+CORE_BELOW_DB = {"errors", "validate", "config", "_version"}
+
+
+def test_each_layer_imports_only_the_layers_below_it():
+    bad = []
+    for mod in MODULES:
+        if mod in ("__init__", "__main__"):
+            continue
+        for dep in sorted(_imports(mod)):
+            here, there = _layer(mod), _layer(dep)
+            if mod == "db.connect" and there == "remote":
+                continue
+            if there not in LAYERS[here] or (here == "db" and there == "core"
+                                             and dep not in CORE_BELOW_DB):
+                bad.append(f"{mod} ({here}) imports {dep} ({there})")
+    assert bad == []
+    # the core chooses its connection once, at open, and never asks the server client
+    assert "remote" not in {_layer(d) for d in _imports("store")}
+    assert "db.connect" in _imports("store")
+
+
 _SQL = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|PRAGMA|WITH)\s+\S")
 
 
@@ -150,7 +237,7 @@ def _strings(tree: ast.Module) -> list[tuple[int, str]]:
 def test_sql_lives_in_sql_and_schema_only():
     bad = []
     for mod in MODULES:
-        if mod in ("sql", "schema"):
+        if mod in ("db.sql", "db.schema"):
             continue
         tree = _tree(mod)
         docs = {id(n.body[0].value) for n in ast.walk(tree)
@@ -160,7 +247,7 @@ def test_sql_lives_in_sql_and_schema_only():
             if isinstance(node, ast.Constant) and isinstance(node.value, str) \
                     and id(node) not in docs and _SQL.match(node.value) \
                     and not node.value.startswith(("SELECT count(*) FROM memories\"",)):
-                bad.append(f"heapmem/{mod}.py:{node.lineno}: {node.value[:60]!r}")
+                bad.append(f"{_where(mod)}:{node.lineno}: {node.value[:60]!r}")
     # transactions are the store's own words, not statements of the schema
     bad = [b for b in bad if "heapmem/store.py" not in b or not re.search(
         r"'(BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE)", b)]
@@ -172,20 +259,20 @@ def test_meta_keys_are_spelled_only_in_schema():
     keys = set(schema.META_KEYS) - {schema.META_FORMAT}
     bad = []
     for mod in MODULES:
-        if mod == "schema":
+        if mod == "db.schema":
             continue
         for line, s in _strings(_tree(mod)):
             if s in keys:
-                bad.append(f"heapmem/{mod}.py:{line}: {s!r}")
+                bad.append(f"{_where(mod)}:{line}: {s!r}")
     assert bad == []
 
 
 def test_every_module_says_what_it_owns():
     for mod in MODULES:
-        if mod in ("__init__", "_version"):
-            continue
+        if mod in ("__init__", "_version", "__main__") or mod in PACKAGES:
+            continue  # (a subpackage's __init__ says what its modules are for)
         doc = ast.get_docstring(_tree(mod)) or ""
-        assert "Owns:" in doc, f"heapmem/{mod}.py's docstring does not say what it owns"
+        assert "Owns:" in doc, f"{_where(mod)}'s docstring does not say what it owns"
 
 
 # -- the C header and its two readers ---------------------------------------------
@@ -258,12 +345,14 @@ def test_a_bad_config_value_gets_the_headers_message():
 MAX_FUNCTION_LINES = 80
 #: The functions over it (module.qualified name), each with its reason
 LONG_FUNCTIONS = {
-    "cli.build_parser": "every verb's arguments in one body (issue 25: each verb's next to it)",
-    "mcp_server.build_server": "the tools are closures over one Memory, each defined in it",
+    "adapters.cli.build_parser": "every verb's arguments in one body (issue 25: each verb's "
+                                 "next to it)",
+    "adapters.mcp_server.build_server": "the tools are closures over one Memory, each defined "
+                                        "in it",
     "store.Memory.__init__": "opening a store: a file or a server, read-only media, embedder, "
                              "config",
-    "tune.tune": "folds, link sets, replay, bootstrap and the decision in one body "
-                 "(issue 25: tune() in steps)",
+    "learning.tune.tune": "folds, link sets, replay, bootstrap and the decision in one body "
+                          "(issue 25: tune() in steps)",
 }
 
 

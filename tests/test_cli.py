@@ -10,6 +10,7 @@ import sys
 import pytest
 
 import heapmem
+import heapmem.adapters
 from heapmem import cli
 
 T = 1_796_040_000.0  # 2026-11-30 12:00 UTC
@@ -339,8 +340,9 @@ def test_now_option_makes_output_reproducible(run):
 
 
 def test_mcp_without_the_package(run, monkeypatch):
-    monkeypatch.setitem(sys.modules, "heapmem.mcp_server", None)  # as if mcp were missing
-    monkeypatch.delattr(heapmem, "mcp_server", raising=False)
+    # as if mcp were missing
+    monkeypatch.setitem(sys.modules, "heapmem.adapters.mcp_server", None)
+    monkeypatch.delattr(heapmem.adapters, "mcp_server", raising=False)
     fails(run("mcp"), "pip install 'heapmem[mcp]'")
     assert not os.path.exists(run.db)
 
@@ -354,11 +356,22 @@ def test_mcp_http_is_loopback_only_without_a_token(run):
     assert not os.path.exists(run.db)  # (more in tests/test_trust_io.py)
 
 
-def test_console_script_entry_point():
-    p = subprocess.run([sys.executable, "-c", "import sys; from heapmem.cli import main; "
+@pytest.mark.parametrize("code", [
+    "from heapmem.adapters.cli import main",  # the console script's entry point
+    "from heapmem.cli import main",  # its path before the subpackages (issue 25)
+])
+def test_console_script_entry_point(code):
+    p = subprocess.run([sys.executable, "-c", f"import sys; {code}; "
                         "sys.exit(main(['--version']))"], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 0 and p.stdout.strip() == f"heapmem {heapmem.__version__}"
+
+
+@pytest.mark.parametrize("module", ["heapmem", "heapmem.cli", "heapmem.adapters.cli"])
+def test_python_dash_m(module):
+    p = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout.strip() == f"heapmem {heapmem.__version__}", p.stderr
 
 
 def test_cli_doc_shows_what_each_command_prints():

@@ -264,7 +264,7 @@ def _read_far_behind(m, match):
     """m's connection as if it had written 1000 frames past its replica: the
     read of "tea" is one ReplicaLagError matching match, and the next one
     reads what the replica has."""
-    from heapmem import remote
+    from heapmem.remote import connection as remote
     m.connection._index += 1000
     with pytest.raises(remote.ReplicaLagError, match=match):
         m.get("tea")
@@ -277,7 +277,7 @@ def test_a_replica_that_stays_behind_says_so_once(cluster, monkeypatch):
     past LAG_WAIT, one ReplicaLagError saying by how much, and the next call
     reads what the replica has (as after a primary's crash, whose log
     starts again)."""
-    from heapmem import remote
+    from heapmem.remote import connection as remote
     monkeypatch.setattr(remote, "LAG_WAIT", 0.2)
     batch = hrana.batch
     monkeypatch.setattr(hrana, "batch", lambda stmts, replication_index=0: batch(stmts))

@@ -18,7 +18,8 @@ from typing import Any, Callable
 import pytest
 
 import heapmem
-from heapmem import HeapmemError, hrana, remote
+from heapmem import HeapmemError, hrana
+from heapmem.remote import connection as remote
 
 #: How long a fake server lives at most, whatever its client does.
 LIFE = 10.0

@@ -24,8 +24,8 @@ import sys
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Sequence
 
-from ._version import __version__
-from .validate import MAX_TIME, MIN_TIME
+from .._version import __version__
+from ..validate import MAX_TIME, MIN_TIME
 
 DEFAULT_DB = "heapmem.db"
 DEFAULT_NAMESPACE = "default"
@@ -943,7 +943,7 @@ def cmd_portable(ctx: Context) -> int:
 
 
 def cmd_report(ctx: Context) -> int:
-    from . import report
+    from ..io import report
     a = ctx.args
     if a.store is not None:
         given = getattr(a, "db", None)
@@ -964,12 +964,12 @@ def cmd_report(ctx: Context) -> int:
 
 
 def _bar(ctx: Context, label: str) -> Any:
-    from .transfer import ProgressBar
+    from ..io.transfer import ProgressBar
     return ProgressBar(label, ctx.err, force=ctx.args.progress)
 
 
 def cmd_export(ctx: Context) -> int:
-    from . import transfer
+    from ..io import transfer
     a = ctx.args
     to_stdout = a.file == "-"
     target = ctx.out if to_stdout else a.file
@@ -1005,7 +1005,7 @@ def cmd_export(ctx: Context) -> int:
 
 
 def cmd_import(ctx: Context) -> int:
-    from . import transfer
+    from ..io import transfer
     a = ctx.args
     if a.file != "-" and not os.path.exists(a.file):
         raise CLIError(f"no file at {a.file!r}")
@@ -1044,8 +1044,8 @@ def _read_sql(mem: Any, query: str) -> tuple[list[str], list[list[Any]]]:
     """One statement in read mode (heapmem.sqlguard), in a read transaction."""
     import apsw
 
-    from . import sqlguard
-    from .errors import ReadOnlyError
+    from ..adapters import sqlguard
+    from ..errors import ReadOnlyError
     try:
         with mem.snapshot() as conn:
             return sqlguard.run_read_only(conn, query, _cell)
@@ -1100,7 +1100,7 @@ def cmd_path(ctx: Context) -> int:
     import heapmem
     path = heapmem.loadable_path()
     if ctx.json:
-        from ._native import SUFFIX
+        from ..db._native import SUFFIX
         ctx.emit({"path": path, "file": path + SUFFIX})
     else:
         ctx.print(path)
@@ -1110,7 +1110,7 @@ def cmd_path(ctx: Context) -> int:
 def cmd_mcp(ctx: Context) -> int:
     a = ctx.args
     try:
-        from . import mcp_server
+        from ..adapters import mcp_server
     except ImportError as e:  # the mcp package is missing
         raise CLIError(f"the MCP server needs the mcp package ({e}); install it with: "
                        "pip install 'heapmem[mcp]'") from None
@@ -1123,7 +1123,7 @@ def cmd_mcp(ctx: Context) -> int:
                        "the server)")
     if not 0 < a.port < 65536:
         raise CLIError(f"--port must be from 1 to 65535, got {a.port}")
-    from .errors import AddressInUseError
+    from ..errors import AddressInUseError
     sock = None
     if a.transport == "http":  # the port first: a taken one creates no store
         try:
@@ -1147,7 +1147,7 @@ def cmd_mcp(ctx: Context) -> int:
 def cmd_sqld(ctx: Context) -> int:
     import shlex
 
-    from . import sqld
+    from ..remote import sqld
     a = ctx.args
     if a.create_database is not None:
         if not a.admin:
@@ -1199,7 +1199,7 @@ def main(argv: Sequence[str] | None = None, *, clock: Callable[[], float] | None
     sys.stderr, os.environ)."""
     import apsw
 
-    from .errors import HeapmemError
+    from ..errors import HeapmemError
     stdout = stdout if stdout is not None else sys.stdout
     stderr = stderr if stderr is not None else sys.stderr
     parser = build_parser()

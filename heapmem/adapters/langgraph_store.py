@@ -103,11 +103,11 @@ from langgraph.store.base import (
     get_text_at_path,
 )
 
-from .errors import CorruptStoreError, DuplicateIdError
-from .results import Feedback
-from .store import Memory
-from .store import open as _open
-from .validate import MAX_K, MAX_NAME_CHARS
+from ..errors import CorruptStoreError, DuplicateIdError
+from ..results import Feedback
+from ..store import Memory
+from ..store import open as _open
+from ..validate import MAX_K, MAX_NAME_CHARS
 
 try:  # langgraph-checkpoint >= 2.1
     from langgraph.store.base import validate_op_namespace as _validate_op

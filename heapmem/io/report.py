@@ -20,11 +20,11 @@ import os
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
-from . import learning
-from ._version import __version__
-from .results import LearningDay, LinkRow, Recall
-from .store import Memory
-from .validate import POOLED, check_namespace
+from .._version import __version__
+from ..learning import links as learning
+from ..results import LearningDay, LinkRow, Recall
+from ..store import Memory
+from ..validate import POOLED, check_namespace
 
 DAY = 86400.0
 #: The links the links chart shows, strongest first.

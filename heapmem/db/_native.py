@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 from cffi import FFI
 
-from .errors import HeapmemError
+from ..errors import HeapmemError
 
 if sys.platform == "darwin":
     SUFFIX = ".dylib"
@@ -37,10 +37,10 @@ def _library_dir() -> str:
     package's own, or, when this package is an unbuilt source tree (Python
     run from the repository's root after a plain `pip install .` imports
     heapmem/ from there), the installed copy of the same version."""
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # heapmem/, not db/
     if os.path.exists(os.path.join(here, "heapmem0" + SUFFIX)):
         return here
-    from ._version import __version__
+    from .._version import __version__
     for entry in sys.path:
         there = os.path.join(os.path.abspath(entry or os.curdir), "heapmem")
         if there == here or not os.path.exists(os.path.join(there, "heapmem0" + SUFFIX)):

@@ -23,8 +23,9 @@ from typing import Any, Sequence, cast
 import apsw
 import numpy as np
 
-from . import _native, learning, sql
-from .results import TuneReport
+from ..db import _native, sql
+from ..learning import links as learning
+from ..results import TuneReport
 
 #: The usefulness weights tune() tries.
 GRID = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0)

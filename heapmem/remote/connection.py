@@ -27,8 +27,10 @@ from typing import Any, Callable, Iterable, Iterator
 
 import apsw
 
-from . import _native, hrana, sql, validate
-from .errors import HeapmemError
+from .. import validate
+from ..db import _native, sql
+from ..errors import HeapmemError
+from ..remote import hrana
 
 #: How the server is started when it lacks heapmem's library.
 HOW_TO_START = ("start the server with heapmem's library: `heapmem sqld --primary DIR` "

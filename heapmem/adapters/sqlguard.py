@@ -32,7 +32,7 @@ from typing import Any, Callable, Optional
 
 import apsw
 
-from .errors import ReadOnlyError
+from ..errors import ReadOnlyError
 
 #: PRAGMAs read mode runs when they are called without a value: each only
 #: reports something (a header field, a size, a list).

@@ -22,8 +22,10 @@ import struct
 import subprocess
 from typing import Sequence
 
-from . import _native, hrana, validate
-from .errors import HeapmemError
+from .. import validate
+from ..db import _native
+from ..errors import HeapmemError
+from ..remote import hrana
 
 #: sqld's name for its database directory inside a server directory.
 DATA = "data.sqld"

@@ -18,9 +18,9 @@ import json
 from collections import defaultdict
 from typing import Any, Iterable, Mapping
 
-from . import sql
-from .results import LearningDay
-from .validate import POOLED
+from ..db import sql
+from ..results import LearningDay
+from ..validate import POOLED
 
 #: A link's evidence: [alpha, beta, n] (n: events that touched it).
 Counts = dict[tuple[str, str], list]

@@ -8,7 +8,7 @@ always bound, never formatted in.
 """
 from __future__ import annotations
 
-from .schema import META_LAST_RECALL, META_LAST_SEQ, ntok_sql
+from ..db.schema import META_LAST_RECALL, META_LAST_SEQ, ntok_sql
 
 # One new memory; the C core works out its shape features, namespace tag and
 # FTS5 token count.

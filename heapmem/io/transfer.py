@@ -76,14 +76,16 @@ from typing import IO, Any, Callable, Iterator, Union, cast
 
 import apsw
 
-from . import _native, learning, priors, schema, sql
-from ._version import __version__
-from .config import MAX_IMPORTANCE, ScoringConfig
-from .errors import HeapmemError, from_sqlite
-from .results import ImportReport
-from .schema import META_LINKS_PRIOR, META_LINKS_PRIOR_FILES, SCHEMA_VERSION
-from .store import Memory
-from .validate import MAX_K, MAX_TIME, MIN_TIME, POOLED, check_name, check_namespace, check_text
+from .._version import __version__
+from ..config import MAX_IMPORTANCE, ScoringConfig
+from ..db import _native, schema, sql
+from ..db.schema import META_LINKS_PRIOR, META_LINKS_PRIOR_FILES, SCHEMA_VERSION
+from ..errors import HeapmemError, from_sqlite
+from ..learning import links as learning
+from ..learning import priors
+from ..results import ImportReport
+from ..store import Memory
+from ..validate import MAX_K, MAX_TIME, MIN_TIME, POOLED, check_name, check_namespace, check_text
 
 #: Version of the JSON Lines layout written by export().
 FORMAT = 1

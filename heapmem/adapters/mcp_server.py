@@ -45,9 +45,9 @@ except ImportError:  # mcp 1.x
     from mcp.server.fastmcp import FastMCP as _Server
     from mcp.server.fastmcp.exceptions import ToolError
 
-from .errors import AddressInUseError, HeapmemError
-from .store import Memory
-from .validate import MAX_K, check_namespace
+from ..errors import AddressInUseError, HeapmemError
+from ..store import Memory
+from ..validate import MAX_K, check_namespace
 
 #: The most memories `list` returns in one call.
 MAX_LIST = 200

@@ -22,8 +22,8 @@ from typing import Any
 
 from datasette import hookimpl
 
-from . import _native, schema, sql
-from .errors import HeapmemError
+from ..db import _native, schema, sql
+from ..errors import HeapmemError
 
 
 @hookimpl

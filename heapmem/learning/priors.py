@@ -19,7 +19,8 @@ import json
 import math
 from typing import Any, Mapping
 
-from . import learning, schema
+from ..db import schema
+from ..learning import links as learning
 
 #: The record a store merged before schema 7, when priors were summed as
 #: they came and not kept apart: all of them, as one, removable as one.

@@ -1,0 +1,39 @@
+"""The one place a store's connection is chosen, at open: a file (apsw),
+or a libSQL server (heapmem.remote's connection, with the same methods)
+when the path is a URL.  The core asks this module, never the server
+client, which door it has.
+
+Owns: the choice between a file and a server (is_server, connect).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import apsw
+
+from .schema import Connection
+
+
+def is_server(path: str) -> bool:
+    """Whether path names a libSQL server (http://, https://, libsql://)."""
+    from ..remote import hrana
+    return hrana.is_url(path)
+
+
+def connect(path: str, *, flags: int, auth_token: str | None, database: str | None,
+            durable: bool, embedder: Any) -> tuple[Connection, bool]:
+    """The connection of the store at path, and whether it is a server's.
+    auth_token and database are a server's only (ValueError on a file);
+    embedder is the caller's own (None: the library's), which a server's
+    connection embeds with."""
+    if is_server(path):
+        from ..remote import connection as remote
+        return remote.connect(path, auth_token=auth_token, durable=durable,
+                              embedder=embedder, database=database), True
+    if auth_token is not None:
+        raise ValueError("auth_token is for a server URL (http://, https://, libsql://)")
+    if database is not None:
+        raise ValueError("database= names one database of a libSQL server with namespaces "
+                         "(http://, https://, libsql://); a file is one database already "
+                         "(namespace= separates tenants inside it)")
+    return apsw.Connection(path, flags=flags), False
