@@ -275,6 +275,41 @@ static const char hs_sql_insert[] =
     "features, created_at, metadata, ntok) VALUES (?1, ?2, ?3, heap_ns_tag(?3), ?4, ?5, ?6, ?7, "
     "?8, heap_features(?4, ?5, ?6), ?9, ?10, heap_ntokens(heap_ns_tag(?3)) + heap_ntokens(?4))";
 
+/* The new memory's id, into *out: id when given (refused when taken), else
+ * m<seq>, or the first of m<seq>-0, m<seq>-1, ... nobody has (as Python). */
+static int hs_new_id(hf_ctx *x, i64 seq, const char *id, char **out) {
+  sqlite3_stmt *st = NULL;
+  char *mid = NULL;
+  int rc;
+  *out = NULL;
+  if ((rc = hf_prepare(x, hs_sql_id_taken, &st))) return rc;
+  if (id) {
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+    int taken = sqlite3_step(st) == SQLITE_ROW;
+    hf_done(x, st);
+    if (taken)
+      return hf_fail(x, SQLITE_CONSTRAINT, "a memory with id '%s' already exists; it was not "
+                                           "changed", id);
+    mid = sqlite3_mprintf("%s", id);
+  } else {
+    for (int n = 0; !mid; n++) {
+      char *cand = n ? sqlite3_mprintf("m%lld-%d", (long long)seq, n - 1)
+                     : sqlite3_mprintf("m%lld", (long long)seq);
+      if (!cand) break;
+      sqlite3_reset(st);
+      sqlite3_bind_text(st, 1, cand, -1, SQLITE_TRANSIENT);
+      if (sqlite3_step(st) == SQLITE_ROW) sqlite3_free(cand);
+      else mid = cand;
+    }
+    hf_done(x, st);
+  }
+  if (!mid) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  *out = mid;
+  return SQLITE_OK;
+}
+
+/* One heap_add: its arguments checked, the memory inserted (or, unless copy,
+ * the namespace's memory of the same text and key found), its id into *id_out. */
 static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, char **id_out) {
   const char *text, *ns, *kind = "fact", *source, *id, *key, *meta = NULL;
   int rc;
@@ -361,28 +396,7 @@ static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, char **id_out) {
   if (rc != SQLITE_ROW) return hf_sqlfail(x, rc);
   if (seq <= 0) return hf_fail(x, SQLITE_CORRUPT, "the store's last memory number is damaged");
   char *mid = NULL;
-  if ((rc = hf_prepare(x, hs_sql_id_taken, &st))) return rc;
-  if (id) {
-    sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
-    int taken = sqlite3_step(st) == SQLITE_ROW;
-    hf_done(x, st);
-    if (taken)
-      return hf_fail(x, SQLITE_CONSTRAINT, "a memory with id '%s' already exists; it was not "
-                                           "changed", id);
-    mid = sqlite3_mprintf("%s", id);
-  } else { /* m<seq>, or the first of m<seq>-0, m<seq>-1, ... nobody has (as Python) */
-    for (int n = 0; !mid; n++) {
-      char *cand = n ? sqlite3_mprintf("m%lld-%d", (long long)seq, n - 1)
-                     : sqlite3_mprintf("m%lld", (long long)seq);
-      if (!cand) break;
-      sqlite3_reset(st);
-      sqlite3_bind_text(st, 1, cand, -1, SQLITE_TRANSIENT);
-      if (sqlite3_step(st) == SQLITE_ROW) sqlite3_free(cand);
-      else mid = cand;
-    }
-    hf_done(x, st);
-  }
-  if (!mid) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if ((rc = hs_new_id(x, seq, id, &mid))) return rc;
   if ((rc = hf_prepare(x, hs_sql_insert, &st))) { sqlite3_free(mid); return rc; }
   sqlite3_bind_int64(st, 1, seq);
   sqlite3_bind_text(st, 2, mid, -1, SQLITE_TRANSIENT);
