@@ -58,7 +58,7 @@ SQLITE_EXTENSION_INIT1
 #endif
 
 #include "heapmem.h"
-#include "schema.h" /* the schema and constants heapmem/schema.py gives the C core */
+#include "schema.h" /* the schema and constants heapmem/db/schema.py gives the C core */
 
 typedef int64_t i64;
 typedef uint64_t u64;

@@ -3,7 +3,7 @@
  * and its buffer sizes.
  *
  * heapmem.c includes this file ahead of the units that define these
- * functions (text.c, links.c, score.c, credit.c); heapmem/_native.py reads
+ * functions (text.c, links.c, score.c, credit.c); heapmem/db/_native.py reads
  * the part between the "cdef" markers below as its cffi declarations (the
  * header ships inside the Python package as package data), so the C and
  * Python sides cannot drift.

@@ -20,7 +20,7 @@
  * usefulness factor) and links (the link set it scored with, for explain).
  *
  * It is the one ranking: Memory.recall, on a file and on a server, runs it
- * (heapmem/sql.py's RECALL).  The candidate statement (the namespace's own
+ * (heapmem/db/sql.py's RECALL).  The candidate statement (the namespace's own
  * BM25, the superseded rule, the vector top N), the link set the namespace
  * sees (its own links and the pooled layer's), hm_score_batch, then score
  * order with ties by seq.  Every statement it runs is prepared once per
@@ -58,7 +58,7 @@ static const char hr_schema[] =
 
 /* The statements heap_recall runs (heap_statement gives their text: tests/
  * test_plans.py checks their query plans).  hr_sql_log logs a recall as
- * heapmem/sql.py's LOG_RECALL does (tests/test_sql_loop.py compares them). */
+ * heapmem/db/sql.py's LOG_RECALL does (tests/test_sql_loop.py compares them). */
 /* the filters (?6 kinds, a JSON array, ?7 since, ?8 until; NULL: none) on memories AS M */
 #define HR_FILTER(M)                                                                           \
   "(?6 IS NULL OR " M ".kind IN (SELECT value FROM json_each(?6))) AND (?7 IS NULL OR " M    \

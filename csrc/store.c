@@ -14,7 +14,7 @@
  *   SELECT heap_forget(ids_json);              -- the number of memories erased
  *   SELECT heap_forget_namespace(namespace);
  *
- * The schema is heapmem/schema.py's, written into csrc/schema.h by
+ * The schema is heapmem/db/schema.py's, written into csrc/schema.h by
  * schema.c_header().  Every heap_* entry point that reads or writes the
  * store's tables (heap_recall, heap_feedback, heap_answer, heap_add,
  * heap_forget) first compares the file's schema with it, object by object,
