@@ -19,9 +19,10 @@
  *   text.c       words, stop words, question types, a memory's shape
  *                features, the namespace tag, the FTS5 MATCH expression
  *   links.c      link sets: the learned (feature -> Beta counts) table as a blob
+ *   sample.c     seeded draws (splitmix64, gamma, Beta) for exploration
  *   score.c      the config; recency; usefulness (the gated lift, model 1,
- *                the default, or the reference noisy-OR, model 0); the score
- *                and its explain line
+ *                the default, or the reference noisy-OR, model 0), explored
+ *                or not; the score and its explain line
  *   credit.c     the Beta updates one judged memory contributes
  *   sqlfuncs.c   the heap_* wrappers of the four above, and the helpers for
  *                SQL values the units after it share
@@ -89,6 +90,7 @@ static void hm_seterr(char *err, int errlen, const char *fmt, const char *a) {
 /* the scoring core: no sqlite3_* call */
 #include "text.c"
 #include "links.c"
+#include "sample.c"
 #include "score.c"
 #include "credit.c"
 /* its SQL functions, and the ones that need FTS5 */

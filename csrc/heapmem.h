@@ -3,10 +3,10 @@
  * and its buffer sizes.
  *
  * heapmem.c includes this file ahead of the units that define these
- * functions (text.c, links.c, score.c, credit.c); heapmem/db/_native.py reads
- * the part between the "cdef" markers below as its cffi declarations (the
- * header ships inside the Python package as package data), so the C and
- * Python sides cannot drift.
+ * functions (text.c, links.c, sample.c, score.c, credit.c);
+ * heapmem/db/_native.py reads the part between the "cdef" markers below as
+ * its cffi declarations (the header ships inside the Python package as
+ * package data), so the C and Python sides cannot drift.
  * The marked part is therefore plain C that cffi's parser accepts: integer
  * #defines with literal values, typedefs, prototypes.  Two things are
  * rewritten by _native.py before cffi sees it: the HM_API prefix is dropped,
@@ -59,7 +59,8 @@
   X(context_min_sim, 0.7, 0, 1, HM_RULE_RANGE, "context_min_sim must be between 0 and 1")      \
   X(context_z, 0.5, 0, 10, HM_RULE_RANGE, "context_z must be a number from 0 to 10")            \
   X(context_prior, 2.0, 0, 1e6, HM_RULE_POSITIVE, "context_prior must be a positive number")    \
-  X(pooled_pseudocount, 1e9, 0, 1e300, HM_RULE_RANGE, "pooled_pseudocount must be a finite number >= 0")
+  X(pooled_pseudocount, 1e9, 0, 1e300, HM_RULE_RANGE, "pooled_pseudocount must be a finite number >= 0")\
+  X(explore, 0.0, 0, 4, HM_RULE_RANGE, "explore must be a number from 0 (off) to 4")
 
 #define HM_CONFIG_MEMBER(name, dflt, lo, hi, rule, msg) double name;
 
@@ -142,6 +143,18 @@ HM_API int hm_score_batch(int n, const double *relevance, const double *age_days
 HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char *links,
                       int64_t linkslen, const hm_config *c, char *out, int outlen, char *err,
                       int errlen);
+
+/* Exploration (sample.c, score.c): n draws of Beta(a, b) from the stream
+ * seed starts; the factors a tracked recall's exploration (c->explore > 0)
+ * puts on n candidates' scores, each one's usefulness with every link's
+ * posterior sampled (seed: the recall's) against its usefulness, into
+ * factor[n] (all 1 when off); work is room for 2n doubles.  Returns HM_OK,
+ * or HM_ERROR with the failing row's index in *bad and a message in err. */
+HM_API int hm_beta_samples(double a, double b, uint64_t seed, int n, double *out);
+HM_API int hm_explore(int n, const char *const *features, const double *age_days,
+                      const char *qtype, const unsigned char *links, int64_t linkslen,
+                      const hm_config *c, uint64_t seed, double *factor, double *work,
+                      int *bad, char *err, int errlen);
 
 /* Feedback credit (credit.c). */
 HM_API int hm_credit(const char *features, const char *qtype, double age_days, int used,

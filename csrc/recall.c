@@ -10,24 +10,29 @@
  * ScoringConfig.to_sql() writes it; the store's tuned config, else the
  * defaults), track (1: log the recall so heap_feedback can judge it; 0 on a
  * read-only connection), qvec (the question's vector: hybrid candidates
- * when the store holds vectors), kinds (a kind, or a JSON array of kinds:
- * only memories of those kinds), since and until (unix seconds: only memories
- * created at or after since, and before until).  The filters apply inside
- * the candidate searches (the BM25 top N and the vector top N are the top N
- * of the memories they let through), not to the k ranked.  Columns are named after heapmem.Result's
- * fields, plus explain (the one-line reason), recall_id (the logged
- * recall's id, NULL untracked), qtype, rest (the score without its
- * usefulness factor) and links (the link set it scored with, for explain).
+ * when the store holds vectors), tracked (1: a tracked recall, explored
+ * when the config's explore > 0; by default track's value: Memory.recall
+ * passes track 0 and tracked 1, as it logs the recall itself), kinds (a
+ * kind, or a JSON array of kinds: only memories of those kinds), since and
+ * until (unix seconds: only memories created at or after since, and before
+ * until).  The filters apply inside the candidate searches (the BM25 top N
+ * and the vector top N are the top N of the memories they let through), not
+ * to the k ranked.  Columns are named after heapmem.Result's fields, plus
+ * explain (the one-line reason), recall_id (the logged recall's id, NULL
+ * untracked), qtype, rest (the score without its usefulness factor) and
+ * links (the link set it scored with, for explain).
  *
  * It is the one ranking: Memory.recall, on a file and on a server, runs it
  * (heapmem/db/sql.py's RECALL).  The candidate statement (the namespace's own
  * BM25, the superseded rule, the vector top N), the link set the namespace
  * sees (its own links and the pooled layer's), hm_score_batch, then score
- * order with ties by seq.  Every statement it runs is prepared once per
+ * order with ties by seq; in a tracked recall with explore > 0, each score
+ * times the factor exploration puts on it (hr_explore).  Every statement it runs is prepared once per
  * connection and kept; hm_conn and the cache that feedback.c and store.c
  * prepare into live here too.
- * Relies on: text.c (hm_qtype, hm_match), score.c (hm_config_parse,
- * hm_score_batch, hm_explain), sqlfuncs.c (hm_is_number, hm_repr,
+ * Relies on: text.c (hm_qtype, hm_match, hm_fnv64), sample.c
+ * (hm_splitmix64), score.c (hm_config_parse, hm_score_batch, hm_explain,
+ * hm_explore), sqlfuncs.c (hm_is_number, hm_repr,
  * hm_json_string); heap_bm25_top (bm25.c), heap_links and heap_relate
  * (sqlfuncs.c) run inside its statements.  store.c's hm_check_store is
  * declared here, ahead of its definition.
@@ -39,10 +44,10 @@ enum {
   HR_RANK, HR_ID, HR_TEXT, HR_SCORE, HR_KIND, HR_SOURCE, HR_KEY, HR_RELEVANCE, HR_RECENCY,
   HR_IMPORTANCE, HR_USEFULNESS, HR_RULES, HR_BM25, HR_AGE_DAYS, HR_SUPERSEDED, HR_FEATURES,
   HR_CREATED_AT, HR_LAST_USED_AT, HR_METADATA, HR_LEXICAL, HR_COSINE, HR_EXPLAIN, HR_RECALL_ID,
-  HR_QTYPE, HR_REST, HR_LINKS, HR_CONTEXT, HR_CONTEXT_N,
+  HR_QTYPE, HR_REST, HR_LINKS, HR_CONTEXT, HR_CONTEXT_N, HR_EXPLORE,
   /* the arguments */
-  HR_QUERY, HR_NAMESPACE, HR_K, HR_NOW, HR_CONFIG, HR_TRACK, HR_QVEC, HR_KINDS, HR_SINCE,
-  HR_UNTIL, HR_NCOL
+  HR_QUERY, HR_NAMESPACE, HR_K, HR_NOW, HR_CONFIG, HR_TRACK, HR_QVEC, HR_TRACKED, HR_KINDS,
+  HR_SINCE, HR_UNTIL, HR_NCOL
 };
 #define HR_NARGS (HR_NCOL - HR_QUERY)
 
@@ -52,9 +57,9 @@ static const char hr_schema[] =
     "bm25 REAL, age_days REAL, superseded INTEGER, features TEXT, created_at REAL, "
     "last_used_at REAL, metadata TEXT, lexical REAL, cosine REAL, \"explain\" TEXT, "
     "recall_id INTEGER, qtype TEXT, rest REAL, links BLOB, context REAL, context_n REAL, "
-    "query HIDDEN, namespace HIDDEN, k HIDDEN, "
-    "now HIDDEN, config HIDDEN, track HIDDEN, qvec HIDDEN, kinds HIDDEN, since HIDDEN, "
-    "until HIDDEN)";
+    "explore REAL, query HIDDEN, namespace HIDDEN, k HIDDEN, "
+    "now HIDDEN, config HIDDEN, track HIDDEN, qvec HIDDEN, tracked HIDDEN, kinds HIDDEN, "
+    "since HIDDEN, until HIDDEN)";
 
 /* The statements heap_recall runs (heap_statement gives their text: tests/
  * test_plans.py checks their query plans).  hr_sql_log logs a recall as
@@ -142,6 +147,12 @@ static const char hr_sql_show[] =
 static const char hr_sql_tuned[] =
     "SELECT group_concat(key || '=' || CAST(value AS TEXT), ' ') FROM json_each(("
     "SELECT value FROM heapmem_meta WHERE key = '" HM_META_TUNED "' AND json_valid(value)))";
+/* how many recalls the store has logged: the id the next one would get, less 1
+ * (as hr_sql_log counts) */
+static const char hr_sql_logged[] =
+    "SELECT max(coalesce((SELECT max(id) FROM recalls), 0), "
+    "coalesce((SELECT CAST(value AS INTEGER) FROM heapmem_meta WHERE key = '"
+    HM_META_LAST_RECALL "'), 0))";
 /* ?1 namespace, ?2 query, ?3 qtype, ?4 now, ?5 shown, ?6 ages, ?7 features, ?8 rest:
  * logged only while every memory shown is still one of the namespace's */
 static const char hr_sql_log[] =
@@ -154,11 +165,13 @@ static const char hr_sql_log[] =
     "memories AS m WHERE m.id = s.value AND m.namespace = ?1)) RETURNING id";
 
 enum { HR_ST_CAND, HR_ST_HYBRID, HR_ST_LINKS, HR_ST_SHOW, HR_ST_TUNED, HR_ST_LOG,
-       HR_ST_VROWS, HR_ST_VSTATE, HR_ST_VLOAD, HR_ST_JUDGED, HR_ST_ALLOW, HR_ST_KINDS, HR_NST };
+       HR_ST_VROWS, HR_ST_VSTATE, HR_ST_VLOAD, HR_ST_JUDGED, HR_ST_ALLOW, HR_ST_KINDS,
+       HR_ST_LOGGED, HR_NST };
 static const char *const hr_sql[HR_NST] = {hr_sql_cand,  hr_sql_hybrid, hr_sql_links,
                                             hr_sql_show,  hr_sql_tuned,  hr_sql_log,
                                             hr_sql_vrows, hr_sql_vstate, hr_sql_vload,
-                                            hr_sql_judged, hr_sql_allow,  hr_sql_kinds};
+                                            hr_sql_judged, hr_sql_allow,  hr_sql_kinds,
+                                            hr_sql_logged};
 
 /* The statements the loop's functions run, prepared once per connection:
  * kept by the connection's heap_recall table, whose xDisconnect (run before
@@ -201,6 +214,7 @@ typedef struct {
   double f[HM_SCORE_COLUMNS];
   double lexical, cosn;
   double ctx, ctx_n; /* contextual utility: its factor and the weighted judgements behind it */
+  double xf;         /* exploration's factor on the score (1: none) */
   sqlite3_value *shown[8]; /* id, text, kind, source, key, created_at, last_used_at, metadata */
 } hr_row;
 
@@ -421,7 +435,7 @@ static int hr_log(hr_vtab *t, hr_cursor *c, const char *query, const char *ns, d
 typedef struct {
   const char *query, *ns;
   double now;
-  int track;
+  int track, tracked; /* tracked: explored (config explore > 0) */
   const void *qvec; /* NULL: none */
   int qbytes;
   char *kinds; /* the kinds filter as a JSON array (sqlite3_malloc'd), NULL: none */
@@ -557,6 +571,14 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
       return hr_fail(t, "heap_recall: track must be 0 or 1%s", "");
     track = sqlite3_value_int(v);
   }
+  int tracked = track;
+  v = arg[HR_TRACKED - HR_QUERY];
+  if (v && sqlite3_value_type(v) != SQLITE_NULL) {
+    if (sqlite3_value_type(v) != SQLITE_INTEGER ||
+        (sqlite3_value_int64(v) != 0 && sqlite3_value_int64(v) != 1))
+      return hr_fail(t, "heap_recall: tracked must be 0 or 1%s", "");
+    tracked = sqlite3_value_int(v);
+  }
   v = arg[HR_QVEC - HR_QUERY];
   const void *qvec = NULL;
   int qbytes = 0;
@@ -572,6 +594,7 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
   a->ns = ns;
   a->now = now;
   a->track = track;
+  a->tracked = tracked;
   a->qvec = qvec;
   a->qbytes = qbytes;
   return hr_read_filters(t, arg, a);
@@ -907,6 +930,58 @@ static int hr_context(hr_vtab *t, hr_cursor *c) {
   return SQLITE_OK;
 }
 
+/* The seed of a recall's exploration, from its inputs: the question, the
+ * namespace, now and how many recalls the store had logged before it (so
+ * that asking again explores again), mixed with splitmix64.  Never the
+ * clock or rand(): the same inputs draw the same samples. */
+static u64 hr_seed(const char *query, const char *ns, double now, i64 logged) {
+  u64 bits, s = 0;
+  memcpy(&bits, &now, sizeof bits);
+  const u64 part[4] = {hm_fnv64(query, strlen(query)), hm_fnv64(ns, strlen(ns)), bits,
+                       (u64)logged};
+  for (int i = 0; i < 4; i++) {
+    s ^= part[i];
+    s = hm_splitmix64(&s);
+  }
+  return s;
+}
+
+/* Exploration (config explore > 0, tracked recalls only): each candidate's
+ * factor on its score (hm_explore: its usefulness with every link's
+ * posterior sampled), into r->xf; 1 everywhere otherwise, so an untracked
+ * recall ranks exactly as it would with explore 0. */
+static int hr_explore(hr_vtab *t, hr_cursor *c, const hr_args *a) {
+  for (int i = 0; i < c->n; i++) c->rows[i].xf = 1.0;
+  if (!(c->cfg.explore > 0) || !a->tracked || !(c->cfg.w_usefulness > 0)) return SQLITE_OK;
+  sqlite3_stmt *st = NULL;
+  int rc = hr_stmt(t, HR_ST_LOGGED, &st);
+  if (rc != SQLITE_OK) return hr_sqlfail(t, rc);
+  if ((rc = sqlite3_step(st)) != SQLITE_ROW) return hr_sqlfail(t, rc);
+  i64 logged = sqlite3_column_int64(st, 0);
+  sqlite3_reset(st);
+  /* the factors, the ages, then hm_explore's room (2n), and the features */
+  double *buf = sqlite3_malloc64((sqlite3_uint64)c->n * (4 * sizeof(double) + sizeof(char *)));
+  if (!buf) return SQLITE_NOMEM;
+  double *xf = buf, *age = buf + c->n, *work = age + c->n;
+  const char **feats = (const char **)(void *)(work + 2 * c->n);
+  for (int i = 0; i < c->n; i++) {
+    age[i] = c->rows[i].age_days;
+    feats[i] = c->rows[i].features;
+  }
+  char err[HM_ERRLEN];
+  int bad;
+  rc = hm_explore(c->n, feats, age, c->qtype, c->links, c->linkslen, &c->cfg,
+                  hr_seed(a->query, a->ns, a->now, logged), xf, work, &bad, err, sizeof err);
+  if (rc == HM_OK)
+    for (int i = 0; i < c->n; i++) c->rows[i].xf = xf[i];
+  sqlite3_free(buf);
+  if (rc != HM_OK) {
+    hr_fail(t, "heap_recall: a memory's stored values are damaged (%s)", err);
+    return SQLITE_CORRUPT;
+  }
+  return SQLITE_OK;
+}
+
 /* Each candidate's relevance (BM25 over the best candidate's, blended with
  * the cosine) and score, the rows in score order, k cut to their number. */
 static int hr_score(hr_vtab *t, hr_cursor *c) {
@@ -955,6 +1030,7 @@ static int hr_score(hr_vtab *t, hr_cursor *c) {
     memcpy(c->rows[i].f, out + (size_t)i * HM_SCORE_COLUMNS, sizeof c->rows[i].f);
     c->rows[i].f[5] *= c->rows[i].ctx; /* the score, and the score without usefulness */
     c->rows[i].f[6] *= c->rows[i].ctx;
+    if (c->rows[i].xf != 1.0) c->rows[i].f[5] *= c->rows[i].xf; /* usefulness explored */
   }
   sqlite3_free(out);
   qsort(c->rows, (size_t)c->n, sizeof *c->rows, hr_cmp);
@@ -1022,6 +1098,7 @@ static int hr_run(hr_vtab *t, hr_cursor *c, const hr_args *a) {
   if ((rc = hr_read_candidates(t, c, a, added, changed)) != SQLITE_OK) return rc;
   if (c->n == 0) return SQLITE_OK;
   if ((rc = hr_context(t, c)) != SQLITE_OK) return rc;
+  if ((rc = hr_explore(t, c, a)) != SQLITE_OK) return rc;
   if ((rc = hr_score(t, c)) != SQLITE_OK) return rc;
   if ((rc = hr_show(t, c)) != SQLITE_OK) return rc;
   if (a->track) return hr_log(t, c, query, ns, a->now);
@@ -1072,6 +1149,7 @@ static int hr_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
   case HR_LINKS: sqlite3_result_blob(ctx, c->links, c->linkslen, SQLITE_TRANSIENT); break;
   case HR_CONTEXT: sqlite3_result_double(ctx, r->ctx); break;
   case HR_CONTEXT_N: sqlite3_result_double(ctx, r->ctx_n); break;
+  case HR_EXPLORE: sqlite3_result_double(ctx, r->xf); break;
   case HR_RECALL_ID:
     if (c->recall_id) sqlite3_result_int64(ctx, c->recall_id);
     break;
@@ -1090,6 +1168,10 @@ static int hr_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
       size_t used = strlen(line);
       snprintf(line + used, sizeof line - used, " x context %.2f (%.1f similar judgements)",
                r->ctx, r->ctx_n);
+    }
+    if (r->xf != 1.0) { /* then exploration (a tracked recall, explore > 0) */
+      size_t used = strlen(line);
+      snprintf(line + used, sizeof line - used, " x explore %.2f", r->xf);
     }
     sqlite3_result_text(ctx, line, -1, SQLITE_TRANSIENT);
     break;

@@ -4,12 +4,14 @@
  * Owns: the config fields' table (hm_config_fields, made from heapmem.h's
  * HM_CONFIG_FIELDS) with its defaults, check and parser; recency; usefulness
  * from the learned links (hm_usefulness: the gated lift, model 1, the
- * default, or the reference noisy-OR, model 0) and the bound max_lift puts
- * on its factor (hm_lift); the score of a batch of candidates
+ * default, or the reference noisy-OR, model 0), explored or not, and the
+ * bound max_lift puts on its factor (hm_lift); the factor exploration puts
+ * on a score (hm_explore); the score of a batch of candidates
  * (hm_score_batch), the explain line (hm_explain) and the cosine of two
  * vectors (hm_cosine).
  * Relies on: heapmem.c's preamble, text.c (hm_active, hm_age_bucket,
- * hm_qtype_valid, hm_fnv64), links.c (hm_links_count, hm_links_get).  Makes
+ * hm_qtype_valid, hm_fnv64), links.c (hm_links_count, hm_links_get),
+ * sample.c (hm_draw, hm_stream, hm_beta_draw).  Makes
  * no sqlite3_* call.
  */
 
@@ -134,6 +136,19 @@ static void hm_base_counts(const char *active, const unsigned char *links, i64 c
   }
 }
 
+/* A link's value under exploration: g, the value it counts at unexplored,
+ * times (a draw of its posterior Beta(a, b) / m, the posterior's mean) to
+ * the power explore: the draw's deviation from the mean, damped in the log
+ * scale usefulness multiplies in; at most 1.  g itself when the posterior
+ * cannot be drawn from. */
+static double hm_explored(double g, double m, double a, double b, const hm_draw *x,
+                          const char *name, int len) {
+  if (!(a > 0 && b > 0 && isfinite(a + b) && m > 0)) return g;
+  u64 s = hm_stream(x->seed, name, len);
+  double v = g * pow(hm_beta_draw(a, b, &s) / m, x->explore);
+  return v > 1 ? 1 : v >= 0 ? v : g;
+}
+
 /* The usefulness of one memory from the learned links of its active features.
  *
  * model 0 (the reference design): s_f = posterior mean of Beta(prior + counts),
@@ -154,11 +169,23 @@ static void hm_base_counts(const char *active, const unsigned char *links, i64 c
  *   Either way usefulness is exactly 1 with no evidence, or with evidence
  *   that cannot beat chance.
  * eff[i] receives each feature's effect for explain (model 0: s_f; model 1:
- * the factor it multiplies usefulness by, 1 when it has none). */
+ * the factor it multiplies usefulness by, 1 when it has none).
+ *
+ * x (NULL: none) explores, as a tracked recall does with explore > 0: each
+ * link's posterior is sampled (a Thompson draw, one per link and recall) and
+ * the link counts at g x (draw / m)^explore, at most 1, with g the value it
+ * counts at unexplored (model 1: the gated value; model 0: s_f = m) and m
+ * its posterior mean: the draw itself at explore 1 where nothing is gated.
+ * The draw's spread shrinks as the link's evidence grows, so exploration
+ * fades where the store has learned.  Which link of a slot counts (combine
+ * 1) is still the gate's choice; eff then receives the explored effects. */
 static int hm_usefulness(const char *active, const unsigned char *links, i64 count,
-                         const hm_config *c, double *use, double *eff, int max) {
+                         const hm_config *c, const hm_draw *x, double *use, double *eff,
+                         int max) {
   double k0 = c->prior_alpha + c->prior_beta, b[4];
+  unsigned char passed[2 * HM_MAX_FEATURES]; /* model 1: the link beat the gate */
   int n = 0, first_crossed = -1;
+  if (max > 2 * HM_MAX_FEATURES) max = 2 * HM_MAX_FEATURES;
   /* base rates: uncrossed and of the question type's layer */
   hm_base_counts(active, links, count, b);
   double p_all = (c->prior_alpha + b[0]) / (k0 + b[0] + b[1]);
@@ -178,8 +205,10 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
       if (sl && first_crossed < 0) first_crossed = n;
       const char *name = sl ? sl + 1 : p;
       int is_base = (int)(e - name) == 4 && memcmp(name, "base", 4) == 0;
+      passed[n] = 0;
       if (c->model == 0) {
         double sf = (c->prior_alpha + A) / (k0 + A + B);
+        if (x) sf = hm_explored(sf, sf, c->prior_alpha + A, c->prior_beta + B, x, p, L);
         noisy *= 1.0 - sf;
         eff[n] = sf;
       } else if (is_base) {
@@ -192,6 +221,8 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
         if (lo > base) g = lo;
         else if (hi < base) g = hi;
         eff[n] = g / base; /* the ratio; combine 0 turns it into a cause below */
+        passed[n] = eff[n] != 1.0;
+        if (x) eff[n] = hm_explored(g, m, base * k0 + A, (1.0 - base) * k0 + B, x, p, L) / base;
       }
       n++;
     }
@@ -206,7 +237,7 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
     double u = 1.0;
     for (int j = 0; j < first_crossed; j++) {
       double *plain = &eff[j], *crossed = &eff[first_crossed + j];
-      if (*crossed != 1.0) { u *= *crossed; *plain = 1.0; }
+      if (passed[first_crossed + j]) { u *= *crossed; *plain = 1.0; }
       else u *= *plain;
     }
     *use = u;
@@ -283,7 +314,7 @@ static int hm_score_one(const hm_input *in, const char *qtype, const unsigned ch
   }
   if (rc) return rc;
   double use;
-  int k = hm_usefulness(active, links, nlinks, c, &use, eff, 2 * HM_MAX_FEATURES);
+  int k = hm_usefulness(active, links, nlinks, c, NULL, &use, eff, 2 * HM_MAX_FEATURES);
   if (k < 0) {
     hm_seterr(err, errlen, "too many features%s", "");
     return HM_ERROR;
@@ -293,6 +324,77 @@ static int hm_score_one(const hm_input *in, const char *qtype, const unsigned ch
   return HM_OK;
 }
 
+
+/* One memory's usefulness unexplored (*plain) and explored by x (*drawn). */
+static int hm_explore_one(const char *features, const char *qtype, double age_days,
+                          const unsigned char *links, i64 count, const hm_config *c,
+                          const hm_draw *x, double *plain, double *drawn, char *err,
+                          int errlen) {
+  static __thread char active[HM_ACTIVE_LEN];
+  double eff[2 * HM_MAX_FEATURES];
+  int rc = hm_active(features ? features : "", qtype, age_days, active, sizeof active, err,
+                     errlen);
+  if (rc == HM_OK &&
+      (hm_usefulness(active, links, count, c, NULL, plain, eff, 2 * HM_MAX_FEATURES) < 0 ||
+       hm_usefulness(active, links, count, c, x, drawn, eff, 2 * HM_MAX_FEATURES) < 0))
+    rc = HM_TOOBIG;
+  if (rc == HM_TOOBIG) hm_seterr(err, errlen, "too many features%s", "");
+  return rc ? HM_ERROR : HM_OK;
+}
+
+static int hm_cmp_double(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
+/* The factors a tracked recall's exploration puts on n candidates' scores
+ * (see heapmem.h).  Each candidate's usefulness is drawn (hm_usefulness with
+ * the stream seed starts, damped by c->explore), and its lift moves by the
+ * draw's effect, w_usefulness x log(drawn / unexplored usefulness), less
+ * the candidates' median effect: the links every candidate shares move them
+ * all alike, and taking that common part off keeps it from pushing every
+ * lift into the bound below, which would flatten the order the draws give.
+ * The explored lift is then bounded as any lift is (model 1: max_lift
+ * either way; model 0: at most 1), and factor[i] = explored lift / lift.
+ * All 1 when exploration is off (explore 0) or usefulness is (w_usefulness
+ * 0).  work holds 2n doubles. */
+HM_API int hm_explore(int n, const char *const *features, const double *age_days,
+                      const char *qtype, const unsigned char *links, i64 linkslen,
+                      const hm_config *c, uint64_t seed, double *factor, double *work,
+                      int *bad, char *err, int errlen) {
+  if (bad) *bad = -1;
+  i64 count = hm_links_count(links, linkslen);
+  if (count < 0) {
+    hm_seterr(err, errlen, "links is not a link set made by heap_links()%s", "");
+    return HM_ERROR;
+  }
+  if (hm_config_check(c, err, errlen)) return HM_ERROR;
+  for (int i = 0; i < n; i++) factor[i] = 1.0;
+  if (!(c->explore > 0) || !(c->w_usefulness > 0) || n < 1) return HM_OK;
+  hm_draw x = {.seed = seed, .explore = c->explore};
+  double *lift = work, *sorted = work + n, tiny = 1e-300;
+  for (int i = 0; i < n; i++) {
+    double plain, drawn;
+    if (hm_explore_one(features[i], qtype, age_days[i], links, count, c, &x, &plain, &drawn,
+                       err, errlen)) {
+      if (bad) *bad = i;
+      return HM_ERROR;
+    }
+    lift[i] = hm_lift(plain, c);
+    double d = c->w_usefulness * log((drawn > tiny ? drawn : tiny) / (plain > tiny ? plain : tiny));
+    factor[i] = sorted[i] = isfinite(d) ? d : 0.0; /* the log ratio, for now */
+  }
+  qsort(sorted, (size_t)n, sizeof *sorted, hm_cmp_double);
+  double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  double hi = c->model == 1 ? c->max_lift : 1.0, lo = c->model == 1 ? 1.0 / c->max_lift : 0.0;
+  for (int i = 0; i < n; i++) {
+    double l = lift[i] * exp(factor[i] - median);
+    if (!(l >= lo)) l = lo; /* NaN too */
+    if (l > hi) l = hi;
+    factor[i] = lift[i] > 0 && isfinite(lift[i]) ? l / lift[i] : 1.0;
+  }
+  return HM_OK;
+}
 
 /* Score n candidates.  out receives n x HM_SCORE_COLUMNS doubles: relevance,
  * recency, importance, usefulness, rules, score, rest.  Returns HM_OK, or HM_ERROR with the

@@ -67,6 +67,9 @@ class Result:
     #: and the weighted judgements of this memory behind it (1.0 and 0.0: none)
     context: float = 1.0
     context_n: float = 0.0
+    #: exploration (ScoringConfig.explore, tracked recalls only): the factor
+    #: its sampled usefulness put on the score (1.0: none)
+    explore: float = 1.0
     _recall: "Recall" = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
 
     def explain(self) -> str:
@@ -87,6 +90,8 @@ class Result:
                 line += f" (prior in {' '.join(hit[:3])}{more}: see Memory.priors())"
         if self.context != 1.0:  # as heap_recall's explain column words it
             line += f" x context {self.context:.2f} ({self.context_n:.1f} similar judgements)"
+        if self.explore != 1.0:
+            line += f" x explore {self.explore:.2f}"
         return line
 
 
@@ -100,7 +105,8 @@ def recalled(rows: Sequence[Sequence[Any]]) -> tuple[list[Result], list[float], 
                       superseded=bool(r[14]), features=tuple(r[15].split()),
                       created_at=r[16], last_used_at=r[17],
                       metadata=json.loads(r[18]) if r[18] else None, lexical=r[19],
-                      cosine=r[20], context=r[23], context_n=r[24]) for r in rows]
+                      cosine=r[20], context=r[23], context_n=r[24], explore=r[25])
+               for r in rows]
     links = bytes(rows[0][22]) if rows and rows[0][22] is not None else b""
     return results, [r[21] for r in rows], links
 

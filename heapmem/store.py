@@ -805,8 +805,9 @@ class Memory:
             return Recall(query, namespace, qt, [], None, config, b"")
         # one statement, one snapshot, on a file or on a server (heap_recall in
         # C, which embeds the question itself for the library's own embedder)
+        # tracked: heap_recall explores (config.explore) as for a recall it logs
         params = {"question": query, "namespace": namespace, "now": t, "k": k,
-                  "config": config.to_sql(),
+                  "config": config.to_sql(), "tracked": int(track and not self.readonly),
                   "qvec": self._embed([query])[0].tobytes() if hybrid and not self._builtin
                   else None, **filters}
         rows = c.execute(sql.RECALL, params).fetchall()

@@ -320,7 +320,7 @@ def test_config_fields_are_the_headers():
                      "half_life_days", "recency_floor", "superseded_factor", "prior_alpha",
                      "prior_beta", "model", "gate_z", "combine", "max_lift", "candidates",
                      "lexical_weight", "min_cosine", "w_context", "context_min_sim", "context_z",
-                     "context_prior", "pooled_pseudocount"]
+                     "context_prior", "pooled_pseudocount", "explore"]
     cfg = ScoringConfig()
     mine = {f.name for f in fields(ScoringConfig)}
     for f in _native.CONFIG_FIELDS:

@@ -116,7 +116,7 @@ def test_heap_recall_checks_its_filters(lexical_pile, args, words):
     n = c.execute("SELECT count(*) FROM recalls").fetchall()[0][0]
     with pytest.raises(Exception, match=words):
         c.execute(f"SELECT id FROM heap_recall('flight', 'default', 5, NULL, NULL, 1, NULL, "
-                  f"{args})").fetchall()
+                  f"NULL, {args})").fetchall()
     assert c.execute("SELECT count(*) FROM recalls").fetchall()[0][0] == n
 
 
@@ -124,10 +124,11 @@ def test_heap_recall_checks_its_filters(lexical_pile, args, words):
 def test_filters_in_the_sqlite3_shell(lexical_pile, tmp_path):
     path = lexical_pile.path
     lexical_pile.close()
+    # (track 0, qvec NULL, tracked NULL, then kinds, since, until)
     sql = (f"SELECT id FROM heap_recall('flight to Lisbon', 'default', 10, {T}, NULL, 0, NULL, "
-           f"'[\"preference\"]');\n"
+           f"NULL, '[\"preference\"]');\n"
            f"SELECT count(*) FROM heap_recall('flight to Lisbon', 'default', 10, {T}, NULL, 0, "
-           f"NULL, NULL, {T - 6 * DAY}, NULL);\n")
+           f"NULL, NULL, NULL, {T - 6 * DAY}, NULL);\n")
     out = subprocess.run(["sqlite3", str(path), "-cmd", f".load {heapmem.loadable_path()}"],
                          input=sql, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -362,3 +362,39 @@ def credit(features: str, qt: str, age_days: float, used: bool, links: bytes,
         raise ValueError("heapmem: " + ffi.string(err).decode())
     fs = ffi.string(names).decode().split()
     return [(fs[i], float(da[i]), float(db[i])) for i in range(k)]
+
+
+def beta_samples(a: float, b: float, seed: int, n: int) -> np.ndarray:
+    """n draws of Beta(a, b) from the seeded stream exploration draws from
+    (splitmix64 and Marsaglia-Tsang gammas, in C): the same seed, the same
+    draws.  a and b must be positive finite numbers."""
+    if not 0 <= seed < 2**64:
+        raise ValueError("heapmem: seed must be an integer from 0 to 2**64 - 1")
+    out = np.zeros(max(n, 0), dtype=np.float64)
+    if lib.hm_beta_samples(a, b, seed, n, ffi.cast("double *", ffi.from_buffer(out))) != 0:
+        raise ValueError(f"heapmem: Beta({a!r}, {b!r}) needs positive finite parameters and "
+                         f"n >= 0, got n={n}")
+    return out
+
+
+def explore(features: Sequence[str], age_days: Sequence[float], qt: str, links: bytes,
+            cfg: "FFI.CData", seed: int) -> np.ndarray:
+    """The factors exploration (cfg.explore > 0) puts on these candidates'
+    scores in a tracked recall seeded with seed (all 1.0 when it is off)."""
+    if not 0 <= seed < 2**64:
+        raise ValueError("heapmem: seed must be an integer from 0 to 2**64 - 1")
+    n = len(features)
+    if len(age_days) != n:
+        raise ValueError(f"heapmem: {n} features but {len(age_days)} ages")
+    keep = [ffi.new("char[]", _cstr(f)) for f in features]  # alive until the call returns
+    fptr = ffi.new("const char *[]", keep) if n else ffi.NULL
+    ages = np.ascontiguousarray(age_days, dtype=np.float64)
+    out = np.ones(n, dtype=np.float64)
+    work = np.zeros(2 * n, dtype=np.float64)
+    bad = ffi.new("int *")
+    err = ffi.new("char[]", _ERRLEN)
+    if lib.hm_explore(n, fptr, ffi.cast("double *", ffi.from_buffer(ages)), _cstr(qt), links,
+                      len(links), cfg, seed, ffi.cast("double *", ffi.from_buffer(out)),
+                      ffi.cast("double *", ffi.from_buffer(work)), bad, err, _ERRLEN) != 0:
+        raise ValueError(f"heapmem: candidate {bad[0]}: " + ffi.string(err).decode())
+    return out

@@ -42,15 +42,19 @@ REBUILD_POOL = "SELECT heap_rebuild_pool(:features)"
 # pooled links, hm_score_batch) and returns the top :k with every factor; the
 # link set it scored with comes on the first row (for explain()).  Untracked
 # here: recall() logs it in a write transaction of its own (LOG_RECALL), so a
-# read never takes the write lock.
+# read never takes the write lock; :tracked 1 says it will be logged (a
+# tracked recall, explored when the config's explore > 0).
 RECALL = """SELECT rank, id, text, score, kind, source, key, relevance, recency, importance,
        usefulness, rules, bm25, age_days, superseded, features, created_at, last_used_at,
-       metadata, lexical, cosine, rest, CASE WHEN rank = 1 THEN links END, context, context_n
-FROM heap_recall(:question, :namespace, :k, :now, :config, 0, :qvec, :kinds, :since, :until)"""
+       metadata, lexical, cosine, rest, CASE WHEN rank = 1 THEN links END, context, context_n,
+       explore
+FROM heap_recall(:question, :namespace, :k, :now, :config, 0, :qvec, :tracked, :kinds, :since,
+                 :until)"""
 
 # recall() as a raw SQL statement (Memory.recall_sql): id, text, score.
 RECALL_SQL = """SELECT id, text, score
-FROM heap_recall(:question, :namespace, :k, :now, :config, 0, NULL, :kinds, :since, :until)"""
+FROM heap_recall(:question, :namespace, :k, :now, :config, 0, NULL, NULL, :kinds, :since,
+                 :until)"""
 
 # The recall log: one row per tracked recall.  Its id is never one a
 # forgotten recall had (the last_recall high-water mark).
