@@ -1,4 +1,4 @@
-"""heapmem in Datasette (issue 23): the plugin heapmem.datasette_plugin, through
+"""heapmem in Datasette (issue 23): the plugin heapmem.adapters.datasette_plugin, through
 Datasette's own test client.
 
 The plugin is registered by setup.py's entry point; every connection Datasette
@@ -65,7 +65,7 @@ def sql_url(db: str, sql: str, **params: str) -> str:
 def test_the_plugin_is_registered_by_the_entry_point():
     from importlib.metadata import entry_points
     eps = [ep for ep in entry_points(group="datasette") if ep.name == "heapmem"]
-    assert [ep.value for ep in eps] == ["heapmem.datasette_plugin"], \
+    assert [ep.value for ep in eps] == ["heapmem.adapters.datasette_plugin"], \
         "reinstall heapmem (pip install -e .) to register its Datasette plugin"
     (r,) = get([], "/-/plugins.json")
     mine = [p for p in r.json() if p["name"] == "heapmem"]
