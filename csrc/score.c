@@ -18,7 +18,8 @@
 
 typedef struct {
   double relevance, recency, importance, usefulness, rules, score;
-  double rest; /* the score without its usefulness factor */
+  double rest;     /* the score without its usefulness factor */
+  double evidence; /* how well evidenced usefulness is, 0..1 (hm_usefulness) */
 } hm_factors;
 
 /* The config fields' table, from HM_CONFIG_FIELDS: name, offset, default,
@@ -153,11 +154,21 @@ static void hm_base_counts(const char *active, const unsigned char *links, i64 c
  *     P(used) / p with P(used) the noisy-OR of the causes leaking p.
  *   Either way usefulness is exactly 1 with no evidence, or with evidence
  *   that cannot beat chance.
+ *   *evidence (NULL: not wanted) receives how well evidenced that
+ *   usefulness is, 0..1: each link in effect has confidence 1 - gate_z / z,
+ *   z its posterior's distance from p in standard errors (0 at the gate,
+ *   towards 1 as evidence grows; 1 without a gate), and *evidence is their
+ *   mean weighted by |log ratio|, the share each has in usefulness; 0 when
+ *   no link is in effect (always under model 0).  hm_lift turns it into
+ *   the exponent's share w_evidence.
  * eff[i] receives each feature's effect for explain (model 0: s_f; model 1:
  * the factor it multiplies usefulness by, 1 when it has none). */
 static int hm_usefulness(const char *active, const unsigned char *links, i64 count,
-                         const hm_config *c, double *use, double *eff, int max) {
+                         const hm_config *c, double *use, double *eff, int max,
+                         double *evidence) {
   double k0 = c->prior_alpha + c->prior_beta, b[4];
+  double conf[2 * HM_MAX_FEATURES], ratio[2 * HM_MAX_FEATURES];
+  if (evidence) *evidence = 0.0;
   int n = 0, first_crossed = -1;
   /* base rates: uncrossed and of the question type's layer */
   hm_base_counts(active, links, count, b);
@@ -170,8 +181,9 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
     const char *e = p;
     while (*e && *e != ' ') e++;
     if (e > p) {
-      if (n >= max) return -1;
+      if (n >= max || n >= 2 * HM_MAX_FEATURES) return -1;
       double A, B;
+      conf[n] = 0.0;
       int L = (int)(e - p);
       hm_links_get(links, count, p, L, &A, &B);
       const char *sl = memchr(p, '/', (size_t)L);
@@ -192,6 +204,7 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
         if (lo > base) g = lo;
         else if (hi < base) g = hi;
         eff[n] = g / base; /* the ratio; combine 0 turns it into a cause below */
+        if (g != base) conf[n] = c->gate_z > 0 ? 1.0 - c->gate_z * se / fabs(m - base) : 1.0;
       }
       n++;
     }
@@ -202,11 +215,12 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
     return n;
   }
   if (first_crossed < 0 || 2 * first_crossed != n) return -1; /* not an hm_active list */
+  for (int i = 0; i < n; i++) ratio[i] = eff[i];
   if (c->combine == 1) {
     double u = 1.0;
     for (int j = 0; j < first_crossed; j++) {
       double *plain = &eff[j], *crossed = &eff[first_crossed + j];
-      if (*crossed != 1.0) { u *= *crossed; *plain = 1.0; }
+      if (*crossed != 1.0) { u *= *crossed; *plain = 1.0; ratio[j] = 1.0; }
       else u *= *plain;
     }
     *use = u;
@@ -223,6 +237,15 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
       }
     }
     *use = (1.0 - (1.0 - p_q) * keep) / p_q * inhib;
+  }
+  if (evidence) {
+    double wsum = 0.0, csum = 0.0;
+    for (int i = 0; i < n; i++) {
+      double w = fabs(log(ratio[i]));
+      wsum += w;
+      csum += w * conf[i];
+    }
+    if (wsum > 0) *evidence = csum / wsum;
   }
   return n;
 }
@@ -245,13 +268,22 @@ static int hm_check_input(const hm_input *in, char *err, int errlen) {
   return HM_OK;
 }
 
-/* usefulness^w_usefulness, the factor usefulness puts on a score.  Under the
+/* The exponent usefulness gets: w_usefulness, plus w_evidence times how well
+ * evidenced it is (hm_usefulness's *evidence, 0..1; 0 under model 0).  So a
+ * lift that rests on much evidence counts more, one near the gate barely
+ * more than w_usefulness; with no link past the gate usefulness is 1 and
+ * the exponent moves nothing. */
+static double hm_exponent(double evidence, const hm_config *c) {
+  return c->w_usefulness + (c->w_usefulness > 0 ? c->w_evidence * evidence : 0.0);
+}
+
+/* usefulness^exponent, the factor usefulness puts on a score.  Under the
  * gated lift (model 1) usefulness is a ratio to the base rate, and max_lift
  * bounds how far it may move a score either way: what any evidence (a prior
  * merged from elsewhere, colluding tenants) can do.  The reference noisy-OR
  * (model 0) gives a likelihood in [0, 1], left as it is. */
-static double hm_lift(double usefulness, const hm_config *c) {
-  double lift = pow(usefulness, c->w_usefulness);
+static double hm_lift(double usefulness, double evidence, const hm_config *c) {
+  double lift = pow(usefulness, hm_exponent(evidence, c));
   if (c->model != 1) return lift;
   if (lift > c->max_lift) return c->max_lift;
   if (lift < 1.0 / c->max_lift) return 1.0 / c->max_lift;
@@ -259,15 +291,17 @@ static double hm_lift(double usefulness, const hm_config *c) {
 }
 
 /* Every factor and the score, given the usefulness. */
-static void hm_finish(const hm_input *in, double use, const hm_config *c, hm_factors *f) {
+static void hm_finish(const hm_input *in, double use, double evidence, const hm_config *c,
+                      hm_factors *f) {
   f->relevance = in->relevance;
   f->recency = hm_recency(in->age_days, c->half_life_days, c->recency_floor);
   f->importance = in->importance;
   f->usefulness = use;
+  f->evidence = evidence;
   f->rules = in->superseded ? c->superseded_factor : 1.0;
   double fixed = pow(f->relevance, c->w_relevance) * pow(f->recency, c->w_recency) *
                  pow(f->importance, c->w_importance);
-  double lift = hm_lift(f->usefulness, c);
+  double lift = hm_lift(f->usefulness, f->evidence, c);
   f->score = fixed * lift * f->rules;
   f->rest = fixed * f->rules;
 }
@@ -282,14 +316,14 @@ static int hm_score_one(const hm_input *in, const char *qtype, const unsigned ch
     return HM_ERROR;
   }
   if (rc) return rc;
-  double use;
-  int k = hm_usefulness(active, links, nlinks, c, &use, eff, 2 * HM_MAX_FEATURES);
+  double use, evidence;
+  int k = hm_usefulness(active, links, nlinks, c, &use, eff, 2 * HM_MAX_FEATURES, &evidence);
   if (k < 0) {
     hm_seterr(err, errlen, "too many features%s", "");
     return HM_ERROR;
   }
   *ns = k;
-  hm_finish(in, use, c, f);
+  hm_finish(in, use, evidence, c, f);
   return HM_OK;
 }
 
@@ -313,7 +347,7 @@ HM_API int hm_score_batch(int n, const double *relevance, const double *age_days
   if (hm_config_check(c, err, errlen)) return HM_ERROR;
   /* candidates often share their shape: usefulness depends only on the
    * features and the age bucket, so each distinct pair is worked out once */
-  struct { u64 h; const char *features, *bucket; double use; } memo[64];
+  struct { u64 h; const char *features, *bucket; double use, evidence; } memo[64];
   int nmemo = 0;
   for (int i = 0; i < n; i++) {
     hm_input in = {.relevance = relevance[i], .age_days = age_days[i],
@@ -334,7 +368,7 @@ HM_API int hm_score_batch(int n, const double *relevance, const double *age_days
         if (bad) *bad = i;
         return HM_ERROR;
       }
-      hm_finish(&in, memo[hit].use, c, &f);
+      hm_finish(&in, memo[hit].use, memo[hit].evidence, c, &f);
     } else {
       if (hm_score_one(&in, qtype, links, count, c, &f, active, sizeof active, eff, &k, err,
                        errlen)) {
@@ -346,6 +380,7 @@ HM_API int hm_score_batch(int n, const double *relevance, const double *age_days
         memo[nmemo].features = features[i];
         memo[nmemo].bucket = bucket;
         memo[nmemo].use = f.usefulness;
+        memo[nmemo].evidence = f.evidence;
         nmemo++;
       }
     }
@@ -456,9 +491,12 @@ HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char
   if (c->w_importance > 0) { HM_CAT(" x importance %.2f", f.importance); HM_W(c->w_importance); }
   if (c->w_usefulness > 0) {
     HM_CAT(" x useful %.2f", f.usefulness);
-    HM_W(c->w_usefulness);
-    double lift = pow(f.usefulness, c->w_usefulness);
-    if (lift != hm_lift(f.usefulness, c)) HM_CAT(" (bounded to x%.3g)", hm_lift(f.usefulness, c));
+    double ex = hm_exponent(f.evidence, c), lift = pow(f.usefulness, ex);
+    if (ex != c->w_usefulness) /* useful 4.70^0.91 (0.3 + 0.7 x evidence 0.87) */
+      HM_CAT("^%.2f (%g + %g x evidence %.2f)", ex, c->w_usefulness, c->w_evidence, f.evidence);
+    else HM_W(c->w_usefulness);
+    if (lift != hm_lift(f.usefulness, f.evidence, c))
+      HM_CAT(" (bounded to x%.3g)", hm_lift(f.usefulness, f.evidence, c));
     HM_CAT(" [");
     /* the three features with the largest effect, then how many more */
     int shown[3] = {-1, -1, -1}, printed = 0;
