@@ -148,7 +148,13 @@ static void hm_base_counts(const char *active, const unsigned char *links, i64 c
  *   combine 1: usefulness = the product over the memory's slots of the most
  *     specific ratio that passed the gate (the crossed link, else the plain
  *     one): the likelihood ratio of use, naive-Bayes style, without counting
- *     a feature twice.
+ *     a feature twice.  backoff 1: where both passed, the crossed link counts
+ *     only if it differs from what the plain one predicts for its question
+ *     type (the plain rate times p_q / p_all) by more than gate_z of its
+ *     standard errors; where it agrees, the plain link's ratio counts, as it
+ *     rests on more evidence (a crossed link's near edge is close to p only
+ *     because its layer holds fewer judgements, not because its effect is
+ *     smaller).
  *   combine 0: a link above p is a cause of use with strength
  *     (g - p) / (1 - p), one below p an inhibitor g / p; usefulness =
  *     P(used) / p with P(used) the noisy-OR of the causes leaking p.
@@ -168,6 +174,7 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
                          double *evidence) {
   double k0 = c->prior_alpha + c->prior_beta, b[4];
   double conf[2 * HM_MAX_FEATURES], ratio[2 * HM_MAX_FEATURES];
+  double mean[2 * HM_MAX_FEATURES], sem[2 * HM_MAX_FEATURES]; /* each link's posterior */
   if (evidence) *evidence = 0.0;
   int n = 0, first_crossed = -1;
   /* base rates: uncrossed and of the question type's layer */
@@ -183,7 +190,7 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
     if (e > p) {
       if (n >= max || n >= 2 * HM_MAX_FEATURES) return -1;
       double A, B;
-      conf[n] = 0.0;
+      conf[n] = mean[n] = sem[n] = 0.0;
       int L = (int)(e - p);
       hm_links_get(links, count, p, L, &A, &B);
       const char *sl = memchr(p, '/', (size_t)L);
@@ -204,6 +211,8 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
         if (lo > base) g = lo;
         else if (hi < base) g = hi;
         eff[n] = g / base; /* the ratio; combine 0 turns it into a cause below */
+        mean[n] = m;
+        sem[n] = se;
         if (g != base) conf[n] = c->gate_z > 0 ? 1.0 - c->gate_z * se / fabs(m - base) : 1.0;
       }
       n++;
@@ -220,8 +229,19 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
     double u = 1.0;
     for (int j = 0; j < first_crossed; j++) {
       double *plain = &eff[j], *crossed = &eff[first_crossed + j];
-      if (*crossed != 1.0) { u *= *crossed; *plain = 1.0; ratio[j] = 1.0; }
-      else u *= *plain;
+      int x = first_crossed + j;
+      if (*crossed != 1.0 && *plain != 1.0 && c->backoff == 1 &&
+          fabs(mean[x] - mean[j] * p_q / p_all) <= c->gate_z * sem[x]) {
+        u *= *plain; /* the crossed link agrees with the plain one: back off to it */
+        *crossed = 1.0;
+        ratio[x] = 1.0;
+      } else if (*crossed != 1.0) {
+        u *= *crossed;
+        *plain = 1.0;
+        ratio[j] = 1.0;
+      } else {
+        u *= *plain;
+      }
     }
     *use = u;
   } else {

@@ -170,3 +170,39 @@ def test_no_evidence_no_exponent_change(store):
             assert "evidence" not in r.explain()
             assert math.isfinite(r.score)
     mem.close()
+
+
+def test_backoff_a_crossed_link_that_agrees_defers_to_the_plain_one(store):
+    # every question the training users asked is a when/what/which question; a
+    # crossed link (what/src:user) says what the plain one (src:user) says, on a
+    # third of the evidence
+    plain, crossed = store("plain", backoff=1), store("crossed", backoff=0)
+    for mem in (plain, crossed):
+        train(mem, range(20), "clean")
+    for p, c in zip(held_out(plain), held_out(crossed)):
+        up = next(r for r in p if r.id.endswith("-user"))
+        uc = next(r for r in c if r.id.endswith("-user"))
+        assert f"{p.qtype}/src:user x" in uc.explain()
+        assert f"{p.qtype}/src:user x" not in up.explain()
+        assert re.search(r"[\[ ]src:user x", up.explain())
+        # the plain link rests on three times the evidence: its near edge is further out
+        assert up.usefulness > uc.usefulness > 1
+    plain.close()
+    crossed.close()
+
+
+def test_backoff_keeps_a_crossed_link_that_disagrees(store):
+    # the user's memory is used for "when" questions, the web page's for the rest:
+    # src:user alone says little, when/src:user a lot
+    mem = store(backoff=1)
+    for u in range(20):
+        ns = add_user(mem, u)
+        for t, (q, *_rest) in enumerate(TOPICS):
+            res = mem.recall(q, namespace=ns, k=3)
+            used = f"{ns}-{t}-{'user' if res.qtype == 'when' else 'web'}"
+            mem.feedback(used=[used], recall_id=res.recall_id)
+    res = held_out(mem)[0]
+    assert res.qtype == "when"
+    top = res[0]
+    assert top.id.endswith("-user") and "when/src:user x" in top.explain()
+    mem.close()
