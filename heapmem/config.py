@@ -86,10 +86,11 @@ class ScoringConfig:
       a link z standard errors from the base rate (0 at the gate, towards 1
       as its evidence grows), averaged with weights |log ratio|.  So a lift
       that rests on much evidence may count more than one barely past the
-      gate, and chance evidence (which never passes the gate) moves nothing
-      at any w_evidence.  explain() shows it: 'useful 2.85^0.93 (0.3 + 0.7 x
-      evidence 0.90)'.  Off by default: on LoCoMo leave-one-conversation-out
-      a larger exponent costs MRR (shuffled feedback most); on
+      gate; a link that passes by chance mostly lies near the gate, where
+      w_evidence adds little (no link past it: nothing moves at any weight).
+      explain() shows it: 'useful 2.85^0.93 (0.3 + 0.7 x evidence 0.90)'.
+      Off by default: on LoCoMo leave-one-conversation-out a larger
+      exponent costs MRR (answer and shuffled feedback most); on
       bench/authority.py it lifts held-out Hit@1 (bench/RESULTS.md 15).
       Memory.tune() picks w_usefulness from a store's own feedback, which is
       the way to a larger exponent where that feedback supports one.
