@@ -33,6 +33,7 @@ and a relevance-only row (w_importance = w_usefulness = w_context = 0, no feedba
 
     python bench/authority.py                        # seeds 0-4, defaults and embedder=None
     python bench/authority.py --seeds 0,1 --users 30,20 --embedders default --out x.md
+    python bench/authority.py --tune     # Memory.tune() after the feedback, before held-out
 """
 from __future__ import annotations
 
@@ -121,7 +122,8 @@ def world(seed: int, n_users: int, pool: list[str] = TEMPLATES) -> list[list[dic
 
 
 def run(seed: int, cond: str, n_train: int, n_test: int, embedder: str,
-        tmp: str, pool: list[str] = TEMPLATES, config: dict | None = None) -> dict:
+        tmp: str, pool: list[str] = TEMPLATES, config: dict | None = None,
+        tune: bool = False) -> dict:
     users = world(seed, n_train + n_test, pool)
     path = os.path.join(tmp, f"auth-{seed}-{cond}-{embedder}.db")
     kw = {} if embedder == "default" else {"embedder": None}
@@ -154,6 +156,10 @@ def run(seed: int, cond: str, n_train: int, n_test: int, embedder: str,
                     continue
                 mem.feedback(used=[used], recall_id=r.recall_id)
                 given += 1
+    tuned = None
+    if tune and given:  # the weight in force after tune(): what it deployed, or the one before
+        rep = mem.tune()
+        tuned = (rep.best if rep.deployed else rep.current)["w_usefulness"]
     cfg = None
     if cond == "relevance":
         cfg = mem.config.replace(w_importance=0.0, w_usefulness=0.0, w_context=0.0)
@@ -168,7 +174,8 @@ def run(seed: int, cond: str, n_train: int, n_test: int, embedder: str,
             first[top.rsplit("-", 1)[1] if top else "none"] += 1
     mem.close()
     n = n_test * TOPICS
-    return {"hit1": hits / n, "given": given, "unshown": unshown, "first": first, "n": n}
+    return {"hit1": hits / n, "given": given, "unshown": unshown, "first": first, "n": n,
+            "tuned": tuned}
 
 
 CONDS = ["relevance", "none", "clean", "flip20", "scarce40", "shuffled"]
@@ -190,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", default="",
                     help="NAME=VALUE,... ScoringConfig fields for every condition "
                          "(a diagnostic; the default is the library's defaults)")
+    ap.add_argument("--tune", action="store_true",
+                    help="call Memory.tune() after the feedback (it deploys a w_usefulness "
+                         "only where the store's own feedback says it ranks better)")
     ap.add_argument("--out", help="also write the markdown here")
     a = ap.parse_args(argv)
     seeds = [int(s) for s in a.seeds.split(",")]
@@ -202,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     config = {}
     for kv in filter(None, a.config.split(",")):
         name, v = kv.split("=")
-        config[name] = int(v) if name in ("candidates", "model", "combine") else float(v)
+        ints = ("candidates", "model", "combine", "backoff")
+        config[name] = int(v) if name in ints else float(v)
     embs = a.embedders.split(",")
     tmp = tempfile.mkdtemp(prefix="heapmem-authority-")
     t0 = time.time()
@@ -210,15 +221,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for emb in embs:
             for cond in conds:
-                res = [run(s, cond, n_train, n_test, emb, tmp, pool, config) for s in seeds]
+                res = [run(s, cond, n_train, n_test, emb, tmp, pool, config, a.tune)
+                       for s in seeds]
                 rows.append((emb, cond, res))
                 print(f"# {emb} {cond}: " + " ".join(f"{r['hit1']:.3f}" for r in res)
+                      + (" tuned w_usefulness " + " ".join(f"{r['tuned']:g}" for r in res)
+                         if a.tune and res[0]["tuned"] is not None else "")
                       + f"  ({time.time() - t0:.0f}s)", file=sys.stderr)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     out = [f"{n_train} training users, {n_test} held-out users, {TOPICS} questions each "
            f"({n_test * TOPICS} held-out questions a seed), k={K}, templates {a.templates}"
-           f"{', config ' + a.config if a.config else ''}; heapmem "
+           f"{', config ' + a.config if a.config else ''}"
+           f"{', then Memory.tune()' if a.tune else ''}; heapmem "
            f"{heapmem.__version__}; {time.time() - t0:.0f} s", "",
            "| recall | condition | feedbacks | " + " | ".join(f"seed {s}" for s in seeds)
            + " | mean | min |",

@@ -46,7 +46,7 @@ HM_API int hm_credit(const char *features, const char *qtype, double age_days, i
   } else {
     hm_config c0 = *c;
     c0.model = 0; /* the raw strengths s_f */
-    k = hm_usefulness(names, links, count, &c0, NULL, &use, s, 2 * HM_MAX_FEATURES);
+    k = hm_usefulness(names, links, count, &c0, NULL, &use, s, 2 * HM_MAX_FEATURES, NULL);
   }
   if (k < 0 || k > max) {
     hm_seterr(err, errlen, "too many features%s", "");

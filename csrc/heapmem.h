@@ -51,7 +51,9 @@
   X(model, 1.0, 0, 1, HM_RULE_SWITCH, "model must be 1 (gated lift) or 0 (reference noisy-OR)")   \
   X(gate_z, 2.0, 0, 10, HM_RULE_RANGE, "gate_z must be a number from 0 to 10")                    \
   X(combine, 1.0, 0, 1, HM_RULE_SWITCH, "combine must be 1 (product) or 0 (noisy-OR)")        \
+  X(backoff, 1.0, 0, 1, HM_RULE_SWITCH, "backoff must be 1 (crossed links back off) or 0")      \
   X(max_lift, 3.0, 1, 1e12, HM_RULE_RANGE, "max_lift must be a number from 1 to 1e12")        \
+  X(w_evidence, 0.0, 0, 100, HM_RULE_RANGE, "w_evidence must be a number from 0 to 100")        \
   X(candidates, 50, 1, 1000, HM_RULE_RANGE, "candidates must be an integer from 1 to 1000")      \
   X(lexical_weight, 0.7, 0, 1, HM_RULE_RANGE, "lexical_weight must be between 0 and 1")          \
   X(min_cosine, 0.2, -1, 1, HM_RULE_RANGE, "min_cosine must be between -1 and 1")                \

@@ -20,7 +20,8 @@
 
 typedef struct {
   double relevance, recency, importance, usefulness, rules, score;
-  double rest; /* the score without its usefulness factor */
+  double rest;     /* the score without its usefulness factor */
+  double evidence; /* how well evidenced usefulness is, 0..1 (hm_usefulness) */
 } hm_factors;
 
 /* The config fields' table, from HM_CONFIG_FIELDS: name, offset, default,
@@ -162,12 +163,25 @@ static double hm_explored(double g, double m, double a, double b, const hm_draw 
  *   combine 1: usefulness = the product over the memory's slots of the most
  *     specific ratio that passed the gate (the crossed link, else the plain
  *     one): the likelihood ratio of use, naive-Bayes style, without counting
- *     a feature twice.
+ *     a feature twice.  backoff 1: where both passed, the crossed link counts
+ *     only if it differs from what the plain one predicts for its question
+ *     type (the plain rate times p_q / p_all) by more than gate_z of its
+ *     standard errors; where it agrees, the plain link's ratio counts, as it
+ *     rests on more evidence (a crossed link's near edge is close to p only
+ *     because its layer holds fewer judgements, not because its effect is
+ *     smaller).
  *   combine 0: a link above p is a cause of use with strength
  *     (g - p) / (1 - p), one below p an inhibitor g / p; usefulness =
  *     P(used) / p with P(used) the noisy-OR of the causes leaking p.
  *   Either way usefulness is exactly 1 with no evidence, or with evidence
  *   that cannot beat chance.
+ *   *evidence (NULL: not wanted) receives how well evidenced that
+ *   usefulness is, 0..1: each link in effect has confidence 1 - gate_z / z,
+ *   z its posterior's distance from p in standard errors (0 at the gate,
+ *   towards 1 as evidence grows; 1 without a gate), and *evidence is their
+ *   mean weighted by |log ratio|, the share each has in usefulness; 0 when
+ *   no link is in effect (always under model 0).  hm_lift turns it into
+ *   the exponent's share w_evidence.
  * eff[i] receives each feature's effect for explain (model 0: s_f; model 1:
  * the factor it multiplies usefulness by, 1 when it has none).
  *
@@ -181,9 +195,12 @@ static double hm_explored(double g, double m, double a, double b, const hm_draw 
  * 1) is still the gate's choice; eff then receives the explored effects. */
 static int hm_usefulness(const char *active, const unsigned char *links, i64 count,
                          const hm_config *c, const hm_draw *x, double *use, double *eff,
-                         int max) {
+                         int max, double *evidence) {
   double k0 = c->prior_alpha + c->prior_beta, b[4];
   unsigned char passed[2 * HM_MAX_FEATURES]; /* model 1: the link beat the gate */
+  double conf[2 * HM_MAX_FEATURES], ratio[2 * HM_MAX_FEATURES];
+  double mean[2 * HM_MAX_FEATURES], sem[2 * HM_MAX_FEATURES]; /* each link's posterior */
+  if (evidence) *evidence = 0.0;
   int n = 0, first_crossed = -1;
   if (max > 2 * HM_MAX_FEATURES) max = 2 * HM_MAX_FEATURES;
   /* base rates: uncrossed and of the question type's layer */
@@ -197,8 +214,10 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
     const char *e = p;
     while (*e && *e != ' ') e++;
     if (e > p) {
-      if (n >= max) return -1;
+      if (n >= max || n >= 2 * HM_MAX_FEATURES) return -1;
       double A, B;
+      conf[n] = mean[n] = sem[n] = 0.0;
+      ratio[n] = 1.0;
       int L = (int)(e - p);
       hm_links_get(links, count, p, L, &A, &B);
       const char *sl = memchr(p, '/', (size_t)L);
@@ -222,6 +241,10 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
         else if (hi < base) g = hi;
         eff[n] = g / base; /* the ratio; combine 0 turns it into a cause below */
         passed[n] = eff[n] != 1.0;
+        ratio[n] = eff[n]; /* as learned: exploration's draw is not evidence */
+        mean[n] = m;
+        sem[n] = se;
+        if (g != base) conf[n] = c->gate_z > 0 ? 1.0 - c->gate_z * se / fabs(m - base) : 1.0;
         if (x) eff[n] = hm_explored(g, m, base * k0 + A, (1.0 - base) * k0 + B, x, p, L) / base;
       }
       n++;
@@ -237,8 +260,19 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
     double u = 1.0;
     for (int j = 0; j < first_crossed; j++) {
       double *plain = &eff[j], *crossed = &eff[first_crossed + j];
-      if (passed[first_crossed + j]) { u *= *crossed; *plain = 1.0; }
-      else u *= *plain;
+      int cx = first_crossed + j;
+      if (passed[cx] && passed[j] && c->backoff == 1 &&
+          fabs(mean[cx] - mean[j] * p_q / p_all) <= c->gate_z * sem[cx]) {
+        u *= *plain; /* the crossed link agrees with the plain one: back off to it */
+        *crossed = 1.0;
+        ratio[cx] = 1.0;
+      } else if (passed[cx]) {
+        u *= *crossed;
+        *plain = 1.0;
+        ratio[j] = 1.0;
+      } else {
+        u *= *plain;
+      }
     }
     *use = u;
   } else {
@@ -254,6 +288,15 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
       }
     }
     *use = (1.0 - (1.0 - p_q) * keep) / p_q * inhib;
+  }
+  if (evidence) {
+    double wsum = 0.0, csum = 0.0;
+    for (int i = 0; i < n; i++) {
+      double w = fabs(log(ratio[i]));
+      wsum += w;
+      csum += w * conf[i];
+    }
+    if (wsum > 0) *evidence = csum / wsum;
   }
   return n;
 }
@@ -276,13 +319,22 @@ static int hm_check_input(const hm_input *in, char *err, int errlen) {
   return HM_OK;
 }
 
-/* usefulness^w_usefulness, the factor usefulness puts on a score.  Under the
+/* The exponent usefulness gets: w_usefulness, plus w_evidence times how well
+ * evidenced it is (hm_usefulness's *evidence, 0..1; 0 under model 0).  So a
+ * lift that rests on much evidence counts more, one near the gate barely
+ * more than w_usefulness; with no link past the gate usefulness is 1 and
+ * the exponent moves nothing. */
+static double hm_exponent(double evidence, const hm_config *c) {
+  return c->w_usefulness + (c->w_usefulness > 0 ? c->w_evidence * evidence : 0.0);
+}
+
+/* usefulness^exponent, the factor usefulness puts on a score.  Under the
  * gated lift (model 1) usefulness is a ratio to the base rate, and max_lift
  * bounds how far it may move a score either way: what any evidence (a prior
  * merged from elsewhere, colluding tenants) can do.  The reference noisy-OR
  * (model 0) gives a likelihood in [0, 1], left as it is. */
-static double hm_lift(double usefulness, const hm_config *c) {
-  double lift = pow(usefulness, c->w_usefulness);
+static double hm_lift(double usefulness, double evidence, const hm_config *c) {
+  double lift = pow(usefulness, hm_exponent(evidence, c));
   if (c->model != 1) return lift;
   if (lift > c->max_lift) return c->max_lift;
   if (lift < 1.0 / c->max_lift) return 1.0 / c->max_lift;
@@ -290,15 +342,17 @@ static double hm_lift(double usefulness, const hm_config *c) {
 }
 
 /* Every factor and the score, given the usefulness. */
-static void hm_finish(const hm_input *in, double use, const hm_config *c, hm_factors *f) {
+static void hm_finish(const hm_input *in, double use, double evidence, const hm_config *c,
+                      hm_factors *f) {
   f->relevance = in->relevance;
   f->recency = hm_recency(in->age_days, c->half_life_days, c->recency_floor);
   f->importance = in->importance;
   f->usefulness = use;
+  f->evidence = evidence;
   f->rules = in->superseded ? c->superseded_factor : 1.0;
   double fixed = pow(f->relevance, c->w_relevance) * pow(f->recency, c->w_recency) *
                  pow(f->importance, c->w_importance);
-  double lift = hm_lift(f->usefulness, c);
+  double lift = hm_lift(f->usefulness, f->evidence, c);
   f->score = fixed * lift * f->rules;
   f->rest = fixed * f->rules;
 }
@@ -313,30 +367,33 @@ static int hm_score_one(const hm_input *in, const char *qtype, const unsigned ch
     return HM_ERROR;
   }
   if (rc) return rc;
-  double use;
-  int k = hm_usefulness(active, links, nlinks, c, NULL, &use, eff, 2 * HM_MAX_FEATURES);
+  double use, evidence;
+  int k = hm_usefulness(active, links, nlinks, c, NULL, &use, eff, 2 * HM_MAX_FEATURES,
+                        &evidence);
   if (k < 0) {
     hm_seterr(err, errlen, "too many features%s", "");
     return HM_ERROR;
   }
   *ns = k;
-  hm_finish(in, use, c, f);
+  hm_finish(in, use, evidence, c, f);
   return HM_OK;
 }
 
 
-/* One memory's usefulness unexplored (*plain) and explored by x (*drawn). */
+/* One memory's usefulness unexplored (*plain, with its *evidence) and
+ * explored by x (*drawn). */
 static int hm_explore_one(const char *features, const char *qtype, double age_days,
                           const unsigned char *links, i64 count, const hm_config *c,
-                          const hm_draw *x, double *plain, double *drawn, char *err,
-                          int errlen) {
+                          const hm_draw *x, double *plain, double *drawn, double *evidence,
+                          char *err, int errlen) {
   static __thread char active[HM_ACTIVE_LEN];
   double eff[2 * HM_MAX_FEATURES];
   int rc = hm_active(features ? features : "", qtype, age_days, active, sizeof active, err,
                      errlen);
   if (rc == HM_OK &&
-      (hm_usefulness(active, links, count, c, NULL, plain, eff, 2 * HM_MAX_FEATURES) < 0 ||
-       hm_usefulness(active, links, count, c, x, drawn, eff, 2 * HM_MAX_FEATURES) < 0))
+      (hm_usefulness(active, links, count, c, NULL, plain, eff, 2 * HM_MAX_FEATURES,
+                     evidence) < 0 ||
+       hm_usefulness(active, links, count, c, x, drawn, eff, 2 * HM_MAX_FEATURES, NULL) < 0))
     rc = HM_TOOBIG;
   if (rc == HM_TOOBIG) hm_seterr(err, errlen, "too many features%s", "");
   return rc ? HM_ERROR : HM_OK;
@@ -374,14 +431,15 @@ HM_API int hm_explore(int n, const char *const *features, const double *age_days
   hm_draw x = {.seed = seed, .explore = c->explore};
   double *lift = work, *sorted = work + n, tiny = 1e-300;
   for (int i = 0; i < n; i++) {
-    double plain, drawn;
+    double plain, drawn, evidence = 0.0;
     if (hm_explore_one(features[i], qtype, age_days[i], links, count, c, &x, &plain, &drawn,
-                       err, errlen)) {
+                       &evidence, err, errlen)) {
       if (bad) *bad = i;
       return HM_ERROR;
     }
-    lift[i] = hm_lift(plain, c);
-    double d = c->w_usefulness * log((drawn > tiny ? drawn : tiny) / (plain > tiny ? plain : tiny));
+    lift[i] = hm_lift(plain, evidence, c);
+    double d = hm_exponent(evidence, c) *
+               log((drawn > tiny ? drawn : tiny) / (plain > tiny ? plain : tiny));
     factor[i] = sorted[i] = isfinite(d) ? d : 0.0; /* the log ratio, for now */
   }
   qsort(sorted, (size_t)n, sizeof *sorted, hm_cmp_double);
@@ -415,7 +473,7 @@ HM_API int hm_score_batch(int n, const double *relevance, const double *age_days
   if (hm_config_check(c, err, errlen)) return HM_ERROR;
   /* candidates often share their shape: usefulness depends only on the
    * features and the age bucket, so each distinct pair is worked out once */
-  struct { u64 h; const char *features, *bucket; double use; } memo[64];
+  struct { u64 h; const char *features, *bucket; double use, evidence; } memo[64];
   int nmemo = 0;
   for (int i = 0; i < n; i++) {
     hm_input in = {.relevance = relevance[i], .age_days = age_days[i],
@@ -436,7 +494,7 @@ HM_API int hm_score_batch(int n, const double *relevance, const double *age_days
         if (bad) *bad = i;
         return HM_ERROR;
       }
-      hm_finish(&in, memo[hit].use, c, &f);
+      hm_finish(&in, memo[hit].use, memo[hit].evidence, c, &f);
     } else {
       if (hm_score_one(&in, qtype, links, count, c, &f, active, sizeof active, eff, &k, err,
                        errlen)) {
@@ -448,6 +506,7 @@ HM_API int hm_score_batch(int n, const double *relevance, const double *age_days
         memo[nmemo].features = features[i];
         memo[nmemo].bucket = bucket;
         memo[nmemo].use = f.usefulness;
+        memo[nmemo].evidence = f.evidence;
         nmemo++;
       }
     }
@@ -558,9 +617,12 @@ HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char
   if (c->w_importance > 0) { HM_CAT(" x importance %.2f", f.importance); HM_W(c->w_importance); }
   if (c->w_usefulness > 0) {
     HM_CAT(" x useful %.2f", f.usefulness);
-    HM_W(c->w_usefulness);
-    double lift = pow(f.usefulness, c->w_usefulness);
-    if (lift != hm_lift(f.usefulness, c)) HM_CAT(" (bounded to x%.3g)", hm_lift(f.usefulness, c));
+    double ex = hm_exponent(f.evidence, c), lift = pow(f.usefulness, ex);
+    if (ex != c->w_usefulness) /* useful 4.70^0.91 (0.3 + 0.7 x evidence 0.87) */
+      HM_CAT("^%.2f (%g + %g x evidence %.2f)", ex, c->w_usefulness, c->w_evidence, f.evidence);
+    else HM_W(c->w_usefulness);
+    if (lift != hm_lift(f.usefulness, f.evidence, c))
+      HM_CAT(" (bounded to x%.3g)", hm_lift(f.usefulness, f.evidence, c));
     HM_CAT(" [");
     /* the three features with the largest effect, then how many more */
     int shown[3] = {-1, -1, -1}, printed = 0;

@@ -71,9 +71,30 @@ class ScoringConfig:
       product, over the memory's feature slots, of the most specific link's
       ratio to the base rate (combine=1, default; combine=0: the noisy-OR
       likelihood of use over the base rate); exactly 1 before any feedback.
+      With backoff=1 (default; combine=1) a link crossed with the question's type
+      (when/src:user) counts only where it differs from what its plain link
+      (src:user) predicts for that type by more than gate_z standard errors;
+      where the two agree the plain link counts, as it rests on more
+      evidence (its layer holds every question type's judgements, so its
+      interval's near edge lies further from the base rate).  backoff=0:
+      the crossed link whenever it passes the gate.
       model=0 is the reference design's plain noisy-OR of link strengths
       with credit split in proportion to strength.
-      However strong the evidence, usefulness^w_usefulness is bounded to
+      The exponent is w_usefulness + w_evidence x evidence (model 1 only;
+      w_evidence 0, the default, leaves it w_usefulness): evidence, 0..1, is
+      how far the links in effect lie past the gate, each 1 - gate_z / z for
+      a link z standard errors from the base rate (0 at the gate, towards 1
+      as its evidence grows), averaged with weights |log ratio|.  So a lift
+      that rests on much evidence may count more than one barely past the
+      gate; a link that passes by chance mostly lies near the gate, where
+      w_evidence adds little (no link past it: nothing moves at any weight).
+      explain() shows it: 'useful 2.85^0.93 (0.3 + 0.7 x evidence 0.90)'.
+      Off by default: on LoCoMo leave-one-conversation-out a larger
+      exponent costs MRR (answer and shuffled feedback most); on
+      bench/authority.py it lifts held-out Hit@1 (bench/RESULTS.md 15).
+      Memory.tune() picks w_usefulness from a store's own feedback, which is
+      the way to a larger exponent where that feedback supports one.
+      However strong the evidence, usefulness^exponent is bounded to
       [1 / max_lift, max_lift]: what a prior merged from elsewhere, or
       tenants colluding past the trimmed pool, can do to a ranking is
       bounded too (explain() says when the bound applied).
@@ -130,7 +151,9 @@ class ScoringConfig:
     model: int = int(_C["model"])
     gate_z: float = _C["gate_z"]
     combine: int = int(_C["combine"])
+    backoff: int = int(_C["backoff"])
     max_lift: float = _C["max_lift"]
+    w_evidence: float = _C["w_evidence"]
     explore: float = _C["explore"]
     if TYPE_CHECKING:  # set on each instance by __post_init__; ClassVar keeps them out of
         _sql: ClassVar[str]  # the fields, as mypy's dataclass plugin would count them

@@ -318,9 +318,10 @@ def test_config_fields_are_the_headers():
     names = [f.name for f in _native.CONFIG_FIELDS]
     assert names == ["w_relevance", "w_recency", "w_importance", "w_usefulness",
                      "half_life_days", "recency_floor", "superseded_factor", "prior_alpha",
-                     "prior_beta", "model", "gate_z", "combine", "max_lift", "candidates",
-                     "lexical_weight", "min_cosine", "w_context", "context_min_sim", "context_z",
-                     "context_prior", "pooled_pseudocount", "explore"]
+                     "prior_beta", "model", "gate_z", "combine", "backoff", "max_lift",
+                     "w_evidence", "candidates", "lexical_weight", "min_cosine", "w_context",
+                     "context_min_sim", "context_z", "context_prior", "pooled_pseudocount",
+                     "explore"]
     cfg = ScoringConfig()
     mine = {f.name for f in fields(ScoringConfig)}
     for f in _native.CONFIG_FIELDS:
