@@ -288,6 +288,7 @@ class Memory:
     # -- embeddings ----------------------------------------------------------------
 
     @property
+    @_guarded
     @_locked
     def embedder_name(self) -> str | None:
         """The name of the embedder this store's vectors were made with."""
@@ -435,6 +436,7 @@ class Memory:
                 if not c.getautocommit():
                     c.execute("COMMIT")
 
+    @_guarded
     @_locked
     def close(self) -> None:
         """Close the store (runs PRAGMA optimize first).  Safe to call twice."""
@@ -472,17 +474,20 @@ class Memory:
     # -- facts ---------------------------------------------------------------------
 
     @property
+    @_guarded
     @_locked
     def schema_version(self) -> int:
         return schema.user_version(self.connection)
 
     @property
+    @_guarded
     @_locked
     def count(self) -> int:
         """Number of memories in all namespaces."""
         return self.connection.execute(sql.COUNT_MEMORIES).fetchall()[0][0]
 
     @property
+    @_guarded
     @_locked
     def namespaces(self) -> list[str]:
         return [r[0] for r in self.connection.execute(sql.NAMESPACES)]
@@ -604,6 +609,7 @@ class Memory:
                      json.loads(r["metadata"]) if r["metadata"] else None, tuple(f.split()))
                 for r, f in zip(rows, feats)]
 
+    @_guarded
     def add(self, text: str, *, kind: str = "fact", source: str | None = None,
             id: str | None = None, namespace: str = "default",
             created_at: Timestamp | None = None, importance: float | None = None,
@@ -645,6 +651,7 @@ class Memory:
                     json.loads(row["metadata"]) if row["metadata"] else None,
                     tuple(feats.split()))
 
+    @_guarded
     def add_many(self, items: Iterable[Mapping[str, Any]], *, copy: bool = False) -> list[Item]:
         """Store many memories in one transaction: all or none.  Each item is a
         dict with add()'s arguments ("text" required); one Item comes back for
@@ -674,6 +681,7 @@ class Memory:
         with self._write() as c:
             return self._insert(c, rows, copy)
 
+    @_guarded
     @_locked
     def get(self, id: str) -> Item | None:
         """The memory with this id, or None."""
@@ -681,6 +689,7 @@ class Memory:
         rows = self.connection.execute(sql.GET_MEMORY, {"id": id}).fetchall()
         return _item(rows[0]) if rows else None
 
+    @_guarded
     def update(self, id: str, *, text: Any = _KEEP, kind: Any = _KEEP, source: Any = _KEEP,
                key: Any = _KEEP, importance: Any = _KEEP, metadata: Any = _KEEP) -> Item:
         """Change a memory in place and return it.  Only the fields given
@@ -717,6 +726,7 @@ class Memory:
                         json.loads(row["metadata"]) if row["metadata"] else None,
                         tuple(feats.split()))
 
+    @_guarded
     @_locked
     def list(self, namespace: str = "default", *, limit: int | None = None,
              offset: int = 0) -> list[Item]:
@@ -731,6 +741,7 @@ class Memory:
         return [_item(r) for r in self.connection.execute(sql.LIST_MEMORIES, {
             "namespace": namespace, "limit": -1 if limit is None else limit, "offset": offset})]
 
+    @_guarded
     @_locked
     def stats(self) -> Stats:
         """What the store holds: memories, recalls, judgements and learned
@@ -752,6 +763,7 @@ class Memory:
 
     # -- recall --------------------------------------------------------------------
 
+    @_guarded
     @_locked
     def recall(self, query: str, *, k: int = 5, namespace: str = "default",
                now: Timestamp | None = None, config: ScoringConfig | None = None,
@@ -919,6 +931,7 @@ class Memory:
             out.append(Judgement(mid, v, float(share), tuple(words), bool(dated), why))
         return tuple(out)
 
+    @_guarded
     def feedback(self, used: Iterable[str] = (), *, recall_id: int | None = None,
                  ignored: Iterable[str] | None = None, answer: str | None = None,
                  now: Timestamp | None = None, namespace: str | None = None) -> Feedback:
@@ -963,17 +976,20 @@ class Memory:
             return self._judge(recall_id, [], [], False, now, answer, namespace)
         return self._judge(recall_id, used, ignored, ignored is None, now, None, namespace)
 
+    @_guarded
     def mark_used(self, ids: Iterable[str], *, recall_id: int | None = None,
                   now: Timestamp | None = None, namespace: str | None = None) -> Feedback:
         """Judge only these memories of a recall as used (others stay
         unjudged); namespace as feedback() takes it."""
         return self._judge(recall_id, ids, [], False, now, None, namespace)
 
+    @_guarded
     def mark_ignored(self, ids: Iterable[str], *, recall_id: int | None = None,
                      now: Timestamp | None = None, namespace: str | None = None) -> Feedback:
         """Judge only these memories of a recall as ignored."""
         return self._judge(recall_id, [], ids, False, now, None, namespace)
 
+    @_guarded
     @_locked
     def links(self, namespace: str = POOLED, *,
               config: ScoringConfig | None = None) -> builtins.list[LinkRow]:
@@ -1016,6 +1032,7 @@ class Memory:
             self._prior_version = version
         return self._prior_feats
 
+    @_guarded
     @_locked
     def priors(self) -> builtins.list[Prior]:
         """The links-only priors merged into this store (heapmem.transfer's
@@ -1029,6 +1046,7 @@ class Memory:
         out.sort(key=lambda p: (p.merged_at is not None, p.merged_at or 0.0, p.digest))
         return out
 
+    @_guarded
     def remove_prior(self, digest: str) -> Prior:
         """Take a merged prior out again: its evidence leaves the pooled
         layer, so recall ranks exactly as if it had never been merged, and
@@ -1052,6 +1070,7 @@ class Memory:
 
     # -- forgetting ----------------------------------------------------------------
 
+    @_guarded
     def forget(self, ids: Iterable[str] | None = None, *, namespace: str | None = None) -> int:
         """Erase memories: the given ids, or a whole namespace.  Their text
         leaves the table and the FTS index at once (FTS5's secure-delete takes
@@ -1119,6 +1138,7 @@ class Memory:
 
     # -- tuning --------------------------------------------------------------------
 
+    @_guarded
     def tune(self, *, deploy: bool = True, seed: int = 0) -> TuneReport:
         """Replay the logged recalls under other usefulness weights with
         grouped cross-validation, and deploy the best one only if it is
@@ -1128,6 +1148,7 @@ class Memory:
         with self._lock:  # one view of the logs while it replays them
             return tune.tune(self, deploy=deploy, seed=seed)
 
+    @_guarded
     def set_config(self, config: ScoringConfig | None = None, *, save: bool = False,
                    **changes: Any) -> ScoringConfig:
         """Change the config recall and feedback use: a whole ScoringConfig,
@@ -1159,6 +1180,7 @@ class Memory:
             self._reread_pool(c)
         return dict(self._pool)
 
+    @_guarded
     def set_pool(self, *, cap: float | None = None, min_namespaces: int | None = None,
                  trim: int | None = None) -> dict[str, Any]:
         """Change how the pooled layer is built and work it out again, in one
@@ -1188,6 +1210,7 @@ class Memory:
 
     # -- the logs ------------------------------------------------------------------
 
+    @_guarded
     @_locked
     def logged_recall(self, recall_id: int) -> LoggedRecall | None:
         """A tracked recall as the log keeps it, or None (never tracked, or
@@ -1199,11 +1222,13 @@ class Memory:
         rows = self.connection.execute(sql.GET_RECALL, {"id": recall_id}).fetchall()
         return _logged_recall(rows[0]) if rows else None
 
+    @_guarded
     @_locked
     def judged_recalls(self) -> builtins.list[LoggedRecall]:
         """Every logged recall in which feedback judged some memory used."""
         return [_logged_recall(r) for r in self.connection.execute(sql.JUDGED_RECALLS)]
 
+    @_guarded
     @_locked
     def events(self) -> builtins.list[Event]:
         """The feedback event log, oldest first: one Event per judged memory."""
@@ -1286,17 +1311,6 @@ class Memory:
         nevents = len(events)
         nmem = c.execute(sql.COUNT_MEMORIES).fetchall()[0][0]
         return nmem, nevents, len(stored)
-
-
-for _name in ("add", "add_many", "update", "get", "list", "recall", "feedback", "mark_used",
-              "mark_ignored", "links", "forget", "set_config", "logged_recall", "set_pool",
-              "priors", "remove_prior"):
-    setattr(Memory, _name, _guarded(getattr(Memory, _name)))
-for _name in ("stats", "tune", "judged_recalls", "events", "close"):
-    setattr(Memory, _name, _guarded(getattr(Memory, _name)))
-for _name in ("embedder_name", "schema_version", "count", "namespaces"):
-    setattr(Memory, _name, property(_guarded(getattr(Memory, _name).fget)))
-del _name
 
 
 def _is_builtin(embedder: Any) -> bool:

@@ -424,3 +424,14 @@ def test_long_c_functions_are_the_listed_ones():
     assert set(long) == set(LONG_C_FUNCTIONS), (
         f"C functions over {MAX_C_FUNCTION_LINES} lines: {long}; split them, or list each in "
         "LONG_C_FUNCTIONS with its reason")
+
+
+def test_memorys_verbs_show_their_error_contract_where_they_are_defined():
+    """issue 25: the error net (_guarded: SQLite's failures as HeapmemError) is
+    a decorator on each verb's def, not attached from afar by setattr."""
+    tree = _tree("store")
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Memory")
+    guarded = {f.name for f in cls.body if isinstance(f, ast.FunctionDef)
+               and any(ast.unparse(d) == "_guarded" for d in f.decorator_list)}
+    assert {"add", "recall", "feedback", "forget", "stats", "close", "count"} <= guarded
+    assert not any(isinstance(n, ast.For) for n in tree.body), "no setattr loops over Memory"
