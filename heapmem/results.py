@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-from .db import _native
+from .db import _native, sql
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import ScoringConfig
@@ -99,16 +99,16 @@ def recalled(rows: Sequence[Sequence[Any]]) -> tuple[list[Result], list[float], 
     """The Results of sql.RECALL's rows (heap_recall's columns), each one's
     score without usefulness (what the log keeps for tune()), and the link
     set they were scored with."""
-    results = [Result(rank=r[0], id=r[1], text=r[2], score=r[3], kind=r[4], source=r[5],
-                      key=r[6], relevance=r[7], recency=r[8], importance=r[9],
-                      usefulness=r[10], rules=r[11], bm25=r[12], age_days=r[13],
-                      superseded=bool(r[14]), features=tuple(r[15].split()),
-                      created_at=r[16], last_used_at=r[17],
-                      metadata=json.loads(r[18]) if r[18] else None, lexical=r[19],
-                      cosine=r[20], context=r[23], context_n=r[24], explore=r[25])
-               for r in rows]
-    links = bytes(rows[0][22]) if rows and rows[0][22] is not None else b""
-    return results, [r[21] for r in rows], links
+    named = [dict(zip(sql.RECALL_COLUMNS, r)) for r in rows]
+    plain = ("rank", "id", "text", "score", "kind", "source", "key", "relevance", "recency",
+             "importance", "usefulness", "rules", "bm25", "age_days", "created_at",
+             "last_used_at", "lexical", "cosine", "context", "context_n", "explore")
+    results = [Result(**{c: r[c] for c in plain}, superseded=bool(r["superseded"]),
+                      features=tuple(r["features"].split()),
+                      metadata=json.loads(r["metadata"]) if r["metadata"] else None)
+               for r in named]
+    links = bytes(named[0]["links"]) if named and named[0]["links"] is not None else b""
+    return results, [r["rest"] for r in named], links
 
 
 def log_params(namespace: str, query: str, qtype: str, created_at: float,

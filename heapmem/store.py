@@ -71,8 +71,10 @@ _KEEP: Any = object()
 def _item(r: tuple) -> Item:
     """An Item from a row of sql.GET_MEMORY / sql.LIST_MEMORIES."""
     with _from_file("reading a memory"):
-        return Item(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8],
-                    json.loads(r[9]) if r[9] else None, tuple(r[10].split()))
+        row = dict(zip(sql.ITEM_COLUMNS, r))
+        row["metadata"] = json.loads(row["metadata"]) if row["metadata"] else None
+        row["features"] = tuple(row["features"].split())
+        return Item(**row)
 
 
 def _same_text(c: Any, row: Mapping[str, Any]) -> Item | None:
@@ -755,11 +757,15 @@ class Memory:
             prior = schema.prior(c)
             version = schema.user_version(c)
             in_place, reader = schema.erases_in_place(c), schema.oldest_reader(c)
-        by_ns = tuple(NamespaceStats(ns, n, recalls.get(ns, 0), ev.get(ns, (0, 0))[1], last, lu)
+        by_ns = tuple(NamespaceStats(namespace=ns, memories=n, recalls=recalls.get(ns, 0),
+                                     events=ev.get(ns, (0, 0))[1], last_added=last,
+                                     last_used=lu)
                       for ns, n, last, lu in per_ns)
-        return Stats(version, sum(s.memories for s in by_ns), sum(recalls.values()),
-                     sum(t for _, t in ev.values()), sum(u for u, _ in ev.values()), nlinks,
-                     nrows, len(prior), by_ns, in_place, reader)
+        return Stats(schema=version, memories=sum(s.memories for s in by_ns),
+                     recalls=sum(recalls.values()), events=sum(t for _, t in ev.values()),
+                     used=sum(u for u, _ in ev.values()), links=nlinks, link_rows=nrows,
+                     prior_links=len(prior), by_namespace=by_ns, erases_in_place=in_place,
+                     oldest_reader=reader)
 
     # -- recall --------------------------------------------------------------------
 

@@ -435,3 +435,22 @@ def test_memorys_verbs_show_their_error_contract_where_they_are_defined():
                and any(ast.unparse(d) == "_guarded" for d in f.decorator_list)}
     assert {"add", "recall", "feedback", "forget", "stats", "close", "count"} <= guarded
     assert not any(isinstance(n, ast.For) for n in tree.body), "no setattr loops over Memory"
+
+
+def test_rows_are_read_by_the_names_their_statements_give(tmp_path):
+    """issue 25: recall's and get's rows are read by column name (sql.RECALL_COLUMNS,
+    sql.ITEM_COLUMNS), and those names are the statements' own columns, so a
+    column added or moved in the SQL cannot shift another's meaning unseen."""
+    from heapmem.db import sql
+    with heapmem.open(str(tmp_path / "a.db"), clock=lambda: 1.7e9) as m:
+        m.add("Booked the flight to Lisbon", id="b")
+        cur = m.connection.cursor()
+        cur.execute(sql.RECALL, {"question": "flight", "namespace": "default", "k": 1,
+                                 "now": 1.7e9, "config": m.config.to_sql(), "qvec": None,
+                                 "tracked": 0, "kinds": None, "since": None, "until": None})
+        assert tuple(d[0] for d in cur.getdescription()) == sql.RECALL_COLUMNS
+        cur.fetchall()
+        cur.execute(sql.GET_MEMORY, {"id": "b"})
+        assert tuple(d[0] for d in cur.getdescription()) == sql.ITEM_COLUMNS
+        cur.fetchall()
+        assert [f.name for f in fields(heapmem.Item)] == list(sql.ITEM_COLUMNS)

@@ -44,12 +44,17 @@ REBUILD_POOL = "SELECT heap_rebuild_pool(:features)"
 # here: recall() logs it in a write transaction of its own (LOG_RECALL), so a
 # read never takes the write lock; :tracked 1 says it will be logged (a
 # tracked recall, explored when the config's explore > 0).
-RECALL = """SELECT rank, id, text, score, kind, source, key, relevance, recency, importance,
-       usefulness, rules, bm25, age_days, superseded, features, created_at, last_used_at,
-       metadata, lexical, cosine, rest, CASE WHEN rank = 1 THEN links END, context, context_n,
-       explore
+#: RECALL's columns, in its order: results.recalled reads each row by these
+#: names, so a column added or moved here cannot shift another's meaning
+RECALL_COLUMNS = (
+    "rank", "id", "text", "score", "kind", "source", "key", "relevance", "recency",
+    "importance", "usefulness", "rules", "bm25", "age_days", "superseded", "features",
+    "created_at", "last_used_at", "metadata", "lexical", "cosine", "rest", "links", "context",
+    "context_n", "explore")
+_RECALL_EXPRESSIONS = {"links": "CASE WHEN rank = 1 THEN links END AS links"}
+RECALL = ("SELECT " + ", ".join(_RECALL_EXPRESSIONS.get(c, c) for c in RECALL_COLUMNS) + """
 FROM heap_recall(:question, :namespace, :k, :now, :config, 0, :qvec, :tracked, :kinds, :since,
-                 :until)"""
+                 :until)""")
 
 # recall() as a raw SQL statement (Memory.recall_sql): id, text, score.
 RECALL_SQL = """SELECT id, text, score
@@ -160,8 +165,11 @@ TAKEN_IDS = "SELECT id FROM memories WHERE id IN (SELECT value FROM json_each(:i
 ID_EXISTS = "SELECT 1 FROM memories WHERE id = :id"
 
 
-_ITEM_COLUMNS = """id, text, namespace, kind, source, key, importance, created_at, last_used_at,
-       metadata, features"""
+#: GET_MEMORY's and LIST_MEMORIES' columns, in their order (store._item reads
+#: each row by these names: they are heapmem.Item's fields)
+ITEM_COLUMNS = ("id", "text", "namespace", "kind", "source", "key", "importance",
+                "created_at", "last_used_at", "metadata", "features")
+_ITEM_COLUMNS = ", ".join(ITEM_COLUMNS)
 
 GET_MEMORY = f"SELECT {_ITEM_COLUMNS} FROM memories WHERE id = :id"
 
