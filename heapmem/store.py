@@ -87,9 +87,10 @@ def _same_text(c: Any, row: Mapping[str, Any]) -> Item | None:
 def _logged_recall(r: tuple) -> LoggedRecall:
     """A LoggedRecall from a row of sql.GET_RECALL / sql.JUDGED_RECALLS."""
     with _from_file("reading the recall log"):
-        return LoggedRecall(r[0], r[1], r[2], r[3], r[4], tuple(json.loads(r[5])),
-                            tuple(json.loads(r[6])), tuple(json.loads(r[7])),
-                            tuple(json.loads(r[8])))
+        row = dict(zip(sql.LOGGED_RECALL_COLUMNS, r))
+        for name in ("shown", "ages", "features", "rest"):  # JSON arrays in the log
+            row[name] = tuple(json.loads(row[name]))
+        return LoggedRecall(**row)
 
 
 def _locked(method: Callable) -> Callable:

@@ -454,3 +454,8 @@ def test_rows_are_read_by_the_names_their_statements_give(tmp_path):
         assert tuple(d[0] for d in cur.getdescription()) == sql.ITEM_COLUMNS
         cur.fetchall()
         assert [f.name for f in fields(heapmem.Item)] == list(sql.ITEM_COLUMNS)
+        r = m.recall("flight")
+        cur.execute(sql.GET_RECALL, {"id": r.recall_id})
+        assert tuple(d[0] for d in cur.getdescription()) == sql.LOGGED_RECALL_COLUMNS
+        cur.fetchall()
+        assert [f.name for f in fields(heapmem.LoggedRecall)] == list(sql.LOGGED_RECALL_COLUMNS)

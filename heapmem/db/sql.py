@@ -80,8 +80,12 @@ RETURNING id
 """
 
 
-GET_RECALL = """
-SELECT id, namespace, query, qtype, created_at, shown, ages, features, rest
+#: GET_RECALL's and JUDGED_RECALLS' columns (heapmem.LoggedRecall's fields)
+LOGGED_RECALL_COLUMNS = ("id", "namespace", "query", "qtype", "created_at", "shown", "ages",
+                         "features", "rest")
+_LOGGED = ", ".join(LOGGED_RECALL_COLUMNS)
+GET_RECALL = f"""
+SELECT {_LOGGED}
 FROM recalls WHERE id = :id
 """
 
@@ -93,8 +97,8 @@ ORDER BY id"""
 
 
 # Recalls with at least one memory judged used (tune() replays them).
-JUDGED_RECALLS = """
-SELECT id, namespace, query, qtype, created_at, shown, ages, features, rest FROM recalls
+JUDGED_RECALLS = f"""
+SELECT {_LOGGED} FROM recalls
 WHERE id IN (SELECT recall_id FROM events WHERE used = 1) ORDER BY id
 """
 
