@@ -78,7 +78,7 @@ class Result:
         r = self._recall
         nan = math.nan
         line = _native.explain(self.relevance, self.age_days, self.importance, self.superseded,
-                               " ".join(self.features), r.qtype, r._links, r.config.cdata,
+                               " ".join(self.features), r.qtype, r._link_set, r.config.cdata,
                                nan if self.lexical is None else self.lexical,
                                nan if self.cosine is None else self.cosine)
         if r.prior_features and r.config.w_usefulness > 0:
@@ -135,7 +135,7 @@ class Recall(Sequence[Result]):
         self.qtype = qtype
         self.recall_id = recall_id
         self.config = config
-        self._links = links
+        self._link_set = links
         self._results = results
         for r in results:
             r._recall = self
@@ -180,9 +180,15 @@ class Feedback:
     recall_id: int
     used: tuple[str, ...]
     ignored: tuple[str, ...]
-    features: int  # distinct features whose links changed
+    links_updated: int  # distinct features whose links changed
     #: with answer=...: each shown memory's judgement, in rank order
     judgements: tuple[Judgement, ...] = ()
+
+    @property
+    def features(self) -> int:
+        """links_updated's name before 0.2 (Item.features is a memory's
+        features, a tuple: one name, one meaning)."""
+        return self.links_updated
 
 
 @dataclass(frozen=True)
@@ -205,7 +211,12 @@ class CheckReport:
     problems: tuple[str, ...]
     memories: int
     events: int
-    links: int
+    link_rows: int  # link rows checked against the event log, in all layers
+
+    @property
+    def links(self) -> int:
+        """link_rows' name before 0.2 ("links" alone names LinkRows)."""
+        return self.link_rows
 
 
 @dataclass(frozen=True)
@@ -229,12 +240,17 @@ class Stats:
     recalls: int
     events: int
     used: int              # events that judged a memory used
-    links: int             # features learned in the pooled layer
+    pooled_features: int   # features learned in the pooled layer
     link_rows: int         # link rows in all layers
     prior_links: int       # pooled features that carry a merged prior
     by_namespace: tuple[NamespaceStats, ...]
     erases_in_place: bool = True   # forget erases with FTS5's secure-delete (else merges)
     oldest_reader: str = "3.37"    # the oldest SQLite that can query the FTS index
+
+    @property
+    def links(self) -> int:
+        """pooled_features' name before 0.2 ("links" alone names LinkRows)."""
+        return self.pooled_features
 
     @property
     def namespaces(self) -> int:

@@ -764,7 +764,7 @@ class Memory:
                       for ns, n, last, lu in per_ns)
         return Stats(schema=version, memories=sum(s.memories for s in by_ns),
                      recalls=sum(recalls.values()), events=sum(t for _, t in ev.values()),
-                     used=sum(u for u, _ in ev.values()), links=nlinks, link_rows=nrows,
+                     used=sum(u for u, _ in ev.values()), pooled_features=nlinks, link_rows=nrows,
                      prior_links=len(prior), by_namespace=by_ns, erases_in_place=in_place,
                      oldest_reader=reader)
 

@@ -459,3 +459,19 @@ def test_rows_are_read_by_the_names_their_statements_give(tmp_path):
         assert tuple(d[0] for d in cur.getdescription()) == sql.LOGGED_RECALL_COLUMNS
         cur.fetchall()
         assert [f.name for f in fields(heapmem.LoggedRecall)] == list(sql.LOGGED_RECALL_COLUMNS)
+
+
+def test_one_name_one_meaning_in_the_values_verbs_return():
+    """issue 25: "features" is a memory's features (a tuple) and "links" the
+    learned LinkRows; the counts have names of their own (links_updated,
+    pooled_features, link_rows), the old names kept as read-only aliases."""
+    from heapmem import results
+    for cls in (results.Feedback, results.Stats, results.CheckReport):
+        names = {f.name: f.type for f in fields(cls)}
+        assert "features" not in names and "links" not in names, cls
+    assert fields(results.Item)[-1].name == "features"
+    fb = results.Feedback(1, ("a",), (), 7)
+    st = results.Stats(schema=8, memories=1, recalls=1, events=1, used=1, pooled_features=3,
+                       link_rows=9, prior_links=0, by_namespace=())
+    ck = results.CheckReport(True, (), 1, 1, 9)
+    assert (fb.features, st.links, ck.links) == (fb.links_updated, 3, ck.link_rows)

@@ -772,7 +772,7 @@ def cmd_feedback(ctx: Context) -> int:
             fb = mem.feedback(a.used, recall_id=a.recall_id, ignored=ignored)
     if ctx.json:
         out: dict[str, Any] = {"recall_id": fb.recall_id, "used": list(fb.used),
-                               "ignored": list(fb.ignored), "features": fb.features}
+                               "ignored": list(fb.ignored), "links_updated": fb.links_updated}
         if a.answer is not None:
             out["judgements"] = [{"id": j.id, "verdict": j.verdict, "share": j.share,
                                   "matched": list(j.matched), "dated": j.dated,
@@ -782,7 +782,7 @@ def cmd_feedback(ctx: Context) -> int:
     used = ", ".join(fb.used) or "none"
     ign = ", ".join(fb.ignored) or "none"
     ctx.print(f"recall {fb.recall_id}: used {used}; ignored {ign}; "
-              f"{fb.features} learned links updated")
+              f"{fb.links_updated} learned links updated")
     for i, j in enumerate(fb.judgements, 1):  # (answer= only)
         ctx.print(f"  {i}. {j.verdict:<8} {j.id}: {j.reason}")
     return 0
@@ -816,8 +816,8 @@ def cmd_links(ctx: Context) -> int:
 def cmd_stats(ctx: Context) -> int:
     with ctx.open(readonly=True) as mem:
         st = mem.stats()
-    schema, total, nlinks, nrows, nprior = st.schema, st.memories, st.links, st.link_rows, \
-        st.prior_links
+    schema, total, nlinks, nrows, nprior = st.schema, st.memories, st.pooled_features, \
+        st.link_rows, st.prior_links
     per_ns = [(n.namespace, n.memories, n.last_added, n.last_used) for n in st.by_namespace]
     recalls = {n.namespace: n.recalls for n in st.by_namespace if n.recalls}
     ev = {n.namespace: (None, n.events) for n in st.by_namespace if n.events}
@@ -910,9 +910,9 @@ def cmd_check(ctx: Context) -> int:
         rep = mem.check()
     if ctx.json:
         ctx.emit({"ok": rep.ok, "problems": list(rep.problems), "memories": rep.memories,
-                  "events": rep.events, "links": rep.links})
+                  "events": rep.events, "links": rep.link_rows})
     elif rep.ok:
-        ctx.print(f"ok: {rep.memories} memories, {rep.events} events, {rep.links} links "
+        ctx.print(f"ok: {rep.memories} memories, {rep.events} events, {rep.link_rows} links "
                   "agree with each other")
     else:
         for p in rep.problems:

@@ -294,7 +294,7 @@ def build_server(mem: Memory, namespace: str = "default") -> Any:
             own_recall(recall_id)
             fb = mem.feedback(recall_id=recall_id, answer=answer, namespace=namespace)
             return {"recall_id": fb.recall_id, "used": list(fb.used),
-                    "ignored": list(fb.ignored), "links_updated": fb.features,
+                    "ignored": list(fb.ignored), "links_updated": fb.links_updated,
                     "judgements": [{"id": j.id, "verdict": j.verdict, "why": j.reason}
                                    for j in fb.judgements]}
 
@@ -307,7 +307,7 @@ def build_server(mem: Memory, namespace: str = "default") -> Any:
             own_recall(recall_id)
             fb = mem.mark_used(own(ids), recall_id=recall_id, namespace=namespace)
             return {"recall_id": fb.recall_id, "used": list(fb.used),
-                    "links_updated": fb.features}
+                    "links_updated": fb.links_updated}
 
     @server.tool()
     def mark_ignored(ids: list[str], recall_id: Optional[int] = None) -> dict[str, Any]:
@@ -316,7 +316,7 @@ def build_server(mem: Memory, namespace: str = "default") -> Any:
             own_recall(recall_id)
             fb = mem.mark_ignored(own(ids), recall_id=recall_id, namespace=namespace)
             return {"recall_id": fb.recall_id, "ignored": list(fb.ignored),
-                    "links_updated": fb.features}
+                    "links_updated": fb.links_updated}
 
     @server.tool()
     def forget(ids: list[str]) -> dict[str, Any]:

@@ -434,12 +434,12 @@ def health_table(mem: Memory, namespace: str | None) -> str:
                  + ("s" if st.namespaces != 1 else "")))
     rows.append(("recalls", f"{st.recalls} logged"))
     rows.append(("feedback", f"{st.events} judgements ({st.used} used, {st.ignored} ignored)"))
-    rows.append(("links", f"{st.links} features learned in the pooled layer, {st.link_rows} rows "
-                 "in all" + (f"; {st.prior_links} carry a merged prior" if st.prior_links
-                             else "")))
+    prior = f"; {st.prior_links} carry a merged prior" if st.prior_links else ""
+    rows.append(("links", f"{st.pooled_features} features learned in the pooled layer, "
+                 f"{st.link_rows} rows in all{prior}"))
     if rep.ok:
         check = (f'<span class="ok">ok</span>: {rep.memories} memories, {rep.events} events and '
-                 f"{rep.links} links agree with each other")
+                 f"{rep.link_rows} links agree with each other")
     else:
         items = "".join(f"<li>{_e(p)}</li>" for p in rep.problems)
         check = (f'<span class="bad">{len(rep.problems)} problem'
