@@ -352,8 +352,6 @@ LONG_FUNCTIONS = {
                                         "in it",
     "store.Memory.__init__": "opening a store: a file or a server, read-only media, embedder, "
                              "config",
-    "learning.tune.tune": "folds, link sets, replay, bootstrap and the decision in one body "
-                          "(issue 25: tune() in steps)",
 }
 
 
