@@ -346,14 +346,8 @@ def test_a_bad_config_value_gets_the_headers_message():
 MAX_FUNCTION_LINES = 80
 #: The functions over it (module.qualified name), each with its reason
 LONG_FUNCTIONS = {
-    "adapters.cli.build_parser": "every verb's arguments in one body (issue 25: each verb's "
-                                 "next to it)",
-    "adapters.mcp_server.build_server": "the tools are closures over one Memory, each defined "
-                                        "in it",
     "store.Memory.__init__": "opening a store: a file or a server, read-only media, embedder, "
                              "config",
-    "learning.tune.tune": "folds, link sets, replay, bootstrap and the decision in one body "
-                          "(issue 25: tune() in steps)",
 }
 
 

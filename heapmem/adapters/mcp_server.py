@@ -34,6 +34,7 @@ import ipaddress
 import json
 import socket
 import sys
+import types
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Iterator, Optional
@@ -219,48 +220,69 @@ def _iso(t: Optional[float]) -> Optional[str]:
     return when.isoformat(timespec="seconds")
 
 
-def build_server(mem: Memory, namespace: str = "default") -> Any:
-    """An MCP server (FastMCP / MCPServer) whose tools act on mem, in namespace."""
-    namespace = check_namespace(namespace)
-    server = _Server("heapmem", instructions=INSTRUCTIONS.format(namespace=namespace),
-                     log_level="WARNING")
+ToolMethod = Callable[..., dict[str, Any]]
 
-    def own(ids: list[str]) -> list[str]:
+#: The tools, in the order the server lists them: (name, description, the
+#: _Tools method); a description of None is the method's docstring.
+_TOOLS: list[tuple[str, Optional[str], ToolMethod]] = []
+
+
+def _tool(name: str, *, older_name: Optional[str] = None) -> Callable[[ToolMethod], ToolMethod]:
+    """Make the _Tools method it decorates the tool name (its docstring the
+    tool's description, its signature the tool's schema); older_name: the
+    same tool under that name too, described as name's older name.  The
+    method itself is returned unchanged."""
+    def register(method: ToolMethod) -> ToolMethod:
+        _TOOLS.append((name, None, method))
+        if older_name is not None:
+            _TOOLS.append((older_name, f"{name} under its older name. " + (method.__doc__ or ""),
+                           method))
+        return method
+    return register
+
+
+class _Tools:
+    """The MCP tools over one Memory, in one namespace: each @_tool method is
+    a tool, a thin call of the Memory method it is named after; an id or a
+    recall_id of another namespace is as unknown as one never made."""
+
+    def __init__(self, mem: Memory, namespace: str):
+        self.mem = mem
+        self.namespace = namespace
+
+    def _own(self, ids: list[str]) -> list[str]:
         """ids, after checking each is a memory of this namespace."""
         if isinstance(ids, str):
             ids = [ids]
         for i in ids:
-            it = mem.get(i) if isinstance(i, str) else None
-            if it is None or it.namespace != namespace:
+            it = self.mem.get(i) if isinstance(i, str) else None
+            if it is None or it.namespace != self.namespace:
                 raise ValueError(f"unknown memory id {i!r}")
         return list(ids)
 
-    def own_recall(recall_id: Optional[int]) -> None:
+    def _own_recall(self, recall_id: Optional[int]) -> None:
         """Every tool that takes a recall_id checks it first: a recall of
         another namespace is as unknown as one never made."""
         if recall_id is None:
             return
-        logged = mem.logged_recall(recall_id) if isinstance(recall_id, int) else None
-        if logged is None or logged.namespace != namespace:
+        logged = self.mem.logged_recall(recall_id) if isinstance(recall_id, int) else None
+        if logged is None or logged.namespace != self.namespace:
             raise ValueError(f"unknown recall_id {recall_id}")
 
-    def add(text: str, kind: str = "fact", source: Optional[str] = None,
+    @_tool("add", older_name="remember")
+    def add(self, text: str, kind: str = "fact", source: Optional[str] = None,
             key: Optional[str] = None, importance: Optional[float] = None) -> dict[str, Any]:
         """Store one memory: a fact, preference, instruction, episode or note, in plain
         words.  kind sets its default importance (instruction 1.5, preference 1.3,
         fact 1.0, episode 0.8); source says who said it (the user's name, "tool");
         a newer memory with the same key supersedes an older one.  Returns its id."""
         with _told():
-            it = mem.add(text, kind=kind, source=source, key=key, importance=importance,
-                         namespace=namespace)
+            it = self.mem.add(text, kind=kind, source=source, key=key, importance=importance,
+                              namespace=self.namespace)
             return {"id": it.id, "kind": it.kind, "importance": it.importance}
 
-    server.tool(name="add")(add)
-    server.tool(name="remember",
-                description="add under its older name. " + (add.__doc__ or ""))(add)
-
-    @server.tool()
-    def recall(query: str, k: int = 5, kinds: Optional[list[str]] = None,
+    @_tool("recall")
+    def recall(self, query: str, k: int = 5, kinds: Optional[list[str]] = None,
                since: Optional[str] = None, until: Optional[str] = None) -> dict[str, Any]:
         """The k memories most worth knowing to answer query, best first, each with its
         id, text, score and a one-line explanation of the score.  kinds (e.g. ["fact"]),
@@ -270,8 +292,8 @@ def build_server(mem: Memory, namespace: str = "default") -> Any:
         with _told():
             if not 1 <= k <= MAX_K:
                 raise ValueError(f"k must be from 1 to {MAX_K}")
-            res = mem.recall(query, k=k, namespace=namespace, kinds=kinds, since=since,
-                             until=until)
+            res = self.mem.recall(query, k=k, namespace=self.namespace, kinds=kinds,
+                                  since=since, until=until)
             out: dict[str, Any] = {
                 "recall_id": res.recall_id,
                 "memories": [{"id": r.id, "text": r.text, "score": round(r.score, 6),
@@ -281,8 +303,8 @@ def build_server(mem: Memory, namespace: str = "default") -> Any:
                                f"{res.recall_id}, answer=<your answer>)")
             return out
 
-    @server.tool()
-    def report_answer(answer: str, recall_id: Optional[int] = None) -> dict[str, Any]:
+    @_tool("report_answer")
+    def report_answer(self, answer: str, recall_id: Optional[int] = None) -> dict[str, Any]:
         """Report your answer, right after answering, with the recall_id of the recall it
         was written from.  heapmem judges from its text which of the shown memories it
         used (and learns from that); the reply says, for each, what was decided and why.
@@ -291,55 +313,67 @@ def build_server(mem: Memory, namespace: str = "default") -> Any:
             if recall_id is None:  # one sentence, not the SDK's "Field required"
                 raise ValueError("report_answer needs the recall_id of the recall your answer "
                                  "was written from: recall's reply gives it")
-            own_recall(recall_id)
-            fb = mem.feedback(recall_id=recall_id, answer=answer, namespace=namespace)
+            self._own_recall(recall_id)
+            fb = self.mem.feedback(recall_id=recall_id, answer=answer, namespace=self.namespace)
             return {"recall_id": fb.recall_id, "used": list(fb.used),
                     "ignored": list(fb.ignored), "links_updated": fb.links_updated,
                     "judgements": [{"id": j.id, "verdict": j.verdict, "why": j.reason}
                                    for j in fb.judgements]}
 
-    @server.tool()
-    def mark_used(ids: list[str], recall_id: Optional[int] = None) -> dict[str, Any]:
+    @_tool("mark_used")
+    def mark_used(self, ids: list[str], recall_id: Optional[int] = None) -> dict[str, Any]:
         """Report the memories your answer used (ids from recall), right after answering.
         recall_id: the recall that showed them (default: the newest that showed them all).
         heapmem learns from this which kinds of memory answer which questions."""
         with _told():
-            own_recall(recall_id)
-            fb = mem.mark_used(own(ids), recall_id=recall_id, namespace=namespace)
+            self._own_recall(recall_id)
+            fb = self.mem.mark_used(self._own(ids), recall_id=recall_id,
+                                    namespace=self.namespace)
             return {"recall_id": fb.recall_id, "used": list(fb.used),
                     "links_updated": fb.links_updated}
 
-    @server.tool()
-    def mark_ignored(ids: list[str], recall_id: Optional[int] = None) -> dict[str, Any]:
+    @_tool("mark_ignored")
+    def mark_ignored(self, ids: list[str], recall_id: Optional[int] = None) -> dict[str, Any]:
         """Report memories that recall showed but your answer did not use."""
         with _told():
-            own_recall(recall_id)
-            fb = mem.mark_ignored(own(ids), recall_id=recall_id, namespace=namespace)
+            self._own_recall(recall_id)
+            fb = self.mem.mark_ignored(self._own(ids), recall_id=recall_id,
+                                       namespace=self.namespace)
             return {"recall_id": fb.recall_id, "ignored": list(fb.ignored),
                     "links_updated": fb.links_updated}
 
-    @server.tool()
-    def forget(ids: list[str]) -> dict[str, Any]:
+    @_tool("forget")
+    def forget(self, ids: list[str]) -> dict[str, Any]:
         """Erase memories by id, for good (their text leaves the store)."""
         with _told():
-            n = mem.forget(own(ids))
+            n = self.mem.forget(self._own(ids))
             return {"forgotten": n}
 
-    @server.tool(name="list")
-    def list_memories(limit: int = 20, offset: int = 0) -> dict[str, Any]:
+    @_tool("list")
+    def list_memories(self, limit: int = 20, offset: int = 0) -> dict[str, Any]:
         """The newest memories, newest first (limit at most 200), and how many there are."""
         with _told():
             if not 1 <= limit <= MAX_LIST:
                 raise ValueError(f"limit must be from 1 to {MAX_LIST}")
             if offset < 0:
                 raise ValueError("offset must be 0 or more")
-            total = mem.stats().namespace(namespace).memories
-            rows = mem.list(namespace, limit=limit, offset=offset)
+            total = self.mem.stats().namespace(self.namespace).memories
+            rows = self.mem.list(self.namespace, limit=limit, offset=offset)
             return {"total": total, "memories": [
                 {"id": it.id, "text": it.text, "kind": it.kind, "source": it.source,
                  "created_at": _iso(it.created_at), "last_used_at": _iso(it.last_used_at)}
                 for it in rows]}
 
+
+def build_server(mem: Memory, namespace: str = "default") -> Any:
+    """An MCP server (FastMCP / MCPServer) whose tools (the @_tool methods of
+    _Tools, in their order) act on mem, in namespace."""
+    namespace = check_namespace(namespace)
+    server = _Server("heapmem", instructions=INSTRUCTIONS.format(namespace=namespace),
+                     log_level="WARNING")
+    tools = _Tools(mem, namespace)
+    for name, description, method in _TOOLS:
+        server.tool(name=name, description=description)(types.MethodType(method, tools))
     return server
 
 

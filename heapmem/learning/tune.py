@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import replace
-from typing import Any, Sequence, cast
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Sequence, cast
 
 import apsw
 import numpy as np
@@ -46,51 +46,117 @@ def tune(mem: Any, *, grid: Sequence[float] = GRID, boot: int = 2000, seed: int 
     """Replay mem's (a heapmem.Memory) judged recalls under each weight of
     grid; deploy the best one if its gain is significant (see the module)."""
     base = mem.config
-    recalls: dict[int, dict[str, Any]] = {
-        r.id: {"ns": r.namespace, "qt": r.qtype, "ages": list(r.ages), "feats": list(r.features),
-               "rest": list(r.rest), "used": set()} for r in mem.judged_recalls()}
+    current_w = float(base.w_usefulness)
+    recalls, log = _judged(mem)
+    ids = sorted(recalls)
+    if len(ids) < MIN_RECALLS:
+        return _too_few(len(ids), current_w)
+    folds = _Folds.of(recalls[r].namespace for r in ids)
+    link_sets = _LinkSets(log, folds, base.pooled_pseudocount)
+    weights = sorted(set(float(w) for w in grid) | {current_w})
+    rrs = _replay(recalls, ids, folds, link_sets, weights, base)
+    best_w = max(weights, key=lambda w: (round(rrs[w].mean(), 12), -abs(w - current_w)))
+    diff = rrs[best_w] - rrs[current_w]
+    lo, hi = _bootstrap(diff, [folds.group(r, recalls[r].namespace) for r in ids], boot, seed)
+    report = TuneReport(False, "", len(ids), "namespace" if folds.by_namespace else "recall",
+                        {"w_usefulness": current_w, "mrr": float(rrs[current_w].mean())},
+                        {"w_usefulness": best_w, "mrr": float(rrs[best_w].mean())},
+                        (float(diff.mean()), lo, hi),
+                        tuple((w, float(rrs[w].mean())) for w in weights))
+    return _decide(mem, report, deploy)
+
+
+@dataclass
+class _Judged:
+    """One judged recall as the log keeps it: what it showed (features, ages,
+    the score without usefulness, each a list by position) and the positions
+    feedback said the answer used."""
+
+    namespace: str
+    qtype: str
+    ages: list
+    features: list
+    rest: list
+    used: set[int] = field(default_factory=set)
+
+
+def _judged(mem: Any) -> tuple[dict[int, _Judged], list]:
+    """mem's judged recalls by id, each with the positions its feedback marked
+    used, and the whole event log (mem.events())."""
+    recalls = {r.id: _Judged(r.namespace, r.qtype, list(r.ages), list(r.features), list(r.rest))
+               for r in mem.judged_recalls()}
     log = mem.events()
-    own = learning.per_namespace((e.namespace, e.deltas) for e in log)
     for e in log:
         if e.used and e.recall_id in recalls:
-            recalls[e.recall_id]["used"].add(e.position)
-    ids = sorted(recalls)
-    current_w = float(base.w_usefulness)
-    empty = TuneReport(False, "", len(ids), "-", {"w_usefulness": current_w, "mrr": math.nan},
-                       {"w_usefulness": current_w, "mrr": math.nan}, (0.0, 0.0, 0.0), ())
-    if len(ids) < MIN_RECALLS:
-        return _replace(empty, reason=f"only {len(ids)} judged recalls in the log; tune() needs "
-                                      f"{MIN_RECALLS}")
-    namespaces = sorted({recalls[r]["ns"] for r in ids})
-    by_ns = len(namespaces) >= 5
-    nfold = 5
+            recalls[e.recall_id].used.add(e.position)
+    return recalls, log
 
-    ns_index = {ns: i for i, ns in enumerate(namespaces)}
 
-    def fold_of(rid: int, ns: str) -> int:
-        return ns_index[ns] % nfold if by_ns else rid % nfold
+def _too_few(n: int, current_w: float) -> TuneReport:
+    """The report when the log holds fewer than MIN_RECALLS judged recalls:
+    nothing replayed, nothing changed."""
+    here = {"w_usefulness": current_w, "mrr": math.nan}
+    return TuneReport(False, f"only {n} judged recalls in the log; tune() needs {MIN_RECALLS}",
+                      n, "-", here, dict(here), (0.0, 0.0, 0.0), ())
 
-    # each fold's own evidence, to hold out when replaying that fold
-    by_fold: dict[int, list] = defaultdict(list)
-    for e in log:
-        if e.recall_id is not None:
-            by_fold[fold_of(e.recall_id, e.namespace)].append((e.namespace, e.deltas))
-    fold_own = {fo: learning.per_namespace(evs) for fo, evs in by_fold.items()}
-    fold_pooled = {fo: learning.pooled(held) for fo, held in fold_own.items()}
-    pooled = learning.pooled(own)
 
-    scratch = apsw.Connection(":memory:")
-    _native.load(scratch)
-    scratch.execute(sql.TUNE_SCRATCH)
-    blobs: dict[tuple[int, str, str], bytes] = {}
+@dataclass(frozen=True)
+class _Folds:
+    """The cross-validation folds: by namespace when the log has at least 5
+    namespaces (a namespace is then held out whole), else by recall id."""
 
-    def blob(fo: int, ns: str, qt: str) -> bytes:
-        key = (fo, ns, qt)
-        if key not in blobs:
-            held = fold_own.get(fo, {})
-            held_pooled = fold_pooled.get(fo, {})
+    by_namespace: bool
+    index: dict[str, int]  # each namespace's place in sorted order
+    n: int = 5
+
+    @classmethod
+    def of(cls, namespaces: Iterable[str]) -> _Folds:
+        """The folds for judged recalls in these namespaces."""
+        names = sorted(set(namespaces))
+        return cls(len(names) >= 5, {ns: i for i, ns in enumerate(names)})
+
+    def fold(self, recall_id: int, namespace: str) -> int:
+        """The fold a recall (or an event of it) falls in."""
+        return self.index[namespace] % self.n if self.by_namespace else recall_id % self.n
+
+    def group(self, recall_id: int, namespace: str) -> Any:
+        """The unit the bootstrap resamples a recall with: its namespace or
+        itself, as the folds group it."""
+        return namespace if self.by_namespace else recall_id
+
+
+class _LinkSets:
+    """The link set each fold learns: what the whole log taught less what that
+    fold's own events taught, per namespace and pooled, as the heap_links()
+    blob score_batch reads.  Built in a scratch in-memory database, once per
+    (fold, namespace, question type)."""
+
+    def __init__(self, log: list, folds: _Folds, pooled_pseudocount: float):
+        self.own = learning.per_namespace((e.namespace, e.deltas) for e in log)
+        # each fold's own evidence, to hold out when replaying that fold
+        by_fold: dict[int, list] = defaultdict(list)
+        for e in log:
+            if e.recall_id is not None:
+                by_fold[folds.fold(e.recall_id, e.namespace)].append((e.namespace, e.deltas))
+        self.fold_own = {fo: learning.per_namespace(evs) for fo, evs in by_fold.items()}
+        self.fold_pooled = {fo: learning.pooled(held) for fo, held in self.fold_own.items()}
+        self.pooled = learning.pooled(self.own)
+        self.pseudocount = pooled_pseudocount
+        self.scratch = apsw.Connection(":memory:")
+        _native.load(self.scratch)
+        self.scratch.execute(sql.TUNE_SCRATCH)
+        self.blobs: dict[tuple[int, str, str], bytes] = {}
+
+    def blob(self, fold: int, ns: str, qt: str) -> bytes:
+        """The links a recall of namespace ns, question type qt, in fold sees
+        when replayed: the plain features and those crossed with qt."""
+        key = (fold, ns, qt)
+        if key not in self.blobs:
+            own = self.own
+            held = self.fold_own.get(fold, {})
+            held_pooled = self.fold_pooled.get(fold, {})
             rows = []
-            for f, (pa, pb) in pooled.items():
+            for f, (pa, pb) in self.pooled.items():
                 if learning.feature_qtype(f) not in ("", qt):
                     continue
                 oa, ob = own[ns].get(f, (0.0, 0.0)) if ns in own else (0.0, 0.0)
@@ -98,37 +164,44 @@ def tune(mem: Any, *, grid: Sequence[float] = GRID, boot: int = 2000, seed: int 
                 hpa, hpb = held_pooled.get(f, (0.0, 0.0))
                 rows.append((f, max(oa - ha, 0.0), max(ob - hb, 0.0), max(pa - hpa, 0.0),
                              max(pb - hpb, 0.0)))
-            with scratch:
-                scratch.execute(sql.TUNE_CLEAR)
-                scratch.executemany(sql.TUNE_ROW, rows)
+            with self.scratch:
+                self.scratch.execute(sql.TUNE_CLEAR)
+                self.scratch.executemany(sql.TUNE_ROW, rows)
             # the heap_links() aggregate's blob
-            blobs[key] = bytes(cast(bytes, scratch.execute(
-                sql.TUNE_LINKS,
-                (base.pooled_pseudocount,)).fetchall()[0][0]))
-        return blobs[key]
+            self.blobs[key] = bytes(cast(bytes, self.scratch.execute(
+                sql.TUNE_LINKS, (self.pseudocount,)).fetchall()[0][0]))
+        return self.blobs[key]
 
-    # Each replayed score is the C core's: score_batch with the logged score
-    # without usefulness (rest, itself from C) as the only other factor, and
-    # the weight tried, so a change to how C combines factors reaches tune.
-    grid = sorted(set(float(w) for w in grid) | {current_w})
+
+def _replay(recalls: dict[int, _Judged], ids: list[int], folds: _Folds, link_sets: _LinkSets,
+            weights: list[float], base: Any) -> dict[float, np.ndarray]:
+    """Each judged recall (in ids' order) scored again under every weight,
+    with the link set its fold learns: {weight: the reciprocal rank of the
+    first used memory, a recall each}.
+
+    Each replayed score is the C core's: score_batch with the logged score
+    without usefulness (rest, itself from C) as the only other factor, and
+    the weight tried, so a change to how C combines factors reaches tune."""
     cfgs = {w: base.replace(w_relevance=1.0, w_recency=0.0, w_importance=1.0,
-                            w_usefulness=w).cdata for w in grid}
-    per_w: dict[float, list[float]] = {w: [] for w in grid}
+                            w_usefulness=w).cdata for w in weights}
+    per_w: dict[float, list[float]] = {w: [] for w in weights}
     for rid in ids:
         r = recalls[rid]
-        n = len(r["feats"])
-        links = blob(fold_of(rid, r["ns"]), r["ns"], r["qt"])
-        rest = np.maximum(np.array(r["rest"], dtype=np.float64), 0.0)
-        ages = np.array(r["ages"], dtype=np.float64)
+        n = len(r.features)
+        link_set = link_sets.blob(folds.fold(rid, r.namespace), r.namespace, r.qtype)
+        rest = np.maximum(np.array(r.rest, dtype=np.float64), 0.0)
+        ages = np.array(r.ages, dtype=np.float64)
         ones, zeros = np.ones(n), np.zeros(n, dtype=np.intc)
-        for w in grid:
-            out = _native.score_batch(rest, ages, ones, zeros, r["feats"], r["qt"], links, cfgs[w])
-            per_w[w].append(_rr(out[:, 5], r["used"]))
-    rrs = {w: np.array(v) for w, v in per_w.items()}
-    table = tuple((w, float(rrs[w].mean())) for w in grid)
-    best_w = max(grid, key=lambda w: (round(rrs[w].mean(), 12), -abs(w - current_w)))
-    diff = rrs[best_w] - rrs[current_w]
-    groups = [recalls[r]["ns"] if by_ns else r for r in ids]
+        for w in weights:
+            out = _native.score_batch(rest, ages, ones, zeros, r.features, r.qtype, link_set,
+                                      cfgs[w])
+            per_w[w].append(_rr(out[:, 5], r.used))
+    return {w: np.array(v) for w, v in per_w.items()}
+
+
+def _bootstrap(diff: np.ndarray, groups: list, boot: int, seed: int) -> tuple[float, float]:
+    """The paired bootstrap's 95% interval for the mean of diff (a recall
+    each), resampling whole groups (groups[i] is recall i's) boot times."""
     gkeys = sorted(set(groups))
     gidx = {g: i for i, g in enumerate(gkeys)}
     gsum = np.zeros(len(gkeys))
@@ -140,14 +213,17 @@ def tune(mem: Any, *, grid: Sequence[float] = GRID, boot: int = 2000, seed: int 
     picks = rng.integers(0, len(gkeys), size=(boot, len(gkeys)))
     means = gsum[picks].sum(axis=1) / np.maximum(gcnt[picks].sum(axis=1), 1)
     lo, hi = (float(x) for x in np.quantile(means, [0.025, 0.975]))
-    gain = (float(diff.mean()), lo, hi)
-    report = TuneReport(False, "", len(ids), "namespace" if by_ns else "recall",
-                        {"w_usefulness": current_w, "mrr": float(rrs[current_w].mean())},
-                        {"w_usefulness": best_w, "mrr": float(rrs[best_w].mean())},
-                        gain, table)
+    return lo, hi
+
+
+def _decide(mem: Any, report: TuneReport, deploy: bool) -> TuneReport:
+    """Deploy the best weight (saved in mem's store) only if it is not the one
+    in force and its gain's interval lies above 0 and deploy is true; the
+    report, with why."""
+    current_w, best_w = report.current["w_usefulness"], report.best["w_usefulness"]
     if best_w == current_w:
         return _replace(report, reason="the weight in force is already the best")
-    if lo <= 0:
+    if report.gain[1] <= 0:
         return _replace(report, reason="the gain's 95% interval includes 0: not significant")
     if not deploy:
         return _replace(report, reason="significant, but deploy=False")
