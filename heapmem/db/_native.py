@@ -279,6 +279,13 @@ def config(text: str) -> "FFI.CData":
     return c
 
 
+#: score_batch's columns, in hm_score_batch's order (csrc/heapmem.h): index
+#: its output by name (out[:, SCORE_COLUMN["score"]]), never by number
+SCORE_COLUMN_NAMES = ("relevance", "recency", "importance", "usefulness", "rules", "score",
+                      "rest")
+SCORE_COLUMN = {name: i for i, name in enumerate(SCORE_COLUMN_NAMES)}
+
+
 def score_batch(relevance: np.ndarray, age_days: np.ndarray, importance: np.ndarray,
                 superseded: np.ndarray, features: Sequence[str], qt: str, links: bytes,
                 cfg: "FFI.CData") -> np.ndarray:

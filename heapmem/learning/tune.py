@@ -195,7 +195,7 @@ def _replay(recalls: dict[int, _Judged], ids: list[int], folds: _Folds, link_set
         for w in weights:
             out = _native.score_batch(rest, ages, ones, zeros, r.features, r.qtype, link_set,
                                       cfgs[w])
-            per_w[w].append(_rr(out[:, 5], r.used))
+            per_w[w].append(_rr(out[:, _native.SCORE_COLUMN["score"]], r.used))
     return {w: np.array(v) for w, v in per_w.items()}
 
 
