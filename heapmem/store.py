@@ -152,6 +152,23 @@ def _guarded(method: Callable) -> Callable:
     return guarded
 
 
+def _check_path(path: Any) -> str:
+    """open()'s path as a string (a PathLike or bytes decoded), refused when it
+    is no path at all (None, a number, empty) or names no regular file."""
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not isinstance(path, str):
+        raise TypeError(f"path must be a file path or a server URL (a string), got "
+                        f"{type(path).__name__}; heapmem.open(None) would make a file "
+                        "named 'None'")
+    if not path:
+        raise ValueError("path is empty; give a file path, ':memory:' or a server URL")
+    _refuse_special(path)
+    return path
+
+
 def _refuse_special(path: str) -> None:
     """HeapmemError unless path names a regular file or nothing yet: a
     directory, a FIFO (whose read would block forever), a device such as
@@ -201,17 +218,7 @@ class Memory:
                  reembed: bool = False,
                  durable: bool = False, verify: bool = False, auth_token: str | None = None,
                  database: str | None = None):
-        if isinstance(path, os.PathLike):
-            path = os.fspath(path)
-        if isinstance(path, bytes):
-            path = os.fsdecode(path)
-        if not isinstance(path, str):
-            raise TypeError(f"path must be a file path or a server URL (a string), got "
-                            f"{type(path).__name__}; heapmem.open(None) would make a file "
-                            "named 'None'")
-        if not path:
-            raise ValueError("path is empty; give a file path, ':memory:' or a server URL")
-        _refuse_special(path)
+        path = _check_path(path)
         if not callable(clock):
             raise TypeError("clock must be a callable returning unix seconds or a datetime")
         if config is not None and not isinstance(config, ScoringConfig):
@@ -235,15 +242,32 @@ class Memory:
         self._links_gen = 0  # bumped by every write of this connection to links
         self._prior_feats: frozenset[str] = frozenset()
         self._prior_version: Any = None
-        flags = apsw.SQLITE_OPEN_READONLY if readonly else (
+        self._conn: schema.Connection
+        self._connect(path, auth_token=auth_token, database=database,
+                      embedder=None if _is_builtin(embedder) else embedder)
+        if config is None:
+            self._read_tuned()
+        if default:
+            self._embedder = self._default_embedder()
+        if self._embedder is not None:
+            try:
+                self._attach_embedder(reembed)
+            except BaseException:
+                self._conn.close()
+                raise
+
+    def _connect(self, path: str, *, auth_token: str | None, database: str | None,
+                 embedder: Any) -> None:
+        """Open the store's connection (a file, or a libSQL server: chosen once,
+        by db.connect) and check the file; a WAL file on read-only media is
+        read as immutable.  Closes what it opened on failure."""
+        flags = apsw.SQLITE_OPEN_READONLY if self.readonly else (
             apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
         flags |= apsw.SQLITE_OPEN_URI
-        self._conn: schema.Connection
         try:
-            # a file, or a store on a libSQL server (heapmem.remote): chosen once
             self._conn, self._remote = connect.connect(
                 path, flags=flags, auth_token=auth_token, database=database,
-                durable=durable, embedder=None if _is_builtin(embedder) else embedder)
+                durable=self.durable, embedder=embedder)
         except apsw.CantOpenError as e:
             raise HeapmemError(f"cannot open {path!r}: {e}") from None
         try:
@@ -251,7 +275,7 @@ class Memory:
         except apsw.CantOpenError as e:
             self._conn.close()
             wal = path + "-wal"
-            if not readonly or path.startswith("file:") or (
+            if not self.readonly or path.startswith("file:") or (
                     os.path.exists(wal) and os.path.getsize(wal) > 0):
                 raise HeapmemError(f"cannot open {path!r}: {e}") from None
             # a WAL-mode file on read-only media (an app bundle, a read-only
@@ -267,26 +291,20 @@ class Memory:
         except BaseException:
             self._conn.close()
             raise
-        if config is None:
-            # weights that tune() deployed in this store
-            tuned = schema.meta_get(self._conn, schema.META_TUNED)
-            if tuned is not None:
-                try:
-                    self.config = ScoringConfig.from_dict(json.loads(tuned))
-                except (ValueError, TypeError, RecursionError, AttributeError) as e:
-                    self._conn.close()
-                    raise CorruptStoreError(
-                        f"{path!r} holds tuned weights heapmem cannot read ({e}); open it with "
-                        "config=heapmem.ScoringConfig() to ignore them, then set_config(..., "
-                        "save=True) replaces them") from None
-        if default:
-            self._embedder = self._default_embedder()
-        if self._embedder is not None:
-            try:
-                self._attach_embedder(reembed)
-            except BaseException:
-                self._conn.close()
-                raise
+
+    def _read_tuned(self) -> None:
+        """Take the weights tune() deployed in this store, if any, as self.config."""
+        tuned = schema.meta_get(self._conn, schema.META_TUNED)
+        if tuned is None:
+            return
+        try:
+            self.config = ScoringConfig.from_dict(json.loads(tuned))
+        except (ValueError, TypeError, RecursionError, AttributeError) as e:
+            self._conn.close()
+            raise CorruptStoreError(
+                f"{self.path!r} holds tuned weights heapmem cannot read ({e}); open it with "
+                "config=heapmem.ScoringConfig() to ignore them, then set_config(..., "
+                "save=True) replaces them") from None
 
     # -- embeddings ----------------------------------------------------------------
 
