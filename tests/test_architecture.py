@@ -473,3 +473,20 @@ def test_one_name_one_meaning_in_the_values_verbs_return():
                        link_rows=9, prior_links=0, by_namespace=())
     ck = results.CheckReport(True, (), 1, 1, 9)
     assert (fb.features, st.links, ck.links) == (fb.links_updated, 3, ck.link_rows)
+
+
+def test_a_bug_surfaces_as_itself_not_as_damage(tmp_path, monkeypatch):
+    """issue 25: the error net turns SQLite's failures into HeapmemErrors, and
+    values decoded from the file into CorruptStoreError only where they are
+    decoded (_from_file); an IndexError anywhere else is heapmem's bug and
+    reaches the caller as one."""
+    from heapmem import store as store_module
+
+    def broken(*args, **kwargs):
+        raise IndexError("a bug")
+
+    with heapmem.open(str(tmp_path / "a.db"), clock=lambda: 1.7e9) as m:
+        m.add("Booked the flight to Lisbon")
+        monkeypatch.setattr(store_module, "log_params", broken)
+        with pytest.raises(IndexError, match="a bug"):
+            m.recall("flight")
