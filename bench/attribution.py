@@ -25,8 +25,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.append(os.path.dirname(HERE))
 
-import heapmem  # noqa: E402
 import locomo  # noqa: E402
+
+import heapmem  # noqa: E402
 
 ATTRIBUTE = """SELECT heap_attribute(:answer, :question, s.key, m.text, m.created_at)
 FROM json_each(:shown) AS s LEFT JOIN memories AS m ON m.id = s.value"""

@@ -19,8 +19,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.append(os.path.dirname(HERE))
 
-import heapmem  # noqa: E402
 import locomo  # noqa: E402
+
+import heapmem  # noqa: E402
 from heapmem import _native as n  # noqa: E402
 
 SMALL_STOP = set("a an and are as at be by did do does for from had has have he her his how i "
