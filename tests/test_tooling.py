@@ -1,8 +1,7 @@
 """The linter and the type checker, run by the tests so that CI (.ci/run, the
-README's test command) fails on a finding: `ruff check` over heapmem, tests
-and examples, and `mypy` over heapmem, both with the settings in
-pyproject.toml.  bench/ is not linted yet (it has findings of its own to fix
-first).
+README's test command) fails on a finding: `ruff check` over heapmem, tests,
+examples and bench, and `mypy` over heapmem, both with the settings in
+pyproject.toml.
 
 Each runs at the version the test extra pins (setup.py); another version may
 find other things, so the test skips, saying which it found, when the
@@ -21,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 #: the versions setup.py's test extra pins
 PINS = {"ruff": "0.17.6", "mypy": "2.4.1"}
-LINTED = ["heapmem", "tests", "examples"]
+LINTED = ["heapmem", "tests", "examples", "bench"]
 
 
 def _tool(name: str) -> None:
