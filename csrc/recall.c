@@ -860,16 +860,36 @@ static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a, i64 ad
   return SQLITE_OK;
 }
 
-/* Contextual utility (w_context > 0, the carried embedder's hybrid): each
- * candidate's own judgements in this namespace, each weighted by how close
- * its question was to this one (cosine over context_min_sim, rescaled to
- * 0..1), as evidence against the namespace's base rate of use (a Beta of
- * weight context_prior around it) with a gate of context_z standard errors:
- * the factor (g / p)^w_context within max_lift, or 1 when it cannot beat
- * chance. */
-static int hr_context(hr_vtab *t, hr_cursor *c) {
+/* The question's unit vector by the carried model, into out: c->qf when the
+ * recall embedded it already (the carried embedder's hybrid), else embedded
+ * here (a lexical store, or another embedder's: the model still says how
+ * alike two questions are).  0 when the model knows none of its words. */
+static int hr_question_vector(const hr_cursor *c, const char *query, float *out) {
+  if (c->hybrid == 2) {
+    memcpy(out, c->qf, sizeof(float) * HM_EMBED_DIM);
+    return 1;
+  }
+  char err[HM_ERRLEN];
+  if (hm_embed(query, -1, out, HM_EMBED_DIM, err, sizeof err) <= 0) return 0;
+  double ss = 0;
+  for (int d = 0; d < HM_EMBED_DIM; d++) ss += (double)out[d] * out[d];
+  if (!(ss > 0)) return 0;
+  for (int d = 0; d < HM_EMBED_DIM; d++) out[d] = (float)(out[d] / sqrt(ss));
+  return 1;
+}
+
+/* Contextual utility (w_context > 0): each candidate's own judgements in
+ * this namespace, each weighted by how close its question was to this one
+ * (the carried model's cosine over context_min_sim, rescaled to 0..1, in
+ * every store: its vectors or none), as evidence against the namespace's
+ * base rate of use (a Beta of weight context_prior around it) with a gate
+ * of context_z standard errors: the factor (g / p)^w_context within
+ * max_lift, or 1 when it cannot beat chance. */
+static int hr_context(hr_vtab *t, hr_cursor *c, const char *query) {
   for (int i = 0; i < c->n; i++) c->rows[i].ctx = 1.0, c->rows[i].ctx_n = 0.0;
-  if (!(c->cfg.w_context > 0) || c->hybrid != 2 || c->n == 0) return SQLITE_OK;
+  float qv[HM_EMBED_DIM];
+  if (!(c->cfg.w_context > 0) || c->n == 0 || !hr_question_vector(c, query, qv))
+    return SQLITE_OK;
   sqlite3_str *js = sqlite3_str_new(t->db);
   sqlite3_str_appendchar(js, 1, '[');
   for (int i = 0; i < c->n; i++) sqlite3_str_appendf(js, i ? ",%lld" : "%lld", c->rows[i].seq);
@@ -894,7 +914,7 @@ static int hr_context(hr_vtab *t, hr_cursor *c) {
     if (!q || hm_embed(q, sqlite3_column_bytes(st, 2), v, HM_EMBED_DIM, err, sizeof err) <= 0)
       continue;
     double sim = 0;
-    for (int d = 0; d < HM_EMBED_DIM; d++) sim += (double)v[d] * c->qf[d];
+    for (int d = 0; d < HM_EMBED_DIM; d++) sim += (double)v[d] * qv[d];
     if (!(sim > lo)) continue;
     double w = lo < 1 ? (sim - lo) / (1 - lo) : 1.0;
     for (int i = 0; i < c->n; i++)
@@ -1097,7 +1117,7 @@ static int hr_run(hr_vtab *t, hr_cursor *c, const hr_args *a) {
   if ((rc = hr_read_links(t, c, ns)) != SQLITE_OK) return rc;
   if ((rc = hr_read_candidates(t, c, a, added, changed)) != SQLITE_OK) return rc;
   if (c->n == 0) return SQLITE_OK;
-  if ((rc = hr_context(t, c)) != SQLITE_OK) return rc;
+  if ((rc = hr_context(t, c, query)) != SQLITE_OK) return rc;
   if ((rc = hr_explore(t, c, a)) != SQLITE_OK) return rc;
   if ((rc = hr_score(t, c)) != SQLITE_OK) return rc;
   if ((rc = hr_show(t, c)) != SQLITE_OK) return rc;

@@ -98,9 +98,10 @@ class ScoringConfig:
       [1 / max_lift, max_lift]: what a prior merged from elsewhere, or
       tenants colluding past the trimmed pool, can do to a ranking is
       bounded too (explain() says when the bound applied).
-    - context (w_context, 1; hybrid recall with the library's embedder): the
+    - context (w_context, 1; every store, with vectors or without): the
       memory's own record in this namespace, each past judgement of it
-      weighted by how similar its question was to this one (cosine above
+      weighted by how similar its question was to this one (the library's
+      own model's cosine, whatever the store's embedder, above
       context_min_sim, 0.7, rescaled to 0..1), against the base rate of use
       (a Beta of weight context_prior, 2, around it), lifting the memory only
       where its record beats the base rate by context_z (0.5) standard

@@ -73,11 +73,20 @@ def test_the_record_goes_with_the_memory_and_the_recall(mem):
     assert _by_id(mem, Q)["t0"].context == 1.0
 
 
-def test_lexical_recall_has_no_context(tmp_path):
+def test_a_lexical_store_has_context_too(tmp_path):
+    """A store without vectors (embedder=None) compares questions with the
+    library's own model all the same: the same lift past the same gate, and
+    none for an unrelated question or with w_context=0."""
     m = heapmem.open(str(tmp_path / "l.db"), clock=lambda: T, embedder=None)
     m.add_many([{"text": t, "id": f"t{i}", "namespace": NS} for i, t in enumerate(TEXTS)])
+    assert m.connection.execute("SELECT count(*) FROM vectors").fetchall()[0][0] == 0
     _teach(m, 5)
-    assert all(r.context == 1.0 for r in _by_id(m, Q).values())
+    got = _by_id(m, "What did Melanie paint last week by the lake?")
+    assert got["t0"].context > 1.0 and "x context" in got["t0"].explain()
+    assert all(r.context == 1.0 for r in _by_id(m, "Where is the support group held?").values())
+    off = _by_id(m, Q, config=heapmem.ScoringConfig(w_context=0))
+    assert all(r.context == 1.0 for r in off.values())
+    m.close()
     m.close()
 
 
