@@ -25,7 +25,8 @@ override PYTHON := $(if $(findstring /,$(PYTHON)),$(abspath $(PYTHON)),$(PYTHON)
 CC ?= gcc
 SAN_DIR := build/sanitize
 SAN_TESTS ?= tests/test_cfuzz.py tests/test_sql_loop.py tests/test_embed.py tests/test_context.py tests/test_hostile.py tests/test_isolation.py tests/test_trust2_time.py \
-	tests/test_bm25.py tests/test_feedback.py tests/test_recall.py \
+	tests/test_bm25.py tests/test_feedback.py tests/test_recall.py tests/test_filters.py \
+	tests/test_explore.py tests/test_authority.py \
 	$(wildcard tests/test_sql.py tests/test_native.py)
 LIBASAN = $(shell $(CC) -print-file-name=libasan.so)
 LIBUBSAN = $(shell $(CC) -print-file-name=libubsan.so)
@@ -36,7 +37,7 @@ test:
 	$(PYTHON) -m pytest tests -q
 
 lint:
-	$(PYTHON) -m ruff check heapmem tests examples
+	$(PYTHON) -m ruff check heapmem tests examples bench
 	$(PYTHON) -m mypy
 
 soak:
@@ -47,7 +48,8 @@ sanitize-build:
 	rm -rf $(SAN_DIR) build/sanitize-tmp
 	HEAPMEM_SANITIZE=1 $(PYTHON) setup.py -q build_ext --build-lib $(SAN_DIR) \
 		--build-temp build/sanitize-tmp
-	cp heapmem/*.py heapmem/py.typed $(SAN_DIR)/heapmem/
+	cd heapmem && find . \( -name '*.py' -o -name py.typed \) -not -path '*/__pycache__/*' \
+		-exec install -D -m 644 {} $(CURDIR)/$(SAN_DIR)/heapmem/{} \;
 	@nm -D $(SAN_DIR)/heapmem/heapmem0.so | grep -q __asan_init \
 		|| (echo "sanitize: the library was not built with ASan" && exit 1)
 

@@ -312,8 +312,8 @@ def test_buffer_sizes_come_from_the_header():
         2 * _native.lib.HM_MAX_WORD + 16)
     assert _native.MAX_FEATURES == 2 * _native.lib.HM_MAX_FEATURES
     assert _native.lib.HM_SCORE_COLUMNS == 7 == len(_native.SCORE_COLUMN_NAMES)
-    # score_batch's named columns are the header's, in its order
-    with open(HEADER, encoding="utf-8") as f:
+    # score_batch's named columns are the header's, in its order (the shipped copy)
+    with open(_native.HEADER_PATH, encoding="utf-8") as f:
         said = re.search(r"per candidate \(n x HM_SCORE_COLUMNS in all\): ([^.]*?), and rest",
                          " ".join(f.read().split()))
     assert said, "csrc/heapmem.h no longer lists hm_score_batch's columns"
