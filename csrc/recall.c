@@ -27,9 +27,9 @@
  * BM25, the superseded rule, the vector top N), the link set the namespace
  * sees (its own links and the pooled layer's), hm_score_batch, then score
  * order with ties by seq; in a tracked recall with explore > 0, each score
- * times the factor exploration puts on it (hr_explore).  Every statement it runs is prepared once per
- * connection and kept; hm_conn and the cache that feedback.c and store.c
- * prepare into live here too.
+ * times the factor exploration puts on it (hr_explore).  Every statement
+ * it runs is prepared once per connection and kept; hm_conn and the cache
+ * that feedback.c and store.c prepare into live here too.
  * Relies on: text.c (hm_qtype, hm_match, hm_fnv64), sample.c
  * (hm_splitmix64), score.c (hm_config_parse, hm_score_batch, hm_explain,
  * hm_explore), sqlfuncs.c (hm_is_number, hm_repr,
@@ -453,7 +453,18 @@ static void hr_bind_filters(sqlite3_stmt *st, const hr_args *a) {
   else sqlite3_bind_null(st, 8);
 }
 
-/* One time bound (since or until), read and checked into *out. */
+/* A 0-or-1 argument (track, tracked), read and checked into *out; NULL (or
+ * not given) leaves *out as it is. */
+static int hr_read_flag(hr_vtab *t, sqlite3_value *v, const char *name, int *out) {
+  if (!v || sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
+  if (sqlite3_value_type(v) != SQLITE_INTEGER ||
+      (sqlite3_value_int64(v) != 0 && sqlite3_value_int64(v) != 1))
+    return hr_fail(t, "heap_recall: %s must be 0 or 1", name);
+  *out = sqlite3_value_int(v);
+  return SQLITE_OK;
+}
+
+/* A time (now, since, until), read and checked into *out; *has: given. */
 static int hr_read_time(hr_vtab *t, sqlite3_value *v, const char *name, double *out, int *has) {
   *has = 0;
   if (!v || sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
@@ -534,18 +545,11 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
     c->k = sqlite3_value_int(v);
   }
   double now;
-  v = arg[HR_NOW - HR_QUERY];
-  if (v && sqlite3_value_type(v) != SQLITE_NULL) {
-    now = sqlite3_value_double(v);
-    if (!hm_is_number(v) || !(now >= 0 && now <= 253402300799.0))
-      return hr_fail(t, "heap_recall: now must be unix seconds from 0 to 253402300799 "
-                        "(1970 to the year 9999)%s", "");
-  } else {
-    now = hr_now(t->db);
-  }
+  int has_now, rc;
+  if ((rc = hr_read_time(t, arg[HR_NOW - HR_QUERY], "now", &now, &has_now))) return rc;
+  if (!has_now) now = hr_now(t->db);
   char err[HM_ERRLEN];
   sqlite3_stmt *st = NULL;
-  int rc;
   v = arg[HR_CONFIG - HR_QUERY];
   if (v && sqlite3_value_type(v) != SQLITE_NULL) {
     if (sqlite3_value_type(v) != SQLITE_TEXT)
@@ -564,21 +568,9 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
       return hr_fail(t, "heap_recall: the store's tuned config cannot be used (%s)", err);
   }
   int track = !sqlite3_db_readonly(t->db, "main");
-  v = arg[HR_TRACK - HR_QUERY];
-  if (v && sqlite3_value_type(v) != SQLITE_NULL) {
-    if (sqlite3_value_type(v) != SQLITE_INTEGER ||
-        (sqlite3_value_int64(v) != 0 && sqlite3_value_int64(v) != 1))
-      return hr_fail(t, "heap_recall: track must be 0 or 1%s", "");
-    track = sqlite3_value_int(v);
-  }
+  if ((rc = hr_read_flag(t, arg[HR_TRACK - HR_QUERY], "track", &track))) return rc;
   int tracked = track;
-  v = arg[HR_TRACKED - HR_QUERY];
-  if (v && sqlite3_value_type(v) != SQLITE_NULL) {
-    if (sqlite3_value_type(v) != SQLITE_INTEGER ||
-        (sqlite3_value_int64(v) != 0 && sqlite3_value_int64(v) != 1))
-      return hr_fail(t, "heap_recall: tracked must be 0 or 1%s", "");
-    tracked = sqlite3_value_int(v);
-  }
+  if ((rc = hr_read_flag(t, arg[HR_TRACKED - HR_QUERY], "tracked", &tracked))) return rc;
   v = arg[HR_QVEC - HR_QUERY];
   const void *qvec = NULL;
   int qbytes = 0;
@@ -618,6 +610,16 @@ static int hr_read_links(hr_vtab *t, hr_cursor *c, const char *ns) {
   return SQLITE_OK;
 }
 
+/* v (HM_EMBED_DIM floats) scaled to unit length; 0 (v unchanged) when it is
+ * all zeros: no word the model knows. */
+static int hr_unit(float *v) {
+  double ss = 0;
+  for (int d = 0; d < HM_EMBED_DIM; d++) ss += (double)v[d] * v[d];
+  if (!(ss > 0)) return 0;
+  for (int d = 0; d < HM_EMBED_DIM; d++) v[d] = (float)(v[d] / sqrt(ss));
+  return 1;
+}
+
 /* Which vectors this recall uses, into c->hybrid and (for the carried
  * embedder) c->qf: the store's embedder and the namespace's stamps, read in
  * the recall's snapshot.  A store whose embedder is the one this library
@@ -649,10 +651,7 @@ static int hr_vectors(hr_vtab *t, hr_cursor *c, const hr_args *a, i64 *added, i6
   } else if (hm_embed(a->query, -1, c->qf, HM_EMBED_DIM, err, sizeof err) < 0) {
     return hr_fail(t, "heap_recall: %s", err);
   }
-  double ss = 0;
-  for (int d = 0; d < HM_EMBED_DIM; d++) ss += (double)c->qf[d] * c->qf[d];
-  if (!(ss > 0)) return SQLITE_OK; /* no word the model knows: lexical recall */
-  for (int d = 0; d < HM_EMBED_DIM; d++) c->qf[d] = (float)(c->qf[d] / sqrt(ss));
+  if (!hr_unit(c->qf)) return SQLITE_OK; /* no word the model knows: lexical recall */
   c->qdim = HM_EMBED_DIM;
   c->hybrid = 2;
   return SQLITE_OK;
@@ -870,12 +869,7 @@ static int hr_question_vector(const hr_cursor *c, const char *query, float *out)
     return 1;
   }
   char err[HM_ERRLEN];
-  if (hm_embed(query, -1, out, HM_EMBED_DIM, err, sizeof err) <= 0) return 0;
-  double ss = 0;
-  for (int d = 0; d < HM_EMBED_DIM; d++) ss += (double)out[d] * out[d];
-  if (!(ss > 0)) return 0;
-  for (int d = 0; d < HM_EMBED_DIM; d++) out[d] = (float)(out[d] / sqrt(ss));
-  return 1;
+  return hm_embed(query, -1, out, HM_EMBED_DIM, err, sizeof err) > 0 && hr_unit(out);
 }
 
 /* Contextual utility (w_context > 0): each candidate's own judgements in
