@@ -404,10 +404,22 @@ static int hm_cmp_double(const void *x, const void *y) {
   return (a > b) - (a < b);
 }
 
+/* The link set's count of links with the config checked, for a batch of
+ * candidates (hm_explore, hm_score_batch); -1 with err set when either is bad. */
+static i64 hm_batch_links(const unsigned char *links, i64 linkslen, const hm_config *c,
+                          char *err, int errlen) {
+  i64 count = hm_links_count(links, linkslen);
+  if (count < 0) {
+    hm_seterr(err, errlen, "links is not a link set made by heap_links()%s", "");
+    return -1;
+  }
+  return hm_config_check(c, err, errlen) ? -1 : count;
+}
+
 /* The factors a tracked recall's exploration puts on n candidates' scores
  * (see heapmem.h).  Each candidate's usefulness is drawn (hm_usefulness with
  * the stream seed starts, damped by c->explore), and its lift moves by the
- * draw's effect, w_usefulness x log(drawn / unexplored usefulness), less
+ * draw's effect, its exponent (hm_exponent) x log(drawn / unexplored usefulness), less
  * the candidates' median effect: the links every candidate shares move them
  * all alike, and taking that common part off keeps it from pushing every
  * lift into the bound below, which would flatten the order the draws give.
@@ -420,12 +432,8 @@ HM_API int hm_explore(int n, const char *const *features, const double *age_days
                       const hm_config *c, uint64_t seed, double *factor, double *work,
                       int *bad, char *err, int errlen) {
   if (bad) *bad = -1;
-  i64 count = hm_links_count(links, linkslen);
-  if (count < 0) {
-    hm_seterr(err, errlen, "links is not a link set made by heap_links()%s", "");
-    return HM_ERROR;
-  }
-  if (hm_config_check(c, err, errlen)) return HM_ERROR;
+  i64 count = hm_batch_links(links, linkslen, c, err, errlen);
+  if (count < 0) return HM_ERROR;
   for (int i = 0; i < n; i++) factor[i] = 1.0;
   if (!(c->explore > 0) || !(c->w_usefulness > 0) || n < 1) return HM_OK;
   hm_draw x = {.seed = seed, .explore = c->explore};
@@ -465,12 +473,8 @@ HM_API int hm_score_batch(int n, const double *relevance, const double *age_days
   static __thread char active[HM_ACTIVE_LEN];
   double eff[2 * HM_MAX_FEATURES];
   if (bad) *bad = -1;
-  i64 count = hm_links_count(links, linkslen);
-  if (count < 0) {
-    hm_seterr(err, errlen, "links is not a link set made by heap_links()%s", "");
-    return HM_ERROR;
-  }
-  if (hm_config_check(c, err, errlen)) return HM_ERROR;
+  i64 count = hm_batch_links(links, linkslen, c, err, errlen);
+  if (count < 0) return HM_ERROR;
   /* candidates often share their shape: usefulness depends only on the
    * features and the age bucket, so each distinct pair is worked out once */
   struct { u64 h; const char *features, *bucket; double use, evidence; } memo[64];
