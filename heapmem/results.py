@@ -95,15 +95,18 @@ class Result:
         return line
 
 
+#: RECALL's columns that are a Result's field as they are read (the others are
+#: decoded in recalled, or are not a result's: rest, links)
+_AS_READ = tuple(c for c in sql.RECALL_COLUMNS
+                 if c not in ("superseded", "features", "metadata", "rest", "links"))
+
+
 def recalled(rows: Sequence[Sequence[Any]]) -> tuple[list[Result], list[float], bytes]:
     """The Results of sql.RECALL's rows (heap_recall's columns), each one's
     score without usefulness (what the log keeps for tune()), and the link
     set they were scored with."""
     named = [dict(zip(sql.RECALL_COLUMNS, r)) for r in rows]
-    plain = ("rank", "id", "text", "score", "kind", "source", "key", "relevance", "recency",
-             "importance", "usefulness", "rules", "bm25", "age_days", "created_at",
-             "last_used_at", "lexical", "cosine", "context", "context_n", "explore")
-    results = [Result(**{c: r[c] for c in plain}, superseded=bool(r["superseded"]),
+    results = [Result(**{c: r[c] for c in _AS_READ}, superseded=bool(r["superseded"]),
                       features=tuple(r["features"].split()),
                       metadata=json.loads(r["metadata"]) if r["metadata"] else None)
                for r in named]
