@@ -50,10 +50,12 @@ def db():
     conn.close()
 
 
-def undo_schema_8(c):
-    """Take schema 8's objects out of a store (vector stamps, the triggers
-    that keep vectors with their memories): what a test that makes a file of
-    an older schema from a new store runs before it sets user_version."""
+def back_to_schema_7(c):
+    """Take schema 9's and 8's objects out of a store (the filters' index;
+    vector stamps, the triggers that keep vectors with their memories): what
+    a test that makes a file of an older schema from a new store runs before
+    it sets user_version."""
+    c.execute("DROP INDEX memories_filter")
     c.execute("DROP TRIGGER memories_embed; DROP TRIGGER memories_reembed; "
               "DROP TRIGGER memories_vector_move; DROP TRIGGER memories_vector_ad; "
               "DROP TRIGGER vectors_ad; DROP TRIGGER vectors_au; DROP TRIGGER vectors_ai; "

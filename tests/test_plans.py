@@ -123,12 +123,11 @@ def test_feedback_reads_a_features_trim_boundaries_from_the_rate_index(tmp_path,
 def test_filtered_candidates_look_each_hit_up_by_its_key(tmp_path):
     """With a kind or time filter, each BM25 hit is looked up by its rowid
     (no scan of the namespace), and the vector filter reads the namespace's
-    index; without one the filter's lookup is never planned into a scan."""
+    kinds and times from the covering index alone (schema 9), never from the
+    rows; without a filter the lookup is never planned into a scan."""
     with _fill(tmp_path / "a.db") as m:
         plan = _plan(m, "candidates", PARAMS[:5] + ('["fact"]', 1.0, None))
         assert GOOD in plan and "SEARCH f USING INTEGER PRIMARY KEY (rowid=?)" in plan, plan
         assert not any(BAD in p for p in plan)
         allow = _plan(m, "allow", ("ns1", None, None, None, None, '["fact"]', None, None))
-        # (either index that leads with the namespace)
-        assert {"SEARCH m USING INDEX memories_namespace (namespace=?)",
-                "SEARCH m USING INDEX memories_text (namespace=?)"} & set(allow), allow
+        assert "SEARCH m USING COVERING INDEX memories_filter (namespace=?)" in allow, allow

@@ -8,7 +8,7 @@ import pytest
 import heapmem
 from heapmem.schema import SCHEMA_VERSION
 
-from conftest import T0, undo_schema_8
+from conftest import T0, back_to_schema_7
 
 
 def test_open_creates_a_store_and_reopens_it(tmp_path, clock):
@@ -247,7 +247,7 @@ def test_a_schema_5_store_with_learned_links_migrates_to_the_rate_index(tmp_path
             m.add_many([{"text": t, "namespace": f"t{i}"} for t in texts])
             judge(m, f"t{i}")
     c = apsw.Connection(path)  # what schema 5 looked like
-    undo_schema_8(c)
+    back_to_schema_7(c)
     c.execute("DROP INDEX links_rate; CREATE INDEX links_feature ON links(feature); "
               "PRAGMA user_version=5")
     before = c.execute("SELECT * FROM links ORDER BY namespace, feature").fetchall()

@@ -10,7 +10,7 @@ import pytest
 import heapmem
 from heapmem import _native
 
-from conftest import undo_schema_8
+from conftest import back_to_schema_7
 
 
 def _fnv_tag(ns: str) -> str:
@@ -115,7 +115,7 @@ def test_a_schema_6_store_is_tagged_anew_on_open(tmp_path, clock):
         mem.add("the moon is far", namespace="users:eve")
     c = apsw.Connection(path)  # what schema 6 wrote: the hashed tags
     c.execute("BEGIN")
-    undo_schema_8(c)
+    back_to_schema_7(c)
     for seq, ns in c.execute("SELECT seq, namespace FROM memories").fetchall():
         c.execute("UPDATE memories SET nstag = ? WHERE seq = ?", (_fnv_tag(ns), seq))
     c.execute("PRAGMA user_version=6")

@@ -11,7 +11,7 @@ import heapmem
 from heapmem import ScoringConfig, transfer
 from heapmem.cli import main
 
-from conftest import undo_schema_8
+from conftest import back_to_schema_7
 
 Q = "When is my flight to Lisbon?"
 # five rows, each within the 100 observations a prior may weigh per link: for
@@ -126,7 +126,7 @@ def test_a_schema_6_prior_becomes_one_record_that_can_be_removed(tmp_path):
     transfer.import_file(m, str(tmp_path / "five.jsonl"))
     m.close()
     c = apsw.Connection(str(path))  # what schema 6 kept: the sum and the digests only
-    undo_schema_8(c)
+    back_to_schema_7(c)
     c.execute("DELETE FROM heapmem_meta WHERE key = 'prior_records'; PRAGMA user_version = 6")
     c.close()
     with heapmem.open(str(path), clock=lambda: T0, embedder=None) as m:
