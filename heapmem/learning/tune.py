@@ -12,6 +12,14 @@ of the log only (grouped cross-validation: by namespace when there are enough
 namespaces, else by recall), and deploys a new weight only if it ranks the
 used memories higher than the current one with a paired bootstrap 95%
 interval above zero.  Otherwise nothing changes.
+
+Auto-tune (Memory.feedback, unless the store was opened with auto_tune=False
+or an explicit config): tune() runs by itself after the feedback that brings
+the store's judged recalls to the next point of a doubling schedule (30, 60,
+120, ...: schedule_point), seeded with AUTO_SEED; past AUTO_WINDOW judged
+recalls it replays only the newest AUTO_WINDOW (with the links learned from
+the events of the recalls from the oldest of them on), so one feedback never
+replays more than that.
 """
 from __future__ import annotations
 
@@ -31,6 +39,27 @@ from ..results import TuneReport
 GRID = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0)
 #: Fewer judged recalls than this and tune() does not try.
 MIN_RECALLS = 30
+#: Auto-tune's seed (the bootstrap's draws), so that its runs repeat exactly.
+AUTO_SEED = 0
+#: The most judged recalls auto-tune replays (the newest): tune's replay is
+#: linear in them; bench/RESULTS.md section 17 times the feedback that runs it.
+AUTO_WINDOW = 2000
+
+
+def schedule_point(judged: int) -> int:
+    """The last point of auto-tune's schedule (MIN_RECALLS, then each doubling
+    of it: 30, 60, 120, ...) at or below judged; 0 below MIN_RECALLS."""
+    if judged < MIN_RECALLS:
+        return 0
+    point = MIN_RECALLS
+    while point * 2 <= judged:
+        point *= 2
+    return point
+
+
+def next_point(point: int) -> int:
+    """The schedule's point after point (MIN_RECALLS after none)."""
+    return MIN_RECALLS if point < MIN_RECALLS else 2 * point
 
 
 def _rr(order_scores: np.ndarray, used: set[int]) -> float:
@@ -42,12 +71,14 @@ def _rr(order_scores: np.ndarray, used: set[int]) -> float:
 
 
 def tune(mem: Any, *, grid: Sequence[float] = GRID, boot: int = 2000, seed: int = 0,
-         deploy: bool = True) -> TuneReport:
+         deploy: bool = True, newest: int | None = None) -> TuneReport:
     """Replay mem's (a heapmem.Memory) judged recalls under each weight of
-    grid; deploy the best one if its gain is significant (see the module)."""
+    grid; deploy the best one if its gain is significant (see the module).
+    newest=N: only the newest N judged recalls, with the links learned from
+    the events of the recalls from the oldest of them on."""
     base = mem.config
     current_w = float(base.w_usefulness)
-    recalls, log = _judged(mem)
+    recalls, log = _judged(mem, newest)
     ids = sorted(recalls)
     if len(ids) < MIN_RECALLS:
         return _too_few(len(ids), current_w)
@@ -80,12 +111,17 @@ class _Judged:
     used: set[int] = field(default_factory=set)
 
 
-def _judged(mem: Any) -> tuple[dict[int, _Judged], list]:
-    """mem's judged recalls by id, each with the positions its feedback marked
-    used, and the whole event log (mem.events())."""
+def _judged(mem: Any, newest: int | None = None) -> tuple[dict[int, _Judged], list]:
+    """mem's judged recalls by id (all, or the newest), each with the
+    positions its feedback marked used, and the event log: all of it
+    (mem.events()), or from the oldest recall read on."""
+    rows = mem.judged_recalls(newest=newest)
     recalls = {r.id: _Judged(r.namespace, r.qtype, list(r.ages), list(r.features), list(r.rest))
-               for r in mem.judged_recalls()}
-    log = mem.events()
+               for r in rows}
+    if newest is None:
+        log = mem.events()
+    else:
+        log = mem.events(first_recall=min(recalls)) if recalls else []
     for e in log:
         if e.used and e.recall_id in recalls:
             recalls[e.recall_id].used.add(e.position)
@@ -95,9 +131,15 @@ def _judged(mem: Any) -> tuple[dict[int, _Judged], list]:
 def _too_few(n: int, current_w: float) -> TuneReport:
     """The report when the log holds fewer than MIN_RECALLS judged recalls:
     nothing replayed, nothing changed."""
+    return not_run(f"only {n} judged recalls in the log; tune() needs {MIN_RECALLS}", n,
+                   current_w)
+
+
+def not_run(reason: str, n: int, current_w: float) -> TuneReport:
+    """The report of a tune that replayed nothing and changed nothing (too
+    few recalls, or, from auto-tune, an error: reason says which)."""
     here = {"w_usefulness": current_w, "mrr": math.nan}
-    return TuneReport(False, f"only {n} judged recalls in the log; tune() needs {MIN_RECALLS}",
-                      n, "-", here, dict(here), (0.0, 0.0, 0.0), ())
+    return TuneReport(False, reason, n, "-", here, dict(here), (0.0, 0.0, 0.0), ())
 
 
 @dataclass(frozen=True)
@@ -119,6 +161,15 @@ class _Folds:
         """The fold a recall (or an event of it) falls in."""
         return self.index[namespace] % self.n if self.by_namespace else recall_id % self.n
 
+    def event_fold(self, recall_id: int | None, namespace: str) -> int | None:
+        """The fold whose replay holds an event out, or None when every fold
+        learns from it: an event of a forgotten recall, or, with folds by
+        namespace, of a namespace no judged recall is replayed in (its
+        recalls were only ignored, or older than the newest replayed)."""
+        if recall_id is None or (self.by_namespace and namespace not in self.index):
+            return None
+        return self.fold(recall_id, namespace)
+
     def group(self, recall_id: int, namespace: str) -> Any:
         """The unit the bootstrap resamples a recall with: its namespace or
         itself, as the folds group it."""
@@ -136,8 +187,9 @@ class _LinkSets:
         # each fold's own evidence, to hold out when replaying that fold
         by_fold: dict[int, list] = defaultdict(list)
         for e in log:
-            if e.recall_id is not None:
-                by_fold[folds.fold(e.recall_id, e.namespace)].append((e.namespace, e.deltas))
+            fold = folds.event_fold(e.recall_id, e.namespace)
+            if fold is not None:
+                by_fold[fold].append((e.namespace, e.deltas))
         self.fold_own = {fo: learning.per_namespace(evs) for fo, evs in by_fold.items()}
         self.fold_pooled = {fo: learning.pooled(held) for fo, held in self.fold_own.items()}
         self.pooled = learning.pooled(self.own)
