@@ -1199,6 +1199,8 @@ class Memory:
                     n = c.execute(sql.FORGET, {"ids": json.dumps(id_list)}).fetchall()[0][0]
             except apsw.SQLError as e:  # the C core's sentence: a bad argument
                 raise ValueError(_c_sentence(e)) from None
+            if n:
+                schema.autotune_recount(c)  # judged recalls may have gone with them
         # the WAL still holds the old pages: copy the erased ones into the file
         # and empty the WAL.  A TRUNCATE checkpoint stalls every writer while it
         # waits for readers, so it waits 0.25 s at most; if other connections

@@ -79,7 +79,8 @@ META_POOL = "pool"
 #: auto-tune's place on its schedule (JSON {"point": the last point of the
 #: doubling schedule claimed, 0 for none; "judged": the judged recalls as
 #: counted at the last feedback, null when unknown}); Memory.feedback keeps it
-#: (autotune_state, set_autotune_state), an import marks its count unknown.
+#: (autotune_state, set_autotune_state), an import or a forget marks its count
+#: unknown (autotune_recount).
 META_AUTOTUNE = "autotune"
 
 #: Keys the file records about itself; never exported or imported.
@@ -223,8 +224,8 @@ def set_autotune_state(c: Connection, point: int, judged: int | None) -> None:
 
 def autotune_recount(c: Connection) -> None:
     """Mark auto-tune's count of judged recalls unknown (after writes that
-    add recalls other than feedback's: an import), keeping its point; the
-    next feedback counts them all again."""
+    add or remove judged recalls other than feedback's: an import, a
+    forget), keeping its point; the next feedback counts them all again."""
     point, judged = autotune_state(c)
     if judged is not None:
         set_autotune_state(c, point, None)
