@@ -355,7 +355,9 @@ class HeapmemStore:
     def _auto_tuned(self, fb: Any) -> None:
         rep = getattr(fb, "auto_tune", None)  # (a heapmem from before auto-tune has none)
         if rep is not None:
-            w = rep.best["w_usefulness"] if rep.deployed else rep.current["w_usefulness"]
+            w = getattr(rep, "after", None)
+            if w is None:  # (before TuneReport.after)
+                w = rep.best["w_usefulness"] if rep.deployed else rep.current["w_usefulness"]
             self.tuned.append(f"{rep.recalls}:{'deployed ' if rep.deployed else ''}{w:g}")
 
     def prepare_eval(self, train_namespaces: Sequence[str], config: str) -> dict[str, Any]:

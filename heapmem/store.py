@@ -973,16 +973,18 @@ class Memory:
 
     def _auto_tune(self, point: int, judged: int) -> TuneReport:
         """tune() as auto-tune runs it, once the store's judged recalls reached
-        point (judged of them): seeded (tune.AUTO_SEED), and past
-        tune.AUTO_WINDOW judged recalls over the newest that many only (else
-        all of them: then it is exactly tune(seed=tune.AUTO_SEED)).  The
+        point (judged of them): seeded (tune.AUTO_SEED), against the default
+        weight (tune.AUTO_AGAINST: a weight is deployed only while it is
+        significantly better than the default on all the recalls replayed,
+        else the default is), and past tune.AUTO_WINDOW judged recalls over
+        the newest that many only.  The
         feedback before it is committed, so an error here is not raised (the
         caller would take the saved feedback for a failed one): it becomes an
         AutoTuneWarning and the report's reason, the weights unchanged; the
         point stays claimed (the next point tries again, or call tune())."""
         try:
             with self._lock:
-                return tune.tune(self, seed=tune.AUTO_SEED,
+                return tune.tune(self, seed=tune.AUTO_SEED, against=tune.AUTO_AGAINST,
                                  newest=tune.AUTO_WINDOW if judged > tune.AUTO_WINDOW else None)
         except Exception as e:  # whatever it is, the feedback stands (see above)
             what = f"{type(e).__name__}: {' '.join(str(e).split())}"

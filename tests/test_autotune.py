@@ -274,3 +274,23 @@ def test_a_forget_is_counted_at_the_next_feedback(tmp_path):
     reports = _world(mem, 2, first=9)  # 25, 26, ... 30 at the 6th
     assert _ran(reports) == [6] and reports[5].recalls == 30
     mem.close()
+
+
+def test_against_the_default_a_weight_nothing_supports_goes_back_to_it(tmp_path):
+    """Auto-tune measures each gain against the default weight, so a weight
+    deployed on an earlier, smaller replay stays only while the feedback
+    supports it; otherwise the default comes back."""
+    default = heapmem.ScoringConfig().w_usefulness
+    assert tune.AUTO_AGAINST == default
+    mem = _open(tmp_path / "a.db", auto_tune=False)
+    _world(mem, 20, mode="shuffled")
+    mem.set_config(w_usefulness=1.0, save=True)  # as if a chance pass had deployed it
+    rep = tune.tune(mem, against=default, deploy=False)
+    assert not rep.deployed and rep.after == 1.0 and rep.against == default
+    assert rep.reason.startswith(f"back to {default:g} (no weight is significantly better")
+    rep = tune.tune(mem, against=default)
+    assert rep.deployed and rep.after == default == mem.config.w_usefulness
+    assert f"over w_usefulness={default:g}" in str(rep)
+    mem.close()
+    with _open(tmp_path / "a.db") as again:
+        assert again.config.w_usefulness == default

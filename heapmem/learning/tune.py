@@ -31,6 +31,7 @@ from typing import Any, Iterable, Sequence, cast
 import apsw
 import numpy as np
 
+from ..config import ScoringConfig
 from ..db import _native, sql
 from ..learning import links as learning
 from ..results import TuneReport
@@ -41,6 +42,12 @@ GRID = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0)
 MIN_RECALLS = 30
 #: Auto-tune's seed (the bootstrap's draws), so that its runs repeat exactly.
 AUTO_SEED = 0
+#: What auto-tune measures a weight's gain against: the default w_usefulness
+#: (deployed again when no weight is significantly better than it).  Against
+#: the weight in force, a chance pass on a small early replay would stay
+#: (later replays would need significant evidence to leave it), and on
+#: LoCoMo's shuffled feedback some did (bench/RESULTS.md 17).
+AUTO_AGAINST = ScoringConfig().w_usefulness
 #: The most judged recalls auto-tune replays (the newest): tune's replay is
 #: linear in them; bench/RESULTS.md section 17 times the feedback that runs it.
 AUTO_WINDOW = 2000
@@ -71,29 +78,36 @@ def _rr(order_scores: np.ndarray, used: set[int]) -> float:
 
 
 def tune(mem: Any, *, grid: Sequence[float] = GRID, boot: int = 2000, seed: int = 0,
-         deploy: bool = True, newest: int | None = None) -> TuneReport:
+         deploy: bool = True, newest: int | None = None,
+         against: float | None = None) -> TuneReport:
     """Replay mem's (a heapmem.Memory) judged recalls under each weight of
     grid; deploy the best one if its gain is significant (see the module).
     newest=N: only the newest N judged recalls, with the links learned from
-    the events of the recalls from the oldest of them on."""
+    the events of the recalls from the oldest of them on.  against=W: the
+    gain is measured against weight W rather than the weight in force, and
+    where no weight is significantly better than W, W is deployed (auto-tune
+    passes the default weight: each of its decisions then rests on all the
+    recalls it replays, never on what an earlier, smaller replay deployed)."""
     base = mem.config
     current_w = float(base.w_usefulness)
+    ref_w = current_w if against is None else float(against)
     recalls, log = _judged(mem, newest)
     ids = sorted(recalls)
     if len(ids) < MIN_RECALLS:
         return _too_few(len(ids), current_w)
     folds = _Folds.of(recalls[r].namespace for r in ids)
     link_sets = _LinkSets(log, folds, base.pooled_pseudocount)
-    weights = sorted(set(float(w) for w in grid) | {current_w})
+    weights = sorted(set(float(w) for w in grid) | {current_w, ref_w})
     rrs = _replay(recalls, ids, folds, link_sets, weights, base)
-    best_w = max(weights, key=lambda w: (round(rrs[w].mean(), 12), -abs(w - current_w)))
-    diff = rrs[best_w] - rrs[current_w]
+    best_w = max(weights, key=lambda w: (round(rrs[w].mean(), 12), -abs(w - ref_w)))
+    diff = rrs[best_w] - rrs[ref_w]
     lo, hi = _bootstrap(diff, [folds.group(r, recalls[r].namespace) for r in ids], boot, seed)
     report = TuneReport(False, "", len(ids), "namespace" if folds.by_namespace else "recall",
                         {"w_usefulness": current_w, "mrr": float(rrs[current_w].mean())},
                         {"w_usefulness": best_w, "mrr": float(rrs[best_w].mean())},
                         (float(diff.mean()), lo, hi),
-                        tuple((w, float(rrs[w].mean())) for w in weights))
+                        tuple((w, float(rrs[w].mean())) for w in weights), current_w,
+                        None if against is None else ref_w)
     return _decide(mem, report, deploy)
 
 
@@ -139,7 +153,7 @@ def not_run(reason: str, n: int, current_w: float) -> TuneReport:
     """The report of a tune that replayed nothing and changed nothing (too
     few recalls, or, from auto-tune, an error: reason says which)."""
     here = {"w_usefulness": current_w, "mrr": math.nan}
-    return TuneReport(False, reason, n, "-", here, dict(here), (0.0, 0.0, 0.0), ())
+    return TuneReport(False, reason, n, "-", here, dict(here), (0.0, 0.0, 0.0), (), current_w)
 
 
 @dataclass(frozen=True)
@@ -269,19 +283,29 @@ def _bootstrap(diff: np.ndarray, groups: list, boot: int, seed: int) -> tuple[fl
 
 
 def _decide(mem: Any, report: TuneReport, deploy: bool) -> TuneReport:
-    """Deploy the best weight (saved in mem's store) only if it is not the one
-    in force and its gain's interval lies above 0 and deploy is true; the
-    report, with why."""
+    """Deploy the best weight (saved in mem's store) only if its gain's
+    interval (over the weight in force, or over report.against) lies above 0,
+    else report.against if that is given; only what differs from the weight
+    in force, and only if deploy is true.  The report, with why."""
     current_w, best_w = report.current["w_usefulness"], report.best["w_usefulness"]
-    if best_w == current_w:
-        return _replace(report, reason="the weight in force is already the best")
-    if report.gain[1] <= 0:
-        return _replace(report, reason="the gain's 95% interval includes 0: not significant")
+    ref_w = current_w if report.against is None else report.against
+    significant = best_w != ref_w and report.gain[1] > 0
+    target = best_w if significant else ref_w
+    if target == current_w:
+        if best_w == current_w:
+            why = "the weight in force is already the best"
+            if significant:
+                why += f", significantly better than w_usefulness={ref_w:g}"
+        else:
+            why = "the gain's 95% interval includes 0: not significant"
+        return _replace(report, reason=why)
+    why = "" if significant else f" (no weight is significantly better than {ref_w:g})"
     if not deploy:
-        return _replace(report, reason="significant, but deploy=False")
-    mem.set_config(w_usefulness=best_w, save=True)
-    return _replace(report, deployed=True,
-                    reason=f"w_usefulness {current_w:g} -> {best_w:g}, saved in the store")
+        return _replace(report, reason=("significant" if significant else
+                                        f"back to {ref_w:g}{why}") + ", but deploy=False")
+    mem.set_config(w_usefulness=target, save=True)
+    return _replace(report, deployed=True, after=target, reason=(
+        f"w_usefulness {current_w:g} -> {target:g}{why}, saved in the store"))
 
 
 def _replace(r: TuneReport, **kw: Any) -> TuneReport:
