@@ -976,8 +976,8 @@ class Memory:
         point (judged of them): seeded (tune.AUTO_SEED), against the default
         weight (tune.AUTO_AGAINST: a weight is deployed only while it is
         significantly better than the default on all the recalls replayed,
-        else the default is), and past tune.AUTO_WINDOW judged recalls over
-        the newest that many only.  The
+        else the default is), with a 99% interval (tune.AUTO_LEVEL), and past
+        tune.AUTO_WINDOW judged recalls over the newest that many only.  The
         feedback before it is committed, so an error here is not raised (the
         caller would take the saved feedback for a failed one): it becomes an
         AutoTuneWarning and the report's reason, the weights unchanged; the
@@ -985,6 +985,7 @@ class Memory:
         try:
             with self._lock:
                 return tune.tune(self, seed=tune.AUTO_SEED, against=tune.AUTO_AGAINST,
+                                 level=tune.AUTO_LEVEL,
                                  newest=tune.AUTO_WINDOW if judged > tune.AUTO_WINDOW else None)
         except Exception as e:  # whatever it is, the feedback stands (see above)
             what = f"{type(e).__name__}: {' '.join(str(e).split())}"

@@ -48,6 +48,12 @@ AUTO_SEED = 0
 #: (later replays would need significant evidence to leave it), and on
 #: LoCoMo's shuffled feedback some did (bench/RESULTS.md 17).
 AUTO_AGAINST = ScoringConfig().w_usefulness
+#: Auto-tune's interval: 99%, not tune()'s 95%.  It runs again at every point
+#: of its schedule, each time choosing the best of GRID, so a 95% interval
+#: would let chance through more often than 1 in 40 over a store's life (on
+#: LoCoMo LOCO with shuffled feedback it did in 2 of 10 folds at 960 judged
+#: recalls; bench/RESULTS.md 17).
+AUTO_LEVEL = 0.99
 #: The most judged recalls auto-tune replays (the newest): tune's replay is
 #: linear in them; bench/RESULTS.md section 17 times the feedback that runs it.
 AUTO_WINDOW = 2000
@@ -78,8 +84,8 @@ def _rr(order_scores: np.ndarray, used: set[int]) -> float:
 
 
 def tune(mem: Any, *, grid: Sequence[float] = GRID, boot: int = 2000, seed: int = 0,
-         deploy: bool = True, newest: int | None = None,
-         against: float | None = None) -> TuneReport:
+         deploy: bool = True, newest: int | None = None, against: float | None = None,
+         level: float = 0.95) -> TuneReport:
     """Replay mem's (a heapmem.Memory) judged recalls under each weight of
     grid; deploy the best one if its gain is significant (see the module).
     newest=N: only the newest N judged recalls, with the links learned from
@@ -87,7 +93,8 @@ def tune(mem: Any, *, grid: Sequence[float] = GRID, boot: int = 2000, seed: int 
     gain is measured against weight W rather than the weight in force, and
     where no weight is significantly better than W, W is deployed (auto-tune
     passes the default weight: each of its decisions then rests on all the
-    recalls it replays, never on what an earlier, smaller replay deployed)."""
+    recalls it replays, never on what an earlier, smaller replay deployed).
+    level: the bootstrap interval's coverage (its low end must lie above 0)."""
     base = mem.config
     current_w = float(base.w_usefulness)
     ref_w = current_w if against is None else float(against)
@@ -101,14 +108,15 @@ def tune(mem: Any, *, grid: Sequence[float] = GRID, boot: int = 2000, seed: int 
     rrs = _replay(recalls, ids, folds, link_sets, weights, base)
     best_w = max(weights, key=lambda w: (round(rrs[w].mean(), 12), -abs(w - ref_w)))
     diff = rrs[best_w] - rrs[ref_w]
-    lo, hi = _bootstrap(diff, [folds.group(r, recalls[r].namespace) for r in ids], boot, seed)
+    lo, hi = _bootstrap(diff, [folds.group(r, recalls[r].namespace) for r in ids], boot, seed,
+                        level)
     report = TuneReport(False, "", len(ids), "namespace" if folds.by_namespace else "recall",
                         {"w_usefulness": current_w, "mrr": float(rrs[current_w].mean())},
                         {"w_usefulness": best_w, "mrr": float(rrs[best_w].mean())},
                         (float(diff.mean()), lo, hi),
                         tuple((w, float(rrs[w].mean())) for w in weights), current_w,
                         None if against is None else ref_w)
-    return _decide(mem, report, deploy)
+    return _decide(mem, report, deploy, level)
 
 
 @dataclass
@@ -265,9 +273,11 @@ def _replay(recalls: dict[int, _Judged], ids: list[int], folds: _Folds, link_set
     return {w: np.array(v) for w, v in per_w.items()}
 
 
-def _bootstrap(diff: np.ndarray, groups: list, boot: int, seed: int) -> tuple[float, float]:
-    """The paired bootstrap's 95% interval for the mean of diff (a recall
-    each), resampling whole groups (groups[i] is recall i's) boot times."""
+def _bootstrap(diff: np.ndarray, groups: list, boot: int, seed: int,
+               level: float = 0.95) -> tuple[float, float]:
+    """The paired bootstrap's interval (level: its coverage, 0.95 a 95%
+    interval) for the mean of diff (a recall each), resampling whole groups
+    (groups[i] is recall i's) boot times."""
     gkeys = sorted(set(groups))
     gidx = {g: i for i, g in enumerate(gkeys)}
     gsum = np.zeros(len(gkeys))
@@ -278,11 +288,12 @@ def _bootstrap(diff: np.ndarray, groups: list, boot: int, seed: int) -> tuple[fl
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, len(gkeys), size=(boot, len(gkeys)))
     means = gsum[picks].sum(axis=1) / np.maximum(gcnt[picks].sum(axis=1), 1)
-    lo, hi = (float(x) for x in np.quantile(means, [0.025, 0.975]))
+    tail = (1.0 - level) / 2
+    lo, hi = (float(x) for x in np.quantile(means, [tail, 1.0 - tail]))
     return lo, hi
 
 
-def _decide(mem: Any, report: TuneReport, deploy: bool) -> TuneReport:
+def _decide(mem: Any, report: TuneReport, deploy: bool, level: float) -> TuneReport:
     """Deploy the best weight (saved in mem's store) only if its gain's
     interval (over the weight in force, or over report.against) lies above 0,
     else report.against if that is given; only what differs from the weight
@@ -297,7 +308,7 @@ def _decide(mem: Any, report: TuneReport, deploy: bool) -> TuneReport:
             if significant:
                 why += f", significantly better than w_usefulness={ref_w:g}"
         else:
-            why = "the gain's 95% interval includes 0: not significant"
+            why = f"the gain's {level:.0%} interval includes 0: not significant"
         return _replace(report, reason=why)
     why = "" if significant else f" (no weight is significantly better than {ref_w:g})"
     if not deploy:
