@@ -1257,7 +1257,9 @@ class Memory:
         """Change the config recall and feedback use: a whole ScoringConfig,
         or some of its fields by name (set_config(w_usefulness=0.5)).
         save=True also keeps it in the store, for every later open without an
-        explicit config (as tune() does).  Returns the config now in force.
+        explicit config (as tune() does); auto-tune may then change its
+        w_usefulness at its next point (open with auto_tune=False, or pass
+        config=, to keep it).  Returns the config now in force.
         Unknown fields or bad values raise ValueError/TypeError and change
         nothing."""
         if config is not None and not isinstance(config, ScoringConfig):
