@@ -34,6 +34,11 @@ and a relevance-only row (w_importance = w_usefulness = w_context = 0, no feedba
     python bench/authority.py                        # seeds 0-4, defaults and embedder=None
     python bench/authority.py --seeds 0,1 --users 30,20 --embedders default --out x.md
     python bench/authority.py --tune     # Memory.tune() after the feedback, before held-out
+
+The stores open with the defaults, so feedback runs tune() by itself at 30, 60
+and 120 judged recalls (auto-tune); each condition's line on stderr gives the
+w_usefulness in force after the feedback, per seed.  --config opens with an
+explicit config, under which auto-tune does not run.
 """
 from __future__ import annotations
 
@@ -156,6 +161,7 @@ def run(seed: int, cond: str, n_train: int, n_test: int, embedder: str,
                     continue
                 mem.feedback(used=[used], recall_id=r.recall_id)
                 given += 1
+    in_force = mem.config.w_usefulness  # after the feedback: what auto-tune deployed, if anything
     tuned = None
     if tune and given:  # the weight in force after tune(): what it deployed, or the one before
         rep = mem.tune()
@@ -175,7 +181,7 @@ def run(seed: int, cond: str, n_train: int, n_test: int, embedder: str,
     mem.close()
     n = n_test * TOPICS
     return {"hit1": hits / n, "given": given, "unshown": unshown, "first": first, "n": n,
-            "tuned": tuned}
+            "tuned": tuned, "in_force": in_force}
 
 
 CONDS = ["relevance", "none", "clean", "flip20", "scarce40", "shuffled"]
@@ -226,7 +232,9 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append((emb, cond, res))
                 print(f"# {emb} {cond}: " + " ".join(f"{r['hit1']:.3f}" for r in res)
                       + (" tuned w_usefulness " + " ".join(f"{r['tuned']:g}" for r in res)
-                         if a.tune and res[0]["tuned"] is not None else "")
+                         if a.tune and res[0]["tuned"] is not None else
+                         " w_usefulness in force " + " ".join(f"{r['in_force']:g}"
+                                                               for r in res))
                       + f"  ({time.time() - t0:.0f}s)", file=sys.stderr)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

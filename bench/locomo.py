@@ -328,8 +328,14 @@ class HeapmemSystem:
 
 
 class HeapmemStore:
+    """A fork of the base store, opened with the defaults (no config=), so its
+    feedback runs tune() by itself at 30, 60, 120, ... judged recalls
+    (auto-tune): the "defaults" row is the library as it ships.  What auto-tune
+    did is logged when the fork closes."""
+
     def __init__(self, mem: Any, path: str) -> None:
         self.mem, self.path = mem, path
+        self.tuned: list[str] = []  # each auto-tune run: at how many recalls, what it did
 
     def recall(self, query: str, *, k: int, namespace: str, now: float, config: Any,
                track: bool) -> tuple[list[str], Any]:
@@ -338,17 +344,29 @@ class HeapmemStore:
         return list(res.ids), res.recall_id
 
     def feedback(self, token: Any, used: Sequence[str], *, now: float) -> None:
-        self.mem.feedback(used=list(used), recall_id=token, now=now)
+        self._auto_tuned(self.mem.feedback(used=list(used), recall_id=token, now=now))
 
     def feedback_answer(self, token: Any, answer: str, *, now: float) -> list[str]:
         """Feedback from the answer text; the ids heapmem judged used."""
-        return list(self.mem.feedback(recall_id=token, answer=answer, now=now).used)
+        fb = self.mem.feedback(recall_id=token, answer=answer, now=now)
+        self._auto_tuned(fb)
+        return list(fb.used)
+
+    def _auto_tuned(self, fb: Any) -> None:
+        rep = getattr(fb, "auto_tune", None)  # (a heapmem from before auto-tune has none)
+        if rep is not None:
+            w = getattr(rep, "after", None)
+            if w is None:  # (before TuneReport.after)
+                w = rep.best["w_usefulness"] if rep.deployed else rep.current["w_usefulness"]
+            self.tuned.append(f"{rep.recalls}:{'deployed ' if rep.deployed else ''}{w:g}")
 
     def prepare_eval(self, train_namespaces: Sequence[str], config: str) -> dict[str, Any]:
         return {}
 
     def close(self) -> None:
         if self.mem is not None:
+            if self.tuned:
+                log(f"auto-tune in {os.path.basename(self.path)}: " + ", ".join(self.tuned))
             self.mem.close()
             self.mem = None
         _remove_sqlite(self.path)

@@ -20,6 +20,7 @@ from ._version import __version__
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
 from .db._native import load, loadable_path
 from .errors import (
+    AutoTuneWarning,
     CorruptStoreError,
     DuplicateIdError,
     HeapmemError,
@@ -49,6 +50,7 @@ from .validate import MAX_TEXT_BYTES
 _moved.install()
 
 __all__ = [
+    "AutoTuneWarning",
     "CheckReport",
     "CorruptStoreError",
     "DEFAULT_EMBEDDER",

@@ -93,7 +93,11 @@ class ScoringConfig:
       exponent costs MRR (answer and shuffled feedback most); on
       bench/authority.py it lifts held-out Hit@1 (bench/RESULTS.md 15).
       Memory.tune() picks w_usefulness from a store's own feedback, which is
-      the way to a larger exponent where that feedback supports one.
+      the way to a larger exponent where that feedback supports one; a
+      store opened without config= runs it by itself at 30, 60, 120, ...
+      judged recalls (heapmem.open's auto_tune; bench/RESULTS.md 17), so
+      w_usefulness here is where a store starts, and an explicit config
+      keeps its weights (auto-tune does not run).
       However strong the evidence, usefulness^exponent is bounded to
       [1 / max_lift, max_lift]: what a prior merged from elsewhere, or
       tenants colluding past the trimmed pool, can do to a ranking is

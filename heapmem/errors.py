@@ -1,6 +1,6 @@
 """heapmem's exceptions: one base class and a few specific ones.
 
-Owns: the exception classes.
+Owns: the exception classes, and the one warning (AutoTuneWarning).
 
 Bad arguments raise the built-in ValueError or TypeError with a sentence that
 says what to do; errors about the store itself derive from HeapmemError.
@@ -40,6 +40,12 @@ class CorruptStoreError(HeapmemError):
 
 class StoreBusyError(HeapmemError):
     """Another connection held the store's write lock past the busy timeout."""
+
+
+class AutoTuneWarning(RuntimeWarning):
+    """Auto-tune failed after a feedback (Memory.feedback): the feedback was
+    saved, the weights in force did not change, and Feedback.auto_tune's
+    reason says what failed."""
 
 
 class AddressInUseError(HeapmemError, OSError):

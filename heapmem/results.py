@@ -186,6 +186,11 @@ class Feedback:
     links_updated: int  # distinct features whose links changed
     #: with answer=...: each shown memory's judgement, in rank order
     judgements: tuple[Judgement, ...] = ()
+    #: what auto-tune did after this feedback (Memory.feedback): None when it
+    #: did not run (no point of its schedule reached, or auto-tune off), else
+    #: tune()'s report (deployed or not, and why; its reason says so if tune
+    #: failed, the feedback being saved either way)
+    auto_tune: TuneReport | None = None
 
     @property
     def features(self) -> int:
@@ -341,6 +346,11 @@ class TuneReport:
     best: dict[str, float]       # the best weight, its replay MRR
     gain: tuple[float, float, float]  # best - current: mean, CI low, CI high
     table: tuple[tuple[float, float], ...]  # (w_usefulness, replay MRR) for the grid
+    #: the w_usefulness in force after it (deployed or kept)
+    after: float = math.nan
+    #: what the gain is measured against when not the weight in force
+    #: (auto-tune: the default weight, which it deploys when nothing beats it)
+    against: float | None = None
 
     def __str__(self) -> str:
         lines = [f"replayed {self.recalls} judged recalls, folds by {self.folds}"]
@@ -348,8 +358,10 @@ class TuneReport:
             mark = " <- in force" if w == self.current["w_usefulness"] else ""
             lines.append(f"  w_usefulness={w:<5g} replay MRR {m:.4f}{mark}")
         g = self.gain
+        over = ("the weight in force" if self.against is None else
+                f"w_usefulness={self.against:g}")
         lines.append(f"best w_usefulness={self.best['w_usefulness']:g}: "
-                     f"{g[0]:+.4f} [{g[1]:+.4f}, {g[2]:+.4f}] over the weight in force")
+                     f"{g[0]:+.4f} [{g[1]:+.4f}, {g[2]:+.4f}] over {over}")
         lines.append(("deployed: " if self.deployed else "not deployed: ") + self.reason)
         return "\n".join(lines)
 

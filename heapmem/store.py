@@ -19,6 +19,7 @@ import stat
 import threading
 import time
 import urllib.parse
+import warnings
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
@@ -29,7 +30,14 @@ from . import embedders
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
 from .db import _native, connect, schema, sql
 from .db.sql import RECALL_SQL
-from .errors import CorruptStoreError, DuplicateIdError, HeapmemError, ReadOnlyError, from_sqlite
+from .errors import (
+    AutoTuneWarning,
+    CorruptStoreError,
+    DuplicateIdError,
+    HeapmemError,
+    ReadOnlyError,
+    from_sqlite,
+)
 from .learning import links as learning
 from .learning import priors, tune
 from .results import (
@@ -217,8 +225,10 @@ class Memory:
                  embedder: Callable[[list[str]], Any] | None = DEFAULT_EMBEDDER,
                  reembed: bool = False,
                  durable: bool = False, verify: bool = False, auth_token: str | None = None,
-                 database: str | None = None):
+                 database: str | None = None, auto_tune: bool = True):
         path = _check_path(path)
+        if not isinstance(auto_tune, bool):
+            raise TypeError(f"auto_tune must be True or False, got {auto_tune!r}")
         if not callable(clock):
             raise TypeError("clock must be a callable returning unix seconds or a datetime")
         if config is not None and not isinstance(config, ScoringConfig):
@@ -247,6 +257,9 @@ class Memory:
                       embedder=None if _is_builtin(embedder) else embedder)
         if config is None:
             self._read_tuned()
+        #: whether feedback runs tune() at the points of its schedule: open()'s
+        #: auto_tune, never with an explicit config, nor on a libSQL server
+        self.auto_tune = auto_tune and config is None and not self._remote
         if default:
             self._embedder = self._default_embedder()
         if self._embedder is not None:
@@ -924,8 +937,62 @@ class Memory:
                 shown = json.loads(c.execute(sql.RECALL_SHOWN, {"id": out["recall_id"]})
                                    .fetchall()[0][0])
                 judgements = self._judgements(out["attribution"], shown)
+            point, judged = self._count_judged(c, out["recall_id"], len(out["used"]))
+        # committed: auto-tune runs after, so that its failure cannot undo it
         return Feedback(out["recall_id"], tuple(out["used"]), tuple(out["ignored"]),
-                        out["links_updated"], judgements)
+                        out["links_updated"], judgements,
+                        self._auto_tune(point, judged) if point else None)
+
+    def _count_judged(self, c: schema.Connection, recall_id: int, used: int
+                      ) -> tuple[int, int]:
+        """Keep auto-tune's count of judged recalls, in the feedback's own
+        write transaction (so two processes never claim one point), and
+        claim the schedule's next point when the count reaches it: (the point
+        claimed, or 0; the count).  The count goes up by one when this feedback judged
+        the recall's first used memory (an index lookup); the store's exact
+        count (which reads every event) is taken only when the running count
+        is unknown or says a point is reached.  It is kept with auto-tune off
+        too, for a later open with it on; not on a libSQL server, where each
+        statement is a round trip."""
+        if self._remote:
+            return 0, 0
+        point, judged = schema.autotune_state(c)
+        if judged is None:
+            judged = c.execute(sql.COUNT_JUDGED).fetchall()[0][0]
+        elif used and c.execute(sql.RECALL_USED, {"rid": recall_id}).fetchall()[0][0] == used:
+            judged += 1  # the recall's first used memories
+        else:
+            return 0, judged
+        claim = 0
+        if self.auto_tune and judged >= tune.next_point(point):
+            judged = c.execute(sql.COUNT_JUDGED).fetchall()[0][0]  # exact, before claiming
+            if judged >= tune.next_point(point):
+                claim = point = tune.schedule_point(judged)
+        schema.set_autotune_state(c, point, judged)
+        return claim, judged
+
+    def _auto_tune(self, point: int, judged: int) -> TuneReport:
+        """tune() as auto-tune runs it, once the store's judged recalls reached
+        point (judged of them): seeded (tune.AUTO_SEED), against the default
+        weight (tune.AUTO_AGAINST: a weight is deployed only while it is
+        significantly better than the default on all the recalls replayed,
+        else the default is), with a 99% interval (tune.AUTO_LEVEL), and past
+        tune.AUTO_WINDOW judged recalls over the newest that many only.  The
+        feedback before it is committed, so an error here is not raised (the
+        caller would take the saved feedback for a failed one): it becomes an
+        AutoTuneWarning and the report's reason, the weights unchanged; the
+        point stays claimed (the next point tries again, or call tune())."""
+        try:
+            with self._lock:
+                return tune.tune(self, seed=tune.AUTO_SEED, against=tune.AUTO_AGAINST,
+                                 level=tune.AUTO_LEVEL,
+                                 newest=tune.AUTO_WINDOW if judged > tune.AUTO_WINDOW else None)
+        except Exception as e:  # whatever it is, the feedback stands (see above)
+            what = f"{type(e).__name__}: {' '.join(str(e).split())}"
+            warnings.warn(f"heapmem: auto-tune at {point} judged recalls failed ({what}); the "
+                          "feedback was saved and the weights did not change; call tune() to "
+                          "retry", AutoTuneWarning, stacklevel=4)
+            return tune.not_run(f"auto-tune failed: {what}", 0, float(self.config.w_usefulness))
 
     @staticmethod
     def _judgements(rows: builtins.list, shown: builtins.list[str]) -> tuple[Judgement, ...]:
@@ -990,6 +1057,13 @@ class Memory:
         in the same transaction as the write; a door serving one tenant
         passes it), and without recall_id only its recalls are looked at:
         another namespace's recall_id is unknown here, and nothing is written.
+
+        Auto-tune (open()'s auto_tune, on by default unless config= was given):
+        the feedback that brings the store's judged recalls to 30, 60, 120, ...
+        runs tune() after it is committed, and the result's `auto_tune` is its
+        report (None when it did not run).  If tune fails, the feedback stays
+        saved: an AutoTuneWarning says so and the report's reason says why.
+        mark_used and mark_ignored do the same.
         """
         if answer is not None:
             answer = check_answer(answer)
@@ -1128,6 +1202,8 @@ class Memory:
                     n = c.execute(sql.FORGET, {"ids": json.dumps(id_list)}).fetchall()[0][0]
             except apsw.SQLError as e:  # the C core's sentence: a bad argument
                 raise ValueError(_c_sentence(e)) from None
+            if n:
+                schema.autotune_recount(c)  # judged recalls may have gone with them
         # the WAL still holds the old pages: copy the erased ones into the file
         # and empty the WAL.  A TRUNCATE checkpoint stalls every writer while it
         # waits for readers, so it waits 0.25 s at most; if other connections
@@ -1169,7 +1245,9 @@ class Memory:
         grouped cross-validation, and deploy the best one only if it is
         significantly better than the weight in force (saved in the store,
         used by every later open without an explicit config).  Returns what it
-        measured and why it did or did not deploy."""
+        measured and why it did or did not deploy.  Feedback runs it by itself
+        at 30, 60, 120, ... judged recalls unless auto-tune is off (open()'s
+        auto_tune)."""
         with self._lock:  # one view of the logs while it replays them
             return tune.tune(self, deploy=deploy, seed=seed)
 
@@ -1179,7 +1257,9 @@ class Memory:
         """Change the config recall and feedback use: a whole ScoringConfig,
         or some of its fields by name (set_config(w_usefulness=0.5)).
         save=True also keeps it in the store, for every later open without an
-        explicit config (as tune() does).  Returns the config now in force.
+        explicit config (as tune() does); auto-tune may then change its
+        w_usefulness at its next point (open with auto_tune=False, or pass
+        config=, to keep it).  Returns the config now in force.
         Unknown fields or bad values raise ValueError/TypeError and change
         nothing."""
         if config is not None and not isinstance(config, ScoringConfig):
@@ -1249,15 +1329,33 @@ class Memory:
 
     @_guarded
     @_locked
-    def judged_recalls(self) -> builtins.list[LoggedRecall]:
-        """Every logged recall in which feedback judged some memory used."""
-        return [_logged_recall(r) for r in self.connection.execute(sql.JUDGED_RECALLS)]
+    def judged_recalls(self, *, newest: int | None = None) -> builtins.list[LoggedRecall]:
+        """Every logged recall in which feedback judged some memory used,
+        oldest first; newest=N: only the newest N of them (still oldest
+        first).  newest must be a positive integer (TypeError/ValueError)."""
+        if newest is None:
+            return [_logged_recall(r) for r in self.connection.execute(sql.JUDGED_RECALLS)]
+        if isinstance(newest, bool) or not isinstance(newest, int):
+            raise TypeError(f"newest must be an integer, got {type(newest).__name__}")
+        if not 0 < newest < (1 << 62):
+            raise ValueError(f"newest must be a positive integer, got {newest}")
+        rows = self.connection.execute(sql.NEWEST_JUDGED_RECALLS, {"n": newest}).fetchall()
+        return [_logged_recall(r) for r in reversed(rows)]
 
     @_guarded
     @_locked
-    def events(self) -> builtins.list[Event]:
-        """The feedback event log, oldest first: one Event per judged memory."""
-        rows = self.connection.execute(sql.EVENTS).fetchall()
+    def events(self, *, first_recall: int | None = None) -> builtins.list[Event]:
+        """The feedback event log, oldest first: one Event per judged memory;
+        first_recall=ID: only the events of recalls from that id on (none of
+        forgotten recalls).  first_recall must be an integer (TypeError)."""
+        if first_recall is None:
+            rows = self.connection.execute(sql.EVENTS).fetchall()
+        else:
+            if isinstance(first_recall, bool) or not isinstance(first_recall, int):
+                raise TypeError(f"first_recall must be an integer, got "
+                                f"{type(first_recall).__name__}")
+            first = max(min(first_recall, (1 << 63) - 1), -(1 << 63))
+            rows = self.connection.execute(sql.EVENTS_FROM, {"first": first}).fetchall()
         with _from_file("reading the event log"):
             return [Event(i, rid, pos, ns, qt, bool(used),
                           tuple(tuple(d) for d in json.loads(deltas)))
@@ -1348,7 +1446,7 @@ def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
          config: ScoringConfig | None = None, readonly: bool = False,
          embedder: Callable[[list[str]], Any] | None = DEFAULT_EMBEDDER, reembed: bool = False,
          durable: bool = False, verify: bool = False, auth_token: str | None = None,
-         database: str | None = None) -> Memory:
+         database: str | None = None, auto_tune: bool = True) -> Memory:
     """Open (or create) the heapmem store at path.
 
     The connection runs in WAL mode with a busy timeout, and the schema is
@@ -1404,7 +1502,20 @@ def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
     file, its write lock and its pooled layer of learned links; databases
     share nothing but the server (learning moves between them as links:
     heapmem.transfer.export_links and import_file).
+
+    auto_tune (True or False, else TypeError before anything is opened):
+    with True, the default, feedback runs tune() by itself once the store's
+    judged recalls (recalls in which feedback marked a memory used) reach 30,
+    then 60, 120, 240, ... (each point once per store, whichever process
+    gets there: the point reached is kept in the file), seeded, on the newest
+    2,000 judged recalls; Feedback.auto_tune is its report.  It deploys a
+    usefulness weight only where the store's own feedback says it ranks
+    better (Memory.tune()).  It does not run with auto_tune=False, nor when
+    config= is given (the caller chose the weights; set_config(save=True)
+    and tune() still work), nor on a libSQL server (every statement there is
+    a network round trip, and tune reads the whole log: call tune() from
+    one place instead).
     """
     return Memory(path, clock=clock, config=config, readonly=readonly, embedder=embedder,
                   reembed=reembed, durable=durable, verify=verify, auth_token=auth_token,
-                  database=database)
+                  database=database, auto_tune=auto_tune)

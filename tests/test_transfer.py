@@ -8,6 +8,7 @@ import pytest
 
 import heapmem
 from heapmem import transfer
+from heapmem.db import schema
 
 T = 1_796_040_000.0  # 2026-11-30 12:00 UTC
 DAY = 86400.0
@@ -48,8 +49,11 @@ def dump(mem):
     c = mem.connection
     out = {t: c.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in TABLES
            if c.execute("SELECT 1 FROM sqlite_schema WHERE name = ?", (t,)).fetchall()}
-    out["meta"] = c.execute("SELECT key, value FROM heapmem_meta WHERE key != 'created_with' "
-                            "ORDER BY key").fetchall()
+    # (the file's own records, which an export does not carry: created_with, and
+    # auto-tune's place on its schedule)
+    out["meta"] = c.execute("SELECT key, value FROM heapmem_meta WHERE key NOT IN (?, ?) "
+                            "ORDER BY key", (schema.META_CREATED_WITH,
+                                             schema.META_AUTOTUNE)).fetchall()
     return out
 
 

@@ -611,7 +611,9 @@ def _feedback_arguments(p: argparse.ArgumentParser) -> None:
       "showed\ncounts as ignored, unless --only (judge just the listed ones) or --ignored "
       "is given.\nEach shown memory can be judged once.  Or pass the answer itself with "
       "--answer: heapmem\njudges from its text which shown memories it used, and says "
-      "why.", arguments=_feedback_arguments)
+      "why.  The feedback that brings\nthe store's judged recalls to 30, 60, 120, ... also "
+      "runs tune() (heapmem.open's auto_tune)\nand says what it did.",
+      arguments=_feedback_arguments)
 def cmd_feedback(ctx: Context) -> int:
     a = ctx.args
     if a.answer is not None:
@@ -634,6 +636,8 @@ def cmd_feedback(ctx: Context) -> int:
             out["judgements"] = [{"id": j.id, "verdict": j.verdict, "share": j.share,
                                   "matched": list(j.matched), "dated": j.dated,
                                   "reason": j.reason} for j in fb.judgements]
+        if fb.auto_tune is not None:
+            out["auto_tune"] = _tune_json(fb.auto_tune)
         ctx.emit(out)
         return 0
     used = ", ".join(fb.used) or "none"
@@ -642,7 +646,22 @@ def cmd_feedback(ctx: Context) -> int:
               f"{fb.links_updated} learned links updated")
     for i, j in enumerate(fb.judgements, 1):  # (answer= only)
         ctx.print(f"  {i}. {j.verdict:<8} {j.id}: {j.reason}")
+    if fb.auto_tune is not None:
+        t = fb.auto_tune
+        ctx.print(f"auto-tune after {t.recalls} judged recalls: "
+                  + ("deployed: " if t.deployed else "not deployed: ") + t.reason)
     return 0
+
+
+def _tune_json(t: Any) -> dict[str, Any]:
+    """A TuneReport as feedback --json shows it (an MRR not measured is null)."""
+    def num(x: float) -> float | None:
+        return None if math.isnan(x) else x
+
+    return {"deployed": t.deployed, "reason": t.reason, "recalls": t.recalls, "folds": t.folds,
+            "current": {k: num(v) for k, v in t.current.items()},
+            "best": {k: num(v) for k, v in t.best.items()}, "gain": list(t.gain),
+            "table": [[w, num(m)] for w, m in t.table]}
 
 
 def _links_arguments(p: argparse.ArgumentParser) -> None:

@@ -76,13 +76,19 @@ META_PRIORS = "prior_records"
 META_FTS_DEFERRED = "fts_deferred"
 #: how the pooled layer is built (JSON, see POOL_DEFAULTS).
 META_POOL = "pool"
+#: auto-tune's place on its schedule (JSON {"point": the last point of the
+#: doubling schedule claimed, 0 for none; "judged": the judged recalls as
+#: counted at the last feedback, null when unknown}); Memory.feedback keeps it
+#: (autotune_state, set_autotune_state), an import or a forget marks its count
+#: unknown (autotune_recount).
+META_AUTOTUNE = "autotune"
 
 #: Keys the file records about itself; never exported or imported.
-META_OWN = (META_FORMAT, META_CREATED_WITH)
+META_OWN = (META_FORMAT, META_CREATED_WITH, META_AUTOTUNE)
 #: Every key heapmem writes.
 META_KEYS = (META_FORMAT, META_CREATED_WITH, META_TUNED, META_EMBEDDER, META_EMBEDDING_DIM,
              META_LAST_SEQ, META_LAST_RECALL, META_LINKS_PRIOR, META_LINKS_PRIOR_FILES,
-             META_FTS_DEFERRED, META_POOL, META_PRIORS)
+             META_FTS_DEFERRED, META_POOL, META_PRIORS, META_AUTOTUNE)
 
 
 class Cursor(Protocol):
@@ -169,6 +175,8 @@ def meta_problems(c: Connection) -> list[str]:
             elif k == META_LINKS_PRIOR_FILES:
                 if not isinstance(json.loads(v), list):
                     raise ValueError("not a JSON list")
+            elif k == META_AUTOTUNE:
+                _autotune_value(v)
         except (ValueError, TypeError, RecursionError, AttributeError) as e:
             out.append(f"{k!r} holds a value heapmem cannot use ({e})")
     return out
@@ -176,8 +184,51 @@ def meta_problems(c: Connection) -> list[str]:
 
 def meta_items(c: Connection) -> list[tuple[str, str]]:
     """Every meta key and value but the file's own (format, created_with)."""
-    return c.execute("SELECT key, value FROM heapmem_meta WHERE key NOT IN (?, ?) ORDER BY key",
-                     META_OWN).fetchall()
+    return c.execute("SELECT key, value FROM heapmem_meta WHERE key NOT IN (?, ?, ?) "
+                     "ORDER BY key", META_OWN).fetchall()
+
+
+def _autotune_value(v: str) -> tuple[int, int | None]:
+    """META_AUTOTUNE's value read: (point, judged or None); ValueError if it
+    is not what set_autotune_state writes."""
+    d = json.loads(v)
+    if not (isinstance(d, dict) and set(d) == {"point", "judged"}):
+        raise ValueError("not a JSON object of point and judged")
+    point, judged = d["point"], d["judged"]
+    if isinstance(point, bool) or not isinstance(point, int) or point < 0:
+        raise ValueError(f"point must be a whole number, got {point!r}")
+    if judged is not None and (isinstance(judged, bool) or not isinstance(judged, int)
+                               or judged < 0):
+        raise ValueError(f"judged must be a whole number or null, got {judged!r}")
+    return point, judged
+
+
+def autotune_state(c: Connection) -> tuple[int, int | None]:
+    """Auto-tune's place on its schedule: (the last point claimed, 0 for
+    none; the judged recalls as last counted, None when unknown: never
+    counted, imported into, or a value heapmem cannot read, so that the next
+    feedback counts again)."""
+    v = meta_get(c, META_AUTOTUNE)
+    if v is None:
+        return 0, None
+    try:
+        return _autotune_value(v)
+    except (ValueError, TypeError, RecursionError):
+        return 0, None
+
+
+def set_autotune_state(c: Connection, point: int, judged: int | None) -> None:
+    """Keep auto-tune's place (inside the caller's write transaction)."""
+    meta_set(c, META_AUTOTUNE, json.dumps({"point": int(point), "judged": judged}))
+
+
+def autotune_recount(c: Connection) -> None:
+    """Mark auto-tune's count of judged recalls unknown (after writes that
+    add or remove judged recalls other than feedback's: an import, a
+    forget), keeping its point; the next feedback counts them all again."""
+    point, judged = autotune_state(c)
+    if judged is not None:
+        set_autotune_state(c, point, None)
 
 
 # -- DDL ---------------------------------------------------------------------------

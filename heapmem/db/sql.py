@@ -102,6 +102,25 @@ SELECT {_LOGGED} FROM recalls
 WHERE id IN (SELECT recall_id FROM events WHERE used = 1) ORDER BY id
 """
 
+# The newest :n of them, newest first (auto-tune's bounded replay): recalls
+# read from the newest by rowid, each looked up in events by its recall_id
+# (the UNIQUE(recall_id, position) index), until :n are found.
+NEWEST_JUDGED_RECALLS = f"""
+SELECT {_LOGGED} FROM recalls AS r
+WHERE EXISTS (SELECT 1 FROM events AS e WHERE e.recall_id = r.id AND e.used = 1)
+ORDER BY r.id DESC LIMIT :n
+"""
+
+# How many memories of one recall feedback judged used (an index lookup: the
+# feedback that makes it 1 or more made the recall a judged one).
+RECALL_USED = "SELECT count(*) FROM events WHERE recall_id = :rid AND used = 1"
+
+# How many judged recalls the store holds (JUDGED_RECALLS' count); it reads
+# every event, so auto-tune runs it only when its running count says a point
+# of the schedule is reached.
+COUNT_JUDGED = ("SELECT count(DISTINCT recall_id) FROM events "
+                "WHERE used = 1 AND recall_id IS NOT NULL")
+
 # -- feedback ----------------------------------------------------------------------
 
 
@@ -121,6 +140,13 @@ WHERE r.id = :id"""
 
 EVENTS = """SELECT id, recall_id, position, namespace, qtype, used, deltas FROM events
 ORDER BY id"""
+
+# The events of recalls from :first on (auto-tune's bounded replay: those of
+# the recalls it replays and of the recalls between them), read through the
+# UNIQUE(recall_id, position) index (SQLite's name for it), then put in EVENTS'
+# order: without statistics the planner would rather scan every event than sort.
+EVENTS_FROM = """SELECT id, recall_id, position, namespace, qtype, used, deltas
+FROM events INDEXED BY sqlite_autoindex_events_1 WHERE recall_id >= :first ORDER BY id"""
 
 
 # A link's evidence added to a layer (import, priors).

@@ -832,6 +832,8 @@ def _import_export(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, he
             _check_embedder(c, st.meta_in, name)
         schema.index_deferred(c, seq_off + 1)
         notes = _apply_meta(st, mem, fresh)
+        if st.counts["events"]:
+            schema.autotune_recount(c)  # judged recalls came in: the next feedback counts
         learning.rebuild_pool(c)
     if progress is not None:
         progress(lines.total or lines.read, lines.total or lines.read)

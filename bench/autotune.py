@@ -1,0 +1,88 @@
+"""What auto-tune costs the feedback that runs it (issue 24, bench/RESULTS.md 17).
+
+For each size N, a store (heapmem.open's defaults, 20 namespaces of 60
+memories, k=5) gets N - 1 judged recalls with auto_tune=False (the count is
+kept), is reopened with auto-tune on, and its next feedback, the Nth judged
+recall, runs tune() (the point claimed is the schedule's last at or below N:
+N itself when N is one).  That call is timed, and so are the feedbacks just
+before it (their median), which only count.  Past tune.AUTO_WINDOW (2,000)
+judged recalls tune replays the newest 2,000, so the time stops growing.
+
+    python bench/autotune.py                  # N = 30, 240, 1920, 3840, 7680
+    python bench/autotune.py --sizes 30,240
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import tempfile
+import time
+
+import heapmem
+from heapmem.learning import tune
+
+NOW = 1_800_000_000.0
+WORDS = ("flight lisbon hotel booked march dinner friend sister paris train dentist tuesday "
+         "landlord rent gym yoga coffee meeting project deadline birthday gift").split()
+
+
+def build(path: str, n: int, rng: random.Random) -> None:
+    """A store with n judged recalls, auto-tune off (its count kept)."""
+    with heapmem.open(path, clock=lambda: NOW, auto_tune=False) as mem:
+        mem.add_many([{"text": " ".join(rng.sample(WORDS, 6)) + f" number {i}",
+                       "namespace": f"ns{i % 20}", "kind": rng.choice(("fact", "note", "episode")),
+                       "created_at": NOW - rng.random() * 90 * 86400} for i in range(1200)])
+        for i in range(n):
+            res = mem.recall(" ".join(rng.sample(WORDS, 3)), namespace=f"ns{i % 20}", k=5)
+            mem.feedback(used=[rng.choice(list(res.ids))], recall_id=res.recall_id)
+
+
+def measure(path: str, rng: random.Random) -> tuple[float, float, tune.TuneReport]:
+    """(the median of 20 plain feedbacks, ms; the triggering one, ms; its report),
+    the plain ones on a copy of the store so that the triggering one is the Nth."""
+    copy = path + ".copy.db"
+    shutil.copyfile(path, copy)
+    plain = []
+    with heapmem.open(copy, clock=lambda: NOW, auto_tune=False) as mem:
+        for i in range(20):
+            res = mem.recall(" ".join(rng.sample(WORDS, 3)), namespace=f"ns{i % 20}", k=5)
+            t = time.perf_counter()
+            mem.feedback(used=[res.ids[0]], recall_id=res.recall_id)
+            plain.append((time.perf_counter() - t) * 1000)
+    with heapmem.open(path, clock=lambda: NOW) as mem:
+        res = mem.recall(" ".join(rng.sample(WORDS, 3)), namespace="ns0", k=5)
+        t = time.perf_counter()
+        fb = mem.feedback(used=[res.ids[0]], recall_id=res.recall_id)
+        took = (time.perf_counter() - t) * 1000
+    assert fb.auto_tune is not None, "auto-tune did not run"
+    return statistics.median(plain), took, fb.auto_tune
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="30,240,1920,3840,7680",
+                    help="comma-separated numbers of judged recalls at the triggering feedback")
+    a = ap.parse_args(argv)
+    tmp = tempfile.mkdtemp(prefix="heapmem-autotune-")
+    rows = ["| judged recalls | replayed | plain feedback p50 ms | triggering feedback ms | "
+            "deployed |", "|---|---|---|---|---|"]
+    try:
+        for n in (int(x) for x in a.sizes.split(",")):
+            rng = random.Random(n)
+            path = os.path.join(tmp, f"s{n}.db")
+            build(path, n - 1, rng)
+            plain, took, rep = measure(path, rng)
+            rows.append(f"| {n} | {rep.recalls} | {plain:.2f} | {took:.0f} | "
+                        f"{'yes' if rep.deployed else 'no'} |")
+            print(rows[-1], flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("\n".join(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

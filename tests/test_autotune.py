@@ -1,0 +1,296 @@
+"""Auto-tune (issue 24): feedback runs tune() by itself when the store's judged
+recalls reach 30, 60, 120, ... (once per point and store, across reopens and
+processes), not with auto_tune=False or an explicit config; clean feedback in
+an authority world deploys a larger usefulness weight, shuffled feedback
+deploys nothing; a failed tune leaves the feedback saved and says so."""
+import io
+import json
+import os
+import random
+import warnings
+
+import pytest
+from test_authority import TOPICS, add_user
+
+import heapmem
+from heapmem import cli
+from heapmem.db import schema, sql
+from heapmem.io import transfer
+from heapmem.learning import tune
+
+T = 1_700_000_000.0
+
+
+def _open(path, **kw):
+    return heapmem.open(str(path), clock=lambda: T, **kw)
+
+
+def _world(mem, users, mode="clean", seed=0, first=0):
+    """test_authority's world: one tracked recall per topic of each user, and
+    feedback on it (the user's memory, or a random shown one); the
+    Feedback.auto_tune of each feedback, in order."""
+    rng = random.Random(seed)
+    out = []
+    for u in range(first, first + users):
+        ns = add_user(mem, u)
+        for t, (q, *_rest) in enumerate(TOPICS):
+            res = mem.recall(q, namespace=ns, k=3)
+            target = f"{ns}-{t}-user"
+            used = rng.choice(list(res.ids)) if mode == "shuffled" else target
+            out.append(mem.feedback(used=[used], recall_id=res.recall_id).auto_tune)
+    return out
+
+
+def _ran(reports):
+    """The feedbacks (1-based) after which auto-tune ran."""
+    return [i for i, r in enumerate(reports, 1) if r is not None]
+
+
+def test_the_schedule_30_60_120_and_nothing_in_between(tmp_path):
+    mem = _open(tmp_path / "a.db", embedder=None)
+    reports = _world(mem, 42)  # 126 feedbacks, each judging a recall of its own
+    assert _ran(reports) == [30, 60, 120]
+    assert [reports[i - 1].recalls for i in (30, 60, 120)] == [30, 60, 120]
+    mem.close()
+
+
+def test_reopening_does_not_tune_again(tmp_path):
+    path = tmp_path / "a.db"
+    with _open(path, embedder=None) as mem:
+        assert _ran(_world(mem, 11)) == [30]  # 33 judged recalls
+    with _open(path, embedder=None) as mem:
+        reports = _world(mem, 10, first=11)  # 34th .. 63rd
+        assert _ran(reports) == [60 - 33]
+
+
+def test_mark_used_counts_and_mark_ignored_does_not(tmp_path):
+    mem = _open(tmp_path / "a.db", embedder=None)
+    ran = []
+    for u in range(15):
+        ns = add_user(mem, u)
+        for t, (q, *_rest) in enumerate(TOPICS):
+            res = mem.recall(q, namespace=ns, k=3)
+            if t == 2:  # a recall judged only ignored is no judged recall
+                fb = mem.mark_ignored([res.ids[0]], recall_id=res.recall_id)
+            else:
+                fb = mem.mark_used([f"{ns}-{t}-user"], recall_id=res.recall_id)
+            ran.append(fb.auto_tune is not None)
+    assert sum(ran) == 1 and ran.index(True) == 14 * 3 + 1  # the 30th marked used
+    assert len(mem.judged_recalls()) == 30
+    mem.close()
+
+
+def test_off_with_auto_tune_false_and_with_an_explicit_config(tmp_path):
+    for name, kw in (("off", {"auto_tune": False}),
+                     ("config", {"config": heapmem.ScoringConfig()})):
+        mem = _open(tmp_path / f"{name}.db", embedder=None, **kw)
+        assert mem.auto_tune is False
+        assert _ran(_world(mem, 21)) == []
+        assert mem.config == heapmem.ScoringConfig()
+        assert schema.meta_get(mem.connection, schema.META_TUNED) is None
+        mem.close()
+    # the count is kept with auto-tune off, so a later open with it on catches up
+    with _open(tmp_path / "off.db", embedder=None) as mem:
+        assert mem.auto_tune is True
+        reports = _world(mem, 1, first=21)
+        assert _ran(reports) == [1] and reports[0].recalls == 64
+
+
+@pytest.mark.parametrize("bad", [1, 0, "yes", None, 1.0])
+def test_a_bad_auto_tune_is_a_type_error_and_writes_nothing(tmp_path, bad):
+    path = tmp_path / "a.db"
+    with pytest.raises(TypeError, match="auto_tune must be True or False"):
+        _open(path, auto_tune=bad)
+    assert not os.path.exists(path)
+    _open(path, auto_tune=False).close()
+    size = os.path.getsize(path)
+    with pytest.raises(TypeError, match="auto_tune must be True or False"):
+        heapmem.Memory(str(path), auto_tune=bad)
+    assert os.path.getsize(path) == size
+
+
+def test_clean_feedback_deploys_a_larger_weight_and_the_report_says_so(tmp_path):
+    path = tmp_path / "a.db"
+    default = heapmem.ScoringConfig().w_usefulness
+    with _open(path) as mem:
+        reports = _world(mem, 10)
+        rep = reports[29]
+        assert isinstance(rep, heapmem.TuneReport) and reports[:29] == [None] * 29
+        assert rep.deployed and rep.recalls == 30 and rep.folds == "namespace"
+        assert rep.current["w_usefulness"] == default
+        assert rep.best["w_usefulness"] > default and rep.gain[1] > 0
+        assert mem.config.w_usefulness == rep.best["w_usefulness"]
+        # held out: the user's less relevant wording now comes first
+        ns = add_user(mem, 99)
+        assert all(mem.recall(q, namespace=ns, k=3, track=False).ids[0] == f"{ns}-{t}-user"
+                   for t, (q, *_rest) in enumerate(TOPICS))
+    with _open(path) as again:  # deployed: saved in the store
+        assert again.config.w_usefulness == rep.best["w_usefulness"]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_shuffled_feedback_deploys_nothing(tmp_path, seed):
+    mem = _open(tmp_path / "a.db")
+    reports = _world(mem, 20, mode="shuffled", seed=seed)
+    assert _ran(reports) == [30, 60]
+    assert not any(r.deployed for r in reports if r is not None)
+    assert mem.config == heapmem.ScoringConfig()
+    assert schema.meta_get(mem.connection, schema.META_TUNED) is None
+    mem.close()
+
+
+def test_runs_repeat_exactly(tmp_path):
+    got = []
+    for name in ("a", "b"):
+        with _open(tmp_path / f"{name}.db") as mem:
+            got.append([r for r in _world(mem, 10, mode="shuffled") if r is not None])
+    assert got[0] == got[1] and len(got[0]) == 1
+
+
+def test_two_connections_tune_once_for_a_point(tmp_path):
+    a = _open(tmp_path / "a.db", embedder=None)
+    b = _open(tmp_path / "a.db", embedder=None)
+    ran = []
+    for u in range(14):
+        m = (a, b)[u % 2]
+        ns = add_user(m, u)
+        for t, (q, *_rest) in enumerate(TOPICS):
+            res = m.recall(q, namespace=ns, k=3)
+            ran.append(m.feedback(used=[f"{ns}-{t}-user"], recall_id=res.recall_id).auto_tune)
+    assert _ran(ran) == [30]  # once, by whichever connection judged the 30th
+    assert schema.autotune_state(a.connection) == (30, 42)
+    a.close()
+    b.close()
+
+
+def test_a_failed_tune_warns_and_keeps_the_feedback(tmp_path, monkeypatch):
+    mem = _open(tmp_path / "a.db", embedder=None)
+    _world(mem, 9)  # 27 judged recalls
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the replay broke")
+
+    monkeypatch.setattr(tune, "tune", broken)
+    with pytest.warns(heapmem.AutoTuneWarning, match="auto-tune at 30 judged recalls failed "
+                      r"\(RuntimeError: the replay broke\); the feedback was saved"):
+        reports = _world(mem, 1, first=9)
+    rep = reports[-1]
+    assert not rep.deployed and rep.reason == "auto-tune failed: RuntimeError: the replay broke"
+    assert len(mem.judged_recalls()) == 30  # saved
+    assert mem.config == heapmem.ScoringConfig()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the point stays claimed: no retry on each feedback
+        assert _ran(_world(mem, 2, first=10)) == []
+    mem.close()
+
+
+def test_past_the_window_it_replays_the_newest(tmp_path, monkeypatch):
+    monkeypatch.setattr(tune, "AUTO_WINDOW", 40)
+    mem = _open(tmp_path / "a.db", embedder=None)
+    reports = _world(mem, 20)
+    assert [r.recalls for r in reports if r is not None] == [30, 40]
+    newest = mem.judged_recalls(newest=40)
+    assert [r.id for r in newest] == [r.id for r in mem.judged_recalls()][-40:]
+    events = mem.events(first_recall=newest[0].id)
+    assert events and {e.recall_id for e in events} == {r.id for r in newest}
+    for bad, err in ((0, ValueError), (-1, ValueError), (True, TypeError), ("5", TypeError)):
+        with pytest.raises(err, match="newest must be"):
+            mem.judged_recalls(newest=bad)
+    with pytest.raises(TypeError, match="first_recall must be an integer"):
+        mem.events(first_recall="1")
+    mem.close()
+
+
+def test_an_import_is_counted_at_the_next_feedback(tmp_path):
+    with _open(tmp_path / "src.db", embedder=None, auto_tune=False) as src:
+        _world(src, 10, first=50)  # 30 judged recalls
+        buf = io.StringIO()
+        transfer.export(src, buf)
+    with _open(tmp_path / "dst.db", embedder=None) as dst:
+        assert _ran(_world(dst, 1)) == []  # 3 judged recalls, counted
+        transfer.import_file(dst, io.StringIO(buf.getvalue()))
+        reports = _world(dst, 1, first=1)
+        assert _ran(reports) == [1] and reports[0].recalls == 34
+
+
+def test_the_state_is_checked_and_never_exported(tmp_path):
+    with _open(tmp_path / "a.db", embedder=None) as mem:
+        _world(mem, 10)
+        assert schema.autotune_state(mem.connection) == (30, 30)
+        assert mem.check().ok
+        buf = io.StringIO()
+        transfer.export(mem, buf)
+        assert schema.META_AUTOTUNE not in {json.loads(line).get("key")
+                                           for line in buf.getvalue().splitlines()}
+        with mem.transaction() as c:
+            schema.meta_set(c, schema.META_AUTOTUNE, '{"point": "x"}')
+        assert any("autotune" in p for p in mem.check().problems)
+        # a value heapmem cannot read: counted again, from the start of the schedule
+        reports = _world(mem, 1, first=10)
+        assert _ran(reports) == [1] and schema.autotune_state(mem.connection) == (30, 33)
+
+
+def test_counting_is_an_index_lookup(tmp_path):
+    with _open(tmp_path / "a.db", embedder=None) as mem:
+        _world(mem, 3)
+        c = mem.connection
+
+        def plan(statement, params=None):
+            return [r[3] for r in c.execute("EXPLAIN QUERY PLAN " + statement, params)]
+
+        idx = "USING INDEX sqlite_autoindex_events_1 (recall_id=?)"
+        assert plan(sql.RECALL_USED, {"rid": 1}) == ["SEARCH events " + idx]
+        assert plan(sql.NEWEST_JUDGED_RECALLS, {"n": 5}) == ["SCAN r", "SEARCH e EXISTS " + idx]
+        assert plan(sql.EVENTS_FROM, {"first": 4})[0] == (
+            "SEARCH events USING INDEX sqlite_autoindex_events_1 (recall_id>?)")
+
+
+def test_the_cli_says_what_auto_tune_did(tmp_path):
+    path = str(tmp_path / "a.db")
+    with _open(path, embedder=None) as mem:
+        _world(mem, 9, first=1)
+        ns = add_user(mem, 0)
+        ids = [mem.recall(q, namespace=ns, k=3).recall_id for q, *_rest in TOPICS]
+
+    def run(*argv):
+        out = io.StringIO()
+        assert cli.main(["--db", path, "--lexical", "-n", ns, *map(str, argv)], clock=lambda: T,
+                        stdout=out, stderr=io.StringIO(), env={}) == 0
+        return out.getvalue()
+
+    assert "auto-tune" not in run("feedback", ids[0], "--used", f"{ns}-0-user")
+    plain = json.loads(run("feedback", ids[1], "--used", f"{ns}-1-user", "--json"))
+    assert "auto_tune" not in plain  # as before when it does not run
+    d = json.loads(run("feedback", ids[2], "--used", f"{ns}-2-user", "--json"))
+    assert d["auto_tune"]["recalls"] == 30 and isinstance(d["auto_tune"]["deployed"], bool)
+    assert d["auto_tune"]["reason"] and len(d["auto_tune"]["table"]) >= 9
+
+
+def test_a_forget_is_counted_at_the_next_feedback(tmp_path):
+    mem = _open(tmp_path / "a.db", embedder=None)
+    _world(mem, 9)  # 27 judged recalls
+    mem.forget(namespace="user0")  # and the 3 recalls of user0 with it
+    assert schema.autotune_state(mem.connection) == (0, None)
+    reports = _world(mem, 2, first=9)  # 25, 26, ... 30 at the 6th
+    assert _ran(reports) == [6] and reports[5].recalls == 30
+    mem.close()
+
+
+def test_against_the_default_a_weight_nothing_supports_goes_back_to_it(tmp_path):
+    """Auto-tune measures each gain against the default weight, so a weight
+    deployed on an earlier, smaller replay stays only while the feedback
+    supports it; otherwise the default comes back."""
+    default = heapmem.ScoringConfig().w_usefulness
+    assert tune.AUTO_AGAINST == default
+    mem = _open(tmp_path / "a.db", auto_tune=False)
+    _world(mem, 20, mode="shuffled")
+    mem.set_config(w_usefulness=1.0, save=True)  # as if a chance pass had deployed it
+    rep = tune.tune(mem, against=default, deploy=False)
+    assert not rep.deployed and rep.after == 1.0 and rep.against == default
+    assert rep.reason.startswith(f"back to {default:g} (no weight is significantly better")
+    rep = tune.tune(mem, against=default)
+    assert rep.deployed and rep.after == default == mem.config.w_usefulness
+    assert f"over w_usefulness={default:g}" in str(rep)
+    mem.close()
+    with _open(tmp_path / "a.db") as again:
+        assert again.config.w_usefulness == default
