@@ -244,6 +244,11 @@ def test_one_or_two_tenants_cannot_flip_another_namespaces_top_result(tmp_path, 
     res = m.recall(Q, namespace=VICTIM, track=False)
     assert res[0].id == "real"
     assert m.check().ok, m.check().problems
+    # auto-tune ran at its points during the attack (the store's weight is
+    # every tenant's) and the attack's feedback moved it nowhere
+    point, _ = schema.autotune_state(m.connection)
+    assert point >= (30 if attackers * rounds >= 30 else 0)
+    assert m.config.w_usefulness == heapmem.ScoringConfig().w_usefulness
     # with a plain capped sum instead (no minimum support, no trimming), it works
     m.set_pool(min_namespaces=1, trim=0)
     assert m.recall(Q, namespace=VICTIM, track=False)[0].id == "spam"
