@@ -126,24 +126,20 @@ def _time(text: str) -> float:
 _FAR_YEAR = re.compile(r"[+-]?\d{5,}-")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
-    return v
+def _at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of low or more."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"{text!r} must be {low} or more")
+        return v
+    return parse
 
 
-def _count(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
-    return v
+_positive_int, _count = _at_least(1), _at_least(0)
 
 
 def _common(sub: bool) -> _Parser:
