@@ -134,6 +134,8 @@ static const struct {
     HM_SCALAR("heap_forget_namespace", 1, HM_WRITE, heap_forget_namespace),
     HM_SCALAR("heap_rebuild_pool", 0, HM_WRITE, heap_rebuild_pool),
     HM_SCALAR("heap_rebuild_pool", 1, HM_WRITE, heap_rebuild_pool),
+    HM_SCALAR("heap_tune", 0, HM_WRITE, heap_tune),
+    HM_SCALAR("heap_tune", 1, HM_WRITE, heap_tune),
 #undef HM_PURE
 #undef HM_WRITE
 #undef HM_SCALAR
