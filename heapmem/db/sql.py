@@ -259,12 +259,11 @@ DATA_VERSION = "PRAGMA data_version"
 # run at close: gathers the statistics the planner uses
 OPTIMIZE = "PRAGMA optimize"
 
-# -- tune()'s scratch database (in memory, never the store) ------------------------
+# -- tuning ----------------------------------------------------------------------
 
-TUNE_SCRATCH = "CREATE TABLE l(feature TEXT, oa REAL, ob REAL, pa REAL, pb REAL)"
-TUNE_CLEAR = "DELETE FROM l"
-TUNE_ROW = "INSERT INTO l VALUES (?, ?, ?, ?, ?)"
-TUNE_LINKS = "SELECT heap_links(feature, oa, ob, pa, pb, ?) FROM l"
+# tune(): the C core's heap_tune (csrc/tune.c) replays, decides and deploys;
+# :options is its JSON object of options, the report comes back as JSON.
+TUNE = "SELECT heap_tune(:options)"
 
 # -- checking ----------------------------------------------------------------------
 
