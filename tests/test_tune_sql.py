@@ -1,0 +1,151 @@
+"""heap_tune, tune() in the C core: the same decision and replay MRRs through
+raw apsw, the real sqlite3 shell and Memory.tune(); the tuned config saved as
+set_config(save=True) saves it; bad options and read-only stores refused with
+nothing written."""
+import json
+import re
+import shutil
+import subprocess
+
+import apsw
+import pytest
+from test_tune import _teach
+
+import heapmem
+from heapmem.db import schema
+from heapmem.learning import tune
+
+START = heapmem.ScoringConfig(w_usefulness=0.0)  # learning off by hand: tune has a gain to find
+
+
+@pytest.fixture(scope="module")
+def taught(tmp_path_factory):
+    """A store of 96 judged recalls whose saved config has w_usefulness 0
+    (so every door starts from it), closed."""
+    path = tmp_path_factory.mktemp("taught") / "t.db"
+    mem = heapmem.open(str(path), clock=lambda: 1_700_000_000.0, config=START, embedder=None)
+    _teach(mem)
+    mem.set_config(START, save=True)
+    mem.close()
+    return path
+
+
+def _copy(taught, tmp_path, name):
+    dst = tmp_path / name
+    shutil.copy(taught, dst)
+    return dst
+
+
+def _raw(path, readonly=False):
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
+    c = apsw.Connection(str(path), flags=flags)
+    heapmem.load(c)
+    return c
+
+
+def _tuned(path):
+    c = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    rows = c.execute("SELECT value FROM heapmem_meta WHERE key = ?", (schema.META_TUNED,))
+    out = rows.fetchall()
+    c.close()
+    return out[0][0] if out else None
+
+
+def _what(report):
+    """What a door's report holds, as plain values (a TuneReport or heap_tune's JSON)."""
+    if isinstance(report, dict):
+        report = tune.from_json(report)
+    return (report.deployed, report.reason, report.recalls, report.folds, report.current,
+            report.best, report.gain, report.table, report.after)
+
+
+def test_every_door_tunes_alike(taught, tmp_path):
+    with heapmem.open(str(_copy(taught, tmp_path, "py.db")), clock=lambda: 1_700_000_000.0) as mem:
+        assert mem.config.w_usefulness == 0.0
+        py = mem.tune()
+    c = _raw(_copy(taught, tmp_path, "raw.db"))
+    raw = json.loads(c.execute("SELECT heap_tune()").fetchall()[0][0])
+    c.close()
+    assert py.deployed and py.folds == "namespace" and py.recalls == 96
+    assert py.current == {"w_usefulness": 0.0, "mrr": 0.5} and py.best["mrr"] == 1.0
+    assert _what(raw) == _what(py)
+    # what is saved: set_config(save=True)'s JSON of the config with the tuned weight
+    saved = json.dumps(START.replace(w_usefulness=py.after).to_dict(), sort_keys=True)
+    assert _tuned(tmp_path / "py.db") == _tuned(tmp_path / "raw.db") == saved
+    with heapmem.open(str(tmp_path / "raw.db")) as again:
+        assert again.config == START.replace(w_usefulness=py.after)
+
+
+@pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 shell on PATH")
+def test_the_sqlite3_shell_tunes_too(taught, tmp_path):
+    c = _raw(_copy(taught, tmp_path, "raw.db"))
+    opts = '{"seed": 7, "deploy": false, "level": 0.99}'
+    raw = json.loads(c.execute("SELECT heap_tune(?)", (opts,)).fetchall()[0][0])
+    c.close()
+    path = _copy(taught, tmp_path, "shell.db")
+    out = subprocess.run(["sqlite3", str(path), "-cmd", f".load {heapmem.loadable_path()}",
+                          f"SELECT heap_tune('{opts}');", "SELECT heap_tune();"],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    measured, deployed = json.loads(out[0]), json.loads(out[1])
+    assert measured == raw and measured["reason"] == "significant, but deploy=False"
+    assert not measured["deployed"]
+    assert deployed["deployed"] and deployed["after"] == measured["best"]["w_usefulness"]
+    assert _tuned(path) == json.dumps(START.replace(w_usefulness=deployed["after"]).to_dict(),
+                                      sort_keys=True)
+    with heapmem.open(str(_copy(taught, tmp_path, "py.db"))) as mem:
+        py = tune.tune(mem, seed=7, deploy=False, level=0.99)
+    assert _what(py) == _what(measured)
+
+
+@pytest.mark.parametrize("options, says", [
+    ("[1]", "options must be a JSON object like '{\"seed\": 0, \"deploy\": false}'"),
+    ("not json", "options must be a JSON object"),
+    ('{"bogus": 1}', "unknown option 'bogus'; the options are against, boot, config, deploy, "
+                     "grid, level, newest, seed"),
+    ('{"boot": 0}', "boot must be an integer from 1 to 100000"),
+    ('{"seed": 1.5}', "seed must be an integer"),
+    ('{"grid": []}', "grid must be an array of 1 to 64 weights from 0 to 100"),
+    ('{"grid": [0.1, -1]}', "grid must be an array of 1 to 64 weights from 0 to 100"),
+    ('{"level": 1}', "level must be a number above 0 and below 1"),
+    ('{"deploy": "yes"}', "deploy must be true or false"),
+    ('{"newest": 0}', "newest must be an integer from 1 to"),
+    ('{"against": 101}', "against must be a weight from 0 to 100"),
+    ('{"config": "w_usefulness=-1"}', "config: w_usefulness must be a number from 0 to 100"),
+])
+def test_bad_options_are_one_sentence_and_write_nothing(taught, tmp_path, options, says):
+    path = _copy(taught, tmp_path, "bad.db")
+    before = _tuned(path)
+    c = _raw(path)
+    with pytest.raises(apsw.SQLError, match="^heap_tune: " + re.escape(says)):
+        c.execute("SELECT heap_tune(?)", (options,)).fetchall()
+    c.close()
+    assert _tuned(path) == before
+    with heapmem.open(str(path)) as mem, pytest.raises(ValueError, match="boot must be"):
+        tune.tune(mem, boot=0)
+
+
+def test_a_read_only_store_refuses_to_deploy(taught, tmp_path):
+    path = _copy(taught, tmp_path, "ro.db")
+    before = _tuned(path)
+    c = _raw(path, readonly=True)
+    with pytest.raises(apsw.ReadOnlyError, match="heap_tune: the store is read-only here"):
+        c.execute("SELECT heap_tune()").fetchall()
+    measured = json.loads(c.execute("SELECT heap_tune('{\"deploy\": false}')").fetchall()[0][0])
+    c.close()
+    assert measured["best"]["mrr"] == 1.0 and not measured["deployed"]
+    with heapmem.open(str(path), readonly=True) as mem:
+        with pytest.raises(heapmem.ReadOnlyError):
+            mem.tune()
+        assert mem.tune(deploy=False).best["mrr"] == 1.0
+    assert _tuned(path) == before
+
+
+def test_too_few_judged_recalls_is_tune_py_s_minimum(tmp_path):
+    mem = heapmem.open(str(tmp_path / "few.db"), embedder=None)
+    mem.add("appointment on Friday at 3pm", id="a")
+    res = mem.recall("When is the appointment?")
+    mem.feedback(used=["a"], recall_id=res.recall_id)
+    out = json.loads(mem.connection.execute("SELECT heap_tune()").fetchall()[0][0])
+    assert out["reason"] == f"only 1 judged recalls in the log; tune() needs {tune.MIN_RECALLS}"
+    assert out["folds"] == "-" and out["current"]["mrr"] is None and not out["deployed"]
+    mem.close()
