@@ -533,33 +533,111 @@ static u64 ht_key3(int fold, int ns, int f) {
   return ((u64)fold << 60) | ((u64)(u32)ns << 30) | (u32)f;
 }
 
-/* ?1: the first recall whose events count (NULL: all).  One row per delta
- * (or per event without any), in the log's order. */
+/* ?1: the first recall whose events count (all without it), in the log's
+ * order. */
 static const char ht_sql_events[] =
-    "SELECT e.id, e.recall_id, e.namespace, e.used, e.position, json_extract(d.value, '$[0]'), "
-    "json_extract(d.value, '$[1]'), json_extract(d.value, '$[2]'), d.type FROM events AS e "
-    "LEFT JOIN json_each(e.deltas) AS d ORDER BY e.id, d.key";
+    "SELECT id, recall_id, namespace, used, position, deltas FROM events ORDER BY id";
 static const char ht_sql_events_from[] =
-    "SELECT e.id, e.recall_id, e.namespace, e.used, e.position, json_extract(d.value, '$[0]'), "
-    "json_extract(d.value, '$[1]'), json_extract(d.value, '$[2]'), d.type "
-    "FROM events AS e INDEXED BY sqlite_autoindex_events_1 "
-    "LEFT JOIN json_each(e.deltas) AS d WHERE e.recall_id >= ?1 ORDER BY e.id, d.key";
+    "SELECT id, recall_id, namespace, used, position, deltas "
+    "FROM events INDEXED BY sqlite_autoindex_events_1 WHERE recall_id >= ?1 ORDER BY id";
+/* one event's deltas through SQLite's JSON, where ht_parse_deltas declines */
+static const char ht_sql_deltas[] =
+    "SELECT json_extract(d.value, '$[0]'), json_extract(d.value, '$[1]'), "
+    "json_extract(d.value, '$[2]'), d.type, json_extract(d.value, '$[0]') IS NOT NULL AND "
+    "json_type(d.value, '$[0]') = 'text' FROM json_each(?1) AS d";
 
-/* One event's delta (st's row) added to each namespace's own counts and, when
- * a fold holds the event out, to that fold's. */
-static int ht_delta(hf_ctx *x, ht_log *l, sqlite3_stmt *st, int ns, int fold) {
-  const char *f = (const char *)sqlite3_column_text(st, 5);
-  const char *type = (const char *)sqlite3_column_text(st, 8);
-  if (!type) return SQLITE_OK; /* no deltas */
-  if (!f || strcmp(type, "array") || !ht_is_num(st, 6) || !ht_is_num(st, 7))
-    return hf_fail(x, SQLITE_CORRUPT, "the event log is damaged (an event's deltas are not "
-                                      "[feature, d_alpha, d_beta] triples)");
+/* One delta (feature f, da, db) of an event of namespace ns added to the
+ * namespace's own counts and, when a fold holds the event out, to that fold's. */
+static int ht_delta(hf_ctx *x, ht_log *l, const char *f, double da, double db, int ns,
+                    int fold) {
   int fid = ht_intern(&l->feats, f);
   if (fid < 0) return hf_fail(x, SQLITE_NOMEM, "out of memory");
-  double da = sqlite3_column_double(st, 6), db = sqlite3_column_double(st, 7);
   int rc = ht_add(&l->own, ht_key2(ns, fid), da, db);
   if (!rc && fold >= 0) rc = ht_add(&l->held, ht_key3(fold, ns, fid), da, db);
   return rc ? hf_fail(x, SQLITE_NOMEM, "out of memory") : SQLITE_OK;
+}
+
+static const char *ht_ws(const char *p) {
+  while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+  return p;
+}
+
+/* A JSON number at p (strtod reads it, correctly rounded), its end in *end. */
+static int ht_json_num(const char *p, const char **end, double *v) {
+  const char *q = p;
+  if (*q != '-' && !(*q >= '0' && *q <= '9')) return 0;
+  while ((*q >= '0' && *q <= '9') || *q == '-' || *q == '+' || *q == '.' || *q == 'e' ||
+         *q == 'E')
+    q++;
+  char *e;
+  *v = strtod(p, &e);
+  *end = q;
+  return e == q && isfinite(*v);
+}
+
+/* Deltas as the C core writes them, [["feature", d_alpha, d_beta], ...],
+ * read without SQLite's JSON (the replay's hot loop): pass 0 checks, pass 1
+ * adds.  0 when the text is not that plain shape (an escape in a name, a
+ * long name): the caller reads it through SQLite's JSON instead. */
+static int ht_parse_deltas(hf_ctx *x, ht_log *l, const char *p0, int ns, int fold, int *rc) {
+  char name[512];
+  *rc = SQLITE_OK;
+  for (int pass = 0; pass < 2; pass++) {
+    const char *p = ht_ws(p0);
+    if (*p++ != '[') return 0;
+    p = ht_ws(p);
+    if (*p == ']') return *ht_ws(p + 1) == 0;
+    for (;;) {
+      p = ht_ws(p);
+      if (*p++ != '[') return 0;
+      p = ht_ws(p);
+      if (*p++ != '"') return 0;
+      const char *f = p;
+      while (*p && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20) p++;
+      if (*p != '"' || p - f >= (long)sizeof name) return 0;
+      memcpy(name, f, (size_t)(p - f));
+      name[p - f] = 0;
+      double d[2];
+      p++;
+      for (int k = 0; k < 2; k++) {
+        p = ht_ws(p);
+        if (*p++ != ',') return 0;
+        if (!ht_json_num(ht_ws(p), &p, &d[k])) return 0;
+      }
+      p = ht_ws(p);
+      if (*p++ != ']') return 0;
+      if (pass == 1 && (*rc = ht_delta(x, l, name, d[0], d[1], ns, fold))) return 1;
+      p = ht_ws(p);
+      if (*p == ']') break;
+      if (*p++ != ',') return 0;
+    }
+    if (*ht_ws(p + 1)) return 0;
+  }
+  return 1;
+}
+
+/* One event's deltas (text), through ht_parse_deltas or SQLite's JSON. */
+static int ht_deltas(hf_ctx *x, ht_log *l, const char *text, int ns, int fold) {
+  int rc;
+  if (!text || ht_parse_deltas(x, l, text, ns, fold, &rc)) return text ? rc : SQLITE_OK;
+  sqlite3_stmt *st = NULL;
+  if ((rc = hf_prepare(x, ht_sql_deltas, &st))) return rc;
+  sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC);
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *type = (const char *)sqlite3_column_text(st, 3);
+    if (!type || strcmp(type, "array") || !sqlite3_column_int(st, 4) || !ht_is_num(st, 1) ||
+        !ht_is_num(st, 2)) {
+      rc = hf_fail(x, SQLITE_CORRUPT, "the event log is damaged (an event's deltas are not "
+                                      "[feature, d_alpha, d_beta] triples)");
+      break;
+    }
+    if ((rc = ht_delta(x, l, (const char *)sqlite3_column_text(st, 0),
+                       sqlite3_column_double(st, 1), sqlite3_column_double(st, 2), ns, fold)))
+      break;
+  }
+  hf_done(x, st);
+  if (rc == SQLITE_DONE) return SQLITE_OK;
+  return x->err ? rc : hf_sqlfail(x, rc);
 }
 
 /* The event log (all of it, or from the oldest replayed recall on): the
@@ -569,29 +647,23 @@ static int ht_read_events(hf_ctx *x, const ht_opts *o, ht_log *l) {
   int rc = hf_prepare(x, o->newest < 0 ? ht_sql_events : ht_sql_events_from, &st);
   if (rc) return rc;
   if (o->newest >= 0) sqlite3_bind_int64(st, 1, l->n ? l->r[0].id : 0);
-  i64 last = 0;
-  int first = 1, ns = -1, fold = -1;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    i64 eid = sqlite3_column_int64(st, 0);
-    if (first || eid != last) {
-      first = 0;
-      last = eid;
-      const char *name = (const char *)sqlite3_column_text(st, 2);
-      if ((ns = ht_intern(&l->names, name ? name : "")) < 0) {
-        rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
-        break;
-      }
-      int has_rid = sqlite3_column_type(st, 1) != SQLITE_NULL;
-      i64 rid = sqlite3_column_int64(st, 1);
-      /* a forgotten recall's event, or one of a namespace no replayed recall
-       * is in: every fold learns from it */
-      int ranked = ns < l->nrank && l->rank[ns] >= 0;
-      fold = !has_rid || (l->by_ns && !ranked) ? -1 : ht_fold(l, rid, ns);
-      int at = has_rid && sqlite3_column_int(st, 3) ? ht_recall_at(l, rid) : -1;
-      i64 pos = sqlite3_column_int64(st, 4);
-      if (at >= 0 && pos >= 0 && pos < l->r[at].n) l->r[at].used[pos] = 1;
+    const char *name = (const char *)sqlite3_column_text(st, 2);
+    int ns = ht_intern(&l->names, name ? name : "");
+    if (ns < 0) {
+      rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+      break;
     }
-    if ((rc = ht_delta(x, l, st, ns, fold))) break;
+    int has_rid = sqlite3_column_type(st, 1) != SQLITE_NULL;
+    i64 rid = sqlite3_column_int64(st, 1);
+    /* a forgotten recall's event, or one of a namespace no replayed recall is
+     * in: every fold learns from it */
+    int ranked = ns < l->nrank && l->rank[ns] >= 0;
+    int fold = !has_rid || (l->by_ns && !ranked) ? -1 : ht_fold(l, rid, ns);
+    int at = has_rid && sqlite3_column_int(st, 3) ? ht_recall_at(l, rid) : -1;
+    i64 pos = sqlite3_column_int64(st, 4);
+    if (at >= 0 && pos >= 0 && pos < l->r[at].n) l->r[at].used[pos] = 1;
+    if ((rc = ht_deltas(x, l, (const char *)sqlite3_column_text(st, 5), ns, fold))) break;
   }
   hf_done(x, st);
   if (rc == SQLITE_DONE) rc = SQLITE_OK;
