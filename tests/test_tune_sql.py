@@ -149,3 +149,22 @@ def test_too_few_judged_recalls_is_tune_py_s_minimum(tmp_path):
     assert out["reason"] == f"only 1 judged recalls in the log; tune() needs {tune.MIN_RECALLS}"
     assert out["folds"] == "-" and out["current"]["mrr"] is None and not out["deployed"]
     mem.close()
+
+
+def test_deltas_in_any_json_spelling_replay_alike(taught, tmp_path):
+    """heap_tune reads the deltas the C core writes with a parser of its own;
+    the same JSON spelled otherwise (escapes, spaces) goes through SQLite's
+    JSON and replays the same."""
+    plain = _raw(_copy(taught, tmp_path, "plain.db"))
+    opts = '{"deploy": false}'
+    want = plain.execute("SELECT heap_tune(?)", (opts,)).fetchall()[0][0]
+    plain.close()
+    c = _raw(_copy(taught, tmp_path, "spelled.db"))
+    rows = c.execute("SELECT id, deltas FROM events").fetchall()
+    with c:
+        for i, d in rows:
+            spelled = re.sub(r'\["(.)', lambda m: '[ "\\u%04x' % ord(m.group(1)), d)
+            assert json.loads(spelled) == json.loads(d) and spelled != d
+            c.execute("UPDATE events SET deltas = ? WHERE id = ?", (spelled, i))
+    assert c.execute("SELECT heap_tune(?)", (opts,)).fetchall()[0][0] == want
+    c.close()
