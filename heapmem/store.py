@@ -1247,7 +1247,9 @@ class Memory:
         used by every later open without an explicit config).  Returns what it
         measured and why it did or did not deploy.  Feedback runs it by itself
         at 30, 60, 120, ... judged recalls unless auto-tune is off (open()'s
-        auto_tune)."""
+        auto_tune).  It is the C core's heap_tune (`SELECT heap_tune()` from
+        any SQLite client does the same).  On a read-only store deploy=True
+        raises ReadOnlyError; deploy=False measures only."""
         with self._lock:  # one view of the logs while it replays them
             return tune.tune(self, deploy=deploy, seed=seed)
 
