@@ -168,3 +168,18 @@ def test_deltas_in_any_json_spelling_replay_alike(taught, tmp_path):
             c.execute("UPDATE events SET deltas = ? WHERE id = ?", (spelled, i))
     assert c.execute("SELECT heap_tune(?)", (opts,)).fetchall()[0][0] == want
     c.close()
+
+
+def test_a_damaged_recall_log_is_one_sentence_and_writes_nothing(taught, tmp_path):
+    path = _copy(taught, tmp_path, "damaged.db")
+    before = _tuned(path)
+    c = _raw(path)
+    with c:
+        c.execute("UPDATE recalls SET rest = '[\"x\"]' WHERE id = (SELECT min(id) FROM recalls)")
+    with pytest.raises(apsw.CorruptError, match="heap_tune: the recall log is damaged"):
+        c.execute("SELECT heap_tune()").fetchall()
+    c.close()
+    with heapmem.open(str(path)) as mem, pytest.raises(heapmem.CorruptStoreError,
+                                                       match="the recall log is damaged"):
+        mem.tune()
+    assert _tuned(path) == before
