@@ -1497,29 +1497,3 @@ static void heap_rebuild_pool(sqlite3_context *ctx, int argc, sqlite3_value **ar
 }
 
 #pragma endregion
-
-#pragma region the statements the loop runs
-
-/* heap_statement(name): the text of a statement heap_recall or heap_feedback
- * runs ('candidates', 'hybrid', 'links', 'show', 'log', 'edges', ...), for
- * EXPLAIN QUERY PLAN and for readers who want to see what runs. */
-static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  (void)argc;
-  static const struct { const char *name, *sql; } all[] = {
-      {"candidates", hr_sql_cand}, {"hybrid", hr_sql_hybrid}, {"links", hr_sql_links},
-      {"show", hr_sql_show},       {"log", hr_sql_log},       {"edges", hf_sql_edges},
-      {"before", hf_sql_before},   {"vrows", hr_sql_vrows}, {"vectors", hr_sql_vload},
-      {"allow", hr_sql_allow},
-  };
-  const char *name = (const char *)sqlite3_value_text(argv[0]);
-  for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
-    if (!strcmp(name, all[i].name)) {
-      sqlite3_result_text(ctx, all[i].sql, -1, SQLITE_STATIC);
-      return;
-    }
-  sqlite3_result_error(ctx, "heap_statement: the name of one of heap_recall's or "
-                            "heap_feedback's statements: candidates, hybrid, links, show, log, "
-                            "edges, before, vrows, vectors, allow", -1);
-}
-
-#pragma endregion

@@ -35,11 +35,11 @@
  *   recall.c     heap_recall, recall as an eponymous virtual table, and the
  *                connection's kept statements
  *   feedback.c   heap_feedback, heap_answer, the robust pooled layer,
- *                heap_rebuild_pool, heap_statement
+ *                heap_rebuild_pool
  *   store.c      heap_init, heap_add, heap_forget, heap_forget_namespace and
  *                the check that a file is a heapmem store
  *   tune.c       heap_tune: w_usefulness chosen by replaying the log
- *   register.c   the function table and sqlite3_heapmem_init
+ *   register.c   heap_statement, the function table and sqlite3_heapmem_init
  * text.c to credit.c make no sqlite3_* call: they hold every function
  * heapmem.h exports to Python.
  */

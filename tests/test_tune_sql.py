@@ -183,3 +183,21 @@ def test_a_damaged_recall_log_is_one_sentence_and_writes_nothing(taught, tmp_pat
                                                        match="the recall log is damaged"):
         mem.tune()
     assert _tuned(path) == before
+
+
+def test_its_reads_use_the_events_index(taught, tmp_path):
+    """heap_tune reads the newest judged recalls from the newest by rowid, each
+    looked up in events by its recall_id, and the events of recalls from the
+    oldest on through the same index (heap_statement gives their text)."""
+    c = _raw(_copy(taught, tmp_path, "plans.db"))
+
+    def plan(name, *params):
+        statement = c.execute("SELECT heap_statement(?)", (name,)).fetchall()[0][0]
+        return [r[3] for r in c.execute("EXPLAIN QUERY PLAN " + statement, params)]
+
+    idx = "USING INDEX sqlite_autoindex_events_1 (recall_id=?)"
+    recalls = plan("tune_recalls", 5)
+    assert "SCAN q" in recalls and "SEARCH e EXISTS " + idx in recalls
+    assert plan("tune_events", 4)[0] == (
+        "SEARCH events USING INDEX sqlite_autoindex_events_1 (recall_id>?)")
+    c.close()
