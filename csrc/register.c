@@ -14,7 +14,7 @@
 
 /* heap_statement(name): the text of a statement heap_recall, heap_feedback or
  * heap_tune runs ('candidates', 'hybrid', 'links', 'show', 'log', 'edges', ...,
- * 'tune_recalls', 'tune_events'), for EXPLAIN QUERY PLAN and for readers who
+ * 'tune_recalls', 'tune_events', 'autotune_used', 'autotune_count'), for EXPLAIN QUERY PLAN and for readers who
  * want to see what runs. */
 static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
@@ -23,7 +23,8 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
       {"show", hr_sql_show},       {"log", hr_sql_log},       {"edges", hf_sql_edges},
       {"before", hf_sql_before},   {"vrows", hr_sql_vrows}, {"vectors", hr_sql_vload},
       {"allow", hr_sql_allow},     {"tune_recalls", ht_sql_recalls},
-      {"tune_events", ht_sql_events_from},
+      {"tune_events", ht_sql_events_from}, {"autotune_used", ht_sql_used},
+      {"autotune_count", ht_sql_count},
   };
   const char *name = (const char *)sqlite3_value_text(argv[0]);
   for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
@@ -34,7 +35,7 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
   sqlite3_result_error(ctx, "heap_statement: the name of one of heap_recall's, "
                             "heap_feedback's or heap_tune's statements: candidates, hybrid, "
                             "links, show, log, edges, before, vrows, vectors, allow, "
-                            "tune_recalls, tune_events", -1);
+                            "tune_recalls, tune_events, autotune_used, autotune_count", -1);
 }
 
 #pragma endregion
@@ -144,10 +145,12 @@ static const struct {
     HM_SCALAR("heap_feedback", 4, HM_WRITE, heap_feedback),
     HM_SCALAR("heap_feedback", 5, HM_WRITE, heap_feedback),
     HM_SCALAR("heap_feedback", 6, HM_WRITE, heap_feedback),
+    HM_SCALAR("heap_feedback", 7, HM_WRITE, heap_feedback),
     HM_SCALAR("heap_answer", 2, HM_WRITE, heap_answer),
     HM_SCALAR("heap_answer", 3, HM_WRITE, heap_answer),
     HM_SCALAR("heap_answer", 4, HM_WRITE, heap_answer),
     HM_SCALAR("heap_answer", 5, HM_WRITE, heap_answer),
+    HM_SCALAR("heap_answer", 6, HM_WRITE, heap_answer),
     HM_SCALAR("heap_statement", 1, HM_PURE, heap_statement),
     HM_SCALAR("heap_init", 0, HM_WRITE, heap_init),
     HM_SCALAR("heap_init", 1, HM_WRITE, heap_init),

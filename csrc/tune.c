@@ -1158,3 +1158,151 @@ static void heap_tune(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 }
 
 #pragma endregion
+
+#pragma region auto-tune
+
+/* Auto-tune: heap_feedback and heap_answer run heap_tune themselves after the
+ * feedback that brings the store's judged recalls to the next point of a
+ * doubling schedule (HT_MIN_RECALLS, then twice that, ...), seeded with 0,
+ * against the default w_usefulness, with a 99% interval, on the newest
+ * HT_AUTO_WINDOW judged recalls at most (heapmem.learning.tune's AUTO_*).
+ * Its place is meta 'autotune', {"point": the last point claimed, "judged":
+ * the judged recalls as counted, null when unknown}, kept in the feedback's
+ * own savepoint: the running count goes up by one when the feedback judged a
+ * recall's first used memory (an index lookup), and the exact count (every
+ * event) is taken only when the count is unknown or says a point is
+ * reached.  Claiming a point there means two connections never tune for the
+ * same one; the tune itself runs after, in a savepoint of its own, and its
+ * failure leaves the feedback as it is. */
+#define HT_AUTO_WINDOW 2000
+#define HT_AUTO_LEVEL 0.99
+
+static i64 ht_next_point(i64 point) { return point < HT_MIN_RECALLS ? HT_MIN_RECALLS : 2 * point; }
+
+static i64 ht_schedule_point(i64 judged) {
+  if (judged < HT_MIN_RECALLS) return 0;
+  i64 point = HT_MIN_RECALLS;
+  while (point * 2 <= judged) point *= 2;
+  return point;
+}
+
+/* the state when it is what ht_count writes (exactly the two keys) */
+static const char ht_sql_state[] =
+    "SELECT json_extract(m.value, '$.point'), json_extract(m.value, '$.judged') "
+    "FROM heapmem_meta AS m WHERE m.key = '" HM_META_AUTOTUNE "' AND json_valid(m.value) "
+    "AND json_type(m.value) = 'object' AND (SELECT count(*) FROM json_each(m.value)) = 2 "
+    "AND json_type(m.value, '$.point') = 'integer' AND json_extract(m.value, '$.point') >= 0 "
+    "AND (json_type(m.value, '$.judged') = 'null' OR "
+    "(json_type(m.value, '$.judged') = 'integer' AND json_extract(m.value, '$.judged') >= 0))";
+static const char ht_sql_count[] =
+    "SELECT count(DISTINCT recall_id) FROM events WHERE used = 1 AND recall_id IS NOT NULL";
+static const char ht_sql_used[] = "SELECT count(*) FROM events WHERE recall_id = ?1 AND used = 1";
+static const char ht_sql_set_state[] =
+    "INSERT INTO heapmem_meta(key, value) VALUES ('" HM_META_AUTOTUNE "', ?1) "
+    "ON CONFLICT(key) DO UPDATE SET value = excluded.value";
+
+/* One integer from sql (bound to rid when rid > 0); *has: whether a row came. */
+static int ht_one(hf_ctx *x, const char *sql, i64 rid, i64 *v, int *has, int *null2, i64 *v2) {
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, sql, &st);
+  if (rc) return rc;
+  if (rid > 0) sqlite3_bind_int64(st, 1, rid);
+  rc = sqlite3_step(st);
+  *has = rc == SQLITE_ROW;
+  if (rc == SQLITE_ROW) {
+    *v = sqlite3_column_int64(st, 0);
+    if (v2) {
+      *null2 = sqlite3_column_type(st, 1) == SQLITE_NULL;
+      *v2 = sqlite3_column_int64(st, 1);
+    }
+    rc = SQLITE_DONE;
+  }
+  hf_done(x, st);
+  return rc == SQLITE_DONE ? SQLITE_OK : hf_sqlfail(x, rc);
+}
+
+/* Keep the count after a feedback on recall rid that judged nused memories
+ * used, and claim the schedule's next point when it is reached and on (auto-
+ * tune allowed): *claim, the point claimed (0: none), *judged, the count. */
+static int ht_count(hf_ctx *x, i64 rid, int nused, int on, i64 *claim, i64 *judged) {
+  i64 point = 0, n = 0, used = 0;
+  int has = 0, unknown = 1, rc;
+  *claim = 0;
+  if ((rc = ht_one(x, ht_sql_state, 0, &point, &has, &unknown, &n))) return rc;
+  if (!has) point = 0, unknown = 1;
+  if (unknown) {
+    if ((rc = ht_one(x, ht_sql_count, 0, &n, &has, NULL, NULL))) return rc;
+  } else if (nused > 0) {
+    if ((rc = ht_one(x, ht_sql_used, rid, &used, &has, NULL, NULL))) return rc;
+    if (used != nused) return (*judged = n), SQLITE_OK; /* not the recall's first use */
+    n++;
+  } else {
+    return (*judged = n), SQLITE_OK;
+  }
+  if (on && n >= ht_next_point(point)) {
+    if ((rc = ht_one(x, ht_sql_count, 0, &n, &has, NULL, NULL))) return rc; /* exact */
+    if (n >= ht_next_point(point)) *claim = point = ht_schedule_point(n);
+  }
+  *judged = n;
+  char *json = sqlite3_mprintf("{\"point\": %lld, \"judged\": %lld}", (long long)point,
+                               (long long)n);
+  sqlite3_stmt *st = NULL;
+  if (!json) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!(rc = hf_prepare(x, ht_sql_set_state, &st))) {
+    sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
+    rc = hf_exec(x, st);
+  }
+  hf_done(x, st);
+  sqlite3_free(json);
+  return rc;
+}
+
+/* Auto-tune at point (judged recalls counted), with config (NULL: the
+ * store's tuned one), in a savepoint of its own: the JSON of what it did,
+ * {"point", "judged", "report"} or {"point", "judged", "error"}; an error
+ * never reaches the feedback (x's error is taken back). */
+static char *ht_autotune(hf_ctx *x, const char *config, i64 point, i64 judged) {
+  ht_opts o;
+  hf_ctx t = {.db = x->db, .conn = x->conn};
+  char *report = NULL, *out;
+  memcpy(o.grid, ht_grid, sizeof ht_grid);
+  o.ngrid = (int)(sizeof ht_grid / sizeof ht_grid[0]);
+  o.boot = 2000;
+  o.seed = 0;
+  o.newest = judged > HT_AUTO_WINDOW ? HT_AUTO_WINDOW : -1;
+  o.deploy = 1;
+  o.has_against = 1;
+  o.level = HT_AUTO_LEVEL;
+  hm_config dflt;
+  hm_config_default(&dflt);
+  o.against = dflt.w_usefulness;
+  int rc = ht_config(&t, config, &o.cfg);
+  if (!rc && (rc = sqlite3_exec(t.db, "SAVEPOINT heap_autotune", NULL, NULL, NULL)))
+    hf_sqlfail(&t, rc);
+  else if (!rc) {
+    rc = ht_run(&t, &o, &report);
+    if (!rc && (rc = sqlite3_exec(t.db, "RELEASE heap_autotune", NULL, NULL, NULL)))
+      hf_sqlfail(&t, rc);
+    if (rc) {
+      sqlite3_exec(t.db, "ROLLBACK TO heap_autotune", NULL, NULL, NULL);
+      sqlite3_exec(t.db, "RELEASE heap_autotune", NULL, NULL, NULL);
+    }
+  }
+  if (!rc) {
+    out = sqlite3_mprintf("{\"point\":%lld,\"judged\":%lld,\"report\":%s}", (long long)point,
+                          (long long)judged, report);
+  } else {
+    sqlite3_str *s = sqlite3_str_new(NULL);
+    const char *why = t.err ? t.err : sqlite3_errstr(rc);
+    sqlite3_str_appendf(s, "{\"point\":%lld,\"judged\":%lld,\"error\":", (long long)point,
+                        (long long)judged);
+    hm_json_string(s, why, (int)strlen(why));
+    sqlite3_str_appendchar(s, 1, '}');
+    out = sqlite3_str_finish(s);
+  }
+  sqlite3_free(report);
+  sqlite3_free(t.err);
+  return out;
+}
+
+#pragma endregion

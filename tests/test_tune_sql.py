@@ -201,3 +201,49 @@ def test_its_reads_use_the_events_index(taught, tmp_path):
     assert plan("tune_events", 4)[0] == (
         "SEARCH events USING INDEX sqlite_autoindex_events_1 (recall_id>?)")
     c.close()
+
+
+def _almost_30(path):
+    """A store with 27 judged recalls (auto-tune off: counted, not tuned) and
+    three tracked recalls not judged yet: [(recall_id, the memory to use)]."""
+    from test_authority import TOPICS, add_user
+    from test_autotune import _world
+    with heapmem.open(str(path), clock=lambda: 1_700_000_000.0, embedder=None,
+                      auto_tune=False) as mem:
+        _world(mem, 9)
+        ns = add_user(mem, 9)
+        out = []
+        for t, (q, *_rest) in enumerate(TOPICS):
+            res = mem.recall(q, namespace=ns, k=3)
+            out.append((res.recall_id, f"{ns}-{t}-user"))
+        assert schema.autotune_state(mem.connection) == (0, 27)
+    return out
+
+
+@pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 shell on PATH")
+def test_feedback_from_the_sqlite3_shell_runs_auto_tune(tmp_path):
+    pending = _almost_30(tmp_path / "shell.db")
+    shutil.copy(tmp_path / "shell.db", tmp_path / "py.db")
+    calls = [f"SELECT heap_feedback({rid}, '[\"{used}\"]');" for rid, used in pending]
+    out = subprocess.run(["sqlite3", str(tmp_path / "shell.db"), "-cmd",
+                          f".load {heapmem.loadable_path()}", *calls],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    ran = [json.loads(line)["auto_tune"] for line in out]
+    assert ran[:2] == [None, None] and ran[2]["point"] == 30 and ran[2]["judged"] == 30
+    with heapmem.open(str(tmp_path / "py.db"), clock=lambda: 1_700_000_000.0) as mem:
+        reports = [mem.feedback(used=[used], recall_id=rid).auto_tune for rid, used in pending]
+        assert reports[:2] == [None, None]
+    assert _what(ran[2]["report"]) == _what(reports[2])
+    assert _tuned(tmp_path / "shell.db") == _tuned(tmp_path / "py.db")
+    with heapmem.open(str(tmp_path / "shell.db")) as mem:  # claimed: not again
+        assert schema.autotune_state(mem.connection) == (30, 30)
+
+
+def test_a_bad_autotune_argument_is_one_sentence_and_writes_nothing(tmp_path):
+    (rid, used), *_ = _almost_30(tmp_path / "a.db")
+    c = _raw(tmp_path / "a.db")
+    with pytest.raises(apsw.SQLError, match=r"^heap_feedback: autotune must be 1 \(tune at 30"):
+        c.execute("SELECT heap_feedback(?, ?, NULL, NULL, NULL, NULL, 2)",
+                  (rid, json.dumps([used]))).fetchall()
+    assert c.execute("SELECT count(*) FROM events WHERE recall_id = ?", (rid,)).fetchall() == [(0,)]
+    c.close()

@@ -1,12 +1,15 @@
 """Self-tuning from the store's own feedback log: the Python door onto the
 C core's heap_tune (csrc/tune.c).
 
-Owns: auto-tune's schedule (schedule_point, next_point), seed, window,
-baseline and interval (the AUTO_* constants Memory.feedback runs tune()
-with), and the TuneReport built from heap_tune's JSON.  What tune does (the
-replay, the folds, the bootstrap, the decision, the deployment into meta
-'tuned') is the C core's, so the sqlite3 shell's `SELECT heap_tune()` and
-Memory.tune() are one implementation.
+Owns: the TuneReport built from heap_tune's JSON, and auto-tune's
+schedule, seed, window, baseline and interval said in Python (schedule_point,
+next_point, the AUTO_* constants: what csrc/tune.c's auto-tune does, which
+tests/test_autotune.py checks).  What tune does (the replay, the folds, the
+bootstrap, the decision, the deployment into meta 'tuned') and auto-tune
+itself (heap_feedback counts the judged recalls, claims the schedule's
+points and runs heap_tune) are the C core's, so the sqlite3 shell's
+`SELECT heap_tune()` and feedback tune as Memory.tune() and Memory.feedback
+do.
 
 Every tracked recall logs what it showed (features, ages, the score without
 usefulness); feedback logs which were used.  tune() replays those recalls
@@ -16,8 +19,8 @@ namespaces, else by recall), and deploys a new weight only if it ranks the
 used memories higher than the current one with a paired bootstrap 95%
 interval above zero.  Otherwise nothing changes.
 
-Auto-tune (Memory.feedback, unless the store was opened with auto_tune=False
-or an explicit config): tune() runs by itself after the feedback that brings
+Auto-tune (heap_feedback; from Python unless the store was opened with
+auto_tune=False or an explicit config): tune runs by itself after the feedback that brings
 the store's judged recalls to the next point of a doubling schedule (30, 60,
 120, ...: schedule_point), seeded with AUTO_SEED; past AUTO_WINDOW judged
 recalls it replays only the newest AUTO_WINDOW (with the links learned from
