@@ -7,8 +7,9 @@
  * heap_attribute (attribute.c) run inside its statements.  store.c uses its
  * hf_* helpers.
  *
- *   SELECT heap_feedback(recall_id, used [, ignored [, now [, namespace]]]);
- *   SELECT heap_answer(recall_id, answer [, now [, namespace]]);
+ *   SELECT heap_feedback(recall_id, used [, ignored [, now [, namespace [, config
+ *                        [, autotune]]]]]);
+ *   SELECT heap_answer(recall_id, answer [, now [, namespace [, config [, autotune]]]]);
  *   SELECT heap_rebuild_pool([features]);
  *
  * used and ignored are JSON arrays of memory ids; ignored NULL means every
@@ -17,8 +18,11 @@
  * be the recall's (a door serving one tenant passes it).  heap_feedback and
  * heap_answer return JSON: the recall judged, the ids judged used and
  * ignored, how many of the namespace's links changed, and (heap_answer) each
- * shown memory's verdict as heap_attribute gives it.  All of it runs inside
- * one savepoint: an error writes nothing.
+ * shown memory's verdict as heap_attribute gives it, and auto_tune: null, or
+ * what the auto-tune this feedback ran did (tune.c: autotune 1, the default,
+ * runs heap_tune at 30, 60, 120, ... judged recalls; 0 only counts them).
+ * The feedback runs inside one savepoint: an error writes nothing; the
+ * auto-tune after it in another, whose failure is in the result.
  *
  * The pooled layer ('*' rows) is a trimmed sum of the namespaces' own rows
  * (schema 4): each counts at most `cap` observations, nothing is pooled until
@@ -1368,9 +1372,15 @@ static int hf_mark_used(hf_ctx *x, const hf_judgment *j) {
   return rc;
 }
 
-/* The whole of one feedback, inside the caller's savepoint, step by step.
- * out: the JSON result. */
-static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, char **out) {
+/* auto-tune's count and its run after the feedback (tune.c) */
+static int ht_count(hf_ctx *x, i64 rid, int nused, int on, i64 *claim, i64 *judged);
+static char *ht_autotune(hf_ctx *x, const char *config, i64 point, i64 judged);
+
+/* The whole of one feedback, inside the caller's savepoint, step by step:
+ * auto-tune's count kept last (on: a point may be claimed, into *claim).
+ * out: the JSON result, less its closing brace. */
+static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, int on,
+                    i64 *claim, i64 *judged, char **out) {
   hf_judgment j = {.answer_mode = answer_mode};
   int *alive = NULL;
   int rc = hf_judge_args(x, argv, argc, &j);
@@ -1382,9 +1392,10 @@ static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, 
   sqlite3_free(alive);
   if (!rc && j.njudged) rc = hf_judge_write(x, &j);
   if (!rc && j.nu) rc = hf_mark_used(x, &j);
+  if (!rc) rc = ht_count(x, j.rid, j.nu, on, claim, judged);
   if (!rc) {
     *out = sqlite3_mprintf("{\"recall_id\":%lld,\"used\":%s,\"ignored\":%s,\"links_updated\":"
-                           "%lld,\"attribution\":%s}", (long long)j.rid, j.used_json,
+                           "%lld,\"attribution\":%s", (long long)j.rid, j.used_json,
                            j.ignored_json, (long long)j.nfeatures,
                            j.attribution ? j.attribution : "null");
     if (!*out) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
@@ -1403,12 +1414,29 @@ static void hm_keep_statements(hf_ctx *x) {
     sqlite3_finalize(st);
 }
 
+/* The autotune argument (argv[i]): 1 (or absent, or NULL) to tune at the
+ * schedule's points, 0 to count only. */
+static int hf_autotune_arg(hf_ctx *x, sqlite3_value **argv, int argc, int i, int *on) {
+  *on = 1;
+  if (argc <= i || sqlite3_value_type(argv[i]) == SQLITE_NULL) return SQLITE_OK;
+  i64 v = sqlite3_value_int64(argv[i]);
+  if (sqlite3_value_type(argv[i]) != SQLITE_INTEGER || (v != 0 && v != 1))
+    return hf_fail(x, SQLITE_ERROR, "autotune must be 1 (tune at 30, 60, 120, ... judged "
+                                    "recalls) or 0 (count only)");
+  *on = (int)v;
+  return SQLITE_OK;
+}
+
 /* heap_feedback / heap_answer: hf_judge inside a savepoint of its own, so
- * that an error anywhere leaves nothing written. */
+ * that an error anywhere leaves nothing written; then auto-tune, when the
+ * feedback claimed a point, in a savepoint of its own (its failure is in the
+ * result, never the feedback's). */
 static void hf_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv, int answer_mode) {
   const char *fname = answer_mode ? "heap_answer" : "heap_feedback";
   hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = sqlite3_user_data(ctx)};
-  char *out = NULL;
+  char *out = NULL, *tuned = NULL;
+  i64 claim = 0, judged = 0;
+  int on = 1, icfg = answer_mode ? 4 : 5;
   hm_keep_statements(&x);
   if (sqlite3_db_readonly(x.db, "main") == 1) {
     char *m = sqlite3_mprintf("%s: the store is read-only here; feedback writes events and "
@@ -1427,7 +1455,8 @@ static void hf_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv, int ans
              SQLITE_OK) {
     hf_sqlfail(&x, rc);
   } else {
-    rc = hf_judge(&x, argv, argc, answer_mode, &out);
+    rc = hf_autotune_arg(&x, argv, argc, icfg + 1, &on);
+    if (!rc) rc = hf_judge(&x, argv, argc, answer_mode, on, &claim, &judged, &out);
     if (rc == SQLITE_OK) {
       rc = sqlite3_exec(x.db, "RELEASE heap_feedback", NULL, NULL, NULL);
       if (rc != SQLITE_OK) hf_sqlfail(&x, rc);
@@ -1437,8 +1466,20 @@ static void hf_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv, int ans
       sqlite3_exec(x.db, "RELEASE heap_feedback", NULL, NULL, NULL);
     }
   }
+  if (rc == SQLITE_OK && claim) {
+    const char *cfg = argc > icfg && sqlite3_value_type(argv[icfg]) == SQLITE_TEXT
+                          ? (const char *)sqlite3_value_text(argv[icfg]) : NULL;
+    tuned = ht_autotune(&x, cfg, claim, judged);
+  }
   if (rc == SQLITE_OK) {
-    sqlite3_result_text(ctx, out, -1, sqlite3_free);
+    char *full = sqlite3_mprintf("%s,\"auto_tune\":%s}", out, tuned ? tuned : "null");
+    sqlite3_free(out);
+    sqlite3_free(tuned);
+    if (full) {
+      sqlite3_result_text(ctx, full, -1, sqlite3_free);
+      return;
+    }
+    sqlite3_result_error_nomem(ctx);
     return;
   }
   sqlite3_free(out);
@@ -1494,32 +1535,6 @@ static void heap_rebuild_pool(sqlite3_context *ctx, int argc, sqlite3_value **ar
     sqlite3_free(m);
   }
   sqlite3_free(x.err);
-}
-
-#pragma endregion
-
-#pragma region the statements the loop runs
-
-/* heap_statement(name): the text of a statement heap_recall or heap_feedback
- * runs ('candidates', 'hybrid', 'links', 'show', 'log', 'edges', ...), for
- * EXPLAIN QUERY PLAN and for readers who want to see what runs. */
-static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  (void)argc;
-  static const struct { const char *name, *sql; } all[] = {
-      {"candidates", hr_sql_cand}, {"hybrid", hr_sql_hybrid}, {"links", hr_sql_links},
-      {"show", hr_sql_show},       {"log", hr_sql_log},       {"edges", hf_sql_edges},
-      {"before", hf_sql_before},   {"vrows", hr_sql_vrows}, {"vectors", hr_sql_vload},
-      {"allow", hr_sql_allow},
-  };
-  const char *name = (const char *)sqlite3_value_text(argv[0]);
-  for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
-    if (!strcmp(name, all[i].name)) {
-      sqlite3_result_text(ctx, all[i].sql, -1, SQLITE_STATIC);
-      return;
-    }
-  sqlite3_result_error(ctx, "heap_statement: the name of one of heap_recall's or "
-                            "heap_feedback's statements: candidates, hybrid, links, show, log, "
-                            "edges, before, vrows, vectors, allow", -1);
 }
 
 #pragma endregion

@@ -35,10 +35,11 @@
  *   recall.c     heap_recall, recall as an eponymous virtual table, and the
  *                connection's kept statements
  *   feedback.c   heap_feedback, heap_answer, the robust pooled layer,
- *                heap_rebuild_pool, heap_statement
+ *                heap_rebuild_pool
  *   store.c      heap_init, heap_add, heap_forget, heap_forget_namespace and
  *                the check that a file is a heapmem store
- *   register.c   the function table and sqlite3_heapmem_init
+ *   tune.c       heap_tune: w_usefulness chosen by replaying the log
+ *   register.c   heap_statement, the function table and sqlite3_heapmem_init
  * text.c to credit.c make no sqlite3_* call: they hold every function
  * heapmem.h exports to Python.
  */
@@ -103,5 +104,7 @@ static void hm_seterr(char *err, int errlen, const char *fmt, const char *a) {
 #include "recall.c"
 #include "feedback.c"
 #include "store.c"
+/* tune: the usefulness weight chosen from the log */
+#include "tune.c"
 /* what loading the library registers */
 #include "register.c"

@@ -1,13 +1,44 @@
 /*
  * register.c: what loading the library does to a connection.
  *
- * Owns: the table of heap_* SQL functions (hm_functions), the FTS5 ones
+ * Owns: heap_statement (the text of the statements heap_recall, heap_feedback
+ * and heap_tune run), the table of heap_* SQL functions (hm_functions), the FTS5 ones
  * (hm_register_fts5: heap_bm25_row, heap_ntokens and heap_attribute, with
  * the tokenizers the last two keep) and the entry point
  * sqlite3_heapmem_init, which also makes the connection's hm_conn and the
  * heap_recall module.
  * Relies on: every unit before it.
  */
+
+#pragma region the statements the loop runs
+
+/* heap_statement(name): the text of a statement heap_recall, heap_feedback or
+ * heap_tune runs ('candidates', 'hybrid', 'links', 'show', 'log', 'edges', ...,
+ * 'tune_recalls', 'tune_events', 'autotune_used', 'autotune_count'), for EXPLAIN QUERY PLAN and for readers who
+ * want to see what runs. */
+static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc;
+  static const struct { const char *name, *sql; } all[] = {
+      {"candidates", hr_sql_cand}, {"hybrid", hr_sql_hybrid}, {"links", hr_sql_links},
+      {"show", hr_sql_show},       {"log", hr_sql_log},       {"edges", hf_sql_edges},
+      {"before", hf_sql_before},   {"vrows", hr_sql_vrows}, {"vectors", hr_sql_vload},
+      {"allow", hr_sql_allow},     {"tune_recalls", ht_sql_recalls},
+      {"tune_events", ht_sql_events_from}, {"autotune_used", ht_sql_used},
+      {"autotune_count", ht_sql_count},
+  };
+  const char *name = (const char *)sqlite3_value_text(argv[0]);
+  for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
+    if (!strcmp(name, all[i].name)) {
+      sqlite3_result_text(ctx, all[i].sql, -1, SQLITE_STATIC);
+      return;
+    }
+  sqlite3_result_error(ctx, "heap_statement: the name of one of heap_recall's, "
+                            "heap_feedback's or heap_tune's statements: candidates, hybrid, "
+                            "links, show, log, edges, before, vrows, vectors, allow, "
+                            "tune_recalls, tune_events, autotune_used, autotune_count", -1);
+}
+
+#pragma endregion
 
 #pragma region registration
 
@@ -114,10 +145,12 @@ static const struct {
     HM_SCALAR("heap_feedback", 4, HM_WRITE, heap_feedback),
     HM_SCALAR("heap_feedback", 5, HM_WRITE, heap_feedback),
     HM_SCALAR("heap_feedback", 6, HM_WRITE, heap_feedback),
+    HM_SCALAR("heap_feedback", 7, HM_WRITE, heap_feedback),
     HM_SCALAR("heap_answer", 2, HM_WRITE, heap_answer),
     HM_SCALAR("heap_answer", 3, HM_WRITE, heap_answer),
     HM_SCALAR("heap_answer", 4, HM_WRITE, heap_answer),
     HM_SCALAR("heap_answer", 5, HM_WRITE, heap_answer),
+    HM_SCALAR("heap_answer", 6, HM_WRITE, heap_answer),
     HM_SCALAR("heap_statement", 1, HM_PURE, heap_statement),
     HM_SCALAR("heap_init", 0, HM_WRITE, heap_init),
     HM_SCALAR("heap_init", 1, HM_WRITE, heap_init),
@@ -134,6 +167,8 @@ static const struct {
     HM_SCALAR("heap_forget_namespace", 1, HM_WRITE, heap_forget_namespace),
     HM_SCALAR("heap_rebuild_pool", 0, HM_WRITE, heap_rebuild_pool),
     HM_SCALAR("heap_rebuild_pool", 1, HM_WRITE, heap_rebuild_pool),
+    HM_SCALAR("heap_tune", 0, HM_WRITE, heap_tune),
+    HM_SCALAR("heap_tune", 1, HM_WRITE, heap_tune),
 #undef HM_PURE
 #undef HM_WRITE
 #undef HM_SCALAR

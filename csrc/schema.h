@@ -16,7 +16,9 @@
 #define HM_META_POOL "pool"
 #define HM_META_EMBEDDER "embedder"
 #define HM_META_EMBEDDING_DIM "embedding_dim"
+#define HM_META_AUTOTUNE "autotune"
 #define HM_BUILTIN_EMBEDDER "potion-base-8M"
+#define HM_AUTOTUNE_RECOUNT "UPDATE heapmem_meta SET value = json_set(value, '$.judged', json('null')) WHERE key = 'autotune' AND json_valid(value) AND json_type(value) = 'object'"
 /* a kind's default importance (heapmem.config.KIND_IMPORTANCE); others 1 */
 static const struct {
   const char *kind;

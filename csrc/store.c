@@ -437,7 +437,9 @@ static int hs_forget(hf_ctx *x, sqlite3_value *ids_v, sqlite3_value *ns_v, i64 *
                     "SET value = max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER)); "
                     "INSERT INTO heapmem_meta(key, value) VALUES ('" HM_META_LAST_RECALL "', "
                     "(SELECT coalesce(max(id), 0) FROM recalls)) ON CONFLICT(key) DO UPDATE "
-                    "SET value = max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))",
+                    "SET value = max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER)); "
+                    /* judged recalls may go: auto-tune's next feedback counts them again */
+                    HM_AUTOTUNE_RECOUNT,
                     NULL, NULL, NULL);
   if (rc) goto fail;
   sqlite3_stmt *st = NULL;

@@ -919,14 +919,17 @@ class Memory:
         config = self.config.to_sql()
         with self._write() as c:
             try:
+                autotune = 1 if self.auto_tune else 0
                 if answer is not None:
                     row = c.execute(sql.ANSWER, {"rid": recall_id, "answer": answer, "now": t,
-                                                 "namespace": namespace, "config": config})
+                                                 "namespace": namespace, "config": config,
+                                                 "tune": autotune})
                 else:
                     row = c.execute(sql.FEEDBACK, {
                         "rid": recall_id, "used": json.dumps(used_ids),
                         "ignored": None if rest_ignored else json.dumps(ignored_ids),
-                        "now": t, "namespace": namespace, "config": config})
+                        "now": t, "namespace": namespace, "config": config,
+                        "tune": autotune})
                 out = json.loads(row.fetchall()[0][0])
             except apsw.SQLError as e:  # the C core's sentence: a bad argument
                 raise ValueError(_c_sentence(e)) from None
@@ -937,62 +940,30 @@ class Memory:
                 shown = json.loads(c.execute(sql.RECALL_SHOWN, {"id": out["recall_id"]})
                                    .fetchall()[0][0])
                 judgements = self._judgements(out["attribution"], shown)
-            point, judged = self._count_judged(c, out["recall_id"], len(out["used"]))
-        # committed: auto-tune runs after, so that its failure cannot undo it
         return Feedback(out["recall_id"], tuple(out["used"]), tuple(out["ignored"]),
                         out["links_updated"], judgements,
-                        self._auto_tune(point, judged) if point else None)
+                        self._auto_tune(out["auto_tune"]) if out["auto_tune"] else None)
 
-    def _count_judged(self, c: schema.Connection, recall_id: int, used: int
-                      ) -> tuple[int, int]:
-        """Keep auto-tune's count of judged recalls, in the feedback's own
-        write transaction (so two processes never claim one point), and
-        claim the schedule's next point when the count reaches it: (the point
-        claimed, or 0; the count).  The count goes up by one when this feedback judged
-        the recall's first used memory (an index lookup); the store's exact
-        count (which reads every event) is taken only when the running count
-        is unknown or says a point is reached.  It is kept with auto-tune off
-        too, for a later open with it on; not on a libSQL server, where each
-        statement is a round trip."""
-        if self._remote:
-            return 0, 0
-        point, judged = schema.autotune_state(c)
-        if judged is None:
-            judged = c.execute(sql.COUNT_JUDGED).fetchall()[0][0]
-        elif used and c.execute(sql.RECALL_USED, {"rid": recall_id}).fetchall()[0][0] == used:
-            judged += 1  # the recall's first used memories
-        else:
-            return 0, judged
-        claim = 0
-        if self.auto_tune and judged >= tune.next_point(point):
-            judged = c.execute(sql.COUNT_JUDGED).fetchall()[0][0]  # exact, before claiming
-            if judged >= tune.next_point(point):
-                claim = point = tune.schedule_point(judged)
-        schema.set_autotune_state(c, point, judged)
-        return claim, judged
-
-    def _auto_tune(self, point: int, judged: int) -> TuneReport:
-        """tune() as auto-tune runs it, once the store's judged recalls reached
-        point (judged of them): seeded (tune.AUTO_SEED), against the default
-        weight (tune.AUTO_AGAINST: a weight is deployed only while it is
-        significantly better than the default on all the recalls replayed,
-        else the default is), with a 99% interval (tune.AUTO_LEVEL), and past
-        tune.AUTO_WINDOW judged recalls over the newest that many only.  The
-        feedback before it is committed, so an error here is not raised (the
-        caller would take the saved feedback for a failed one): it becomes an
-        AutoTuneWarning and the report's reason, the weights unchanged; the
-        point stays claimed (the next point tries again, or call tune())."""
-        try:
-            with self._lock:
-                return tune.tune(self, seed=tune.AUTO_SEED, against=tune.AUTO_AGAINST,
-                                 level=tune.AUTO_LEVEL,
-                                 newest=tune.AUTO_WINDOW if judged > tune.AUTO_WINDOW else None)
-        except Exception as e:  # whatever it is, the feedback stands (see above)
-            what = f"{type(e).__name__}: {' '.join(str(e).split())}"
-            warnings.warn(f"heapmem: auto-tune at {point} judged recalls failed ({what}); the "
-                          "feedback was saved and the weights did not change; call tune() to "
-                          "retry", AutoTuneWarning, stacklevel=4)
+    def _auto_tune(self, ran: dict[str, Any]) -> TuneReport:
+        """The report of the auto-tune heap_feedback ran (csrc/tune.c: it kept
+        the count of judged recalls in the feedback's own savepoint, claimed
+        the schedule's point there, so that two processes never tune for one,
+        and tuned after it in a savepoint of its own: seeded, against the
+        default weight, 99%, on the newest 2,000 judged recalls at most).  A
+        deployed weight is in force here from now on.  A failed tune never
+        undid the feedback: it becomes an AutoTuneWarning and the report's
+        reason, the weights unchanged; the point stays claimed (the next
+        point tries again, or call tune())."""
+        if "error" in ran:
+            what = " ".join(str(ran["error"]).split())
+            warnings.warn(f"heapmem: auto-tune at {ran['point']} judged recalls failed ({what}); "
+                          "the feedback was saved and the weights did not change; call tune() "
+                          "to retry", AutoTuneWarning, stacklevel=4)
             return tune.not_run(f"auto-tune failed: {what}", 0, float(self.config.w_usefulness))
+        report = tune.from_json(ran["report"])
+        if report.deployed:
+            self.config = self.config.replace(w_usefulness=report.after)
+        return report
 
     @staticmethod
     def _judgements(rows: builtins.list, shown: builtins.list[str]) -> tuple[Judgement, ...]:
@@ -1060,9 +1031,10 @@ class Memory:
 
         Auto-tune (open()'s auto_tune, on by default unless config= was given):
         the feedback that brings the store's judged recalls to 30, 60, 120, ...
-        runs tune() after it is committed, and the result's `auto_tune` is its
-        report (None when it did not run).  If tune fails, the feedback stays
-        saved: an AutoTuneWarning says so and the report's reason says why.
+        runs tune() after it, in the same transaction (the C core's
+        heap_feedback does both), and the result's `auto_tune` is its report
+        (None when it did not run).  If tune fails, the feedback stays saved:
+        an AutoTuneWarning says so and the report's reason says why.
         mark_used and mark_ignored do the same.
         """
         if answer is not None:
@@ -1202,8 +1174,6 @@ class Memory:
                     n = c.execute(sql.FORGET, {"ids": json.dumps(id_list)}).fetchall()[0][0]
             except apsw.SQLError as e:  # the C core's sentence: a bad argument
                 raise ValueError(_c_sentence(e)) from None
-            if n:
-                schema.autotune_recount(c)  # judged recalls may have gone with them
         # the WAL still holds the old pages: copy the erased ones into the file
         # and empty the WAL.  A TRUNCATE checkpoint stalls every writer while it
         # waits for readers, so it waits 0.25 s at most; if other connections
@@ -1247,7 +1217,9 @@ class Memory:
         used by every later open without an explicit config).  Returns what it
         measured and why it did or did not deploy.  Feedback runs it by itself
         at 30, 60, 120, ... judged recalls unless auto-tune is off (open()'s
-        auto_tune)."""
+        auto_tune).  It is the C core's heap_tune (`SELECT heap_tune()` from
+        any SQLite client does the same).  On a read-only store deploy=True
+        raises ReadOnlyError; deploy=False measures only."""
         with self._lock:  # one view of the logs while it replays them
             return tune.tune(self, deploy=deploy, seed=seed)
 

@@ -163,19 +163,16 @@ def test_two_connections_tune_once_for_a_point(tmp_path):
     b.close()
 
 
-def test_a_failed_tune_warns_and_keeps_the_feedback(tmp_path, monkeypatch):
+def test_a_failed_tune_warns_and_keeps_the_feedback(tmp_path):
     mem = _open(tmp_path / "a.db", embedder=None)
     _world(mem, 9)  # 27 judged recalls
-
-    def broken(*args, **kwargs):
-        raise RuntimeError("the replay broke")
-
-    monkeypatch.setattr(tune, "tune", broken)
+    with mem.transaction() as c:  # a logged recall heap_tune cannot replay
+        c.execute("UPDATE recalls SET rest = '[\"x\"]' WHERE id = (SELECT min(id) FROM recalls)")
     with pytest.warns(heapmem.AutoTuneWarning, match="auto-tune at 30 judged recalls failed "
-                      r"\(RuntimeError: the replay broke\); the feedback was saved"):
+                      r"\(the recall log is damaged .*\); the feedback was saved"):
         reports = _world(mem, 1, first=9)
     rep = reports[-1]
-    assert not rep.deployed and rep.reason == "auto-tune failed: RuntimeError: the replay broke"
+    assert not rep.deployed and rep.reason.startswith("auto-tune failed: the recall log is damaged")
     assert len(mem.judged_recalls()) == 30  # saved
     assert mem.config == heapmem.ScoringConfig()
     with warnings.catch_warnings():
@@ -184,21 +181,24 @@ def test_a_failed_tune_warns_and_keeps_the_feedback(tmp_path, monkeypatch):
     mem.close()
 
 
-def test_past_the_window_it_replays_the_newest(tmp_path, monkeypatch):
-    monkeypatch.setattr(tune, "AUTO_WINDOW", 40)
-    mem = _open(tmp_path / "a.db", embedder=None)
-    reports = _world(mem, 20)
-    assert [r.recalls for r in reports if r is not None] == [30, 40]
-    newest = mem.judged_recalls(newest=40)
-    assert [r.id for r in newest] == [r.id for r in mem.judged_recalls()][-40:]
-    events = mem.events(first_recall=newest[0].id)
-    assert events and {e.recall_id for e in events} == {r.id for r in newest}
-    for bad, err in ((0, ValueError), (-1, ValueError), (True, TypeError), ("5", TypeError)):
-        with pytest.raises(err, match="newest must be"):
-            mem.judged_recalls(newest=bad)
-    with pytest.raises(TypeError, match="first_recall must be an integer"):
-        mem.events(first_recall="1")
-    mem.close()
+def test_past_the_window_it_replays_the_newest(tmp_path):
+    path = tmp_path / "a.db"
+    with _open(path, embedder=None, auto_tune=False) as mem:  # counted, never tuned
+        _world(mem, 680)  # 2,040 judged recalls
+        assert schema.autotune_state(mem.connection) == (0, 2040)
+        newest = mem.judged_recalls(newest=40)
+        assert [r.id for r in newest] == [r.id for r in mem.judged_recalls()][-40:]
+        events = mem.events(first_recall=newest[0].id)
+        assert events and {e.recall_id for e in events} == {r.id for r in newest}
+        for bad, err in ((0, ValueError), (-1, ValueError), (True, TypeError), ("5", TypeError)):
+            with pytest.raises(err, match="newest must be"):
+                mem.judged_recalls(newest=bad)
+        with pytest.raises(TypeError, match="first_recall must be an integer"):
+            mem.events(first_recall="1")
+    with _open(path, embedder=None) as mem:
+        reports = _world(mem, 1, first=680)  # 2,041: the point 1,920 claimed, once
+        ran = [r for r in reports if r is not None]
+        assert len(ran) == 1 and ran[0].recalls == tune.AUTO_WINDOW == 2000
 
 
 def test_an_import_is_counted_at_the_next_feedback(tmp_path):
@@ -239,7 +239,8 @@ def test_counting_is_an_index_lookup(tmp_path):
             return [r[3] for r in c.execute("EXPLAIN QUERY PLAN " + statement, params)]
 
         idx = "USING INDEX sqlite_autoindex_events_1 (recall_id=?)"
-        assert plan(sql.RECALL_USED, {"rid": 1}) == ["SEARCH events " + idx]
+        used = c.execute("SELECT heap_statement('autotune_used')").fetchall()[0][0]
+        assert plan(used, (1,)) == ["SEARCH events " + idx]  # heap_feedback's running count
         assert plan(sql.NEWEST_JUDGED_RECALLS, {"n": 5}) == ["SCAN r", "SEARCH e EXISTS " + idx]
         assert plan(sql.EVENTS_FROM, {"first": 4})[0] == (
             "SEARCH events USING INDEX sqlite_autoindex_events_1 (recall_id>?)")

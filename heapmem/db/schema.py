@@ -78,10 +78,17 @@ META_FTS_DEFERRED = "fts_deferred"
 META_POOL = "pool"
 #: auto-tune's place on its schedule (JSON {"point": the last point of the
 #: doubling schedule claimed, 0 for none; "judged": the judged recalls as
-#: counted at the last feedback, null when unknown}); Memory.feedback keeps it
-#: (autotune_state, set_autotune_state), an import or a forget marks its count
-#: unknown (autotune_recount).
+#: counted at the last feedback, null when unknown}).  The C core keeps it:
+#: heap_feedback and heap_answer count and claim points (csrc/tune.c),
+#: heap_forget marks the count unknown; an import marks it unknown too
+#: (autotune_recount, the same statement: AUTOTUNE_RECOUNT); autotune_state
+#: reads it.
 META_AUTOTUNE = "autotune"
+#: auto-tune's count marked unknown, its point kept (csrc/schema.h has it as
+#: HM_AUTOTUNE_RECOUNT, for heap_forget)
+AUTOTUNE_RECOUNT = (f"UPDATE heapmem_meta SET value = json_set(value, '$.judged', json('null')) "
+                    f"WHERE key = '{META_AUTOTUNE}' AND json_valid(value) "
+                    f"AND json_type(value) = 'object'")
 
 #: Keys the file records about itself; never exported or imported.
 META_OWN = (META_FORMAT, META_CREATED_WITH, META_AUTOTUNE)
@@ -217,18 +224,11 @@ def autotune_state(c: Connection) -> tuple[int, int | None]:
         return 0, None
 
 
-def set_autotune_state(c: Connection, point: int, judged: int | None) -> None:
-    """Keep auto-tune's place (inside the caller's write transaction)."""
-    meta_set(c, META_AUTOTUNE, json.dumps({"point": int(point), "judged": judged}))
-
-
 def autotune_recount(c: Connection) -> None:
-    """Mark auto-tune's count of judged recalls unknown (after writes that
-    add or remove judged recalls other than feedback's: an import, a
-    forget), keeping its point; the next feedback counts them all again."""
-    point, judged = autotune_state(c)
-    if judged is not None:
-        set_autotune_state(c, point, None)
+    """Mark auto-tune's count of judged recalls unknown (after an import,
+    which adds judged recalls other than feedback's), keeping its point; the
+    next feedback counts them all again (heap_forget does the same in C)."""
+    c.execute(AUTOTUNE_RECOUNT)
 
 
 # -- DDL ---------------------------------------------------------------------------
@@ -712,9 +712,10 @@ def c_header() -> str:
              f"#define HM_POOL_TRIM {POOL_DEFAULTS['trim']}",
              f"#define HM_PRIOR_SUPPORT {PRIOR_SUPPORT}"]
     for name in ("FORMAT", "CREATED_WITH", "TUNED", "LAST_SEQ", "LAST_RECALL", "LINKS_PRIOR",
-                 "POOL", "EMBEDDER", "EMBEDDING_DIM"):
+                 "POOL", "EMBEDDER", "EMBEDDING_DIM", "AUTOTUNE"):
         lines.append(f'#define HM_META_{name} "{globals()["META_" + name]}"')
     lines.append(f'#define HM_BUILTIN_EMBEDDER "{BUILTIN_EMBEDDER}"')
+    lines.append("#define HM_AUTOTUNE_RECOUNT " + json.dumps(AUTOTUNE_RECOUNT))
     lines.append("/* a kind's default importance (heapmem.config.KIND_IMPORTANCE); others 1 */")
     lines.append("static const struct {")
     lines.append("  const char *kind;")

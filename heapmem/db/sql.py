@@ -111,24 +111,17 @@ WHERE EXISTS (SELECT 1 FROM events AS e WHERE e.recall_id = r.id AND e.used = 1)
 ORDER BY r.id DESC LIMIT :n
 """
 
-# How many memories of one recall feedback judged used (an index lookup: the
-# feedback that makes it 1 or more made the recall a judged one).
-RECALL_USED = "SELECT count(*) FROM events WHERE recall_id = :rid AND used = 1"
-
-# How many judged recalls the store holds (JUDGED_RECALLS' count); it reads
-# every event, so auto-tune runs it only when its running count says a point
-# of the schedule is reached.
-COUNT_JUDGED = ("SELECT count(DISTINCT recall_id) FROM events "
-                "WHERE used = 1 AND recall_id IS NOT NULL")
-
 # -- feedback ----------------------------------------------------------------------
 
 
 # feedback() and feedback(answer=...): heap_feedback and heap_answer (the C
 # core, csrc/feedback.c) do it all and return JSON.  :ignored NULL: every
 # other shown memory counts as ignored.
-FEEDBACK = "SELECT heap_feedback(:rid, :used, :ignored, :now, :namespace, :config)"
-ANSWER = "SELECT heap_answer(:rid, :answer, :now, :namespace, :config)"
+# :tune 1: the feedback that brings the store's judged recalls to the
+# next point of auto-tune's schedule runs heap_tune after it (the result's
+# auto_tune); 0: it only keeps the count.
+FEEDBACK = "SELECT heap_feedback(:rid, :used, :ignored, :now, :namespace, :config, :tune)"
+ANSWER = "SELECT heap_answer(:rid, :answer, :now, :namespace, :config, :tune)"
 RECALL_SHOWN = "SELECT shown FROM recalls WHERE id = :id"
 
 # which shown memories :answer used (heap_attribute in C): one JSON array by
@@ -259,12 +252,11 @@ DATA_VERSION = "PRAGMA data_version"
 # run at close: gathers the statistics the planner uses
 OPTIMIZE = "PRAGMA optimize"
 
-# -- tune()'s scratch database (in memory, never the store) ------------------------
+# -- tuning ----------------------------------------------------------------------
 
-TUNE_SCRATCH = "CREATE TABLE l(feature TEXT, oa REAL, ob REAL, pa REAL, pb REAL)"
-TUNE_CLEAR = "DELETE FROM l"
-TUNE_ROW = "INSERT INTO l VALUES (?, ?, ?, ?, ?)"
-TUNE_LINKS = "SELECT heap_links(feature, oa, ob, pa, pb, ?) FROM l"
+# tune(): the C core's heap_tune (csrc/tune.c) replays, decides and deploys;
+# :options is its JSON object of options, the report comes back as JSON.
+TUNE = "SELECT heap_tune(:options)"
 
 # -- checking ----------------------------------------------------------------------
 

@@ -5,10 +5,10 @@ Owns: the replay of the event log (and any merged prior) into link counts per
 tolerance), the rules of the pooled layer replayed in Python (how
 namespaces' links add up to it, robustly: what check() and import compare the
 stored rows with; the C core keeps the rows themselves, csrc/feedback.c),
-the pooled sums that tune() holds out per fold, and the split of a feature
-name into its question type, and the event log summed per day (by_day,
-with newest_recall: what the report page draws).  check(), import and tune()
-all go through here, so they cannot disagree about what the events mean.  The
+the split of a feature name into its question type, and the event log
+summed per day (by_day, with newest_recall: what the report page draws).
+check() and import go through here, so they cannot disagree about what the
+events mean; tune()'s replay of the log is the C core's (csrc/tune.c).  The
 credit each judged memory gives (which features, how much) is the C core's
 (hm_credit); this module only adds the deltas up.
 """
@@ -182,25 +182,6 @@ def mismatches(stored: Mapping[tuple[str, str], Iterable], replayed: Counts
         s, r = stored.get(key), replayed.get(key)
         if s is None or r is None or not agrees(s, r):
             out.append((key, None if s is None else tuple(s), None if r is None else tuple(r)))
-    return out
-
-
-def per_namespace(events: Iterable[tuple[str, Iterable]]) -> dict[str, dict[str, list[float]]]:
-    """{namespace: {feature: [alpha, beta]}}: each namespace's own evidence."""
-    out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(lambda: [0.0, 0.0]))
-    for (ns, f), (a, b, _) in replay(events).items():
-        out[ns][f][0] += a
-        out[ns][f][1] += b
-    return out
-
-
-def pooled(own: Mapping[str, Mapping[str, Iterable]]) -> dict[str, list[float]]:
-    """{feature: [alpha, beta]}: the pooled layer as the sum of namespaces."""
-    out: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-    for counts in own.values():
-        for f, (a, b) in counts.items():
-            out[f][0] += a
-            out[f][1] += b
     return out
 
 

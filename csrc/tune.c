@@ -1,0 +1,1308 @@
+/*
+ * tune.c: heap_tune, the choice of w_usefulness from the store's own log.
+ *
+ *   SELECT heap_tune([options]);
+ *
+ * options: a JSON object, every key optional: grid (the weights tried, an
+ * array of numbers from 0 to 100), boot (bootstrap resamples, 1 to 100000;
+ * 2000), seed (the bootstrap's, an integer; 0), deploy (true/false; true),
+ * newest (replay only the newest N judged recalls, with the links learned
+ * from the events of the recalls from the oldest of them on; all), against
+ * (the weight a gain is measured against, deployed again where no weight is
+ * significantly better than it; the weight in force), level (the bootstrap
+ * interval's coverage, above 0 and below 1; 0.95) and config (the config in
+ * force, as heap_score takes it; the store's tuned config).
+ *
+ * Every tracked recall logs what it showed (features, ages, the score
+ * without usefulness); feedback logs which were used.  heap_tune replays the
+ * judged recalls (those with a used memory) under each weight, with the
+ * links learned from the whole log less the replayed recall's own fold
+ * (grouped cross-validation: by namespace when the judged recalls span at
+ * least 5 namespaces, else by recall id mod 5), per namespace and pooled (a
+ * plain sum over namespaces, as Python's tune() replayed it: see
+ * bench/RESULTS.md 17.6), scores each with hm_score_batch (the logged rest
+ * as relevance, importance 1, no rules), takes the reciprocal rank of the
+ * first used memory, and deploys the best weight only when a paired
+ * bootstrap over the folds' groups (splitmix64, seeded) puts its gain's
+ * interval above 0.  Deploying writes meta 'tuned' as
+ * Memory.set_config(save=True) does.  Returns one JSON object: deployed,
+ * reason, recalls, folds, current, best, gain [mean, lo, hi], table
+ * [[w, mrr], ...], after, against.
+ *
+ * Relies on: links.c (hm_link, the blob), sample.c (hm_splitmix64), score.c
+ * (hm_score_batch, the config fields), sqlfuncs.c (hm_repr,
+ * hm_json_string), feedback.c (hf_ctx, hf_prepare, hf_done, hf_fail,
+ * hf_sqlfail, hm_keep_statements), store.c's hm_check_store.
+ */
+
+#pragma region tune
+
+#define HT_MIN_RECALLS 30 /* fewer judged recalls and heap_tune does not try */
+#define HT_FOLDS 5
+#define HT_MAX_GRID 64
+
+/* -- interned names and sums keyed by ids ----------------------------------------- */
+
+typedef struct {
+  char **s;
+  int n, cap;
+  int *slot; /* open addressing over s's ids, -1 empty */
+  int nslot;
+} ht_names;
+
+typedef struct {
+  u64 *key;
+  double *a, *b;
+  int n, cap;
+  int *slot;
+  int nslot;
+} ht_sums;
+
+static u64 ht_mix(u64 k) {
+  u64 s = k;
+  return hm_splitmix64(&s);
+}
+
+static void ht_names_free(ht_names *t) {
+  for (int i = 0; i < t->n; i++) sqlite3_free(t->s[i]);
+  sqlite3_free(t->s);
+  sqlite3_free(t->slot);
+  memset(t, 0, sizeof *t);
+}
+
+static void ht_sums_free(ht_sums *t) {
+  sqlite3_free(t->key);
+  sqlite3_free(t->a);
+  sqlite3_free(t->b);
+  sqlite3_free(t->slot);
+  memset(t, 0, sizeof *t);
+}
+
+/* Room for at least need entries: the slots rebuilt at twice that. */
+static int ht_reslot(int **slot, int *nslot, int need, const u64 *hashes, int n) {
+  if (*nslot >= 2 * need) return SQLITE_OK;
+  int ns = 64;
+  while (ns < 4 * need) ns *= 2;
+  int *s = sqlite3_malloc64((sqlite3_uint64)ns * sizeof *s);
+  if (!s) return SQLITE_NOMEM;
+  for (int i = 0; i < ns; i++) s[i] = -1;
+  for (int i = 0; i < n; i++) {
+    u64 h = hashes[i] & (u64)(ns - 1);
+    while (s[h] >= 0) h = (h + 1) & (u64)(ns - 1);
+    s[h] = i;
+  }
+  sqlite3_free(*slot);
+  *slot = s;
+  *nslot = ns;
+  return SQLITE_OK;
+}
+
+/* s's id (added when new), or -1 when out of memory. */
+static int ht_intern(ht_names *t, const char *s) {
+  u64 h = hm_fnv64(s, strlen(s));
+  if (t->nslot) {
+    for (u64 i = h & (u64)(t->nslot - 1); t->slot[i] >= 0; i = (i + 1) & (u64)(t->nslot - 1))
+      if (!strcmp(t->s[t->slot[i]], s)) return t->slot[i];
+  }
+  if (t->n == t->cap) {
+    int cap = t->cap ? 2 * t->cap : 64;
+    char **v = sqlite3_realloc64(t->s, (sqlite3_uint64)cap * sizeof *v);
+    if (!v) return -1;
+    t->s = v;
+    t->cap = cap;
+  }
+  if (!(t->s[t->n] = sqlite3_mprintf("%s", s))) return -1;
+  t->n++;
+  if (t->nslot < 2 * t->n) { /* rehash every name */
+    u64 *hs = sqlite3_malloc64((sqlite3_uint64)t->n * sizeof *hs);
+    if (!hs) return -1;
+    for (int i = 0; i < t->n; i++) hs[i] = hm_fnv64(t->s[i], strlen(t->s[i]));
+    int rc = ht_reslot(&t->slot, &t->nslot, t->n, hs, t->n);
+    sqlite3_free(hs);
+    if (rc) return -1;
+  } else {
+    u64 i = h & (u64)(t->nslot - 1);
+    while (t->slot[i] >= 0) i = (i + 1) & (u64)(t->nslot - 1);
+    t->slot[i] = t->n - 1;
+  }
+  return t->n - 1;
+}
+
+static int ht_find(const ht_sums *t, u64 key) {
+  if (!t->nslot) return -1;
+  for (u64 i = ht_mix(key) & (u64)(t->nslot - 1); t->slot[i] >= 0;
+       i = (i + 1) & (u64)(t->nslot - 1))
+    if (t->key[t->slot[i]] == key) return t->slot[i];
+  return -1;
+}
+
+/* Add (da, db) to key's sums (0, 0 when new). */
+static int ht_add(ht_sums *t, u64 key, double da, double db) {
+  int at = ht_find(t, key);
+  if (at < 0) {
+    if (t->n == t->cap) {
+      int cap = t->cap ? 2 * t->cap : 256;
+      u64 *k = sqlite3_realloc64(t->key, (sqlite3_uint64)cap * sizeof *k);
+      if (k) t->key = k;
+      double *a = k ? sqlite3_realloc64(t->a, (sqlite3_uint64)cap * sizeof *a) : NULL;
+      if (a) t->a = a;
+      double *b = a ? sqlite3_realloc64(t->b, (sqlite3_uint64)cap * sizeof *b) : NULL;
+      if (!b) return SQLITE_NOMEM;
+      t->b = b;
+      t->cap = cap;
+    }
+    at = t->n++;
+    t->key[at] = key;
+    t->a[at] = t->b[at] = 0.0;
+    if (t->nslot < 2 * t->n) {
+      u64 *hs = sqlite3_malloc64((sqlite3_uint64)t->n * sizeof *hs);
+      if (!hs) return SQLITE_NOMEM;
+      for (int i = 0; i < t->n; i++) hs[i] = ht_mix(t->key[i]);
+      int rc = ht_reslot(&t->slot, &t->nslot, t->n, hs, t->n);
+      sqlite3_free(hs);
+      if (rc) return rc;
+    } else {
+      u64 i = ht_mix(key) & (u64)(t->nslot - 1);
+      while (t->slot[i] >= 0) i = (i + 1) & (u64)(t->nslot - 1);
+      t->slot[i] = at;
+    }
+  }
+  t->a[at] += da;
+  t->b[at] += db;
+  return SQLITE_OK;
+}
+
+static void ht_get(const ht_sums *t, u64 key, double *a, double *b) {
+  int at = ht_find(t, key);
+  *a = at < 0 ? 0.0 : t->a[at];
+  *b = at < 0 ? 0.0 : t->b[at];
+}
+
+/* -- the options ------------------------------------------------------------------ */
+
+typedef struct {
+  double grid[HT_MAX_GRID];
+  int ngrid;
+  i64 boot, seed, newest; /* newest -1: all */
+  int deploy, has_against;
+  double against, level;
+  hm_config cfg; /* the config in force */
+} ht_opts;
+
+static const double ht_grid[] = {0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0};
+
+static int ht_int_opt(hf_ctx *x, sqlite3_stmt *st, const char *k, i64 lo, i64 hi, i64 *out) {
+  const char *type = (const char *)sqlite3_column_text(st, 1);
+  double v = sqlite3_column_double(st, 2);
+  if (!type || strcmp(type, "integer") || v < (double)lo || v > (double)hi)
+    return hf_fail(x, SQLITE_ERROR, "%s must be an integer from %lld to %lld", k,
+                   (long long)lo, (long long)hi);
+  *out = sqlite3_column_int64(st, 2);
+  return SQLITE_OK;
+}
+
+static int ht_num_opt(hf_ctx *x, sqlite3_stmt *st, const char *k, double *out) {
+  const char *type = (const char *)sqlite3_column_text(st, 1);
+  if (!type || (strcmp(type, "integer") && strcmp(type, "real")))
+    return hf_fail(x, SQLITE_ERROR, "%s must be a number", k);
+  *out = sqlite3_column_double(st, 2);
+  return SQLITE_OK;
+}
+
+/* The grid option: a JSON array of 1 to HT_MAX_GRID weights from 0 to 100. */
+static int ht_grid_opt(hf_ctx *x, const char *json, ht_opts *o) {
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, "SELECT type, value FROM json_each(?1, '$.grid')", &st);
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
+  o->ngrid = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *type = (const char *)sqlite3_column_text(st, 0);
+    double v = sqlite3_column_double(st, 1);
+    if (!type || (strcmp(type, "integer") && strcmp(type, "real")) || !(v >= 0 && v <= 100) ||
+        o->ngrid == HT_MAX_GRID) {
+      rc = hf_fail(x, SQLITE_ERROR, "grid must be an array of 1 to %d weights from 0 to 100",
+                   HT_MAX_GRID);
+      break;
+    }
+    o->grid[o->ngrid++] = v;
+  }
+  hf_done(x, st);
+  if (rc == SQLITE_DONE && !o->ngrid)
+    return hf_fail(x, SQLITE_ERROR, "grid must be an array of 1 to %d weights from 0 to 100",
+                   HT_MAX_GRID);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc == SQLITE_ROW || !x->err ? hf_sqlfail(x, rc) : rc;
+}
+
+/* The config in force: the option's text, or the store's tuned config. */
+static int ht_config(hf_ctx *x, const char *text, hm_config *cfg) {
+  sqlite3_stmt *st = NULL;
+  char err[HM_ERRLEN] = "";
+  int rc = SQLITE_OK;
+  if (!text) {
+    if ((rc = hf_prepare(x, hr_sql_tuned, &st))) return rc;
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) rc = hf_sqlfail(x, rc);
+    else text = (const char *)sqlite3_column_text(st, 0);
+  }
+  if (rc == SQLITE_ROW || rc == SQLITE_OK) {
+    rc = hr_config(text, cfg, err, sizeof err) == HM_OK ? SQLITE_OK : SQLITE_ERROR;
+    if (rc) hf_fail(x, SQLITE_ERROR, st ? "the store's tuned config cannot be used (%s)"
+                                        : "config: %s", err);
+  }
+  hf_done(x, st);
+  return rc;
+}
+
+static const char ht_keys[] = "against, boot, config, deploy, grid, level, newest, seed";
+
+/* Read one option (st's row: key, type, value) into o. */
+static int ht_opt(hf_ctx *x, sqlite3_stmt *st, const char *json, ht_opts *o,
+                  const char **config) {
+  const char *k = (const char *)sqlite3_column_text(st, 0);
+  const char *type = (const char *)sqlite3_column_text(st, 1);
+  if (!k || !type) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!strcmp(k, "grid")) {
+    if (strcmp(type, "array"))
+      return hf_fail(x, SQLITE_ERROR, "grid must be an array of 1 to %d weights from 0 to 100",
+                     HT_MAX_GRID);
+    return ht_grid_opt(x, json, o);
+  }
+  if (!strcmp(k, "boot")) return ht_int_opt(x, st, k, 1, 100000, &o->boot);
+  if (!strcmp(k, "seed"))
+    return ht_int_opt(x, st, k, -(i64)(((u64)1 << 62)), (i64)((u64)1 << 62), &o->seed);
+  if (!strcmp(k, "newest")) {
+    if (!strcmp(type, "null")) return (o->newest = -1), SQLITE_OK;
+    return ht_int_opt(x, st, k, 1, (i64)((u64)1 << 62), &o->newest);
+  }
+  if (!strcmp(k, "deploy")) {
+    if (strcmp(type, "true") && strcmp(type, "false"))
+      return hf_fail(x, SQLITE_ERROR, "deploy must be true or false");
+    o->deploy = !strcmp(type, "true");
+    return SQLITE_OK;
+  }
+  if (!strcmp(k, "against")) {
+    if (!strcmp(type, "null")) return (o->has_against = 0), SQLITE_OK;
+    int rc = ht_num_opt(x, st, k, &o->against);
+    if (!rc && !(o->against >= 0 && o->against <= 100))
+      rc = hf_fail(x, SQLITE_ERROR, "against must be a weight from 0 to 100");
+    o->has_against = 1;
+    return rc;
+  }
+  if (!strcmp(k, "level")) {
+    int rc = ht_num_opt(x, st, k, &o->level);
+    if (!rc && !(o->level > 0 && o->level < 1))
+      rc = hf_fail(x, SQLITE_ERROR, "level must be a number above 0 and below 1 (0.95: a 95%% "
+                                    "interval)");
+    return rc;
+  }
+  if (!strcmp(k, "config")) {
+    if (strcmp(type, "text"))
+      return hf_fail(x, SQLITE_ERROR, "config must be text like 'w_recency=0 gate_z=2'");
+    *config = (const char *)sqlite3_column_text(st, 2);
+    return SQLITE_OK;
+  }
+  return hf_fail(x, SQLITE_ERROR, "unknown option '%s'; the options are %s", k, ht_keys);
+}
+
+/* The options (a JSON object, or NULL for none) into o. */
+static int ht_read_opts(hf_ctx *x, sqlite3_value *v, ht_opts *o) {
+  memcpy(o->grid, ht_grid, sizeof ht_grid);
+  o->ngrid = (int)(sizeof ht_grid / sizeof ht_grid[0]);
+  o->boot = 2000;
+  o->seed = 0;
+  o->newest = -1;
+  o->deploy = 1;
+  o->has_against = 0;
+  o->level = 0.95;
+  const char *json = v && sqlite3_value_type(v) != SQLITE_NULL
+                         ? (const char *)sqlite3_value_text(v) : NULL;
+  const char *config = NULL;
+  sqlite3_stmt *st = NULL;
+  int rc = SQLITE_OK;
+  char *config_copy = NULL;
+  if (json) {
+    if (sqlite3_value_type(v) != SQLITE_TEXT || (rc = hf_prepare(x,
+        "SELECT j.key, j.type, j.value FROM json_each(?1) AS j WHERE json_valid(?1) AND "
+        "json_type(?1) = 'object' UNION ALL SELECT NULL, NULL, NULL WHERE NOT json_valid(?1) OR "
+        "json_type(?1) != 'object'", &st)))
+      return rc ? rc : hf_fail(x, SQLITE_ERROR, "options must be a JSON object like "
+                                                "'{\"seed\": 0, \"deploy\": false}'");
+    sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      if (sqlite3_column_type(st, 0) == SQLITE_NULL) {
+        rc = hf_fail(x, SQLITE_ERROR, "options must be a JSON object like "
+                                      "'{\"seed\": 0, \"deploy\": false}'");
+        break;
+      }
+      const char *c = NULL;
+      if ((rc = ht_opt(x, st, json, o, &c))) break;
+      if (c) {
+        sqlite3_free(config_copy);
+        if (!(config_copy = sqlite3_mprintf("%s", c))) {
+          rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+          break;
+        }
+        config = config_copy;
+      }
+    }
+    hf_done(x, st);
+    if (rc == SQLITE_DONE) rc = SQLITE_OK;
+    else if (!x->err) rc = hf_sqlfail(x, rc);
+  }
+  if (!rc) rc = ht_config(x, config, &o->cfg);
+  sqlite3_free(config_copy);
+  return rc;
+}
+
+/* -- the log ---------------------------------------------------------------------- */
+
+typedef struct {
+  i64 id;
+  int ns, qt, n; /* ns: a name of ht_log's names, qt of its qtypes */
+  char **features;
+  double *ages, *rest;
+  unsigned char *used;
+} ht_recall;
+
+typedef struct {
+  ht_recall *r; /* the judged recalls, oldest first */
+  int n, cap;
+  ht_names names, feats, qtypes;
+  int *rank;    /* a namespace's place among the judged recalls' (sorted), -1 if none */
+  int nrank;    /* rank's size: the names known when the folds were made */
+  int by_ns, nranked;
+  ht_sums own, held, pooled, hpooled;
+  int *fqt;     /* each feature's question type (-1: a plain feature) */
+} ht_log;
+
+static void ht_log_free(ht_log *l) {
+  for (int i = 0; i < l->n; i++) {
+    for (int j = 0; j < l->r[i].n; j++) sqlite3_free(l->r[i].features[j]);
+    sqlite3_free(l->r[i].features);
+    sqlite3_free(l->r[i].ages);
+    sqlite3_free(l->r[i].rest);
+    sqlite3_free(l->r[i].used);
+  }
+  sqlite3_free(l->r);
+  ht_names_free(&l->names);
+  ht_names_free(&l->feats);
+  ht_names_free(&l->qtypes);
+  sqlite3_free(l->rank);
+  sqlite3_free(l->fqt);
+  ht_sums_free(&l->own);
+  ht_sums_free(&l->held);
+  ht_sums_free(&l->pooled);
+  ht_sums_free(&l->hpooled);
+}
+
+/* ?1: how many of the newest (-1: all).  One row per shown memory, each
+ * recall's in position order, the recalls oldest first. */
+static const char ht_sql_recalls[] =
+    "SELECT r.id, r.namespace, r.qtype, json_array_length(r.features), f.value, "
+    "json_extract(r.ages, '$[' || f.key || ']'), json_extract(r.rest, '$[' || f.key || ']'), "
+    "f.type FROM (SELECT id, namespace, qtype, ages, features, rest FROM recalls AS q "
+    "WHERE EXISTS (SELECT 1 FROM events AS e WHERE e.recall_id = q.id AND e.used = 1) "
+    "ORDER BY q.id DESC LIMIT ?1) AS r LEFT JOIN json_each(r.features) AS f "
+    "ORDER BY r.id, f.key";
+
+static int ht_is_num(sqlite3_stmt *st, int i) {
+  int t = sqlite3_column_type(st, i);
+  return t == SQLITE_INTEGER || t == SQLITE_FLOAT;
+}
+
+static int ht_damaged(hf_ctx *x) {
+  return hf_fail(x, SQLITE_CORRUPT, "the recall log is damaged (a logged recall's features, "
+                                    "ages or rest are not what heap_recall writes)");
+}
+
+/* A new recall at the end of l->r, sized for n shown memories. */
+static int ht_recall_new(hf_ctx *x, ht_log *l, sqlite3_stmt *st, int n) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 256;
+    ht_recall *v = sqlite3_realloc64(l->r, (sqlite3_uint64)cap * sizeof *v);
+    if (!v) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    l->r = v;
+    l->cap = cap;
+  }
+  ht_recall *r = &l->r[l->n++];
+  memset(r, 0, sizeof *r);
+  const char *ns = (const char *)sqlite3_column_text(st, 1);
+  const char *qt = (const char *)sqlite3_column_text(st, 2);
+  r->id = sqlite3_column_int64(st, 0);
+  r->ns = ht_intern(&l->names, ns ? ns : "");
+  r->qt = ht_intern(&l->qtypes, qt ? qt : "");
+  r->features = sqlite3_malloc64((sqlite3_uint64)(n + 1) * sizeof(char *));
+  r->ages = sqlite3_malloc64((sqlite3_uint64)(n + 1) * sizeof(double));
+  r->rest = sqlite3_malloc64((sqlite3_uint64)(n + 1) * sizeof(double));
+  r->used = sqlite3_malloc64((sqlite3_uint64)(n + 1));
+  if (r->ns < 0 || r->qt < 0 || !r->features || !r->ages || !r->rest || !r->used)
+    return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  memset(r->used, 0, (size_t)n + 1);
+  return SQLITE_OK;
+}
+
+/* The judged recalls (the newest o->newest, or all), oldest first. */
+static int ht_read_recalls(hf_ctx *x, const ht_opts *o, ht_log *l) {
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, ht_sql_recalls, &st), want = 0;
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, o->newest);
+  i64 last = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    i64 id = sqlite3_column_int64(st, 0);
+    if (!l->n || id != last) {
+      want = sqlite3_column_int(st, 3);
+      if (want < 0 || want > 100000) { rc = ht_damaged(x); break; }
+      if ((rc = ht_recall_new(x, l, st, want))) break;
+      last = id;
+    }
+    ht_recall *r = &l->r[l->n - 1];
+    if (sqlite3_column_type(st, 7) == SQLITE_NULL) continue; /* shown nothing */
+    const char *f = (const char *)sqlite3_column_text(st, 4);
+    const char *type = (const char *)sqlite3_column_text(st, 7);
+    if (r->n >= want || !f || !type || strcmp(type, "text") || !ht_is_num(st, 5) ||
+        !ht_is_num(st, 6)) {
+      rc = ht_damaged(x);
+      break;
+    }
+    if (!(r->features[r->n] = sqlite3_mprintf("%s", f))) {
+      rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+      break;
+    }
+    r->ages[r->n] = sqlite3_column_double(st, 5);
+    double rest = sqlite3_column_double(st, 6);
+    r->rest[r->n] = rest < 0 ? 0.0 : rest; /* as the replay always took it */
+    r->n++;
+  }
+  hf_done(x, st);
+  if (rc == SQLITE_DONE) rc = SQLITE_OK;
+  else if (!x->err) rc = hf_sqlfail(x, rc);
+  return rc;
+}
+
+static __thread char **ht_sort_names; /* the names ht_rank_cmp sorts ids of */
+static int ht_rank_cmp(const void *a, const void *b) {
+  return strcmp(ht_sort_names[*(const int *)a], ht_sort_names[*(const int *)b]);
+}
+
+/* The folds: each judged recall's namespace ranked among theirs (sorted by
+ * name); by namespace when there are at least HT_FOLDS of them. */
+static int ht_folds(hf_ctx *x, ht_log *l) {
+  int nn = l->names.n;
+  int *ids = sqlite3_malloc64((sqlite3_uint64)(nn + 1) * sizeof *ids);
+  l->rank = sqlite3_malloc64((sqlite3_uint64)(nn + 1) * sizeof *l->rank);
+  if (!ids || !l->rank) {
+    sqlite3_free(ids);
+    return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  }
+  for (int i = 0; i < nn; i++) l->rank[i] = -1;
+  l->nrank = nn;
+  int k = 0;
+  for (int i = 0; i < l->n; i++)
+    if (l->rank[l->r[i].ns] < 0) {
+      l->rank[l->r[i].ns] = 0;
+      ids[k++] = l->r[i].ns;
+    }
+  ht_sort_names = l->names.s; /* namespaces are only read while sorting */
+  qsort(ids, (size_t)k, sizeof *ids, ht_rank_cmp);
+  for (int i = 0; i < k; i++) l->rank[ids[i]] = i;
+  sqlite3_free(ids);
+  l->nranked = k;
+  l->by_ns = k >= HT_FOLDS;
+  return SQLITE_OK;
+}
+
+static int ht_fold(const ht_log *l, i64 rid, int ns) {
+  return l->by_ns ? l->rank[ns] % HT_FOLDS : (int)(((rid % HT_FOLDS) + HT_FOLDS) % HT_FOLDS);
+}
+
+/* The recall with id rid among the judged ones (sorted by id), or -1. */
+static int ht_recall_at(const ht_log *l, i64 rid) {
+  int lo = 0, hi = l->n - 1;
+  while (lo <= hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (l->r[mid].id == rid) return mid;
+    if (l->r[mid].id < rid) lo = mid + 1; else hi = mid - 1;
+  }
+  return -1;
+}
+
+static u64 ht_key2(int a, int b) { return ((u64)(u32)a << 32) | (u32)b; }
+static u64 ht_key3(int fold, int ns, int f) {
+  return ((u64)fold << 60) | ((u64)(u32)ns << 30) | (u32)f;
+}
+
+/* ?1: the first recall whose events count (all without it), in the log's
+ * order. */
+static const char ht_sql_events[] =
+    "SELECT id, recall_id, namespace, used, position, deltas FROM events ORDER BY id";
+static const char ht_sql_events_from[] =
+    "SELECT id, recall_id, namespace, used, position, deltas "
+    "FROM events INDEXED BY sqlite_autoindex_events_1 WHERE recall_id >= ?1 ORDER BY id";
+/* one event's deltas through SQLite's JSON, where ht_parse_deltas declines */
+static const char ht_sql_deltas[] =
+    "SELECT json_extract(d.value, '$[0]'), json_extract(d.value, '$[1]'), "
+    "json_extract(d.value, '$[2]'), d.type, json_extract(d.value, '$[0]') IS NOT NULL AND "
+    "json_type(d.value, '$[0]') = 'text' FROM json_each(?1) AS d";
+
+/* One delta (feature f, da, db) of an event of namespace ns added to the
+ * namespace's own counts and, when a fold holds the event out, to that fold's. */
+static int ht_delta(hf_ctx *x, ht_log *l, const char *f, double da, double db, int ns,
+                    int fold) {
+  int fid = ht_intern(&l->feats, f);
+  if (fid < 0) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  int rc = ht_add(&l->own, ht_key2(ns, fid), da, db);
+  if (!rc && fold >= 0) rc = ht_add(&l->held, ht_key3(fold, ns, fid), da, db);
+  return rc ? hf_fail(x, SQLITE_NOMEM, "out of memory") : SQLITE_OK;
+}
+
+static const char *ht_ws(const char *p) {
+  while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+  return p;
+}
+
+/* A JSON number at p (strtod reads it, correctly rounded), its end in *end. */
+static int ht_json_num(const char *p, const char **end, double *v) {
+  const char *q = p;
+  if (*q != '-' && !(*q >= '0' && *q <= '9')) return 0;
+  while ((*q >= '0' && *q <= '9') || *q == '-' || *q == '+' || *q == '.' || *q == 'e' ||
+         *q == 'E')
+    q++;
+  char *e;
+  *v = strtod(p, &e);
+  *end = q;
+  return e == q && isfinite(*v);
+}
+
+/* Deltas as the C core writes them, [["feature", d_alpha, d_beta], ...],
+ * read without SQLite's JSON (the replay's hot loop): pass 0 checks, pass 1
+ * adds.  0 when the text is not that plain shape (an escape in a name, a
+ * long name): the caller reads it through SQLite's JSON instead. */
+static int ht_parse_deltas(hf_ctx *x, ht_log *l, const char *p0, int ns, int fold, int *rc) {
+  char name[512];
+  *rc = SQLITE_OK;
+  for (int pass = 0; pass < 2; pass++) {
+    const char *p = ht_ws(p0);
+    if (*p++ != '[') return 0;
+    p = ht_ws(p);
+    if (*p == ']') return *ht_ws(p + 1) == 0;
+    for (;;) {
+      p = ht_ws(p);
+      if (*p++ != '[') return 0;
+      p = ht_ws(p);
+      if (*p++ != '"') return 0;
+      const char *f = p;
+      while (*p && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20) p++;
+      if (*p != '"' || p - f >= (long)sizeof name) return 0;
+      memcpy(name, f, (size_t)(p - f));
+      name[p - f] = 0;
+      double d[2];
+      p++;
+      for (int k = 0; k < 2; k++) {
+        p = ht_ws(p);
+        if (*p++ != ',') return 0;
+        if (!ht_json_num(ht_ws(p), &p, &d[k])) return 0;
+      }
+      p = ht_ws(p);
+      if (*p++ != ']') return 0;
+      if (pass == 1 && (*rc = ht_delta(x, l, name, d[0], d[1], ns, fold))) return 1;
+      p = ht_ws(p);
+      if (*p == ']') break;
+      if (*p++ != ',') return 0;
+    }
+    if (*ht_ws(p + 1)) return 0;
+  }
+  return 1;
+}
+
+/* One event's deltas (text), through ht_parse_deltas or SQLite's JSON. */
+static int ht_deltas(hf_ctx *x, ht_log *l, const char *text, int ns, int fold) {
+  int rc;
+  if (!text || ht_parse_deltas(x, l, text, ns, fold, &rc)) return text ? rc : SQLITE_OK;
+  sqlite3_stmt *st = NULL;
+  if ((rc = hf_prepare(x, ht_sql_deltas, &st))) return rc;
+  sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC);
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *type = (const char *)sqlite3_column_text(st, 3);
+    if (!type || strcmp(type, "array") || !sqlite3_column_int(st, 4) || !ht_is_num(st, 1) ||
+        !ht_is_num(st, 2)) {
+      rc = hf_fail(x, SQLITE_CORRUPT, "the event log is damaged (an event's deltas are not "
+                                      "[feature, d_alpha, d_beta] triples)");
+      break;
+    }
+    if ((rc = ht_delta(x, l, (const char *)sqlite3_column_text(st, 0),
+                       sqlite3_column_double(st, 1), sqlite3_column_double(st, 2), ns, fold)))
+      break;
+  }
+  hf_done(x, st);
+  if (rc == SQLITE_DONE) return SQLITE_OK;
+  return x->err ? rc : hf_sqlfail(x, rc);
+}
+
+/* The event log (all of it, or from the oldest replayed recall on): the
+ * counts, and the positions each judged recall's feedback marked used. */
+static int ht_read_events(hf_ctx *x, const ht_opts *o, ht_log *l) {
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, o->newest < 0 ? ht_sql_events : ht_sql_events_from, &st);
+  if (rc) return rc;
+  if (o->newest >= 0) sqlite3_bind_int64(st, 1, l->n ? l->r[0].id : 0);
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *name = (const char *)sqlite3_column_text(st, 2);
+    int ns = ht_intern(&l->names, name ? name : "");
+    if (ns < 0) {
+      rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+      break;
+    }
+    int has_rid = sqlite3_column_type(st, 1) != SQLITE_NULL;
+    i64 rid = sqlite3_column_int64(st, 1);
+    /* a forgotten recall's event, or one of a namespace no replayed recall is
+     * in: every fold learns from it */
+    int ranked = ns < l->nrank && l->rank[ns] >= 0;
+    int fold = !has_rid || (l->by_ns && !ranked) ? -1 : ht_fold(l, rid, ns);
+    int at = has_rid && sqlite3_column_int(st, 3) ? ht_recall_at(l, rid) : -1;
+    i64 pos = sqlite3_column_int64(st, 4);
+    if (at >= 0 && pos >= 0 && pos < l->r[at].n) l->r[at].used[pos] = 1;
+    if ((rc = ht_deltas(x, l, (const char *)sqlite3_column_text(st, 5), ns, fold))) break;
+  }
+  hf_done(x, st);
+  if (rc == SQLITE_DONE) rc = SQLITE_OK;
+  else if (!x->err) rc = hf_sqlfail(x, rc);
+  return rc;
+}
+
+/* The pooled sums (a plain sum of the namespaces' own counts) and each
+ * fold's, and each feature's question type. */
+static int ht_pool(hf_ctx *x, ht_log *l) {
+  int rc = SQLITE_OK;
+  for (int i = 0; !rc && i < l->own.n; i++)
+    rc = ht_add(&l->pooled, l->own.key[i] & 0xFFFFFFFFu, l->own.a[i], l->own.b[i]);
+  for (int i = 0; !rc && i < l->held.n; i++) {
+    u64 k = l->held.key[i];
+    rc = ht_add(&l->hpooled, ht_key2((int)(k >> 60), (int)(k & 0x3FFFFFFFu)), l->held.a[i],
+                l->held.b[i]);
+  }
+  l->fqt = sqlite3_malloc64((sqlite3_uint64)(l->feats.n + 1) * sizeof *l->fqt);
+  if (rc || !l->fqt) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  for (int f = 0; f < l->feats.n; f++) {
+    const char *name = l->feats.s[f], *slash = strchr(name, '/');
+    l->fqt[f] = -1;
+    if (slash && slash > name) {
+      char *q = sqlite3_mprintf("%.*s", (int)(slash - name), name);
+      l->fqt[f] = q ? ht_intern(&l->qtypes, q) : -1;
+      sqlite3_free(q);
+      if (l->fqt[f] < 0) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    }
+  }
+  return SQLITE_OK;
+}
+
+typedef struct {
+  ht_sums index; /* (fold, namespace, qtype) -> its place in blob */
+  unsigned char **blob;
+  i64 *len;
+  int n, cap;
+} ht_blobs;
+
+static void ht_blobs_free(ht_blobs *b) {
+  for (int i = 0; i < b->n; i++) sqlite3_free(b->blob[i]);
+  sqlite3_free(b->blob);
+  sqlite3_free(b->len);
+  ht_sums_free(&b->index);
+}
+
+/* The link set a recall of namespace ns, question type qt, in fold sees when
+ * replayed: what the whole log taught less the fold's own events, per
+ * namespace and pooled, as the heap_links() blob (the plain features and
+ * those crossed with qt).  Made once per (fold, ns, qt). */
+static int ht_blob(hf_ctx *x, const ht_log *l, ht_blobs *c, int fold, int ns, int qt,
+                   double pseudocount, int *at) {
+  u64 key = ht_key3(fold, ns, qt);
+  if ((*at = ht_find(&c->index, key)) >= 0) {
+    *at = (int)c->index.a[*at];
+    return SQLITE_OK;
+  }
+  if (c->n == c->cap) {
+    int cap = c->cap ? 2 * c->cap : 64;
+    unsigned char **v = sqlite3_realloc64(c->blob, (sqlite3_uint64)cap * sizeof *v);
+    if (v) c->blob = v;
+    i64 *len = v ? sqlite3_realloc64(c->len, (sqlite3_uint64)cap * sizeof *len) : NULL;
+    if (!len) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    c->len = len;
+    c->cap = cap;
+  }
+  hm_link *v = sqlite3_malloc64((sqlite3_uint64)(l->feats.n + 1) * sizeof *v);
+  if (!v) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  i64 m = 0;
+  for (int f = 0; f < l->feats.n; f++) {
+    if (l->fqt[f] >= 0 && l->fqt[f] != qt) continue;
+    double oa, ob, ha, hb, pa, pb, hpa, hpb;
+    ht_get(&l->own, ht_key2(ns, f), &oa, &ob);
+    ht_get(&l->held, ht_key3(fold, ns, f), &ha, &hb);
+    ht_get(&l->pooled, (u64)f, &pa, &pb);
+    ht_get(&l->hpooled, ht_key2(fold, f), &hpa, &hpb);
+    v[m].h = hm_fnv64(l->feats.s[f], strlen(l->feats.s[f]));
+    hm_link_view(fmax(oa - ha, 0.0), fmax(ob - hb, 0.0), fmax(pa - hpa, 0.0),
+                 fmax(pb - hpb, 0.0), pseudocount, &v[m].a, &v[m].b);
+    m++;
+  }
+  if (m > 0) qsort(v, (size_t)m, sizeof *v, hm_link_cmp);
+  i64 k = 0; /* a feature hashed twice keeps one row, as heap_links does */
+  for (i64 i = 0; i < m; i++) {
+    if (k > 0 && v[k - 1].h == v[i].h) v[k - 1] = v[i];
+    else v[k++] = v[i];
+  }
+  i64 size = HM_LINKS_HEADER + k * (i64)sizeof(hm_link);
+  unsigned char *blob = sqlite3_malloc64((sqlite3_uint64)size);
+  if (!blob || ht_add(&c->index, key, (double)c->n, 0.0)) {
+    sqlite3_free(v);
+    sqlite3_free(blob);
+    return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  }
+  u32 count = (u32)k;
+  memcpy(blob, HM_LINKS_MAGIC, 4);
+  memcpy(blob + 4, &count, 4);
+  if (k > 0) memcpy(blob + HM_LINKS_HEADER, v, (size_t)k * sizeof *v);
+  sqlite3_free(v);
+  c->blob[c->n] = blob;
+  c->len[c->n] = size;
+  *at = c->n++;
+  return SQLITE_OK;
+}
+
+/* -- the replay ------------------------------------------------------------------- */
+
+static int ht_dbl_cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The reciprocal rank of the first used memory in score order (ties by
+ * position), 0 when none was used. */
+static double ht_rr(const double *out, const unsigned char *used, int n) {
+  int best = 0;
+  for (int u = 0; u < n; u++) {
+    if (!used[u]) continue;
+    double s = out[HM_SCORE_COLUMNS * u + 5];
+    int rank = 1;
+    for (int j = 0; j < n; j++) {
+      double t = out[HM_SCORE_COLUMNS * j + 5];
+      if (t > s || (t == s && j < u) || (isnan(s) && !isnan(t))) rank++;
+    }
+    if (!best || rank < best) best = rank;
+  }
+  return best ? 1.0 / best : 0.0;
+}
+
+/* Every judged recall scored again under each weight w[0..nw) with the link
+ * set its fold learns: rr[iw * l->n + i], recall i's reciprocal rank. */
+static int ht_replay(hf_ctx *x, const ht_log *l, const ht_opts *o, const double *w, int nw,
+                     double *rr) {
+  ht_blobs blobs = {0};
+  int rc = SQLITE_OK, maxn = 1;
+  for (int i = 0; i < l->n; i++) maxn = l->r[i].n > maxn ? l->r[i].n : maxn;
+  double *out = sqlite3_malloc64((sqlite3_uint64)maxn * HM_SCORE_COLUMNS * sizeof *out);
+  double *ones = sqlite3_malloc64((sqlite3_uint64)maxn * sizeof *ones);
+  int *zeros = sqlite3_malloc64((sqlite3_uint64)maxn * sizeof *zeros);
+  if (!out || !ones || !zeros) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+  for (int i = 0; !rc && i < maxn; i++) {
+    ones[i] = 1.0;
+    zeros[i] = 0;
+  }
+  hm_config cfg = o->cfg;
+  cfg.w_relevance = 1.0;
+  cfg.w_recency = 0.0;
+  cfg.w_importance = 1.0;
+  for (int i = 0; !rc && i < l->n; i++) {
+    const ht_recall *r = &l->r[i];
+    int at;
+    rc = ht_blob(x, l, &blobs, ht_fold(l, r->id, r->ns), r->ns, r->qt,
+                 o->cfg.pooled_pseudocount, &at);
+    for (int k = 0; !rc && k < nw; k++) {
+      char err[HM_ERRLEN] = "";
+      int bad = -1;
+      cfg.w_usefulness = w[k];
+      if (hm_score_batch(r->n, r->rest, r->ages, ones, zeros, (const char *const *)r->features,
+                         l->qtypes.s[r->qt], blobs.blob[at], blobs.len[at], &cfg, out, &bad,
+                         err, sizeof err) != HM_OK) {
+        rc = hf_fail(x, SQLITE_CORRUPT, "recall %lld of the log cannot be replayed (%s)",
+                     (long long)r->id, err);
+        break;
+      }
+      rr[(i64)k * l->n + i] = ht_rr(out, r->used, r->n);
+    }
+  }
+  sqlite3_free(out);
+  sqlite3_free(ones);
+  sqlite3_free(zeros);
+  ht_blobs_free(&blobs);
+  return rc;
+}
+
+/* The paired bootstrap's interval (coverage o->level) for the mean of
+ * diff[0..n), resampling whole groups (group[i] is recall i's, 0..ng). */
+static int ht_bootstrap(hf_ctx *x, const double *diff, const int *group, int n, int ng,
+                        const ht_opts *o, double *lo, double *hi) {
+  double *gsum = sqlite3_malloc64((sqlite3_uint64)ng * 2 * sizeof(double));
+  double *means = sqlite3_malloc64((sqlite3_uint64)o->boot * sizeof(double));
+  if (!gsum || !means) {
+    sqlite3_free(gsum);
+    sqlite3_free(means);
+    return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  }
+  double *gcnt = gsum + ng;
+  for (int g = 0; g < ng; g++) gsum[g] = gcnt[g] = 0.0;
+  for (int i = 0; i < n; i++) {
+    gsum[group[i]] += diff[i];
+    gcnt[group[i]] += 1.0;
+  }
+  u64 s = (u64)o->seed, limit = UINT64_MAX - UINT64_MAX % (u64)ng;
+  for (i64 b = 0; b < o->boot; b++) {
+    double sum = 0.0, cnt = 0.0;
+    for (int g = 0; g < ng; g++) {
+      u64 v;
+      do v = hm_splitmix64(&s); while (v >= limit); /* no modulo bias */
+      int k = (int)(v % (u64)ng);
+      sum += gsum[k];
+      cnt += gcnt[k];
+    }
+    means[b] = sum / (cnt > 1.0 ? cnt : 1.0);
+  }
+  qsort(means, (size_t)o->boot, sizeof *means, ht_dbl_cmp);
+  double tail = (1.0 - o->level) / 2, q[2] = {tail, 1.0 - tail}, r[2];
+  for (int j = 0; j < 2; j++) { /* numpy's default quantile: linear between order statistics */
+    double h = q[j] * (double)(o->boot - 1);
+    i64 at = (i64)floor(h);
+    if (at >= o->boot - 1) r[j] = means[o->boot - 1];
+    else r[j] = means[at] + (h - (double)at) * (means[at + 1] - means[at]);
+  }
+  *lo = r[0];
+  *hi = r[1];
+  sqlite3_free(gsum);
+  sqlite3_free(means);
+  return SQLITE_OK;
+}
+
+/* -- the decision, the report and the deployment ---------------------------------- */
+
+typedef struct {
+  int deployed, n, nw, has_against;
+  char *reason;
+  const char *folds;
+  double cur_w, cur_mrr, best_w, best_mrr, gain[3], after, against;
+  double *w, *mrr; /* the weights replayed and their MRR */
+} ht_report;
+
+/* cfg as meta 'tuned' holds it: ScoringConfig.to_dict's JSON with sorted
+ * keys (json.dumps(sort_keys=True)), the integer fields as integers. */
+static char *ht_tuned_json(const hm_config *cfg) {
+  int order[HM_NCONFIG];
+  for (int i = 0; i < HM_NCONFIG; i++) order[i] = i;
+  for (int i = 1; i < HM_NCONFIG; i++) /* insertion sort by name */
+    for (int j = i; j > 0 && strcmp(hm_config_fields[order[j - 1]].name,
+                                    hm_config_fields[order[j]].name) > 0; j--) {
+      int t = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = t;
+    }
+  sqlite3_str *s = sqlite3_str_new(NULL);
+  sqlite3_str_appendchar(s, 1, '{');
+  for (int k = 0; k < HM_NCONFIG; k++) {
+    int i = order[k];
+    double v = *hm_config_slot((hm_config *)cfg, i);
+    char num[32];
+    int integral = hm_config_fields[i].rule == HM_RULE_SWITCH ||
+                   !strcmp(hm_config_fields[i].name, "candidates");
+    if (integral && v == floor(v) && fabs(v) < 1e15) snprintf(num, sizeof num, "%lld",
+                                                              (long long)v);
+    else hm_repr(v, num);
+    sqlite3_str_appendf(s, "%s\"%s\": %s", k ? ", " : "", hm_config_fields[i].name, num);
+  }
+  sqlite3_str_appendchar(s, 1, '}');
+  return sqlite3_str_finish(s);
+}
+
+/* Save cfg with w_usefulness w as the store's tuned config. */
+static int ht_deploy(hf_ctx *x, const hm_config *base, double w) {
+  hm_config cfg = *base;
+  cfg.w_usefulness = w;
+  char *json = ht_tuned_json(&cfg);
+  if (!json) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, "INSERT INTO heapmem_meta(key, value) VALUES ('" HM_META_TUNED "', ?1) "
+                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value", &st);
+  if (!rc) {
+    sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
+    rc = hf_exec(x, st);
+  }
+  hf_done(x, st);
+  sqlite3_free(json);
+  return rc;
+}
+
+/* Deploy the best weight only if its gain's interval (over the reference:
+ * against, or the weight in force) lies above 0, else the reference when
+ * that is against; only what differs from the weight in force, and only
+ * when o->deploy.  Sets rep's reason (and deployed, after). */
+static int ht_decide(hf_ctx *x, const ht_opts *o, ht_report *rep) {
+  double cur = rep->cur_w, best = rep->best_w, ref = rep->has_against ? rep->against : cur;
+  int significant = best != ref && rep->gain[1] > 0;
+  double target = significant ? best : ref;
+  rep->after = cur;
+  if (target == cur) {
+    if (best == cur)
+      rep->reason = significant
+          ? sqlite3_mprintf("the weight in force is already the best, significantly better "
+                            "than w_usefulness=%g", ref)
+          : sqlite3_mprintf("the weight in force is already the best");
+    else
+      rep->reason = sqlite3_mprintf("the gain's %.0f%% interval includes 0: not significant",
+                                    o->level * 100);
+    return rep->reason ? SQLITE_OK : hf_fail(x, SQLITE_NOMEM, "out of memory");
+  }
+  char *why = significant ? sqlite3_mprintf("%s", "")
+                          : sqlite3_mprintf(" (no weight is significantly better than %g)", ref);
+  int rc = why ? SQLITE_OK : hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!rc && !o->deploy) {
+    rep->reason = significant ? sqlite3_mprintf("significant, but deploy=False")
+                              : sqlite3_mprintf("back to %g%s, but deploy=False", ref, why);
+  } else if (!rc && !(rc = ht_deploy(x, &o->cfg, target))) {
+    rep->deployed = 1;
+    rep->after = target;
+    rep->reason = sqlite3_mprintf("w_usefulness %g -> %g%s, saved in the store", cur, target,
+                                  why);
+  }
+  sqlite3_free(why);
+  if (!rc && !rep->reason) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+  return rc;
+}
+
+static void ht_num(sqlite3_str *s, double v) {
+  char num[32];
+  if (isnan(v)) {
+    sqlite3_str_appendall(s, "null");
+    return;
+  }
+  hm_repr(v, num);
+  sqlite3_str_appendall(s, num);
+}
+
+/* The report as JSON (TuneReport's fields). */
+static char *ht_report_json(const ht_report *r) {
+  sqlite3_str *s = sqlite3_str_new(NULL);
+  sqlite3_str_appendf(s, "{\"deployed\":%s,\"reason\":", r->deployed ? "true" : "false");
+  hm_json_string(s, r->reason ? r->reason : "", r->reason ? (int)strlen(r->reason) : 0);
+  sqlite3_str_appendf(s, ",\"recalls\":%d,\"folds\":\"%s\",\"current\":{\"w_usefulness\":",
+                      r->n, r->folds);
+  ht_num(s, r->cur_w);
+  sqlite3_str_appendall(s, ",\"mrr\":");
+  ht_num(s, r->cur_mrr);
+  sqlite3_str_appendall(s, "},\"best\":{\"w_usefulness\":");
+  ht_num(s, r->best_w);
+  sqlite3_str_appendall(s, ",\"mrr\":");
+  ht_num(s, r->best_mrr);
+  sqlite3_str_appendall(s, "},\"gain\":[");
+  for (int i = 0; i < 3; i++) {
+    if (i) sqlite3_str_appendchar(s, 1, ',');
+    ht_num(s, r->gain[i]);
+  }
+  sqlite3_str_appendall(s, "],\"table\":[");
+  for (int i = 0; i < r->nw; i++) {
+    sqlite3_str_appendall(s, i ? ",[" : "[");
+    ht_num(s, r->w[i]);
+    sqlite3_str_appendchar(s, 1, ',');
+    ht_num(s, r->mrr[i]);
+    sqlite3_str_appendchar(s, 1, ']');
+  }
+  sqlite3_str_appendall(s, "],\"after\":");
+  ht_num(s, r->after);
+  sqlite3_str_appendall(s, ",\"against\":");
+  if (r->has_against) ht_num(s, r->against);
+  else sqlite3_str_appendall(s, "null");
+  sqlite3_str_appendchar(s, 1, '}');
+  return sqlite3_str_finish(s);
+}
+
+/* The weights replayed: the grid's, the weight in force and the reference,
+ * sorted, each once; returns how many (into w, room for HT_MAX_GRID + 2). */
+static int ht_weights(const ht_opts *o, double ref, double *w) {
+  int n = 0;
+  for (int i = 0; i < o->ngrid; i++) w[n++] = o->grid[i];
+  w[n++] = o->cfg.w_usefulness;
+  w[n++] = ref;
+  qsort(w, (size_t)n, sizeof *w, ht_dbl_cmp);
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    if (!k || w[i] != w[k - 1]) w[k++] = w[i];
+  return k;
+}
+
+/* The best weight's place: the highest MRR (to 12 decimals), ties to the
+ * weight nearest ref, then the lowest. */
+static int ht_best(const double *w, const double *mrr, int nw, double ref) {
+  int best = 0;
+  for (int k = 1; k < nw; k++) {
+    double a = nearbyint(mrr[k] * 1e12) / 1e12, b = nearbyint(mrr[best] * 1e12) / 1e12;
+    if (a > b || (a == b && fabs(w[k] - ref) < fabs(w[best] - ref))) best = k;
+  }
+  return best;
+}
+
+/* Replay, measure, decide (see the unit's opening comment) into rep. */
+static int ht_measure(hf_ctx *x, const ht_opts *o, ht_log *l, ht_report *rep) {
+  double ref = o->has_against ? o->against : o->cfg.w_usefulness;
+  rep->w = sqlite3_malloc64((HT_MAX_GRID + 2) * 2 * sizeof(double));
+  double *rr = sqlite3_malloc64((sqlite3_uint64)(HT_MAX_GRID + 2) * (l->n + 1) * sizeof *rr);
+  double *diff = sqlite3_malloc64((sqlite3_uint64)(l->n + 1) * sizeof *diff);
+  int *group = sqlite3_malloc64((sqlite3_uint64)(l->n + 1) * sizeof *group);
+  int rc = rep->w && rr && diff && group ? SQLITE_OK : hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!rc) {
+    rep->mrr = rep->w + HT_MAX_GRID + 2;
+    rep->nw = ht_weights(o, ref, rep->w);
+    rc = ht_replay(x, l, o, rep->w, rep->nw, rr);
+  }
+  int cur = 0, iref = 0, best = 0;
+  for (int k = 0; !rc && k < rep->nw; k++) {
+    double sum = 0.0;
+    for (int i = 0; i < l->n; i++) sum += rr[(i64)k * l->n + i];
+    rep->mrr[k] = sum / l->n;
+    if (rep->w[k] == o->cfg.w_usefulness) cur = k;
+    if (rep->w[k] == ref) iref = k;
+  }
+  if (!rc) {
+    best = ht_best(rep->w, rep->mrr, rep->nw, ref);
+    double sum = 0.0;
+    for (int i = 0; i < l->n; i++) {
+      diff[i] = rr[(i64)best * l->n + i] - rr[(i64)iref * l->n + i];
+      sum += diff[i];
+      group[i] = l->by_ns ? l->rank[l->r[i].ns] : i;
+    }
+    rep->gain[0] = sum / l->n;
+    rc = ht_bootstrap(x, diff, group, l->n, l->by_ns ? l->nranked : l->n, o, &rep->gain[1],
+                      &rep->gain[2]);
+  }
+  if (!rc) {
+    rep->folds = l->by_ns ? "namespace" : "recall";
+    rep->cur_w = rep->w[cur];
+    rep->cur_mrr = rep->mrr[cur];
+    rep->best_w = rep->w[best];
+    rep->best_mrr = rep->mrr[best];
+    rc = ht_decide(x, o, rep);
+  }
+  sqlite3_free(rr);
+  sqlite3_free(diff);
+  sqlite3_free(group);
+  return rc;
+}
+
+/* The whole of one heap_tune, inside the caller's savepoint: out, the JSON. */
+static int ht_run(hf_ctx *x, const ht_opts *o, char **out) {
+  ht_log l = {0};
+  ht_report rep = {.n = 0, .folds = "-", .cur_w = o->cfg.w_usefulness, .cur_mrr = NAN,
+                   .best_w = o->cfg.w_usefulness, .best_mrr = NAN,
+                   .after = o->cfg.w_usefulness, .has_against = o->has_against,
+                   .against = o->against};
+  int rc = ht_read_recalls(x, o, &l);
+  rep.n = l.n;
+  if (!rc && l.n < HT_MIN_RECALLS) {
+    rep.has_against = 0; /* nothing replayed, nothing measured against */
+    rep.reason = sqlite3_mprintf("only %d judged recalls in the log; tune() needs %d", l.n,
+                                 HT_MIN_RECALLS);
+    if (!rep.reason) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+  } else if (!rc) {
+    if (!(rc = ht_folds(x, &l)) && !(rc = ht_read_events(x, o, &l)) && !(rc = ht_pool(x, &l)))
+      rc = ht_measure(x, o, &l, &rep);
+  }
+  if (!rc && !(*out = ht_report_json(&rep))) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+  sqlite3_free(rep.reason);
+  sqlite3_free(rep.w);
+  ht_log_free(&l);
+  return rc;
+}
+
+/* heap_tune([options]): ht_run inside a savepoint of its own, so that an
+ * error leaves nothing written. */
+static void heap_tune(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = sqlite3_user_data(ctx)};
+  char *out = NULL, *why = NULL;
+  ht_opts o;
+  hm_keep_statements(&x);
+  int rc = hm_check_store(x.db, x.conn, &why);
+  if (rc != SQLITE_OK) hf_fail(&x, rc, "%s", why ? why : "out of memory");
+  sqlite3_free(why);
+  if (!rc) rc = ht_read_opts(&x, argc ? argv[0] : NULL, &o);
+  if (!rc && o.deploy && sqlite3_db_readonly(x.db, "main") == 1)
+    rc = hf_fail(&x, SQLITE_READONLY, "the store is read-only here; tune deploys into it "
+                                      "(pass '{\"deploy\": false}' to measure only)");
+  if (!rc && (rc = sqlite3_exec(x.db, "SAVEPOINT heap_tune", NULL, NULL, NULL)) != SQLITE_OK)
+    hf_sqlfail(&x, rc);
+  else if (!rc) {
+    rc = ht_run(&x, &o, &out);
+    if (rc == SQLITE_OK && (rc = sqlite3_exec(x.db, "RELEASE heap_tune", NULL, NULL, NULL)))
+      hf_sqlfail(&x, rc);
+    if (rc != SQLITE_OK) {
+      sqlite3_exec(x.db, "ROLLBACK TO heap_tune", NULL, NULL, NULL);
+      sqlite3_exec(x.db, "RELEASE heap_tune", NULL, NULL, NULL);
+    }
+  }
+  if (rc == SQLITE_OK) {
+    sqlite3_result_text(ctx, out, -1, sqlite3_free);
+    return;
+  }
+  sqlite3_free(out);
+  char *m = sqlite3_mprintf("heap_tune: %s", x.err ? x.err : sqlite3_errstr(rc));
+  sqlite3_result_error(ctx, m ? m : "out of memory", -1);
+  if (x.code && x.code != SQLITE_ERROR) sqlite3_result_error_code(ctx, x.code);
+  sqlite3_free(m);
+  sqlite3_free(x.err);
+}
+
+#pragma endregion
+
+#pragma region auto-tune
+
+/* Auto-tune: heap_feedback and heap_answer run heap_tune themselves after the
+ * feedback that brings the store's judged recalls to the next point of a
+ * doubling schedule (HT_MIN_RECALLS, then twice that, ...), seeded with 0,
+ * against the default w_usefulness, with a 99% interval, on the newest
+ * HT_AUTO_WINDOW judged recalls at most (heapmem.learning.tune's AUTO_*).
+ * Its place is meta 'autotune', {"point": the last point claimed, "judged":
+ * the judged recalls as counted, null when unknown}, kept in the feedback's
+ * own savepoint: the running count goes up by one when the feedback judged a
+ * recall's first used memory (an index lookup), and the exact count (every
+ * event) is taken only when the count is unknown or says a point is
+ * reached.  Claiming a point there means two connections never tune for the
+ * same one; the tune itself runs after, in a savepoint of its own, and its
+ * failure leaves the feedback as it is. */
+#define HT_AUTO_WINDOW 2000
+#define HT_AUTO_LEVEL 0.99
+
+static i64 ht_next_point(i64 point) { return point < HT_MIN_RECALLS ? HT_MIN_RECALLS : 2 * point; }
+
+static i64 ht_schedule_point(i64 judged) {
+  if (judged < HT_MIN_RECALLS) return 0;
+  i64 point = HT_MIN_RECALLS;
+  while (point * 2 <= judged) point *= 2;
+  return point;
+}
+
+/* the state when it is what ht_count writes (exactly the two keys) */
+static const char ht_sql_state[] =
+    "SELECT json_extract(m.value, '$.point'), json_extract(m.value, '$.judged') "
+    "FROM heapmem_meta AS m WHERE m.key = '" HM_META_AUTOTUNE "' AND json_valid(m.value) "
+    "AND json_type(m.value) = 'object' AND (SELECT count(*) FROM json_each(m.value)) = 2 "
+    "AND json_type(m.value, '$.point') = 'integer' AND json_extract(m.value, '$.point') >= 0 "
+    "AND (json_type(m.value, '$.judged') = 'null' OR "
+    "(json_type(m.value, '$.judged') = 'integer' AND json_extract(m.value, '$.judged') >= 0))";
+static const char ht_sql_count[] =
+    "SELECT count(DISTINCT recall_id) FROM events WHERE used = 1 AND recall_id IS NOT NULL";
+static const char ht_sql_used[] = "SELECT count(*) FROM events WHERE recall_id = ?1 AND used = 1";
+static const char ht_sql_set_state[] =
+    "INSERT INTO heapmem_meta(key, value) VALUES ('" HM_META_AUTOTUNE "', ?1) "
+    "ON CONFLICT(key) DO UPDATE SET value = excluded.value";
+
+/* One integer from sql (bound to rid when rid > 0); *has: whether a row came. */
+static int ht_one(hf_ctx *x, const char *sql, i64 rid, i64 *v, int *has, int *null2, i64 *v2) {
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, sql, &st);
+  if (rc) return rc;
+  if (rid > 0) sqlite3_bind_int64(st, 1, rid);
+  rc = sqlite3_step(st);
+  *has = rc == SQLITE_ROW;
+  if (rc == SQLITE_ROW) {
+    *v = sqlite3_column_int64(st, 0);
+    if (v2) {
+      *null2 = sqlite3_column_type(st, 1) == SQLITE_NULL;
+      *v2 = sqlite3_column_int64(st, 1);
+    }
+    rc = SQLITE_DONE;
+  }
+  hf_done(x, st);
+  return rc == SQLITE_DONE ? SQLITE_OK : hf_sqlfail(x, rc);
+}
+
+/* Keep the count after a feedback on recall rid that judged nused memories
+ * used, and claim the schedule's next point when it is reached and on (auto-
+ * tune allowed): *claim, the point claimed (0: none), *judged, the count. */
+static int ht_count(hf_ctx *x, i64 rid, int nused, int on, i64 *claim, i64 *judged) {
+  i64 point = 0, n = 0, used = 0;
+  int has = 0, unknown = 1, rc;
+  *claim = 0;
+  if ((rc = ht_one(x, ht_sql_state, 0, &point, &has, &unknown, &n))) return rc;
+  if (!has) point = 0, unknown = 1;
+  if (unknown) {
+    if ((rc = ht_one(x, ht_sql_count, 0, &n, &has, NULL, NULL))) return rc;
+  } else if (nused > 0) {
+    if ((rc = ht_one(x, ht_sql_used, rid, &used, &has, NULL, NULL))) return rc;
+    if (used != nused) return (*judged = n), SQLITE_OK; /* not the recall's first use */
+    n++;
+  } else {
+    return (*judged = n), SQLITE_OK;
+  }
+  if (on && n >= ht_next_point(point)) {
+    if ((rc = ht_one(x, ht_sql_count, 0, &n, &has, NULL, NULL))) return rc; /* exact */
+    if (n >= ht_next_point(point)) *claim = point = ht_schedule_point(n);
+  }
+  *judged = n;
+  char *json = sqlite3_mprintf("{\"point\": %lld, \"judged\": %lld}", (long long)point,
+                               (long long)n);
+  sqlite3_stmt *st = NULL;
+  if (!json) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!(rc = hf_prepare(x, ht_sql_set_state, &st))) {
+    sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
+    rc = hf_exec(x, st);
+  }
+  hf_done(x, st);
+  sqlite3_free(json);
+  return rc;
+}
+
+/* Auto-tune at point (judged recalls counted), with config (NULL: the
+ * store's tuned one), in a savepoint of its own: the JSON of what it did,
+ * {"point", "judged", "report"} or {"point", "judged", "error"}; an error
+ * never reaches the feedback (x's error is taken back). */
+static char *ht_autotune(hf_ctx *x, const char *config, i64 point, i64 judged) {
+  ht_opts o;
+  hf_ctx t = {.db = x->db, .conn = x->conn};
+  char *report = NULL, *out;
+  memcpy(o.grid, ht_grid, sizeof ht_grid);
+  o.ngrid = (int)(sizeof ht_grid / sizeof ht_grid[0]);
+  o.boot = 2000;
+  o.seed = 0;
+  o.newest = judged > HT_AUTO_WINDOW ? HT_AUTO_WINDOW : -1;
+  o.deploy = 1;
+  o.has_against = 1;
+  o.level = HT_AUTO_LEVEL;
+  hm_config dflt;
+  hm_config_default(&dflt);
+  o.against = dflt.w_usefulness;
+  int rc = ht_config(&t, config, &o.cfg);
+  if (!rc && (rc = sqlite3_exec(t.db, "SAVEPOINT heap_autotune", NULL, NULL, NULL)))
+    hf_sqlfail(&t, rc);
+  else if (!rc) {
+    rc = ht_run(&t, &o, &report);
+    if (!rc && (rc = sqlite3_exec(t.db, "RELEASE heap_autotune", NULL, NULL, NULL)))
+      hf_sqlfail(&t, rc);
+    if (rc) {
+      sqlite3_exec(t.db, "ROLLBACK TO heap_autotune", NULL, NULL, NULL);
+      sqlite3_exec(t.db, "RELEASE heap_autotune", NULL, NULL, NULL);
+    }
+  }
+  if (!rc) {
+    out = sqlite3_mprintf("{\"point\":%lld,\"judged\":%lld,\"report\":%s}", (long long)point,
+                          (long long)judged, report);
+  } else {
+    sqlite3_str *s = sqlite3_str_new(NULL);
+    const char *why = t.err ? t.err : sqlite3_errstr(rc);
+    sqlite3_str_appendf(s, "{\"point\":%lld,\"judged\":%lld,\"error\":", (long long)point,
+                        (long long)judged);
+    hm_json_string(s, why, (int)strlen(why));
+    sqlite3_str_appendchar(s, 1, '}');
+    out = sqlite3_str_finish(s);
+  }
+  sqlite3_free(report);
+  sqlite3_free(t.err);
+  return out;
+}
+
+#pragma endregion

@@ -1,0 +1,249 @@
+"""heap_tune, tune() in the C core: the same decision and replay MRRs through
+raw apsw, the real sqlite3 shell and Memory.tune(); the tuned config saved as
+set_config(save=True) saves it; bad options and read-only stores refused with
+nothing written."""
+import json
+import re
+import shutil
+import subprocess
+
+import apsw
+import pytest
+from test_tune import _teach
+
+import heapmem
+from heapmem.db import schema
+from heapmem.learning import tune
+
+START = heapmem.ScoringConfig(w_usefulness=0.0)  # learning off by hand: tune has a gain to find
+
+
+@pytest.fixture(scope="module")
+def taught(tmp_path_factory):
+    """A store of 96 judged recalls whose saved config has w_usefulness 0
+    (so every door starts from it), closed."""
+    path = tmp_path_factory.mktemp("taught") / "t.db"
+    mem = heapmem.open(str(path), clock=lambda: 1_700_000_000.0, config=START, embedder=None)
+    _teach(mem)
+    mem.set_config(START, save=True)
+    mem.close()
+    return path
+
+
+def _copy(taught, tmp_path, name):
+    dst = tmp_path / name
+    shutil.copy(taught, dst)
+    return dst
+
+
+def _raw(path, readonly=False):
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
+    c = apsw.Connection(str(path), flags=flags)
+    heapmem.load(c)
+    return c
+
+
+def _tuned(path):
+    c = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    rows = c.execute("SELECT value FROM heapmem_meta WHERE key = ?", (schema.META_TUNED,))
+    out = rows.fetchall()
+    c.close()
+    return out[0][0] if out else None
+
+
+def _what(report):
+    """What a door's report holds, as plain values (a TuneReport or heap_tune's JSON)."""
+    if isinstance(report, dict):
+        report = tune.from_json(report)
+    return (report.deployed, report.reason, report.recalls, report.folds, report.current,
+            report.best, report.gain, report.table, report.after)
+
+
+def test_every_door_tunes_alike(taught, tmp_path):
+    with heapmem.open(str(_copy(taught, tmp_path, "py.db")), clock=lambda: 1_700_000_000.0) as mem:
+        assert mem.config.w_usefulness == 0.0
+        py = mem.tune()
+    c = _raw(_copy(taught, tmp_path, "raw.db"))
+    raw = json.loads(c.execute("SELECT heap_tune()").fetchall()[0][0])
+    c.close()
+    assert py.deployed and py.folds == "namespace" and py.recalls == 96
+    assert py.current == {"w_usefulness": 0.0, "mrr": 0.5} and py.best["mrr"] == 1.0
+    assert _what(raw) == _what(py)
+    # what is saved: set_config(save=True)'s JSON of the config with the tuned weight
+    saved = json.dumps(START.replace(w_usefulness=py.after).to_dict(), sort_keys=True)
+    assert _tuned(tmp_path / "py.db") == _tuned(tmp_path / "raw.db") == saved
+    with heapmem.open(str(tmp_path / "raw.db")) as again:
+        assert again.config == START.replace(w_usefulness=py.after)
+
+
+@pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 shell on PATH")
+def test_the_sqlite3_shell_tunes_too(taught, tmp_path):
+    c = _raw(_copy(taught, tmp_path, "raw.db"))
+    opts = '{"seed": 7, "deploy": false, "level": 0.99}'
+    raw = json.loads(c.execute("SELECT heap_tune(?)", (opts,)).fetchall()[0][0])
+    c.close()
+    path = _copy(taught, tmp_path, "shell.db")
+    out = subprocess.run(["sqlite3", str(path), "-cmd", f".load {heapmem.loadable_path()}",
+                          f"SELECT heap_tune('{opts}');", "SELECT heap_tune();"],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    measured, deployed = json.loads(out[0]), json.loads(out[1])
+    assert measured == raw and measured["reason"] == "significant, but deploy=False"
+    assert not measured["deployed"]
+    assert deployed["deployed"] and deployed["after"] == measured["best"]["w_usefulness"]
+    assert _tuned(path) == json.dumps(START.replace(w_usefulness=deployed["after"]).to_dict(),
+                                      sort_keys=True)
+    with heapmem.open(str(_copy(taught, tmp_path, "py.db"))) as mem:
+        py = tune.tune(mem, seed=7, deploy=False, level=0.99)
+    assert _what(py) == _what(measured)
+
+
+@pytest.mark.parametrize("options, says", [
+    ("[1]", "options must be a JSON object like '{\"seed\": 0, \"deploy\": false}'"),
+    ("not json", "options must be a JSON object"),
+    ('{"bogus": 1}', "unknown option 'bogus'; the options are against, boot, config, deploy, "
+                     "grid, level, newest, seed"),
+    ('{"boot": 0}', "boot must be an integer from 1 to 100000"),
+    ('{"seed": 1.5}', "seed must be an integer"),
+    ('{"grid": []}', "grid must be an array of 1 to 64 weights from 0 to 100"),
+    ('{"grid": [0.1, -1]}', "grid must be an array of 1 to 64 weights from 0 to 100"),
+    ('{"level": 1}', "level must be a number above 0 and below 1"),
+    ('{"deploy": "yes"}', "deploy must be true or false"),
+    ('{"newest": 0}', "newest must be an integer from 1 to"),
+    ('{"against": 101}', "against must be a weight from 0 to 100"),
+    ('{"config": "w_usefulness=-1"}', "config: w_usefulness must be a number from 0 to 100"),
+])
+def test_bad_options_are_one_sentence_and_write_nothing(taught, tmp_path, options, says):
+    path = _copy(taught, tmp_path, "bad.db")
+    before = _tuned(path)
+    c = _raw(path)
+    with pytest.raises(apsw.SQLError, match="^heap_tune: " + re.escape(says)):
+        c.execute("SELECT heap_tune(?)", (options,)).fetchall()
+    c.close()
+    assert _tuned(path) == before
+    with heapmem.open(str(path)) as mem, pytest.raises(ValueError, match="boot must be"):
+        tune.tune(mem, boot=0)
+
+
+def test_a_read_only_store_refuses_to_deploy(taught, tmp_path):
+    path = _copy(taught, tmp_path, "ro.db")
+    before = _tuned(path)
+    c = _raw(path, readonly=True)
+    with pytest.raises(apsw.ReadOnlyError, match="heap_tune: the store is read-only here"):
+        c.execute("SELECT heap_tune()").fetchall()
+    measured = json.loads(c.execute("SELECT heap_tune('{\"deploy\": false}')").fetchall()[0][0])
+    c.close()
+    assert measured["best"]["mrr"] == 1.0 and not measured["deployed"]
+    with heapmem.open(str(path), readonly=True) as mem:
+        with pytest.raises(heapmem.ReadOnlyError):
+            mem.tune()
+        assert mem.tune(deploy=False).best["mrr"] == 1.0
+    assert _tuned(path) == before
+
+
+def test_too_few_judged_recalls_is_tune_py_s_minimum(tmp_path):
+    mem = heapmem.open(str(tmp_path / "few.db"), embedder=None)
+    mem.add("appointment on Friday at 3pm", id="a")
+    res = mem.recall("When is the appointment?")
+    mem.feedback(used=["a"], recall_id=res.recall_id)
+    out = json.loads(mem.connection.execute("SELECT heap_tune()").fetchall()[0][0])
+    assert out["reason"] == f"only 1 judged recalls in the log; tune() needs {tune.MIN_RECALLS}"
+    assert out["folds"] == "-" and out["current"]["mrr"] is None and not out["deployed"]
+    mem.close()
+
+
+def test_deltas_in_any_json_spelling_replay_alike(taught, tmp_path):
+    """heap_tune reads the deltas the C core writes with a parser of its own;
+    the same JSON spelled otherwise (escapes, spaces) goes through SQLite's
+    JSON and replays the same."""
+    plain = _raw(_copy(taught, tmp_path, "plain.db"))
+    opts = '{"deploy": false}'
+    want = plain.execute("SELECT heap_tune(?)", (opts,)).fetchall()[0][0]
+    plain.close()
+    c = _raw(_copy(taught, tmp_path, "spelled.db"))
+    rows = c.execute("SELECT id, deltas FROM events").fetchall()
+    with c:
+        for i, d in rows:
+            spelled = re.sub(r'\["(.)', lambda m: '[ "\\u%04x' % ord(m.group(1)), d)
+            assert json.loads(spelled) == json.loads(d) and spelled != d
+            c.execute("UPDATE events SET deltas = ? WHERE id = ?", (spelled, i))
+    assert c.execute("SELECT heap_tune(?)", (opts,)).fetchall()[0][0] == want
+    c.close()
+
+
+def test_a_damaged_recall_log_is_one_sentence_and_writes_nothing(taught, tmp_path):
+    path = _copy(taught, tmp_path, "damaged.db")
+    before = _tuned(path)
+    c = _raw(path)
+    with c:
+        c.execute("UPDATE recalls SET rest = '[\"x\"]' WHERE id = (SELECT min(id) FROM recalls)")
+    with pytest.raises(apsw.CorruptError, match="heap_tune: the recall log is damaged"):
+        c.execute("SELECT heap_tune()").fetchall()
+    c.close()
+    with heapmem.open(str(path)) as mem, pytest.raises(heapmem.CorruptStoreError,
+                                                       match="the recall log is damaged"):
+        mem.tune()
+    assert _tuned(path) == before
+
+
+def test_its_reads_use_the_events_index(taught, tmp_path):
+    """heap_tune reads the newest judged recalls from the newest by rowid, each
+    looked up in events by its recall_id, and the events of recalls from the
+    oldest on through the same index (heap_statement gives their text)."""
+    c = _raw(_copy(taught, tmp_path, "plans.db"))
+
+    def plan(name, *params):
+        statement = c.execute("SELECT heap_statement(?)", (name,)).fetchall()[0][0]
+        return [r[3] for r in c.execute("EXPLAIN QUERY PLAN " + statement, params)]
+
+    idx = "USING INDEX sqlite_autoindex_events_1 (recall_id=?)"
+    recalls = plan("tune_recalls", 5)
+    assert "SCAN q" in recalls and "SEARCH e EXISTS " + idx in recalls
+    assert plan("tune_events", 4)[0] == (
+        "SEARCH events USING INDEX sqlite_autoindex_events_1 (recall_id>?)")
+    c.close()
+
+
+def _almost_30(path):
+    """A store with 27 judged recalls (auto-tune off: counted, not tuned) and
+    three tracked recalls not judged yet: [(recall_id, the memory to use)]."""
+    from test_authority import TOPICS, add_user
+    from test_autotune import _world
+    with heapmem.open(str(path), clock=lambda: 1_700_000_000.0, embedder=None,
+                      auto_tune=False) as mem:
+        _world(mem, 9)
+        ns = add_user(mem, 9)
+        out = []
+        for t, (q, *_rest) in enumerate(TOPICS):
+            res = mem.recall(q, namespace=ns, k=3)
+            out.append((res.recall_id, f"{ns}-{t}-user"))
+        assert schema.autotune_state(mem.connection) == (0, 27)
+    return out
+
+
+@pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 shell on PATH")
+def test_feedback_from_the_sqlite3_shell_runs_auto_tune(tmp_path):
+    pending = _almost_30(tmp_path / "shell.db")
+    shutil.copy(tmp_path / "shell.db", tmp_path / "py.db")
+    calls = [f"SELECT heap_feedback({rid}, '[\"{used}\"]');" for rid, used in pending]
+    out = subprocess.run(["sqlite3", str(tmp_path / "shell.db"), "-cmd",
+                          f".load {heapmem.loadable_path()}", *calls],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    ran = [json.loads(line)["auto_tune"] for line in out]
+    assert ran[:2] == [None, None] and ran[2]["point"] == 30 and ran[2]["judged"] == 30
+    with heapmem.open(str(tmp_path / "py.db"), clock=lambda: 1_700_000_000.0) as mem:
+        reports = [mem.feedback(used=[used], recall_id=rid).auto_tune for rid, used in pending]
+        assert reports[:2] == [None, None]
+    assert _what(ran[2]["report"]) == _what(reports[2])
+    assert _tuned(tmp_path / "shell.db") == _tuned(tmp_path / "py.db")
+    with heapmem.open(str(tmp_path / "shell.db")) as mem:  # claimed: not again
+        assert schema.autotune_state(mem.connection) == (30, 30)
+
+
+def test_a_bad_autotune_argument_is_one_sentence_and_writes_nothing(tmp_path):
+    (rid, used), *_ = _almost_30(tmp_path / "a.db")
+    c = _raw(tmp_path / "a.db")
+    with pytest.raises(apsw.SQLError, match=r"^heap_feedback: autotune must be 1 \(tune at 30"):
+        c.execute("SELECT heap_feedback(?, ?, NULL, NULL, NULL, NULL, 2)",
+                  (rid, json.dumps([used]))).fetchall()
+    assert c.execute("SELECT count(*) FROM events WHERE recall_id = ?", (rid,)).fetchall() == [(0,)]
+    c.close()
