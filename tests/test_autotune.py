@@ -295,3 +295,20 @@ def test_against_the_default_a_weight_nothing_supports_goes_back_to_it(tmp_path)
     mem.close()
     with _open(tmp_path / "a.db") as again:
         assert again.config.w_usefulness == default
+
+
+def test_its_interval_is_99_percent_split_among_the_grids_other_weights(tmp_path):
+    """Auto-tune deploys the best of the grid's weights, so each is tested at
+    1% / 8 (Bonferroni: 99.875%, 20,000 resamples): its report is tune()'s at
+    that level, and not tune()'s at a plain 99%."""
+    path = tmp_path / "a.db"
+    with _open(path) as mem:
+        rep = _world(mem, 10)[29]
+        assert rep is not None
+        assert len(rep.table) == 9  # heap_tune's grid: 0 to 1, 0.3 among them
+        split = 1 - (1 - tune.AUTO_LEVEL) / (len(rep.table) - 1)
+        kw = dict(seed=tune.AUTO_SEED, deploy=False, against=tune.AUTO_AGAINST)
+        same = tune.tune(mem, boot=tune.AUTO_BOOT, level=split, **kw)
+        plain = tune.tune(mem, boot=tune.AUTO_BOOT, level=tune.AUTO_LEVEL, **kw)
+    assert same.gain == rep.gain and same.best == rep.best
+    assert plain.gain[1] > rep.gain[1]  # a plain 99% interval's low end lies higher
