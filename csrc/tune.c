@@ -1164,8 +1164,9 @@ static void heap_tune(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 /* Auto-tune: heap_feedback and heap_answer run heap_tune themselves after the
  * feedback that brings the store's judged recalls to the next point of a
  * doubling schedule (HT_MIN_RECALLS, then twice that, ...), seeded with 0,
- * against the default w_usefulness, with a 99% interval, on the newest
- * HT_AUTO_WINDOW judged recalls at most (heapmem.learning.tune's AUTO_*).
+ * against the default w_usefulness, at 99% split among the grid's other
+ * weights, on the newest HT_AUTO_WINDOW judged recalls at most
+ * (heapmem.learning.tune's AUTO_*).
  * Its place is meta 'autotune', {"point": the last point claimed, "judged":
  * the judged recalls as counted, null when unknown}, kept in the feedback's
  * own savepoint: the running count goes up by one when the feedback judged a

@@ -945,15 +945,14 @@ class Memory:
                         self._auto_tune(out["auto_tune"]) if out["auto_tune"] else None)
 
     def _auto_tune(self, ran: dict[str, Any]) -> TuneReport:
-        """The report of the auto-tune heap_feedback ran (csrc/tune.c: it kept
-        the count of judged recalls in the feedback's own savepoint, claimed
-        the schedule's point there, so that two processes never tune for one,
-        and tuned after it in a savepoint of its own: seeded, against the
-        default weight, 99%, on the newest 2,000 judged recalls at most).  A
-        deployed weight is in force here from now on.  A failed tune never
-        undid the feedback: it becomes an AutoTuneWarning and the report's
-        reason, the weights unchanged; the point stays claimed (the next
-        point tries again, or call tune())."""
+        """The report of the auto-tune heap_feedback ran (csrc/tune.c: it kept the count
+        of judged recalls in the feedback's own savepoint, claimed the schedule's point
+        there, so that two processes never tune for one, and tuned after it in a
+        savepoint of its own: seeded, against the default weight, 99% split among the
+        grid's other weights, on the newest 2,000 judged recalls at most).  A deployed
+        weight is in force here from now on.  A failed tune never undid the feedback:
+        it becomes an AutoTuneWarning and the report's reason, the weights unchanged;
+        the point stays claimed (the next point tries again, or call tune())."""
         if "error" in ran:
             what = " ".join(str(ran["error"]).split())
             warnings.warn(f"heapmem: auto-tune at {ran['point']} judged recalls failed ({what}); "
