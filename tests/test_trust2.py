@@ -8,7 +8,7 @@ import apsw
 import pytest
 
 import heapmem
-from heapmem import _native
+from heapmem.db import _native, schema
 
 from conftest import back_to_schema_7
 
@@ -122,7 +122,7 @@ def test_a_schema_6_store_is_tagged_anew_on_open(tmp_path, clock):
     c.execute("COMMIT")
     c.close()
     with heapmem.open(path, clock=clock, embedder=None) as mem:
-        assert mem.schema_version == heapmem.schema.SCHEMA_VERSION
+        assert mem.schema_version == schema.SCHEMA_VERSION
         assert [r.text for r in mem.recall("flight", namespace="users:bob")] == [
             "Booked the flight: SFO to LIS"]
         assert len(mem.recall("flight", namespace="users:eve")) == 0
