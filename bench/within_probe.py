@@ -2,7 +2,7 @@
 record could add (issue 24).
 
     python bench/within_probe.py [--policy oracle|shuffled|answer] [--seed N]
-                                 [--config k=v,...] [--bands]
+                                 [--config k=v,...] [--bands] [--near]
 
 bench/locomo.py's within protocol, its own pieces (the split, the feedback
 rounds, the evaluation), for heapmem alone, in a few seconds:
@@ -17,6 +17,9 @@ rounds, the evaluation), for heapmem alone, in a few seconds:
   the candidate, with the share of them that are gold.  A flat column means
   the record says nothing; the band where it rises is where a contextual
   factor can act.
+- With --near, the same candidates by how many turns they lie from the
+  nearest turn of their session that feedback marked used (0: used itself):
+  whether a used turn's neighbours answer other questions.
 
 --config passes ScoringConfig fields to every recall and feedback round, as
 bench/locomo.py's --heapmem-config does.  Figures go to bench/RESULTS.md 16.3.
@@ -71,7 +74,8 @@ def _rr(rank: int) -> float:
 
 def run(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, list[int]]]:
     """Each evaluated question's ranks before and after feedback, and (with
-    --bands) the candidates counted by band: {band: [candidates, gold]}."""
+    --bands or --near) the candidates counted by band: {band: [candidates,
+    gold]}."""
     largs = L.parse_args(["--systems", "heapmem", "--protocol", "within", "--conditions",
                           args.policy, "--seed", str(args.seed)]
                          + (["--heapmem-config", "probe:" + args.config] if args.config else []))
@@ -107,6 +111,8 @@ def run(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, list[
                             "r0": L.rank_of(b, q.gold), "r1": L.rank_of(a, q.gold)})
                 if embed is not None:
                     _count_bands(bands, embed, q, a, used_by)
+                if args.near:
+                    _count_near(bands, q, a, used_by)
     return out, bands
 
 
@@ -123,6 +129,27 @@ def _count_bands(bands: dict[str, list[int]], embed: Any, q: Any, ranked: list[s
         bands[band][1] += i in q.gold
 
 
+def _turn(memory_id: str) -> tuple[str, int]:
+    """A LoCoMo turn's session and place in it ('conv-26:D1:12' -> ('D1', 12))."""
+    _, session, turn = memory_id.split(":")
+    return session, int(turn)
+
+
+def _count_near(bands: dict[str, list[int]], q: Any, ranked: list[str],
+                used_by: dict[str, list[str]]) -> None:
+    used = [_turn(i) for i in used_by]
+    for i in ranked:
+        session, turn = _turn(i)
+        gaps = [abs(turn - t) for s, t in used if s == session]
+        if not gaps:
+            band = "no used turn in its session"
+        else:
+            g = min(gaps)
+            band = "0 (used itself)" if g == 0 else str(g) if g <= 2 else "3-5" if g <= 5 else "6+"
+        bands["turns from a used one: " + band][0] += 1
+        bands["turns from a used one: " + band][1] += i in q.gold
+
+
 def report(rows: list[dict[str, Any]], bands: dict[str, list[int]]) -> str:
     lines = ["| questions | n | MRR before | MRR after | ΔMRR | Hit@1 after |",
              "|---|---|---|---|---|---|"]
@@ -135,11 +162,12 @@ def report(rows: list[dict[str, Any]], bands: dict[str, list[int]]) -> str:
         h1 = float(np.mean([r["r1"] == 1 for r in sel]))
         lines.append(f"| {name} | {len(sel)} | {m0:.3f} | {m1:.3f} | {m1 - m0:+.3f} | {h1:.3f} |")
     if bands:
-        lines += ["", "| best cosine to a question that used it | candidates | gold | share gold |",
+        lines += ["", "| band | candidates | gold "
+                  "| share gold |",
                   "|---|---|---|---|"]
         for b in sorted(bands, key=lambda x: (x == "no record", x)):
             n, g = bands[b]
-            label = b if b == "no record" else f"{b}-{float(b) + 0.1:.1f}"
+            label = b if not b[0].isdigit() else f"{b}-{float(b) + 0.1:.1f}"
             lines.append(f"| {label} | {n} | {g} | {g / n:.3f} |")
     return "\n".join(lines)
 
@@ -150,6 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--config", default="", help="ScoringConfig fields, k=v,k=v")
     ap.add_argument("--bands", action="store_true", help="the record's predictive value")
+    ap.add_argument("--near", action="store_true", help="the candidates by turns from a used one")
     args = ap.parse_args(argv)
     rows, bands = run(args)
     print(report(rows, bands))
