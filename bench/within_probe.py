@@ -68,10 +68,6 @@ def _ranked(store: Any, questions: Sequence[Any], config: Any) -> list[list[str]
                          track=False)[0] for q in questions]
 
 
-def _rr(rank: int) -> float:
-    return 1.0 / rank if rank else 0.0
-
-
 def run(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, list[int]]]:
     """Each evaluated question's ranks before and after feedback, and (with
     --bands or --near) the candidates counted by band: {band: [candidates,
@@ -157,9 +153,9 @@ def report(rows: list[dict[str, Any]], bands: dict[str, list[int]]) -> str:
                       ("not shared", [r for r in rows if not r["shared"]])):
         if not sel:
             continue
-        m0 = float(np.mean([_rr(r["r0"]) for r in sel]))
-        m1 = float(np.mean([_rr(r["r1"]) for r in sel]))
-        h1 = float(np.mean([r["r1"] == 1 for r in sel]))
+        r0, r1 = np.array([r["r0"] for r in sel]), np.array([r["r1"] for r in sel])
+        m0, m1 = float(L.rr(r0).mean()), float(L.rr(r1).mean())
+        h1 = float(np.mean(r1 == 1))
         lines.append(f"| {name} | {len(sel)} | {m0:.3f} | {m1:.3f} | {m1 - m0:+.3f} | {h1:.3f} |")
     if bands:
         lines += ["", "| band | candidates | gold "

@@ -197,7 +197,7 @@ def meta_items(c: Connection) -> list[tuple[str, str]]:
 
 def _autotune_value(v: str) -> tuple[int, int | None]:
     """META_AUTOTUNE's value read: (point, judged or None); ValueError if it
-    is not what set_autotune_state writes."""
+    is not what heap_feedback writes (csrc/tune.c)."""
     d = json.loads(v)
     if not (isinstance(d, dict) and set(d) == {"point", "judged"}):
         raise ValueError("not a JSON object of point and judged")

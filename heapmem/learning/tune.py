@@ -1,10 +1,10 @@
 """Self-tuning from the store's own feedback log: the Python door onto the
 C core's heap_tune (csrc/tune.c).
 
-Owns: the TuneReport built from heap_tune's JSON, and auto-tune's
-schedule, seed, window, baseline and interval said in Python (schedule_point,
-next_point, the AUTO_* constants: what csrc/tune.c's auto-tune does, which
-tests/test_autotune.py checks).  What tune does (the replay, the folds, the
+Owns: the TuneReport built from heap_tune's JSON, and auto-tune's seed,
+window, baseline and interval said in Python (the AUTO_* constants: what
+csrc/tune.c's auto-tune does, which tests/test_autotune.py checks; its
+schedule is csrc/tune.c's ht_schedule_point alone).  What tune does (the replay, the folds, the
 bootstrap, the decision, the deployment into meta 'tuned') and auto-tune
 itself (heap_feedback counts the judged recalls, claims the schedule's
 points and runs heap_tune) are the C core's, so the sqlite3 shell's
@@ -22,7 +22,7 @@ interval above zero.  Otherwise nothing changes.
 Auto-tune (heap_feedback; from Python unless the store was opened with
 auto_tune=False or an explicit config): tune runs by itself after the feedback that brings
 the store's judged recalls to the next point of a doubling schedule (30, 60,
-120, ...: schedule_point), seeded with AUTO_SEED; past AUTO_WINDOW judged
+120, ...: csrc/tune.c's ht_schedule_point), seeded with AUTO_SEED; past AUTO_WINDOW judged
 recalls it replays only the newest AUTO_WINDOW (with the links learned from
 the events of the recalls from the oldest of them on), so one feedback never
 replays more than that.
@@ -64,22 +64,6 @@ AUTO_BOOT = 20000
 #: The most judged recalls auto-tune replays (the newest): tune's replay is
 #: linear in them; bench/RESULTS.md section 17 times the feedback that runs it.
 AUTO_WINDOW = 2000
-
-
-def schedule_point(judged: int) -> int:
-    """The last point of auto-tune's schedule (MIN_RECALLS, then each doubling
-    of it: 30, 60, 120, ...) at or below judged; 0 below MIN_RECALLS."""
-    if judged < MIN_RECALLS:
-        return 0
-    point = MIN_RECALLS
-    while point * 2 <= judged:
-        point *= 2
-    return point
-
-
-def next_point(point: int) -> int:
-    """The schedule's point after point (MIN_RECALLS after none)."""
-    return MIN_RECALLS if point < MIN_RECALLS else 2 * point
 
 
 def tune(mem: Any, *, grid: Sequence[float] | None = None, boot: int = 2000, seed: int = 0,
