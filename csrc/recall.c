@@ -40,6 +40,10 @@
 
 #pragma region heap_recall
 
+/* The feature a candidate judged used for a question like this one shows
+ * (hr_context); heapmem/io/transfer.py's grammar names it too. */
+#define HM_CTX_FEATURE "ctx:1"
+
 enum {
   HR_RANK, HR_ID, HR_TEXT, HR_SCORE, HR_KIND, HR_SOURCE, HR_KEY, HR_RELEVANCE, HR_RECENCY,
   HR_IMPORTANCE, HR_USEFULNESS, HR_RULES, HR_BM25, HR_AGE_DAYS, HR_SUPERSEDED, HR_FEATURES,
@@ -878,7 +882,17 @@ static int hr_question_vector(const hr_cursor *c, const char *query, float *out)
  * every store: its vectors or none), as evidence against the namespace's
  * base rate of use (a Beta of weight context_prior around it) with a gate
  * of context_z standard errors: the factor (g / p)^w_context within
- * max_lift, or 1 when it cannot beat chance. */
+ * max_lift, or 1 when it cannot beat chance.
+ *
+ * A candidate judged used for a question closer than context_min_sim also
+ * shows the feature HM_CTX_FEATURE ("ctx:1") to this recall: a shape (it
+ * helped a question like this one), never a word or an id.  Feedback credits
+ * it like any feature, so its link, pooled across namespaces like any other,
+ * says whether such memories are used more often than the rest, and the
+ * per-memory factor counts only once that link passes the links' own gate
+ * (hm_link_ratio > 1).  Until then a record can move a memory only through
+ * the feature's learned usefulness, which feedback that tells nothing
+ * (shuffled) never lets through (bench/RESULTS.md 18). */
 static int hr_context(hr_vtab *t, hr_cursor *c, const char *query) {
   for (int i = 0; i < c->n; i++) c->rows[i].ctx = 1.0, c->rows[i].ctx_n = 0.0;
   float qv[HM_EMBED_DIM];
@@ -894,10 +908,12 @@ static int hr_context(hr_vtab *t, hr_cursor *c, const char *query) {
   int rc = hr_stmt(t, HR_ST_JUDGED, &st);
   if (rc != SQLITE_OK) { sqlite3_free(seqs); return hr_sqlfail(t, rc); }
   sqlite3_bind_text(st, 1, seqs, -1, sqlite3_free);
-  double *ua = sqlite3_malloc64((sqlite3_uint64)c->n * 2 * sizeof *ua);
+  /* per candidate: weighted judgements used, ignored, and the best cosine
+   * of a question it was judged used for */
+  double *ua = sqlite3_malloc64((sqlite3_uint64)c->n * 3 * sizeof *ua);
   if (!ua) { sqlite3_reset(st); return SQLITE_NOMEM; }
-  double *ub = ua + c->n;
-  for (int i = 0; i < 2 * c->n; i++) ua[i] = 0;
+  double *ub = ua + c->n, *best = ub + c->n;
+  for (int i = 0; i < 3 * c->n; i++) ua[i] = i < 2 * c->n ? 0 : -1;
   float v[HM_EMBED_DIM];
   char err[HM_ERRLEN];
   double lo = c->cfg.context_min_sim;
@@ -915,19 +931,34 @@ static int hr_context(hr_vtab *t, hr_cursor *c, const char *query) {
       if (c->rows[i].seq == seq) {
         if (used) ua[i] += w;
         else ub[i] += w;
+        if (used && sim > best[i]) best[i] = sim;
         break;
       }
   }
   sqlite3_reset(st);
   if (rc != SQLITE_DONE) { sqlite3_free(ua); return hr_sqlfail(t, rc); }
+  for (int i = 0; i < c->n; i++) {
+    hr_row *r = &c->rows[i];
+    r->ctx_n = ua[i] + ub[i];
+    if (!(best[i] > lo)) continue;
+    char *nf = sqlite3_mprintf("%s " HM_CTX_FEATURE, r->features);
+    if (!nf) { sqlite3_free(ua); return SQLITE_NOMEM; }
+    sqlite3_free(r->features);
+    r->features = nf;
+  }
+  i64 nlinks = hm_links_count(c->links, c->linkslen);
+  if (!(hm_link_ratio(c->links, nlinks, HM_CTX_FEATURE, (int)strlen(HM_CTX_FEATURE), &c->cfg) >
+        1.0)) {
+    sqlite3_free(ua); /* the store has not shown that such records predict use */
+    return SQLITE_OK;
+  }
   /* the base rate of use, as hm_usefulness takes it from the link set */
   double A, B, k0 = c->cfg.prior_alpha + c->cfg.prior_beta;
-  hm_links_get(c->links, hm_links_count(c->links, c->linkslen), "base", 4, &A, &B);
+  hm_links_get(c->links, nlinks, "base", 4, &A, &B);
   double p = (c->cfg.prior_alpha + A) / (k0 + A + B);
   k0 = c->cfg.context_prior; /* the memory's own record: its prior's weight */
   for (int i = 0; i < c->n; i++) {
     hr_row *r = &c->rows[i];
-    r->ctx_n = ua[i] + ub[i];
     if (!(r->ctx_n > 0) || !(p > 0 && p < 1)) continue;
     double m = (p * k0 + ua[i]) / (k0 + r->ctx_n);
     double se = sqrt(m * (1.0 - m) / (k0 + r->ctx_n + 1.0));

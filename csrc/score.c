@@ -137,6 +137,39 @@ static void hm_base_counts(const char *active, const unsigned char *links, i64 c
   }
 }
 
+/* The links' gate (model 1): a link of counts A, B, shrunk towards its
+ * layer's base rate p with the prior's weight k0, moves rankings only where
+ * its posterior lies more than gate_z standard errors from p, and then by the
+ * interval's near edge.  Returns that edge, or p itself when the interval
+ * holds p; *m and *se receive the posterior's mean and standard error. */
+static double hm_gate(double p, double k0, double A, double B, double gate_z, double *m,
+                      double *se) {
+  *m = (p * k0 + A) / (k0 + A + B);
+  *se = sqrt(*m * (1.0 - *m) / (k0 + A + B + 1.0));
+  double lo = *m - gate_z * *se, hi = *m + gate_z * *se;
+  return lo > p ? lo : hi < p ? hi : p;
+}
+
+/* Whether a feature may only lift (its link counts where it lies above the
+ * base rate, never below): ctx:1, a memory's record for questions like this
+ * one (recall.c), which like contextual utility itself is a boost only. */
+static int hm_lift_only(const char *name, int len) {
+  return len == 5 && memcmp(name, "ctx:1", 5) == 0;
+}
+
+/* One uncrossed link's ratio as hm_usefulness counts it under model 1: the
+ * gated edge over the base rate of use, exactly 1 when the link cannot beat
+ * chance (or the store has no base rate to judge it against). */
+static double hm_link_ratio(const unsigned char *links, i64 count, const char *name, int len,
+                            const hm_config *c) {
+  double k0 = c->prior_alpha + c->prior_beta, A0, B0, A, B, m, se;
+  hm_links_get(links, count, "base", 4, &A0, &B0);
+  double p = (c->prior_alpha + A0) / (k0 + A0 + B0);
+  if (!(p > 0 && p < 1)) return 1.0;
+  hm_links_get(links, count, name, len, &A, &B);
+  return hm_gate(p, k0, A, B, c->gate_z, &m, &se) / p;
+}
+
 /* A link's value under exploration: g, the value it counts at unexplored,
  * times (a draw of its posterior Beta(a, b) / m, the posterior's mean) to
  * the power explore: the draw's deviation from the mean, damped in the log
@@ -233,12 +266,9 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
       } else if (is_base) {
         eff[n] = 1.0;
       } else {
-        double base = sl ? p_q : p_all;
-        double m = (base * k0 + A) / (k0 + A + B);
-        double se = sqrt(m * (1.0 - m) / (k0 + A + B + 1.0));
-        double lo = m - c->gate_z * se, hi = m + c->gate_z * se, g = base;
-        if (lo > base) g = lo;
-        else if (hi < base) g = hi;
+        double base = sl ? p_q : p_all, m, se;
+        double g = hm_gate(base, k0, A, B, c->gate_z, &m, &se);
+        if (g < base && hm_lift_only(name, (int)(e - name))) g = base;
         eff[n] = g / base; /* the ratio; combine 0 turns it into a cause below */
         passed[n] = eff[n] != 1.0;
         ratio[n] = eff[n]; /* as learned: exploration's draw is not evidence */

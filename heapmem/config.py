@@ -111,7 +111,11 @@ class ScoringConfig:
       where its record beats the base rate by context_z (0.5) standard
       errors, bounded by max_lift; exactly 1 with no such record, or one
       that cannot beat chance.  A boost only: being shown and ignored does
-      not push a memory down.
+      not push a memory down.  Gated by the store as well: a memory judged
+      used for a question closer than context_min_sim shows the feature
+      ctx:1, whose link (learned and pooled like every link) must beat the
+      base rate by gate_z standard errors before any memory's record counts;
+      until then ctx:1 can lift only through its own learned usefulness.
     - rules: a memory superseded by a newer one with the same key is
       multiplied by superseded_factor.
     - explore (0 to 4; 0, the default, is off): damped Thompson sampling, in

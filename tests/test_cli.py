@@ -542,8 +542,13 @@ def test_import_remap_ids_merges_two_stores(run, tmp_path):
     assert r.code == 0 and r.out.splitlines()[1] == (
         "3 memories got a free id (theirs was taken): m1 -> m2, m2 -> m3, m3 -> m4")
     assert other("get", "m2", "--json").json()["text"].startswith("Booked the flight")
-    assert other("-n", "user:maya", "recall", "When is my flight to Lisbon?",
-                 "--json").json()["results"][0]["id"] == "m2"
+    # the record of m1's use came along under its new id: m2 shows ctx:1 (used
+    # for this very question), nothing else does
+    with heapmem.open(str(tmp_path / "other.db")) as mem:
+        got = {r.id: r for r in mem.recall("When is my flight to Lisbon?", namespace="user:maya",
+                                           track=False)}
+    assert [i for i, r in got.items() if "ctx:1" in r.features] == ["m2"]
+    assert got["m2"].context_n > 0
     assert other("check").code == 0
     d = Run(str(tmp_path / "third.db"))("import", path, "--remap-ids", "--json").json()
     assert d["remapped"] == {} and d["memories"] == 3

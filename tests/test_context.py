@@ -1,11 +1,15 @@
 """Contextual utility (ScoringConfig.w_context, issue 24): a memory's own
-record of being used for similar questions lifts it, only past its gate,
-only for similar questions, never as a penalty, and the record goes with the
-memory and with the recall that judged it."""
+record of being used for similar questions lifts it, only past its gate and
+the store's (the ctx:1 feature's link), only for similar questions, never as
+a penalty, and the record goes with the memory and with the recall that
+judged it."""
+import json
+
 import apsw
 import pytest
 
 import heapmem
+from heapmem import transfer
 
 NS = "user:caroline"
 T = 1_700_000_000.0
@@ -42,7 +46,8 @@ def test_a_memory_used_for_similar_questions_is_lifted_past_its_gate(mem):
     _teach(mem, 1)
     one = _by_id(mem, Q)["t0"]
     assert one.context_n > 0  # a record, not yet past the gate
-    _teach(mem, 3)
+    assert one.context == 1.0 and "ctx:1" in one.features
+    _teach(mem, 5)
     got = _by_id(mem, "What did Melanie paint last week by the lake?")
     assert got["t0"].context > 1.0 and "x context" in got["t0"].explain()
     # heap_recall's own explain says the same
@@ -57,6 +62,54 @@ def test_a_memory_used_for_similar_questions_is_lifted_past_its_gate(mem):
     # and w_context=0 switches it off
     off = _by_id(mem, Q, config=heapmem.ScoringConfig(w_context=0))
     assert off["t0"].context == 1.0
+
+
+def test_a_record_shows_ctx_1_and_feedback_credits_it(mem):
+    """A memory judged used for a question shows ctx:1 to a question like it
+    (and only to one like it); the feedback on that recall credits ctx:1 like
+    any feature, and that link is the store's gate."""
+    _teach(mem, 1)
+    got = _by_id(mem, "What did Melanie paint last week by the lake?")
+    assert "ctx:1" in got["t0"].features
+    assert not any("ctx:1" in r.features for i, r in got.items() if i != "t0")
+    far = _by_id(mem, "Where is the support group held?", config=heapmem.ScoringConfig(
+        min_cosine=-1))
+    assert not any("ctx:1" in r.features for r in far.values())
+    assert "ctx:1" not in {ln.feature for ln in mem.links(NS)}
+    _teach(mem, 5)
+    ctx = {ln.feature: ln for ln in mem.links(NS)}["ctx:1"]
+    assert (ctx.alpha, ctx.beta, ctx.n) == (5.0, 0.0, 5)  # used all five times it showed
+    # the gate: held while ctx:1 had four judgements, open at five
+    with heapmem.open(mem.path, clock=lambda: T) as m2:
+        assert m2.recall(Q, namespace=NS, k=4, track=False)[0].context > 1.0
+
+
+def test_the_store_gate_holds_while_ctx_1_cannot_beat_chance(mem):
+    """Four judgements of ctx:1 cannot beat the prior's weight: t0's own
+    record is as strong as at six, yet nothing is lifted until the link
+    passes."""
+    _teach(mem, 5)
+    assert {ln.feature: ln for ln in mem.links(NS)}["ctx:1"].alpha == 4.0
+    got = _by_id(mem, Q)["t0"]
+    assert got.context == 1.0 and got.context_n > 3 and "x context" not in got.explain()
+
+
+def test_ctx_1_lifts_and_never_pushes_down(mem, tmp_path):
+    """A prior that says memories with a record are used far less often
+    than the rest (ctx:1 at 0 of 1,000 against a base rate of 0.3) moves
+    nothing down: like contextual utility itself, ctx:1 is a boost only."""
+    rows = [{"feature": "base", "qtype": "", "alpha": 300.0, "beta": 700.0, "n": 1000},
+            {"feature": "ctx:1", "qtype": "", "alpha": 0.0, "beta": 1000.0, "n": 1000}]
+    path = tmp_path / "prior.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in
+                              [{"heapmem": "links", "format": 1, "count": 2}] + rows) + "\n")
+    transfer.import_file(mem, str(path))
+    _teach(mem, 1)
+    got = _by_id(mem, Q)["t0"]
+    assert "ctx:1" in got.features and "ctx:1 x" not in got.explain()
+    plain = _by_id(mem, Q, config=heapmem.ScoringConfig(w_context=0))["t0"]
+    assert "ctx:1" not in plain.features
+    assert got.usefulness == plain.usefulness and got.score == plain.score
 
 
 def test_being_ignored_is_no_penalty(mem):
@@ -80,7 +133,7 @@ def test_a_lexical_store_has_context_too(tmp_path):
     m = heapmem.open(str(tmp_path / "l.db"), clock=lambda: T, embedder=None)
     m.add_many([{"text": t, "id": f"t{i}", "namespace": NS} for i, t in enumerate(TEXTS)])
     assert m.connection.execute("SELECT count(*) FROM vectors").fetchall()[0][0] == 0
-    _teach(m, 5)
+    _teach(m, 6)
     got = _by_id(m, "What did Melanie paint last week by the lake?")
     assert got["t0"].context > 1.0 and "x context" in got["t0"].explain()
     assert all(r.context == 1.0 for r in _by_id(m, "Where is the support group held?").values())

@@ -426,6 +426,30 @@ def test_pool_feature_leaves_rows_of_no_evidence_out():
 # -- 6. only the features heapmem makes ---------------------------------------------
 
 
+QUESTIONS = ["When did Ana go?", "Who is Ana?", "Where is Ana?", "What did Ana say?",
+             "How is Ana?", "How many cats has Ana?", "Why did Ana go?", "Is Ana here?",
+             "Tell me about Ana"]  # one of each question type
+
+
+def _recalled_features(tmp_path):
+    """The features real recalls show: a memory judged used for one question
+    shows ctx:1 to a question like it (csrc/recall.c hr_context)."""
+    with heapmem.open(str(tmp_path / "ctx.db"), clock=lambda: T) as mem:
+        mem.add("Ana's flight to Lisbon departs March 14", id="f")
+        mem.add("Ana packed two bags for the trip", id="b")
+        r = mem.recall("When does Ana's flight to Lisbon depart?", track=True)
+        mem.feedback(["f"], recall_id=r.recall_id)
+        again = mem.recall("When does Ana's Lisbon flight leave?")
+        feats = {h.id: h.features for h in again}
+    assert transfer.CONTEXT_FEATURE in feats["f"]
+    assert transfer.CONTEXT_FEATURE not in feats["b"]
+    out = set()
+    for fs in feats.values():
+        for q in QUESTIONS:
+            out.update(_native.active(" ".join(fs), _native.qtype(q), 1.0))
+    return out
+
+
 def _corpus_features():
     """Every feature the C core makes for a broad set of memories, questions
     and ages (shape features, srcq, base, age buckets, each crossed)."""
@@ -436,9 +460,7 @@ def _corpus_features():
     kinds = ["fact", "preference", "instruction", "summary", "note", "episode", "tool_result",
              "my own kind"]
     sources = [None, "user", "Assistant", "agent", "system", "tool", "document", "web", "Ana"]
-    questions = ["When did Ana go?", "Who is Ana?", "Where is Ana?", "What did Ana say?",
-                 "How is Ana?", "How many cats has Ana?", "Why did Ana go?", "Is Ana here?",
-                 "Tell me about Ana"]
+    questions = QUESTIONS
     ages = [0.5, 5, 20, 60, 200, 1000]
     out = set()
     for text in texts:
@@ -452,12 +474,14 @@ def _corpus_features():
     return out
 
 
-def test_the_feature_grammar_is_what_the_c_core_makes():
+def test_the_feature_grammar_is_what_the_c_core_makes(tmp_path):
     """transfer.FEATURES is the C core's vocabulary, both ways: everything
     it makes is in the grammar, and everything in the grammar it makes."""
-    made = _corpus_features()
+    ctx = _recalled_features(tmp_path)
+    made = _corpus_features() | ctx
     assert made == transfer.FEATURES
-    assert len(transfer.FEATURES) == 470
+    assert len(transfer.FEATURES) == 480
+    assert len({f for f in ctx if f.endswith("ctx:1")}) == 1 + len(transfer.QTYPES)
     assert {f.split("/")[0] for f in made if "/" in f} == set(transfer.QTYPES)
     for q in transfer.QTYPES:
         _native.active("", q)  # each is a question type the C core takes
@@ -471,7 +495,7 @@ MADE_UP = ["made0:1", "when/date:2", "sometimes/date:1", "when/when/date:1", "ba
 def test_a_prior_of_made_up_features_is_refused(tmp_path, bad):
     """50,000 made-up features merged in 1.2 s; a recall that took 0.1 ms
     then took 42 ms, and every tenant's links() listed them.  A prior
-    holds only features heapmem makes (so at most 470 rows); the first
+    holds only features heapmem makes (so at most 480 rows); the first
     other one is named, in one sentence, and nothing is merged."""
     rows = [{"feature": "when/date:1", "qtype": "when", "alpha": 2.0, "beta": 1.0, "n": 3},
             {"feature": bad, "qtype": learning.feature_qtype(bad), "alpha": 1.0, "beta": 1.0,
@@ -505,7 +529,7 @@ def test_a_prior_of_every_feature_heapmem_makes_is_merged(tmp_path):
     path = write(tmp_path / "prior.jsonl", [{"heapmem": "links", "format": 1,
                                              "count": len(rows)}] + rows)
     with heapmem.open(str(tmp_path / "dst.db"), clock=lambda: T) as dst:
-        assert transfer.import_file(dst, path).links == 470
+        assert transfer.import_file(dst, path).links == 480
         assert {ln.feature for ln in dst.links()} == transfer.FEATURES
 
 

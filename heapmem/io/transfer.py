@@ -52,7 +52,7 @@ feedback judged each, and an outcome; import does not read them:
 Every import runs in one transaction: any bad record, a wrong header, a
 truncated file or a colliding id raises ValueError and nothing is written.
 What a record may hold is what heapmem itself writes: a feature is one the C
-core makes (FEATURES, at most 470 of them); a recall shows each memory once,
+core makes (FEATURES, at most 480 of them); a recall shows each memory once,
 each a memory of the recall's own namespace (in the file or already in the
 store), with one age, one set of shape features and one score per memory
 shown; an event judges a memory its recall showed, in its namespace, and
@@ -444,11 +444,13 @@ def _finite(x: Any) -> bool:
 # -- the feature grammar: every feature heapmem itself can make ----------------------
 #
 # The C core makes them (csrc/heapmem.c): hm_features gives a memory one value
-# in every shape slot, hm_relate adds srcq, hm_active adds "base" and the age
-# bucket and then each of those crossed with the question type (hm_qtype's
-# names).  The lists below are those of the C core, value for value; the test
-# tests/test_trust2_doors.py holds them to it both ways (everything C makes is
-# here, everything here C makes).  A file's link, prior, delta or logged
+# in every shape slot, hm_relate adds srcq, a recall adds ctx:1 to a memory
+# judged used for a question like its own (csrc/recall.c hr_context), hm_active
+# adds "base" and the age bucket and then each of those crossed with the
+# question type (hm_qtype's names).  The lists below are those of the C core,
+# value for value; the test tests/test_trust2_doors.py holds them to it both
+# ways (everything C makes is here, everything here C makes).  A file's link,
+# prior, delta or logged
 # feature outside them is refused: no made-up feature reaches the links, so
 # the links table holds at most len(FEATURES) features per namespace.
 
@@ -465,10 +467,13 @@ _SLOTS: dict[str, tuple[str, ...]] = {
                                      "question", "url", "srcq")}}
 #: hm_active's age buckets.
 _AGES = ("day", "week", "month", "quarter", "year", "old")
-#: The features a recall logs for each memory it shows (its shape and srcq).
-SHAPE_FEATURES = frozenset(f"{slot}:{v}" for slot, vs in _SLOTS.items() for v in vs)
+#: The feature a recall adds to a memory judged used for a question like its own.
+CONTEXT_FEATURE = "ctx:1"
+#: The features a recall logs for each memory it shows (its shape, srcq and ctx:1).
+SHAPE_FEATURES = frozenset({f"{slot}:{v}" for slot, vs in _SLOTS.items() for v in vs}
+                           | {CONTEXT_FEATURE})
 _OWN = SHAPE_FEATURES | {"base"} | {f"age:{a}" for a in _AGES}
-#: Every feature a link, a prior or an event's delta can name: 470.
+#: Every feature a link, a prior or an event's delta can name: 480.
 FEATURES = frozenset(_OWN | {f"{q}/{f}" for q in QTYPES for f in _OWN})
 
 
