@@ -65,6 +65,13 @@ Protocols (``--protocol loco,within``; default loco, the rows above):
                                    (--folds and --fb-frac do not apply). A table of every
                                    feedback row against no feedback on the same questions,
                                    MRR, Hit@3 and Hit@10 with paired CIs, follows the main one
+  shared                           within's split and conditions in one store, as users share
+                                   one: feedback from the first half of every conversation
+                                   (each in its own namespace, conversation after
+                                   conversation), then every other half evaluated. So a
+                                   conversation learns from its own half and, through the
+                                   pooled layer, from the other users' halves; LOCO learns
+                                   from the other users alone, within from its own alone
 
 New users (issue 12, ``--sessions 1,2,3``): for each N, every conversation is cut to its
 first N sessions: only their turns are memories, only questions whose evidence lies entirely
@@ -77,7 +84,7 @@ Run:
   python bench/locomo.py --out bench/locomo-full.json  # full run
   python bench/locomo.py --systems heapmem --sessions 1,2,3   # new users, < 1 minute
   python bench/locomo.py --systems heapmem --conditions oracle,answer,shuffled \
-      --protocol loco,within                          # within a conversation beside LOCO
+      --protocol loco,within,shared                   # within a conversation beside LOCO
   python bench/locomo.py --systems heapmem,heapdb-memory,veramem \\
       --peer-python /path/to/venv-with-peers/bin/python   # one table, peers beside
 A system whose package this interpreter cannot import is run by --peer-python in a
@@ -127,7 +134,7 @@ POLICIES = ("oracle", "noisy", "shuffled", "answer", "answer-shuffled")
 ANSWER_POLICIES = ("answer", "answer-shuffled")
 CONDITIONS = ("oracle", "noisy", "shuffled", "answer", "answer-shuffled", "families")
 NOISE_GIVE, NOISE_MISS, NOISE_FALSE = 0.5, 0.5, 0.1
-PROTOCOLS = ("loco", "within")
+PROTOCOLS = ("loco", "within", "shared")
 NEAR_DUPLICATE = 0.8                # within: word-set Jaccard that makes a question a repeat
 
 _T0 = time.time()
@@ -561,7 +568,7 @@ METRICS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 @dataclass
 class Row:
     system: str
-    kind: str                 # "nofb" | "loco" | "within" | "families"
+    kind: str                 # "nofb" | "loco" | "within" | "shared" | "families"
     config: str
     policy: str = ""          # "oracle" | "noisy" | "shuffled" ... for loco/within/families
     groups: list[dict[str, Any]] = field(default_factory=list)   # [{"qids": [...], "ranks": [...]}]
@@ -576,8 +583,8 @@ class Row:
                     + ", no feedback")
         if self.kind == "loco":
             return f"{self.config} + {self.policy} feedback (LOCO)"
-        if self.kind == "within":
-            return f"{self.config} + {self.policy} feedback (within)"
+        if self.kind in ("within", "shared"):
+            return f"{self.config} + {self.policy} feedback ({self.kind})"
         return (f"{self.config} + {self.policy} feedback, held-out families "
                 f"({len(self.groups)} seeds)")
 
@@ -793,7 +800,7 @@ def make_plan(convs: list[Conversation], args: argparse.Namespace) -> Plan:
     protocols = tuple(getattr(args, "protocol", ("loco",)))
     within: dict[str, tuple[list[Question], list[Question]]] = {}
     dropped = 0
-    if "within" in protocols:
+    if "within" in protocols or "shared" in protocols:
         for c in chosen:
             fb, ev = within_split(c.id, eval_q[c.id], args.seed)
             dropped += len(eval_q[c.id]) - len(fb) - len(ev)
@@ -848,6 +855,8 @@ def run_system(name: str, args: argparse.Namespace, plan: Plan, workdir: str) ->
                 rows.append(run_loco(system, base, plan, cfg, policy, workdir))
             if "within" in plan.protocols:
                 rows.append(run_within(system, base, plan, cfg, policy, workdir))
+            if "shared" in plan.protocols:
+                rows.append(run_shared(system, base, plan, cfg, policy, workdir))
         if "families" in plan.conditions and "loco" in plan.protocols:
             rows.append(run_families(system, base, plan, cfg, workdir))
     return rows
@@ -936,6 +945,34 @@ def run_within(system: Any, base: Any, plan: Plan, cfg: str, policy: str, workdi
                  f"{stats.get('rounds', 0) / nc:.0f} rounds/conversation, "
                  f"{stats.get('used', 0) / max(1, stats.get('rounds', 0)):.2f} used/round; "
                  f"{plan.within_dropped} near-duplicates dropped" + _info_notes(infos))
+    if policy in ANSWER_POLICIES:
+        row.notes += (f"; attribution vs gold: precision "
+                      f"{stats['marked_gold'] / max(1, stats['marked']):.3f}")
+    log(f"{system.name}: {row.label}: MRR {row.value('mrr'):.3f} ({row.seconds:.1f}s; {row.notes})")
+    return row
+
+
+def run_shared(system: Any, base: Any, plan: Plan, cfg: str, policy: str, workdir: str) -> Row:
+    """Within's halves in one store: feedback from every conversation's first half, each in
+    its own namespace, then every conversation's other half evaluated."""
+    t = time.time()
+    fb = [q for f, _ in plan.within.values() for q in f]
+    ev = [q for _, e in plan.within.values() for q in e]
+    store = system.fork(base, workdir, f"shared-{policy}")
+    try:
+        stats = feedback_phase(store, fb, system.configs[cfg], policy,
+                               stream(plan.seed, "shared", policy))
+        info = store.prepare_eval(list(plan.within), cfg)
+        g = evaluate(store, ev, system.configs[cfg])
+    finally:
+        store.close()
+    row = Row(system.name, "shared", cfg, policy, [g], seconds=time.time() - t,
+              info={"conversations": len(plan.within), "feedback_questions": len(fb),
+                    "near_duplicates_dropped": plan.within_dropped, **stats,
+                    "prepare": [info]})
+    row.notes = (f"{len(fb)} feedback questions in one store, {stats.get('rounds', 0)} rounds, "
+                 f"{stats.get('used', 0) / max(1, stats.get('rounds', 0)):.2f} used/round"
+                 + _info_notes([info]))
     if policy in ANSWER_POLICIES:
         row.notes += (f"; attribution vs gold: precision "
                       f"{stats['marked_gold'] / max(1, stats['marked']):.3f}")
@@ -1040,7 +1077,7 @@ def cross_system(rows: list[Row], boot: int) -> str:
 
 
 def protocol_table(rows: list[Row], boot: int) -> str:
-    """Every LOCO and within row against no feedback (the same configuration) on the
+    """Every LOCO, within and shared row against no feedback (the same configuration) on the
     very questions it evaluated: MRR, Hit@3 and Hit@10, paired, with bootstrap CIs."""
     base = baseline_rows(rows)
     head = ("| system | protocol | condition | n | MRR | no feedback, same questions "
@@ -1048,12 +1085,12 @@ def protocol_table(rows: list[Row], boot: int) -> str:
     out = [head, "|" + "---|" * 9]
     for r in rows:
         nofb = base.get((r.system, r.config))
-        if r.kind not in ("loco", "within") or nofb is None:
+        if r.kind not in ("loco", "within", "shared") or nofb is None:
             continue
         lb = nofb.lookup()
         same = [lb[q] for g in r.groups for q in g["qids"] if q in lb]
         before = float(rr(np.asarray(same)).mean()) if same else math.nan
-        out.append(f"| {r.system} | {'LOCO' if r.kind == 'loco' else 'within'} "
+        out.append(f"| {r.system} | {'LOCO' if r.kind == 'loco' else r.kind} "
                    f"| {r.config} + {r.policy} | {r.n} | {r.value('mrr'):.3f} | {before:.3f} | "
                    + " | ".join(fmt_delta(paired_delta(r, lb, m, boot))
                                 for m in ("mrr", "hit3", "hit10")) + " |")
@@ -1119,7 +1156,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--protocol", default="loco", metavar="P,P",
                    help="feedback protocols, from: " + ", ".join(PROTOCOLS) + " (default loco: "
                         "leave one conversation out; within: feedback on a seeded half of "
-                        "each conversation's questions, the other half evaluated)")
+                        "each conversation's questions, the other half evaluated; shared: "
+                        "within's halves all in one store)")
     p.add_argument("--sessions", default=None, metavar="N,N,...",
                    help="new-user cuts: for each N, every conversation cut to its first N "
                         "sessions (only their turns are memories, only questions whose "
@@ -1289,8 +1327,8 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{sum(len(v) for v in plan.fb_q.values())} feedback questions, "
           f"{len(plan.folds)} LOCO folds, {plan.family_seeds} family seeds"
           + (" (quick)" if args.quick else ""))
-    if "within" in plan.protocols:
-        print(f"within: {len(plan.within)} conversations, "
+    if "within" in plan.protocols or "shared" in plan.protocols:
+        print(f"within, shared: {len(plan.within)} conversations, "
               f"{sum(len(f) for f, _ in plan.within.values())} feedback questions, "
               f"{sum(len(e) for _, e in plan.within.values())} evaluated, "
               f"{plan.within_dropped} near-duplicates dropped (Jaccard >= {NEAR_DUPLICATE})")
@@ -1313,7 +1351,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"SKIP {s}")
     tab = table(rows, args.boot)
     cross = cross_system(rows, args.boot)
-    prot = protocol_table(rows, args.boot) if "within" in plan.protocols else ""
+    prot = (protocol_table(rows, args.boot)
+            if "within" in plan.protocols or "shared" in plan.protocols else "")
     print()
     print(tab)
     if cross:
