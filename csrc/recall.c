@@ -40,10 +40,6 @@
 
 #pragma region heap_recall
 
-/* The feature a candidate judged used for a question like this one shows
- * (hr_context); heapmem/io/transfer.py's grammar names it too. */
-#define HM_CTX_FEATURE "ctx:1"
-
 enum {
   HR_RANK, HR_ID, HR_TEXT, HR_SCORE, HR_KIND, HR_SOURCE, HR_KEY, HR_RELEVANCE, HR_RECENCY,
   HR_IMPORTANCE, HR_USEFULNESS, HR_RULES, HR_BM25, HR_AGE_DAYS, HR_SUPERSEDED, HR_FEATURES,
@@ -885,7 +881,7 @@ static int hr_question_vector(const hr_cursor *c, const char *query, float *out)
  * max_lift, or 1 when it cannot beat chance.
  *
  * A candidate judged used for a question closer than context_min_sim also
- * shows the feature HM_CTX_FEATURE ("ctx:1") to this recall: a shape (it
+ * shows the feature HM_CTX_FEATURE (score.c: "ctx:1") to this recall: a shape (it
  * helped a question like this one), never a word or an id.  Feedback credits
  * it like any feature, so its link, pooled across namespaces like any other,
  * says whether such memories are used more often than the rest, and the
@@ -946,20 +942,17 @@ static int hr_context(hr_vtab *t, hr_cursor *c, const char *query) {
     sqlite3_free(r->features);
     r->features = nf;
   }
-  i64 nlinks = hm_links_count(c->links, c->linkslen);
-  if (!(hm_link_ratio(c->links, nlinks, HM_CTX_FEATURE, (int)strlen(HM_CTX_FEATURE), &c->cfg) >
-        1.0)) {
+  /* p: the base rate of use, as hm_usefulness takes it from the link set */
+  double p;
+  if (!(hm_link_ratio(c->links, hm_links_count(c->links, c->linkslen), HM_CTX_FEATURE,
+                      (int)sizeof HM_CTX_FEATURE - 1, &c->cfg, &p) > 1.0)) {
     sqlite3_free(ua); /* the store has not shown that such records predict use */
     return SQLITE_OK;
   }
-  /* the base rate of use, as hm_usefulness takes it from the link set */
-  double A, B, k0 = c->cfg.prior_alpha + c->cfg.prior_beta;
-  hm_links_get(c->links, nlinks, "base", 4, &A, &B);
-  double p = (c->cfg.prior_alpha + A) / (k0 + A + B);
-  k0 = c->cfg.context_prior; /* the memory's own record: its prior's weight */
+  double k0 = c->cfg.context_prior; /* the memory's own record: its prior's weight */
   for (int i = 0; i < c->n; i++) {
     hr_row *r = &c->rows[i];
-    if (!(r->ctx_n > 0) || !(p > 0 && p < 1)) continue;
+    if (!(r->ctx_n > 0)) continue; /* (the gate passed: p lies in (0, 1)) */
     double m = (p * k0 + ua[i]) / (k0 + r->ctx_n);
     double se = sqrt(m * (1.0 - m) / (k0 + r->ctx_n + 1.0));
     /* a boost only: a memory shown and ignored for similar questions is not

@@ -150,24 +150,29 @@ static double hm_gate(double p, double k0, double A, double B, double gate_z, do
   return lo > p ? lo : hi < p ? hi : p;
 }
 
+/* The feature a candidate judged used for a question like this one shows
+ * (recall.c hr_context); heapmem/io/transfer.py's grammar names it too. */
+#define HM_CTX_FEATURE "ctx:1"
+
 /* Whether a feature may only lift (its link counts where it lies above the
- * base rate, never below): ctx:1, a memory's record for questions like this
- * one (recall.c), which like contextual utility itself is a boost only. */
+ * base rate, never below): HM_CTX_FEATURE, a memory's record for questions
+ * like this one, which like contextual utility itself is a boost only. */
 static int hm_lift_only(const char *name, int len) {
-  return len == 5 && memcmp(name, "ctx:1", 5) == 0;
+  return len == (int)sizeof HM_CTX_FEATURE - 1 && memcmp(name, HM_CTX_FEATURE, (size_t)len) == 0;
 }
 
 /* One uncrossed link's ratio as hm_usefulness counts it under model 1: the
  * gated edge over the base rate of use, exactly 1 when the link cannot beat
- * chance (or the store has no base rate to judge it against). */
+ * chance (or the store has no base rate to judge it against).  *p receives
+ * that base rate, the uncrossed "base" link's posterior mean. */
 static double hm_link_ratio(const unsigned char *links, i64 count, const char *name, int len,
-                            const hm_config *c) {
+                            const hm_config *c, double *p) {
   double k0 = c->prior_alpha + c->prior_beta, A0, B0, A, B, m, se;
   hm_links_get(links, count, "base", 4, &A0, &B0);
-  double p = (c->prior_alpha + A0) / (k0 + A0 + B0);
-  if (!(p > 0 && p < 1)) return 1.0;
+  *p = (c->prior_alpha + A0) / (k0 + A0 + B0);
+  if (!(*p > 0 && *p < 1)) return 1.0;
   hm_links_get(links, count, name, len, &A, &B);
-  return hm_gate(p, k0, A, B, c->gate_z, &m, &se) / p;
+  return hm_gate(*p, k0, A, B, c->gate_z, &m, &se) / *p;
 }
 
 /* A link's value under exploration: g, the value it counts at unexplored,

@@ -450,9 +450,9 @@ def _finite(x: Any) -> bool:
 # question type (hm_qtype's names).  The lists below are those of the C core,
 # value for value; the test tests/test_trust2_doors.py holds them to it both
 # ways (everything C makes is here, everything here C makes).  A file's link,
-# prior, delta or logged
-# feature outside them is refused: no made-up feature reaches the links, so
-# the links table holds at most len(FEATURES) features per namespace.
+# prior, delta or logged feature outside them is refused: no made-up feature
+# reaches the links, so the links table holds at most len(FEATURES) features
+# per namespace.
 
 #: The question types, as hm_qtype names them.
 QTYPES = ("other", "when", "who", "where", "what", "how", "how_many", "why", "yes_no")
@@ -467,7 +467,8 @@ _SLOTS: dict[str, tuple[str, ...]] = {
                                      "question", "url", "srcq")}}
 #: hm_active's age buckets.
 _AGES = ("day", "week", "month", "quarter", "year", "old")
-#: The feature a recall adds to a memory judged used for a question like its own.
+#: The feature a recall adds to a memory judged used for a question like its own
+#: (csrc/score.c HM_CTX_FEATURE).
 CONTEXT_FEATURE = "ctx:1"
 #: The features a recall logs for each memory it shows (its shape, srcq and ctx:1).
 SHAPE_FEATURES = frozenset({f"{slot}:{v}" for slot, vs in _SLOTS.items() for v in vs}
