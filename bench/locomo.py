@@ -872,6 +872,12 @@ def _info_notes(infos: list[dict[str, Any]]) -> str:
     return "; " + json.dumps(infos[0])
 
 
+def _precision_note(stats: dict[str, int]) -> str:
+    """Answer feedback's attribution against the gold evidence, for a row's notes."""
+    return (f"; attribution vs gold: precision "
+            f"{stats['marked_gold'] / max(1, stats['marked']):.3f}")
+
+
 def run_loco(system: Any, base: Any, plan: Plan, cfg: str, policy: str, workdir: str) -> Row:
     t = time.time()
     qids: list[str] = []
@@ -903,8 +909,7 @@ def run_loco(system: Any, base: Any, plan: Plan, cfg: str, policy: str, workdir:
                  f"{stats['used'] / max(1, stats['rounds']):.2f}"
                  f" used/round" + _info_notes(infos))
     if policy in ANSWER_POLICIES:
-        row.notes += (f"; attribution vs gold: precision "
-                      f"{stats['marked_gold'] / max(1, stats['marked']):.3f}"
+        row.notes += (_precision_note(stats) +
                       f" ({stats['marked']} judged used), evidence marked for "
                       f"{stats['covered'] / max(1, stats['gold_shown']):.3f} of "
                       f"{stats['gold_shown'] / nf:.0f} answered questions/fold with it shown")
@@ -946,8 +951,7 @@ def run_within(system: Any, base: Any, plan: Plan, cfg: str, policy: str, workdi
                  f"{stats.get('used', 0) / max(1, stats.get('rounds', 0)):.2f} used/round; "
                  f"{plan.within_dropped} near-duplicates dropped" + _info_notes(infos))
     if policy in ANSWER_POLICIES:
-        row.notes += (f"; attribution vs gold: precision "
-                      f"{stats['marked_gold'] / max(1, stats['marked']):.3f}")
+        row.notes += _precision_note(stats)
     log(f"{system.name}: {row.label}: MRR {row.value('mrr'):.3f} ({row.seconds:.1f}s; {row.notes})")
     return row
 
@@ -974,8 +978,7 @@ def run_shared(system: Any, base: Any, plan: Plan, cfg: str, policy: str, workdi
                  f"{stats.get('used', 0) / max(1, stats.get('rounds', 0)):.2f} used/round"
                  + _info_notes([info]))
     if policy in ANSWER_POLICIES:
-        row.notes += (f"; attribution vs gold: precision "
-                      f"{stats['marked_gold'] / max(1, stats['marked']):.3f}")
+        row.notes += _precision_note(stats)
     log(f"{system.name}: {row.label}: MRR {row.value('mrr'):.3f} ({row.seconds:.1f}s; {row.notes})")
     return row
 
