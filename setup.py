@@ -93,7 +93,8 @@ if sys.platform != "win32":  # .incbin: GNU as and Apple's assembler
 setup(
     name="heapmem",
     version=VERSION,
-    description="Agent memory in one SQLite file, ranked in C inside SQL, that learns what is worth recalling",
+    description=("Agent memory in one SQLite file, ranked in C inside SQL, that learns what "
+                 "is worth recalling"),
     long_description=open(os.path.join(HERE, "README.md"), encoding="utf-8").read()
     if os.path.exists(os.path.join(HERE, "README.md")) else "",
     long_description_content_type="text/markdown",

@@ -230,7 +230,8 @@ static double hm_explored(double g, double m, double a, double b, const hm_draw 
  * its posterior mean: the draw itself at explore 1 where nothing is gated.
  * The draw's spread shrinks as the link's evidence grows, so exploration
  * fades where the store has learned.  Which link of a slot counts (combine
- * 1) is still the gate's choice; eff then receives the explored effects. */
+ * 1) is still the gate's choice; eff then receives the explored effects.
+ * A lift-only link (hm_lift_only) is never below 1, drawn or not. */
 static int hm_usefulness(const char *active, const unsigned char *links, i64 count,
                          const hm_config *c, const hm_draw *x, double *use, double *eff,
                          int max, double *evidence) {
@@ -273,7 +274,8 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
       } else {
         double base = sl ? p_q : p_all, m, se;
         double g = hm_gate(base, k0, A, B, c->gate_z, &m, &se);
-        if (g < base && hm_lift_only(name, (int)(e - name))) g = base;
+        int lift_only = hm_lift_only(name, (int)(e - name));
+        if (g < base && lift_only) g = base;
         eff[n] = g / base; /* the ratio; combine 0 turns it into a cause below */
         passed[n] = eff[n] != 1.0;
         ratio[n] = eff[n]; /* as learned: exploration's draw is not evidence */
@@ -281,6 +283,7 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
         sem[n] = se;
         if (g != base) conf[n] = c->gate_z > 0 ? 1.0 - c->gate_z * se / fabs(m - base) : 1.0;
         if (x) eff[n] = hm_explored(g, m, base * k0 + A, (1.0 - base) * k0 + B, x, p, L) / base;
+        if (eff[n] < 1.0 && lift_only) eff[n] = 1.0; /* nor does a draw push it below */
       }
       n++;
     }

@@ -165,6 +165,22 @@ def test_exploration_fades_as_evidence_grows_and_stays_bounded():
     assert list(_native.explore(feats, ages, "other", little, off, 7)) == [1.0, 1.0, 1.0]
 
 
+def test_a_draw_never_pushes_ctx_1_below_one():
+    """ctx:1 only lifts (tests/test_context.py): no Thompson draw of its
+    posterior puts a memory with a record below its twin without one, where
+    the link sits at the base rate (its draws spread either side) or far
+    below it (lift-only, so it counts at the base rate unexplored)."""
+    names = ["base", "kind:fact", "src:user", "len:m"]
+    twins = ["kind:fact src:user len:m ctx:1", "kind:fact src:user len:m"]
+    cfg = heapmem.ScoringConfig(explore=4).cdata
+    for ctx in ((30.0, 70.0), (0.0, 1000.0)):
+        links = _link_set([(n, 30.0, 70.0) for n in names] + [("ctx:1",) + ctx])
+        f = np.array([_native.explore(twins, [3.0, 3.0], "other", links, cfg, s)
+                      for s in range(200)])
+        assert (f[:, 0] >= f[:, 1] - 1e-12).all()
+        assert (f[:, 0] > f[:, 1] + 1e-3).any() or ctx[0] == 0  # draws above still lift
+
+
 def test_the_sampler_is_a_seeded_beta():
     for a, b in ((0.1, 9.9), (2.5, 7.5), (1.0, 1.0), (300.0, 700.0)):
         x = _native.beta_samples(a, b, 42, 20000)
