@@ -2,7 +2,7 @@
  * feedback.c: feedback as one SQL call, and the robust pooled layer it keeps.
  * Relies on: score.c (the config fields' table), sqlfuncs.c (hm_is_number,
  * hm_repr, hm_json_string), recall.c (hm_conn and its statement cache,
- * hr_config, hr_now, the recall's statements) and store.c's hm_check_store
+ * hr_now, the recall's statements) and store.c's hm_check_store
  * (declared in recall.c); heap_credit, heap_fold (sqlfuncs.c) and
  * heap_attribute (attribute.c) run inside its statements.  store.c uses its
  * hf_* helpers.
@@ -928,7 +928,7 @@ static int hf_judge_config(hf_ctx *x, sqlite3_value **argv, int argc, int i, hf_
     hf_done(x, st);
   }
   if (!j->cfgtext) return hf_fail(x, SQLITE_NOMEM, "out of memory");
-  if (hr_config(j->cfgtext, &j->cfg, err, sizeof err) != HM_OK)
+  if (hm_config_parse(j->cfgtext, &j->cfg, err, sizeof err) != HM_OK)
     return hf_fail(x, SQLITE_ERROR, "config: %s", err);
   sqlite3_str *cs = sqlite3_str_new(x->db);
   for (int k = 0; k < HM_NCONFIG; k++) {

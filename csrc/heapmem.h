@@ -34,6 +34,7 @@
  *       HM_RULE_POSITIVE a finite number > 0
  *       HM_RULE_PRIOR    a normal positive number; prior_alpha + prior_beta <= high
  *       HM_RULE_SWITCH   exactly low or high
+ *       HM_RULE_COUNT    a whole number, low <= value <= high
  * message is the error a bad value gets.
  * heapmem/config.py's ScoringConfig takes its C fields, in this order, and
  * their defaults from this list.
@@ -54,7 +55,7 @@
   X(backoff, 1.0, 0, 1, HM_RULE_SWITCH, "backoff must be 1 (crossed links back off) or 0")      \
   X(max_lift, 3.0, 1, 1e12, HM_RULE_RANGE, "max_lift must be a number from 1 to 1e12")        \
   X(w_evidence, 0.0, 0, 100, HM_RULE_RANGE, "w_evidence must be a number from 0 to 100")        \
-  X(candidates, 50, 1, 1000, HM_RULE_RANGE, "candidates must be an integer from 1 to 1000")      \
+  X(candidates, 50, 1, 1000, HM_RULE_COUNT, "candidates must be an integer from 1 to 1000")      \
   X(lexical_weight, 0.7, 0, 1, HM_RULE_RANGE, "lexical_weight must be between 0 and 1")          \
   X(min_cosine, 0.2, -1, 1, HM_RULE_RANGE, "min_cosine must be between -1 and 1")                \
   X(w_context, 1.0, 0, 100, HM_RULE_RANGE, "w_context must be a number from 0 to 100")          \
@@ -94,6 +95,7 @@
 #define HM_RULE_POSITIVE 1
 #define HM_RULE_PRIOR 2
 #define HM_RULE_SWITCH 3
+#define HM_RULE_COUNT 4
 
 typedef struct {
   HM_CONFIG_FIELDS(HM_CONFIG_MEMBER)

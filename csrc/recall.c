@@ -356,16 +356,6 @@ static int hr_sqlfail(hr_vtab *t, int rc) {
   return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_ERROR : rc;
 }
 
-/* A config string over the defaults; candidates must be a whole number. */
-static int hr_config(const char *text, hm_config *cfg, char *err, int errlen) {
-  if (hm_config_parse(text, cfg, err, errlen) != HM_OK) return HM_ERROR;
-  if (cfg->candidates != floor(cfg->candidates)) {
-    hm_seterr(err, errlen, "candidates must be an integer from 1 to 1000%s", "");
-    return HM_ERROR;
-  }
-  return HM_OK;
-}
-
 /* The current time, unix seconds, from the VFS (as SQLite's 'now'). */
 static double hr_now(sqlite3 *db) {
   sqlite3_vfs *vfs = NULL;
@@ -554,7 +544,7 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
   if (v && sqlite3_value_type(v) != SQLITE_NULL) {
     if (sqlite3_value_type(v) != SQLITE_TEXT)
       return hr_fail(t, "heap_recall: config must be text such as 'w_usefulness=0.5'%s", "");
-    if (hr_config((const char *)sqlite3_value_text(v), &c->cfg, err, sizeof err) != HM_OK)
+    if (hm_config_parse((const char *)sqlite3_value_text(v), &c->cfg, err, sizeof err) != HM_OK)
       return hr_fail(t, "heap_recall: %s", err);
   } else {
     /* the store's tuned weights, as Memory opens with them */
@@ -562,7 +552,7 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
     rc = sqlite3_step(st);
     if (rc != SQLITE_ROW) return hr_sqlfail(t, rc);
     const char *tuned = (const char *)sqlite3_column_text(st, 0);
-    rc = hr_config(tuned, &c->cfg, err, sizeof err);
+    rc = hm_config_parse(tuned, &c->cfg, err, sizeof err);
     sqlite3_reset(st);
     if (rc != HM_OK)
       return hr_fail(t, "heap_recall: the store's tuned config cannot be used (%s)", err);

@@ -169,6 +169,7 @@ static const struct {
     HM_SCALAR("heap_rebuild_pool", 1, HM_WRITE, heap_rebuild_pool),
     HM_SCALAR("heap_tune", 0, HM_WRITE, heap_tune),
     HM_SCALAR("heap_tune", 1, HM_WRITE, heap_tune),
+    HM_SCALAR("heap_save_config", 1, HM_WRITE, heap_save_config),
 #undef HM_PURE
 #undef HM_WRITE
 #undef HM_SCALAR

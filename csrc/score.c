@@ -59,6 +59,7 @@ static int hm_config_check(const hm_config *c, char *err, int errlen) {
     /* isnormal: a subnormal prior (5e-324) divides down to 0 and makes NaN scores */
     case HM_RULE_PRIOR: ok = isnormal(v) && v > 0 && c->prior_alpha + c->prior_beta <= hi; break;
     case HM_RULE_SWITCH: ok = v == lo || v == hi; break;
+    case HM_RULE_COUNT: ok = v >= lo && v <= hi && v == floor(v); break;
     default: ok = v >= lo && v <= hi; break; /* NaN fails */
     }
     if (!ok) {

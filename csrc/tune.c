@@ -2,6 +2,7 @@
  * tune.c: heap_tune, the choice of w_usefulness from the store's own log.
  *
  *   SELECT heap_tune([options]);
+ *   SELECT heap_save_config(config);
  *
  * options: a JSON object, every key optional: grid (the weights tried, an
  * array of numbers from 0 to 100), boot (bootstrap resamples, 1 to 100000;
@@ -24,8 +25,8 @@
  * as relevance, importance 1, no rules), takes the reciprocal rank of the
  * first used memory, and deploys the best weight only when a paired
  * bootstrap over the folds' groups (splitmix64, seeded) puts its gain's
- * interval above 0.  Deploying writes meta 'tuned' as
- * Memory.set_config(save=True) does.  Returns one JSON object: deployed,
+ * interval above 0.  Deploying writes meta 'tuned', as heap_save_config
+ * (Memory.set_config(save=True)) does.  Returns one JSON object: deployed,
  * reason, recalls, folds, current, best, gain [mean, lo, hi], table
  * [[w, mrr], ...], after, against.
  *
@@ -246,7 +247,7 @@ static int ht_config(hf_ctx *x, const char *text, hm_config *cfg) {
     else text = (const char *)sqlite3_column_text(st, 0);
   }
   if (rc == SQLITE_ROW || rc == SQLITE_OK) {
-    rc = hr_config(text, cfg, err, sizeof err) == HM_OK ? SQLITE_OK : SQLITE_ERROR;
+    rc = hm_config_parse(text, cfg, err, sizeof err) == HM_OK ? SQLITE_OK : SQLITE_ERROR;
     if (rc) hf_fail(x, SQLITE_ERROR, st ? "the store's tuned config cannot be used (%s)"
                                         : "config: %s", err);
   }
@@ -912,7 +913,7 @@ static char *ht_tuned_json(const hm_config *cfg) {
     double v = *hm_config_slot((hm_config *)cfg, i);
     char num[32];
     int integral = hm_config_fields[i].rule == HM_RULE_SWITCH ||
-                   !strcmp(hm_config_fields[i].name, "candidates");
+                   hm_config_fields[i].rule == HM_RULE_COUNT;
     if (integral && v == floor(v) && fabs(v) < 1e15) snprintf(num, sizeof num, "%lld",
                                                               (long long)v);
     else hm_repr(v, num);
@@ -922,11 +923,10 @@ static char *ht_tuned_json(const hm_config *cfg) {
   return sqlite3_str_finish(s);
 }
 
-/* Save cfg with w_usefulness w as the store's tuned config. */
-static int ht_deploy(hf_ctx *x, const hm_config *base, double w) {
-  hm_config cfg = *base;
-  cfg.w_usefulness = w;
-  char *json = ht_tuned_json(&cfg);
+/* Save cfg as the store's tuned config (meta 'tuned', whose only writer
+ * this is); *saved (NULL: not wanted) receives the JSON written. */
+static int ht_save(hf_ctx *x, const hm_config *cfg, char **saved) {
+  char *json = ht_tuned_json(cfg);
   if (!json) return hf_fail(x, SQLITE_NOMEM, "out of memory");
   sqlite3_stmt *st = NULL;
   int rc = hf_prepare(x, "INSERT INTO heapmem_meta(key, value) VALUES ('" HM_META_TUNED "', ?1) "
@@ -936,8 +936,16 @@ static int ht_deploy(hf_ctx *x, const hm_config *base, double w) {
     rc = hf_exec(x, st);
   }
   hf_done(x, st);
-  sqlite3_free(json);
+  if (!rc && saved) *saved = json;
+  else sqlite3_free(json);
   return rc;
+}
+
+/* Save cfg with w_usefulness w as the store's tuned config. */
+static int ht_deploy(hf_ctx *x, const hm_config *base, double w) {
+  hm_config cfg = *base;
+  cfg.w_usefulness = w;
+  return ht_save(x, &cfg, NULL);
 }
 
 /* Deploy the best weight only if its gain's interval (over the reference:
@@ -1151,6 +1159,41 @@ static void heap_tune(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   }
   sqlite3_free(out);
   char *m = sqlite3_mprintf("heap_tune: %s", x.err ? x.err : sqlite3_errstr(rc));
+  sqlite3_result_error(ctx, m ? m : "out of memory", -1);
+  if (x.code && x.code != SQLITE_ERROR) sqlite3_result_error_code(ctx, x.code);
+  sqlite3_free(m);
+  sqlite3_free(x.err);
+}
+
+/* heap_save_config(config): config (text as heap_recall and heap_score take
+ * it, 'w_usefulness=0.5 max_lift=4', over the defaults) becomes the store's
+ * tuned config, the one heap_recall and every later open without an
+ * explicit config use, as a deployment by heap_tune does
+ * (Memory.set_config(save=True) calls it).  Returns the JSON saved.  A bad
+ * config, a read-only store or a database that is not a heapmem store is an
+ * error, and nothing is written. */
+static void heap_save_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc;
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = sqlite3_user_data(ctx)};
+  char *why = NULL, *saved = NULL, err[HM_ERRLEN];
+  hm_config cfg;
+  hm_keep_statements(&x);
+  int rc = hm_check_store(x.db, x.conn, &why);
+  if (rc != SQLITE_OK) hf_fail(&x, rc, "%s", why ? why : "out of memory");
+  sqlite3_free(why);
+  if (!rc && sqlite3_value_type(argv[0]) != SQLITE_TEXT)
+    rc = hf_fail(&x, SQLITE_MISMATCH, "config must be text such as 'w_usefulness=0.5'");
+  if (!rc && hm_config_parse((const char *)sqlite3_value_text(argv[0]), &cfg, err,
+                             sizeof err) != HM_OK)
+    rc = hf_fail(&x, SQLITE_ERROR, "%s", err);
+  if (!rc && sqlite3_db_readonly(x.db, "main") == 1)
+    rc = hf_fail(&x, SQLITE_READONLY, "the store is read-only here");
+  if (!rc) rc = ht_save(&x, &cfg, &saved);
+  if (rc == SQLITE_OK) {
+    sqlite3_result_text(ctx, saved, -1, sqlite3_free);
+    return;
+  }
+  char *m = sqlite3_mprintf("heap_save_config: %s", x.err ? x.err : sqlite3_errstr(rc));
   sqlite3_result_error(ctx, m ? m : "out of memory", -1);
   if (x.code && x.code != SQLITE_ERROR) sqlite3_result_error_code(ctx, x.code);
   sqlite3_free(m);

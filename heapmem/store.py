@@ -1238,7 +1238,7 @@ class Memory:
         new = (config or self.config).replace(**changes) if changes else (config or self.config)
         if save:
             with self._write() as c:
-                schema.meta_set(c, schema.META_TUNED, json.dumps(new.to_dict(), sort_keys=True))
+                c.execute(sql.SAVE_CONFIG, {"config": new.to_sql()})
         self.config = new
         return new
 

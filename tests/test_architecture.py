@@ -267,6 +267,25 @@ def test_meta_keys_are_spelled_only_in_schema():
     assert bad == []
 
 
+def test_the_tuned_config_has_one_writer_the_c_core_s_tune_c():
+    """meta 'tuned' (the saved config) is written by csrc/tune.c alone:
+    heap_tune's deploy and heap_save_config, which set_config(save=True)
+    and a restore call.  No Python module writes it, and no other C file."""
+    bad = []
+    for mod in MODULES:
+        for node in ast.walk(_tree(mod)):
+            if (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "meta_set"
+                    and len(node.args) > 1 and "META_TUNED" in ast.dump(node.args[1])):
+                bad.append(f"{_where(mod)}:{node.lineno}")
+    for path in sorted(glob.glob(os.path.join(ROOT, "csrc", "*.c"))):
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        if re.search(r"INSERT[^;]*heapmem_meta[^;]*HM_META_TUNED", text) and \
+                not path.endswith("tune.c"):
+            bad.append(os.path.relpath(path, ROOT))
+    assert bad == []
+
+
 def test_every_module_says_what_it_owns():
     for mod in MODULES:
         if mod in ("__init__", "_version", "__main__") or mod in PACKAGES:

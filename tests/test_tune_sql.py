@@ -247,3 +247,81 @@ def test_a_bad_autotune_argument_is_one_sentence_and_writes_nothing(tmp_path):
                   (rid, json.dumps([used]))).fetchall()
     assert c.execute("SELECT count(*) FROM events WHERE recall_id = ?", (rid,)).fetchall() == [(0,)]
     c.close()
+
+
+# -- heap_save_config: the one writer of meta 'tuned' besides heap_tune's deploy ----------
+
+SAVED = heapmem.ScoringConfig(w_usefulness=0.5, max_lift=4.0, candidates=40)
+
+
+def test_save_config_is_what_set_config_saves_and_every_door_reads(taught, tmp_path):
+    """set_config(save=True) is heap_save_config: the same JSON in the file
+    (ScoringConfig.to_dict's, sorted), and a raw heap_recall without a
+    config and a later open both use it."""
+    py, raw = _copy(taught, tmp_path, "py.db"), _copy(taught, tmp_path, "raw.db")
+    with heapmem.open(str(py)) as mem:
+        mem.set_config(SAVED, save=True)
+    c = _raw(raw)
+    out = c.execute("SELECT heap_save_config(?)", (SAVED.to_sql(),)).fetchall()[0][0]
+    assert out == _tuned(raw) == _tuned(py) == json.dumps(SAVED.to_dict(), sort_keys=True)
+    ns, q = c.execute("SELECT namespace, query FROM recalls LIMIT 1").fetchall()[0]
+    got = c.execute('SELECT "explain" FROM heap_recall(?, ?, 3, 1700000000, NULL, 0)',
+                    (q, ns)).fetchall()
+    want = c.execute('SELECT "explain" FROM heap_recall(?, ?, 3, 1700000000, ?, 0)',
+                     (q, ns, SAVED.to_sql())).fetchall()
+    c.close()
+    assert got == want
+    with heapmem.open(str(raw)) as again:
+        assert again.config == SAVED
+    # a config string over the defaults: what it leaves out is the default
+    c = _raw(raw)
+    c.execute("SELECT heap_save_config('w_usefulness=0.25')").fetchall()
+    c.close()
+    with heapmem.open(str(raw)) as again:
+        assert again.config == heapmem.ScoringConfig(w_usefulness=0.25)
+
+
+@pytest.mark.parametrize("config, says", [
+    ("nope=1", "unknown config key 'nope'"),
+    ("w_usefulness=-1", "w_usefulness must be a number from 0 to 100"),
+    ("candidates=2.5", "candidates must be an integer from 1 to 1000"),
+    ("w_usefulness", "expected key=value in the config, got 'w_usefulness'"),
+    (None, "config must be text such as 'w_usefulness=0.5'"),
+    (0.5, "config must be text such as 'w_usefulness=0.5'"),
+    (b"w_usefulness=0.5", "config must be text such as 'w_usefulness=0.5'"),
+])
+def test_a_bad_config_is_one_sentence_and_writes_nothing(taught, tmp_path, config, says):
+    path = _copy(taught, tmp_path, "bad.db")
+    before = _tuned(path)
+    c = _raw(path)
+    with pytest.raises(apsw.Error, match="^heap_save_config: " + re.escape(says)):
+        c.execute("SELECT heap_save_config(?)", (config,)).fetchall()
+    c.close()
+    assert _tuned(path) == before
+
+
+def test_save_config_refuses_a_read_only_store_and_a_database_that_is_not_one(taught, tmp_path):
+    path = _copy(taught, tmp_path, "ro.db")
+    before = _tuned(path)
+    c = _raw(path, readonly=True)
+    with pytest.raises(apsw.ReadOnlyError, match="heap_save_config: the store is read-only"):
+        c.execute("SELECT heap_save_config('w_usefulness=0.5')").fetchall()
+    c.close()
+    assert _tuned(path) == before
+    other = apsw.Connection(str(tmp_path / "other.db"))
+    heapmem.load(other)
+    other.execute("CREATE TABLE t(x)")
+    with pytest.raises(apsw.Error, match="^heap_save_config: .*not a heapmem store"):
+        other.execute("SELECT heap_save_config('w_usefulness=0.5')").fetchall()
+    assert other.execute("SELECT name FROM sqlite_master").fetchall() == [("t",)]
+    other.close()
+
+
+@pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 shell on PATH")
+def test_the_sqlite3_shell_saves_the_config_python_opens_with(taught, tmp_path):
+    path = _copy(taught, tmp_path, "shell.db")
+    subprocess.run(["sqlite3", str(path), "-cmd", f".load {heapmem.loadable_path()}",
+                    f"SELECT heap_save_config('{SAVED.to_sql()}');"],
+                   capture_output=True, text=True, check=True)
+    with heapmem.open(str(path)) as mem:
+        assert mem.config == SAVED

@@ -257,6 +257,9 @@ OPTIMIZE = "PRAGMA optimize"
 # tune(): the C core's heap_tune (csrc/tune.c) replays, decides and deploys;
 # :options is its JSON object of options, the report comes back as JSON.
 TUNE = "SELECT heap_tune(:options)"
+# set_config(save=True), and a restore's tuned weights: the C core's
+# heap_save_config (csrc/tune.c), the one writer of meta 'tuned'
+SAVE_CONFIG = "SELECT heap_save_config(:config)"
 
 # -- checking ----------------------------------------------------------------------
 

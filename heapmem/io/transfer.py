@@ -1076,7 +1076,8 @@ def _apply_meta(st: _Import, mem: Memory, fresh: bool) -> list[str]:
             # a restore into a new store takes the file's tuned weights; a
             # merge never changes the weights of a store in use
             if fresh and schema.meta_get(c, k) is None:
-                schema.meta_set(c, k, v)
+                c.execute(sql.SAVE_CONFIG, {"config": ScoringConfig.from_dict(
+                    json.loads(v)).to_sql()})
             else:
                 notes.append("the file's tuned weights were not applied (this store was not "
                              "empty); tune() or set_config(save=True) sets them")
