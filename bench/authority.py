@@ -38,7 +38,10 @@ and a relevance-only row (w_importance = w_usefulness = w_context = 0, no feedba
 The stores open with the defaults, so feedback runs tune() by itself at 30, 60
 and 120 judged recalls (auto-tune); each condition's line on stderr gives the
 w_usefulness in force after the feedback, per seed.  --config opens with an
-explicit config, under which auto-tune does not run.
+explicit config, under which auto-tune does not run.  The second table counts,
+per condition, the held-out misses and those where the user's memory was
+lifted as far as max_lift lets a lift go (explain() says "bounded to"): there
+the links had found the user's memory and the trust bound kept it second.
 """
 from __future__ import annotations
 
@@ -169,7 +172,7 @@ def run(seed: int, cond: str, n_train: int, n_test: int, embedder: str,
     cfg = None
     if cond == "relevance":
         cfg = mem.config.replace(w_importance=0.0, w_usefulness=0.0, w_context=0.0)
-    hits = 0
+    hits = bounded = 0
     first = Counter()
     for u in range(n_train, n_train + n_test):
         for tp in users[u]:
@@ -177,11 +180,15 @@ def run(seed: int, cond: str, n_train: int, n_test: int, embedder: str,
                            **({"config": cfg} if cfg else {}))
             top = r.ids[0] if r.ids else None
             hits += top == tp["user_id"]
+            # a miss where the user's memory was lifted as far as max_lift lets it go
+            mine = [x for x in r if x.id == tp["user_id"]]
+            bounded += bool(top != tp["user_id"] and mine and mine[0].usefulness > 1
+                            and "(bounded to x" in mine[0].explain())
             first[top.rsplit("-", 1)[1] if top else "none"] += 1
     mem.close()
     n = n_test * TOPICS
-    return {"hit1": hits / n, "given": given, "unshown": unshown, "first": first, "n": n,
-            "tuned": tuned, "in_force": in_force}
+    return {"hit1": hits / n, "misses": n - hits, "bounded": bounded, "given": given,
+            "unshown": unshown, "first": first, "n": n, "tuned": tuned, "in_force": in_force}
 
 
 CONDS = ["relevance", "none", "clean", "flip20", "scarce40", "shuffled"]
@@ -253,14 +260,18 @@ def main(argv: list[str] | None = None) -> int:
         out.append(f"| {'hybrid (defaults)' if emb == 'default' else 'embedder=None'} | "
                    f"{LABEL[cond]} | {fbs} | " + " | ".join(f"{h:.3f}" for h in hs)
                    + f" | **{statistics.mean(hs):.3f}** | {min(hs):.3f} |")
-    out += ["", "Which source the held-out users' recalls put first (all seeds):", "",
-            "| recall | condition | user | tool | web | assistant |", "|---|---|---|---|---|---|"]
+    out += ["", "Which source the held-out users' recalls put first (all seeds), and the misses "
+            "where the user's memory was lifted as far as max_lift allows (the bound, not the "
+            "learning, kept it second):", "",
+            "| recall | condition | user | tool | web | assistant | misses | at the bound |",
+            "|---|---|---|---|---|---|---|---|"]
     for emb, cond, res in rows:
         tot = sum((r["first"] for r in res), Counter())
         n = sum(r["n"] for r in res)
         out.append(f"| {'hybrid' if emb == 'default' else 'embedder=None'} | {LABEL[cond]} | "
                    + " | ".join(f"{tot[s] / n:.2f}" for s in ("user", "tool", "web",
-                                                              "assistant")) + " |")
+                                                              "assistant"))
+                   + f" | {sum(r['misses'] for r in res)} | {sum(r['bounded'] for r in res)} |")
     text = "\n".join(out)
     print(text)
     if a.out:
