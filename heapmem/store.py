@@ -258,8 +258,8 @@ class Memory:
         if config is None:
             self._read_tuned()
         #: whether feedback runs tune() at the points of its schedule: open()'s
-        #: auto_tune, never with an explicit config, nor on a libSQL server
-        self.auto_tune = auto_tune and config is None and not self._remote
+        #: auto_tune, never with an explicit config
+        self.auto_tune = auto_tune and config is None
         if default:
             self._embedder = self._default_embedder()
         if self._embedder is not None:
@@ -1483,9 +1483,8 @@ def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
     usefulness weight only where the store's own feedback says it ranks
     better (Memory.tune()).  It does not run with auto_tune=False, nor when
     config= is given (the caller chose the weights; set_config(save=True)
-    and tune() still work), nor on a libSQL server (every statement there is
-    a network round trip, and tune reads the whole log: call tune() from
-    one place instead).
+    and tune() still work).  On a libSQL server it runs there, inside the
+    feedback's own request (the server's heapmem library).
     """
     return Memory(path, clock=clock, config=config, readonly=readonly, embedder=embedder,
                   reembed=reembed, durable=durable, verify=verify, auth_token=auth_token,

@@ -855,3 +855,28 @@ def test_feedback_from_an_answer_through_a_replica(cluster, tmp_path):
     finally:
         for m in (primary, replica, local):
             m.close()
+
+
+def test_feedback_through_a_replica_auto_tunes_as_a_local_file(cluster, tmp_path):
+    """Auto-tune runs in the server's library, inside the feedback's own
+    request: the 30th judged recall through a replica tunes as the same
+    feedback on a local file does, deploys the same weight into the primary's
+    file, and every later open through the server starts from it."""
+    from test_autotune import _world  # an authority world: clean feedback deploys
+
+    def at(path):
+        return heapmem.open(path, clock=lambda: 1_700_000_000.0)
+
+    local, replica = at(str(tmp_path / "local.db")), at(cluster.replicas[0].url)
+    try:
+        runs = [_world(m, 10) for m in (local, replica)]
+        assert [i for i, r in enumerate(runs[1], 1) if r is not None] == [30]
+        mine, theirs = runs[0][29], runs[1][29]
+        assert theirs.deployed and (theirs.recalls, theirs.best, theirs.gain, theirs.after) == \
+            (mine.recalls, mine.best, mine.gain, mine.after)
+        assert replica.config == local.config and replica.config.w_usefulness > 0.3
+    finally:
+        local.close()
+        replica.close()
+    with at(cluster.primary.url) as primary, at(str(tmp_path / "local.db")) as again:
+        assert primary.config == again.config == replica.config
