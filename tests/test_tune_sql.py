@@ -51,6 +51,18 @@ def _tuned(path):
     return out[0][0] if out else None
 
 
+def _refused(path, function, arg, says, error, readonly=False):
+    """function(arg) on path fails with one sentence, and meta 'tuned' is as
+    it was; returns path."""
+    before = _tuned(path)
+    c = _raw(path, readonly)
+    with pytest.raises(error, match=f"^{function}: " + re.escape(says)):
+        c.execute(f"SELECT {function}(?)", (arg,)).fetchall()
+    c.close()
+    assert _tuned(path) == before
+    return path
+
+
 def _what(report):
     """What a door's report holds, as plain values (a TuneReport or heap_tune's JSON)."""
     if isinstance(report, dict):
@@ -113,13 +125,8 @@ def test_the_sqlite3_shell_tunes_too(taught, tmp_path):
     ('{"config": "w_usefulness=-1"}', "config: w_usefulness must be a number from 0 to 100"),
 ])
 def test_bad_options_are_one_sentence_and_write_nothing(taught, tmp_path, options, says):
-    path = _copy(taught, tmp_path, "bad.db")
-    before = _tuned(path)
-    c = _raw(path)
-    with pytest.raises(apsw.SQLError, match="^heap_tune: " + re.escape(says)):
-        c.execute("SELECT heap_tune(?)", (options,)).fetchall()
-    c.close()
-    assert _tuned(path) == before
+    path = _refused(_copy(taught, tmp_path, "bad.db"), "heap_tune", options, says,
+                    apsw.SQLError)
     with heapmem.open(str(path)) as mem, pytest.raises(ValueError, match="boot must be"):
         tune.tune(mem, boot=0)
 
@@ -291,23 +298,12 @@ def test_save_config_is_what_set_config_saves_and_every_door_reads(taught, tmp_p
     (b"w_usefulness=0.5", "config must be text such as 'w_usefulness=0.5'"),
 ])
 def test_a_bad_config_is_one_sentence_and_writes_nothing(taught, tmp_path, config, says):
-    path = _copy(taught, tmp_path, "bad.db")
-    before = _tuned(path)
-    c = _raw(path)
-    with pytest.raises(apsw.Error, match="^heap_save_config: " + re.escape(says)):
-        c.execute("SELECT heap_save_config(?)", (config,)).fetchall()
-    c.close()
-    assert _tuned(path) == before
+    _refused(_copy(taught, tmp_path, "bad.db"), "heap_save_config", config, says, apsw.Error)
 
 
 def test_save_config_refuses_a_read_only_store_and_a_database_that_is_not_one(taught, tmp_path):
-    path = _copy(taught, tmp_path, "ro.db")
-    before = _tuned(path)
-    c = _raw(path, readonly=True)
-    with pytest.raises(apsw.ReadOnlyError, match="heap_save_config: the store is read-only"):
-        c.execute("SELECT heap_save_config('w_usefulness=0.5')").fetchall()
-    c.close()
-    assert _tuned(path) == before
+    _refused(_copy(taught, tmp_path, "ro.db"), "heap_save_config", "w_usefulness=0.5",
+             "the store is read-only here", apsw.ReadOnlyError, readonly=True)
     other = apsw.Connection(str(tmp_path / "other.db"))
     heapmem.load(other)
     other.execute("CREATE TABLE t(x)")
