@@ -11,7 +11,9 @@
  * from the events of the recalls from the oldest of them on; all), against
  * (the weight a gain is measured against, deployed again where no weight is
  * significantly better than it; the weight in force), level (the bootstrap
- * interval's coverage, above 0 and below 1; 0.95) and config (the config in
+ * interval's coverage for the whole choice, above 0 and below 1; 0.95: the
+ * best of the n weights other than the reference is the one tested, so its
+ * interval covers 1 - (1 - level) / n, Bonferroni) and config (the config in
  * force, as heap_score takes it; the store's tuned config).
  *
  * Every tracked recall logs what it showed (features, ages, the score
@@ -891,6 +893,7 @@ typedef struct {
   char *reason;
   const char *folds;
   double cur_w, cur_mrr, best_w, best_mrr, gain[3], after, against;
+  double each; /* the interval's coverage for one weight: level split among the others */
   double *w, *mrr; /* the weights replayed and their MRR */
 } ht_report;
 
@@ -963,8 +966,12 @@ static int ht_decide(hf_ctx *x, const ht_opts *o, ht_report *rep) {
           ? sqlite3_mprintf("the weight in force is already the best, significantly better "
                             "than w_usefulness=%g", ref)
           : sqlite3_mprintf("the weight in force is already the best");
+    else if (rep->nw > 2)
+      rep->reason = sqlite3_mprintf("the gain's %g%% interval (%g%% for the choice among %d "
+                                    "weights) includes 0: not significant", rep->each * 100,
+                                    o->level * 100, rep->nw - 1);
     else
-      rep->reason = sqlite3_mprintf("the gain's %.0f%% interval includes 0: not significant",
+      rep->reason = sqlite3_mprintf("the gain's %g%% interval includes 0: not significant",
                                     o->level * 100);
     return rep->reason ? SQLITE_OK : hf_fail(x, SQLITE_NOMEM, "out of memory");
   }
@@ -1086,7 +1093,13 @@ static int ht_measure(hf_ctx *x, const ht_opts *o, ht_log *l, ht_report *rep) {
       group[i] = l->by_ns ? l->rank[l->r[i].ns] : i;
     }
     rep->gain[0] = sum / l->n;
-    rc = ht_bootstrap(x, diff, group, l->n, l->by_ns ? l->nranked : l->n, o, &rep->gain[1],
+    /* the best of nw - 1 weights is tested, so each at level split among them
+     * (Bonferroni), as auto-tune has been since 17.7: picking the best of
+     * eight at 95% each would pass by chance far more often than 5% */
+    ht_opts each = *o;
+    if (rep->nw > 2) each.level = 1.0 - (1.0 - o->level) / (rep->nw - 1);
+    rep->each = each.level;
+    rc = ht_bootstrap(x, diff, group, l->n, l->by_ns ? l->nranked : l->n, &each, &rep->gain[1],
                       &rep->gain[2]);
   }
   if (!rc) {
@@ -1220,9 +1233,9 @@ static void heap_save_config(sqlite3_context *ctx, int argc, sqlite3_value **arg
  * failure leaves the feedback as it is. */
 #define HT_AUTO_WINDOW 2000
 /* Auto-tune's interval: 99% for the whole choice, split among the grid's
- * other weights (Bonferroni: it deploys the best of them, so each gets
- * 1% / (n - 1), 99.875% for the nine), with the resamples a tail that thin
- * needs.  At a plain 99% a chance pass on LoCoMo's shuffled feedback
+ * other weights as every heap_tune's level is (Bonferroni: it deploys the
+ * best of them, so each gets 1% / (n - 1), 99.875% for the nine), with the
+ * resamples a tail that thin needs.  At a plain 99% a chance pass on LoCoMo's shuffled feedback
  * deployed in 1 to 2 of 10 folds (bench/RESULTS.md 17.7). */
 #define HT_AUTO_LEVEL 0.99
 #define HT_AUTO_BOOT 20000
@@ -1322,7 +1335,7 @@ static char *ht_autotune(hf_ctx *x, const char *config, i64 point, i64 judged) {
   o.newest = judged > HT_AUTO_WINDOW ? HT_AUTO_WINDOW : -1;
   o.deploy = 1;
   o.has_against = 1;
-  o.level = 1.0 - (1.0 - HT_AUTO_LEVEL) / (o.ngrid > 1 ? o.ngrid - 1 : 1);
+  o.level = HT_AUTO_LEVEL; /* ht_measure splits it among the grid's weights */
   hm_config dflt;
   hm_config_default(&dflt);
   o.against = dflt.w_usefulness;

@@ -299,16 +299,37 @@ def test_against_the_default_a_weight_nothing_supports_goes_back_to_it(tmp_path)
 
 def test_its_interval_is_99_percent_split_among_the_grids_other_weights(tmp_path):
     """Auto-tune deploys the best of the grid's weights, so each is tested at
-    1% / 8 (Bonferroni: 99.875%, 20,000 resamples): its report is tune()'s at
-    that level, and not tune()'s at a plain 99%."""
+    1% / 8 (Bonferroni: 99.875%, 20,000 resamples), as tune() by hand splits
+    its level: its report is tune()'s at 99%, and a grid of the best weight
+    alone (nothing to split) gives a narrower interval."""
     path = tmp_path / "a.db"
     with _open(path) as mem:
         rep = _world(mem, 10)[29]
         assert rep is not None
         assert len(rep.table) == 9  # heap_tune's grid: 0 to 1, 0.3 among them
-        split = 1 - (1 - tune.AUTO_LEVEL) / (len(rep.table) - 1)
-        kw = dict(seed=tune.AUTO_SEED, deploy=False, against=tune.AUTO_AGAINST)
-        same = tune.tune(mem, boot=tune.AUTO_BOOT, level=split, **kw)
-        plain = tune.tune(mem, boot=tune.AUTO_BOOT, level=tune.AUTO_LEVEL, **kw)
+        kw = dict(seed=tune.AUTO_SEED, deploy=False, against=tune.AUTO_AGAINST,
+                  boot=tune.AUTO_BOOT, level=tune.AUTO_LEVEL)
+        same = tune.tune(mem, **kw)
+        alone = tune.tune(mem, grid=[rep.best["w_usefulness"]], **kw)
     assert same.gain == rep.gain and same.best == rep.best
-    assert plain.gain[1] > rep.gain[1]  # a plain 99% interval's low end lies higher
+    assert alone.best == rep.best and len(alone.table) == 2
+    assert alone.gain[1] > rep.gain[1]  # one comparison: a plain 99% interval lies higher
+
+
+def test_tune_by_hand_splits_its_level_among_the_grids_weights(tmp_path):
+    """tune() deploys the best of its grid, so its 95% is for that choice:
+    the best of eight other weights is tested at 99.375%.  In this world (5
+    users' clean feedback, 7 users' shuffled) w_usefulness=1 gains +0.10 MRR;
+    tested alone its 95% interval lies above 0, chosen among eight it does
+    not, and nothing is deployed."""
+    with _open(tmp_path / "a.db", auto_tune=False) as mem:
+        _world(mem, 5, mode="clean", seed=3)
+        _world(mem, 7, mode="shuffled", seed=3, first=5)
+        chosen = mem.tune()
+        alone = tune.tune(mem, grid=[1.0], deploy=False)
+        assert chosen.best["w_usefulness"] == 1.0 and chosen.gain[0] == alone.gain[0] > 0.1
+        assert chosen.gain[1] < 0 < alone.gain[1]
+        assert not chosen.deployed and mem.config.w_usefulness == 0.3
+        assert chosen.reason == ("the gain's 99.375% interval (95% for the choice among 8 "
+                                 "weights) includes 0: not significant")
+        assert alone.reason == "significant, but deploy=False"

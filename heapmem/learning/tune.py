@@ -17,7 +17,8 @@ under other usefulness weights, with the links learned from the *other* folds
 of the log only (grouped cross-validation: by namespace when there are enough
 namespaces, else by recall), and deploys a new weight only if it ranks the
 used memories higher than the current one with a paired bootstrap 95%
-interval above zero.  Otherwise nothing changes.
+interval above zero, for the choice as a whole (split among the grid's
+weights).  Otherwise nothing changes.
 
 Auto-tune (heap_feedback; from Python unless the store was opened with
 auto_tune=False or an explicit config): tune runs by itself after the feedback that brings
@@ -52,8 +53,9 @@ AUTO_SEED = 0
 #: LoCoMo's shuffled feedback some did (bench/RESULTS.md 17).
 AUTO_AGAINST = ScoringConfig().w_usefulness
 #: Auto-tune's interval: 99% for its whole choice, not tune()'s 95%, split
-#: among the grid's other weights (Bonferroni: it deploys the best of them,
-#: so each is tested at 1% / 8, a 99.875% interval, with 20,000 resamples).
+#: among the grid's other weights as every tune's is (Bonferroni: it deploys
+#: the best of them, so each is tested at 1% / 8, a 99.875% interval, with
+#: 20,000 resamples).
 #: It runs again at every point of its schedule, each time choosing the best
 #: of the grid: at 95% chance passed in 2 of LoCoMo LOCO's 10 shuffled folds,
 #: at a plain 99% in 1 or 2 (bench/RESULTS.md 17 and 17.7), with the split in
@@ -78,7 +80,10 @@ def tune(mem: Any, *, grid: Sequence[float] | None = None, boot: int = 2000, see
     better than W, W is deployed (auto-tune passes the default weight: each
     of its decisions then rests on all the recalls it replays, never on what
     an earlier, smaller replay deployed).  level: the bootstrap interval's
-    coverage (its low end must lie above 0).  Bad values: ValueError, nothing
+    coverage for the whole choice (its low end must lie above 0): the best
+    of the n weights other than the reference is tested at 1 - (1 - level) / n
+    (Bonferroni), since picking the best of eight at 95% each would pass by
+    chance far more often than one time in twenty.  Bad values: ValueError, nothing
     written; deploy on a read-only store: ReadOnlyError."""
     options = options_json(mem.config, grid=grid, boot=boot, seed=seed, deploy=deploy,
                            newest=newest, against=against, level=level)
