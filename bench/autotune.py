@@ -5,8 +5,9 @@ memories, k=5) gets N - 1 judged recalls with auto_tune=False (the count is
 kept), is reopened with auto-tune on, and its next feedback, the Nth judged
 recall, runs tune() (the point claimed is the schedule's last at or below N:
 N itself when N is one).  That call is timed, and so are the feedbacks just
-before it (their median), which only count.  Past tune.AUTO_WINDOW (2,000)
-judged recalls tune replays the newest 2,000, so the time stops growing.
+before it (their median), which only count.  Past auto-tune's window
+(csrc/tune.c HT_AUTO_WINDOW, 2,000) judged recalls tune replays the newest
+2,000, so the time stops growing.
 
     python bench/autotune.py                  # N = 30, 240, 1920, 3840, 7680
     python bench/autotune.py --sizes 30,240

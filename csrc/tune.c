@@ -13,8 +13,10 @@
  * significantly better than it; the weight in force), level (the bootstrap
  * interval's coverage for the whole choice, above 0 and below 1; 0.95: the
  * best of the n weights other than the reference is the one tested, so its
- * interval covers 1 - (1 - level) / n, Bonferroni) and config (the config in
- * force, as heap_score takes it; the store's tuned config).
+ * interval covers 1 - (1 - level) / n, Bonferroni), config (the config in
+ * force, as heap_score takes it; the store's tuned config) and auto (true:
+ * auto-tune's settings, ht_auto_opts, for every option not given, so that
+ * '{"auto": true, "deploy": false}' says what auto-tune would do now).
  *
  * Every tracked recall logs what it showed (features, ages, the score
  * without usefulness); feedback logs which were used.  heap_tune replays the
@@ -194,6 +196,39 @@ typedef struct {
 
 static const double ht_grid[] = {0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0};
 
+/* Auto-tune's settings (the only statement of them; heap_tune's option
+ * "auto" takes them too).  The most judged recalls it replays, the newest:
+ * the replay is linear in them (bench/RESULTS.md 17 times the feedback that
+ * runs it). */
+#define HT_AUTO_WINDOW 2000
+/* Its interval: 99% for the whole choice, split among the grid's other
+ * weights as every heap_tune's level is (Bonferroni: it deploys the best of
+ * them, so each gets 1% / (n - 1), 99.875% for the nine), with the
+ * resamples a tail that thin needs.  At a plain 99% a chance pass on
+ * LoCoMo's shuffled feedback deployed in 1 to 2 of 10 folds (bench/RESULTS.md
+ * 17.7). */
+#define HT_AUTO_LEVEL 0.99
+#define HT_AUTO_BOOT 20000
+
+/* Auto-tune's options for a log of `judged` judged recalls: the default
+ * grid, seed 0, against the default w_usefulness (deployed again when no
+ * weight is significantly better: each decision rests on all the recalls it
+ * replays, never on what an earlier, smaller replay deployed), the newest
+ * HT_AUTO_WINDOW judged recalls past that many.  deploy and the config in
+ * force are left as they are. */
+static void ht_auto_opts(ht_opts *o, i64 judged) {
+  memcpy(o->grid, ht_grid, sizeof ht_grid);
+  o->ngrid = (int)(sizeof ht_grid / sizeof ht_grid[0]);
+  o->boot = HT_AUTO_BOOT;
+  o->seed = 0;
+  o->newest = judged > HT_AUTO_WINDOW ? HT_AUTO_WINDOW : -1;
+  o->has_against = 1;
+  hm_config dflt;
+  hm_config_default(&dflt);
+  o->against = dflt.w_usefulness;
+  o->level = HT_AUTO_LEVEL; /* ht_measure splits it among the grid's weights */
+}
+
 static int ht_int_opt(hf_ctx *x, sqlite3_stmt *st, const char *k, i64 lo, i64 hi, i64 *out) {
   const char *type = (const char *)sqlite3_column_text(st, 1);
   double v = sqlite3_column_double(st, 2);
@@ -257,14 +292,28 @@ static int ht_config(hf_ctx *x, const char *text, hm_config *cfg) {
   return rc;
 }
 
-static const char ht_keys[] = "against, boot, config, deploy, grid, level, newest, seed";
+static const char ht_keys[] =
+    "against, auto, boot, config, deploy, grid, level, newest, seed";
+
+/* The options ht_auto_opts sets, by bit: which of them the caller gave. */
+enum { HT_GIVE_GRID = 1, HT_GIVE_BOOT = 2, HT_GIVE_SEED = 4, HT_GIVE_NEWEST = 8,
+       HT_GIVE_AGAINST = 16, HT_GIVE_LEVEL = 32 };
 
 /* Read one option (st's row: key, type, value) into o. */
 static int ht_opt(hf_ctx *x, sqlite3_stmt *st, const char *json, ht_opts *o,
-                  const char **config) {
+                  const char **config, int *given, int *autotune) {
   const char *k = (const char *)sqlite3_column_text(st, 0);
   const char *type = (const char *)sqlite3_column_text(st, 1);
   if (!k || !type) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  static const char *const bits[] = {"grid", "boot", "seed", "newest", "against", "level"};
+  for (int i = 0; i < 6; i++)
+    if (!strcmp(k, bits[i])) *given |= 1 << i;
+  if (!strcmp(k, "auto")) {
+    if (strcmp(type, "true") && strcmp(type, "false"))
+      return hf_fail(x, SQLITE_ERROR, "auto must be true or false");
+    *autotune = !strcmp(type, "true");
+    return SQLITE_OK;
+  }
   if (!strcmp(k, "grid")) {
     if (strcmp(type, "array"))
       return hf_fail(x, SQLITE_ERROR, "grid must be an array of 1 to %d weights from 0 to 100",
@@ -308,7 +357,25 @@ static int ht_opt(hf_ctx *x, sqlite3_stmt *st, const char *json, ht_opts *o,
   return hf_fail(x, SQLITE_ERROR, "unknown option '%s'; the options are %s", k, ht_keys);
 }
 
-/* The options (a JSON object, or NULL for none) into o. */
+/* The judged recalls in the log, as auto-tune counts them exactly. */
+static const char ht_sql_count[] =
+    "SELECT count(DISTINCT recall_id) FROM events WHERE used = 1 AND recall_id IS NOT NULL";
+static int ht_judged(hf_ctx *x, i64 *judged) {
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, ht_sql_count, &st);
+  if (!rc && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    *judged = sqlite3_column_int64(st, 0);
+    rc = SQLITE_OK;
+  } else if (!rc) {
+    rc = hf_sqlfail(x, rc);
+  }
+  hf_done(x, st);
+  return rc;
+}
+
+/* The options (a JSON object, or NULL for none) into o.  "auto": true takes
+ * auto-tune's settings (ht_auto_opts, for the log as it is now) for every
+ * option the object does not give. */
 static int ht_read_opts(hf_ctx *x, sqlite3_value *v, ht_opts *o) {
   memcpy(o->grid, ht_grid, sizeof ht_grid);
   o->ngrid = (int)(sizeof ht_grid / sizeof ht_grid[0]);
@@ -324,6 +391,7 @@ static int ht_read_opts(hf_ctx *x, sqlite3_value *v, ht_opts *o) {
   sqlite3_stmt *st = NULL;
   int rc = SQLITE_OK;
   char *config_copy = NULL;
+  int given = 0, autotune = 0;
   if (json) {
     if (sqlite3_value_type(v) != SQLITE_TEXT || (rc = hf_prepare(x,
         "SELECT j.key, j.type, j.value FROM json_each(?1) AS j WHERE json_valid(?1) AND "
@@ -339,7 +407,7 @@ static int ht_read_opts(hf_ctx *x, sqlite3_value *v, ht_opts *o) {
         break;
       }
       const char *c = NULL;
-      if ((rc = ht_opt(x, st, json, o, &c))) break;
+      if ((rc = ht_opt(x, st, json, o, &c, &given, &autotune))) break;
       if (c) {
         sqlite3_free(config_copy);
         if (!(config_copy = sqlite3_mprintf("%s", c))) {
@@ -352,6 +420,20 @@ static int ht_read_opts(hf_ctx *x, sqlite3_value *v, ht_opts *o) {
     hf_done(x, st);
     if (rc == SQLITE_DONE) rc = SQLITE_OK;
     else if (!x->err) rc = hf_sqlfail(x, rc);
+  }
+  i64 judged = 0;
+  if (!rc && autotune && !(rc = ht_judged(x, &judged))) {
+    ht_opts mine = *o;
+    ht_auto_opts(o, judged);
+    if (given & HT_GIVE_GRID) {
+      memcpy(o->grid, mine.grid, sizeof mine.grid);
+      o->ngrid = mine.ngrid;
+    }
+    if (given & HT_GIVE_BOOT) o->boot = mine.boot;
+    if (given & HT_GIVE_SEED) o->seed = mine.seed;
+    if (given & HT_GIVE_NEWEST) o->newest = mine.newest;
+    if (given & HT_GIVE_AGAINST) o->has_against = mine.has_against, o->against = mine.against;
+    if (given & HT_GIVE_LEVEL) o->level = mine.level;
   }
   if (!rc) rc = ht_config(x, config, &o->cfg);
   sqlite3_free(config_copy);
@@ -1222,7 +1304,7 @@ static void heap_save_config(sqlite3_context *ctx, int argc, sqlite3_value **arg
  * doubling schedule (HT_MIN_RECALLS, then twice that, ...), seeded with 0,
  * against the default w_usefulness, at 99% split among the grid's other
  * weights, on the newest HT_AUTO_WINDOW judged recalls at most
- * (heapmem.learning.tune's AUTO_*).
+ * (ht_auto_opts).
  * Its place is meta 'autotune', {"point": the last point claimed, "judged":
  * the judged recalls as counted, null when unknown}, kept in the feedback's
  * own savepoint: the running count goes up by one when the feedback judged a
@@ -1231,14 +1313,6 @@ static void heap_save_config(sqlite3_context *ctx, int argc, sqlite3_value **arg
  * reached.  Claiming a point there means two connections never tune for the
  * same one; the tune itself runs after, in a savepoint of its own, and its
  * failure leaves the feedback as it is. */
-#define HT_AUTO_WINDOW 2000
-/* Auto-tune's interval: 99% for the whole choice, split among the grid's
- * other weights as every heap_tune's level is (Bonferroni: it deploys the
- * best of them, so each gets 1% / (n - 1), 99.875% for the nine), with the
- * resamples a tail that thin needs.  At a plain 99% a chance pass on LoCoMo's shuffled feedback
- * deployed in 1 to 2 of 10 folds (bench/RESULTS.md 17.7). */
-#define HT_AUTO_LEVEL 0.99
-#define HT_AUTO_BOOT 20000
 
 static i64 ht_next_point(i64 point) { return point < HT_MIN_RECALLS ? HT_MIN_RECALLS : 2 * point; }
 
@@ -1257,8 +1331,6 @@ static const char ht_sql_state[] =
     "AND json_type(m.value, '$.point') = 'integer' AND json_extract(m.value, '$.point') >= 0 "
     "AND (json_type(m.value, '$.judged') = 'null' OR "
     "(json_type(m.value, '$.judged') = 'integer' AND json_extract(m.value, '$.judged') >= 0))";
-static const char ht_sql_count[] =
-    "SELECT count(DISTINCT recall_id) FROM events WHERE used = 1 AND recall_id IS NOT NULL";
 static const char ht_sql_used[] = "SELECT count(*) FROM events WHERE recall_id = ?1 AND used = 1";
 static const char ht_sql_set_state[] =
     "INSERT INTO heapmem_meta(key, value) VALUES ('" HM_META_AUTOTUNE "', ?1) "
@@ -1328,17 +1400,8 @@ static char *ht_autotune(hf_ctx *x, const char *config, i64 point, i64 judged) {
   ht_opts o;
   hf_ctx t = {.db = x->db, .conn = x->conn};
   char *report = NULL, *out;
-  memcpy(o.grid, ht_grid, sizeof ht_grid);
-  o.ngrid = (int)(sizeof ht_grid / sizeof ht_grid[0]);
-  o.boot = HT_AUTO_BOOT;
-  o.seed = 0;
-  o.newest = judged > HT_AUTO_WINDOW ? HT_AUTO_WINDOW : -1;
+  ht_auto_opts(&o, judged);
   o.deploy = 1;
-  o.has_against = 1;
-  o.level = HT_AUTO_LEVEL; /* ht_measure splits it among the grid's weights */
-  hm_config dflt;
-  hm_config_default(&dflt);
-  o.against = dflt.w_usefulness;
   int rc = ht_config(&t, config, &o.cfg);
   if (!rc && (rc = sqlite3_exec(t.db, "SAVEPOINT heap_autotune", NULL, NULL, NULL)))
     hf_sqlfail(&t, rc);

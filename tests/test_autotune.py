@@ -198,7 +198,7 @@ def test_past_the_window_it_replays_the_newest(tmp_path):
     with _open(path, embedder=None) as mem:
         reports = _world(mem, 1, first=680)  # 2,041: the point 1,920 claimed, once
         ran = [r for r in reports if r is not None]
-        assert len(ran) == 1 and ran[0].recalls == tune.AUTO_WINDOW == 2000
+        assert len(ran) == 1 and ran[0].recalls == 2000  # csrc/tune.c's HT_AUTO_WINDOW
 
 
 def test_an_import_is_counted_at_the_next_feedback(tmp_path):
@@ -282,7 +282,6 @@ def test_against_the_default_a_weight_nothing_supports_goes_back_to_it(tmp_path)
     deployed on an earlier, smaller replay stays only while the feedback
     supports it; otherwise the default comes back."""
     default = heapmem.ScoringConfig().w_usefulness
-    assert tune.AUTO_AGAINST == default
     mem = _open(tmp_path / "a.db", auto_tune=False)
     _world(mem, 20, mode="shuffled")
     mem.set_config(w_usefulness=1.0, save=True)  # as if a chance pass had deployed it
@@ -305,13 +304,13 @@ def test_its_interval_is_99_percent_split_among_the_grids_other_weights(tmp_path
     path = tmp_path / "a.db"
     with _open(path) as mem:
         rep = _world(mem, 10)[29]
-        assert rep is not None
+        assert rep is not None and rep.against == heapmem.ScoringConfig().w_usefulness
         assert len(rep.table) == 9  # heap_tune's grid: 0 to 1, 0.3 among them
-        kw = dict(seed=tune.AUTO_SEED, deploy=False, against=tune.AUTO_AGAINST,
-                  boot=tune.AUTO_BOOT, level=tune.AUTO_LEVEL)
-        same = tune.tune(mem, **kw)
-        alone = tune.tune(mem, grid=[rep.best["w_usefulness"]], **kw)
-    assert same.gain == rep.gain and same.best == rep.best
+        same, alone = (tune.from_json(json.loads(mem.connection.execute(
+            "SELECT heap_tune(?)", (json.dumps(dict(auto=True, deploy=False, **kw)),)
+        ).fetchall()[0][0])) for kw in ({}, {"grid": [rep.best["w_usefulness"]]}))
+        by_hand = tune.tune(mem, seed=0, boot=20000, level=0.99, against=0.3, deploy=False)
+    assert same.gain == rep.gain == by_hand.gain and same.best == rep.best
     assert alone.best == rep.best and len(alone.table) == 2
     assert alone.gain[1] > rep.gain[1]  # one comparison: a plain 99% interval lies higher
 

@@ -112,8 +112,9 @@ def test_the_sqlite3_shell_tunes_too(taught, tmp_path):
 @pytest.mark.parametrize("options, says", [
     ("[1]", "options must be a JSON object like '{\"seed\": 0, \"deploy\": false}'"),
     ("not json", "options must be a JSON object"),
-    ('{"bogus": 1}', "unknown option 'bogus'; the options are against, boot, config, deploy, "
-                     "grid, level, newest, seed"),
+    ('{"bogus": 1}', "unknown option 'bogus'; the options are against, auto, boot, config, "
+                     "deploy, grid, level, newest, seed"),
+    ('{"auto": 1}', "auto must be true or false"),
     ('{"boot": 0}', "boot must be an integer from 1 to 100000"),
     ('{"seed": 1.5}', "seed must be an integer"),
     ('{"grid": []}', "grid must be an array of 1 to 64 weights from 0 to 100"),
@@ -321,3 +322,23 @@ def test_the_sqlite3_shell_saves_the_config_python_opens_with(taught, tmp_path):
                    capture_output=True, text=True, check=True)
     with heapmem.open(str(path)) as mem:
         assert mem.config == SAVED
+
+
+def test_auto_takes_auto_tunes_settings_and_the_keys_given_override_them(taught, tmp_path):
+    """'{"auto": true}' is auto-tune's choice for the log as it is now (seed 0,
+    20,000 resamples, 99% split among the grid, against the default weight),
+    from any door; any other key given still counts."""
+    c = _raw(_copy(taught, tmp_path, "auto.db"))
+
+    def run(**opts):
+        return tune.from_json(json.loads(c.execute(
+            "SELECT heap_tune(?)", (json.dumps(dict(deploy=False, **opts)),)).fetchall()[0][0]))
+
+    auto = run(auto=True)
+    default = heapmem.ScoringConfig().w_usefulness
+    assert auto.against == default and auto.current["w_usefulness"] == 0.0
+    assert _what(auto) == _what(run(seed=0, boot=20000, level=0.99, against=default))
+    assert _what(run(auto=False)) == _what(run())
+    narrow = run(auto=True, grid=[1.0], against=None)
+    assert narrow.against is None and [w for w, _ in narrow.table] == [0.0, 1.0]
+    c.close()

@@ -1,15 +1,15 @@
 """Self-tuning from the store's own feedback log: the Python door onto the
 C core's heap_tune (csrc/tune.c).
 
-Owns: the TuneReport built from heap_tune's JSON, and auto-tune's seed,
-window, baseline and interval said in Python (the AUTO_* constants: what
-csrc/tune.c's auto-tune does, which tests/test_autotune.py checks; its
-schedule is csrc/tune.c's ht_schedule_point alone).  What tune does (the replay, the folds, the
+Owns: the TuneReport built from heap_tune's JSON, and heap_tune's options
+from tune()'s arguments.  What tune does (the replay, the folds, the
 bootstrap, the decision, the deployment into meta 'tuned') and auto-tune
-itself (heap_feedback counts the judged recalls, claims the schedule's
-points and runs heap_tune) are the C core's, so the sqlite3 shell's
-`SELECT heap_tune()` and feedback tune as Memory.tune() and Memory.feedback
-do.
+itself (its schedule, seed, window, baseline and interval: csrc/tune.c's
+ht_schedule_point and ht_auto_opts; heap_feedback counts the judged recalls,
+claims the schedule's points and runs heap_tune) are the C core's, so the
+sqlite3 shell's `SELECT heap_tune()` and feedback tune as Memory.tune() and
+Memory.feedback do, and `SELECT heap_tune('{"auto": true, "deploy": false}')`
+says what auto-tune would decide now.
 
 Every tracked recall logs what it showed (features, ages, the score without
 usefulness); feedback logs which were used.  tune() replays those recalls
@@ -21,12 +21,12 @@ interval above zero, for the choice as a whole (split among the grid's
 weights).  Otherwise nothing changes.
 
 Auto-tune (heap_feedback; from Python unless the store was opened with
-auto_tune=False or an explicit config): tune runs by itself after the feedback that brings
-the store's judged recalls to the next point of a doubling schedule (30, 60,
-120, ...: csrc/tune.c's ht_schedule_point), seeded with AUTO_SEED; past AUTO_WINDOW judged
-recalls it replays only the newest AUTO_WINDOW (with the links learned from
-the events of the recalls from the oldest of them on), so one feedback never
-replays more than that.
+auto_tune=False or an explicit config): tune runs by itself after the
+feedback that brings the store's judged recalls to the next point of a
+doubling schedule (30, 60, 120, ...), seeded, against the default weight, at
+99% split among the grid's weights; past 2,000 judged recalls it replays only
+the newest 2,000 (with the links learned from the events of the recalls from
+the oldest of them on), so one feedback never replays more than that.
 """
 from __future__ import annotations
 
@@ -44,28 +44,6 @@ from ..results import TuneReport
 #: Fewer judged recalls than this and tune() does not try (heap_tune's
 #: HT_MIN_RECALLS; tests/test_tune_sql.py checks that the two agree).
 MIN_RECALLS = 30
-#: Auto-tune's seed (the bootstrap's draws), so that its runs repeat exactly.
-AUTO_SEED = 0
-#: What auto-tune measures a weight's gain against: the default w_usefulness
-#: (deployed again when no weight is significantly better than it).  Against
-#: the weight in force, a chance pass on a small early replay would stay
-#: (later replays would need significant evidence to leave it), and on
-#: LoCoMo's shuffled feedback some did (bench/RESULTS.md 17).
-AUTO_AGAINST = ScoringConfig().w_usefulness
-#: Auto-tune's interval: 99% for its whole choice, not tune()'s 95%, split
-#: among the grid's other weights as every tune's is (Bonferroni: it deploys
-#: the best of them, so each is tested at 1% / 8, a 99.875% interval, with
-#: 20,000 resamples).
-#: It runs again at every point of its schedule, each time choosing the best
-#: of the grid: at 95% chance passed in 2 of LoCoMo LOCO's 10 shuffled folds,
-#: at a plain 99% in 1 or 2 (bench/RESULTS.md 17 and 17.7), with the split in
-#: none.
-AUTO_LEVEL = 0.99
-#: The bootstrap resamples auto-tune draws (its interval's tails are thin).
-AUTO_BOOT = 20000
-#: The most judged recalls auto-tune replays (the newest): tune's replay is
-#: linear in them; bench/RESULTS.md section 17 times the feedback that runs it.
-AUTO_WINDOW = 2000
 
 
 def tune(mem: Any, *, grid: Sequence[float] | None = None, boot: int = 2000, seed: int = 0,
