@@ -353,6 +353,8 @@ class TuneReport:
     against: float | None = None
 
     def __str__(self) -> str:
+        if not self.table:  # nothing replayed (too few judged recalls)
+            return "not deployed: " + self.reason
         lines = [f"replayed {self.recalls} judged recalls, folds by {self.folds}"]
         for w, m in self.table:
             mark = " <- in force" if w == self.current["w_usefulness"] else ""

@@ -267,6 +267,43 @@ def test_the_cli_says_what_auto_tune_did(tmp_path):
     assert d["auto_tune"]["reason"] and len(d["auto_tune"]["table"]) >= 9
 
 
+def test_the_cli_tunes_by_hand_and_dry_runs_on_a_read_only_store(tmp_path):
+    """`heapmem tune` is Memory.tune(): --dry-run measures only (a read-only
+    open, nothing deployed), the plain verb deploys what the report says, and
+    a store with too few judged recalls says so in one line."""
+    path = str(tmp_path / "a.db")
+    with _open(path, embedder=None, auto_tune=False) as mem:
+        _world(mem, 10)
+        expected = tune.tune(mem, deploy=False)
+
+    def run(*argv):
+        out, err = io.StringIO(), io.StringIO()
+        code = cli.main(["--db", path, "--lexical", *argv], clock=lambda: T, stdout=out,
+                        stderr=err, env={})
+        return code, out.getvalue(), err.getvalue()
+
+    code, out, _ = run("tune", "--dry-run")
+    assert code == 0 and out == str(expected) + "\n" and expected.best["w_usefulness"] > 0.3
+    assert "significant, but deploy=False" in out
+    with _open(path, embedder=None) as mem:
+        assert mem.config.w_usefulness == 0.3  # nothing deployed
+    code, out, _ = run("tune", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["deployed"] and d["after"] == expected.best["w_usefulness"]
+    assert d["table"] == [list(x) for x in expected.table] and d["against"] is None
+    with _open(path, embedder=None) as mem:
+        assert mem.config.w_usefulness == expected.best["w_usefulness"]
+    small = str(tmp_path / "small.db")
+    with _open(small, embedder=None, auto_tune=False) as mem:
+        _world(mem, 2)
+    code, out, _ = run("--db", small, "tune")
+    assert code == 0 and out == "not deployed: only 6 judged recalls in the log; tune() " \
+                                "needs 30\n"
+    code, out, err = run("--db", str(tmp_path / "none.db"), "tune")
+    assert code == 1 and out == "" and "no store at" in err
+    assert not os.path.exists(tmp_path / "none.db")
+
+
 def test_a_forget_is_counted_at_the_next_feedback(tmp_path):
     mem = _open(tmp_path / "a.db", embedder=None)
     _world(mem, 9)  # 27 judged recalls

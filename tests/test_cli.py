@@ -289,6 +289,7 @@ def test_add_refuses_bad_input_and_writes_nothing(run, argv, words):
 @pytest.mark.parametrize("argv, words", [
     (["recall", "x"], ["no store at"]),
     (["links"], ["no store at"]),
+    (["tune"], ["no store at"]),
     (["stats"], ["no store at"]),
     (["check"], ["no store at"]),
     (["report"], ["no store at"]),

@@ -650,14 +650,41 @@ def cmd_feedback(ctx: Context) -> int:
 
 
 def _tune_json(t: Any) -> dict[str, Any]:
-    """A TuneReport as feedback --json shows it (an MRR not measured is null)."""
+    """A TuneReport as feedback --json and tune --json show it (an MRR not
+    measured is null)."""
     def num(x: float) -> float | None:
         return None if math.isnan(x) else x
 
     return {"deployed": t.deployed, "reason": t.reason, "recalls": t.recalls, "folds": t.folds,
             "current": {k: num(v) for k, v in t.current.items()},
             "best": {k: num(v) for k, v in t.best.items()}, "gain": list(t.gain),
-            "table": [[w, num(m)] for w, m in t.table]}
+            "table": [[w, num(m)] for w, m in t.table], "after": num(t.after),
+            "against": t.against}
+
+
+def _tune_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dry-run", action="store_true",
+                   help="measure only: deploy nothing (works on a read-only store)")
+    p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
+
+
+@verb("tune", "tune the usefulness weight from feedback",
+      "Replay the store's judged recalls under other usefulness weights (grouped cross-"
+      "validation:\nthe links each replay sees are learned from the other folds only) and "
+      "deploy the best\nweight only if it ranks the used memories significantly higher than "
+      "the weight in force\n(a paired bootstrap, 95% for the choice among the grid's "
+      "weights); print what it measured.\nFeedback runs this by itself at 30, 60, 120, ... "
+      "judged recalls.  --dry-run deploys nothing.",
+      arguments=_tune_arguments)
+def cmd_tune(ctx: Context) -> int:
+    a = ctx.args
+    with ctx.open(readonly=a.dry_run) as mem:
+        rep = mem.tune(deploy=not a.dry_run, seed=a.seed)
+    if ctx.json:
+        ctx.emit(_tune_json(rep))
+    else:
+        ctx.print(str(rep))
+    return 0
 
 
 def _links_arguments(p: argparse.ArgumentParser) -> None:
