@@ -290,6 +290,8 @@ def test_add_refuses_bad_input_and_writes_nothing(run, argv, words):
     (["recall", "x"], ["no store at"]),
     (["links"], ["no store at"]),
     (["tune"], ["no store at"]),
+    (["config"], ["no store at"]),
+    (["config", "w_usefulness=0.5"], ["no store at"]),
     (["stats"], ["no store at"]),
     (["check"], ["no store at"]),
     (["report"], ["no store at"]),
@@ -553,3 +555,28 @@ def test_import_remap_ids_merges_two_stores(run, tmp_path):
     assert other("check").code == 0
     d = Run(str(tmp_path / "third.db"))("import", path, "--remap-ids", "--json").json()
     assert d["remapped"] == {} and d["memories"] == 3
+
+
+def test_config_shows_and_saves_the_scoring_config(run):
+    """`heapmem config` prints the config in force beside the defaults; with
+    NAME=VALUE it saves them (a later open starts from them); a bad name or
+    value is one sentence and changes nothing."""
+    run("add", "Booked the flight to Lisbon")
+    r = run("config")
+    assert r.code == 0 and r.out.splitlines()[0].split() == ["field", "value", "default"]
+    assert "w_usefulness          0.3      0.3" in r.out and "*" not in r.out
+    r = run("config", "w_usefulness=0.5", "candidates=40")
+    assert r.code == 0 and r.out.startswith("saved in the store: candidates=40, w_usefulness=0.5")
+    with heapmem.open(run.db) as mem:
+        assert mem.config == heapmem.ScoringConfig(w_usefulness=0.5, candidates=40)
+    for argv, words in ((["nope=1"], ["unknown config field 'nope'", "w_usefulness"]),
+                        (["w_usefulness"], ["expected NAME=VALUE"]),
+                        (["w_usefulness=x"], ["w_usefulness must be a number, got 'x'"]),
+                        (["candidates=2.5"], ["candidates must be a whole number"]),
+                        (["w_usefulness=0.7", "max_lift=0.5"], ["max_lift must be a number"]),
+                        (["w_usefulness=nan"], ["w_usefulness must be a number from 0"])):
+        fails(run("config", *argv), *words)
+    d = run("config", "--json").json()
+    assert d["saved"] is False and d["config"]["w_usefulness"] == 0.5
+    assert d["config"]["candidates"] == 40
+

@@ -687,6 +687,54 @@ def cmd_tune(ctx: Context) -> int:
     return 0
 
 
+def _config_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("changes", metavar="NAME=VALUE", nargs="*",
+                   help="fields to change, saved in the store (w_usefulness=0.5 max_lift=4); "
+                        "none: print the config in force")
+
+
+@verb("config", "show or save the scoring config",
+      "The scoring config in force (the store's saved weights, else the defaults), each "
+      "field\nbeside its default.  With NAME=VALUE pairs, change those fields and save the "
+      "result in\nthe store, for every later open without an explicit config "
+      "(set_config(save=True));\nauto-tune may move w_usefulness again at its next point.  "
+      "A bad name or value changes\nnothing.", arguments=_config_arguments)
+def cmd_config(ctx: Context) -> int:
+    from dataclasses import fields
+
+    from ..config import ScoringConfig
+    kinds = {f.name: f.type for f in fields(ScoringConfig)}
+    changes: dict[str, Any] = {}
+    for item in ctx.args.changes:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise CLIError(f"expected NAME=VALUE, got {item!r}")
+        if name not in kinds:
+            raise CLIError(f"unknown config field {name!r}; the fields are "
+                           + ", ".join(sorted(kinds)))
+        whole = kinds[name] in (int, "int")
+        try:
+            changes[name] = int(value) if whole else float(value)
+        except ValueError:
+            raise CLIError(f"{name} must be a {'whole ' * whole}number, got {value!r}") from None
+    with ctx.open(readonly=not changes) as mem:
+        cfg = mem.set_config(save=True, **changes) if changes else mem.config
+    default = ScoringConfig()
+    if ctx.json:
+        ctx.emit({"config": cfg.to_dict(), "saved": bool(changes),
+                  "changed": sorted(changes)})
+        return 0
+    if changes:
+        ctx.print("saved in the store: " + ", ".join(f"{k}={getattr(cfg, k):g}"
+                                                     for k in sorted(changes)))
+    rows = [[k, f"{v:g}", f"{getattr(default, k):g}", "*" if v != getattr(default, k) else ""]
+            for k, v in cfg.to_dict().items()]
+    for line in _table(["field", "value", "default", ""], rows,
+                       right=[False, True, True, False]):
+        ctx.print(line)
+    return 0
+
+
 def _links_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pooled", action="store_true", help="the pooled layer '*' (all namespaces)")
     p.add_argument("--limit", type=_positive_int, default=20, help="how many (default 20)")
