@@ -62,6 +62,18 @@ static int hf_fail(hf_ctx *x, int code, const char *fmt, ...) {
   return code;
 }
 
+/* End a heap_* SQL function that failed with rc: "fname: " and x's first
+ * error (else SQLite's words for rc) as its error, with x's code when that
+ * is not plain SQLITE_ERROR; x's error is freed. */
+static void hf_result_fail(sqlite3_context *ctx, hf_ctx *x, const char *fname, int rc) {
+  char *m = sqlite3_mprintf("%s: %s", fname, x->err ? x->err : sqlite3_errstr(rc));
+  sqlite3_result_error(ctx, m ? m : "out of memory", -1);
+  if (x->code && x->code != SQLITE_ERROR) sqlite3_result_error_code(ctx, x->code);
+  sqlite3_free(m);
+  sqlite3_free(x->err);
+  x->err = NULL;
+}
+
 static int hf_sqlfail(hf_ctx *x, int rc) {
   if (rc == SQLITE_NOMEM) return hf_fail(x, SQLITE_NOMEM, "out of memory");
   if (strstr(sqlite3_errmsg(x->db), "malformed JSON")) /* a log or meta value, damaged */
@@ -1483,12 +1495,9 @@ static void hf_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv, int ans
     return;
   }
   sqlite3_free(out);
-  char *m = sqlite3_mprintf("%s: %s", fname, x.err ? x.err : sqlite3_errstr(rc));
-  sqlite3_result_error(ctx, m ? m : "out of memory", -1);
-  if (x.code && x.code != SQLITE_ERROR) sqlite3_result_error_code(ctx, x.code);
-  else if (rc != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
-  sqlite3_free(m);
-  sqlite3_free(x.err);
+  hf_result_fail(ctx, &x, fname, rc);
+  if (!(x.code && x.code != SQLITE_ERROR) && rc != SQLITE_ERROR)
+    sqlite3_result_error_code(ctx, rc);
 }
 
 static void heap_feedback(sqlite3_context *ctx, int argc, sqlite3_value **argv) {

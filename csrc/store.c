@@ -553,11 +553,7 @@ static void hs_write(sqlite3_context *ctx, int argc, sqlite3_value **argv, int w
     return;
   }
   sqlite3_free(id);
-  char *m = sqlite3_mprintf("%s: %s", fname, x.err ? x.err : sqlite3_errstr(rc));
-  sqlite3_result_error(ctx, m ? m : "out of memory", -1);
-  if (x.code && x.code != SQLITE_ERROR) sqlite3_result_error_code(ctx, x.code);
-  sqlite3_free(m);
-  sqlite3_free(x.err);
+  hf_result_fail(ctx, &x, fname, rc);
 }
 
 static void heap_add(sqlite3_context *ctx, int argc, sqlite3_value **argv) {

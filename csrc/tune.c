@@ -295,19 +295,12 @@ static int ht_config(hf_ctx *x, const char *text, hm_config *cfg) {
 static const char ht_keys[] =
     "against, auto, boot, config, deploy, grid, level, newest, seed";
 
-/* The options ht_auto_opts sets, by bit: which of them the caller gave. */
-enum { HT_GIVE_GRID = 1, HT_GIVE_BOOT = 2, HT_GIVE_SEED = 4, HT_GIVE_NEWEST = 8,
-       HT_GIVE_AGAINST = 16, HT_GIVE_LEVEL = 32 };
-
 /* Read one option (st's row: key, type, value) into o. */
 static int ht_opt(hf_ctx *x, sqlite3_stmt *st, const char *json, ht_opts *o,
-                  const char **config, int *given, int *autotune) {
+                  const char **config, int *autotune) {
   const char *k = (const char *)sqlite3_column_text(st, 0);
   const char *type = (const char *)sqlite3_column_text(st, 1);
   if (!k || !type) return hf_fail(x, SQLITE_NOMEM, "out of memory");
-  static const char *const bits[] = {"grid", "boot", "seed", "newest", "against", "level"};
-  for (int i = 0; i < 6; i++)
-    if (!strcmp(k, bits[i])) *given |= 1 << i;
   if (!strcmp(k, "auto")) {
     if (strcmp(type, "true") && strcmp(type, "false"))
       return hf_fail(x, SQLITE_ERROR, "auto must be true or false");
@@ -373,9 +366,41 @@ static int ht_judged(hf_ctx *x, i64 *judged) {
   return rc;
 }
 
+/* Each option of json (text, a JSON object) into o; *config_copy receives
+ * the config option's text (sqlite3_malloc'd), *autotune the auto option. */
+static int ht_apply_opts(hf_ctx *x, const char *json, ht_opts *o, char **config_copy,
+                         int *autotune) {
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x,
+      "SELECT j.key, j.type, j.value FROM json_each(?1) AS j WHERE json_valid(?1) AND "
+      "json_type(?1) = 'object' UNION ALL SELECT NULL, NULL, NULL WHERE NOT json_valid(?1) OR "
+      "json_type(?1) != 'object'", &st);
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (sqlite3_column_type(st, 0) == SQLITE_NULL) {
+      rc = hf_fail(x, SQLITE_ERROR, "options must be a JSON object like "
+                                    "'{\"seed\": 0, \"deploy\": false}'");
+      break;
+    }
+    const char *c = NULL;
+    if ((rc = ht_opt(x, st, json, o, &c, autotune))) break;
+    if (c) {
+      sqlite3_free(*config_copy);
+      if (!(*config_copy = sqlite3_mprintf("%s", c))) {
+        rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+        break;
+      }
+    }
+  }
+  hf_done(x, st);
+  if (rc == SQLITE_DONE) return SQLITE_OK;
+  return x->err ? rc : hf_sqlfail(x, rc);
+}
+
 /* The options (a JSON object, or NULL for none) into o.  "auto": true takes
- * auto-tune's settings (ht_auto_opts, for the log as it is now) for every
- * option the object does not give. */
+ * auto-tune's settings (ht_auto_opts, for the log as it is now), and then
+ * the object's other options over them. */
 static int ht_read_opts(hf_ctx *x, sqlite3_value *v, ht_opts *o) {
   memcpy(o->grid, ht_grid, sizeof ht_grid);
   o->ngrid = (int)(sizeof ht_grid / sizeof ht_grid[0]);
@@ -385,58 +410,22 @@ static int ht_read_opts(hf_ctx *x, sqlite3_value *v, ht_opts *o) {
   o->deploy = 1;
   o->has_against = 0;
   o->level = 0.95;
-  const char *json = v && sqlite3_value_type(v) != SQLITE_NULL
-                         ? (const char *)sqlite3_value_text(v) : NULL;
-  const char *config = NULL;
-  sqlite3_stmt *st = NULL;
-  int rc = SQLITE_OK;
-  char *config_copy = NULL;
-  int given = 0, autotune = 0;
-  if (json) {
-    if (sqlite3_value_type(v) != SQLITE_TEXT || (rc = hf_prepare(x,
-        "SELECT j.key, j.type, j.value FROM json_each(?1) AS j WHERE json_valid(?1) AND "
-        "json_type(?1) = 'object' UNION ALL SELECT NULL, NULL, NULL WHERE NOT json_valid(?1) OR "
-        "json_type(?1) != 'object'", &st)))
-      return rc ? rc : hf_fail(x, SQLITE_ERROR, "options must be a JSON object like "
-                                                "'{\"seed\": 0, \"deploy\": false}'");
-    sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-      if (sqlite3_column_type(st, 0) == SQLITE_NULL) {
-        rc = hf_fail(x, SQLITE_ERROR, "options must be a JSON object like "
+  int rc = SQLITE_OK, autotune = 0;
+  char *config = NULL;
+  if (v && sqlite3_value_type(v) != SQLITE_NULL) {
+    const char *json = (const char *)sqlite3_value_text(v);
+    if (sqlite3_value_type(v) != SQLITE_TEXT)
+      return hf_fail(x, SQLITE_ERROR, "options must be a JSON object like "
                                       "'{\"seed\": 0, \"deploy\": false}'");
-        break;
-      }
-      const char *c = NULL;
-      if ((rc = ht_opt(x, st, json, o, &c, &given, &autotune))) break;
-      if (c) {
-        sqlite3_free(config_copy);
-        if (!(config_copy = sqlite3_mprintf("%s", c))) {
-          rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
-          break;
-        }
-        config = config_copy;
-      }
+    rc = ht_apply_opts(x, json, o, &config, &autotune);
+    i64 judged = 0;
+    if (!rc && autotune && !(rc = ht_judged(x, &judged))) {
+      ht_auto_opts(o, judged);
+      rc = ht_apply_opts(x, json, o, &config, &autotune); /* what was given wins */
     }
-    hf_done(x, st);
-    if (rc == SQLITE_DONE) rc = SQLITE_OK;
-    else if (!x->err) rc = hf_sqlfail(x, rc);
-  }
-  i64 judged = 0;
-  if (!rc && autotune && !(rc = ht_judged(x, &judged))) {
-    ht_opts mine = *o;
-    ht_auto_opts(o, judged);
-    if (given & HT_GIVE_GRID) {
-      memcpy(o->grid, mine.grid, sizeof mine.grid);
-      o->ngrid = mine.ngrid;
-    }
-    if (given & HT_GIVE_BOOT) o->boot = mine.boot;
-    if (given & HT_GIVE_SEED) o->seed = mine.seed;
-    if (given & HT_GIVE_NEWEST) o->newest = mine.newest;
-    if (given & HT_GIVE_AGAINST) o->has_against = mine.has_against, o->against = mine.against;
-    if (given & HT_GIVE_LEVEL) o->level = mine.level;
   }
   if (!rc) rc = ht_config(x, config, &o->cfg);
-  sqlite3_free(config_copy);
+  sqlite3_free(config);
   return rc;
 }
 
@@ -1253,11 +1242,7 @@ static void heap_tune(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     return;
   }
   sqlite3_free(out);
-  char *m = sqlite3_mprintf("heap_tune: %s", x.err ? x.err : sqlite3_errstr(rc));
-  sqlite3_result_error(ctx, m ? m : "out of memory", -1);
-  if (x.code && x.code != SQLITE_ERROR) sqlite3_result_error_code(ctx, x.code);
-  sqlite3_free(m);
-  sqlite3_free(x.err);
+  hf_result_fail(ctx, &x, "heap_tune", rc);
 }
 
 /* heap_save_config(config): config (text as heap_recall and heap_score take
@@ -1288,11 +1273,7 @@ static void heap_save_config(sqlite3_context *ctx, int argc, sqlite3_value **arg
     sqlite3_result_text(ctx, saved, -1, sqlite3_free);
     return;
   }
-  char *m = sqlite3_mprintf("heap_save_config: %s", x.err ? x.err : sqlite3_errstr(rc));
-  sqlite3_result_error(ctx, m ? m : "out of memory", -1);
-  if (x.code && x.code != SQLITE_ERROR) sqlite3_result_error_code(ctx, x.code);
-  sqlite3_free(m);
-  sqlite3_free(x.err);
+  hf_result_fail(ctx, &x, "heap_save_config", rc);
 }
 
 #pragma endregion
