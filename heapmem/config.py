@@ -134,7 +134,8 @@ class ScoringConfig:
       exploration too: a draw below the base rate counts as the base rate.
       The draws are seeded by the recall's inputs (question, namespace,
       now, and how many recalls the store has logged), never the clock's
-      entropy: the same inputs rank the same.  explain() shows the factor as "x explore 1.23".
+      entropy: the same inputs rank the same.  explain() shows the factor
+      as "x explore 1.23".
       bench/RESULTS.md 14.1: in a simulation where BM25 keeps the useful kind
       of memory out of the top 3, explore=2 takes held-out Hit@3 from 0.06
       to 0.80 after 12 rounds; where BM25 shows it a third of the time it
