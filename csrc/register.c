@@ -24,7 +24,9 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
       {"before", hf_sql_before},   {"vrows", hr_sql_vrows}, {"vectors", hr_sql_vload},
       {"allow", hr_sql_allow},     {"tune_recalls", ht_sql_recalls},
       {"tune_events", ht_sql_events_from}, {"autotune_used", ht_sql_used},
-      {"autotune_count", ht_sql_count},
+      {"autotune_count", ht_sql_count}, {"bm25_namespace", hr_sql_lex_ns},
+      {"bm25_term", hr_sql_lex_term}, {"bm25_match", hr_sql_lex_match},
+      {"bm25_all", hr_sql_lex_all},
   };
   const char *name = (const char *)sqlite3_value_text(argv[0]);
   for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
@@ -35,7 +37,8 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
   sqlite3_result_error(ctx, "heap_statement: the name of one of heap_recall's, "
                             "heap_feedback's or heap_tune's statements: candidates, hybrid, "
                             "links, show, log, edges, before, vrows, vectors, allow, "
-                            "tune_recalls, tune_events, autotune_used, autotune_count", -1);
+                            "tune_recalls, tune_events, autotune_used, autotune_count, "
+                            "bm25_namespace, bm25_term, bm25_match, bm25_all", -1);
 }
 
 #pragma endregion
@@ -54,13 +57,34 @@ static fts5_api *hm_fts5(sqlite3 *db) {
   return api;
 }
 
-/* Registers heap_bm25_row (an FTS5 auxiliary function), heap_ntokens and
- * heap_attribute, with the FTS5 tokenizers the last two keep.  Without FTS5 (no heapmem store can exist then) it registers nothing, so
- * the other functions still load. */
-static int hm_register_fts5(sqlite3 *db, char **err) {
+/* A porter over unicode61 remove_diacritics 2 tokenizer, as memories_fts
+ * tokenizes (NULL: none, *err says why). */
+static hm_stemmer *hm_new_stemmer(fts5_api *api, char **err) {
+  hm_stemmer *st = sqlite3_malloc(sizeof *st);
+  if (!st) return NULL;
+  memset(st, 0, sizeof *st);
+  void *ud = NULL;
+  const char *pargs[] = {"unicode61", "remove_diacritics", "2"};
+  int rc = api->xFindTokenizer(api, "porter", &ud, &st->tok);
+  if (rc == SQLITE_OK) rc = st->tok.xCreate(ud, pargs, 3, &st->inst);
+  if (rc != SQLITE_OK) {
+    sqlite3_free(st);
+    if (err) *err = sqlite3_mprintf("heapmem: FTS5 has no porter tokenizer");
+    return NULL;
+  }
+  return st;
+}
+
+/* Registers heap_bm25_row and heap_bm25_tail (FTS5 auxiliary functions), heap_ntokens,
+ * heap_attribute and heap_terms, with the FTS5 tokenizers the last three
+ * keep, and the connection's (conn: heap_recall's lexical search).  Without
+ * FTS5 (no heapmem store can exist then) it registers nothing, so the other
+ * functions still load. */
+static int hm_register_fts5(sqlite3 *db, hm_conn *conn, char **err) {
   fts5_api *api = hm_fts5(db);
   if (!api || api->iVersion < 2) return SQLITE_OK;
   int rc = api->xCreateFunction(api, "heap_bm25_row", NULL, heap_bm25_row, NULL);
+  if (rc == SQLITE_OK) rc = api->xCreateFunction(api, "heap_bm25_tail", NULL, heap_bm25_tail, NULL);
   if (rc != SQLITE_OK) return rc;
   hm_counter *c = sqlite3_malloc(sizeof *c);
   if (!c) return SQLITE_NOMEM;
@@ -78,22 +102,20 @@ static int hm_register_fts5(sqlite3 *db, char **err) {
                                   SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, c,
                                   heap_ntokens, NULL, NULL, hm_counter_free);
   if (rc != SQLITE_OK) return rc;
-  /* heap_attribute tokenizes as memories_fts does: porter over unicode61 */
-  hm_stemmer *st = sqlite3_malloc(sizeof *st);
-  if (!st) return SQLITE_NOMEM;
-  memset(st, 0, sizeof *st);
-  const char *pargs[] = {"unicode61", "remove_diacritics", "2"};
-  rc = api->xFindTokenizer(api, "porter", &ud, &st->tok);
-  if (rc == SQLITE_OK) rc = st->tok.xCreate(ud, pargs, 3, &st->inst);
-  if (rc != SQLITE_OK) {
-    sqlite3_free(st);
-    if (err) *err = sqlite3_mprintf("heapmem: FTS5 has no porter tokenizer");
-    return rc;
-  }
-  return sqlite3_create_function_v2(db, "heap_attribute", 5,
-                                    SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, st,
-                                    NULL, heap_attribute_step, heap_attribute_final,
-                                    hm_stemmer_free);
+  /* heap_attribute, heap_terms and the lexical search tokenize as
+   * memories_fts does: porter over unicode61 */
+  hm_stemmer *st = hm_new_stemmer(api, err);
+  if (!st) return SQLITE_ERROR;
+  rc = sqlite3_create_function_v2(db, "heap_attribute", 5,
+                                  SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, st,
+                                  NULL, heap_attribute_step, heap_attribute_final,
+                                  hm_stemmer_free);
+  if (rc != SQLITE_OK) return rc;
+  if (!(st = hm_new_stemmer(api, err))) return SQLITE_ERROR;
+  rc = sqlite3_create_module_v2(db, "heap_terms", &ht_module, st, hm_stemmer_free);
+  if (rc != SQLITE_OK) return rc;
+  if (!(conn->stem = hm_new_stemmer(api, err))) return SQLITE_ERROR;
+  return SQLITE_OK;
 }
 
 #define HM_WRITE_FLAGS (SQLITE_UTF8 | SQLITE_DIRECTONLY)
@@ -139,7 +161,10 @@ static const struct {
     HM_AGGREGATE("heap_fold", 5, HM_PURE, heap_fold_step, heap_fold_final),
     HM_AGGREGATE("heap_fold", 6, HM_PURE, heap_fold_step, heap_fold_final),
     HM_AGGREGATE("heap_bm25_top", 6, SQLITE_UTF8, heap_bm25_top_step, heap_bm25_top_final),
-    /* the loop's writes: never from a file's views or triggers */
+    /* the loop's functions, which read the store and write it (never from a
+     * file's views or triggers; given the connection's hm_conn) */
+    HM_SCALAR("heap_bm25_search", 3, HM_WRITE, heap_bm25_search),
+    HM_SCALAR("heap_bm25_search", 4, HM_WRITE, heap_bm25_search),
     HM_SCALAR("heap_feedback", 2, HM_WRITE, heap_feedback),
     HM_SCALAR("heap_feedback", 3, HM_WRITE, heap_feedback),
     HM_SCALAR("heap_feedback", 4, HM_WRITE, heap_feedback),
@@ -203,7 +228,7 @@ HM_API int sqlite3_heapmem_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_
       return rc;
     }
   }
-  return hm_register_fts5(db, pzErrMsg);
+  return hm_register_fts5(db, conn, pzErrMsg);
 }
 
 #pragma endregion

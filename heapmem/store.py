@@ -1338,7 +1338,7 @@ class Memory:
     def check(self) -> CheckReport:
         """Check the store: SQLite's integrity_check, the schema against
         heapmem's own, the FTS index against the memories table, each
-        namespace's BM25 statistics against its memories, and the links
+        namespace's BM25 statistics (and its terms') against its memories, and the links
         against a replay of the event log.  Damage is reported, never raised:
         a check that cannot finish says where it stopped."""
         problems: list[str] = []
@@ -1382,6 +1382,10 @@ class Memory:
         odd = c.execute(sql.WRONG_NAMESPACE_STATS).fetchall()[0][0]
         if odd:
             problems.append(f"namespace statistics: {odd} namespaces disagree with their memories")
+        odd = c.execute(sql.WRONG_BM25_TERMS).fetchall()[0][0]
+        if odd:
+            problems.append(f"BM25 term statistics: {odd} (namespace, term) rows of bm25_terms "
+                            "disagree with the memories")
         objects = c.execute(sql.SCHEMA_OBJECTS).fetchall()
         problems += [f"schema: {m}" for m in schema.foreign_objects(
             objects, schema.user_version(c))]

@@ -50,11 +50,20 @@ def db():
     conn.close()
 
 
+def back_to_schema_9(c):
+    """Take schema 10's objects out of a store (BM25 term statistics and
+    their triggers): what a test that makes a file of schema 9 from a new
+    store runs before it sets user_version."""
+    c.execute("DROP TRIGGER bm25_terms_ai; DROP TRIGGER bm25_terms_ad; "
+              "DROP TRIGGER bm25_terms_au; DROP TABLE bm25_terms")
+
+
 def back_to_schema_7(c):
-    """Take schema 9's and 8's objects out of a store (the filters' index;
-    vector stamps, the triggers that keep vectors with their memories): what
-    a test that makes a file of an older schema from a new store runs before
-    it sets user_version."""
+    """Take schema 10's, 9's and 8's objects out of a store (BM25 term
+    statistics; the filters' index; vector stamps, the triggers that keep
+    vectors with their memories): what a test that makes a file of an older
+    schema from a new store runs before it sets user_version."""
+    back_to_schema_9(c)
     c.execute("DROP INDEX memories_filter")
     c.execute("DROP TRIGGER memories_embed; DROP TRIGGER memories_reembed; "
               "DROP TRIGGER memories_vector_move; DROP TRIGGER memories_vector_ad; "

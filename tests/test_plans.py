@@ -13,8 +13,9 @@ import heapmem
 
 GOOD = "SEARCH m USING INTEGER PRIMARY KEY (rowid=?)"
 BAD = "SEARCH m USING INDEX memories_namespace"
-# ?1 question, ?2 namespace, ?3 now, ?4 N, ?5 qvec, ?6-?8 the filters (kinds, since, until)
-PARAMS = ("flight to lisbon", "ns1", 1.7e9, 50, None, None, None, None)
+# ?1 question, ?2 namespace, ?3 now, ?4 N, ?5 qvec, ?6-?8 the filters (kinds, since, until),
+# ?9 the BM25 top N (JSON)
+PARAMS = ("flight to lisbon", "ns1", 1.7e9, 50, None, None, None, None, "[[1, -1.5]]")
 
 
 def _plan(mem, name, params):
@@ -126,8 +127,12 @@ def test_filtered_candidates_look_each_hit_up_by_its_key(tmp_path):
     kinds and times from the covering index alone (schema 9), never from the
     rows; without a filter the lookup is never planned into a scan."""
     with _fill(tmp_path / "a.db") as m:
-        plan = _plan(m, "candidates", PARAMS[:5] + ('["fact"]', 1.0, None))
-        assert GOOD in plan and "SEARCH f USING INTEGER PRIMARY KEY (rowid=?)" in plan, plan
-        assert not any(BAD in p for p in plan)
+        # ?1 MATCH, ?2 the question's phrases, ?6-?8 the filters
+        for name in ("bm25_match", "bm25_all"):
+            plan = _plan(m, name, ('"flight"', 1, None, None, None, '["fact"]', 1.0, None))
+            assert "SEARCH f USING INTEGER PRIMARY KEY (rowid=?)" in plan, plan
+            assert not any(BAD in p for p in plan)
+        plan = _plan(m, "candidates", PARAMS[:5] + ('["fact"]', 1.0, None) + PARAMS[8:])
+        assert GOOD in plan and not any(BAD in p for p in plan), plan
         allow = _plan(m, "allow", ("ns1", None, None, None, None, '["fact"]', None, None))
         assert "SEARCH m USING COVERING INDEX memories_filter (namespace=?)" in allow, allow
