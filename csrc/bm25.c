@@ -583,7 +583,7 @@ typedef struct {
   int ntok, captok;
   ht_span *term;   /* the distinct terms, sorted */
   int *tf;         /* how often each occurs */
-  int nterm, i;
+  int nterm, capterm, i;
 } ht_cursor;
 
 static int ht_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
@@ -675,30 +675,21 @@ static int ht_cmp(const void *x, const void *y) {
   return r ? r : (a->n > b->n) - (a->n < b->n);
 }
 
-static int ht_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, int argc,
-                     sqlite3_value **argv) {
-  (void)idxStr;
-  ht_cursor *c = (ht_cursor *)cur;
-  ht_vtab *t = (ht_vtab *)cur->pVtab;
+/* One text's distinct terms and their frequencies, into c->term, c->tf and
+ * c->nterm (sorted, as FTS5 reads the text column). */
+static int ht_read(ht_cursor *c, hm_stemmer *st, const char *text, int len) {
   c->used = 0;
   c->ntok = c->nterm = c->i = 0;
-  if (!idxNum || argc < 1) {
-    sqlite3_free(t->base.zErrMsg);
-    t->base.zErrMsg = sqlite3_mprintf("heap_terms: takes the text to read, as its argument: "
-                                      "SELECT term, tf FROM heap_terms('Flights to Lisbon')");
-    return SQLITE_ERROR;
-  }
-  if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return SQLITE_OK;
-  const char *text = (const char *)sqlite3_value_text(argv[0]);
-  int len = sqlite3_value_bytes(argv[0]);
-  if (!text) return SQLITE_NOMEM;
-  int rc = t->st->tok.xTokenize(t->st->inst, c, FTS5_TOKENIZE_DOCUMENT, text, len, ht_token);
+  int rc = st->tok.xTokenize(st->inst, c, FTS5_TOKENIZE_DOCUMENT, text, len, ht_token);
   if (rc != SQLITE_OK || c->ntok == 0) return rc;
-  sqlite3_free(c->term);
-  sqlite3_free(c->tf);
-  c->term = sqlite3_malloc64((sqlite3_uint64)c->ntok * sizeof *c->term);
-  c->tf = sqlite3_malloc64((sqlite3_uint64)c->ntok * sizeof *c->tf);
-  if (!c->term || !c->tf) return SQLITE_NOMEM;
+  if (c->ntok > c->capterm) {
+    sqlite3_free(c->term);
+    sqlite3_free(c->tf);
+    c->term = sqlite3_malloc64((sqlite3_uint64)c->ntok * sizeof *c->term);
+    c->tf = sqlite3_malloc64((sqlite3_uint64)c->ntok * sizeof *c->tf);
+    c->capterm = c->term && c->tf ? c->ntok : 0;
+    if (!c->capterm) return SQLITE_NOMEM;
+  }
   for (int j = 0; j < c->ntok; j++)
     c->term[j] = (ht_span){.p = c->buf + (c->tok[j] >> 16), .n = (int)(c->tok[j] & 0xffff)};
   qsort(c->term, (size_t)c->ntok, sizeof *c->term, ht_cmp);
@@ -711,6 +702,24 @@ static int ht_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, i
     c->tf[c->nterm++] = 1;
   }
   return SQLITE_OK;
+}
+
+static int ht_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, int argc,
+                     sqlite3_value **argv) {
+  (void)idxStr;
+  ht_cursor *c = (ht_cursor *)cur;
+  ht_vtab *t = (ht_vtab *)cur->pVtab;
+  c->ntok = c->nterm = c->i = 0;
+  if (!idxNum || argc < 1) {
+    sqlite3_free(t->base.zErrMsg);
+    t->base.zErrMsg = sqlite3_mprintf("heap_terms: takes the text to read, as its argument: "
+                                      "SELECT term, tf FROM heap_terms('Flights to Lisbon')");
+    return SQLITE_ERROR;
+  }
+  if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return SQLITE_OK;
+  const char *text = (const char *)sqlite3_value_text(argv[0]);
+  if (!text) return SQLITE_NOMEM;
+  return ht_read(c, t->st, text, sqlite3_value_bytes(argv[0]));
 }
 
 static int ht_next(sqlite3_vtab_cursor *cur) {
@@ -751,6 +760,286 @@ static sqlite3_module ht_module = {
     .xEof = ht_eof,
     .xColumn = ht_column,
     .xRowid = ht_rowid,
+};
+
+/* heap_bm25_terms(first, last): bm25_terms' rows for the memories of seq
+ * first to last, summed in C (namespace, term, docs, maxtf, minlen): what
+ * add_many's batch and a migration add to the table in one statement, a row
+ * per term rather than per term and memory.  It reads the memories table, so
+ * a file's views and triggers cannot call it. */
+typedef struct {
+  sqlite3_vtab base;
+  sqlite3 *db;
+  hm_stemmer *st;
+} hb_vtab;
+
+typedef struct {
+  int ns;              /* its namespace: an index into the cursor's names */
+  i64 off;             /* its term in the pool */
+  int n;
+  i64 docs, maxtf, minlen;
+} hb_entry;
+
+typedef struct {
+  sqlite3_vtab_cursor base;
+  ht_cursor words;     /* one memory's terms */
+  char *pool;          /* the terms and the namespaces' names, back to back */
+  i64 used, cap;
+  hb_entry *e;         /* the (namespace, term) rows */
+  i64 n, cape;
+  i64 *slot;           /* open addressing: 1 + an index into e, 0 empty */
+  i64 nslot;
+  i64 *name;           /* each namespace's name: its offset in the pool */
+  int *namelen, nname, capname;
+  i64 i;
+} hb_cursor;
+
+static int hb_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                      sqlite3_vtab **out, char **err) {
+  (void)argc; (void)argv; (void)err;
+  int rc = sqlite3_declare_vtab(db, "CREATE TABLE x(namespace TEXT, term TEXT, docs INTEGER, "
+                                    "maxtf INTEGER, minlen INTEGER, first HIDDEN, last HIDDEN)");
+  if (rc != SQLITE_OK) return rc;
+  hb_vtab *t = sqlite3_malloc64(sizeof *t);
+  if (!t) return SQLITE_NOMEM;
+  memset(t, 0, sizeof *t);
+  t->db = db;
+  t->st = aux;
+  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
+  *out = &t->base;
+  return SQLITE_OK;
+}
+
+/* first = ? and last = ? are the arguments, in that order (xFilter checks them). */
+static int hb_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
+  (void)vt;
+  int where[2] = {-1, -1};
+  for (int i = 0; i < info->nConstraint; i++) {
+    const struct sqlite3_index_constraint *c = &info->aConstraint[i];
+    if (c->iColumn != 5 && c->iColumn != 6) continue;
+    if (!c->usable) return SQLITE_CONSTRAINT;
+    if (c->op == SQLITE_INDEX_CONSTRAINT_EQ) where[c->iColumn - 5] = i;
+  }
+  info->idxNum = where[0] >= 0 && where[1] >= 0;
+  if (info->idxNum)
+    for (int j = 0; j < 2; j++) {
+      info->aConstraintUsage[where[j]].argvIndex = j + 1;
+      info->aConstraintUsage[where[j]].omit = 1;
+    }
+  info->estimatedCost = info->idxNum ? 1000 : 1e12;
+  return SQLITE_OK;
+}
+
+static int hb_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
+  (void)vt;
+  hb_cursor *c = sqlite3_malloc64(sizeof *c);
+  if (!c) return SQLITE_NOMEM;
+  memset(c, 0, sizeof *c);
+  *out = &c->base;
+  return SQLITE_OK;
+}
+
+static void hb_clear(hb_cursor *c) {
+  sqlite3_free(c->words.buf);
+  sqlite3_free(c->words.tok);
+  sqlite3_free(c->words.term);
+  sqlite3_free(c->words.tf);
+  sqlite3_free(c->pool);
+  sqlite3_free(c->e);
+  sqlite3_free(c->slot);
+  sqlite3_free(c->name);
+  sqlite3_free(c->namelen);
+  sqlite3_vtab_cursor base = c->base;
+  memset(c, 0, sizeof *c);
+  c->base = base;
+}
+
+static int hb_close(sqlite3_vtab_cursor *cur) {
+  hb_clear((hb_cursor *)cur);
+  sqlite3_free(cur);
+  return SQLITE_OK;
+}
+
+/* n bytes of p copied into the pool: their offset, or -1 out of memory. */
+static i64 hb_keep(hb_cursor *c, const char *p, int n) {
+  if (c->used + n > c->cap) {
+    i64 cap = c->cap ? 2 * c->cap : 65536;
+    while (cap < c->used + n) cap *= 2;
+    char *b = sqlite3_realloc64(c->pool, (sqlite3_uint64)cap);
+    if (!b) return -1;
+    c->pool = b;
+    c->cap = cap;
+  }
+  memcpy(c->pool + c->used, p, (size_t)n);
+  c->used += n;
+  return c->used - n;
+}
+
+/* The index of the namespace p[0..n) among the cursor's names (added). */
+static int hb_name(hb_cursor *c, const char *p, int n) {
+  for (int j = c->nname - 1; j >= 0; j--)
+    if (c->namelen[j] == n && !memcmp(c->pool + c->name[j], p, (size_t)n)) return j;
+  if (c->nname == c->capname) {
+    int cap = c->capname ? 2 * c->capname : 8;
+    i64 *a = sqlite3_realloc64(c->name, (sqlite3_uint64)cap * sizeof *a);
+    if (a) c->name = a;
+    int *b = sqlite3_realloc64(c->namelen, (sqlite3_uint64)cap * sizeof *b);
+    if (b) c->namelen = b;
+    if (!a || !b) return -1;
+    c->capname = cap;
+  }
+  i64 off = hb_keep(c, p, n);
+  if (off < 0) return -1;
+  c->name[c->nname] = off;
+  c->namelen[c->nname] = n;
+  return c->nname++;
+}
+
+static u64 hb_hash(int ns, const char *p, int n) {
+  u64 h = 1469598103934665603ULL ^ (u64)ns;
+  for (int i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+  return h;
+}
+
+static int hb_grow(hb_cursor *c) {
+  i64 nslot = c->nslot ? 2 * c->nslot : 4096;
+  i64 *slot = sqlite3_malloc64((sqlite3_uint64)nslot * sizeof *slot);
+  if (!slot) return SQLITE_NOMEM;
+  memset(slot, 0, (size_t)nslot * sizeof *slot);
+  for (i64 k = 0; k < c->n; k++) {
+    u64 h = hb_hash(c->e[k].ns, c->pool + c->e[k].off, c->e[k].n);
+    i64 s = (i64)(h & (u64)(nslot - 1));
+    while (slot[s]) s = (s + 1) & (nslot - 1);
+    slot[s] = k + 1;
+  }
+  sqlite3_free(c->slot);
+  c->slot = slot;
+  c->nslot = nslot;
+  return SQLITE_OK;
+}
+
+/* One memory's terms counted into the (namespace, term) rows. */
+static int hb_add(hb_cursor *c, int ns, i64 len) {
+  for (int j = 0; j < c->words.nterm; j++) {
+    const ht_span *w = &c->words.term[j];
+    if (2 * (c->n + 1) > c->nslot && hb_grow(c) != SQLITE_OK) return SQLITE_NOMEM;
+    u64 h = hb_hash(ns, w->p, w->n);
+    i64 s = (i64)(h & (u64)(c->nslot - 1));
+    hb_entry *e = NULL;
+    for (; c->slot[s]; s = (s + 1) & (c->nslot - 1)) {
+      hb_entry *x = &c->e[c->slot[s] - 1];
+      if (x->ns == ns && x->n == w->n && !memcmp(c->pool + x->off, w->p, (size_t)w->n)) {
+        e = x;
+        break;
+      }
+    }
+    if (!e) {
+      if (c->n == c->cape) {
+        i64 cap = c->cape ? 2 * c->cape : 1024;
+        hb_entry *grown = sqlite3_realloc64(c->e, (sqlite3_uint64)cap * sizeof *grown);
+        if (!grown) return SQLITE_NOMEM;
+        c->e = grown;
+        c->cape = cap;
+      }
+      i64 off = hb_keep(c, w->p, w->n);
+      if (off < 0) return SQLITE_NOMEM;
+      e = &c->e[c->n];
+      *e = (hb_entry){.ns = ns, .off = off, .n = w->n, .minlen = len};
+      c->slot[s] = ++c->n;
+    }
+    e->docs++;
+    if (c->words.tf[j] > e->maxtf) e->maxtf = c->words.tf[j];
+    if (len < e->minlen) e->minlen = len;
+  }
+  return SQLITE_OK;
+}
+
+static int hb_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, int argc,
+                     sqlite3_value **argv) {
+  (void)idxStr;
+  hb_cursor *c = (hb_cursor *)cur;
+  hb_vtab *t = (hb_vtab *)cur->pVtab;
+  hb_clear(c);
+  if (!idxNum || argc < 2 || sqlite3_value_type(argv[0]) != SQLITE_INTEGER ||
+      sqlite3_value_type(argv[1]) != SQLITE_INTEGER) {
+    sqlite3_free(t->base.zErrMsg);
+    t->base.zErrMsg = sqlite3_mprintf("heap_bm25_terms: takes the first and the last seq of "
+                                      "the memories to read, as integers: SELECT * FROM "
+                                      "heap_bm25_terms(1, 1000)");
+    return SQLITE_ERROR;
+  }
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(t->db, "SELECT namespace, text, ntok FROM memories "
+                                     "WHERE seq BETWEEN ?1 AND ?2", -1, &st, NULL);
+  if (rc != SQLITE_OK) {
+    sqlite3_free(t->base.zErrMsg);
+    t->base.zErrMsg = sqlite3_mprintf("heap_bm25_terms: %s", sqlite3_errmsg(t->db));
+    return rc;
+  }
+  sqlite3_bind_value(st, 1, argv[0]);
+  sqlite3_bind_value(st, 2, argv[1]);
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *ns = (const char *)sqlite3_column_text(st, 0);
+    int nsn = sqlite3_column_bytes(st, 0);
+    const char *text = (const char *)sqlite3_column_text(st, 1);
+    int len = sqlite3_column_bytes(st, 1);
+    if (!ns || !text) { rc = SQLITE_NOMEM; break; }
+    int k = hb_name(c, ns, nsn);
+    if (k < 0 || (rc = ht_read(&c->words, t->st, text, len)) != SQLITE_OK ||
+        (rc = hb_add(c, k, sqlite3_column_int64(st, 2))) != SQLITE_OK) {
+      rc = k < 0 ? SQLITE_NOMEM : rc;
+      break;
+    }
+  }
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static int hb_next(sqlite3_vtab_cursor *cur) {
+  ((hb_cursor *)cur)->i++;
+  return SQLITE_OK;
+}
+
+static int hb_eof(sqlite3_vtab_cursor *cur) {
+  hb_cursor *c = (hb_cursor *)cur;
+  return c->i >= c->n;
+}
+
+static int hb_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
+  hb_cursor *c = (hb_cursor *)cur;
+  const hb_entry *e = &c->e[c->i];
+  switch (col) {
+  case 0:
+    sqlite3_result_text(ctx, c->pool + c->name[e->ns], c->namelen[e->ns], SQLITE_TRANSIENT);
+    break;
+  case 1: sqlite3_result_text(ctx, c->pool + e->off, e->n, SQLITE_TRANSIENT); break;
+  case 2: sqlite3_result_int64(ctx, e->docs); break;
+  case 3: sqlite3_result_int64(ctx, e->maxtf); break;
+  case 4: sqlite3_result_int64(ctx, e->minlen); break;
+  default: break;
+  }
+  return SQLITE_OK;
+}
+
+static int hb_rowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *rowid) {
+  *rowid = ((hb_cursor *)cur)->i + 1;
+  return SQLITE_OK;
+}
+
+static sqlite3_module hb_module = {
+    .iVersion = 0,
+    .xCreate = NULL, /* eponymous only */
+    .xConnect = hb_connect,
+    .xBestIndex = hb_best_index,
+    .xDisconnect = ht_disconnect,
+    .xDestroy = ht_disconnect,
+    .xOpen = hb_open,
+    .xClose = hb_close,
+    .xFilter = hb_filter,
+    .xNext = hb_next,
+    .xEof = hb_eof,
+    .xColumn = hb_column,
+    .xRowid = hb_rowid,
 };
 
 #pragma endregion

@@ -76,8 +76,8 @@ static hm_stemmer *hm_new_stemmer(fts5_api *api, char **err) {
 }
 
 /* Registers heap_bm25_row and heap_bm25_tail (FTS5 auxiliary functions), heap_ntokens,
- * heap_attribute and heap_terms, with the FTS5 tokenizers the last three
- * keep, and the connection's (conn: heap_recall's lexical search).  Without
+ * heap_attribute, heap_terms and heap_bm25_terms, with the FTS5 tokenizers
+ * the last four keep, and the connection's (conn: heap_recall's lexical search).  Without
  * FTS5 (no heapmem store can exist then) it registers nothing, so the other
  * functions still load. */
 static int hm_register_fts5(sqlite3 *db, hm_conn *conn, char **err) {
@@ -113,6 +113,9 @@ static int hm_register_fts5(sqlite3 *db, hm_conn *conn, char **err) {
   if (rc != SQLITE_OK) return rc;
   if (!(st = hm_new_stemmer(api, err))) return SQLITE_ERROR;
   rc = sqlite3_create_module_v2(db, "heap_terms", &ht_module, st, hm_stemmer_free);
+  if (rc != SQLITE_OK) return rc;
+  if (!(st = hm_new_stemmer(api, err))) return SQLITE_ERROR;
+  rc = sqlite3_create_module_v2(db, "heap_bm25_terms", &hb_module, st, hm_stemmer_free);
   if (rc != SQLITE_OK) return rc;
   if (!(conn->stem = hm_new_stemmer(api, err))) return SQLITE_ERROR;
   return SQLITE_OK;

@@ -231,7 +231,8 @@ static const struct {
     "  PRIMARY KEY(namespace, term)\n"
     ") WITHOUT ROWID"},
   {"trigger", "bm25_terms_ai", "memories",
-    "CREATE TRIGGER bm25_terms_ai AFTER INSERT ON memories BEGIN\n"
+    "CREATE TRIGGER bm25_terms_ai AFTER INSERT ON memories\n"
+    "  WHEN NOT EXISTS (SELECT 1 FROM heapmem_meta WHERE key = 'fts_deferred') BEGIN\n"
     "  INSERT INTO bm25_terms(namespace, term, docs, maxtf, minlen)\n"
     "    SELECT new.namespace, term, 1, tf, new.ntok FROM heap_terms(new.text) WHERE true\n"
     "    ON CONFLICT(namespace, term) DO UPDATE SET docs = docs + 1,\n"

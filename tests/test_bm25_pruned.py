@@ -290,6 +290,8 @@ def test_heap_terms_reads_a_text_as_fts5_indexes_it(db):
 
 @pytest.mark.parametrize("sql, msg", [
     ("SELECT * FROM heap_terms", "heap_terms: takes the text to read, as its argument"),
+    ("SELECT * FROM heap_bm25_terms", "heap_bm25_terms: takes the first and the last seq"),
+    ("SELECT * FROM heap_bm25_terms('1', 2)", "heap_bm25_terms: takes the first and the last"),
     ("SELECT heap_bm25_search(1, 'a', 5)", "heap_bm25_search: takes (question, namespace, n"),
     ("SELECT heap_bm25_search('q', '*', 5)", "heap_bm25_search: the namespace must be one to"),
     ("SELECT heap_bm25_search('q', 'a', 0)", "heap_bm25_search: n must be an integer from 1"),

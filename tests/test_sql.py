@@ -41,10 +41,11 @@ def test_registered_functions(db):
                       "ORDER BY name, narg").fetchall()
     assert rows == FUNCTIONS
     assert one(db, "SELECT heap_version()") == "v" + heapmem.__version__
-    # and the table-valued functions, heap_recall and heap_terms (eponymous
-    # virtual tables)
+    # and the table-valued functions, heap_bm25_terms, heap_recall and
+    # heap_terms (eponymous virtual tables)
     assert db.execute("SELECT name FROM pragma_module_list WHERE name LIKE 'heap%' "
-                      "ORDER BY name").fetchall() == [("heap_recall",), ("heap_terms",)]
+                      "ORDER BY name").fetchall() == [("heap_bm25_terms",), ("heap_recall",),
+                                                      ("heap_terms",)]
 
 
 def test_scalar_functions(db):

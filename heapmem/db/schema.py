@@ -375,9 +375,11 @@ def defer_fts(c: Connection) -> None:
 
 def index_deferred(c: Connection, first_seq: int) -> None:
     """Index, in one statement, the memories added since defer_fts() (every
-    seq >= first_seq), and switch the per-row trigger back on."""
+    seq >= first_seq), add their terms to bm25_terms, and switch the per-row
+    triggers back on."""
     c.execute("INSERT INTO memories_fts(rowid, nstag, text) SELECT seq, nstag, text "
               "FROM memories WHERE seq >= ?", (first_seq,))
+    c.execute(BM25_TERMS_BUILD, (first_seq, 1 << 62))
     c.execute("DELETE FROM heapmem_meta WHERE key = ?", (META_FTS_DEFERRED,))
 
 
@@ -560,8 +562,11 @@ CREATE INDEX memories_filter ON memories(namespace, kind, created_at);
 # columns) among them: BM25's part grows with the one and shrinks with the
 # other, so the pair bounds what the term can add to any memory's score.
 # Deleting lowers docs, never the bounds (still bounds).  Plain-SQL triggers
-# keep it from any door; a store made before it gets its rows on its first
-# writable open (build_bm25_terms, with a progress line past a second).
+# keep it from any door; inside add_many()'s transaction (the 'fts_deferred'
+# switch, as for the FTS index) index_deferred() adds the batch's terms in one
+# statement instead, a row per term rather than per term and memory.  A store
+# made before it gets its rows on its first writable open (build_bm25_terms,
+# with a progress line past a second).
 _BM25_TERMS_IN = """INSERT INTO bm25_terms(namespace, term, docs, maxtf, minlen)
     SELECT {ns}, term, 1, tf, {ntok} FROM heap_terms({text}) WHERE true
     ON CONFLICT(namespace, term) DO UPDATE SET docs = docs + 1,
@@ -579,7 +584,8 @@ CREATE TABLE bm25_terms(
   minlen    INTEGER NOT NULL,         -- the shortest of them, in FTS5 tokens (never raised)
   PRIMARY KEY(namespace, term)
 ) WITHOUT ROWID;
-CREATE TRIGGER bm25_terms_ai AFTER INSERT ON memories BEGIN
+CREATE TRIGGER bm25_terms_ai AFTER INSERT ON memories
+  WHEN NOT EXISTS (SELECT 1 FROM heapmem_meta WHERE key = '{META_FTS_DEFERRED}') BEGIN
   {_BM25_TERMS_IN.format(ns="new.namespace", ntok="new.ntok", text="new.text")}
 END;
 CREATE TRIGGER bm25_terms_ad AFTER DELETE ON memories BEGIN
@@ -591,11 +597,10 @@ CREATE TRIGGER bm25_terms_au AFTER UPDATE OF namespace, text ON memories BEGIN
 END;
 """
 
-#: bm25_terms' rows for the memories of seq ?1 to ?2, added to what it holds
+#: bm25_terms' rows for the memories of seq ?1 to ?2 (summed by the C core's
+#: heap_bm25_terms), added to what it holds
 BM25_TERMS_BUILD = """INSERT INTO bm25_terms(namespace, term, docs, maxtf, minlen)
-SELECT m.namespace, t.term, count(*), max(t.tf), min(m.ntok)
-FROM memories AS m, heap_terms(m.text) AS t WHERE m.seq BETWEEN ?1 AND ?2
-GROUP BY m.namespace, t.term
+SELECT namespace, term, docs, maxtf, minlen FROM heap_bm25_terms(?1, ?2) WHERE true
 ON CONFLICT(namespace, term) DO UPDATE SET docs = docs + excluded.docs,
   maxtf = max(maxtf, excluded.maxtf), minlen = min(minlen, excluded.minlen)"""
 #: how many memories build_bm25_terms reads per statement
@@ -835,7 +840,7 @@ KNOWN_SCHEMAS = {
     7: "12dc3f91101aa478d6d705433396ac4eb4302bb51b10548e25ce5e2704a2db91",
     8: "3109c26dc44c733a160f3dbb3a2389b18bad00824898557e9a17c50687874ecd",
     9: "6286cf02f5b5e332081edae7c74949ed5d5c0fa68a882b6533e3f3fa01b98ef0",
-    10: "7717e4e6f231a0800729ffe08c1825fa55a708730aa85dbcd402939ced6e07e4",
+    10: "e6afb65f99410907474b71236170e2acf8d260d3f12538328c9f8b9384eaf6ba",
 }
 
 
