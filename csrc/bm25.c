@@ -360,14 +360,18 @@ static int hm_doclen(sqlite3 *db, const char *table, sqlite3_blob **blob, i64 ro
   return SQLITE_OK;
 }
 
+/* Whether a row may rank (recall's filters): 0 or an SQLite code, *ok 1 or 0. */
+typedef int (*hm_bm25_pass)(void *ctx, i64 rowid, int *ok);
+
 /* The n best of rows (best first, ties by rowid) into top (room for limit),
  * their count into *size.  Each row: its rowid, a lower bound of its length
  * (or, exact = 1, its length) and np weighted phrase frequencies; idf: each
  * phrase's.  Rows are scored at their shortest possible length first (every
  * idf is > 0, so a phrase's part only shrinks as the length grows), best
  * first, and a row's exact length is read from table's %_docsize (through
- * *blob, one handle moved from row to row) only while it can still reach
- * the top.  0 or an SQLite code. */
+ * *blob, one handle moved from row to row), and whether it may rank asked of
+ * pass (NULL: every row may), only while it can still reach the top.  0 or
+ * an SQLite code. */
 static int hm_bm25_rank(sqlite3 *db, const char *table, sqlite3_blob **blob,
                         i64 n,              /* rows */
                         int np,             /* phrases */
@@ -377,6 +381,7 @@ static int hm_bm25_rank(sqlite3 *db, const char *table, sqlite3_blob **blob,
                         const double *freq, /* n x np */
                         const double *idf,  /* np */
                         double avgdl,
+                        hm_bm25_pass pass, void *pctx,
                         i64 limit, hm_scored *top, i64 *size) {
   int rc = SQLITE_OK;
   *size = 0;
@@ -395,6 +400,8 @@ static int hm_bm25_rank(sqlite3 *db, const char *table, sqlite3_blob **blob,
     if (*size == limit && !hm_scored_before(&best, &top[0])) break;
     todo[0] = todo[left - 1];
     if (left > 1) hm_heap_down(todo, left - 1, 0, 0);
+    int ok = 1;
+    if (pass && ((rc = pass(pctx, best.rowid, &ok)) != SQLITE_OK || !ok)) continue;
     double dl = len[best.k];
     if (!exact) rc = hm_doclen(db, table, blob, best.rowid, &dl);
     if (rc != SQLITE_OK) break;
@@ -428,13 +435,13 @@ static char *hm_bm25_json(const hm_scored *top, i64 size) {
   return sqlite3_str_finish(str);
 }
 
-/* The match set's top: acc's rows (those keep marks, all when keep is NULL)
- * ranked with BM25 over a collection of acc->docs documents of acc->tokens
- * tokens, each phrase's IDF from the rows holding it (every row counts, kept
- * or not).  Missing or stale counts fall back to the rows' own: fewer
- * documents than rows count the rows, no tokens take the rows' mean length
- * (every length read).  top has room for acc->limit rows. */
-static int hm_bm25_top_of(sqlite3 *db, hm_bm25_acc *acc, const unsigned char *keep,
+/* The match set's top: acc's rows (those pass lets through, all when it is
+ * NULL) ranked with BM25 over a collection of acc->docs documents of
+ * acc->tokens tokens, each phrase's IDF from the rows holding it (every row
+ * counts, let through or not).  Missing or stale counts fall back to the
+ * rows' own: fewer documents than rows count the rows, no tokens take the
+ * rows' mean length (every length read).  top has room for acc->limit rows. */
+static int hm_bm25_top_of(sqlite3 *db, hm_bm25_acc *acc, hm_bm25_pass pass, void *pctx,
                           sqlite3_blob **blob, hm_scored *top, i64 *size) {
   int np = acc->nphrase, rc = SQLITE_OK;
   i64 n = acc->n;
@@ -459,19 +466,8 @@ static int hm_bm25_top_of(sqlite3 *db, hm_bm25_acc *acc, const unsigned char *ke
   double avgdl = tokens / docs;
   if (!(avgdl > 0.0)) avgdl = 1.0;
   for (int i = 0; i < np; i++) idf[i] = hm_bm25_idf(docs, (double)acc->nhit[i]);
-  if (keep) { /* the rows kept, moved to the front */
-    i64 w = 0;
-    for (i64 k = 0; k < n; k++) {
-      if (!keep[k]) continue;
-      acc->rowid[w] = acc->rowid[k];
-      acc->lower[w] = acc->lower[k];
-      memmove(&acc->freq[w * np], &acc->freq[k * np], (size_t)np * sizeof(double));
-      w++;
-    }
-    n = w;
-  }
   return hm_bm25_rank(db, acc->table, blob, n, np, acc->rowid, acc->lower, exact, acc->freq,
-                      idf, avgdl, acc->limit, top, size);
+                      idf, avgdl, pass, pctx, acc->limit, top, size);
 }
 
 static void hm_bm25_acc_free(hm_bm25_acc *acc) {
@@ -497,7 +493,7 @@ static void heap_bm25_top_final(sqlite3_context *ctx) {
   top = sqlite3_malloc64((sqlite3_uint64)limit * sizeof(hm_scored));
   if (!top) { sqlite3_result_error_nomem(ctx); goto cleanup; }
   acc->limit = limit;
-  int rc = hm_bm25_top_of(sqlite3_context_db_handle(ctx), acc, NULL, &blob, top, &size);
+  int rc = hm_bm25_top_of(sqlite3_context_db_handle(ctx), acc, NULL, NULL, &blob, top, &size);
   if (rc != SQLITE_OK) {
     char *m = sqlite3_mprintf("heap_bm25_top: cannot read the row lengths of %s (%s)",
                               acc->table, sqlite3_errstr(rc));

@@ -165,7 +165,8 @@ static const char hr_sql_log[] =
 
 enum { HR_ST_CAND, HR_ST_HYBRID, HR_ST_LINKS, HR_ST_SHOW, HR_ST_TUNED, HR_ST_LOG,
        HR_ST_VROWS, HR_ST_VSTATE, HR_ST_VLOAD, HR_ST_JUDGED, HR_ST_ALLOW, HR_ST_KINDS,
-       HR_ST_LOGGED, HR_ST_LEX_NS, HR_ST_LEX_TERM, HR_ST_LEX_MATCH, HR_ST_LEX_ALL, HR_NST };
+       HR_ST_LOGGED, HR_ST_LEX_NS, HR_ST_LEX_TERM, HR_ST_LEX_MATCH, HR_ST_LEX_PASS,
+       HR_ST_LEX_KINDS, HR_NST };
 /* The lexical search's (hr_lexical).  ?1 namespace: its documents and FTS5
  * tokens, and whether it is alone in the file (no memory of another
  * namespace: then the FTS5 tag filters nothing and is left out) */
@@ -178,22 +179,23 @@ static const char hr_sql_lex_ns[] =
 static const char hr_sql_lex_term[] =
     "SELECT docs, maxtf, minlen FROM bm25_terms WHERE namespace = ?1 AND term = ?2";
 /* ?1 a MATCH expression, ?2 how many of its phrases are the question's words
- * (its last ones), ?6-?8 the filters: the rows it matches that they let
- * through, with their BM25 inputs for those words */
+ * (its last ones): the rows it matches, with their BM25 inputs for those words */
 static const char hr_sql_lex_match[] =
     "SELECT rowid, heap_bm25_tail(memories_fts, ?2, 0.0, 1.0) FROM memories_fts "
-    "WHERE memories_fts MATCH ?1 AND " HR_FILTERED("memories_fts.rowid");
-/* the same, every row it matches, and whether the filters let it through */
-static const char hr_sql_lex_all[] =
-    "SELECT rowid, heap_bm25_tail(memories_fts, ?2, 0.0, 1.0), "
-    HR_FILTERED("memories_fts.rowid") " FROM memories_fts WHERE memories_fts MATCH ?1";
+    "WHERE memories_fts MATCH ?1";
+/* ?1 a memory's seq: what the filters look at (asked of the rows that could
+ * still rank, best first, never of every row matched; hr_lex_pass) */
+static const char hr_sql_lex_pass[] = "SELECT kind, created_at FROM memories WHERE seq = ?1";
+/* ?1 the kinds filter (a JSON array of text, checked): its kinds */
+static const char hr_sql_lex_kinds[] = "SELECT value FROM json_each(?1)";
 
 static const char *const hr_sql[HR_NST] = {hr_sql_cand,  hr_sql_hybrid, hr_sql_links,
                                             hr_sql_show,  hr_sql_tuned,  hr_sql_log,
                                             hr_sql_vrows, hr_sql_vstate, hr_sql_vload,
                                             hr_sql_judged, hr_sql_allow,  hr_sql_kinds,
                                             hr_sql_logged, hr_sql_lex_ns, hr_sql_lex_term,
-                                            hr_sql_lex_match, hr_sql_lex_all};
+                                            hr_sql_lex_match, hr_sql_lex_pass,
+                                            hr_sql_lex_kinds};
 
 /* The statements the loop's functions run, prepared once per connection:
  * kept by the connection's heap_recall table, whose xDisconnect (run before
@@ -509,7 +511,9 @@ typedef struct {
   sqlite3_blob *blob;       /* %_docsize, for exact lengths */
   hm_bm25_acc acc;          /* one round's rows */
   i64 fcap;                 /* room in acc.freq, in doubles */
-  unsigned char *keep;      /* the whole match set's: which rows the filters let through */
+  sqlite3_stmt *pass;       /* a memory's kind and time, for the filters (NULL: none) */
+  char **kinds;             /* the kinds filter's kinds (nkinds; NULL: none) */
+  int nkinds;
 } hr_lex;
 
 static int hr_lex_stmt(hr_lex *x, int which, sqlite3_stmt **st) {
@@ -563,10 +567,56 @@ static int hr_lex_token(void *p, int flags, const char *t, int n, int start, int
   return SQLITE_OK;
 }
 
+/* Whether the filters let the memory of seq through (hm_bm25_pass): as
+ * HR_FILTER says, its kind among the kinds, created at or after since and
+ * before until. */
+static int hr_lex_pass(void *ctx, i64 seq, int *ok) {
+  hr_lex *x = ctx;
+  const hr_args *a = x->a;
+  sqlite3_bind_int64(x->pass, 1, seq);
+  int rc = sqlite3_step(x->pass);
+  *ok = 0;
+  if (rc == SQLITE_ROW) {
+    const char *kind = (const char *)sqlite3_column_text(x->pass, 0);
+    double at = sqlite3_column_double(x->pass, 1);
+    int in = !x->kinds;
+    for (int i = 0; kind && !in && i < x->nkinds; i++) in = !strcmp(kind, x->kinds[i]);
+    int dated = sqlite3_column_type(x->pass, 1) != SQLITE_NULL;
+    *ok = in && (!a->has_since || (dated && at >= a->since)) &&
+          (!a->has_until || (dated && at < a->until));
+  }
+  sqlite3_reset(x->pass);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : hr_lex_sqlfail(x, rc);
+}
+
+/* The filters, read for hr_lex_pass: its statement, and the kinds as strings. */
+static int hr_lex_filters(hr_lex *x) {
+  int rc = hr_lex_stmt(x, HR_ST_LEX_PASS, &x->pass);
+  if (rc != SQLITE_OK || !x->a->kinds) return rc == SQLITE_OK ? rc : hr_lex_sqlfail(x, rc);
+  sqlite3_stmt *st = NULL;
+  if ((rc = hr_lex_stmt(x, HR_ST_LEX_KINDS, &st)) != SQLITE_OK) return hr_lex_sqlfail(x, rc);
+  sqlite3_bind_text(st, 1, x->a->kinds, -1, SQLITE_STATIC);
+  int cap = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (x->nkinds == cap) {
+      cap = cap ? 2 * cap : 8;
+      char **k = sqlite3_realloc64(x->kinds, (sqlite3_uint64)cap * sizeof *k);
+      if (!k) { rc = SQLITE_NOMEM; break; }
+      x->kinds = k;
+    }
+    const char *v = (const char *)sqlite3_column_text(st, 0);
+    if (!(x->kinds[x->nkinds] = sqlite3_mprintf("%s", v ? v : ""))) { rc = SQLITE_NOMEM; break; }
+    x->nkinds++;
+  }
+  sqlite3_reset(st);
+  if (!x->kinds && rc == SQLITE_DONE) x->kinds = sqlite3_malloc(sizeof *x->kinds); /* none */
+  if (rc == SQLITE_NOMEM || (rc == SQLITE_DONE && !x->kinds)) return SQLITE_NOMEM;
+  return rc == SQLITE_DONE ? SQLITE_OK : hr_lex_sqlfail(x, rc);
+}
+
 /* Read a round's rows from st (stepped here): each row's BM25 inputs for the
- * last np phrases of its blob (the question's words), the rows holding each,
- * and with `flag`, column 2: whether the filters let it through. */
-static int hr_lex_rows(hr_lex *x, sqlite3_stmt *st, int np, int flag) {
+ * np phrases of its blob (the question's words) and the rows holding each. */
+static int hr_lex_rows(hr_lex *x, sqlite3_stmt *st, int np) {
   hm_bm25_acc *acc = &x->acc;
   int rc;
   acc->n = 0;
@@ -588,9 +638,7 @@ static int hr_lex_rows(hr_lex *x, sqlite3_stmt *st, int np, int flag) {
       if (r) acc->rowid = r;
       double *d = sqlite3_realloc64(acc->lower, (sqlite3_uint64)cap * sizeof(double));
       if (d) acc->lower = d;
-      unsigned char *k = sqlite3_realloc64(x->keep, (sqlite3_uint64)cap);
-      if (k) x->keep = k;
-      if (!r || !d || !k) return SQLITE_NOMEM;
+      if (!r || !d) return SQLITE_NOMEM;
       acc->cap = cap;
     }
     if ((acc->n + 1) * np > x->fcap) {
@@ -606,7 +654,6 @@ static int hr_lex_rows(hr_lex *x, sqlite3_stmt *st, int np, int flag) {
     memcpy(&acc->lower[k], b + 8, 8);
     memcpy(&acc->freq[k * np], b + 16 + (size_t)off * sizeof(double), (size_t)np * sizeof(double));
     for (int i = 0; i < np; i++) acc->nhit[i] += b[16 + all * sizeof(double) + off + i] != 0;
-    x->keep[k] = !flag || sqlite3_column_int(st, 2);
   }
   return rc == SQLITE_DONE ? SQLITE_OK : hr_lex_sqlfail(x, rc);
 }
@@ -619,18 +666,17 @@ static int hr_lex_full(hr_lex *x, int nw, int alone, double docs, double tokens,
   char match[HM_MATCH_LEN];
   sqlite3_stmt *st = NULL;
   if (hm_match(x->a->query, alone ? NULL : x->a->ns, match, sizeof match) <= 0) return SQLITE_OK;
-  int rc = hr_lex_stmt(x, HR_ST_LEX_ALL, &st);
+  int rc = hr_lex_stmt(x, HR_ST_LEX_MATCH, &st);
   if (rc != SQLITE_OK) return hr_lex_sqlfail(x, rc);
   sqlite3_bind_text(st, 1, match, -1, SQLITE_TRANSIENT);
   sqlite3_bind_int(st, 2, nw);
-  hr_bind_filters(st, x->a);
-  rc = hr_lex_rows(x, st, nw, 1);
+  rc = hr_lex_rows(x, st, nw);
   sqlite3_reset(st);
   if (rc != SQLITE_OK) return rc;
   x->acc.docs = docs;
   x->acc.tokens = tokens;
   x->acc.limit = x->n;
-  return hm_bm25_top_of(x->db, &x->acc, x->keep, &x->blob, top, size);
+  return hm_bm25_top_of(x->db, &x->acc, x->pass ? hr_lex_pass : NULL, x, &x->blob, top, size);
 }
 
 /* One round at threshold t over the phrases p (m of them, in the question's
@@ -667,13 +713,13 @@ static int hr_lex_round(hr_lex *x, const hm_bm25_phrase *p, const hm_bm25_phrase
   if (rc != SQLITE_OK) { sqlite3_free(match); return hr_lex_sqlfail(x, rc); }
   sqlite3_bind_text(st, 1, match, -1, sqlite3_free);
   sqlite3_bind_int(st, 2, m);
-  hr_bind_filters(st, x->a);
-  rc = hr_lex_rows(x, st, m, 0);
+  rc = hr_lex_rows(x, st, m);
   sqlite3_reset(st);
   if (rc != SQLITE_OK) return rc;
   for (int i = 0; i < m; i++) idf[i] = p[i].idf;
   return hm_bm25_rank(x->db, "memories_fts", &x->blob, x->acc.n, m, x->acc.rowid,
-                      x->acc.lower, 0, x->acc.freq, idf, avgdl, x->n, top, size);
+                      x->acc.lower, 0, x->acc.freq, idf, avgdl, x->pass ? hr_lex_pass : NULL,
+                      x, x->n, top, size);
 }
 
 static int hr_lex_by_ub(const void *x, const void *y) {
@@ -782,6 +828,9 @@ static int hr_lex_search(hr_lex *x, hm_scored *top, i64 *size) {
   x->acc.table = (char *)"memories_fts";
   x->acc.nhit = sqlite3_malloc64(sizeof(i64) * HM_MAX_QUERY_TERMS);
   if (!x->acc.nhit) return SQLITE_NOMEM;
+  if ((x->a->kinds || x->a->has_since || x->a->has_until) &&
+      (rc = hr_lex_filters(x)) != SQLITE_OK)
+    return rc;
   if (!stats || !(docs >= 1) || !(tokens > 0)) /* statistics missing: as heap_bm25_top */
     return hr_lex_full(x, nw, 0, stats ? docs : 0.0, stats ? tokens : 0.0, top, size);
   hm_bm25_phrase p[HM_MAX_QUERY_TERMS];
@@ -814,7 +863,8 @@ static int hr_lexical(sqlite3 *db, hr_vtab *vt, hm_stemmer *stem, const hr_args 
   sqlite3_free(x.acc.lower);
   sqlite3_free(x.acc.freq);
   sqlite3_free(x.acc.nhit);
-  sqlite3_free(x.keep);
+  for (int i = 0; i < x.nkinds; i++) sqlite3_free(x.kinds[i]);
+  sqlite3_free(x.kinds);
   sqlite3_free(top);
   *err = x.err;
   if (rc != SQLITE_OK && !*err)
@@ -1130,6 +1180,84 @@ static int hr_vsync(hr_vtab *t, const char *ns, int dim, i64 added, i64 changed,
   /* rows read inside a write transaction could be rolled back: used once */
   e->keep = sqlite3_txn_state(t->db, "main") != SQLITE_TXN_WRITE;
   return SQLITE_OK;
+}
+
+/* heap_vector_search(question, namespace, n) -> JSON [seq, ...]: the
+ * namespace's vector top n (1 to 1000) for the question, best first, as
+ * heap_recall's vector stage finds it in a store of the library's own
+ * vectors (the connection's cache brought up to date, hr_vsync, then hv_top),
+ * without its cosine floor or filters: that stage alone, for measuring it
+ * (bench/scale.py times it and its recall of the exact top n). */
+static void heap_vector_search(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  hm_conn *conn = sqlite3_user_data(ctx);
+  sqlite3 *db = sqlite3_context_db_handle(ctx);
+  (void)argc;
+  if (sqlite3_value_type(argv[0]) != SQLITE_TEXT || sqlite3_value_type(argv[1]) != SQLITE_TEXT ||
+      sqlite3_value_type(argv[2]) != SQLITE_INTEGER || sqlite3_value_int64(argv[2]) < 1 ||
+      sqlite3_value_int64(argv[2]) > 1000) {
+    hm_result_err(ctx, "heap_vector_search", "takes (question, namespace, n): the question and "
+                                             "the namespace as text, n from 1 to 1000");
+    return;
+  }
+  const char *q = (const char *)sqlite3_value_text(argv[0]);
+  const char *ns = (const char *)sqlite3_value_text(argv[1]);
+  int n = sqlite3_value_int(argv[2]);
+  char *why = NULL;
+  if (!conn || hm_check_store(db, conn, &why) != SQLITE_OK) {
+    hm_result_err(ctx, "heap_vector_search", why ? why : "the library was not loaded here");
+    sqlite3_free(why);
+    return;
+  }
+  hr_vtab own = {.db = db, .conn = conn}, *t = conn->vt ? conn->vt : &own;
+  sqlite3_stmt *st = NULL;
+  i64 *top = NULL;
+  hv_ns *e = NULL;
+  float qf[HM_EMBED_DIM];
+  unsigned char q8[4 + HM_MAX_DIM];
+  char err[HM_ERRLEN];
+  int rc = hr_stmt(t, HR_ST_VSTATE, &st);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
+    rc = sqlite3_step(st) == SQLITE_ROW ? SQLITE_OK : SQLITE_ERROR;
+  }
+  if (rc != SQLITE_OK) { hm_result_err(ctx, "heap_vector_search", sqlite3_errmsg(db)); goto done; }
+  const char *name = (const char *)sqlite3_column_text(st, 0);
+  int builtin = name && !strcmp(name, HM_BUILTIN_EMBEDDER) &&
+                sqlite3_column_int(st, 1) == HM_EMBED_DIM;
+  i64 added = sqlite3_column_int64(st, 2), changed = sqlite3_column_int64(st, 3);
+  sqlite3_reset(st);
+  if (!builtin) {
+    hm_result_err(ctx, "heap_vector_search", "this store holds no vectors of the library's own "
+                                             "embedder (" HM_BUILTIN_EMBEDDER ")");
+    goto done;
+  }
+  if (hm_embed(q, -1, qf, HM_EMBED_DIM, err, sizeof err) < 0) {
+    hm_result_err(ctx, "heap_vector_search", err);
+    goto done;
+  }
+  if (!hr_unit(qf)) { sqlite3_result_text(ctx, "[]", -1, SQLITE_STATIC); goto done; }
+  if ((rc = hr_vsync(t, ns, HM_EMBED_DIM, added, changed, &e)) != SQLITE_OK) {
+    hm_result_err(ctx, "heap_vector_search", t->base.zErrMsg ? t->base.zErrMsg
+                                                             : sqlite3_errstr(rc));
+    goto done;
+  }
+  hv_to_int8(qf, HM_EMBED_DIM, q8);
+  top = sqlite3_malloc64((sqlite3_uint64)n * sizeof *top);
+  int k = top ? hv_top(e, (const int8_t *)(q8 + 4), n, -2.0, NULL, top) : -1;
+  if (k < 0) { sqlite3_result_error_nomem(ctx); goto done; }
+  sqlite3_str *js = sqlite3_str_new(db);
+  sqlite3_str_appendchar(js, 1, '[');
+  for (int i = 0; i < k; i++) sqlite3_str_appendf(js, i ? ",%lld" : "%lld", (long long)top[i]);
+  sqlite3_str_appendchar(js, 1, ']');
+  char *out = sqlite3_str_finish(js);
+  if (out) sqlite3_result_text(ctx, out, -1, sqlite3_free);
+  else sqlite3_result_error_nomem(ctx);
+done:
+  sqlite3_free(top);
+  if (t == &own) {
+    for (int i = 0; i < HR_NST; i++) sqlite3_finalize(own.st[i]);
+    sqlite3_free(own.base.zErrMsg);
+  }
 }
 
 /* Which of the cache's rows the filters let through, as a mask (*out: NULL

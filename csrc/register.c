@@ -26,7 +26,7 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
       {"tune_events", ht_sql_events_from}, {"autotune_used", ht_sql_used},
       {"autotune_count", ht_sql_count}, {"bm25_namespace", hr_sql_lex_ns},
       {"bm25_term", hr_sql_lex_term}, {"bm25_match", hr_sql_lex_match},
-      {"bm25_all", hr_sql_lex_all},
+      {"bm25_pass", hr_sql_lex_pass},
   };
   const char *name = (const char *)sqlite3_value_text(argv[0]);
   for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
@@ -38,7 +38,7 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
                             "heap_feedback's or heap_tune's statements: candidates, hybrid, "
                             "links, show, log, edges, before, vrows, vectors, allow, "
                             "tune_recalls, tune_events, autotune_used, autotune_count, "
-                            "bm25_namespace, bm25_term, bm25_match, bm25_all", -1);
+                            "bm25_namespace, bm25_term, bm25_match, bm25_pass", -1);
 }
 
 #pragma endregion
@@ -168,6 +168,7 @@ static const struct {
      * file's views or triggers; given the connection's hm_conn) */
     HM_SCALAR("heap_bm25_search", 3, HM_WRITE, heap_bm25_search),
     HM_SCALAR("heap_bm25_search", 4, HM_WRITE, heap_bm25_search),
+    HM_SCALAR("heap_vector_search", 3, HM_WRITE, heap_vector_search),
     HM_SCALAR("heap_feedback", 2, HM_WRITE, heap_feedback),
     HM_SCALAR("heap_feedback", 3, HM_WRITE, heap_feedback),
     HM_SCALAR("heap_feedback", 4, HM_WRITE, heap_feedback),

@@ -122,16 +122,14 @@ def test_feedback_reads_a_features_trim_boundaries_from_the_rate_index(tmp_path,
 
 
 def test_filtered_candidates_look_each_hit_up_by_its_key(tmp_path):
-    """With a kind or time filter, each BM25 hit is looked up by its rowid
-    (no scan of the namespace), and the vector filter reads the namespace's
+    """With a kind or time filter, each BM25 hit that could still rank is
+    looked up by its rowid (no scan of the namespace), and the vector filter reads the namespace's
     kinds and times from the covering index alone (schema 9), never from the
     rows; without a filter the lookup is never planned into a scan."""
     with _fill(tmp_path / "a.db") as m:
-        # ?1 MATCH, ?2 the question's phrases, ?6-?8 the filters
-        for name in ("bm25_match", "bm25_all"):
-            plan = _plan(m, name, ('"flight"', 1, None, None, None, '["fact"]', 1.0, None))
-            assert "SEARCH f USING INTEGER PRIMARY KEY (rowid=?)" in plan, plan
-            assert not any(BAD in p for p in plan)
+        # the BM25 search asks about a memory by its seq, one at a time
+        plan = _plan(m, "bm25_pass", (1,))
+        assert plan == ["SEARCH memories USING INTEGER PRIMARY KEY (rowid=?)"], plan
         plan = _plan(m, "candidates", PARAMS[:5] + ('["fact"]', 1.0, None) + PARAMS[8:])
         assert GOOD in plan and not any(BAD in p for p in plan), plan
         allow = _plan(m, "allow", ("ns1", None, None, None, None, '["fact"]', None, None))

@@ -32,7 +32,7 @@ FUNCTIONS = [
     ("heap_recency", 3), ("heap_relate", 2), ("heap_save_config", 1), ("heap_score", 7),
     ("heap_score", 8),
     ("heap_statement", 1), ("heap_text_hash", 1), ("heap_tokens", 1), ("heap_tune", 0),
-    ("heap_tune", 1), ("heap_version", 0),
+    ("heap_tune", 1), ("heap_vector_search", 3), ("heap_version", 0),
 ]
 
 
