@@ -839,8 +839,8 @@ static int hr_lex_search(hr_lex *x, hm_scored *top, i64 *size) {
   rc = SQLITE_OK;
   if (hr_lex_phrases(x, word, wlen, nw, tag, docs, tokens / docs, p, &m, &postings, &rc))
     return hr_lex_full(x, nw, alone, docs, tokens, top, size);
-  if (rc != SQLITE_OK || m == 0) return rc; /* no word of the question is in the namespace */
-  if (postings <= x->small)
+  if (rc != SQLITE_OK) return rc;
+  if (m == 0 || postings <= x->small) /* (m 0: no word in bm25_terms; FTS5 says so at once) */
     return hr_lex_full(x, nw, alone, docs, tokens, top, size);
   return hr_lex_pruned(x, p, m, nw, alone ? NULL : tag, docs, tokens, top, size);
 }
