@@ -487,12 +487,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--_result", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args._job:
-        with open(args._job, encoding="utf-8") as fh:
-            job = json.load(fh)
-        res = JOBS[job["kind"]](job)
-        with open(args._result, "w", encoding="utf-8") as fh:
-            json.dump(res, fh)
-        return 0
+        return perf.child(args._job, args._result, JOBS)
     if not os.path.exists(args.data):
         print(f"LoCoMo data not found at {args.data} (give --data)", file=sys.stderr)
         return 2
