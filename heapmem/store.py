@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import apsw
 import numpy as np
 
-from . import embedders
+from . import answers, embedders
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
 from .db import _native, connect, schema, sql
 from .db.sql import RECALL_SQL
@@ -252,6 +252,8 @@ class Memory:
         self._links_gen = 0  # bumped by every write of this connection to links
         self._prior_feats: frozenset[str] = frozenset()
         self._prior_version: Any = None
+        #: reads what the core's write functions answer (a server's, checked)
+        self._answers = answers.Reader(path)
         self._conn: schema.Connection
         self._connect(path, auth_token=auth_token, database=database,
                       embedder=None if _is_builtin(embedder) else embedder)
@@ -673,11 +675,13 @@ class Memory:
                 if same is not None:  # the memory that holds this text already
                     return same
             try:
-                mid = c.execute(sql.ADD, {**row, "copy": 1}).fetchall()[0][0]
+                added = c.execute(sql.ADD, {**row, "copy": 1}).fetchall()
             except apsw.ConstraintError:
                 raise DuplicateIdError(f"a memory with id {row['id']!r} already exists; "
                                        "it was not changed") from None
-            seq, feats = c.execute(sql.ADDED, {"id": mid}).fetchall()[0]
+            mid = self._answers.added(added)[0]
+            mid, seq, feats = self._answers.added(added, c.execute(sql.ADDED, {"id": mid})
+                                                  .fetchall())
             if self._embedder is not None and not self._builtin:
                 c.execute(sql.INSERT_VECTOR, (seq, self._embed([row["text"]])[0].tobytes()))
         return Item(mid, row["text"], row["namespace"], row["kind"], row["source"], row["key"],
@@ -930,16 +934,20 @@ class Memory:
                         "ignored": None if rest_ignored else json.dumps(ignored_ids),
                         "now": t, "namespace": namespace, "config": config,
                         "tune": autotune})
-                out = json.loads(row.fetchall()[0][0])
+                rows = row.fetchall()
             except apsw.SQLError as e:  # the C core's sentence: a bad argument
                 raise ValueError(_c_sentence(e)) from None
             finally:
                 self._links_gen += 1
+            # read inside the transaction: an answer that is not the core's rolls it back
+            function = "heap_feedback" if answer is None else "heap_answer"
+            out = self._answers.feedback(rows, function)
             judgements: tuple[Judgement, ...] = ()
             if out["attribution"] is not None:
-                shown = json.loads(c.execute(sql.RECALL_SHOWN, {"id": out["recall_id"]})
-                                   .fetchall()[0][0])
-                judgements = self._judgements(out["attribution"], shown)
+                shown = self._answers.shown(
+                    c.execute(sql.RECALL_SHOWN, {"id": out["recall_id"]}).fetchall(), function)
+                judgements = self._judgements(
+                    self._answers.attribution(out["attribution"], len(shown), function), shown)
         return Feedback(out["recall_id"], tuple(out["used"]), tuple(out["ignored"]),
                         out["links_updated"], judgements,
                         self._auto_tune(out["auto_tune"]) if out["auto_tune"] else None)
@@ -1168,11 +1176,12 @@ class Memory:
             # high-water marks so that no id is given out again
             try:
                 if namespace is not None:
-                    n = c.execute(sql.FORGET_NAMESPACE, {"namespace": namespace}).fetchall()[0][0]
+                    rows = c.execute(sql.FORGET_NAMESPACE, {"namespace": namespace}).fetchall()
                 else:
-                    n = c.execute(sql.FORGET, {"ids": json.dumps(id_list)}).fetchall()[0][0]
+                    rows = c.execute(sql.FORGET, {"ids": json.dumps(id_list)}).fetchall()
             except apsw.SQLError as e:  # the C core's sentence: a bad argument
                 raise ValueError(_c_sentence(e)) from None
+            n = self._answers.count(rows, "heap_forget")
         # the WAL still holds the old pages: copy the erased ones into the file
         # and empty the WAL.  A TRUNCATE checkpoint stalls every writer while it
         # waits for readers, so it waits 0.25 s at most; if other connections

@@ -76,3 +76,23 @@ def stop(proc):
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=20)
+
+
+def tables_digest(path):
+    """A digest of every row of every table of the SQLite file at path (its
+    WAL included; FTS5's shadow tables stand for the index): equal before
+    and after a call that wrote nothing, however SQLite laid out the pages."""
+    import hashlib
+
+    c = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        h = hashlib.sha256()
+        for name, ddl in c.execute("SELECT name, sql FROM sqlite_schema WHERE type = 'table' "
+                                   "ORDER BY name").fetchall():
+            if ddl.upper().startswith("CREATE VIRTUAL"):
+                continue
+            h.update(repr((name, sorted(repr(r) for r in c.execute(
+                'SELECT * FROM "{}"'.format(name.replace('"', '""')))))).encode())
+        return h.hexdigest()
+    finally:
+        c.close()
