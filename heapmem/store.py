@@ -225,8 +225,12 @@ class Memory:
                  embedder: Callable[[list[str]], Any] | None = DEFAULT_EMBEDDER,
                  reembed: bool = False,
                  durable: bool = False, verify: bool = False, auth_token: str | None = None,
-                 database: str | None = None, auto_tune: bool = True):
+                 database: str | None = None, auto_tune: bool = True, vfs: str | None = None):
         path = _check_path(path)
+        if vfs is not None and not isinstance(vfs, str):
+            raise TypeError(f"vfs must be the name of a SQLite VFS (a string), got "
+                            f"{type(vfs).__name__}")
+        self.vfs = vfs
         if not isinstance(auto_tune, bool):
             raise TypeError(f"auto_tune must be True or False, got {auto_tune!r}")
         if not callable(clock):
@@ -282,7 +286,7 @@ class Memory:
         try:
             self._conn, self._remote = connect.connect(
                 path, flags=flags, auth_token=auth_token, database=database,
-                durable=self.durable, embedder=embedder)
+                durable=self.durable, embedder=embedder, vfs=self.vfs)
         except apsw.CantOpenError as e:
             raise HeapmemError(f"cannot open {path!r}: {e}") from None
         try:
@@ -297,7 +301,8 @@ class Memory:
             # mount): SQLite cannot make its -shm file there, and with no -wal
             # file nothing is pending, so read the file as immutable
             uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?immutable=1"
-            self._conn = apsw.Connection(uri, flags=flags)
+            self._conn = connect.connect(uri, flags=flags, auth_token=None, database=None,
+                                         durable=False, embedder=None, vfs=self.vfs)[0]
             try:
                 self._open_file()
             except BaseException:
@@ -1426,7 +1431,8 @@ def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
          config: ScoringConfig | None = None, readonly: bool = False,
          embedder: Callable[[list[str]], Any] | None = DEFAULT_EMBEDDER, reembed: bool = False,
          durable: bool = False, verify: bool = False, auth_token: str | None = None,
-         database: str | None = None, auto_tune: bool = True) -> Memory:
+         database: str | None = None, auto_tune: bool = True, vfs: str | None = None
+         ) -> Memory:
     """Open (or create) the heapmem store at path.
 
     The connection runs in WAL mode with a busy timeout, and the schema is
@@ -1494,7 +1500,13 @@ def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
     config= is given (the caller chose the weights; set_config(save=True)
     and tune() still work).  On a libSQL server it runs there, inside the
     feedback's own request (the server's heapmem library).
+
+    vfs names the SQLite VFS the file is opened through (one registered in
+    this process, for example an apsw.VFS subclass of your own; None: SQLite's
+    default).  heapmem's fault tests open stores through a VFS that fails
+    chosen reads, writes and syncs (tests/_faults.py).  An unknown name is a
+    HeapmemError, vfs= with a server URL a ValueError; nothing is opened.
     """
     return Memory(path, clock=clock, config=config, readonly=readonly, embedder=embedder,
                   reembed=reembed, durable=durable, verify=verify, auth_token=auth_token,
-                  database=database, auto_tune=auto_tune)
+                  database=database, auto_tune=auto_tune, vfs=vfs)

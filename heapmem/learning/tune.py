@@ -67,15 +67,16 @@ def tune(mem: Any, *, grid: Sequence[float] | None = None, boot: int = 2000, see
     options = options_json(mem.config, grid=grid, boot=boot, seed=seed, deploy=deploy,
                            newest=newest, against=against, level=level)
     # deploying writes meta 'tuned': one write transaction around the whole tune
-    with (mem.transaction() if deploy else mem.snapshot()) as c:
-        try:
-            rows = c.execute(sql.TUNE, {"options": options}).fetchall()
-        except apsw.SQLError as e:  # the C core's sentence: a bad option
-            raise ValueError(str(e).split("heap_tune: ", 1)[-1]) from None
-        except apsw.Error as e:
-            raise from_sqlite(e, "tune") from e
-        # read inside the transaction: an answer that is not heap_tune's rolls it back
-        report = from_json(answers.Reader(mem.path).tune(rows))
+    try:
+        with (mem.transaction() if deploy else mem.snapshot()) as c:
+            try:
+                rows = c.execute(sql.TUNE, {"options": options}).fetchall()
+            except apsw.SQLError as e:  # the C core's sentence: a bad option
+                raise ValueError(str(e).split("heap_tune: ", 1)[-1]) from None
+            # read inside the transaction: an answer that is not heap_tune's rolls it back
+            report = from_json(answers.Reader(mem.path).tune(rows))
+    except apsw.Error as e:  # the statement, or the COMMIT (a full disk, a failed sync)
+        raise from_sqlite(e, "tune") from e
     if report.deployed:
         mem.set_config(w_usefulness=report.after)  # saved by heap_tune; in force here too
     return report
