@@ -93,8 +93,12 @@ def tables_digest(path):
                                    "ORDER BY name").fetchall():
             if ddl.upper().startswith("CREATE VIRTUAL") or name.startswith("sqlite_"):
                 continue
+            q = name.replace('"', '""')
+            cols = [r[1].replace('"', '""') for r in c.execute(f'PRAGMA table_info("{q}")')]
+            # each value as its type and bytes: text that is not UTF-8 digests too
+            exprs = ", ".join(f'typeof("{col}"), CAST("{col}" AS BLOB)' for col in cols)
             h.update(repr((name, sorted(repr(r) for r in c.execute(
-                'SELECT * FROM "{}"'.format(name.replace('"', '""')))))).encode())
+                f'SELECT {exprs} FROM "{q}"')))).encode())
         return h.hexdigest()
     finally:
         c.close()
