@@ -509,3 +509,17 @@ def test_a_good_input_passes_the_door(doors, door):
     drv = doors(door)
     got = drv.call(GOOD[door])
     assert "a1" in str(got) or "Lisbon" in str(got), got
+
+
+def test_reliability_md_names_every_row_under_its_promise():
+    """RELIABILITY.md names each row under the promise it tests (so a new
+    row is placed, and the document cannot list a row that is gone)."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "RELIABILITY.md")
+    with open(path, encoding="utf-8") as f:
+        paragraphs = [" ".join(p.split()) for p in f.read().split("\n\n")]
+    named = {n for p in paragraphs if p.startswith("**Matrix rows**")
+             for n in re.findall(r'"([^"]+)"', p)}
+    rows = {r.name for r in ROWS + SERVED}
+    assert rows - named == set(), "rows RELIABILITY.md does not name"
+    assert named - rows == set(), "names in RELIABILITY.md that are no row"
