@@ -1501,12 +1501,8 @@ def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
     and tune() still work).  On a libSQL server it runs there, inside the
     feedback's own request (the server's heapmem library).
 
-    vfs names the SQLite VFS the file is opened through (one registered in
-    this process, for example an apsw.VFS subclass of your own; None: SQLite's
-    default).  heapmem's fault tests open stores through a VFS that fails
-    chosen reads, writes and syncs (tests/_faults.py).  An unknown name is a
-    HeapmemError, vfs= with a server URL a ValueError; nothing is opened.
-    """
+    vfs: a SQLite VFS registered in this process (an apsw.VFS) to open the file through (None:
+    the default; tests/_faults.py's fails chosen I/O calls); unknown: HeapmemError."""
     return Memory(path, clock=clock, config=config, readonly=readonly, embedder=embedder,
                   reembed=reembed, durable=durable, verify=verify, auth_token=auth_token,
                   database=database, auto_tune=auto_tune, vfs=vfs)

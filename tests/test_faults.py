@@ -25,10 +25,10 @@ first verb that raises, as a program would.  Then:
 Modes: SQLITE_IOERR at any call (once), SQLITE_FULL at any write (once),
 and a power cut at any call (every call from it fails; on disk, each file as
 of its last sync plus a seeded choice of later writes, some torn), with and
-without durable=True.  CI tries every call of the script in the first mode,
-every write in the second, and a seeded share of the calls in the power
-modes; HEAPMEM_SOAK=1 tries every call in every mode, with three seeds of
-what the power keeps.
+without durable=True.  CI tries a seeded share of the calls in each mode
+(MODES: half of them for SQLITE_IOERR, at least one in every verb, 500 and
+more in all); HEAPMEM_SOAK=1 tries every call in every mode, with three
+seeds of what the power keeps (HEAPMEM_FAULT_SHARE sets the share).
 """
 from __future__ import annotations
 
@@ -326,7 +326,7 @@ def _sweep(d: str, clean: Clean, vfs: FaultVFS, how: str, durable: bool, share: 
 
 
 #: (how, durable, share of the calls tried in CI)
-MODES = [("ioerr", False, 1.0), ("full", False, 0.5), ("ioerr", True, 0.1),
+MODES = [("ioerr", False, 0.5), ("full", False, 0.35), ("ioerr", True, 0.1),
          ("power", True, 0.2), ("power", False, 0.2)]
 
 
