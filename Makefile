@@ -4,7 +4,8 @@
 #   make lint       ruff and mypy with pyproject.toml's settings (the tests run
 #                   them too: tests/test_tooling.py)
 #   make soak       the long soak variants (HEAPMEM_SOAK=1): concurrency,
-#                   crash and 20x the property-test examples
+#                   crash, a fault at every I/O call in every mode, and 20x
+#                   the property-test examples
 #   make sanitize   the C library built with AddressSanitizer + UBSan
 #                   (setup.py's HEAPMEM_SANITIZE=1) and the tests that drive
 #                   it run against that build
@@ -41,7 +42,7 @@ lint:
 	$(PYTHON) -m mypy
 
 soak:
-	HEAPMEM_SOAK=1 $(PYTHON) -m pytest tests/test_concurrency.py tests/test_crash.py \
+	HEAPMEM_SOAK=1 $(PYTHON) -m pytest tests/test_concurrency.py tests/test_crash.py tests/test_faults.py \
 		tests/test_hostile.py tests/test_cfuzz.py tests/test_isolation.py -q -s
 
 sanitize-build:

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import apsw
 import numpy as np
 
-from . import embedders
+from . import answers, embedders
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
 from .db import _native, connect, schema, sql
 from .db.sql import RECALL_SQL
@@ -225,8 +225,12 @@ class Memory:
                  embedder: Callable[[list[str]], Any] | None = DEFAULT_EMBEDDER,
                  reembed: bool = False,
                  durable: bool = False, verify: bool = False, auth_token: str | None = None,
-                 database: str | None = None, auto_tune: bool = True):
+                 database: str | None = None, auto_tune: bool = True, vfs: str | None = None):
         path = _check_path(path)
+        if vfs is not None and not isinstance(vfs, str):
+            raise TypeError(f"vfs must be the name of a SQLite VFS (a string), got "
+                            f"{type(vfs).__name__}")
+        self.vfs = vfs
         if not isinstance(auto_tune, bool):
             raise TypeError(f"auto_tune must be True or False, got {auto_tune!r}")
         if not callable(clock):
@@ -252,6 +256,8 @@ class Memory:
         self._links_gen = 0  # bumped by every write of this connection to links
         self._prior_feats: frozenset[str] = frozenset()
         self._prior_version: Any = None
+        #: reads what the core's write functions answer (a server's, checked)
+        self._answers = answers.Reader(path)
         self._conn: schema.Connection
         self._connect(path, auth_token=auth_token, database=database,
                       embedder=None if _is_builtin(embedder) else embedder)
@@ -280,7 +286,7 @@ class Memory:
         try:
             self._conn, self._remote = connect.connect(
                 path, flags=flags, auth_token=auth_token, database=database,
-                durable=self.durable, embedder=embedder)
+                durable=self.durable, embedder=embedder, vfs=self.vfs)
         except apsw.CantOpenError as e:
             raise HeapmemError(f"cannot open {path!r}: {e}") from None
         try:
@@ -295,7 +301,8 @@ class Memory:
             # mount): SQLite cannot make its -shm file there, and with no -wal
             # file nothing is pending, so read the file as immutable
             uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?immutable=1"
-            self._conn = apsw.Connection(uri, flags=flags)
+            self._conn = connect.connect(uri, flags=flags, auth_token=None, database=None,
+                                         durable=False, embedder=None, vfs=self.vfs)[0]
             try:
                 self._open_file()
             except BaseException:
@@ -673,11 +680,13 @@ class Memory:
                 if same is not None:  # the memory that holds this text already
                     return same
             try:
-                mid = c.execute(sql.ADD, {**row, "copy": 1}).fetchall()[0][0]
+                added = c.execute(sql.ADD, {**row, "copy": 1}).fetchall()
             except apsw.ConstraintError:
                 raise DuplicateIdError(f"a memory with id {row['id']!r} already exists; "
                                        "it was not changed") from None
-            seq, feats = c.execute(sql.ADDED, {"id": mid}).fetchall()[0]
+            mid = self._answers.added(added)[0]
+            mid, seq, feats = self._answers.added(added, c.execute(sql.ADDED, {"id": mid})
+                                                  .fetchall())
             if self._embedder is not None and not self._builtin:
                 c.execute(sql.INSERT_VECTOR, (seq, self._embed([row["text"]])[0].tobytes()))
         return Item(mid, row["text"], row["namespace"], row["kind"], row["source"], row["key"],
@@ -930,16 +939,20 @@ class Memory:
                         "ignored": None if rest_ignored else json.dumps(ignored_ids),
                         "now": t, "namespace": namespace, "config": config,
                         "tune": autotune})
-                out = json.loads(row.fetchall()[0][0])
+                rows = row.fetchall()
             except apsw.SQLError as e:  # the C core's sentence: a bad argument
                 raise ValueError(_c_sentence(e)) from None
             finally:
                 self._links_gen += 1
+            # read inside the transaction: an answer that is not the core's rolls it back
+            function = "heap_feedback" if answer is None else "heap_answer"
+            out = self._answers.feedback(rows, function)
             judgements: tuple[Judgement, ...] = ()
             if out["attribution"] is not None:
-                shown = json.loads(c.execute(sql.RECALL_SHOWN, {"id": out["recall_id"]})
-                                   .fetchall()[0][0])
-                judgements = self._judgements(out["attribution"], shown)
+                shown = self._answers.shown(
+                    c.execute(sql.RECALL_SHOWN, {"id": out["recall_id"]}).fetchall(), function)
+                judgements = self._judgements(
+                    self._answers.attribution(out["attribution"], len(shown), function), shown)
         return Feedback(out["recall_id"], tuple(out["used"]), tuple(out["ignored"]),
                         out["links_updated"], judgements,
                         self._auto_tune(out["auto_tune"]) if out["auto_tune"] else None)
@@ -1168,11 +1181,12 @@ class Memory:
             # high-water marks so that no id is given out again
             try:
                 if namespace is not None:
-                    n = c.execute(sql.FORGET_NAMESPACE, {"namespace": namespace}).fetchall()[0][0]
+                    rows = c.execute(sql.FORGET_NAMESPACE, {"namespace": namespace}).fetchall()
                 else:
-                    n = c.execute(sql.FORGET, {"ids": json.dumps(id_list)}).fetchall()[0][0]
+                    rows = c.execute(sql.FORGET, {"ids": json.dumps(id_list)}).fetchall()
             except apsw.SQLError as e:  # the C core's sentence: a bad argument
                 raise ValueError(_c_sentence(e)) from None
+            n = self._answers.count(rows, "heap_forget")
         # the WAL still holds the old pages: copy the erased ones into the file
         # and empty the WAL.  A TRUNCATE checkpoint stalls every writer while it
         # waits for readers, so it waits 0.25 s at most; if other connections
@@ -1417,7 +1431,8 @@ def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
          config: ScoringConfig | None = None, readonly: bool = False,
          embedder: Callable[[list[str]], Any] | None = DEFAULT_EMBEDDER, reembed: bool = False,
          durable: bool = False, verify: bool = False, auth_token: str | None = None,
-         database: str | None = None, auto_tune: bool = True) -> Memory:
+         database: str | None = None, auto_tune: bool = True, vfs: str | None = None
+         ) -> Memory:
     """Open (or create) the heapmem store at path.
 
     The connection runs in WAL mode with a busy timeout, and the schema is
@@ -1485,7 +1500,9 @@ def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
     config= is given (the caller chose the weights; set_config(save=True)
     and tune() still work).  On a libSQL server it runs there, inside the
     feedback's own request (the server's heapmem library).
-    """
+
+    vfs: a SQLite VFS registered in this process (an apsw.VFS) to open the file through (None:
+    the default; tests/_faults.py's fails chosen I/O calls); unknown: HeapmemError."""
     return Memory(path, clock=clock, config=config, readonly=readonly, embedder=embedder,
                   reembed=reembed, durable=durable, verify=verify, auth_token=auth_token,
-                  database=database, auto_tune=auto_tune)
+                  database=database, auto_tune=auto_tune, vfs=vfs)

@@ -76,3 +76,37 @@ def stop(proc):
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=20)
+
+
+def tables_digest(path):
+    """A digest of every row of every table of the SQLite file at path (its
+    WAL included; FTS5's shadow tables stand for the index; not SQLite's own
+    sqlite_stat tables, the planner's, which PRAGMA optimize rewrites at a
+    close): equal before and after a call that wrote nothing, however SQLite
+    laid out the pages."""
+    c = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return connection_digest(c)
+    finally:
+        c.close()
+
+
+def connection_digest(c):
+    """tables_digest of the database a connection (apsw's, or a server
+    store's heapmem.remote connection) reads."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name, ddl in c.execute("SELECT name, sql FROM sqlite_schema WHERE type = 'table' "
+                               "ORDER BY name").fetchall():
+        if ddl.upper().startswith("CREATE VIRTUAL") or name.startswith(("sqlite_", "libsql_",
+                                                                        "_litestream")):
+            continue
+        q = name.replace('"', '""')
+        cols = [r[1].replace('"', '""') for r in c.execute(
+            "SELECT * FROM pragma_table_info(?)", (name,)).fetchall()]
+        # each value as its type and bytes: text that is not UTF-8 digests too
+        exprs = ", ".join(f'typeof("{col}"), CAST("{col}" AS BLOB)' for col in cols)
+        h.update(repr((name, sorted(repr(r) for r in c.execute(
+            f'SELECT {exprs} FROM "{q}"').fetchall()))).encode())
+    return h.hexdigest()

@@ -233,8 +233,11 @@ class Context:
         self.database = getattr(args, "database", None) or env.get("HEAPMEM_DATABASE") or None
         self.lexical = bool(getattr(args, "lexical", False))
         ns = getattr(args, "namespace", None)
-        self.namespace_given = bool(ns or env.get("HEAPMEM_NAMESPACE"))
-        self.namespace = ns or env.get("HEAPMEM_NAMESPACE") or DEFAULT_NAMESPACE
+        # -n "" is a namespace given (and refused by the store as empty), never
+        # "default": a script's unset variable must not write to another namespace
+        self.namespace_given = ns is not None or bool(env.get("HEAPMEM_NAMESPACE"))
+        self.namespace = ns if ns is not None else \
+            env.get("HEAPMEM_NAMESPACE") or DEFAULT_NAMESPACE
         self.json = bool(getattr(args, "json", False))
         now = getattr(args, "now", None)
         self.clock = (lambda: now) if now is not None else clock
@@ -362,7 +365,8 @@ def cmd_add(ctx: Context) -> int:
         try:
             meta = json.loads(a.metadata)
         except ValueError:
-            raise CLIError("--metadata is not valid JSON") from None
+            raise CLIError('--metadata must be a JSON object, like {"topic": "travel"}: it is '
+                           "not valid JSON") from None
         if not isinstance(meta, dict):
             raise CLIError('--metadata must be a JSON object, like {"topic": "travel"}')
     with ctx.open(create=True) as mem:
@@ -505,7 +509,8 @@ def cmd_update(ctx: Context) -> int:
             try:
                 meta = json.loads(a.metadata)
             except ValueError:
-                raise CLIError("--metadata is not valid JSON") from None
+                raise CLIError('--metadata must be a JSON object, like {"topic": "travel"}: it is '
+                           "not valid JSON") from None
             if not isinstance(meta, dict):
                 raise CLIError('--metadata must be a JSON object, like {"topic": "travel"}, or '
                                "'' to clear it")
@@ -617,14 +622,16 @@ def cmd_feedback(ctx: Context) -> int:
             raise CLIError("give either --answer or --used/--ignored/--only, not both")
         if a.recall_id is None:
             raise CLIError("feedback --answer needs the RECALL_ID the answer was written from")
-        with ctx.open() as mem:
-            fb = mem.feedback(recall_id=a.recall_id, answer=a.answer)
+        with ctx.open() as mem:  # -n given: only that namespace's recalls
+            fb = mem.feedback(recall_id=a.recall_id, answer=a.answer,
+                              namespace=ctx.namespace if ctx.namespace_given else None)
     else:
         if not a.used and not a.ignored:
             raise CLIError("feedback needs --used ID ..., --ignored ID ... or --answer TEXT")
         ignored = a.ignored if a.ignored is not None else ([] if a.only else None)
         with ctx.open() as mem:
-            fb = mem.feedback(a.used, recall_id=a.recall_id, ignored=ignored)
+            fb = mem.feedback(a.used, recall_id=a.recall_id, ignored=ignored,
+                              namespace=ctx.namespace if ctx.namespace_given else None)
     if ctx.json:
         out: dict[str, Any] = {"recall_id": fb.recall_id, "used": list(fb.used),
                                "ignored": list(fb.ignored), "links_updated": fb.links_updated}

@@ -675,6 +675,8 @@ def import_file(mem: Memory, source: PathOrFile, *, progress: Progress | None = 
         if header["heapmem"] == "links":
             return _import_links(mem, it, lines, header, progress)
         return _import_export(mem, it, lines, header, progress, _Ids(remap_ids))
+    except apsw.Error as e:  # the disk, not the file: a failed read, write or sync
+        raise from_sqlite(e, "import") from e
     finally:
         lines.close()
 
