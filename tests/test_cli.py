@@ -85,7 +85,7 @@ def test_help_reads_well(capsys):
     p = subprocess.run([sys.executable, "-m", "heapmem.cli", "mcp", "--help"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0
-    for word in ("remember", "recall", "mark_used", "mark_ignored", "forget", "list", "stdio",
+    for word in ("add", "recall", "mark_used", "mark_ignored", "forget", "list", "stdio",
                  "http", "loopback", "heapmem[mcp]", "--token", "HEAPMEM_MCP_TOKEN", "Origin"):
         assert word in p.stdout, word
 

@@ -38,7 +38,7 @@ def test_a_directory_as_the_store_says_so(tmp_path, capsys):
     assert "it is a directory" in err and "\n" == err[-1] and err.count("\n") == 1
 
 
-def test_the_readme_names_every_mcp_tool_and_report_answer_needs_no_pydantic(tmp_path):
+def test_the_docs_name_every_mcp_tool_and_report_answer_requires_its_recall_id(tmp_path):
     pytest.importorskip("mcp")
     import asyncio
     from pathlib import Path
@@ -61,7 +61,9 @@ def test_the_readme_names_every_mcp_tool_and_report_answer_needs_no_pydantic(tmp
             text = str(out)
         except Exception as e:  # the SDK may raise the tool's error
             text = str(e)
-        assert "report_answer needs the recall_id" in text and "Field required" not in text
+        # the schema says recall_id is required (it said: default null), and the
+        # refusal names it
+        assert "recall_id" in text and "Field required" in text
 
 
 def test_a_mistyped_verb_gets_a_did_you_mean(tmp_path, capsys):

@@ -1205,8 +1205,8 @@ def _mcp_arguments(p: argparse.ArgumentParser) -> None:
 
 
 @verb("mcp", "serve the store to models over MCP",
-      "Serve the store over the Model Context Protocol, with the tools add (remember), "
-      "recall,\nreport_answer, mark_used, mark_ignored, forget and list.  The server "
+      "Serve the store over the Model Context Protocol, with the tools add, recall,"
+      "\nreport_answer, mark_used, mark_ignored, forget and list.  The server "
       "tells the model to\ncall report_answer with its answer (or mark_used with the ids "
       "it used), so heapmem\nlearns from every answer.\n"
       "Over http every request's Host must name the address served and its Origin, if "
