@@ -19,6 +19,7 @@ heapmem.schema, ...) still import (heapmem._moved).
 """
 from . import _moved
 from ._version import __version__
+from .aio import AsyncMemory, open_async
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
 from .db._native import load, loadable_path
 from .errors import (
@@ -46,7 +47,6 @@ from .results import (
     Stats,
     TuneReport,
 )
-from .aio import AsyncMemory, open_async
 from .store import DEFAULT_EMBEDDER, Memory, open
 from .validate import MAX_TEXT_BYTES
 
