@@ -1060,7 +1060,7 @@ static int hf_answer_verdicts(hf_ctx *x, hf_judgment *j) {
   st = NULL;
   if (!j->attribution) return hf_fail(x, SQLITE_NOMEM, "out of memory");
   /* the verdicts by position: 1 used, 0 ignored */
-  if ((rc = hf_prepare(x, "SELECT key, json_extract(value, '$[0]') FROM json_each(?1)", &st)))
+  if ((rc = hf_prepare(x, "SELECT key, json_extract(value, '$.verdict') FROM json_each(?1)", &st)))
     return rc;
   sqlite3_bind_text(st, 1, j->attribution, -1, SQLITE_STATIC);
   j->used = sqlite3_malloc64((sqlite3_uint64)(r->n + 1) * sizeof(char *));

@@ -967,10 +967,11 @@ class Memory:
     @staticmethod
     def _judgements(rows: builtins.list, shown: builtins.list[str]) -> tuple[Judgement, ...]:
         """Each shown memory's judgement from heap_attribute's verdicts."""
-        used = [i for i, r in enumerate(rows) if r[0] == 1]
-        close = [shown[i] for i, r in enumerate(rows) if r[6]]  # shares reaching the bar
+        used = [i for i, r in enumerate(rows) if r["verdict"] == 1]
+        close = [shown[i] for i, r in enumerate(rows) if r["candidate"]]  # reaching the bar
         out = []
-        for mid, (verdict, share, _qshare, words, dated, present, _) in zip(shown, rows):
+        for mid, r in zip(shown, rows):
+            verdict, share, words, dated = r["verdict"], r["share"], r["matched"], r["dated"]
             carried = ", ".join(words) if words else ""
             what = f"carries {share:.0%} of the answer's evidence" + (
                 f" ({carried})" if carried else "") + (
@@ -981,7 +982,7 @@ class Memory:
                 v, why = "ignored", "carries none of the answer's words, nor its date"
             else:
                 v = "unjudged"
-                if not present:
+                if not r["present"]:
                     why = "forgotten since the recall"
                 elif used:
                     why = what + ": neither clearly used nor clearly unused"

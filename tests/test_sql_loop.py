@@ -94,10 +94,16 @@ def test_heap_init_makes_exactly_heapmems_schema(tmp_path):
 def test_heap_init_refuses_a_database_of_someone_elses(tmp_path):
     c = _raw(tmp_path / "a.db")
     c.execute("CREATE TABLE mine(x)")
-    with pytest.raises(apsw.SQLError, match="heap_init: this database is not empty, and not a "
-                                            "heapmem store"):
+    with pytest.raises(apsw.SQLError) as e:
         c.execute("SELECT heap_init()")
+    # one sentence (friction 5: it nested three inside each other)
+    assert str(e.value).endswith("heap_init: this database already holds tables of its own; "
+                                 "heap_init makes a store only in an empty database")
     assert c.execute("SELECT name FROM sqlite_schema").fetchall() == [("mine",)]
+    c.execute("PRAGMA user_version = 3")  # a store of an older schema: what to do about it
+    with pytest.raises(apsw.SQLError, match=r"heap_init: this store has schema 3; open it once "
+                                            r"with heapmem \(Python\) to upgrade it to \d+$"):
+        c.execute("SELECT heap_init()")
 
 
 # -- the loop, in three clients ----------------------------------------------------------
