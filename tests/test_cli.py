@@ -96,7 +96,7 @@ def test_add_recall_feedback_links(run, tmp_path):
     assert r.code == 0
     lines = r.out.splitlines()
     assert lines[0].split() == ["#", "id", "score", "relevance", "recency", "importance",
-                                "usefulness", "rules", "text"]
+                                "usefulness", "context", "rules", "text"]
     assert lines[1].split()[:2] == ["1", "m2"] and "Lisbon!" in lines[1]
     assert lines[2].strip().startswith("score ") and " = rel " in lines[2]  # the explain line
     assert "recall_id 1" in r.out and "heapmem feedback 1 --used" in r.out

@@ -377,11 +377,14 @@ def cmd_add(ctx: Context) -> int:
 
 def _no_namespace(ctx: Context, others: list[str]) -> None:
     """The hint for a namespace the store does not have (a typo, or no -n)."""
-    if ctx.namespace not in others:
+    if not others:
+        ctx.print(f"(the store holds no memories yet: `heapmem -n {ctx.namespace} add TEXT` "
+                  "adds one)")
+    elif ctx.namespace not in others:
         shown = ", ".join(others[:10]) + (f" (and {len(others) - 10} more)"
                                            if len(others) > 10 else "")
         ctx.print(f"(the store has no namespace {ctx.namespace!r}; it has: "
-                  f"{shown or 'none yet'}; pick one with -n NAME)")
+                  f"{shown}; pick one with -n NAME)")
 
 
 def _list_arguments(p: argparse.ArgumentParser) -> None:
@@ -565,20 +568,13 @@ def cmd_recall(ctx: Context) -> int:
         ctx.print(f"no memory of {ctx.namespace}{within} matches {a.query!r}")
         _no_namespace(ctx, others)  # a typo, or no -n: say which namespaces there are
         return 0
-    head = ["#", "id", "score", "relevance", "recency", "importance", "usefulness", "rules"]
-    cfg = res.config
-
-    def factor(value: float, weight: float) -> str:
-        return "off" if weight == 0 else f"{value:.2f}"  # a weight of 0 switches it off
-
-    rows = [[r.rank, r.id, f"{r.score:.3f}", factor(r.relevance, cfg.w_relevance),
-             factor(r.recency, cfg.w_recency), factor(r.importance, cfg.w_importance),
-             factor(r.usefulness, cfg.w_usefulness), f"{r.rules:g}"] for r in res]
+    head, rows = _factor_rows(res)
+    n = len(head) - 2
     lines = _table(head + ["text"], [row + [""] for row in rows],
-                   right=[True, False] + [True] * 6 + [False])
+                   right=[True, False] + [True] * n + [False])
     room = max(20, _width(ctx.out) - len(lines[0]) - 2)
     lines = _table(head + ["text"], [row + [_cut(r.text, room)] for row, r in zip(rows, res)],
-                   right=[True, False] + [True] * 6 + [False])
+                   right=[True, False] + [True] * n + [False])
     ctx.print(lines[0])
     for line, e in zip(lines[1:], explains):
         ctx.print(line)
@@ -587,6 +583,24 @@ def cmd_recall(ctx: Context) -> int:
         ctx.print(f"\nrecall_id {res.recall_id} (question type: {res.qtype}); after answering: "
                   f"heapmem feedback {res.recall_id} --used ID ... (or --answer TEXT)")
     return 0
+
+
+def _factor_rows(res: Any) -> tuple[list[str], list[list[Any]]]:
+    """recall's table: each result's score and every factor that multiplies
+    into it, as applied (Result.factors: a weight's power taken, usefulness
+    as bounded by max_lift; "off" for a weight of 0), so that a row's
+    factors multiply to its score; context where contextual utility is on
+    (w_context > 0), explore where exploration is (explore > 0)."""
+    cfg = res.config
+    names = ["relevance", "recency", "importance", "usefulness"]
+    names += ["context"] * (cfg.w_context > 0) + ["explore"] * (cfg.explore > 0)
+    rows = []
+    for r in res:
+        f = r.factors()
+        rows.append([r.rank, r.id, f"{r.score:.3f}",
+                     *("off" if f[n] is None else f"{f[n]:.2f}" for n in names),
+                     f"{r.rules:g}"])
+    return ["#", "id", "score", *names, "rules"], rows
 
 
 def _feedback_arguments(p: argparse.ArgumentParser) -> None:
