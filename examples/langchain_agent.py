@@ -25,7 +25,7 @@ try:
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
     from langchain_core.outputs import ChatGeneration, ChatResult
 except ImportError:
-    sys.exit("this example needs LangChain: pip install 'heapmem[langchain]'")
+    sys.exit("this example needs LangChain: pip install \"heapmem[langchain]\"")
 
 from agent_world import MAYA, QUESTIONS, ROUNDS, model_answer, open_world, ranking
 

@@ -10,8 +10,9 @@ first, on her very first recall.
 
     python examples/lisbon.py [path/to/store.db]
 
-The store is left on disk (default ./agent.db) for the raw-SQL sample in the
-README.  The clock is fixed, so the output is the same on every run.
+The store is left on disk (default ./agent.db) for `heapmem report` and the
+samples in docs/ (made anew on every run).  The clock is fixed, so the output
+is the same on every run.
 """
 import os
 import sys
@@ -117,7 +118,7 @@ def main(path="agent.db"):
     for link in mem.explain_usefulness("*")[:5]:
         print(f"  {link.feature:<22} strength {link.strength:.2f}  from {link.n} events")
     mem.close()
-    print(f"\nThe store is {path}; try the raw-SQL sample in the README on it.")
+    print(f"\nThe store is {path}: `heapmem report {path}` draws what it learned.")
 
 
 if __name__ == "__main__":

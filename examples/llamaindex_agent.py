@@ -21,7 +21,7 @@ try:
     from llama_index.core.llms.mock import MockFunctionCallingLLM
     from llama_index.core.memory import Memory as ChatMemory
 except ImportError:
-    sys.exit("this example needs LlamaIndex: pip install 'heapmem[llamaindex]'")
+    sys.exit("this example needs LlamaIndex: pip install \"heapmem[llamaindex]\"")
 
 from agent_world import MAYA, QUESTIONS, ROUNDS, model_answer, open_world, ranking
 

@@ -26,7 +26,7 @@ try:
         ResponseOutputText,
     )
 except ImportError:
-    sys.exit("this example needs the OpenAI Agents SDK: pip install 'heapmem[openai-agents]'")
+    sys.exit("this example needs the OpenAI Agents SDK: pip install \"heapmem[openai-agents]\"")
 
 from agent_world import MAYA, QUESTIONS, ROUNDS, model_answer, open_world, ranking
 

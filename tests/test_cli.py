@@ -379,17 +379,6 @@ def test_python_dash_m(module):
     assert p.returncode == 0 and p.stdout.strip() == f"heapmem {heapmem.__version__}", p.stderr
 
 
-def test_cli_doc_shows_what_each_command_prints():
-    """docs/CLI.md's outputs are what the commands print today (refresh them
-    with python examples/cli_doc.py)."""
-    import runpy
-    from pathlib import Path
-    root = Path(__file__).parent.parent
-    build = runpy.run_path(str(root / "examples" / "cli_doc.py"))["build"]
-    assert build() == (root / "docs" / "CLI.md").read_text(), \
-        "docs/CLI.md is stale: run python examples/cli_doc.py"
-
-
 def test_feedback_from_the_answer_text(run):
     seed(run)
     r = run("-n", "user:maya", "recall", "When is my flight to Lisbon?")

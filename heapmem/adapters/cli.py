@@ -52,7 +52,8 @@ examples:
 The store is --db PATH, else $HEAPMEM_DB, else ./heapmem.db (or a libSQL
 server's URL, with --database NAME for one of its databases); the namespace
 is --namespace NAME, else $HEAPMEM_NAMESPACE, else "default".  Global options
-may come before or after the verb.  Docs: docs/CLI.md.
+may come before or after the verb.  Each verb's own options and examples:
+heapmem VERB --help.
 """
 
 
@@ -815,7 +816,7 @@ def cmd_stats(ctx: Context) -> int:
     ctx.print(f"memories   {total} in {len(per_ns)} namespace{'s' * (len(per_ns) != 1)}")
     ctx.print(f"recalls    {st.recalls} logged")
     ctx.print(f"feedback   {nev} judgements ({used} used, {nev - used} ignored)")
-    ctx.print(f"links      {nlinks} features learned (pooled over all namespaces), {nrows} "
+    ctx.print(f"links      {nlinks} links learned (pooled over all namespaces), {nrows} "
               "rows in all" + (f"; {nprior} carry a merged prior" if nprior else ""))
     ctx.print(f"readers    SQLite {st.oldest_reader} or later; forget "
               + ("erases in place (FTS5 secure-delete)" if st.erases_in_place
@@ -1227,14 +1228,15 @@ def _mcp_arguments(p: argparse.ArgumentParser) -> None:
       "any,\nbe http://HOST:PORT (else 403), and with a token it must carry it (else "
       "401).\nOver http it prints the URL it serves on standard error once it "
       "listens; a port in use\nis one sentence and exit status 2.\n"
-      "Needs the mcp package: pip install 'heapmem[mcp]'.", arguments=_mcp_arguments, creates=True)
+      'Needs the mcp package: pip install "heapmem[mcp]".', arguments=_mcp_arguments,
+      creates=True)
 def cmd_mcp(ctx: Context) -> int:
     a = ctx.args
     try:
         from ..adapters import mcp_server
     except ImportError as e:  # the mcp package is missing
         raise CLIError(f"the MCP server needs the mcp package ({e}); install it with: "
-                       "pip install 'heapmem[mcp]'") from None
+                       "pip install \"heapmem[mcp]\"") from None
     token = a.token if a.token is not None else ctx.env.get(mcp_server.TOKEN_ENV) or None
     if a.transport == "http":
         mcp_server.check_token(token)

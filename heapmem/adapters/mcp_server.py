@@ -1,5 +1,5 @@
 """heapmem as an MCP server: `heapmem mcp` (the official `mcp` SDK, an extra:
-pip install 'heapmem[mcp]').
+pip install "heapmem[mcp]").
 
 Owns: the MCP server built from heapmem.tools (one tool per verb: add,
 recall, report_answer, mark_used, mark_ignored, forget, list, each a thin

@@ -304,7 +304,7 @@ def links_chart(rows: list[LinkRow], view: str, pooled_min: int | None = None) -
                  f"{r.feature}: strength {r.strength:.3f} (alpha {r.alpha:.2f}, beta "
                  f"{r.beta:.2f}, n {r.n})")
         svg.text(s1 + 6, y + 14, f"α {_num(round(r.alpha, 2))} β {_num(round(r.beta, 2))}"
-                                 f" n {r.n}", "value")
+                                 f", {r.n} own", "value")
         svg.rect(p0, y + 3, (p1 - p0) * share / smax, row - 8, "bar share",
                  f"{r.feature}: {100 * share:.1f}% of the evidence")
     if base is not None:
@@ -315,9 +315,9 @@ def links_chart(rows: list[LinkRow], view: str, pooled_min: int | None = None) -
     svg.text((p0 + p1) / 2, y_end + 32, "share of the pool", "axis-label", "middle")
     note = (f"The {len(top)} strongest of {len(links)} links with evidence. "
             "α: times a memory with the feature was used, β: ignored (counts, borrowed "
-            "evidence included); n: the "
-            "judgements behind it here. Share of the pool: the link's α + β as a part of all "
-            "the evidence these links hold."
+            "evidence included); own: how many of those judgements were made here (the rest "
+            "is borrowed from the pool or a prior). Share of the pool: the link's α + β as a "
+            "part of all the evidence these links hold."
             + (f" Base rate {base:.3f}: a link above it lifts a memory's score, below it "
                "lowers it, once the evidence is beyond chance." if base is not None else ""))
     return _figure("links", title, svg.render(), note)
