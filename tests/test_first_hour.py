@@ -121,8 +121,9 @@ def test_5_heap_init_on_someone_elses_database_is_one_sentence(tmp_path):
     with pytest.raises(apsw.SQLError) as e:
         c.execute("SELECT heap_init()")
     msg = str(e.value)
-    assert msg.split("SQLError: ")[-1] == ("heap_init: this database already holds tables of its own; heap_init makes "
-                   "a store only in an empty database")
+    assert msg.split("SQLError: ")[-1] == (
+        "heap_init: this database already holds tables of its own; heap_init makes a store "
+        "only in an empty database")
     assert msg.count("(") == 0 and msg.count(";") == 1
 
 
