@@ -1,14 +1,16 @@
 """Regenerate README.md and docs/*.md: run every code block they show and
 paste its real output under it.  One command:
 
-    python examples/docs.py            # rewrite README.md and every docs/*.md
+    python examples/docs.py            # rewrite README.md, every docs/*.md and
+                                       # docs/report.png (examples/report_shot.py)
     python examples/docs.py docs/cli.md   # just these
     python examples/docs.py --check    # change nothing; exit 1 naming each stale doc
 
 tests/test_docs.py runs build() on each doc and checks the file is what it
 gives, and that every fenced block is run or says why not.  After a change to
-the C core, the CLI or the examples, run this and commit the result (the
-report's picture is examples/report_shot.py's).
+the C core, the CLI or the examples (a merge), run this and commit the result.
+The picture needs Debian's chromium (apt-get install chromium); without it
+the docs are rebuilt and the picture is left, with a line saying so.
 
 Each doc runs in a temporary folder where the demo (examples/lisbon.py) has
 made agent.db, top to bottom, so a block may use what an earlier one made.
@@ -232,10 +234,33 @@ def build(doc: str) -> str:
         shutil.rmtree(tmp)
 
 
+def picture(check: bool) -> bool:
+    """Whether docs/report.png shows the page heapmem writes today; unless
+    check, make it so (with chromium)."""
+    import runpy
+    shot = runpy.run_path(str(ROOT / "examples" / "report_shot.py"))
+    tmp = tempfile.mkdtemp()
+    try:
+        today = shot["page_text"](Path(shot["page"](tmp)).read_text())
+    finally:
+        shutil.rmtree(tmp)
+    if shot["shown_text"](shot["OUT"].read_bytes()) == today:
+        return True
+    if check:
+        return False
+    if shutil.which("chromium") is None:
+        print("docs/report.png is stale, and chromium is not here to make it again: "
+              "apt-get install chromium, then python examples/report_shot.py")
+        return False
+    shot["main"]()
+    return True
+
+
 def main(argv: list[str]) -> int:
     check = "--check" in argv
     docs = [a for a in argv if not a.startswith("--")] or DOCS
-    stale = []
+    shown = any(not a.startswith("--") for a in argv) or picture(check)  # (just some docs)
+    stale = [] if shown or not check else ["docs/report.png"]
     for doc in docs:
         text = build(doc)
         if text != (ROOT / doc).read_text():
@@ -244,7 +269,8 @@ def main(argv: list[str]) -> int:
                 (ROOT / doc).write_text(text)
     if check:
         for doc in stale:
-            print(f"{doc} is stale: run python examples/docs.py {doc}")
+            print(f"{doc} is stale: run python examples/docs.py"
+                  + ("" if doc.endswith(".png") else f" {doc}"))
         return 1 if stale else 0
     print(f"rebuilt {len(docs)} docs" + (f"; changed: {', '.join(stale)}" if stale else
                                           "; nothing changed"))

@@ -14,6 +14,7 @@ from typing import Any
 
 import apsw
 
+from . import sql
 from .schema import Connection
 
 
@@ -58,7 +59,7 @@ def release_wal_files(path: str) -> None:
     except apsw.Error:
         return
     try:
-        c.execute("SELECT 1 FROM sqlite_schema LIMIT 1").fetchall()
+        c.execute(sql.READ_SCHEMA).fetchall()
     except apsw.Error:
         pass
     finally:
