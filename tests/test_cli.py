@@ -348,7 +348,7 @@ def test_mcp_without_the_package(run, monkeypatch):
     # as if mcp were missing
     monkeypatch.setitem(sys.modules, "heapmem.adapters.mcp_server", None)
     monkeypatch.delattr(heapmem.adapters, "mcp_server", raising=False)
-    fails(run("mcp"), "pip install 'heapmem[mcp]'")
+    fails(run("mcp"), 'pip install "heapmem[mcp]"')
     assert not os.path.exists(run.db)
 
 
