@@ -14,11 +14,12 @@
 #pragma region attribution
 
 /* heap_attribute(answer, question, position, text, created_at) aggregate ->
- * a JSON array, one entry per position 0..n-1 (the recall's shown memories,
- * in rank order): [verdict, share, question share, [answer words it carries],
- * dated, present, candidate], verdict 1 (used), 0 (ignored) or null (not
- * judged); text NULL is a memory forgotten since (present 0, never judged);
- * candidate 1 where the share reaches HM_ATTR_USED (two or more: a tie).
+ * a JSON array, one object per position 0..n-1 (the recall's shown memories,
+ * in rank order): {"verdict", "share", "question_share", "matched" (the
+ * answer's words it carries), "dated", "present", "candidate"}, verdict 1
+ * (used), 0 (ignored) or null (not judged); text NULL is a memory forgotten
+ * since (present 0, never judged); candidate 1 where the share reaches
+ * HM_ATTR_USED (two or more: a tie).
  *
  * The evidence is the answer's own terms, tokenized as the FTS index
  * tokenizes (porter over unicode61): stop words and every term of the
@@ -524,7 +525,8 @@ static int hm_attr_result(sqlite3_context *ctx, const hm_attr_acc *acc, const hm
     const char *verdict = "null";
     if (best >= 0 && acc->rows[i].text)
       verdict = i == best ? "1" : w->share[i] <= 0 ? "0" : "null";
-    sqlite3_str_appendf(out, "%s[%s,%s,%s,[", i ? "," : "", verdict, a, b);
+    sqlite3_str_appendf(out, "%s{\"verdict\":%s,\"share\":%s,\"question_share\":%s,"
+                        "\"matched\":[", i ? "," : "", verdict, a, b);
     int first = 1;
     for (int j = 0; acc->rows[i].text && j < ans->n; j++)
       if (seen[j] || (w->dated[i] && ans->t[j].date)) {
@@ -532,7 +534,8 @@ static int hm_attr_result(sqlite3_context *ctx, const hm_attr_acc *acc, const hm
         hm_json_string(out, ans->t[j].raw, (int)strlen(ans->t[j].raw));
         first = 0;
       }
-    sqlite3_str_appendf(out, "],%d,%d,%d]", w->dated[i], acc->rows[i].text != NULL,
+    sqlite3_str_appendf(out, "],\"dated\":%d,\"present\":%d,\"candidate\":%d}", w->dated[i],
+                        acc->rows[i].text != NULL,
                         w->share[i] >= HM_ATTR_USED);
   }
   sqlite3_str_appendchar(out, 1, ']');

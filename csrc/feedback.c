@@ -849,6 +849,27 @@ static int hf_read_recall(hf_ctx *x, i64 rid, hf_recall *r) {
   return SQLITE_OK;
 }
 
+/* No tracked recall showed every id: say why, an id that names no memory
+ * first (a typo is likelier than a recall never made). */
+static int hf_no_recall(hf_ctx *x, char **ids, int n) {
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, "SELECT 1 FROM memories WHERE id = ?1", &st);
+  if (rc) return rc;
+  for (int i = 0; i < n; i++) {
+    sqlite3_reset(st);
+    sqlite3_bind_text(st, 1, ids[i], -1, SQLITE_TRANSIENT);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE) {
+      hf_done(x, st);
+      return hf_fail(x, SQLITE_ERROR, "unknown memory id '%s'", ids[i]);
+    }
+    if (rc != SQLITE_ROW) { rc = hf_sqlfail(x, rc); hf_done(x, st); return rc; }
+  }
+  hf_done(x, st);
+  return hf_fail(x, SQLITE_ERROR, "no tracked recall showed all of these ids; say which recall "
+                                  "(the recall_id its recall gave)");
+}
+
 /* the newest recall that showed every id (of the namespace, if given) */
 static int hf_newest(hf_ctx *x, char **ids, int n, const char *ns, i64 *rid) {
   sqlite3_str *js = sqlite3_str_new(x->db);
@@ -870,8 +891,7 @@ static int hf_newest(hf_ctx *x, char **ids, int n, const char *ns, i64 *rid) {
     if (ns) sqlite3_bind_text(st, 2, ns, -1, SQLITE_TRANSIENT);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) { *rid = sqlite3_column_int64(st, 0); rc = SQLITE_OK; }
-    else if (rc == SQLITE_DONE)
-      rc = hf_fail(x, SQLITE_ERROR, "no tracked recall showed all of these ids; pass recall_id");
+    else if (rc == SQLITE_DONE) rc = hf_no_recall(x, ids, n);
     else rc = hf_sqlfail(x, rc);
   }
   hf_done(x, st);
@@ -1060,7 +1080,7 @@ static int hf_answer_verdicts(hf_ctx *x, hf_judgment *j) {
   st = NULL;
   if (!j->attribution) return hf_fail(x, SQLITE_NOMEM, "out of memory");
   /* the verdicts by position: 1 used, 0 ignored */
-  if ((rc = hf_prepare(x, "SELECT key, json_extract(value, '$[0]') FROM json_each(?1)", &st)))
+  if ((rc = hf_prepare(x, "SELECT key, json_extract(value, '$.verdict') FROM json_each(?1)", &st)))
     return rc;
   sqlite3_bind_text(st, 1, j->attribution, -1, SQLITE_STATIC);
   j->used = sqlite3_malloc64((sqlite3_uint64)(r->n + 1) * sizeof(char *));

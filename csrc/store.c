@@ -179,9 +179,12 @@ static void heap_init(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
       sqlite3_result_text(ctx, sqlite3_mprintf("a heapmem store already (schema %d)",
                                                HM_SCHEMA_VERSION), -1, sqlite3_free);
     } else {
-      char *m = sqlite3_mprintf("heap_init: this database is not empty, and not a heapmem "
-                                "store of schema %d (%s); heap_init makes a store only in an "
-                                "empty database", HM_SCHEMA_VERSION, x.err);
+      /* x.err says what the database is (a store of another schema) or, for
+       * any other database, that it is no store: one sentence either way */
+      char *m = version ? sqlite3_mprintf("heap_init: %s", x.err)
+                        : sqlite3_mprintf("heap_init: this database already holds tables of "
+                                          "its own; heap_init makes a store only in an empty "
+                                          "database");
       sqlite3_result_error(ctx, m, -1);
       sqlite3_free(m);
     }

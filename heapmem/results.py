@@ -94,6 +94,28 @@ class Result:
             line += f" x explore {self.explore:.2f}"
         return line
 
+    def factors(self) -> dict[str, float | None]:
+        """What each factor multiplies the score by, as applied: relevance,
+        recency and importance to their weights (None: weight 0, off), the
+        learned usefulness as the score carries it (bounded by max_lift, to
+        its weight and the evidence's exponent: read off the score the C core
+        gave, never worked out again), context, explore and rules.  The
+        values multiply to the score."""
+        cfg = self._recall.config
+        out: dict[str, float | None] = {}
+        fixed = self.context * self.explore * self.rules
+        for name, w in (("relevance", cfg.w_relevance), ("recency", cfg.w_recency),
+                        ("importance", cfg.w_importance)):
+            v = getattr(self, name)
+            out[name] = None if w == 0 else (v ** w if v > 0 else 0.0)
+            fixed *= 1.0 if w == 0 else out[name]  # type: ignore[operator]
+        out["usefulness"] = None if cfg.w_usefulness == 0 else (
+            self.score / fixed if fixed > 0 else self.usefulness ** cfg.w_usefulness)
+        out["context"] = self.context
+        out["explore"] = self.explore
+        out["rules"] = self.rules
+        return out
+
 
 #: RECALL's columns that are a Result's field as they are read (the others are
 #: decoded in recalled, or are not a result's: rest, links)

@@ -253,6 +253,7 @@ class Memory:
         self._dim = 0
         self._lock = threading.RLock()
         self._remote = False  # on a libSQL server (chosen at open: db.connect)
+        self._release_wal = False  # close() takes away the -wal/-shm a reader made
         self._links_gen = 0  # bumped by every write of this connection to links
         self._prior_feats: frozenset[str] = frozenset()
         self._prior_version: Any = None
@@ -283,6 +284,14 @@ class Memory:
         flags = apsw.SQLITE_OPEN_READONLY if self.readonly else (
             apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
         flags |= apsw.SQLITE_OPEN_URI
+        plain = path != ":memory:" and not path.startswith("file:") \
+            and not connect.is_server(path)
+        if self.readonly and plain and not os.path.exists(path):
+            raise HeapmemError(f"cannot open {path!r} read-only: there is no such file "
+                               "(readonly=True opens an existing store; without it, open() "
+                               "creates one)")
+        #: a reader that finds no -wal/-shm beside the file takes away those it makes
+        self._release_wal = self.readonly and plain and not connect.wal_files(path)
         try:
             self._conn, self._remote = connect.connect(
                 path, flags=flags, auth_token=auth_token, database=database,
@@ -491,6 +500,8 @@ class Memory:
             pass
         conn.close()
         self._conn = None  # type: ignore[assignment]  # closed: `connection` checks for None
+        if self._release_wal:
+            connect.release_wal_files(self.path)
 
     def __enter__(self) -> "Memory":
         return self
@@ -980,10 +991,11 @@ class Memory:
     @staticmethod
     def _judgements(rows: builtins.list, shown: builtins.list[str]) -> tuple[Judgement, ...]:
         """Each shown memory's judgement from heap_attribute's verdicts."""
-        used = [i for i, r in enumerate(rows) if r[0] == 1]
-        close = [shown[i] for i, r in enumerate(rows) if r[6]]  # shares reaching the bar
+        used = [i for i, r in enumerate(rows) if r["verdict"] == 1]
+        close = [shown[i] for i, r in enumerate(rows) if r["candidate"]]  # reaching the bar
         out = []
-        for mid, (verdict, share, _qshare, words, dated, present, _) in zip(shown, rows):
+        for mid, r in zip(shown, rows):
+            verdict, share, words, dated = r["verdict"], r["share"], r["matched"], r["dated"]
             carried = ", ".join(words) if words else ""
             what = f"carries {share:.0%} of the answer's evidence" + (
                 f" ({carried})" if carried else "") + (
@@ -994,7 +1006,7 @@ class Memory:
                 v, why = "ignored", "carries none of the answer's words, nor its date"
             else:
                 v = "unjudged"
-                if not present:
+                if not r["present"]:
                     why = "forgotten since the recall"
                 elif used:
                     why = what + ": neither clearly used nor clearly unused"

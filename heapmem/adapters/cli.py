@@ -52,7 +52,8 @@ examples:
 The store is --db PATH, else $HEAPMEM_DB, else ./heapmem.db (or a libSQL
 server's URL, with --database NAME for one of its databases); the namespace
 is --namespace NAME, else $HEAPMEM_NAMESPACE, else "default".  Global options
-may come before or after the verb.  Docs: docs/CLI.md.
+may come before or after the verb.  Each verb's own options and examples:
+heapmem VERB --help.
 """
 
 
@@ -381,11 +382,14 @@ def cmd_add(ctx: Context) -> int:
 
 def _no_namespace(ctx: Context, others: list[str]) -> None:
     """The hint for a namespace the store does not have (a typo, or no -n)."""
-    if ctx.namespace not in others:
+    if not others:
+        ctx.print(f"(the store holds no memories yet: `heapmem -n {ctx.namespace} add TEXT` "
+                  "adds one)")
+    elif ctx.namespace not in others:
         shown = ", ".join(others[:10]) + (f" (and {len(others) - 10} more)"
                                            if len(others) > 10 else "")
         ctx.print(f"(the store has no namespace {ctx.namespace!r}; it has: "
-                  f"{shown or 'none yet'}; pick one with -n NAME)")
+                  f"{shown}; pick one with -n NAME)")
 
 
 def _list_arguments(p: argparse.ArgumentParser) -> None:
@@ -570,20 +574,13 @@ def cmd_recall(ctx: Context) -> int:
         ctx.print(f"no memory of {ctx.namespace}{within} matches {a.query!r}")
         _no_namespace(ctx, others)  # a typo, or no -n: say which namespaces there are
         return 0
-    head = ["#", "id", "score", "relevance", "recency", "importance", "usefulness", "rules"]
-    cfg = res.config
-
-    def factor(value: float, weight: float) -> str:
-        return "off" if weight == 0 else f"{value:.2f}"  # a weight of 0 switches it off
-
-    rows = [[r.rank, r.id, f"{r.score:.3f}", factor(r.relevance, cfg.w_relevance),
-             factor(r.recency, cfg.w_recency), factor(r.importance, cfg.w_importance),
-             factor(r.usefulness, cfg.w_usefulness), f"{r.rules:g}"] for r in res]
+    head, rows = _factor_rows(res)
+    n = len(head) - 2
     lines = _table(head + ["text"], [row + [""] for row in rows],
-                   right=[True, False] + [True] * 6 + [False])
+                   right=[True, False] + [True] * n + [False])
     room = max(20, _width(ctx.out) - len(lines[0]) - 2)
     lines = _table(head + ["text"], [row + [_cut(r.text, room)] for row, r in zip(rows, res)],
-                   right=[True, False] + [True] * 6 + [False])
+                   right=[True, False] + [True] * n + [False])
     ctx.print(lines[0])
     for line, e in zip(lines[1:], explains):
         ctx.print(line)
@@ -592,6 +589,24 @@ def cmd_recall(ctx: Context) -> int:
         ctx.print(f"\nrecall_id {res.recall_id} (question type: {res.qtype}); after answering: "
                   f"heapmem feedback {res.recall_id} --used ID ... (or --answer TEXT)")
     return 0
+
+
+def _factor_rows(res: Any) -> tuple[list[str], list[list[Any]]]:
+    """recall's table: each result's score and every factor that multiplies
+    into it, as applied (Result.factors: a weight's power taken, usefulness
+    as bounded by max_lift; "off" for a weight of 0), so that a row's
+    factors multiply to its score; context where contextual utility is on
+    (w_context > 0), explore where exploration is (explore > 0)."""
+    cfg = res.config
+    names = ["relevance", "recency", "importance", "usefulness"]
+    names += ["context"] * (cfg.w_context > 0) + ["explore"] * (cfg.explore > 0)
+    rows = []
+    for r in res:
+        f = r.factors()
+        rows.append([r.rank, r.id, f"{r.score:.3f}",
+                     *("off" if f[n] is None else f"{f[n]:.2f}" for n in names),
+                     f"{r.rules:g}"])
+    return ["#", "id", "score", *names, "rules"], rows
 
 
 def _feedback_arguments(p: argparse.ArgumentParser) -> None:
@@ -808,7 +823,7 @@ def cmd_stats(ctx: Context) -> int:
     ctx.print(f"memories   {total} in {len(per_ns)} namespace{'s' * (len(per_ns) != 1)}")
     ctx.print(f"recalls    {st.recalls} logged")
     ctx.print(f"feedback   {nev} judgements ({used} used, {nev - used} ignored)")
-    ctx.print(f"links      {nlinks} features learned (pooled over all namespaces), {nrows} "
+    ctx.print(f"links      {nlinks} links learned (pooled over all namespaces), {nrows} "
               "rows in all" + (f"; {nprior} carry a merged prior" if nprior else ""))
     ctx.print(f"readers    SQLite {st.oldest_reader} or later; forget "
               + ("erases in place (FTS5 secure-delete)" if st.erases_in_place
@@ -1212,22 +1227,23 @@ def _mcp_arguments(p: argparse.ArgumentParser) -> None:
 
 
 @verb("mcp", "serve the store to models over MCP",
-      "Serve the store over the Model Context Protocol, with the tools add (remember), "
-      "recall,\nreport_answer, mark_used, mark_ignored, forget and list.  The server "
+      "Serve the store over the Model Context Protocol, with the tools add, recall,"
+      "\nreport_answer, mark_used, mark_ignored, forget and list.  The server "
       "tells the model to\ncall report_answer with its answer (or mark_used with the ids "
       "it used), so heapmem\nlearns from every answer.\n"
       "Over http every request's Host must name the address served and its Origin, if "
       "any,\nbe http://HOST:PORT (else 403), and with a token it must carry it (else "
       "401).\nOver http it prints the URL it serves on standard error once it "
       "listens; a port in use\nis one sentence and exit status 2.\n"
-      "Needs the mcp package: pip install 'heapmem[mcp]'.", arguments=_mcp_arguments, creates=True)
+      'Needs the mcp package: pip install "heapmem[mcp]".', arguments=_mcp_arguments,
+      creates=True)
 def cmd_mcp(ctx: Context) -> int:
     a = ctx.args
     try:
         from ..adapters import mcp_server
     except ImportError as e:  # the mcp package is missing
         raise CLIError(f"the MCP server needs the mcp package ({e}); install it with: "
-                       "pip install 'heapmem[mcp]'") from None
+                       "pip install \"heapmem[mcp]\"") from None
     token = a.token if a.token is not None else ctx.env.get(mcp_server.TOKEN_ENV) or None
     if a.transport == "http":
         mcp_server.check_token(token)

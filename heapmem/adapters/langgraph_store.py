@@ -1,4 +1,4 @@
-"""A LangGraph store backed by heapmem (pip install 'heapmem[langgraph]').
+"""A LangGraph store backed by heapmem (pip install "heapmem[langgraph]").
 
 Owns: the mapping between LangGraph's BaseStore (namespaces as tuples, items
 as keyed JSON values, TTLs) and heapmem's namespaces and memories.  It changes

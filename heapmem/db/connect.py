@@ -3,15 +3,19 @@ or a libSQL server (heapmem.remote's connection, with the same methods)
 when the path is a URL.  The core asks this module, never the server
 client, which door it has.
 
-Owns: the choice between a file and a server (is_server, connect).
+Owns: the choice between a file and a server (is_server, connect), and
+leaving no -wal and -shm files behind a read-only connection that made them
+(release_wal_files).
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import apsw
 
 from ..errors import HeapmemError
+from . import sql
 from .schema import Connection
 
 
@@ -46,3 +50,26 @@ def connect(path: str, *, flags: int, auth_token: str | None, database: str | No
                            f"in this process (there are {', '.join(apsw.vfs_names())})")
     return (apsw.Connection(path, flags=flags) if vfs is None else
             apsw.Connection(path, flags=flags, vfs=vfs)), False
+
+
+def wal_files(path: str) -> bool:
+    """Whether the file at path has a -wal or -shm file beside it now."""
+    return os.path.exists(path + "-wal") or os.path.exists(path + "-shm")
+
+
+def release_wal_files(path: str) -> None:
+    """After a read-only connection closed: take the -wal and -shm files it
+    made away again, as a writer's last close does (SQLite removes them only
+    when no other connection has the file open, and checkpoints nothing that
+    is not there: the WAL was empty when the reader came).  A file it cannot
+    open for writing (read-only media) keeps them; nothing else changes."""
+    try:
+        c = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE)
+    except apsw.Error:
+        return
+    try:
+        c.execute(sql.READ_SCHEMA).fetchall()
+    except apsw.Error:
+        pass
+    finally:
+        c.close()
