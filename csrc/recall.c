@@ -907,6 +907,91 @@ static int hr_vector_cos(hr_vtab *t, hr_cursor *c, hv_ns *e) {
   return SQLITE_OK;
 }
 
+/* heap_vector_top(question, namespace, n [, probe]): the vector stage of a
+ * hybrid recall alone, in a store of the library's own embedder: the n
+ * memories whose vectors are nearest the question (the int8 cosine the
+ * search ranks by), best first, as a JSON array of [seq, cosine]; with
+ * probe (a share, 0 to 1), that share of an indexed namespace scanned
+ * instead of the store's setting (1: every vector, the exact top n).  For
+ * the benchmarks and the tests: heap_recall runs the same search. */
+static void heap_vector_top(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  hr_vtab *t = sqlite3_malloc64(sizeof *t);
+  hr_cursor *c = sqlite3_malloc64(sizeof *c);
+  char *out = NULL, *why = NULL;
+  int rc = SQLITE_NOMEM;
+  if (!t || !c) goto done;
+  memset(t, 0, sizeof *t);
+  memset(c, 0, sizeof *c);
+  t->db = sqlite3_context_db_handle(ctx);
+  t->conn = sqlite3_user_data(ctx);
+  hr_args a = {0};
+  if (sqlite3_value_type(argv[0]) != SQLITE_TEXT || sqlite3_value_type(argv[1]) != SQLITE_TEXT ||
+      sqlite3_value_type(argv[2]) != SQLITE_INTEGER || sqlite3_value_int64(argv[2]) < 1 ||
+      sqlite3_value_int64(argv[2]) > 1000) {
+    rc = hr_fail(t, "heap_vector_top: give the question (text), the namespace (text) and n "
+                    "(an integer from 1 to 1000)%s", "");
+    goto done;
+  }
+  double probe = -1;
+  if (argc > 3) {
+    probe = sqlite3_value_double(argv[3]);
+    if (!hm_is_number(argv[3]) || !(probe > 0 && probe <= 1)) {
+      rc = hr_fail(t, "heap_vector_top: probe must be a number above 0 and at most 1%s", "");
+      goto done;
+    }
+  }
+  if ((rc = hm_check_store(t->db, t->conn, &why)) != SQLITE_OK) {
+    hr_fail(t, "heap_vector_top: %s", why ? why : "out of memory");
+    goto done;
+  }
+  a.query = (const char *)sqlite3_value_text(argv[0]);
+  a.ns = (const char *)sqlite3_value_text(argv[1]);
+  hr_vstate vs = {0};
+  hv_ns *e = NULL;
+  if ((rc = hr_vectors(t, c, &a, &vs)) != SQLITE_OK) goto done;
+  sqlite3_str *js = sqlite3_str_new(t->db);
+  sqlite3_str_appendchar(js, 1, '[');
+  if (c->hybrid == 2 && (rc = hr_vsync(t, a.ns, c->qdim, &vs, &e)) == SQLITE_OK) {
+    int want = sqlite3_value_int(argv[2]);
+    i64 *top = sqlite3_malloc64((sqlite3_uint64)want * (sizeof(i64) + sizeof(float)));
+    unsigned char q8[4 + HM_MAX_DIM];
+    hv_to_int8(c->qf, c->qdim, q8);
+    i64 rows = 0;
+    for (int i = 0; i < e->nb; i++) rows += e->b[i].n;
+    if (probe > 0) vs.probe = probe;
+    i64 budget = (i64)ceil(vs.probe * (double)rows);
+    if (budget < 8 * vs.size && probe < 0) budget = 8 * vs.size;
+    int n = top ? hv_top(e, (const int8_t *)(q8 + 4), want, -2.0, NULL, budget, top) : -1;
+    for (int i = 0; i < n; i++) {
+      int found = 0;
+      hv_bucket *b = &e->b[0];
+      double cs = hv_cos(e, b, top[i], c->qf, &found);
+      for (int j = 1; j < e->nb && !found; j++) cs = hv_cos(e, &e->b[j], top[i], c->qf, &found);
+      sqlite3_str_appendf(js, "%s[%lld, %.17g]", i ? ", " : "", (long long)top[i], cs);
+    }
+    if (n < 0) rc = SQLITE_NOMEM;
+    sqlite3_free(top);
+  }
+  sqlite3_str_appendchar(js, 1, ']');
+  out = sqlite3_str_finish(js);
+done:
+  if (t) {
+    for (int i = 0; i < HR_NST; i++) sqlite3_finalize(t->st[i]);
+    if (rc == SQLITE_OK && out) sqlite3_result_text(ctx, out, -1, sqlite3_free);
+    else {
+      sqlite3_free(out);
+      if (rc == SQLITE_NOMEM || !t->base.zErrMsg) sqlite3_result_error_nomem(ctx);
+      else sqlite3_result_error(ctx, t->base.zErrMsg, -1);
+    }
+    sqlite3_free(t->base.zErrMsg);
+  } else {
+    sqlite3_result_error_nomem(ctx);
+  }
+  sqlite3_free(why);
+  sqlite3_free(t);
+  sqlite3_free(c);
+}
+
 /* The rows of a candidate statement, added to c->rows. */
 static int hr_take_rows(hr_vtab *t, hr_cursor *c, sqlite3_stmt *st, int *cap) {
   int rc;

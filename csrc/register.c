@@ -181,6 +181,8 @@ static const struct {
     /* the triggers': innocuous (it reads the namespace's centroids), with the
      * connection's cache of them */
     HM_SCALAR("heap_vector_part", 3, HM_READS, heap_vector_part),
+    HM_SCALAR("heap_vector_top", 3, HM_WRITE, heap_vector_top),
+    HM_SCALAR("heap_vector_top", 4, HM_WRITE, heap_vector_top),
 #undef HM_PURE
 #undef HM_WRITE
 #undef HM_READS
