@@ -84,7 +84,8 @@ def build(n: int, path: str, seed: int = 0, batch: int = 2000) -> dict[str, Any]
     return out
 
 
-def vector_top(conn: Any, q: str, probe: float | None = None) -> tuple[list[int], list[float], float]:
+def vector_top(conn: Any, q: str,
+               probe: float | None = None) -> tuple[list[int], list[float], float]:
     """heap_vector_top's seqs and cosines, and its wall time in seconds."""
     sql = ("SELECT heap_vector_top(?, ?, ?)" if probe is None
            else "SELECT heap_vector_top(?, ?, ?, ?)")

@@ -289,10 +289,12 @@ static const char hx_sql_restamp[] =
     "UPDATE vector_stamps SET changed = changed + 1 WHERE namespace = ?1";
 static const char hx_sql_version[] = "SELECT version FROM vector_index WHERE namespace = ?1";
 static const char hx_sql_docs[] = "SELECT docs FROM namespaces WHERE namespace = ?1";
-/* ?1 namespace, ?2 from this seq: its partitions that vectors since went into */
+/* ?1 from this seq, ?2 namespace: its partitions that vectors since went into
+ * (the new rows read by their key, never the whole part index: a repeat is
+ * skipped in C) */
 static const char hx_sql_touched[] =
-    "SELECT DISTINCT p.part FROM vector_parts AS p CROSS JOIN vector_centroids AS c "
-    "ON c.part = p.part WHERE p.seq >= ?1 AND c.namespace = ?2";
+    "SELECT p.part FROM vector_parts AS p CROSS JOIN vector_centroids AS c "
+    "ON c.part = p.part WHERE p.seq >= ?1 AND c.namespace = ?2 ORDER BY p.seq";
 static const char hx_sql_part_size[] = "SELECT count(*) FROM vector_parts WHERE part = ?1";
 static const char hx_sql_unindexed[] =
     "SELECT n.namespace FROM namespaces AS n WHERE n.docs >= ?1 AND NOT EXISTS (SELECT 1 "
@@ -511,13 +513,17 @@ static int hx_maintain(hf_ctx *x, const char *ns, i64 seq) {
   sqlite3_bind_int64(st, 1, seq);
   sqlite3_bind_text(st, 2, ns, -1, SQLITE_TRANSIENT);
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    i64 part = sqlite3_column_int64(st, 0);
+    int seen = 0;
+    for (int i = nover - 1; i >= 0 && !seen; i--) seen = over[i] == part;
+    if (seen) continue;
     if (nover == cap) {
       cap = cap ? 2 * cap : 16;
       i64 *o = sqlite3_realloc64(over, (sqlite3_uint64)cap * sizeof *o);
       if (!o) { rc = SQLITE_NOMEM; break; }
       over = o;
     }
-    over[nover++] = sqlite3_column_int64(st, 0);
+    over[nover++] = part;
   }
   hf_done(x, st);
   rc = rc == SQLITE_DONE ? SQLITE_OK : hf_sqlfail(x, rc);

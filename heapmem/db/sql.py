@@ -8,8 +8,13 @@ always bound, never formatted in.
 """
 from __future__ import annotations
 
-from ..db.schema import (META_LAST_RECALL, META_LAST_SEQ, META_VECTOR_INDEX,
-                         VECTOR_INDEX_DEFAULTS, ntok_sql)
+from ..db.schema import (
+    META_LAST_RECALL,
+    META_LAST_SEQ,
+    META_VECTOR_INDEX,
+    VECTOR_INDEX_DEFAULTS,
+    ntok_sql,
+)
 
 # One new memory; the C core works out its shape features, namespace tag and
 # FTS5 token count.
