@@ -440,10 +440,13 @@ static int hv_floats(const void *blob, int bytes, float *v, int *dim) {
  * A namespace's row of vector_stamps counts the vectors added to it and the
  * other changes (a vector replaced or deleted, a memory forgotten or
  * moved), and its vector_index row the newest partition id: added alone
- * moved means new rows (seq grows), read on their own into their buckets;
- * the version alone moved means partitions were split: the new ones are
- * read, the ones gone dropped (a partition id is never given twice, and a
- * partition only ever gains rows); anything else reads the namespace again.
+ * moved means new rows (seq grows), read on their own into their buckets.
+ * In an indexed namespace anything else is read partition by partition: a
+ * partition id is never given twice, and a partition's stamp moves when a
+ * vector leaves it (or joins it among older rows), so the partitions of new
+ * ids or moved stamps are read, the ones gone dropped, the others kept.
+ * Without an index (or with vectors in bucket 0) a change other than an
+ * add reads the namespace again.
  * Rows read inside a write transaction are used once and never kept (a
  * rollback could undo them).  At most HV_BYTES in all; the namespace used
  * longest ago goes first. */
@@ -453,7 +456,8 @@ static int hv_floats(const void *blob, int bytes, float *v, int *dim) {
 #define HV_CENT_SLOTS 8
 
 typedef struct {
-  i64 id; /* the partition (vector_centroids.part); 0: no partition */
+  i64 id;    /* the partition (vector_centroids.part); 0: no partition */
+  i64 stamp; /* its stamp as read (vector_centroids.stamp) */
   int n, cap;
   i64 *seq;
   unsigned char *code; /* n x the entry's stride */
@@ -977,25 +981,32 @@ static double hv_cos(const hv_ns *e, const hv_bucket *b, i64 seq, const float *q
   return dot * b->inv[j];
 }
 
-/* ?1 namespace: its partitions' ids and centroids, in id order */
+/* ?1 namespace: its partitions' ids, centroids and stamps, in id order */
 static const char hv_sql_cents[] =
-    "SELECT part, centroid FROM vector_centroids WHERE namespace = ?1 ORDER BY part";
+    "SELECT part, centroid, stamp FROM vector_centroids WHERE namespace = ?1 ORDER BY part";
 
 /* The rows of hv_sql_cents (st bound, stepped here, not reset) as *n ids,
- * int8 centroids of dim and their inverse norms (sqlite3_malloc'ed; a
- * centroid of another length is left out: its partition's vectors are
- * then scanned with the vectors of none).  SQLITE_DONE, or the error. */
+ * int8 centroids of dim, their inverse norms and (when stamps is not NULL)
+ * their stamps (sqlite3_malloc'ed; a centroid of another length is left
+ * out: its partition's vectors are then scanned with the vectors of
+ * none).  SQLITE_DONE, or the error. */
 static int hv_cents_read(sqlite3_stmt *st, int dim, int *n, i64 **ids, int8_t **c,
-                         float **inv) {
+                         float **inv, i64 **stamps) {
   int cap = 0, rc;
   *n = 0;
   *ids = NULL;
   *c = NULL;
   *inv = NULL;
+  if (stamps) *stamps = NULL;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     if (sqlite3_column_bytes(st, 1) != dim || sqlite3_column_type(st, 1) != SQLITE_BLOB) continue;
     if (*n == cap) {
       cap = cap ? 2 * cap : 64;
+      if (stamps) {
+        i64 *t = sqlite3_realloc64(*stamps, (sqlite3_uint64)cap * sizeof *t);
+        if (!t) { rc = SQLITE_NOMEM; break; }
+        *stamps = t;
+      }
       i64 *a = sqlite3_realloc64(*ids, (sqlite3_uint64)cap * sizeof *a);
       if (a) *ids = a;
       int8_t *b = sqlite3_realloc64(*c, (sqlite3_uint64)cap * (sqlite3_uint64)dim);
@@ -1005,11 +1016,13 @@ static int hv_cents_read(sqlite3_stmt *st, int dim, int *n, i64 **ids, int8_t **
       if (!a || !b || !f) { rc = SQLITE_NOMEM; break; }
     }
     (*ids)[*n] = sqlite3_column_int64(st, 0);
+    if (stamps) (*stamps)[*n] = sqlite3_column_int64(st, 2);
     memcpy(*c + (size_t)*n * (size_t)dim, sqlite3_column_blob(st, 1), (size_t)dim);
     (*inv)[*n] = hv_inv_norm(*c + (size_t)*n * (size_t)dim, dim);
     (*n)++;
   }
   if (rc != SQLITE_DONE) {
+    if (stamps) { sqlite3_free(*stamps); *stamps = NULL; }
     sqlite3_free(*ids);
     sqlite3_free(*c);
     sqlite3_free(*inv);

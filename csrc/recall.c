@@ -708,24 +708,34 @@ static int hr_vrows(hr_vtab *t, hv_cache *vc, hv_ns *e, sqlite3_stmt *st, int al
 static int hr_vparts(hr_vtab *t, hv_cache *vc, hv_ns *e, const char *ns, int read_new) {
   sqlite3_stmt *st = NULL;
   int rc, n;
-  i64 *ids;
+  i64 *ids, *stamps;
   int8_t *cent;
   float *cinv;
   if ((rc = hr_stmt(t, HR_ST_VCENTS, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
   sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
-  rc = hv_cents_read(st, e->dim, &n, &ids, &cent, &cinv);
+  rc = hv_cents_read(st, e->dim, &n, &ids, &cent, &cinv, &stamps);
   sqlite3_reset(st);
   if (rc != SQLITE_DONE) return rc == SQLITE_NOMEM ? rc : hr_sqlfail(t, rc);
   hv_bucket *nb = sqlite3_malloc64((sqlite3_uint64)(n + 1) * sizeof *nb);
-  if (!nb) { sqlite3_free(ids); sqlite3_free(cent); sqlite3_free(cinv); return SQLITE_NOMEM; }
+  unsigned char *fresh = sqlite3_malloc64((sqlite3_uint64)(n + 1));
+  if (!nb || !fresh) {
+    sqlite3_free(nb);
+    sqlite3_free(fresh);
+    sqlite3_free(ids);
+    sqlite3_free(stamps);
+    sqlite3_free(cent);
+    sqlite3_free(cinv);
+    return SQLITE_NOMEM;
+  }
   memset(nb, 0, (size_t)(n + 1) * sizeof *nb);
   if (e->nb) nb[0] = e->b[0];
-  unsigned char *fresh = sqlite3_malloc64((sqlite3_uint64)(n + 1));
-  for (int i = 0; i < n && fresh; i++) {
+  for (int i = 0; i < n; i++) {
     hv_bucket *old = hv_bucket_of(e, ids[i]);
+    if (old && old->stamp != stamps[i]) old = NULL; /* a vector left it: read again */
     fresh[i + 1] = !old;
     if (old) { nb[i + 1] = *old; memset(old, 0, sizeof *old); }
     nb[i + 1].id = ids[i];
+    nb[i + 1].stamp = stamps[i];
   }
   for (int i = 1; i < e->nb; i++)
     if (e->b[i].cap) hv_bucket_release(vc, e, &e->b[i]); /* partitions gone */
@@ -733,11 +743,11 @@ static int hr_vparts(hr_vtab *t, hv_cache *vc, hv_ns *e, const char *ns, int rea
   sqlite3_free(e->cent);
   sqlite3_free(e->cinv);
   sqlite3_free(ids);
+  sqlite3_free(stamps);
   e->b = nb;
   e->nb = n + 1;
   e->cent = cent;
   e->cinv = cinv;
-  if (!fresh) return SQLITE_NOMEM;
   rc = SQLITE_OK;
   for (int i = 1; i <= n && rc == SQLITE_OK; i++) {
     if (!fresh[i] || !read_new) continue;
@@ -769,7 +779,11 @@ static int hr_vsync(hr_vtab *t, const char *ns, int dim, const hr_vstate *vs, hv
       e->version == vs->version)
     return SQLITE_OK;
   int rc = SQLITE_OK, fmt = dim % 2 == 0 ? 4 : 8;
-  int whole = !(e->keep && e->changed == vs->changed && e->nb);
+  /* a change other than an add, in an indexed namespace with no vector
+   * outside its partitions: read partition by partition (their stamps) */
+  int by_part = e->keep && e->nb && e->changed != vs->changed && vs->version &&
+                e->b[0].n == 0;
+  int whole = !(e->keep && e->nb && (e->changed == vs->changed || by_part));
   for (int pass = 0; pass < 2; pass++) {
     if (whole) {
       hv_clear(vc, e);
@@ -782,7 +796,8 @@ static int hr_vsync(hr_vtab *t, const char *ns, int dim, const hr_vstate *vs, hv
     }
     e->keep = 0;
     i64 after = e->last;
-    if (whole || e->version != vs->version) rc = vs->version ? hr_vparts(t, vc, e, ns, !whole) : 0;
+    if (whole || by_part || e->version != vs->version)
+      rc = vs->version ? hr_vparts(t, vc, e, ns, !whole) : 0;
     sqlite3_stmt *st = NULL;
     if (rc == SQLITE_OK && (rc = hr_stmt(t, HR_ST_VLOAD, &st)) != SQLITE_OK)
       rc = hr_sqlfail(t, rc);

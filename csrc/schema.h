@@ -237,7 +237,8 @@ static const struct {
     "CREATE TABLE vector_centroids(\n"
     "  part      INTEGER PRIMARY KEY,      -- never given twice (heapmem_meta last_part)\n"
     "  namespace TEXT NOT NULL,\n"
-    "  centroid  BLOB NOT NULL             -- int8, the vectors' dimension\n"
+    "  centroid  BLOB NOT NULL,            -- int8, the vectors' dimension\n"
+    "  stamp     INTEGER NOT NULL DEFAULT 0 -- moves when a vector leaves it, or joins out of order\n"
     ")"},
   {"index", "vector_centroids_namespace", "vector_centroids",
     "CREATE INDEX vector_centroids_namespace ON vector_centroids(namespace)"},
@@ -252,21 +253,27 @@ static const struct {
     "CREATE TRIGGER vectors_part_ai AFTER INSERT ON vectors BEGIN\n"
     "  INSERT OR IGNORE INTO vector_parts(seq, part)\n"
     "    SELECT new.seq, heap_vector_part(x.namespace, x.digest, new.v) FROM memories AS m CROSS JOIN vector_index AS x ON x.namespace = m.namespace WHERE m.seq = new.seq;\n"
+    "  UPDATE vector_centroids SET stamp = stamp + 1 WHERE part = (SELECT part FROM vector_parts WHERE seq = new.seq) AND EXISTS (SELECT 1 FROM vector_parts AS o WHERE o.part = vector_centroids.part AND o.seq > new.seq);\n"
     "END"},
   {"trigger", "vectors_part_au", "vectors",
     "CREATE TRIGGER vectors_part_au AFTER UPDATE ON vectors BEGIN\n"
+    "  UPDATE vector_centroids SET stamp = stamp + 1 WHERE part = (SELECT part FROM vector_parts WHERE seq = old.seq);\n"
     "  DELETE FROM vector_parts WHERE seq IN (old.seq, new.seq);\n"
     "  INSERT OR IGNORE INTO vector_parts(seq, part)\n"
     "    SELECT new.seq, heap_vector_part(x.namespace, x.digest, new.v) FROM memories AS m CROSS JOIN vector_index AS x ON x.namespace = m.namespace WHERE m.seq = new.seq;\n"
+    "  UPDATE vector_centroids SET stamp = stamp + 1 WHERE part = (SELECT part FROM vector_parts WHERE seq = new.seq);\n"
     "END"},
   {"trigger", "vectors_part_ad", "vectors",
     "CREATE TRIGGER vectors_part_ad AFTER DELETE ON vectors BEGIN\n"
+    "  UPDATE vector_centroids SET stamp = stamp + 1 WHERE part = (SELECT part FROM vector_parts WHERE seq = old.seq);\n"
     "  DELETE FROM vector_parts WHERE seq = old.seq;\n"
     "END"},
   {"trigger", "memories_part_move", "memories",
     "CREATE TRIGGER memories_part_move AFTER UPDATE OF namespace ON memories BEGIN\n"
+    "  UPDATE vector_centroids SET stamp = stamp + 1 WHERE part = (SELECT part FROM vector_parts WHERE seq = new.seq);\n"
     "  DELETE FROM vector_parts WHERE seq = new.seq;\n"
     "  INSERT OR IGNORE INTO vector_parts(seq, part)\n"
     "    SELECT v.seq, heap_vector_part(x.namespace, x.digest, v.v) FROM vectors AS v CROSS JOIN vector_index AS x ON x.namespace = new.namespace WHERE v.seq = new.seq;\n"
+    "  UPDATE vector_centroids SET stamp = stamp + 1 WHERE part = (SELECT part FROM vector_parts WHERE seq = new.seq);\n"
     "END"},
 };

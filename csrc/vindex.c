@@ -364,7 +364,7 @@ static int hx_reindex(hf_ctx *x, const char *ns) {
   i64 *ids;
   int8_t *c;
   float *inv;
-  rc = hv_cents_read(st, HM_EMBED_DIM, &n, &ids, &c, &inv);
+  rc = hv_cents_read(st, HM_EMBED_DIM, &n, &ids, &c, &inv, NULL);
   hf_done(x, st);
   if (rc != SQLITE_DONE) return rc == SQLITE_NOMEM ? hf_fail(x, rc, "out of memory")
                                                     : hf_sqlfail(x, rc);
@@ -559,7 +559,7 @@ static i64 hx_part_of(sqlite3 *db, hm_conn *conn, const char *ns, u64 digest, co
     sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
     hv_cents_drop(oldest);
     set = oldest;
-    int rc = hv_cents_read(st, HM_EMBED_DIM, &set->n, &set->id, &set->c, &set->inv);
+    int rc = hv_cents_read(st, HM_EMBED_DIM, &set->n, &set->id, &set->c, &set->inv, NULL);
     hf_done(&x, st);
     set->ns = sqlite3_mprintf("%s", ns);
     if (rc != SQLITE_DONE || !set->ns || !set->n) { hv_cents_drop(set); return 0; }

@@ -254,3 +254,26 @@ def test_a_store_written_before_the_index_gets_it_on_open(tmp_path, capsys, monk
     m.close()
     heapmem.open(str(path), readonly=True).close()
     assert "building" not in capsys.readouterr().err
+
+
+def test_the_cache_follows_a_vector_out_of_and_back_into_its_partition(tmp_path):
+    """A connection that holds the namespace reads again only the partitions a
+    change touched (their stamps): a vector deleted leaves its top n, the same
+    vector put back (among older rows) returns, as the exact scan says."""
+    m = _indexed(tmp_path, n=1500)
+    c = m.connection
+    q = QUESTIONS[2]
+    first = _top(m, q, 10, 1.0)
+    seq = first[0]
+    text = c.execute("SELECT text FROM memories WHERE seq = ?", (seq,)).fetchall()[0][0]
+    c.execute("DELETE FROM vectors WHERE seq = ?", (seq,))
+    assert seq not in _top(m, q, 10, 1.0)
+    assert _top(m, q, 10, 1.0) == _reference(m, q, 10)
+    c.execute("INSERT INTO vectors(seq, v) VALUES (?, heap_embed(?))", (seq, text))
+    assert _top(m, q, 10, 1.0) == first == _reference(m, q, 10)
+    # a memory moved out of the namespace leaves it, and comes back
+    c.execute("UPDATE memories SET namespace = 'other' WHERE seq = ?", (seq,))
+    assert seq not in _top(m, q, 10, 1.0)
+    c.execute("UPDATE memories SET namespace = 'big' WHERE seq = ?", (seq,))
+    assert _top(m, q, 10, 1.0) == first
+    m.close()

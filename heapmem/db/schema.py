@@ -572,7 +572,9 @@ CREATE INDEX memories_filter ON memories(namespace, kind, created_at);
 # under an id never given twice (META_LAST_PART), vector_parts each vector's
 # partition, and vector_index per namespace the newest partition id
 # (version: it moves when partitions are made) and a digest of the centroids,
-# by which a connection keeps them.  The triggers put a new (or re-embedded,
+# by which a connection keeps them; a partition's stamp moves when a vector
+# leaves it (or joins it among older ones), so that a connection's cache reads
+# that partition again, not the namespace.  The triggers put a new (or re-embedded,
 # or moved) vector into its nearest partition (heap_vector_part, innocuous:
 # it reads the centroids of the digest it is given) and take a deleted one
 # out; splitting a partition grown past twice the size, and the first
@@ -580,6 +582,12 @@ CREATE INDEX memories_filter ON memories(namespace, kind, created_at);
 _VECTOR_PART_OF = ("SELECT {seq}, heap_vector_part(x.namespace, x.digest, {v}) "
                    "FROM {src} CROSS JOIN vector_index AS x ON x.namespace = {ns} "
                    "WHERE {where}")
+# the stamp of the partition holding seq moves (a connection's cache reads
+# that partition again); on insert only when seq lands among older rows
+_STAMP = ("UPDATE vector_centroids SET stamp = stamp + 1 "
+          "WHERE part = (SELECT part FROM vector_parts WHERE seq = {seq})")
+_STAMP_OUT_OF_ORDER = (_STAMP + " AND EXISTS (SELECT 1 FROM vector_parts AS o "
+                       "WHERE o.part = vector_centroids.part AND o.seq > {seq})")
 _SCHEMA_V10 = f"""
 CREATE TABLE vector_index(
   namespace TEXT PRIMARY KEY,
@@ -589,7 +597,8 @@ CREATE TABLE vector_index(
 CREATE TABLE vector_centroids(
   part      INTEGER PRIMARY KEY,      -- never given twice (heapmem_meta last_part)
   namespace TEXT NOT NULL,
-  centroid  BLOB NOT NULL             -- int8, the vectors' dimension
+  centroid  BLOB NOT NULL,            -- int8, the vectors' dimension
+  stamp     INTEGER NOT NULL DEFAULT 0 -- moves when a vector leaves it, or joins out of order
 );
 CREATE INDEX vector_centroids_namespace ON vector_centroids(namespace);
 CREATE TABLE vector_parts(
@@ -601,21 +610,27 @@ CREATE TRIGGER vectors_part_ai AFTER INSERT ON vectors BEGIN
   INSERT OR IGNORE INTO vector_parts(seq, part)
     {_VECTOR_PART_OF.format(seq="new.seq", v="new.v", src="memories AS m", ns="m.namespace",
                             where="m.seq = new.seq")};
+  {_STAMP_OUT_OF_ORDER.format(seq="new.seq")};
 END;
 CREATE TRIGGER vectors_part_au AFTER UPDATE ON vectors BEGIN
+  {_STAMP.format(seq="old.seq")};
   DELETE FROM vector_parts WHERE seq IN (old.seq, new.seq);
   INSERT OR IGNORE INTO vector_parts(seq, part)
     {_VECTOR_PART_OF.format(seq="new.seq", v="new.v", src="memories AS m", ns="m.namespace",
                             where="m.seq = new.seq")};
+  {_STAMP.format(seq="new.seq")};
 END;
 CREATE TRIGGER vectors_part_ad AFTER DELETE ON vectors BEGIN
+  {_STAMP.format(seq="old.seq")};
   DELETE FROM vector_parts WHERE seq = old.seq;
 END;
 CREATE TRIGGER memories_part_move AFTER UPDATE OF namespace ON memories BEGIN
+  {_STAMP.format(seq="new.seq")};
   DELETE FROM vector_parts WHERE seq = new.seq;
   INSERT OR IGNORE INTO vector_parts(seq, part)
     {_VECTOR_PART_OF.format(seq="v.seq", v="v.v", src="vectors AS v", ns="new.namespace",
                             where="v.seq = new.seq")};
+  {_STAMP.format(seq="new.seq")};
 END;
 """
 
@@ -828,7 +843,7 @@ KNOWN_SCHEMAS = {
     7: "12dc3f91101aa478d6d705433396ac4eb4302bb51b10548e25ce5e2704a2db91",
     8: "3109c26dc44c733a160f3dbb3a2389b18bad00824898557e9a17c50687874ecd",
     9: "6286cf02f5b5e332081edae7c74949ed5d5c0fa68a882b6533e3f3fa01b98ef0",
-    10: "03f57d7c975316e2486f127567b10bd2a4b6d4a0c7c72c9d7667d13932b8cc58",
+    10: "ce69a05694dd741e186a72c118e07abc99e181fb5ce6cdf753d4d7bf6e5c733b",
 }
 
 
