@@ -901,23 +901,30 @@ static char *hr_vector_top(hr_vtab *t, hr_cursor *c, const hv_ns *e, const hv_fi
   return sqlite3_str_finish(js);
 }
 
-/* Each candidate's cosine with the question, from the cache (0 without a
- * vector): its row found in bucket 0, else in its partition's. */
+/* The cosine of the memory of seq with the unit vector qf, from the cache
+ * (0 without a vector), into *cos: its row found in bucket 0, else in its
+ * partition's (vector_parts says which). */
+static int hr_cos_of(hr_vtab *t, hv_ns *e, i64 seq, const float *qf, double *cos) {
+  int found = 0;
+  *cos = e->nb ? hv_cos(e, &e->b[0], seq, qf, &found) : 0.0;
+  if (found || e->nb < 2) return SQLITE_OK;
+  sqlite3_stmt *st = NULL;
+  int rc = hr_stmt(t, HR_ST_VPART_OF, &st);
+  if (rc != SQLITE_OK) return hr_sqlfail(t, rc);
+  sqlite3_bind_int64(st, 1, seq);
+  rc = sqlite3_step(st);
+  i64 part = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return hr_sqlfail(t, rc);
+  if (part) *cos = hv_cos(e, hv_bucket_of(e, part), seq, qf, &found);
+  return SQLITE_OK;
+}
+
+/* Each candidate's cosine with the question, from the cache. */
 static int hr_vector_cos(hr_vtab *t, hr_cursor *c, hv_ns *e) {
   for (int i = 0; i < c->n; i++) {
-    hr_row *r = &c->rows[i];
-    int found = 0;
-    r->cos = e->nb ? hv_cos(e, &e->b[0], r->seq, c->qf, &found) : 0.0;
-    if (found || e->nb < 2) continue;
-    sqlite3_stmt *st = NULL;
-    int rc = hr_stmt(t, HR_ST_VPART_OF, &st);
-    if (rc != SQLITE_OK) return hr_sqlfail(t, rc);
-    sqlite3_bind_int64(st, 1, r->seq);
-    rc = sqlite3_step(st);
-    i64 part = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-    sqlite3_reset(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return hr_sqlfail(t, rc);
-    if (part) r->cos = hv_cos(e, hv_bucket_of(e, part), r->seq, c->qf, &found);
+    int rc = hr_cos_of(t, e, c->rows[i].seq, c->qf, &c->rows[i].cos);
+    if (rc != SQLITE_OK) return rc;
   }
   return SQLITE_OK;
 }
@@ -977,11 +984,9 @@ static void heap_vector_top(sqlite3_context *ctx, int argc, sqlite3_value **argv
     i64 budget = (i64)ceil(vs.probe * (double)rows);
     if (budget < 8 * vs.size && probe < 0) budget = 8 * vs.size;
     int n = top ? hv_top(e, (const int8_t *)(q8 + 4), want, -2.0, NULL, budget, top) : -1;
-    for (int i = 0; i < n; i++) {
-      int found = 0;
-      hv_bucket *b = &e->b[0];
-      double cs = hv_cos(e, b, top[i], c->qf, &found);
-      for (int j = 1; j < e->nb && !found; j++) cs = hv_cos(e, &e->b[j], top[i], c->qf, &found);
+    for (int i = 0; i < n && rc == SQLITE_OK; i++) {
+      double cs = 0;
+      rc = hr_cos_of(t, e, top[i], c->qf, &cs);
       sqlite3_str_appendf(js, "%s[%lld, %.17g]", i ? ", " : "", (long long)top[i], cs);
     }
     if (n < 0) rc = SQLITE_NOMEM;
