@@ -1478,16 +1478,14 @@ def _vector_index_problems(c: schema.Connection) -> builtins.list[str]:
     row astray, and each index's version and digest those of its centroids
     (csrc/vindex.c, hv_cents_digest)."""
     out = []
-    odd = c.execute(sql.VECTORS_UNPARTITIONED).fetchall()[0][0]
-    if odd:
-        out.append(f"vector index: {odd} vectors of indexed namespaces are in no partition")
-    odd = c.execute(sql.PARTS_ASTRAY).fetchall()[0][0]
-    if odd:
-        out.append(f"vector index: {odd} partition rows name no vector, or a partition of "
-                   "another namespace")
-    odd = c.execute(sql.CENTROIDS_ASTRAY).fetchall()[0][0]
-    if odd:
-        out.append(f"vector index: {odd} centroids belong to no namespace's index")
+    for statement, what in ((sql.VECTORS_UNPARTITIONED,
+                             "vectors of indexed namespaces are in no partition"),
+                            (sql.PARTS_ASTRAY, "partition rows name no vector, or a partition "
+                                               "of another namespace"),
+                            (sql.CENTROIDS_ASTRAY, "centroids belong to no namespace's index")):
+        odd = c.execute(statement).fetchall()[0][0]
+        if odd:
+            out.append(f"vector index: {odd} {what}")
     for ns, version, digest, cents in c.execute(sql.VECTOR_INDEXES).fetchall():
         parts = json.loads(cents)
         if not parts or version != parts[-1][0] or digest != _vector_digest(parts):
