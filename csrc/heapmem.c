@@ -38,6 +38,8 @@
  *                heap_rebuild_pool
  *   store.c      heap_init, heap_add, heap_forget, heap_forget_namespace and
  *                the check that a file is a heapmem store
+ *   vindex.c     the vector index of a big namespace: seeded k-means
+ *                partitions, their splits, heap_vector_index and the rest
  *   tune.c       heap_tune: w_usefulness chosen by replaying the log
  *   register.c   heap_statement, the function table and sqlite3_heapmem_init
  * text.c to credit.c make no sqlite3_* call: they hold every function
@@ -104,6 +106,8 @@ static void hm_seterr(char *err, int errlen, const char *fmt, const char *a) {
 #include "recall.c"
 #include "feedback.c"
 #include "store.c"
+/* the vector index of a big namespace: partitions, k-means, splits */
+#include "vindex.c"
 /* tune: the usefulness weight chosen from the log */
 #include "tune.c"
 /* what loading the library registers */

@@ -111,10 +111,12 @@ static const char hr_sql_vrows[] =
     "WITH cand AS (SELECT " HR_SCORE_INPUTS_OF("NULL") " FROM json_each(?4) AS j "
     "CROSS JOIN memories AS m ON m.seq = j.value WHERE m.namespace = ?2) "
     "SELECT seq, rank, importance, age_days, superseded, features, NULL FROM cand";
-/* ?1 namespace, ?6-?8 the filters: the memories they let through (the vector
- * top N is theirs) */
+/* ?1 seq, ?6-?8 the filters: whether its memory passes them (a row of the
+ * vector cache whose kind it does not keep: embed.c, HV_KIND_OTHER) */
 static const char hr_sql_allow[] =
-    "SELECT m.seq FROM memories AS m WHERE m.namespace = ?1 AND " HR_FILTER("m");
+    "SELECT 1 FROM memories AS m WHERE m.seq = ?1 AND " HR_FILTER("m");
+/* ?1 a JSON array of kinds: each one */
+static const char hr_sql_kindlist[] = "SELECT value FROM json_each(?1)";
 /* ?1 kinds as given: a JSON array of text (1), else 0 */
 static const char hr_sql_kinds[] =
     "SELECT CASE WHEN json_valid(?1) THEN json_type(?1) = 'array' AND json_array_length(?1) > 0 "
@@ -123,16 +125,31 @@ static const char hr_sql_kinds[] =
 static const char hr_sql_judged[] =
     "SELECT j.seq, j.used, r.query FROM json_each(?1) AS c CROSS JOIN judged AS j "
     "ON j.seq = c.value CROSS JOIN recalls AS r ON r.id = j.recall_id";
-/* ?1 namespace: the store's embedder, its dimension and the namespace's stamps */
+/* ?1 namespace: the store's embedder, its dimension, the namespace's stamps,
+ * its vector index's version (0: none) and how much recall probes of it */
 static const char hr_sql_vstate[] =
     "SELECT (SELECT value FROM heapmem_meta WHERE key = '" HM_META_EMBEDDER "'), "
     "(SELECT value FROM heapmem_meta WHERE key = '" HM_META_EMBEDDING_DIM "'), "
     "(SELECT added FROM vector_stamps WHERE namespace = ?1), "
-    "(SELECT changed FROM vector_stamps WHERE namespace = ?1)";
-/* ?1 namespace, ?2 after this seq: the namespace's vectors in seq order */
+    "(SELECT changed FROM vector_stamps WHERE namespace = ?1), "
+    "coalesce((SELECT version FROM vector_index WHERE namespace = ?1), 0), "
+    "(SELECT json_extract(value, '$.probe') FROM heapmem_meta WHERE key = '"
+    HM_META_VECTOR_INDEX "' AND json_valid(value)), "
+    "(SELECT json_extract(value, '$.size') FROM heapmem_meta WHERE key = '"
+    HM_META_VECTOR_INDEX "' AND json_valid(value))";
+/* ?1 namespace, ?2 after this seq: the namespace's vectors in seq order, with
+ * their memories' kinds and times and their partitions */
 static const char hr_sql_vload[] =
-    "SELECT v.seq, v.v FROM memories AS m CROSS JOIN vectors AS v ON v.seq = m.seq "
+    "SELECT v.seq, v.v, m.kind, m.created_at, p.part FROM memories AS m CROSS JOIN vectors "
+    "AS v ON v.seq = m.seq LEFT JOIN vector_parts AS p ON p.seq = v.seq "
     "WHERE m.namespace = ?1 AND m.seq > ?2 ORDER BY m.seq";
+/* ?1 a partition, ?2 its namespace: its vectors in seq order, as hr_sql_vload */
+static const char hr_sql_vpart[] =
+    "SELECT v.seq, v.v, m.kind, m.created_at, p.part FROM vector_parts AS p CROSS JOIN "
+    "vectors AS v ON v.seq = p.seq CROSS JOIN memories AS m ON m.seq = p.seq "
+    "WHERE p.part = ?1 AND m.namespace = ?2 ORDER BY p.seq";
+/* ?1 seq: its vector's partition */
+static const char hr_sql_vpart_of[] = "SELECT part FROM vector_parts WHERE seq = ?1";
 /* ?1 qtype, ?2 namespace, ?3 pseudocount */
 static const char hr_sql_links[] =
     "SELECT heap_links(p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0), "
@@ -166,12 +183,12 @@ static const char hr_sql_log[] =
 
 enum { HR_ST_CAND, HR_ST_HYBRID, HR_ST_LINKS, HR_ST_SHOW, HR_ST_TUNED, HR_ST_LOG,
        HR_ST_VROWS, HR_ST_VSTATE, HR_ST_VLOAD, HR_ST_JUDGED, HR_ST_ALLOW, HR_ST_KINDS,
-       HR_ST_LOGGED, HR_NST };
-static const char *const hr_sql[HR_NST] = {hr_sql_cand,  hr_sql_hybrid, hr_sql_links,
-                                            hr_sql_show,  hr_sql_tuned,  hr_sql_log,
-                                            hr_sql_vrows, hr_sql_vstate, hr_sql_vload,
-                                            hr_sql_judged, hr_sql_allow,  hr_sql_kinds,
-                                            hr_sql_logged};
+       HR_ST_LOGGED, HR_ST_VPART, HR_ST_VPART_OF, HR_ST_VCENTS, HR_ST_KINDLIST, HR_NST };
+static const char *const hr_sql[HR_NST] = {
+    hr_sql_cand,   hr_sql_hybrid, hr_sql_links,  hr_sql_show,     hr_sql_tuned,
+    hr_sql_log,    hr_sql_vrows,  hr_sql_vstate, hr_sql_vload,    hr_sql_judged,
+    hr_sql_allow,  hr_sql_kinds,  hr_sql_logged, hr_sql_vpart,    hr_sql_vpart_of,
+    hv_sql_cents,  hr_sql_kindlist};
 
 /* The statements the loop's functions run, prepared once per connection:
  * kept by the connection's heap_recall table, whose xDisconnect (run before
@@ -610,12 +627,20 @@ static int hr_unit(float *v) {
   return 1;
 }
 
+/* What the file says of a namespace's vectors, read in the recall's
+ * snapshot: its stamps, its vector index's version, how much to probe. */
+typedef struct {
+  i64 added, changed, version;
+  double probe; /* the share of the namespace recall scans, with an index */
+  i64 size;     /* its partitions' size */
+} hr_vstate;
+
 /* Which vectors this recall uses, into c->hybrid and (for the carried
  * embedder) c->qf: the store's embedder and the namespace's stamps, read in
  * the recall's snapshot.  A store whose embedder is the one this library
  * carries embeds the question here unless qvec is given; another embedder's
  * store is hybrid only with a qvec, as before. */
-static int hr_vectors(hr_vtab *t, hr_cursor *c, const hr_args *a, i64 *added, i64 *changed) {
+static int hr_vectors(hr_vtab *t, hr_cursor *c, const hr_args *a, hr_vstate *vs) {
   sqlite3_stmt *st = NULL;
   int rc;
   c->hybrid = 0;
@@ -625,8 +650,14 @@ static int hr_vectors(hr_vtab *t, hr_cursor *c, const hr_args *a, i64 *added, i6
   const char *name = (const char *)sqlite3_column_text(st, 0);
   int builtin = name && !strcmp(name, HM_BUILTIN_EMBEDDER) &&
                 sqlite3_column_int(st, 1) == HM_EMBED_DIM;
-  *added = sqlite3_column_int64(st, 2);
-  *changed = sqlite3_column_int64(st, 3);
+  vs->added = sqlite3_column_int64(st, 2);
+  vs->changed = sqlite3_column_int64(st, 3);
+  vs->version = sqlite3_column_int64(st, 4);
+  double probe = sqlite3_column_double(st, 5);
+  i64 size = sqlite3_column_int64(st, 6);
+  vs->probe = sqlite3_column_type(st, 5) == SQLITE_NULL || !(probe > 0 && probe <= 1)
+                  ? HM_VINDEX_PROBE : probe;
+  vs->size = sqlite3_column_type(st, 6) == SQLITE_NULL || size < 1 ? HM_VINDEX_SIZE : size;
   sqlite3_reset(st);
   if (!builtin) {
     c->hybrid = a->qvec ? 1 : 0;
@@ -647,10 +678,91 @@ static int hr_vectors(hr_vtab *t, hr_cursor *c, const hr_args *a, i64 *added, i6
   return SQLITE_OK;
 }
 
+/* The rows of a statement of hr_sql_vload's shape into e's buckets (by their
+ * partition; unless all, not a row of a partition read fresh): 0, 2 (an int4 entry met
+ * another format: read it again as int8), or an error set. */
+static int hr_vrows(hr_vtab *t, hv_cache *vc, hv_ns *e, sqlite3_stmt *st, int all) {
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    i64 seq = sqlite3_column_int64(st, 0);
+    hv_bucket *b = hv_bucket_of(e, sqlite3_column_int64(st, 4));
+    if (!b) b = &e->b[0]; /* a partition the entry does not know: scanned always */
+    if (!all && b->n && b->seq[b->n - 1] >= seq) continue; /* its partition read fresh */
+    int got = hv_put(vc, e, b, seq, sqlite3_column_blob(st, 1), sqlite3_column_bytes(st, 1),
+                     (const char *)sqlite3_column_text(st, 2), sqlite3_column_double(st, 3));
+    if (got == 2 || got == SQLITE_NOMEM) { sqlite3_reset(st); return got; }
+    if (got == 1) {
+      sqlite3_reset(st);
+      hr_fail(t, "heap_recall: a memory's vector is damaged (not a vector of this store's "
+                 "embedder)%s", "");
+      return SQLITE_CORRUPT;
+    }
+  }
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? SQLITE_OK : hr_sqlfail(t, rc);
+}
+
+/* e's partitions made those of the namespace's index now: their centroids
+ * read, the buckets of partitions still there kept, the new ones read (when
+ * read_new). */
+static int hr_vparts(hr_vtab *t, hv_cache *vc, hv_ns *e, const char *ns, int read_new) {
+  sqlite3_stmt *st = NULL;
+  int rc, n;
+  i64 *ids, *stamps;
+  int8_t *cent;
+  float *cinv;
+  if ((rc = hr_stmt(t, HR_ST_VCENTS, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
+  rc = hv_cents_read(st, e->dim, &n, &ids, &cent, &cinv, &stamps);
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) return rc == SQLITE_NOMEM ? rc : hr_sqlfail(t, rc);
+  hv_bucket *nb = sqlite3_malloc64((sqlite3_uint64)(n + 1) * sizeof *nb);
+  unsigned char *fresh = sqlite3_malloc64((sqlite3_uint64)(n + 1));
+  if (!nb || !fresh) {
+    sqlite3_free(nb);
+    sqlite3_free(fresh);
+    sqlite3_free(ids);
+    sqlite3_free(stamps);
+    sqlite3_free(cent);
+    sqlite3_free(cinv);
+    return SQLITE_NOMEM;
+  }
+  memset(nb, 0, (size_t)(n + 1) * sizeof *nb);
+  if (e->nb) nb[0] = e->b[0];
+  for (int i = 0; i < n; i++) {
+    hv_bucket *old = hv_bucket_of(e, ids[i]);
+    if (old && old->stamp != stamps[i]) old = NULL; /* a vector left it: read again */
+    fresh[i + 1] = !old;
+    if (old) { nb[i + 1] = *old; memset(old, 0, sizeof *old); }
+    nb[i + 1].id = ids[i];
+    nb[i + 1].stamp = stamps[i];
+  }
+  for (int i = 1; i < e->nb; i++)
+    if (e->b[i].cap) hv_bucket_release(vc, e, &e->b[i]); /* partitions gone */
+  sqlite3_free(e->b);
+  sqlite3_free(e->cent);
+  sqlite3_free(e->cinv);
+  sqlite3_free(ids);
+  sqlite3_free(stamps);
+  e->b = nb;
+  e->nb = n + 1;
+  e->cent = cent;
+  e->cinv = cinv;
+  rc = SQLITE_OK;
+  for (int i = 1; i <= n && rc == SQLITE_OK; i++) {
+    if (!fresh[i] || !read_new) continue;
+    if ((rc = hr_stmt(t, HR_ST_VPART, &st)) != SQLITE_OK) { rc = hr_sqlfail(t, rc); break; }
+    sqlite3_bind_int64(st, 1, e->b[i].id);
+    sqlite3_bind_text(st, 2, ns, -1, SQLITE_TRANSIENT);
+    rc = hr_vrows(t, vc, e, st, 1);
+  }
+  sqlite3_free(fresh);
+  return rc;
+}
+
 /* The connection's cache of the namespace's vectors, brought up to the
  * stamps (embed.c's vector cache says when it reads what). */
-static int hr_vsync(hr_vtab *t, const char *ns, int dim, i64 added, i64 changed,
-                    hv_ns **out) {
+static int hr_vsync(hr_vtab *t, const char *ns, int dim, const hr_vstate *vs, hv_ns **out) {
   hm_conn *conn = t->conn;
   if (!conn) return hr_fail(t, "heap_recall: the library was not loaded into this "
                                "connection%s", "");
@@ -659,76 +771,123 @@ static int hr_vsync(hr_vtab *t, const char *ns, int dim, i64 added, i64 changed,
     if (!conn->vc) return SQLITE_NOMEM;
     memset(conn->vc, 0, sizeof *conn->vc);
   }
-  hv_ns *e = hv_entry(conn->vc, ns, dim);
+  hv_cache *vc = conn->vc;
+  hv_ns *e = hv_entry(vc, ns, dim);
   if (!e) return SQLITE_NOMEM;
   *out = e;
-  if (e->keep && e->changed == changed && e->added == added) return SQLITE_OK;
-  i64 after = 0;
-  if (e->keep && e->changed == changed && added > e->added && e->n) after = e->seq[e->n - 1];
-  else e->n = 0;
-  e->keep = 0;
-  sqlite3_stmt *st = NULL;
-  int rc;
-  if ((rc = hr_stmt(t, HR_ST_VLOAD, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
-  sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_int64(st, 2, after);
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (hv_grow(conn->vc, e, 1) != SQLITE_OK) { sqlite3_reset(st); e->n = 0; return SQLITE_NOMEM; }
-    int8_t *row = e->v + (size_t)e->n * (size_t)dim;
-    if (hv_read(sqlite3_column_blob(st, 1), sqlite3_column_bytes(st, 1), dim, row)) {
-      sqlite3_reset(st);
-      e->n = 0;
-      hr_fail(t, "heap_recall: a memory's vector is damaged (not a vector of this store's "
-                 "embedder)%s", "");
-      return SQLITE_CORRUPT;
+  if (e->keep && e->changed == vs->changed && e->added == vs->added &&
+      e->version == vs->version)
+    return SQLITE_OK;
+  int rc = SQLITE_OK, fmt = dim % 2 == 0 ? 4 : 8;
+  /* a change other than an add, in an indexed namespace with no vector
+   * outside its partitions: read partition by partition (their stamps) */
+  int by_part = e->keep && e->nb && e->changed != vs->changed && vs->version &&
+                e->b[0].n == 0;
+  int whole = !(e->keep && e->nb && (e->changed == vs->changed || by_part));
+  for (int pass = 0; pass < 2; pass++) {
+    if (whole) {
+      hv_clear(vc, e);
+      e->fmt = fmt;
+      e->stride = fmt == 4 ? dim / 2 : dim;
+      e->b = sqlite3_malloc64(sizeof *e->b);
+      if (!e->b) { rc = SQLITE_NOMEM; break; }
+      memset(e->b, 0, sizeof *e->b);
+      e->nb = 1;
     }
-    e->inv[e->n] = hv_inv_norm(row, dim);
-    e->seq[e->n++] = sqlite3_column_int64(st, 0);
+    e->keep = 0;
+    i64 after = e->last;
+    if (whole || by_part || e->version != vs->version)
+      rc = vs->version ? hr_vparts(t, vc, e, ns, !whole) : 0;
+    sqlite3_stmt *st = NULL;
+    if (rc == SQLITE_OK && (rc = hr_stmt(t, HR_ST_VLOAD, &st)) != SQLITE_OK)
+      rc = hr_sqlfail(t, rc);
+    if (rc == SQLITE_OK) {
+      sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
+      sqlite3_bind_int64(st, 2, after);
+      rc = hr_vrows(t, vc, e, st, 0);
+    }
+    if (rc != 2) break;
+    whole = 1; /* a vector of another format than int4: the whole namespace as int8 */
+    fmt = 8;
+    rc = SQLITE_OK;
   }
-  sqlite3_reset(st);
-  if (rc != SQLITE_DONE) { e->n = 0; return hr_sqlfail(t, rc); }
-  e->added = added;
-  e->changed = changed;
+  if (rc != SQLITE_OK) {
+    hv_clear(vc, e);
+    e->added = e->changed = e->version = -1;
+    return rc;
+  }
+  e->added = vs->added;
+  e->changed = vs->changed;
+  e->version = vs->version;
   /* rows read inside a write transaction could be rolled back: used once */
   e->keep = sqlite3_txn_state(t->db, "main") != SQLITE_TXN_WRITE;
   return SQLITE_OK;
 }
 
-/* Which of the cache's rows the filters let through, as a mask (*out: NULL
- * when there is no filter). */
-static int hr_vector_allow(hr_vtab *t, const hr_args *a, const hv_ns *e, unsigned char **out) {
-  *out = NULL;
-  if (!a->kinds && !a->has_since && !a->has_until) return SQLITE_OK;
-  unsigned char *mask = sqlite3_malloc64((sqlite3_uint64)(e->n > 0 ? e->n : 1));
-  if (!mask) return SQLITE_NOMEM;
-  memset(mask, 0, (size_t)(e->n > 0 ? e->n : 1));
+/* hv_filter's look-up for a row of a kind the cache does not keep */
+static int hr_allow_other(void *ctx, i64 seq) {
+  void **p = ctx; /* the vtab, the args */
+  hr_vtab *t = p[0];
   sqlite3_stmt *st = NULL;
-  int rc = hr_stmt(t, HR_ST_ALLOW, &st);
-  if (rc != SQLITE_OK) { sqlite3_free(mask); return hr_sqlfail(t, rc); }
-  sqlite3_bind_text(st, 1, a->ns, -1, SQLITE_TRANSIENT);
-  hr_bind_filters(st, a);
+  if (hr_stmt(t, HR_ST_ALLOW, &st) != SQLITE_OK) return 0;
+  sqlite3_bind_int64(st, 1, seq);
+  hr_bind_filters(st, p[1]);
+  int ok = sqlite3_step(st) == SQLITE_ROW;
+  sqlite3_reset(st);
+  return ok;
+}
+
+/* The filters of a as the cache applies them, into *f (*kinds: the flags of
+ * e's kinds, sqlite3_malloc'ed, NULL without a kinds filter). */
+static int hr_vector_filter(hr_vtab *t, const hr_args *a, const hv_ns *e, hv_filter *f,
+                            unsigned char **kinds, void **ctx) {
+  memset(f, 0, sizeof *f);
+  *kinds = NULL;
+  f->has_since = a->has_since;
+  f->since = a->since;
+  f->has_until = a->has_until;
+  f->until = a->until;
+  if (!a->kinds) return SQLITE_OK;
+  unsigned char *k = sqlite3_malloc64((sqlite3_uint64)e->nkinds + 1);
+  if (!k) return SQLITE_NOMEM;
+  memset(k, 0, (size_t)e->nkinds + 1);
+  sqlite3_stmt *st = NULL;
+  int rc = hr_stmt(t, HR_ST_KINDLIST, &st);
+  if (rc != SQLITE_OK) { sqlite3_free(k); return hr_sqlfail(t, rc); }
+  sqlite3_bind_text(st, 1, a->kinds, -1, SQLITE_TRANSIENT);
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    int j = hv_find(e, sqlite3_column_int64(st, 0));
-    if (j >= 0) mask[j] = 1;
+    const char *kind = (const char *)sqlite3_column_text(st, 0);
+    for (int i = 0; kind && i < e->nkinds; i++)
+      if (!strcmp(e->kinds[i], kind)) k[i] = 1;
   }
   sqlite3_reset(st);
-  if (rc != SQLITE_DONE) { sqlite3_free(mask); return hr_sqlfail(t, rc); }
-  *out = mask;
+  if (rc != SQLITE_DONE) { sqlite3_free(k); return hr_sqlfail(t, rc); }
+  *kinds = k;
+  f->kinds = k;
+  ctx[0] = t;
+  ctx[1] = (void *)a;
+  f->other = hr_allow_other;
+  f->ctx = ctx;
   return SQLITE_OK;
 }
 
-/* The cache's top N for the question (of the rows allow lets through: NULL,
- * all) that are not among the candidates read already, as the JSON array
+/* The cache's top N for the question (of the rows the filters let through)
+ * that are not among the candidates read already, as the JSON array
  * hr_sql_vrows takes ("[]": none). */
-static char *hr_vector_top(hr_vtab *t, hr_cursor *c, const hv_ns *e,
-                           const unsigned char *allow) {
+static char *hr_vector_top(hr_vtab *t, hr_cursor *c, const hv_ns *e, const hv_filter *f,
+                           const hr_vstate *vs) {
   unsigned char q8[4 + HM_MAX_DIM];
   hv_to_int8(c->qf, c->qdim, q8);
   int want = (int)c->cfg.candidates;
   i64 *top = sqlite3_malloc64((sqlite3_uint64)(want > 0 ? want : 1) * sizeof *top);
   if (!top) return NULL;
+  i64 rows = 0;
+  for (int i = 0; i < e->nb; i++) rows += e->b[i].n;
+  /* with an index: the probe's share of the namespace, and 8 partitions at least */
+  i64 budget = (i64)ceil(vs->probe * (double)rows);
+  if (budget < 8 * vs->size) budget = 8 * vs->size;
   /* the threshold on the exact cosine, less a margin for int8's rounding */
-  int n = hv_top(e, (const int8_t *)(q8 + 4), want, c->cfg.min_cosine - 0.05, allow, top);
+  int n = hv_top(e, (const int8_t *)(q8 + 4), want, c->cfg.min_cosine - 0.05, f, budget, top);
   sqlite3_str *js = sqlite3_str_new(t->db);
   sqlite3_str_appendchar(js, 1, '[');
   for (int i = 0, w = 0; i < n; i++) {
@@ -742,18 +901,115 @@ static char *hr_vector_top(hr_vtab *t, hr_cursor *c, const hv_ns *e,
   return sqlite3_str_finish(js);
 }
 
-/* Each candidate's cosine with the question, from the cache (0 without a vector). */
-static void hr_vector_cos(hr_cursor *c, const hv_ns *e) {
+/* The cosine of the memory of seq with the unit vector qf, from the cache
+ * (0 without a vector), into *cos: its row found in bucket 0, else in its
+ * partition's (vector_parts says which). */
+static int hr_cos_of(hr_vtab *t, hv_ns *e, i64 seq, const float *qf, double *cos) {
+  int found = 0;
+  *cos = e->nb ? hv_cos(e, &e->b[0], seq, qf, &found) : 0.0;
+  if (found || e->nb < 2) return SQLITE_OK;
+  sqlite3_stmt *st = NULL;
+  int rc = hr_stmt(t, HR_ST_VPART_OF, &st);
+  if (rc != SQLITE_OK) return hr_sqlfail(t, rc);
+  sqlite3_bind_int64(st, 1, seq);
+  rc = sqlite3_step(st);
+  i64 part = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return hr_sqlfail(t, rc);
+  if (part) *cos = hv_cos(e, hv_bucket_of(e, part), seq, qf, &found);
+  return SQLITE_OK;
+}
+
+/* Each candidate's cosine with the question, from the cache. */
+static int hr_vector_cos(hr_vtab *t, hr_cursor *c, hv_ns *e) {
   for (int i = 0; i < c->n; i++) {
-    hr_row *r = &c->rows[i];
-    int j = hv_find(e, r->seq);
-    r->cos = 0.0;
-    if (j < 0 || e->inv[j] == 0) continue;
-    const int8_t *v = e->v + (size_t)j * (size_t)e->dim;
-    double dot = 0;
-    for (int d = 0; d < e->dim; d++) dot += (double)c->qf[d] * v[d];
-    r->cos = dot * e->inv[j];
+    int rc = hr_cos_of(t, e, c->rows[i].seq, c->qf, &c->rows[i].cos);
+    if (rc != SQLITE_OK) return rc;
   }
+  return SQLITE_OK;
+}
+
+/* heap_vector_top(question, namespace, n [, probe]): the vector stage of a
+ * hybrid recall alone, in a store of the library's own embedder: the n
+ * memories whose vectors are nearest the question (the int8 cosine the
+ * search ranks by), best first, as a JSON array of [seq, cosine]; with
+ * probe (a share, 0 to 1), that share of an indexed namespace scanned
+ * instead of the store's setting (1: every vector, the exact top n).  For
+ * the benchmarks and the tests: heap_recall runs the same search. */
+static void heap_vector_top(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  hr_vtab *t = sqlite3_malloc64(sizeof *t);
+  hr_cursor *c = sqlite3_malloc64(sizeof *c);
+  char *out = NULL, *why = NULL;
+  int rc = SQLITE_NOMEM;
+  if (!t || !c) goto done;
+  memset(t, 0, sizeof *t);
+  memset(c, 0, sizeof *c);
+  t->db = sqlite3_context_db_handle(ctx);
+  t->conn = sqlite3_user_data(ctx);
+  hr_args a = {0};
+  if (sqlite3_value_type(argv[0]) != SQLITE_TEXT || sqlite3_value_type(argv[1]) != SQLITE_TEXT ||
+      sqlite3_value_type(argv[2]) != SQLITE_INTEGER || sqlite3_value_int64(argv[2]) < 1 ||
+      sqlite3_value_int64(argv[2]) > 1000) {
+    rc = hr_fail(t, "heap_vector_top: give the question (text), the namespace (text) and n "
+                    "(an integer from 1 to 1000)%s", "");
+    goto done;
+  }
+  double probe = -1;
+  if (argc > 3) {
+    probe = sqlite3_value_double(argv[3]);
+    if (!hm_is_number(argv[3]) || !(probe > 0 && probe <= 1)) {
+      rc = hr_fail(t, "heap_vector_top: probe must be a number above 0 and at most 1%s", "");
+      goto done;
+    }
+  }
+  if ((rc = hm_check_store(t->db, t->conn, &why)) != SQLITE_OK) {
+    hr_fail(t, "heap_vector_top: %s", why ? why : "out of memory");
+    goto done;
+  }
+  a.query = (const char *)sqlite3_value_text(argv[0]);
+  a.ns = (const char *)sqlite3_value_text(argv[1]);
+  hr_vstate vs = {0};
+  hv_ns *e = NULL;
+  if ((rc = hr_vectors(t, c, &a, &vs)) != SQLITE_OK) goto done;
+  sqlite3_str *js = sqlite3_str_new(t->db);
+  sqlite3_str_appendchar(js, 1, '[');
+  if (c->hybrid == 2 && (rc = hr_vsync(t, a.ns, c->qdim, &vs, &e)) == SQLITE_OK) {
+    int want = sqlite3_value_int(argv[2]);
+    i64 *top = sqlite3_malloc64((sqlite3_uint64)want * (sizeof(i64) + sizeof(float)));
+    unsigned char q8[4 + HM_MAX_DIM];
+    hv_to_int8(c->qf, c->qdim, q8);
+    i64 rows = 0;
+    for (int i = 0; i < e->nb; i++) rows += e->b[i].n;
+    if (probe > 0) vs.probe = probe;
+    i64 budget = (i64)ceil(vs.probe * (double)rows);
+    if (budget < 8 * vs.size && probe < 0) budget = 8 * vs.size;
+    int n = top ? hv_top(e, (const int8_t *)(q8 + 4), want, -2.0, NULL, budget, top) : -1;
+    for (int i = 0; i < n && rc == SQLITE_OK; i++) {
+      double cs = 0;
+      rc = hr_cos_of(t, e, top[i], c->qf, &cs);
+      sqlite3_str_appendf(js, "%s[%lld, %.17g]", i ? ", " : "", (long long)top[i], cs);
+    }
+    if (n < 0) rc = SQLITE_NOMEM;
+    sqlite3_free(top);
+  }
+  sqlite3_str_appendchar(js, 1, ']');
+  out = sqlite3_str_finish(js);
+done:
+  if (t) {
+    for (int i = 0; i < HR_NST; i++) sqlite3_finalize(t->st[i]);
+    if (rc == SQLITE_OK && out) sqlite3_result_text(ctx, out, -1, sqlite3_free);
+    else {
+      sqlite3_free(out);
+      if (rc == SQLITE_NOMEM || !t->base.zErrMsg) sqlite3_result_error_nomem(ctx);
+      else sqlite3_result_error(ctx, t->base.zErrMsg, -1);
+    }
+    sqlite3_free(t->base.zErrMsg);
+  } else {
+    sqlite3_result_error_nomem(ctx);
+  }
+  sqlite3_free(why);
+  sqlite3_free(t);
+  sqlite3_free(c);
 }
 
 /* The rows of a candidate statement, added to c->rows. */
@@ -796,12 +1052,12 @@ static int hr_take_rows(hr_vtab *t, hr_cursor *c, sqlite3_stmt *st, int *cap) {
 /* The candidates with their score inputs, into c->rows: BM25's, and the
  * vectors' (hybrid 1: in one statement over the vectors table; hybrid 2:
  * from the connection's cache, those BM25 did not find). */
-static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a, i64 added,
-                              i64 changed) {
+static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a,
+                              const hr_vstate *vs) {
   sqlite3_stmt *st = NULL;
   hv_ns *e = NULL;
   int rc, cap = 0;
-  if (c->hybrid == 2 && (rc = hr_vsync(t, a->ns, c->qdim, added, changed, &e)) != SQLITE_OK)
+  if (c->hybrid == 2 && (rc = hr_vsync(t, a->ns, c->qdim, vs, &e)) != SQLITE_OK)
     return rc;
   if ((rc = hr_stmt(t, c->hybrid == 1 ? HR_ST_HYBRID : HR_ST_CAND, &st)) != SQLITE_OK)
     return hr_sqlfail(t, rc);
@@ -813,10 +1069,13 @@ static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a, i64 ad
   hr_bind_filters(st, a);
   if ((rc = hr_take_rows(t, c, st, &cap)) != SQLITE_OK) return rc;
   if (c->hybrid == 2) {
-    unsigned char *allow = NULL;
-    if ((rc = hr_vector_allow(t, a, e, &allow)) != SQLITE_OK) return rc;
-    char *top = hr_vector_top(t, c, e, allow);
-    sqlite3_free(allow);
+    unsigned char *kinds = NULL;
+    hv_filter f;
+    void *ctx[2];
+    if ((rc = hr_vector_filter(t, a, e, &f, &kinds, ctx)) != SQLITE_OK) return rc;
+    int filtered = a->kinds || a->has_since || a->has_until;
+    char *top = hr_vector_top(t, c, e, filtered ? &f : NULL, vs);
+    sqlite3_free(kinds);
     if (!top) return SQLITE_NOMEM;
     if (strcmp(top, "[]")) {
       if ((rc = hr_stmt(t, HR_ST_VROWS, &st)) != SQLITE_OK) {
@@ -831,7 +1090,7 @@ static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a, i64 ad
     } else {
       sqlite3_free(top);
     }
-    hr_vector_cos(c, e);
+    if ((rc = hr_vector_cos(t, c, e)) != SQLITE_OK) return rc;
   }
   /* a candidate only the library's vectors found must be close enough to
    * count (the threshold is potion-base-8M's: another model's cosines lie
@@ -1116,14 +1375,13 @@ static int hr_run(hr_vtab *t, hr_cursor *c, const hr_args *a) {
   int blank = 1;
   for (const char *p = query; *p; p++)
     if (!isspace((unsigned char)*p)) blank = 0;
-  i64 added = 0, changed = 0;
+  hr_vstate vs = {0};
   c->hybrid = 0;
-  if (c->cfg.lexical_weight < 1 && !blank &&
-      (rc = hr_vectors(t, c, a, &added, &changed)) != SQLITE_OK)
+  if (c->cfg.lexical_weight < 1 && !blank && (rc = hr_vectors(t, c, a, &vs)) != SQLITE_OK)
     return rc;
   if (nterms <= 0 && !c->hybrid) return SQLITE_OK; /* nothing searchable: no rows */
   if ((rc = hr_read_links(t, c, ns)) != SQLITE_OK) return rc;
-  if ((rc = hr_read_candidates(t, c, a, added, changed)) != SQLITE_OK) return rc;
+  if ((rc = hr_read_candidates(t, c, a, &vs)) != SQLITE_OK) return rc;
   if (c->n == 0) return SQLITE_OK;
   if ((rc = hr_context(t, c, query)) != SQLITE_OK) return rc;
   if ((rc = hr_explore(t, c, a)) != SQLITE_OK) return rc;

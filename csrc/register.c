@@ -22,7 +22,7 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
       {"candidates", hr_sql_cand}, {"hybrid", hr_sql_hybrid}, {"links", hr_sql_links},
       {"show", hr_sql_show},       {"log", hr_sql_log},       {"edges", hf_sql_edges},
       {"before", hf_sql_before},   {"vrows", hr_sql_vrows}, {"vectors", hr_sql_vload},
-      {"allow", hr_sql_allow},     {"tune_recalls", ht_sql_recalls},
+      {"allow", hr_sql_allow},     {"vpart", hr_sql_vpart},     {"tune_recalls", ht_sql_recalls},
       {"tune_events", ht_sql_events_from}, {"autotune_used", ht_sql_used},
       {"autotune_count", ht_sql_count},
   };
@@ -34,7 +34,7 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     }
   sqlite3_result_error(ctx, "heap_statement: the name of one of heap_recall's, "
                             "heap_feedback's or heap_tune's statements: candidates, hybrid, "
-                            "links, show, log, edges, before, vrows, vectors, allow, "
+                            "links, show, log, edges, before, vrows, vectors, allow, vpart, "
                             "tune_recalls, tune_events, autotune_used, autotune_count", -1);
 }
 
@@ -97,6 +97,8 @@ static int hm_register_fts5(sqlite3 *db, char **err) {
 }
 
 #define HM_WRITE_FLAGS (SQLITE_UTF8 | SQLITE_DIRECTONLY)
+/* a function the schema's triggers call that reads the connection's cache */
+#define HM_READS_FLAGS (SQLITE_UTF8 | SQLITE_INNOCUOUS)
 
 static const struct {
   const char *name;
@@ -108,6 +110,7 @@ static const struct {
 } hm_functions[] = {
 #define HM_PURE (SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS)
 #define HM_WRITE HM_WRITE_FLAGS
+#define HM_READS HM_READS_FLAGS
 /* a row: a scalar function, or an aggregate's step and final */
 #define HM_SCALAR(fname, n, fl, fn) {.name = fname, .nargs = n, .flags = fl, .func = fn}
 #define HM_AGGREGATE(fname, n, fl, st, fin) \
@@ -170,8 +173,19 @@ static const struct {
     HM_SCALAR("heap_tune", 0, HM_WRITE, heap_tune),
     HM_SCALAR("heap_tune", 1, HM_WRITE, heap_tune),
     HM_SCALAR("heap_save_config", 1, HM_WRITE, heap_save_config),
+    HM_SCALAR("heap_vector_index", 0, HM_WRITE, heap_vector_index),
+    HM_SCALAR("heap_vector_index", 1, HM_WRITE, heap_vector_index),
+    HM_SCALAR("heap_vector_maintain", 2, HM_WRITE, heap_vector_maintain),
+    HM_SCALAR("heap_vector_settings", 0, HM_WRITE, heap_vector_settings),
+    HM_SCALAR("heap_vector_settings", 1, HM_WRITE, heap_vector_settings),
+    /* the triggers': innocuous (it reads the namespace's centroids), with the
+     * connection's cache of them */
+    HM_SCALAR("heap_vector_part", 3, HM_READS, heap_vector_part),
+    HM_SCALAR("heap_vector_top", 3, HM_WRITE, heap_vector_top),
+    HM_SCALAR("heap_vector_top", 4, HM_WRITE, heap_vector_top),
 #undef HM_PURE
 #undef HM_WRITE
+#undef HM_READS
 #undef HM_SCALAR
 #undef HM_AGGREGATE
 };
@@ -194,7 +208,10 @@ HM_API int sqlite3_heapmem_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_
   for (size_t i = 0; i < sizeof(hm_functions) / sizeof(hm_functions[0]); i++) {
     rc = sqlite3_create_function_v2(db, hm_functions[i].name, hm_functions[i].nargs,
                                     hm_functions[i].flags,
-                                    hm_functions[i].flags == HM_WRITE_FLAGS ? conn : NULL,
+                                    hm_functions[i].flags == HM_WRITE_FLAGS ||
+                                            hm_functions[i].flags == HM_READS_FLAGS
+                                        ? conn
+                                        : NULL,
                                     hm_functions[i].func, hm_functions[i].step,
                                     hm_functions[i].final, NULL);
     if (rc != SQLITE_OK) {

@@ -311,8 +311,14 @@ static int hs_new_id(hf_ctx *x, i64 seq, const char *id, char **out) {
   return SQLITE_OK;
 }
 
+/* vindex.c: what an add owes the namespace's vector index */
+static int hx_maintain(hf_ctx *x, const char *ns, i64 seq);
+
 /* One heap_add: its arguments checked, the memory inserted (or, unless copy,
- * the namespace's memory of the same text and key found), its id into *id_out. */
+ * the namespace's memory of the same text and key found), its id into
+ * *id_out; a new memory's partition split when the add grew it past twice
+ * the size, or the namespace's vector index built when it passed the
+ * threshold (vindex.c). */
 static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, char **id_out) {
   const char *text, *ns, *kind = "fact", *source, *id, *key, *meta = NULL;
   int rc;
@@ -413,6 +419,7 @@ static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, char **id_out) {
   if (meta) sqlite3_bind_text(st, 10, meta, -1, SQLITE_TRANSIENT);
   rc = hf_exec(x, st);
   hf_done(x, st);
+  if (!rc) rc = hx_maintain(x, ns, seq);
   if (rc) { sqlite3_free(mid); return rc; }
   *id_out = mid;
   return SQLITE_OK;
@@ -452,6 +459,9 @@ static int hs_forget(hf_ctx *x, sqlite3_value *ids_v, sqlite3_value *ns_v, i64 *
         "DELETE FROM memories WHERE namespace = ?1",
         "UPDATE events SET recall_id = NULL WHERE namespace = ?1",
         "DELETE FROM recalls WHERE namespace = ?1",
+        /* its vector index (the centroids are means of its vectors) */
+        "DELETE FROM vector_centroids WHERE namespace = ?1",
+        "DELETE FROM vector_index WHERE namespace = ?1",
     };
     for (size_t i = 0; i < sizeof steps / sizeof steps[0] && !rc; i++) {
       if ((rc = hf_prepare(x, steps[i], &st))) goto done;

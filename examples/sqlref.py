@@ -48,6 +48,19 @@ WORDS: dict[str, tuple[list[str], str]] = {
                          "save=True) runs)."),
     "heap_rebuild_pool": (["features"], "Work the pooled layer's rows out afresh (a JSON array "
                           "of features; all when absent)."),
+    "heap_vector_settings": (["settings"], "The vector index's settings for big namespaces "
+                             "(threshold, size, probe, seed) as JSON; with settings (a JSON "
+                             "object), change those fields and return the whole."),
+    "heap_vector_index": (["namespace"], "Build one namespace's vector index now (with no "
+                          "argument: every namespace that is due one); returns what it built."),
+    "heap_vector_maintain": (["namespace", "seq"], "What a batch of adds from seq on owes the "
+                             "namespace's vector index: its first build, or a split of the "
+                             "partitions it grew (add_many runs it)."),
+    "heap_vector_part": (["namespace", "digest", "vector"], "The partition of the namespace's "
+                         "index a vector belongs to (the triggers that keep the index call it)."),
+    "heap_vector_top": (["question", "namespace", "n", "probe"], "The vector stage of recall "
+                        "alone: the n memories nearest the question, as JSON (probe 1: the "
+                        "exact scan)."),
     "heap_statement": (["name"], "The text of a statement heap_recall, heap_feedback or "
                        "heap_tune runs (candidates, hybrid, links, show, log, edges, before, "
                        "...), for EXPLAIN QUERY PLAN."),

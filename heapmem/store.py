@@ -16,6 +16,7 @@ import math
 import os
 import re
 import stat
+import sys
 import threading
 import time
 import urllib.parse
@@ -116,6 +117,9 @@ def _locked(method: Callable) -> Callable:
 #: What SQLite can raise inside a verb; each reaches the caller as a
 #: HeapmemError (errors.from_sqlite), never as itself.
 _DAMAGE = (apsw.Error,)
+#: a namespace's vector index built on open says so on stderr from this many
+#: memories on (about a second's work)
+VECTOR_INDEX_PROGRESS = 50_000
 #: What decoding a value read from the file can raise when the value is
 #: damaged (text where a number belongs, a log that is not JSON, a number past
 #: int64): inside _from_file only, so that an argument's error stays a
@@ -272,6 +276,7 @@ class Memory:
         if self._embedder is not None:
             try:
                 self._attach_embedder(reembed)
+                self._index_vectors()
             except BaseException:
                 self._conn.close()
                 raise
@@ -334,6 +339,56 @@ class Memory:
                 f"{self.path!r} holds tuned weights heapmem cannot read ({e}); open it with "
                 "config=heapmem.ScoringConfig() to ignore them, then set_config(..., "
                 "save=True) replaces them") from None
+
+    def _index_vectors(self) -> None:
+        """On a writable open, build the vector index of each namespace past
+        the threshold that has none (a store written before schema 10), one
+        transaction each, with a line on stderr when one may take a second
+        (VECTOR_INDEX_PROGRESS memories) and when it took longer."""
+        if self.readonly or self._remote or not self._builtin:
+            return
+        for ns, n in self.connection.execute(sql.VECTOR_INDEX_DUE).fetchall():
+            if n >= VECTOR_INDEX_PROGRESS:
+                print(f"heapmem: building the vector index of namespace {ns!r} ({n:,} "
+                      "memories), once", file=sys.stderr, flush=True)
+            t0 = time.monotonic()
+            with self._write() as w:
+                w.execute(sql.VECTOR_INDEX, {"namespace": ns}).fetchall()
+            took = time.monotonic() - t0
+            if took > 1.0:
+                print(f"heapmem: built the vector index of namespace {ns!r} in {took:.1f} s",
+                      file=sys.stderr, flush=True)
+
+    @_guarded
+    def vector_index(self, namespace: str) -> list[dict[str, Any]]:
+        """Build namespace's vector index again from scratch, now (seeded
+        k-means: the same vectors give the same partitions), or drop it when
+        the namespace holds fewer vectors than the threshold; what was built,
+        as [{"namespace", "vectors", "partitions"}].  Adds keep an index
+        current by themselves: this is for after a change of settings.  A
+        store without the library's own embedder: HeapmemError."""
+        namespace = check_namespace(namespace)
+        with self._write() as w:
+            out = w.execute(sql.VECTOR_INDEX, {"namespace": namespace}).fetchall()[0][0]
+        return list(json.loads(out))
+
+    @_guarded
+    def vector_settings(self, **settings: Any) -> dict[str, Any]:
+        """The vector index's settings (threshold: vectors a namespace holds
+        before it is indexed; size: vectors a partition holds; probe: the
+        share of an indexed namespace recall scans; seed: k-means' seed),
+        changed and saved first when any are given.  Bad names or values:
+        ValueError, nothing written."""
+        if not settings:
+            with self.snapshot() as c:
+                return dict(json.loads(c.execute(sql.VECTOR_SETTINGS).fetchall()[0][0]))
+        try:
+            with self._write() as w:
+                out = w.execute(sql.SET_VECTOR_SETTINGS,
+                                {"settings": json.dumps(settings)}).fetchall()[0][0]
+        except apsw.SQLError as e:  # the C core's one sentence
+            raise ValueError(str(e).removeprefix("SQLError: ")) from None
+        return dict(json.loads(out))
 
     # -- embeddings ----------------------------------------------------------------
 
@@ -652,6 +707,9 @@ class Memory:
         finally:
             c.execute("RELEASE heapmem_ids")
         schema.index_deferred(c, rows[0]["seq"])
+        if self._builtin:  # what the batch owes each namespace's vector index (vindex.c)
+            for ns in dict.fromkeys(r["namespace"] for r in rows):
+                c.execute(sql.VECTOR_MAINTAIN, {"namespace": ns, "seq": rows[0]["seq"]})
         if self._embedder is not None and not self._builtin:
             vecs = self._embed([r["text"] for r in rows])
             c.executemany(sql.INSERT_VECTOR,
@@ -1408,6 +1466,7 @@ class Memory:
         odd = c.execute(sql.WRONG_NAMESPACE_STATS).fetchall()[0][0]
         if odd:
             problems.append(f"namespace statistics: {odd} namespaces disagree with their memories")
+        problems += _vector_index_problems(c)
         objects = c.execute(sql.SCHEMA_OBJECTS).fetchall()
         problems += [f"schema: {m}" for m in schema.foreign_objects(
             objects, schema.user_version(c))]
@@ -1437,6 +1496,39 @@ def _is_builtin(embedder: Any) -> bool:
     """Whether embedder is the library's own (the store embeds in SQL)."""
     return (getattr(embedder, "builtin", False) is True
             and getattr(embedder, "name", None) == schema.BUILTIN_EMBEDDER)
+
+
+def _vector_index_problems(c: schema.Connection) -> builtins.list[str]:
+    """check(): every vector of an indexed namespace in exactly one partition
+    of its namespace (vector_parts' key makes it at most one), no partition
+    row astray, and each index's version and digest those of its centroids
+    (csrc/vindex.c, hv_cents_digest)."""
+    out = []
+    for statement, what in ((sql.VECTORS_UNPARTITIONED,
+                             "vectors of indexed namespaces are in no partition"),
+                            (sql.PARTS_ASTRAY, "partition rows name no vector, or a partition "
+                                               "of another namespace"),
+                            (sql.CENTROIDS_ASTRAY, "centroids belong to no namespace's index")):
+        odd = c.execute(statement).fetchall()[0][0]
+        if odd:
+            out.append(f"vector index: {odd} {what}")
+    for ns, version, digest, cents in c.execute(sql.VECTOR_INDEXES).fetchall():
+        parts = json.loads(cents)
+        if not parts or version != parts[-1][0] or digest != _vector_digest(parts):
+            out.append(f"vector index of namespace {ns!r}: its version or digest is not that "
+                       "of its centroids (heap_vector_index rebuilds it)")
+    return out
+
+
+def _vector_digest(parts: builtins.list[builtins.list[Any]]) -> int:
+    """FNV-1a 64 over each partition's id (8 bytes, little-endian) and
+    centroid, in id order, as a signed integer (never 0): hv_cents_digest."""
+    h = 1469598103934665603
+    for part, hexc in parts:
+        for b in int(part).to_bytes(8, "little", signed=True) + bytes.fromhex(hexc):
+            h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    h = h or 1
+    return h - (1 << 64) if h >= 1 << 63 else h
 
 
 def open(path: str, *, clock: Callable[[], Timestamp] = time.time,

@@ -30,7 +30,10 @@ FUNCTIONS = [
     ("heap_recency", 3), ("heap_relate", 2), ("heap_save_config", 1), ("heap_score", 7),
     ("heap_score", 8),
     ("heap_statement", 1), ("heap_text_hash", 1), ("heap_tokens", 1), ("heap_tune", 0),
-    ("heap_tune", 1), ("heap_version", 0),
+    ("heap_tune", 1), ("heap_vector_index", 0), ("heap_vector_index", 1),
+    ("heap_vector_maintain", 2), ("heap_vector_part", 3), ("heap_vector_settings", 0),
+    ("heap_vector_settings", 1), ("heap_vector_top", 3), ("heap_vector_top", 4),
+    ("heap_version", 0),
 ]
 
 

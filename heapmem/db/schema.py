@@ -22,7 +22,7 @@ from ..db import _native
 from ..errors import CorruptStoreError, NotAStoreError, SchemaVersionError, UnsafeStoreError
 
 #: The schema version this heapmem writes (PRAGMA user_version).
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 #: How the pooled layer is built from the namespaces' own links (a new
 #: store's defaults, kept in the file under META_POOL):
@@ -90,12 +90,26 @@ AUTOTUNE_RECOUNT = (f"UPDATE heapmem_meta SET value = json_set(value, '$.judged'
                     f"WHERE key = '{META_AUTOTUNE}' AND json_valid(value) "
                     f"AND json_type(value) = 'object'")
 
+#: the vector index's settings (JSON, see VECTOR_INDEX_DEFAULTS; absent: the
+#: defaults), written by heap_vector_settings (csrc/vindex.c)
+META_VECTOR_INDEX = "vector_index"
+#: the highest partition id the vector index has given (never reused, so a
+#: connection's cache can keep a partition by its id)
+META_LAST_PART = "last_part"
+#: The vector index (csrc/vindex.c): a namespace of at least `threshold`
+#: vectors gets partitions of about `size` vectors (k-means, seeded by
+#: `seed`); recall scans the partitions nearest the question until it has
+#: scanned `probe` of the namespace's vectors (a share), or `size` x 8 if
+#: more; a namespace below the threshold is scanned whole, exactly.
+VECTOR_INDEX_DEFAULTS = {"threshold": 20000, "size": 512, "probe": 0.25, "seed": 0}
+
 #: Keys the file records about itself; never exported or imported.
-META_OWN = (META_FORMAT, META_CREATED_WITH, META_AUTOTUNE)
+META_OWN = (META_FORMAT, META_CREATED_WITH, META_AUTOTUNE, META_VECTOR_INDEX, META_LAST_PART)
 #: Every key heapmem writes.
 META_KEYS = (META_FORMAT, META_CREATED_WITH, META_TUNED, META_EMBEDDER, META_EMBEDDING_DIM,
              META_LAST_SEQ, META_LAST_RECALL, META_LINKS_PRIOR, META_LINKS_PRIOR_FILES,
-             META_FTS_DEFERRED, META_POOL, META_PRIORS, META_AUTOTUNE)
+             META_FTS_DEFERRED, META_POOL, META_PRIORS, META_AUTOTUNE, META_VECTOR_INDEX,
+             META_LAST_PART)
 
 
 class Cursor(Protocol):
@@ -172,11 +186,11 @@ def meta_problems(c: Connection) -> list[str]:
             out.append(f"unknown key {k!r}")
             continue
         try:
-            if k in (META_LAST_SEQ, META_LAST_RECALL, META_EMBEDDING_DIM):
+            if k in (META_LAST_SEQ, META_LAST_RECALL, META_EMBEDDING_DIM, META_LAST_PART):
                 int(v)
             elif k == META_TUNED:
                 ScoringConfig.from_dict(json.loads(v))
-            elif k in (META_POOL, META_LINKS_PRIOR, META_PRIORS):
+            elif k in (META_POOL, META_LINKS_PRIOR, META_PRIORS, META_VECTOR_INDEX):
                 if not isinstance(json.loads(v), dict):
                     raise ValueError("not a JSON object")
             elif k == META_LINKS_PRIOR_FILES:
@@ -191,8 +205,8 @@ def meta_problems(c: Connection) -> list[str]:
 
 def meta_items(c: Connection) -> list[tuple[str, str]]:
     """Every meta key and value but the file's own (format, created_with)."""
-    return c.execute("SELECT key, value FROM heapmem_meta WHERE key NOT IN (?, ?, ?) "
-                     "ORDER BY key", META_OWN).fetchall()
+    return c.execute(f"SELECT key, value FROM heapmem_meta WHERE key NOT IN "
+                     f"({', '.join('?' * len(META_OWN))}) ORDER BY key", META_OWN).fetchall()
 
 
 def _autotune_value(v: str) -> tuple[int, int | None]:
@@ -552,10 +566,78 @@ _SCHEMA_V9 = """
 CREATE INDEX memories_filter ON memories(namespace, kind, created_at);
 """
 
+# Version 10: a vector index for big namespaces (csrc/vindex.c).  A namespace
+# of VECTOR_INDEX_DEFAULTS' threshold or more vectors is cut into partitions
+# by seeded k-means: vector_centroids holds each partition's centroid (int8)
+# under an id never given twice (META_LAST_PART), vector_parts each vector's
+# partition, and vector_index per namespace the newest partition id
+# (version: it moves when partitions are made) and a digest of the centroids,
+# by which a connection keeps them; a partition's stamp moves when a vector
+# leaves it (or joins it among older ones), so that a connection's cache reads
+# that partition again, not the namespace.  The triggers put a new (or re-embedded,
+# or moved) vector into its nearest partition (heap_vector_part, innocuous:
+# it reads the centroids of the digest it is given) and take a deleted one
+# out; splitting a partition grown past twice the size, and the first
+# build, are heapmem's writes' (heap_add, add_many, open), never a trigger's.
+_VECTOR_PART_OF = ("SELECT {seq}, heap_vector_part(x.namespace, x.digest, {v}) "
+                   "FROM {src} CROSS JOIN vector_index AS x ON x.namespace = {ns} "
+                   "WHERE {where}")
+# the stamp of the partition holding seq moves (a connection's cache reads
+# that partition again); on insert only when seq lands among older rows
+_STAMP = ("UPDATE vector_centroids SET stamp = stamp + 1 "
+          "WHERE part = (SELECT part FROM vector_parts WHERE seq = {seq})")
+_STAMP_OUT_OF_ORDER = (_STAMP + " AND EXISTS (SELECT 1 FROM vector_parts AS o "
+                       "WHERE o.part = vector_centroids.part AND o.seq > {seq})")
+_SCHEMA_V10 = f"""
+CREATE TABLE vector_index(
+  namespace TEXT PRIMARY KEY,
+  version   INTEGER NOT NULL,         -- its newest partition id: moves at a build or split
+  digest    INTEGER NOT NULL          -- FNV-1a of its partitions' ids and centroids
+) WITHOUT ROWID;
+CREATE TABLE vector_centroids(
+  part      INTEGER PRIMARY KEY,      -- never given twice (heapmem_meta last_part)
+  namespace TEXT NOT NULL,
+  centroid  BLOB NOT NULL,            -- int8, the vectors' dimension
+  stamp     INTEGER NOT NULL DEFAULT 0 -- moves when a vector leaves it, or joins out of order
+);
+CREATE INDEX vector_centroids_namespace ON vector_centroids(namespace);
+CREATE TABLE vector_parts(
+  seq  INTEGER PRIMARY KEY,           -- the vector's memory
+  part INTEGER NOT NULL               -- its partition (vector_centroids.part)
+);
+CREATE INDEX vector_parts_part ON vector_parts(part);
+CREATE TRIGGER vectors_part_ai AFTER INSERT ON vectors BEGIN
+  INSERT OR IGNORE INTO vector_parts(seq, part)
+    {_VECTOR_PART_OF.format(seq="new.seq", v="new.v", src="memories AS m", ns="m.namespace",
+                            where="m.seq = new.seq")};
+  {_STAMP_OUT_OF_ORDER.format(seq="new.seq")};
+END;
+CREATE TRIGGER vectors_part_au AFTER UPDATE ON vectors BEGIN
+  {_STAMP.format(seq="old.seq")};
+  DELETE FROM vector_parts WHERE seq IN (old.seq, new.seq);
+  INSERT OR IGNORE INTO vector_parts(seq, part)
+    {_VECTOR_PART_OF.format(seq="new.seq", v="new.v", src="memories AS m", ns="m.namespace",
+                            where="m.seq = new.seq")};
+  {_STAMP.format(seq="new.seq")};
+END;
+CREATE TRIGGER vectors_part_ad AFTER DELETE ON vectors BEGIN
+  {_STAMP.format(seq="old.seq")};
+  DELETE FROM vector_parts WHERE seq = old.seq;
+END;
+CREATE TRIGGER memories_part_move AFTER UPDATE OF namespace ON memories BEGIN
+  {_STAMP.format(seq="new.seq")};
+  DELETE FROM vector_parts WHERE seq = new.seq;
+  INSERT OR IGNORE INTO vector_parts(seq, part)
+    {_VECTOR_PART_OF.format(seq="v.seq", v="v.v", src="vectors AS v", ns="new.namespace",
+                            where="v.seq = new.seq")};
+  {_STAMP.format(seq="new.seq")};
+END;
+"""
+
 # Numbered schema steps: MIGRATIONS[v] takes a store from version v to v + 1.
 MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3, 3: _SCHEMA_V4,
                               4: _SCHEMA_V5, 5: _SCHEMA_V6, 6: _SCHEMA_V7, 7: _SCHEMA_V8,
-                              8: _SCHEMA_V9}
+                              8: _SCHEMA_V9, 9: _SCHEMA_V10}
 
 # -- how forget erases text from the FTS index ------------------------------------
 
@@ -712,9 +794,11 @@ def c_header() -> str:
              f"#define HM_POOL_TRIM {POOL_DEFAULTS['trim']}",
              f"#define HM_PRIOR_SUPPORT {PRIOR_SUPPORT}"]
     for name in ("FORMAT", "CREATED_WITH", "TUNED", "LAST_SEQ", "LAST_RECALL", "LINKS_PRIOR",
-                 "POOL", "EMBEDDER", "EMBEDDING_DIM", "AUTOTUNE"):
+                 "POOL", "EMBEDDER", "EMBEDDING_DIM", "AUTOTUNE", "VECTOR_INDEX", "LAST_PART"):
         lines.append(f'#define HM_META_{name} "{globals()["META_" + name]}"')
     lines.append(f'#define HM_BUILTIN_EMBEDDER "{BUILTIN_EMBEDDER}"')
+    for k, v in VECTOR_INDEX_DEFAULTS.items():
+        lines.append(f"#define HM_VINDEX_{k.upper()} {v!r}")
     lines.append("#define HM_AUTOTUNE_RECOUNT " + json.dumps(AUTOTUNE_RECOUNT))
     lines.append("/* a kind's default importance (heapmem.config.KIND_IMPORTANCE); others 1 */")
     lines.append("static const struct {")
@@ -759,6 +843,7 @@ KNOWN_SCHEMAS = {
     7: "12dc3f91101aa478d6d705433396ac4eb4302bb51b10548e25ce5e2704a2db91",
     8: "3109c26dc44c733a160f3dbb3a2389b18bad00824898557e9a17c50687874ecd",
     9: "6286cf02f5b5e332081edae7c74949ed5d5c0fa68a882b6533e3f3fa01b98ef0",
+    10: "ce69a05694dd741e186a72c118e07abc99e181fb5ce6cdf753d4d7bf6e5c733b",
 }
 
 

@@ -8,7 +8,13 @@ always bound, never formatted in.
 """
 from __future__ import annotations
 
-from ..db.schema import META_LAST_RECALL, META_LAST_SEQ, ntok_sql
+from ..db.schema import (
+    META_LAST_RECALL,
+    META_LAST_SEQ,
+    META_VECTOR_INDEX,
+    VECTOR_INDEX_DEFAULTS,
+    ntok_sql,
+)
 
 # One new memory; the C core works out its shape features, namespace tag and
 # FTS5 token count.
@@ -30,6 +36,45 @@ SAME_TEXT = """SELECT id FROM memories WHERE namespace = :namespace
 AND heap_text_hash(text) = heap_text_hash(:text) AND text = :text AND key IS :key
 ORDER BY seq LIMIT 1"""
 ADDED = "SELECT seq, features FROM memories WHERE id = :id"
+
+# -- the vector index of a big namespace (csrc/vindex.c; schema 10 describes it)
+
+# What add_many's batch (its namespace's memories from :seq on) owes the index:
+# its build past the threshold, the splits of partitions grown past twice the
+# size (heap_add does the same for one memory, in C).
+VECTOR_MAINTAIN = "SELECT heap_vector_maintain(:namespace, :seq)"
+# One namespace's index built again from scratch (or dropped below the
+# threshold): a JSON array of what was built.
+VECTOR_INDEX = "SELECT heap_vector_index(:namespace)"
+# The settings in force, and changed (a JSON object)
+VECTOR_SETTINGS = "SELECT heap_vector_settings()"
+SET_VECTOR_SETTINGS = "SELECT heap_vector_settings(:settings)"
+# The namespaces past the threshold without an index (a store written before
+# schema 10, or one whose threshold was lowered), with their memories
+VECTOR_INDEX_DUE = f"""SELECT n.namespace, n.docs FROM namespaces AS n
+WHERE n.docs >= coalesce((SELECT json_extract(value, '$.threshold') FROM heapmem_meta
+                          WHERE key = '{META_VECTOR_INDEX}' AND json_valid(value)),
+                         {VECTOR_INDEX_DEFAULTS["threshold"]})
+  AND NOT EXISTS (SELECT 1 FROM vector_index AS x WHERE x.namespace = n.namespace)
+ORDER BY n.namespace"""
+# check(): vectors of an indexed namespace in no partition
+VECTORS_UNPARTITIONED = """SELECT count(*) FROM vectors AS v
+CROSS JOIN memories AS m ON m.seq = v.seq CROSS JOIN vector_index AS x ON x.namespace = m.namespace
+WHERE NOT EXISTS (SELECT 1 FROM vector_parts AS p WHERE p.seq = v.seq)"""
+# check(): partition rows of no vector, or of a partition not of the memory's namespace
+PARTS_ASTRAY = """SELECT count(*) FROM vector_parts AS p
+LEFT JOIN vectors AS v ON v.seq = p.seq LEFT JOIN memories AS m ON m.seq = p.seq
+LEFT JOIN vector_centroids AS c ON c.part = p.part
+WHERE v.seq IS NULL OR m.seq IS NULL OR c.part IS NULL OR c.namespace IS NOT m.namespace"""
+# check(): each index's version and digest, with its centroids in id order
+VECTOR_INDEXES = """SELECT x.namespace, x.version, x.digest,
+  (SELECT json_group_array(json_array(part, hex(centroid))) FROM
+    (SELECT part, centroid FROM vector_centroids AS c WHERE c.namespace = x.namespace
+     ORDER BY part))
+FROM vector_index AS x ORDER BY x.namespace"""
+# check(): centroids of a namespace without an index row
+CENTROIDS_ASTRAY = """SELECT count(*) FROM vector_centroids AS c
+WHERE NOT EXISTS (SELECT 1 FROM vector_index AS x WHERE x.namespace = c.namespace)"""
 
 # -- the pooled layer (the C core keeps it: csrc/feedback.c; schema 4 describes it)
 
