@@ -89,6 +89,7 @@
 #define HM_SCORE_COLUMNS 7      /* hm_score_batch's output columns, see below */
 #define HM_EMBED_DIM 256        /* the carried model's dimension (potion-base-8M) */
 #define HM_MAX_DIM 4096         /* the longest vector the store takes */
+#define HM_MAX_TURN 2147483647  /* the highest turn a memory may have in its thread */
 
 /* Rules of the config fields (see HM_CONFIG_FIELDS). */
 #define HM_RULE_RANGE 0

@@ -35,6 +35,10 @@ class Item:
     last_used_at: float | None
     metadata: dict | None
     features: tuple[str, ...]
+    #: its place in a conversation: the thread it is a turn of, and the turn
+    #: (None and None: a memory of no thread)
+    thread: str | None = None
+    turn: int | None = None
 
 
 @dataclass

@@ -51,10 +51,12 @@ def db():
 
 
 def back_to_schema_7(c):
-    """Take schema 9's and 8's objects out of a store (the filters' index;
-    vector stamps, the triggers that keep vectors with their memories): what
-    a test that makes a file of an older schema from a new store runs before
-    it sets user_version."""
+    """Take schema 10's, 9's and 8's objects out of a store (threads and their
+    index; the filters' index; vector stamps, the triggers that keep vectors
+    with their memories): what a test that makes a file of an older schema from
+    a new store runs before it sets user_version."""
+    c.execute("DROP INDEX memories_thread; ALTER TABLE memories DROP COLUMN turn; "
+              "ALTER TABLE memories DROP COLUMN thread")
     c.execute("DROP INDEX memories_filter")
     c.execute("DROP TRIGGER memories_embed; DROP TRIGGER memories_reembed; "
               "DROP TRIGGER memories_vector_move; DROP TRIGGER memories_vector_ad; "

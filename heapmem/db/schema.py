@@ -22,7 +22,7 @@ from ..db import _native
 from ..errors import CorruptStoreError, NotAStoreError, SchemaVersionError, UnsafeStoreError
 
 #: The schema version this heapmem writes (PRAGMA user_version).
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 #: How the pooled layer is built from the namespaces' own links (a new
 #: store's defaults, kept in the file under META_POOL):
@@ -552,10 +552,23 @@ _SCHEMA_V9 = """
 CREATE INDEX memories_filter ON memories(namespace, kind, created_at);
 """
 
+# Version 10: a memory's place in a conversation.  thread names the conversation (or
+# session, or document) a memory is a turn of, turn its order there (NULL both: a
+# memory of no thread, as every memory before this step).  Recall lifts a candidate
+# whose neighbours in its thread match the question, and brings in the neighbours
+# of its best candidates (csrc/recall.c, hr_thread): memories_thread finds a turn's
+# neighbours, and the next turn of a thread, with one seek; being partial, it costs
+# nothing to a store whose memories have no thread.
+_SCHEMA_V10 = """
+ALTER TABLE memories ADD COLUMN thread TEXT;
+ALTER TABLE memories ADD COLUMN turn INTEGER;
+CREATE INDEX memories_thread ON memories(namespace, thread, turn) WHERE thread IS NOT NULL;
+"""
+
 # Numbered schema steps: MIGRATIONS[v] takes a store from version v to v + 1.
 MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3, 3: _SCHEMA_V4,
                               4: _SCHEMA_V5, 5: _SCHEMA_V6, 6: _SCHEMA_V7, 7: _SCHEMA_V8,
-                              8: _SCHEMA_V9}
+                              8: _SCHEMA_V9, 9: _SCHEMA_V10}
 
 # -- how forget erases text from the FTS index ------------------------------------
 
@@ -759,6 +772,7 @@ KNOWN_SCHEMAS = {
     7: "12dc3f91101aa478d6d705433396ac4eb4302bb51b10548e25ce5e2704a2db91",
     8: "3109c26dc44c733a160f3dbb3a2389b18bad00824898557e9a17c50687874ecd",
     9: "6286cf02f5b5e332081edae7c74949ed5d5c0fa68a882b6533e3f3fa01b98ef0",
+    10: "ac1ba7082c836f04d60b678244f331033d098de44afc7c6310ddfb8b515a00e8",
 }
 
 
