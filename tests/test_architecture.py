@@ -347,7 +347,7 @@ def test_config_fields_are_the_headers():
                      "prior_beta", "model", "gate_z", "combine", "backoff", "max_lift",
                      "w_evidence", "candidates", "lexical_weight", "min_cosine", "w_context",
                      "context_min_sim", "context_z", "context_prior", "pooled_pseudocount",
-                     "explore"]
+                     "explore", "w_thread", "thread_turns", "w_time"]
     cfg = ScoringConfig()
     mine = {f.name for f in fields(ScoringConfig)}
     for f in _native.CONFIG_FIELDS:

@@ -30,7 +30,8 @@ FUNCTIONS = [
     ("heap_qtype", 1), ("heap_rebuild_pool", 0), ("heap_rebuild_pool", 1), ("heap_recency", 1),
     ("heap_recency", 3), ("heap_relate", 2), ("heap_save_config", 1), ("heap_score", 7),
     ("heap_score", 8),
-    ("heap_statement", 1), ("heap_text_hash", 1), ("heap_tokens", 1), ("heap_tune", 0),
+    ("heap_statement", 1), ("heap_text_hash", 1), ("heap_time_window", 2), ("heap_tokens", 1),
+    ("heap_tune", 0),
     ("heap_tune", 1), ("heap_version", 0),
 ]
 

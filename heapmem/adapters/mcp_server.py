@@ -271,15 +271,22 @@ class _Tools:
 
     @_tool("add", older_name="remember")
     def add(self, text: str, kind: str = "fact", source: Optional[str] = None,
-            key: Optional[str] = None, importance: Optional[float] = None) -> dict[str, Any]:
+            key: Optional[str] = None, importance: Optional[float] = None,
+            thread: Optional[str] = None, turn: Optional[int] = None) -> dict[str, Any]:
         """Store one memory: a fact, preference, instruction, episode or note, in plain
         words.  kind sets its default importance (instruction 1.5, preference 1.3,
         fact 1.0, episode 0.8); source says who said it (the user's name, "tool");
-        a newer memory with the same key supersedes an older one.  Returns its id."""
+        a newer memory with the same key supersedes an older one.  thread names the
+        conversation it is a turn of (a chat or session id) and turn its place there
+        (omitted: the thread's next turn); recall then finds a reply by the words of
+        the turn it answers.  Returns its id."""
         with _told():
             it = self.mem.add(text, kind=kind, source=source, key=key, importance=importance,
-                              namespace=self.namespace)
-            return {"id": it.id, "kind": it.kind, "importance": it.importance}
+                              namespace=self.namespace, thread=thread, turn=turn)
+            out: dict[str, Any] = {"id": it.id, "kind": it.kind, "importance": it.importance}
+            if it.thread is not None:
+                out.update(thread=it.thread, turn=it.turn)
+            return out
 
     @_tool("recall")
     def recall(self, query: str, k: int = 5, kinds: Optional[list[str]] = None,

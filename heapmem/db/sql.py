@@ -53,7 +53,8 @@ RECALL_COLUMNS = (
     "rank", "id", "text", "score", "kind", "source", "key", "relevance", "recency",
     "importance", "usefulness", "rules", "bm25", "age_days", "superseded", "features",
     "created_at", "last_used_at", "metadata", "lexical", "cosine", "rest", "links", "context",
-    "context_n", "explore")
+    "context_n", "explore", "thread", "turn", "thread_lift", "thread_from", "thread_offset",
+    "time_lift", "time_window")
 _RECALL_EXPRESSIONS = {"links": "CASE WHEN rank = 1 THEN links END AS links"}
 RECALL = ("SELECT " + ", ".join(_RECALL_EXPRESSIONS.get(c, c) for c in RECALL_COLUMNS) + """
 FROM heap_recall(:question, :namespace, :k, :now, :config, 0, :qvec, :tracked, :kinds, :since,
