@@ -315,3 +315,24 @@ def test_langgraph_takes_a_thread_from_the_value_when_asked(mem):
     # without thread_field, no thread
     HeapmemStore(mem).put(("v",), "q", {"text": "z", "chat": {"id": "c1"}})
     assert mem.get(HeapmemStore.item_id(("v",), "q")).thread is None
+
+
+def test_the_cli_adds_a_turn_of_a_thread(tmp_path):
+    from heapmem.adapters import cli
+    db = str(tmp_path / "agent.db")
+
+    def run(*argv):
+        out, err = io.StringIO(), io.StringIO()
+        code = cli.main(["--db", db, *argv], clock=lambda: T, stdout=out, stderr=err, env={})
+        return code, out.getvalue(), err.getvalue()
+
+    assert run("add", "Where shall we eat?", "--thread", "chat-1")[0] == 0
+    code, out, _ = run("--json", "add", "Noodles", "--thread", "chat-1")
+    assert code == 0 and (json.loads(out)["thread"], json.loads(out)["turn"]) == ("chat-1", 1)
+    code, out, err = run("add", "hello", "--turn", "3")
+    assert (code, out) == (1, "") and err.strip() == (
+        "heapmem: error: turn needs a thread: name the conversation the memory is a turn of")
+    code, out, err = run("add", "hello", "--thread", "t", "--turn", "-1")
+    assert code == 1 and "turn must be a whole number from 0 to" in err
+    with heapmem.open(db) as mem:
+        assert mem.count == 2
