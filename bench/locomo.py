@@ -423,7 +423,7 @@ class ReferenceBM25:
         self.path = os.path.join(workdir, "bm25-reference.db")
         _remove_sqlite(self.path)
         self.mem = heapmem.open(self.path, clock=lambda: clock)
-        self.mem.add_many([dict(m) for m in memories])
+        self.mem.add_many([without_place(m) for m in memories])  # plain BM25: no threads
         c = self.mem.connection
         c.execute("CREATE VIRTUAL TABLE temp.ref_vocab USING fts5vocab(main, memories_fts, "
                   "instance)")
@@ -1174,6 +1174,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "conversations (indices as in --convs, groups separated by ';'), "
                         "each row on its questions only: 0-4;5-9 reports the development "
                         "half and the held-out half of one run")
+    p.add_argument("--against", metavar="RUN.json",
+                   help="an earlier --out .json (another library, or other options) to compare "
+                        "with: each row beside its namesake there, paired over the same "
+                        "questions (ΔMRR and ΔHit@50 with CIs), over all and per --split group")
     p.add_argument("--no-threads", action="store_true",
                    help="heapmem: add the turns without their thread (session) and turn")
     p.add_argument("--folds", type=int, default=None, help="hold out only the first N of them")
@@ -1409,6 +1413,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for head, t in splits:
         print(f"\n{head}\n")
         print(t)
+    if args.against:
+        splits.append((f"against {args.against}, paired over the same questions:",
+                       against_table(rows, plan, args)))
+        print(f"\n{splits[-1][0]}\n")
+        print(splits[-1][1])
     if cross:
         print("\nheapmem minus peers, paired over the same questions:\n")
         print(cross)
@@ -1446,6 +1455,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def cut_row(r: Row, convs: set[str], among: dict[str, int] | None = None) -> Row:
+    """The row on the questions of conversations convs (and of among, if given); a
+    group left empty is dropped."""
+    groups = []
+    for g in r.groups:
+        pairs = [(q, k) for q, k in zip(g["qids"], g["ranks"])
+                 if q.split("#")[0] in convs and (among is None or q in among)]
+        if pairs:
+            groups.append({"qids": [q for q, _ in pairs], "ranks": [k for _, k in pairs]})
+    return dataclasses.replace(r, groups=groups)
+
+
 def split_tables(rows: list[Row], plan: Plan, args: argparse.Namespace) -> list[tuple[str, str]]:
     """--split: for each group of conversations, the table with every row cut to the
     questions of those conversations (the same run: LOCO folds and feedback as in the
@@ -1456,18 +1477,40 @@ def split_tables(rows: list[Row], plan: Plan, args: argparse.Namespace) -> list[
         keep = {ids[i] for i in idx if i < len(ids)}
         if not keep:
             continue
-        cut = []
-        for r in rows:
-            groups = []
-            for g in r.groups:
-                pairs = [(q, k) for q, k in zip(g["qids"], g["ranks"]) if q.split("#")[0] in keep]
-                if pairs:
-                    groups.append({"qids": [q for q, _ in pairs], "ranks": [k for _, k in pairs]})
-            if groups:
-                cut.append(dataclasses.replace(r, groups=groups))
+        cut = [c for c in (cut_row(r, keep) for r in rows) if c.groups]
         out.append((f"conversations {spec} ({', '.join(sorted(keep))}), the same run:",
                      table(cut, args.boot)))
     return out
+
+
+def against_table(rows: list[Row], plan: Plan, args: argparse.Namespace) -> str:
+    """--against: each row of this run beside the row of the same condition in an earlier
+    run, paired over the questions both evaluated: over all, then per --split group."""
+    with open(args.against, encoding="utf-8") as fh:
+        theirs = {(d["kind"], d["config"], d.get("policy", "")): Row.from_dict(d)
+                  for d in json.load(fh)["rows"] if d["system"].startswith("heapmem")}
+    ids = [c.id for c in plan.convs]
+    groups = [("all", set(ids))] + [(spec, {ids[i] for i in idx if i < len(ids)})
+                                    for spec, idx in args.split]
+    head = ("| condition | conversations | n | MRR before | MRR now | ΔMRR [95% CI] "
+            "| Hit@50 before | Hit@50 now | ΔHit@50 [95% CI] |")
+    out = [head, "|" + "---|" * 9]
+    for r in rows:
+        old = theirs.get((r.kind, r.config, r.policy))
+        if old is None or not r.system.startswith("heapmem"):
+            continue
+        before = old.lookup()
+        for name, keep in groups:
+            cut = cut_row(r, keep, before)
+            if not cut.groups:
+                continue
+            b = np.asarray([before[q] for g in cut.groups for q in g["qids"]])
+            out.append(f"| {r.label} | {name} | {cut.n} | {rr(b).mean():.3f} "
+                       f"| {cut.value('mrr'):.3f} "
+                       f"| {fmt_delta(paired_delta(cut, before, 'mrr', args.boot))} "
+                       f"| {METRICS['hit50'](b).mean():.3f} | {cut.value('hit50'):.3f} "
+                       f"| {fmt_delta(paired_delta(cut, before, 'hit50', args.boot))} |")
+    return "\n".join(out)
 
 
 def cut_summary(cuts: list[dict[str, Any]], boot: int) -> str:
