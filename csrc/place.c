@@ -32,7 +32,7 @@
 
 #pragma region where a candidate stands: its thread, its time
 
-#define HR_THREAD_WIDEN 20      /* the candidates whose neighbours join them */
+#define HR_THREAD_WIDEN 10      /* the candidates whose neighbours join them */
 #define HR_TIME_SLACK 86400.0   /* the window reaches a day past its end: told the day after */
 
 /* The rows' seqs from row `from` on, as a JSON array (sqlite3_malloc'd). */

@@ -394,7 +394,7 @@ static void hw_read(const char *q, double now, hw_text *t) {
 HM_API int hm_time_window(const char *q, double now, double *lo, double *hi, int *start,
                           int *len) {
   static __thread hw_text t;
-  if (!q || !(now >= 0 && now <= 253402300799.0)) return 0;
+  if (!q || !lo || !hi || !start || !len || !(now >= 0 && now <= 253402300799.0)) return 0;
   hw_read(q, now, &t);
   hw_found f = {0};
   int found = 0;

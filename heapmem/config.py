@@ -122,7 +122,7 @@ class ScoringConfig:
       turns before or after it: its relevance counts as its own plus
       w_thread x the best relevance among those neighbours that are
       candidates, so a reply is found by the words of the turn it answers;
-      and the neighbours of the 20 best candidates join the candidates (with
+      and the neighbours of the 10 best candidates join the candidates (with
       vectors: relevance from their cosine).  explain() shows it as "x thread
       1.21 (m41, 1 turn before)".  No effect where memories have no thread
       (the ranking is exactly as without it), and none with w_thread 0.
