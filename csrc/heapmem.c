@@ -15,9 +15,10 @@
  * pointer, the integer typedefs, hm_utf8_cut and hm_seterr) and includes the
  * units, in this order; each opens with what it owns and what it relies on,
  * and uses only what comes before it (except that recall.c declares store.c's
- * hm_check_store ahead):
+ * hm_check_store and place.c's entry points ahead):
  *   text.c       words, stop words, question types, a memory's shape
  *                features, the namespace tag, the FTS5 MATCH expression
+ *   when.c       civil dates, and the window of time a question names
  *   links.c      link sets: the learned (feature -> Beta counts) table as a blob
  *   sample.c     seeded draws (splitmix64, gamma, Beta) for exploration
  *   score.c      the config; recency; usefulness (the gated lift, model 1,
@@ -34,6 +35,8 @@
  *                heap_ntokens
  *   recall.c     heap_recall, recall as an eponymous virtual table, and the
  *                connection's kept statements
+ *   place.c      recall's step for a candidate's place: its thread's
+ *                neighbours and the question's window of time
  *   feedback.c   heap_feedback, heap_answer, the robust pooled layer,
  *                heap_rebuild_pool
  *   store.c      heap_init, heap_add, heap_forget, heap_forget_namespace and
@@ -92,6 +95,7 @@ static void hm_seterr(char *err, int errlen, const char *fmt, const char *a) {
 
 /* the scoring core: no sqlite3_* call */
 #include "text.c"
+#include "when.c"
 #include "links.c"
 #include "sample.c"
 #include "score.c"
@@ -104,6 +108,7 @@ static void hm_seterr(char *err, int errlen, const char *fmt, const char *a) {
 #include "bm25.c"
 /* the loop: recall as a table, feedback and the pooled layer as calls, the store */
 #include "recall.c"
+#include "place.c"
 #include "feedback.c"
 #include "store.c"
 /* the vector index of a big namespace: partitions, k-means, splits */

@@ -3,7 +3,7 @@
  * and its buffer sizes.
  *
  * heapmem.c includes this file ahead of the units that define these
- * functions (text.c, links.c, sample.c, score.c, credit.c);
+ * functions (text.c, when.c, links.c, sample.c, score.c, credit.c);
  * heapmem/db/_native.py reads the part between the "cdef" markers below as
  * its cffi declarations (the header ships inside the Python package as
  * package data), so the C and Python sides cannot drift.
@@ -63,7 +63,10 @@
   X(context_z, 0.5, 0, 10, HM_RULE_RANGE, "context_z must be a number from 0 to 10")            \
   X(context_prior, 2.0, 0, 1e6, HM_RULE_POSITIVE, "context_prior must be a positive number")    \
   X(pooled_pseudocount, 1e9, 0, 1e300, HM_RULE_RANGE, "pooled_pseudocount must be a finite number >= 0")\
-  X(explore, 0.0, 0, 4, HM_RULE_RANGE, "explore must be a number from 0 (off) to 4")
+  X(explore, 0.0, 0, 4, HM_RULE_RANGE, "explore must be a number from 0 (off) to 4")           \
+  X(w_thread, 0.5, 0, 100, HM_RULE_RANGE, "w_thread must be a number from 0 (off) to 100")      \
+  X(thread_turns, 2, 0, 100, HM_RULE_COUNT, "thread_turns must be an integer from 0 to 100")    \
+  X(w_time, 1.0, 0, 100, HM_RULE_RANGE, "w_time must be a number from 0 (off) to 100")
 
 #define HM_CONFIG_MEMBER(name, dflt, lo, hi, rule, msg) double name;
 
@@ -89,6 +92,7 @@
 #define HM_SCORE_COLUMNS 7      /* hm_score_batch's output columns, see below */
 #define HM_EMBED_DIM 256        /* the carried model's dimension (potion-base-8M) */
 #define HM_MAX_DIM 4096         /* the longest vector the store takes */
+#define HM_MAX_TURN 2147483647  /* the highest turn a memory may have in its thread */
 
 /* Rules of the config fields (see HM_CONFIG_FIELDS). */
 #define HM_RULE_RANGE 0
@@ -120,6 +124,12 @@ HM_API int hm_features(const char *text, const char *kind, const char *source, c
 HM_API int hm_active(const char *features, const char *qtype, double age_days, char *out,
                      int outlen, char *err, int errlen);
 HM_API int hm_relate(const char *question, const char *source, char *out, int outlen);
+
+/* Time in a question (when.c): the window of days it names, anchored at now
+ * (unix seconds), into [*lo, *hi) in unix seconds, with the bytes of q that
+ * name it (*start, *len); returns 1, or 0 when it names none. */
+HM_API int hm_time_window(const char *q, double now, double *lo, double *hi, int *start,
+                          int *len);
 
 /* FTS5 query building (text.c). */
 HM_API uint64_t hm_hash(const char *s);

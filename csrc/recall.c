@@ -44,7 +44,8 @@ enum {
   HR_RANK, HR_ID, HR_TEXT, HR_SCORE, HR_KIND, HR_SOURCE, HR_KEY, HR_RELEVANCE, HR_RECENCY,
   HR_IMPORTANCE, HR_USEFULNESS, HR_RULES, HR_BM25, HR_AGE_DAYS, HR_SUPERSEDED, HR_FEATURES,
   HR_CREATED_AT, HR_LAST_USED_AT, HR_METADATA, HR_LEXICAL, HR_COSINE, HR_EXPLAIN, HR_RECALL_ID,
-  HR_QTYPE, HR_REST, HR_LINKS, HR_CONTEXT, HR_CONTEXT_N, HR_EXPLORE,
+  HR_QTYPE, HR_REST, HR_LINKS, HR_CONTEXT, HR_CONTEXT_N, HR_EXPLORE, HR_THREAD, HR_TURN,
+  HR_THREAD_LIFT, HR_THREAD_FROM, HR_THREAD_OFFSET, HR_TIME_LIFT, HR_TIME_WINDOW,
   /* the arguments */
   HR_QUERY, HR_NAMESPACE, HR_K, HR_NOW, HR_CONFIG, HR_TRACK, HR_QVEC, HR_TRACKED, HR_KINDS,
   HR_SINCE, HR_UNTIL, HR_NCOL
@@ -57,7 +58,9 @@ static const char hr_schema[] =
     "bm25 REAL, age_days REAL, superseded INTEGER, features TEXT, created_at REAL, "
     "last_used_at REAL, metadata TEXT, lexical REAL, cosine REAL, \"explain\" TEXT, "
     "recall_id INTEGER, qtype TEXT, rest REAL, links BLOB, context REAL, context_n REAL, "
-    "explore REAL, query HIDDEN, namespace HIDDEN, k HIDDEN, "
+    "explore REAL, thread TEXT, turn INTEGER, thread_lift REAL, thread_from TEXT, "
+    "thread_offset INTEGER, time_lift REAL, time_window TEXT, "
+    "query HIDDEN, namespace HIDDEN, k HIDDEN, "
     "now HIDDEN, config HIDDEN, track HIDDEN, qvec HIDDEN, tracked HIDDEN, kinds HIDDEN, "
     "since HIDDEN, until HIDDEN)";
 
@@ -158,8 +161,30 @@ static const char hr_sql_links[] =
     "FROM links AS p LEFT JOIN links AS o ON o.namespace = ?2 AND o.feature = p.feature "
     "WHERE p.namespace = '*' AND p.qtype IN ('', ?1)";
 static const char hr_sql_show[] =
-    "SELECT id, text, kind, source, key, created_at, last_used_at, metadata "
+    "SELECT id, text, kind, source, key, created_at, last_used_at, metadata, thread, turn "
     "FROM memories WHERE seq = ?1";
+/* a candidate's place (place.c below): ?1 namespace: whether a memory of it
+ * has a thread (memories_thread) */
+static const char hr_sql_threads[] =
+    "SELECT EXISTS (SELECT 1 FROM memories WHERE namespace = ?1 AND thread IS NOT NULL)";
+/* ?1 seqs (JSON): each one's time and place in its thread (its id, with one) */
+static const char hr_sql_place[] =
+    "SELECT m.seq, m.created_at, m.thread, m.turn, CASE WHEN m.thread IS NOT NULL THEN m.id "
+    "END FROM json_each(?1) AS j CROSS JOIN memories AS m ON m.seq = j.value";
+/* ?1 seqs (JSON), ?2 turns either side, ?6-?8 the filters: the memories of
+ * their threads that many turns around them */
+static const char hr_sql_neighbours[] =
+    "SELECT DISTINCT m.seq FROM json_each(?1) AS j CROSS JOIN memories AS o ON o.seq = j.value "
+    "CROSS JOIN memories AS m ON m.namespace = o.namespace AND m.thread = o.thread "
+    "AND m.turn BETWEEN o.turn - ?2 AND o.turn + ?2 WHERE o.thread IS NOT NULL AND "
+    HR_FILTER("m");
+/* ?1 question, ?2 namespace, ?3 now, ?4 seqs (JSON), ?5 the question's
+ * vector: the score inputs of neighbours brought in, with their cosines */
+static const char hr_sql_nrows[] =
+    "WITH cand AS (SELECT " HR_SCORE_INPUTS_OF("NULL") ", (SELECT heap_cosine(v.v, ?5) "
+    "FROM vectors AS v WHERE v.seq = m.seq) AS cos FROM json_each(?4) AS j "
+    "CROSS JOIN memories AS m ON m.seq = j.value WHERE m.namespace = ?2) "
+    "SELECT seq, rank, importance, age_days, superseded, features, cos FROM cand";
 /* the store's tuned config as a config string */
 static const char hr_sql_tuned[] =
     "SELECT group_concat(key || '=' || CAST(value AS TEXT), ' ') FROM json_each(("
@@ -183,12 +208,14 @@ static const char hr_sql_log[] =
 
 enum { HR_ST_CAND, HR_ST_HYBRID, HR_ST_LINKS, HR_ST_SHOW, HR_ST_TUNED, HR_ST_LOG,
        HR_ST_VROWS, HR_ST_VSTATE, HR_ST_VLOAD, HR_ST_JUDGED, HR_ST_ALLOW, HR_ST_KINDS,
-       HR_ST_LOGGED, HR_ST_VPART, HR_ST_VPART_OF, HR_ST_VCENTS, HR_ST_KINDLIST, HR_NST };
+       HR_ST_LOGGED, HR_ST_VPART, HR_ST_VPART_OF, HR_ST_VCENTS, HR_ST_KINDLIST, HR_ST_THREADS,
+       HR_ST_PLACE, HR_ST_NEIGHBOURS, HR_ST_NROWS, HR_NST };
 static const char *const hr_sql[HR_NST] = {
-    hr_sql_cand,   hr_sql_hybrid, hr_sql_links,  hr_sql_show,     hr_sql_tuned,
-    hr_sql_log,    hr_sql_vrows,  hr_sql_vstate, hr_sql_vload,    hr_sql_judged,
-    hr_sql_allow,  hr_sql_kinds,  hr_sql_logged, hr_sql_vpart,    hr_sql_vpart_of,
-    hv_sql_cents,  hr_sql_kindlist};
+    hr_sql_cand,    hr_sql_hybrid,     hr_sql_links,  hr_sql_show,     hr_sql_tuned,
+    hr_sql_log,     hr_sql_vrows,      hr_sql_vstate, hr_sql_vload,    hr_sql_judged,
+    hr_sql_allow,   hr_sql_kinds,      hr_sql_logged, hr_sql_vpart,    hr_sql_vpart_of,
+    hv_sql_cents,   hr_sql_kindlist,   hr_sql_threads, hr_sql_place,   hr_sql_neighbours,
+    hr_sql_nrows};
 
 /* The statements the loop's functions run, prepared once per connection:
  * kept by the connection's heap_recall table, whose xDisconnect (run before
@@ -232,8 +259,19 @@ typedef struct {
   double lexical, cosn;
   double ctx, ctx_n; /* contextual utility: its factor and the weighted judgements behind it */
   double xf;         /* exploration's factor on the score (1: none) */
-  sqlite3_value *shown[8]; /* id, text, kind, source, key, created_at, last_used_at, metadata */
+  /* its place (hr_place): read only when the recall needs it */
+  double created;    /* created_at */
+  char *thread;      /* its thread (sqlite3_malloc'd), NULL: none or not read */
+  char *mid;         /* its id, when it has a thread (a neighbour's explain names it) */
+  i64 turn;
+  double thr;        /* the thread's factor on the score (1: none) */
+  const char *from;  /* the id of the neighbour that lifted it (another row's mid) */
+  i64 from_off;      /* that neighbour's turn less its own */
+  double tf;         /* the question's time window's factor on the score (1: none) */
+  sqlite3_value *shown[10]; /* id, text, kind, source, key, created_at, last_used_at,
+                             * metadata, thread, turn */
 } hr_row;
+#define HR_SHOWN 10
 
 typedef struct {
   sqlite3_vtab_cursor base;
@@ -248,6 +286,9 @@ typedef struct {
   unsigned char *links;
   int linkslen;
   hm_config cfg;
+  int window;           /* the question names a window of time: [wlo, whi) */
+  double wlo, whi;
+  char wtext[128];      /* the window, as explain shows it */
 } hr_cursor;
 
 /* store.c: 0 when the database is a heapmem store of this schema, else an
@@ -323,7 +364,9 @@ static int hr_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
 static void hr_clear(hr_cursor *c) {
   for (int i = 0; i < c->n; i++) {
     sqlite3_free(c->rows[i].features);
-    for (int j = 0; j < 8; j++) sqlite3_value_free(c->rows[i].shown[j]);
+    sqlite3_free(c->rows[i].thread);
+    sqlite3_free(c->rows[i].mid);
+    for (int j = 0; j < HR_SHOWN; j++) sqlite3_value_free(c->rows[i].shown[j]);
   }
   sqlite3_free(c->rows);
   sqlite3_free(c->links);
@@ -1269,23 +1312,15 @@ static int hr_explore(hr_vtab *t, hr_cursor *c, const hr_args *a) {
   return SQLITE_OK;
 }
 
-/* Each candidate's relevance (BM25 over the best candidate's, blended with
- * the cosine) and score, the rows in score order, k cut to their number. */
-static int hr_score(hr_vtab *t, hr_cursor *c) {
-  char err[HM_ERRLEN];
-  int rc;
+/* Each candidate's relevance into rel[c->n]: BM25 over the best candidate's,
+ * blended with the cosine (over the best cosine) in hybrid recall; each
+ * row's parts into its lexical and cosn. */
+static void hr_relevance(hr_cursor *c, double *rel) {
   double best = 0, top = 0;
   for (int i = 0; i < c->n; i++) {
     if (i == 0 || c->rows[i].rank < best) best = c->rows[i].rank;
     if (i == 0 || c->rows[i].cos > top) top = c->rows[i].cos;
   }
-  double *rel = sqlite3_malloc64((sqlite3_uint64)c->n * (3 * sizeof(double) + sizeof(int) +
-                                                          sizeof(char *)));
-  if (!rel) return SQLITE_NOMEM;
-  double *age = rel + c->n, *imp = age + c->n;
-  /* the pointers before the ints, so that each array is aligned for its type */
-  const char **feats = (const char **)(void *)(imp + c->n);
-  int *sup = (int *)(void *)(feats + c->n);
   double a = c->cfg.lexical_weight;
   for (int i = 0; i < c->n; i++) {
     hr_row *r = &c->rows[i];
@@ -1297,6 +1332,28 @@ static int hr_score(hr_vtab *t, hr_cursor *c) {
     } else {
       rel[i] = r->lexical;
     }
+  }
+}
+
+static int hr_place_factors(hr_cursor *c, const double *rel);
+
+/* Each candidate's relevance and score, the rows in score order, k cut to
+ * their number. */
+static int hr_score(hr_vtab *t, hr_cursor *c) {
+  char err[HM_ERRLEN];
+  int rc;
+  double *rel = sqlite3_malloc64((sqlite3_uint64)c->n * (3 * sizeof(double) + sizeof(int) +
+                                                          sizeof(char *)));
+  if (!rel) return SQLITE_NOMEM;
+  double *age = rel + c->n, *imp = age + c->n;
+  /* the pointers before the ints, so that each array is aligned for its type */
+  const char **feats = (const char **)(void *)(imp + c->n);
+  int *sup = (int *)(void *)(feats + c->n);
+  hr_relevance(c, rel);
+  /* the thread's and the time window's factors */
+  if ((rc = hr_place_factors(c, rel)) != SQLITE_OK) { sqlite3_free(rel); return rc; }
+  for (int i = 0; i < c->n; i++) {
+    hr_row *r = &c->rows[i];
     age[i] = r->age_days;
     imp[i] = r->importance;
     sup[i] = r->superseded;
@@ -1314,10 +1371,15 @@ static int hr_score(hr_vtab *t, hr_cursor *c) {
     return SQLITE_CORRUPT;
   }
   for (int i = 0; i < c->n; i++) {
-    memcpy(c->rows[i].f, out + (size_t)i * HM_SCORE_COLUMNS, sizeof c->rows[i].f);
-    c->rows[i].f[5] *= c->rows[i].ctx; /* the score, and the score without usefulness */
-    c->rows[i].f[6] *= c->rows[i].ctx;
-    if (c->rows[i].xf != 1.0) c->rows[i].f[5] *= c->rows[i].xf; /* usefulness explored */
+    hr_row *r = &c->rows[i];
+    memcpy(r->f, out + (size_t)i * HM_SCORE_COLUMNS, sizeof r->f);
+    /* the score, and the score without usefulness: times context, thread, time */
+    double g = r->ctx;
+    if (r->thr != 1.0) g *= r->thr;
+    if (r->tf != 1.0) g *= r->tf;
+    r->f[5] *= g;
+    r->f[6] *= g;
+    if (r->xf != 1.0) r->f[5] *= r->xf; /* usefulness explored */
   }
   sqlite3_free(out);
   qsort(c->rows, (size_t)c->n, sizeof *c->rows, hr_cmp);
@@ -1334,7 +1396,7 @@ static int hr_show(hr_vtab *t, hr_cursor *c) {
     sqlite3_bind_int64(st, 1, c->rows[i].seq);
     rc = sqlite3_step(st);
     if (rc != SQLITE_ROW) return hr_sqlfail(t, rc == SQLITE_DONE ? SQLITE_ERROR : rc);
-    for (int j = 0; j < 8; j++) {
+    for (int j = 0; j < HR_SHOWN; j++) {
       c->rows[i].shown[j] = sqlite3_value_dup(sqlite3_column_value(st, j));
       if (!c->rows[i].shown[j]) { sqlite3_reset(st); return SQLITE_NOMEM; }
     }
@@ -1344,6 +1406,10 @@ static int hr_show(hr_vtab *t, hr_cursor *c) {
 }
 
 static int hr_run(hr_vtab *t, hr_cursor *c, const hr_args *a);
+/* place.c: each candidate's place in its thread and in time, the neighbours
+ * of the best brought in (after the candidates are read) */
+static int hr_place(hr_vtab *t, hr_cursor *c, const hr_args *a);
+static void hr_place_explain(const hr_cursor *c, const hr_row *r, char *line, size_t size);
 
 static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, int argc,
                      sqlite3_value **argv) {
@@ -1383,6 +1449,7 @@ static int hr_run(hr_vtab *t, hr_cursor *c, const hr_args *a) {
   if ((rc = hr_read_links(t, c, ns)) != SQLITE_OK) return rc;
   if ((rc = hr_read_candidates(t, c, a, &vs)) != SQLITE_OK) return rc;
   if (c->n == 0) return SQLITE_OK;
+  if ((rc = hr_place(t, c, a)) != SQLITE_OK) return rc; /* threads and time: place.c */
   if ((rc = hr_context(t, c, query)) != SQLITE_OK) return rc;
   if ((rc = hr_explore(t, c, a)) != SQLITE_OK) return rc;
   if ((rc = hr_score(t, c)) != SQLITE_OK) return rc;
@@ -1436,6 +1503,19 @@ static int hr_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
   case HR_CONTEXT: sqlite3_result_double(ctx, r->ctx); break;
   case HR_CONTEXT_N: sqlite3_result_double(ctx, r->ctx_n); break;
   case HR_EXPLORE: sqlite3_result_double(ctx, r->xf); break;
+  case HR_THREAD: sqlite3_result_value(ctx, r->shown[8]); break;
+  case HR_TURN: sqlite3_result_value(ctx, r->shown[9]); break;
+  case HR_THREAD_LIFT: sqlite3_result_double(ctx, r->thr); break;
+  case HR_THREAD_FROM:
+    if (r->from) sqlite3_result_text(ctx, r->from, -1, SQLITE_TRANSIENT);
+    break;
+  case HR_THREAD_OFFSET:
+    if (r->from) sqlite3_result_int64(ctx, r->from_off);
+    break;
+  case HR_TIME_LIFT: sqlite3_result_double(ctx, r->tf); break;
+  case HR_TIME_WINDOW:
+    if (c->window) sqlite3_result_text(ctx, c->wtext, -1, SQLITE_TRANSIENT);
+    break;
   case HR_RECALL_ID:
     if (c->recall_id) sqlite3_result_int64(ctx, c->recall_id);
     break;
@@ -1455,6 +1535,7 @@ static int hr_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
       snprintf(line + used, sizeof line - used, " x context %.2f (%.1f similar judgements)",
                r->ctx, r->ctx_n);
     }
+    hr_place_explain(c, r, line, sizeof line); /* then the thread's and the time's */
     if (r->xf != 1.0) { /* then exploration (a tracked recall, explore > 0) */
       size_t used = strlen(line);
       snprintf(line + used, sizeof line - used, " x explore %.2f", r->xf);

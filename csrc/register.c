@@ -13,7 +13,7 @@
 #pragma region the statements the loop runs
 
 /* heap_statement(name): the text of a statement heap_recall, heap_feedback or
- * heap_tune runs ('candidates', 'hybrid', 'links', 'show', 'log', 'edges', ...,
+ * heap_tune runs ('candidates', 'hybrid', 'links', 'show', 'log', 'edges', 'threads', ...,
  * 'tune_recalls', 'tune_events', 'autotune_used', 'autotune_count'), for EXPLAIN QUERY PLAN and for readers who
  * want to see what runs. */
 static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
@@ -22,7 +22,10 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
       {"candidates", hr_sql_cand}, {"hybrid", hr_sql_hybrid}, {"links", hr_sql_links},
       {"show", hr_sql_show},       {"log", hr_sql_log},       {"edges", hf_sql_edges},
       {"before", hf_sql_before},   {"vrows", hr_sql_vrows}, {"vectors", hr_sql_vload},
-      {"allow", hr_sql_allow},     {"vpart", hr_sql_vpart},     {"tune_recalls", ht_sql_recalls},
+      {"allow", hr_sql_allow},     {"vpart", hr_sql_vpart},
+      {"threads", hr_sql_threads}, {"place", hr_sql_place},
+      {"neighbours", hr_sql_neighbours}, {"nrows", hr_sql_nrows},
+      {"tune_recalls", ht_sql_recalls},
       {"tune_events", ht_sql_events_from}, {"autotune_used", ht_sql_used},
       {"autotune_count", ht_sql_count},
   };
@@ -35,6 +38,7 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
   sqlite3_result_error(ctx, "heap_statement: the name of one of heap_recall's, "
                             "heap_feedback's or heap_tune's statements: candidates, hybrid, "
                             "links, show, log, edges, before, vrows, vectors, allow, vpart, "
+                            "threads, place, neighbours, nrows, "
                             "tune_recalls, tune_events, autotune_used, autotune_count", -1);
 }
 
@@ -121,6 +125,7 @@ static const struct {
     HM_SCALAR("heap_match", 1, HM_PURE, heap_match),
     HM_SCALAR("heap_match", 2, HM_PURE, heap_match),
     HM_SCALAR("heap_ns_tag", 1, HM_PURE, heap_ns_tag),
+    HM_SCALAR("heap_time_window", 2, HM_PURE, heap_time_window),
     HM_SCALAR("heap_active", 2, HM_PURE, heap_active),
     HM_SCALAR("heap_relate", 2, HM_PURE, heap_relate),
     HM_SCALAR("heap_cosine", 2, HM_PURE, heap_cosine),
@@ -166,6 +171,8 @@ static const struct {
     HM_SCALAR("heap_add", 8, HM_WRITE, heap_add),
     HM_SCALAR("heap_add", 9, HM_WRITE, heap_add),
     HM_SCALAR("heap_add", 10, HM_WRITE, heap_add),
+    HM_SCALAR("heap_add", 11, HM_WRITE, heap_add),
+    HM_SCALAR("heap_add", 12, HM_WRITE, heap_add),
     HM_SCALAR("heap_forget", 1, HM_WRITE, heap_forget),
     HM_SCALAR("heap_forget_namespace", 1, HM_WRITE, heap_forget_namespace),
     HM_SCALAR("heap_rebuild_pool", 0, HM_WRITE, heap_rebuild_pool),

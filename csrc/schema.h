@@ -61,7 +61,7 @@ static const struct {
     "  created_at   REAL NOT NULL,\n"
     "  last_used_at REAL,\n"
     "  metadata     TEXT                   -- JSON object or NULL\n"
-    ", ntok INTEGER NOT NULL DEFAULT 0)"},
+    ", ntok INTEGER NOT NULL DEFAULT 0, thread TEXT, turn INTEGER)"},
   {"index", "memories_namespace", "memories",
     "CREATE INDEX memories_namespace ON memories(namespace)"},
   {"index", "memories_key", "memories",
@@ -276,4 +276,6 @@ static const struct {
     "    SELECT v.seq, heap_vector_part(x.namespace, x.digest, v.v) FROM vectors AS v CROSS JOIN vector_index AS x ON x.namespace = new.namespace WHERE v.seq = new.seq;\n"
     "  UPDATE vector_centroids SET stamp = stamp + 1 WHERE part = (SELECT part FROM vector_parts WHERE seq = new.seq);\n"
     "END"},
+  {"index", "memories_thread", "memories",
+    "CREATE INDEX memories_thread ON memories(namespace, thread, turn) WHERE thread IS NOT NULL"},
 };

@@ -121,6 +121,38 @@ static void heap_match(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 cleanup:;
 }
 
+/* heap_time_window(question, now) -> '{"from": ..., "until": ..., "text": ...}':
+ * the window of time the question names (unix seconds, from inclusive, until
+ * exclusive; when.c), read as of now; NULL when it names none */
+static void heap_time_window(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *q = NULL;
+  (void)argc;
+  HM_TEXT_ARG(ctx, argv, 0, "heap_time_window", "the question", q);
+  double now = sqlite3_value_double(argv[1]), lo, hi;
+  if (!hm_is_number(argv[1]) || !(now >= 0 && now <= 253402300799.0)) {
+    hm_result_err(ctx, "heap_time_window", "now must be unix seconds from 0 to 253402300799 "
+                                           "(1970 to the year 9999)");
+    goto cleanup;
+  }
+  int start, len;
+  if (!hm_time_window(q, now, &lo, &hi, &start, &len)) goto cleanup;
+  sqlite3_str *js = sqlite3_str_new(sqlite3_context_db_handle(ctx));
+  char num[32];
+  hm_repr(lo, num);
+  sqlite3_str_appendf(js, "{\"from\": %s, ", num);
+  hm_repr(hi, num);
+  sqlite3_str_appendf(js, "\"until\": %s, \"text\": ", num);
+  hm_json_string(js, q + start, len);
+  sqlite3_str_appendchar(js, 1, '}');
+  if (sqlite3_str_errcode(js)) {
+    sqlite3_free(sqlite3_str_finish(js));
+    sqlite3_result_error_nomem(ctx);
+    goto cleanup;
+  }
+  sqlite3_result_text(ctx, sqlite3_str_finish(js), -1, sqlite3_free);
+cleanup:;
+}
+
 /* heap_ns_tag(namespace) -> the FTS5 token that tags the namespace */
 static void heap_ns_tag(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *ns = NULL;

@@ -8,9 +8,12 @@
  *
  *   SELECT heap_init();                        -- an empty database becomes a store
  *   SELECT heap_add(text, namespace [, kind [, source [, id [, created_at
- *                   [, importance [, key [, metadata [, copy]]]]]]]]);   -- its id
- *     (without an id, the same text and key in the namespace is the memory
- *     that has them: its id, nothing written, unless copy is 1)
+ *                   [, importance [, key [, metadata [, copy
+ *                   [, thread [, turn]]]]]]]]]]);                          -- its id
+ *     (without an id or a thread, the same text and key in the namespace is
+ *     the memory that has them: its id, nothing written, unless copy is 1;
+ *     thread names the conversation the memory is a turn of, turn its place
+ *     there: the thread's next turn when not given)
  *   SELECT heap_forget(ids_json);              -- the number of memories erased
  *   SELECT heap_forget_namespace(namespace);
  *
@@ -273,10 +276,19 @@ static const char hs_sql_id_taken[] = "SELECT 1 FROM memories WHERE id = ?1";
 static const char hs_sql_same[] =
     "SELECT id FROM memories WHERE namespace = ?1 AND heap_text_hash(text) = heap_text_hash(?2) "
     "AND text = ?2 AND key IS ?3 ORDER BY seq LIMIT 1";
+/* A memory's turn as SQL, from the SQL of its namespace, thread and turn as
+ * given: the turn given, else (with a thread) one past the thread's last turn
+ * so far (memories_thread: one seek), else NULL. */
+#define HM_NEXT_TURN(NS, THREAD, TURN)                                                         \
+  "coalesce(" TURN ", CASE WHEN " THREAD " IS NOT NULL THEN (SELECT coalesce(max(t.turn) + 1, " \
+  "0) FROM memories AS t WHERE t.namespace = " NS " AND t.thread = " THREAD ") END)"
+/* ?11 thread, ?12 turn: a thread's memory without a turn is its next turn
+ * (heapmem/db/sql.py's INSERT_MEMORY says the same) */
 static const char hs_sql_insert[] =
     "INSERT INTO memories(seq, id, namespace, nstag, text, kind, source, key, importance, "
-    "features, created_at, metadata, ntok) VALUES (?1, ?2, ?3, heap_ns_tag(?3), ?4, ?5, ?6, ?7, "
-    "?8, heap_features(?4, ?5, ?6), ?9, ?10, heap_ntokens(heap_ns_tag(?3)) + heap_ntokens(?4))";
+    "features, created_at, metadata, ntok, thread, turn) VALUES (?1, ?2, ?3, heap_ns_tag(?3), "
+    "?4, ?5, ?6, ?7, ?8, heap_features(?4, ?5, ?6), ?9, ?10, heap_ntokens(heap_ns_tag(?3)) + "
+    "heap_ntokens(?4), ?11, " HM_NEXT_TURN("?3", "?11", "?12") ")";
 
 /* The new memory's id, into *out: id when given (refused when taken), else
  * m<seq>, or the first of m<seq>-0, m<seq>-1, ... nobody has (as Python). */
@@ -314,16 +326,36 @@ static int hs_new_id(hf_ctx *x, i64 seq, const char *id, char **out) {
 /* vindex.c: what an add owes the namespace's vector index */
 static int hx_maintain(hf_ctx *x, const char *ns, i64 seq);
 
+/* A memory's place in a conversation (heap_add's thread and turn), checked:
+ * thread a name or NULL, turn a whole number from 0 to HM_MAX_TURN or NULL
+ * (*turn -1), and a turn only with a thread.  Returns 0, or the error set. */
+static int hs_thread(hf_ctx *x, sqlite3_value *thread_v, sqlite3_value *turn_v,
+                     const char **thread, i64 *turn) {
+  int rc;
+  if ((rc = hs_name(x, thread_v, "thread", 1, thread))) return rc;
+  *turn = -1;
+  if (!turn_v || sqlite3_value_type(turn_v) == SQLITE_NULL) return SQLITE_OK;
+  double v = sqlite3_value_double(turn_v);
+  if (!hm_is_number(turn_v) || !(v >= 0 && v <= HM_MAX_TURN) || v != floor(v))
+    return hf_fail(x, SQLITE_ERROR, "turn must be a whole number from 0 to %lld (the memory's "
+                                    "place in its thread)", (long long)HM_MAX_TURN);
+  if (!*thread)
+    return hf_fail(x, SQLITE_ERROR, "turn needs a thread: name the conversation the memory "
+                                    "is a turn of");
+  *turn = (i64)v;
+  return SQLITE_OK;
+}
+
 /* One heap_add: its arguments checked, the memory inserted (or, unless copy,
  * the namespace's memory of the same text and key found), its id into
  * *id_out; a new memory's partition split when the add grew it past twice
  * the size, or the namespace's vector index built when it passed the
  * threshold (vindex.c). */
 static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, char **id_out) {
-  const char *text, *ns, *kind = "fact", *source, *id, *key, *meta = NULL;
+  const char *text, *ns, *kind = "fact", *source, *id, *key, *meta = NULL, *thread;
   int rc;
-  sqlite3_value *a[10] = {0};
-  for (int i = 0; i < argc && i < 10; i++) a[i] = argv[i];
+  sqlite3_value *a[12] = {0};
+  for (int i = 0; i < argc && i < 12; i++) a[i] = argv[i];
   if (!a[0] || sqlite3_value_type(a[0]) != SQLITE_TEXT)
     return hf_fail(x, SQLITE_ERROR, "text must be text: heap_add('Booked the flight', "
                                     "'user:maya')");
@@ -381,8 +413,12 @@ static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, char **id_out) {
                                       "that has it) or 1 (a second memory)");
     copy = sqlite3_value_int(a[9]);
   }
+  i64 turn = -1; /* -1: not given */
+  if ((rc = hs_thread(x, a[10], a[11], &thread, &turn))) return rc;
   sqlite3_stmt *st = NULL;
-  if (!id && !copy) { /* the same text (and key) in the namespace: that memory */
+  /* the same text (and key) in the namespace: that memory; never for a
+   * thread's turn, which is its own utterance wherever its words repeat */
+  if (!id && !copy && !thread) {
     if ((rc = hf_prepare(x, hs_sql_same, &st))) return rc;
     sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, text, -1, SQLITE_TRANSIENT);
@@ -417,6 +453,8 @@ static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, char **id_out) {
   sqlite3_bind_double(st, 8, importance);
   sqlite3_bind_double(st, 9, created);
   if (meta) sqlite3_bind_text(st, 10, meta, -1, SQLITE_TRANSIENT);
+  if (thread) sqlite3_bind_text(st, 11, thread, -1, SQLITE_TRANSIENT);
+  if (turn >= 0) sqlite3_bind_int64(st, 12, turn);
   rc = hf_exec(x, st);
   hf_done(x, st);
   if (!rc) rc = hx_maintain(x, ns, seq);

@@ -22,9 +22,12 @@ WORDS: dict[str, tuple[list[str], str]] = {
                   "vectors from the library's own model; 0: lexical). On a store of this schema "
                   "it says so and changes nothing."),
     "heap_add": (["text", "namespace", "kind", "source", "id", "created_at", "importance", "key",
-                  "metadata", "copy"], "Add one memory; returns its id. The same text, "
-                 "namespace and key again returns that memory, nothing written (copy 1: a "
-                 "second one)."),
+                  "metadata", "copy", "thread", "turn"], "Add one memory; returns its id. The "
+                 "same text, namespace and key again returns that memory, nothing written (copy "
+                 "1: a second one). thread: the conversation it is a turn of; turn: its place "
+                 "there (default: the thread's next)."),
+    "heap_time_window": (["question", "now"], "The window of time a question names ('last "
+                         "week', 'in May 2023', as of now, unix seconds) as JSON, or NULL."),
     "heap_forget": (["ids_json"], "Erase the memories of a JSON array of ids (text, index, log); "
                     "returns how many."),
     "heap_forget_namespace": (["namespace"], "Erase every memory of a namespace; returns how "
@@ -127,6 +130,11 @@ COLUMNS: dict[str, str] = {
     "context": "contextual utility's factor (1: none)",
     "context_n": "the weighted similar judgements behind it",
     "explore": "exploration's factor (1: none)",
+    "thread": "the conversation it is a turn of", "turn": "its place in its thread",
+    "thread_lift": "the thread factor: a neighbour's match (1: none)",
+    "thread_from": "the neighbour that lifted it", "thread_offset": "how many turns away "
+    "(negative: before)", "time_lift": "the time factor: made in the window the question "
+    "names (1: none)", "time_window": "that window (JSON), when the question names one",
     "query": "the question", "namespace": "default 'default'", "k": "how many (5)",
     "now": "unix seconds (default: the current time)", "config": "a config (JSON; default: "
     "the store's tuned weights)", "track": "log the recall (1 on a writable connection)",

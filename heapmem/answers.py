@@ -118,20 +118,21 @@ class Reader:
             "was written")
 
     def added(self, id_rows: Sequence[Any], row: Sequence[Any] | None = None
-              ) -> tuple[str, int, str]:
+              ) -> tuple[str, int, str, int | None]:
         """heap_add's answer (the new memory's id) and, with row, the
-        memory's (seq, features) as sql.ADDED reads them back."""
+        memory's (seq, features, turn) as sql.ADDED reads them back."""
         try:
             mid = _one(id_rows, "heap_add's id")
             _need(type(mid) is str and mid != "", f"{_show(mid)} where an id was expected")
             if row is None:
-                return mid, 0, ""
+                return mid, 0, "", None
             _need(len(row) == 1, f"no memory {mid!r} after adding it" if not row else
                   f"{len(row)} memories with id {mid!r}")
-            _need(len(row[0]) == 2, "a memory row of the wrong width")
+            _need(len(row[0]) == 3, "a memory row of the wrong width")
             seq = _int(row[0][0], "a memory number", 1)
             feats = _text(row[0][1], "features")
-            return mid, seq, feats
+            turn = None if row[0][2] is None else _int(row[0][2], "a turn", 0)
+            return mid, seq, feats, turn
         except _Bad as e:
             raise self._fail("heap_add", e) from None
 
@@ -175,22 +176,30 @@ class Reader:
             raise self._fail(function, e) from None
 
     def attribution(self, rows: Any, shown: int, function: str = "heap_answer"
-                    ) -> list[tuple[Any, float, float, list[str], int, int, int]]:
-        """heap_attribute's verdicts, one per shown memory: [verdict (1 used,
-        0 ignored, null unjudged), share, question share, words, dated,
-        present, close to the bar]."""
+                    ) -> list[dict[str, Any]]:
+        """heap_attribute's verdicts, one per shown memory, each an object
+        {verdict (1 used, 0 ignored, null unjudged), share, question_share,
+        matched (words), dated, present, candidate (close to the bar)},
+        each value checked."""
+        keys = ("verdict", "share", "question_share", "matched", "dated", "present",
+                "candidate")
         try:
             _need(type(rows) is list and len(rows) == shown,
                   f"{len(rows) if type(rows) is list else _show(rows)} verdicts for "
                   f"{shown} shown memories")
             out = []
             for r in rows:
-                _need(type(r) is list and len(r) == 7, f"a verdict of the wrong shape: {_show(r)}")
-                _need(r[0] in (None, 0, 1) and type(r[0]) in (type(None), int),
-                      f"a verdict that is not 1, 0 or null: {_show(r[0])}")
-                out.append((r[0], _num(r[1], "a share"), _num(r[2], "a question share"),
-                            _texts(r[3], "words"), _flag(r[4], "a dated flag"),
-                            _flag(r[5], "a present flag"), _flag(r[6], "a close flag")))
+                _need(type(r) is dict and sorted(r) == sorted(keys),
+                      f"a verdict of the wrong shape: {_show(r)}")
+                v = r["verdict"]
+                _need(v in (None, 0, 1) and type(v) in (type(None), int),
+                      f"a verdict that is not 1, 0 or null: {_show(v)}")
+                out.append({"verdict": v, "share": _num(r["share"], "a share"),
+                            "question_share": _num(r["question_share"], "a question share"),
+                            "matched": _texts(r["matched"], "words"),
+                            "dated": _flag(r["dated"], "a dated flag"),
+                            "present": _flag(r["present"], "a present flag"),
+                            "candidate": _flag(r["candidate"], "a close flag")})
             return out
         except _Bad as e:
             raise self._fail(function, e) from None

@@ -38,7 +38,7 @@ class ScoringConfig:
     """How recall scores a candidate:
 
     score = relevance^w_relevance x recency^w_recency x importance^w_importance
-            x usefulness^w_usefulness x rules
+            x usefulness^w_usefulness x rules x context x thread x time
 
     A weight of 0 switches its factor off.
 
@@ -116,6 +116,23 @@ class ScoringConfig:
       ctx:1, whose link (learned and pooled like every link) must beat the
       base rate by gate_z standard errors before any memory's record counts;
       until then ctx:1 can lift only through its own learned usefulness.
+    - thread (w_thread, 0.5; thread_turns, 2): a memory added with a thread
+      (add(thread=..., turn=...): a turn of a conversation) is lifted by its
+      neighbours there, the memories of its thread at most thread_turns
+      turns before or after it: its relevance counts as its own plus
+      w_thread x the best relevance among those neighbours that are
+      candidates, so a reply is found by the words of the turn it answers;
+      and the neighbours of the 10 best candidates join the candidates (with
+      vectors: relevance from their cosine).  explain() shows it as "x thread
+      1.21 (m41, 1 turn before)".  No effect where memories have no thread
+      (the ranking is exactly as without it), and none with w_thread 0.
+      LoCoMo, chosen on conversations 0-4: bench/RESULTS.md 21.
+    - time (w_time, 1): a question that names a time ("last week", "in May
+      2023", "yesterday", "two days ago", "on 18 August, 2023"; English, read
+      as of the recall's now, heap_time_window) multiplies by 1 + w_time the
+      memories created in that window (or the day after it, when it was told
+      of); never a filter.  explain() shows it as 'x time 2.00 ("May 2023":
+      2023-05-01 to 2023-05-31)'.
     - rules: a memory superseded by a newer one with the same key is
       multiplied by superseded_factor.
     - explore (0 to 4; 0, the default, is off): damped Thompson sampling, in
@@ -167,6 +184,9 @@ class ScoringConfig:
     max_lift: float = _C["max_lift"]
     w_evidence: float = _C["w_evidence"]
     explore: float = _C["explore"]
+    w_thread: float = _C["w_thread"]
+    thread_turns: int = int(_C["thread_turns"])
+    w_time: float = _C["w_time"]
     if TYPE_CHECKING:  # set on each instance by __post_init__; ClassVar keeps them out of
         _sql: ClassVar[str]  # the fields, as mypy's dataclass plugin would count them
         _c: ClassVar[Any]

@@ -35,6 +35,10 @@ class Item:
     last_used_at: float | None
     metadata: dict | None
     features: tuple[str, ...]
+    #: its place in a conversation: the thread it is a turn of, and the turn
+    #: (None and None: a memory of no thread)
+    thread: str | None = None
+    turn: int | None = None
 
 
 @dataclass
@@ -70,6 +74,19 @@ class Result:
     #: exploration (ScoringConfig.explore, tracked recalls only): the factor
     #: its sampled usefulness put on the score (1.0: none)
     explore: float = 1.0
+    #: its place in a conversation (Memory.add's thread and turn; None: none)
+    thread: str | None = None
+    turn: int | None = None
+    #: the thread's factor on the score (ScoringConfig.w_thread; 1.0: none),
+    #: the neighbour whose relevance lifted it, and that one's turn less its own
+    thread_lift: float = 1.0
+    thread_from: str | None = None
+    thread_offset: int | None = None
+    #: the factor for being created in the window of time the question names
+    #: (ScoringConfig.w_time; 1.0: none), and that window as explain() shows it
+    #: (None: the question names none)
+    time_lift: float = 1.0
+    time_window: str | None = None
     _recall: "Recall" = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
 
     def explain(self) -> str:
@@ -90,6 +107,13 @@ class Result:
                 line += f" (prior in {' '.join(hit[:3])}{more}: see Memory.priors())"
         if self.context != 1.0:  # as heap_recall's explain column words it
             line += f" x context {self.context:.2f} ({self.context_n:.1f} similar judgements)"
+        if self.thread_lift != 1.0 and self.thread_from is not None:  # (csrc/place.c)
+            off = abs(self.thread_offset or 0)
+            line += (f" x thread {self.thread_lift:.2f} ({self.thread_from}, {off} "
+                     f"turn{'' if off == 1 else 's'} "
+                     f"{'before' if (self.thread_offset or 0) < 0 else 'after'})")
+        if self.time_lift != 1.0 and self.time_window is not None:
+            line += f" x time {self.time_lift:.2f} ({self.time_window})"
         if self.explore != 1.0:
             line += f" x explore {self.explore:.2f}"
         return line

@@ -68,6 +68,7 @@ from .validate import (
     check_name,
     check_namespace,
     check_text,
+    check_thread,
     seconds,
 )
 
@@ -603,8 +604,10 @@ class Memory:
 
     def _prepare(self, text: Any, *, kind: Any = "fact", source: Any = None, id: Any = None,
                  namespace: Any = "default", created_at: Any = None, importance: Any = None,
-                 key: Any = None, metadata: Any = None) -> dict[str, Any]:
+                 key: Any = None, metadata: Any = None, thread: Any = None,
+                 turn: Any = None) -> dict[str, Any]:
         text = check_text(text)
+        thread, turn = check_thread(thread, turn)
         kind = check_name(kind, "kind")
         source = check_name(source, "source", optional=True)
         id = check_name(id, "id", optional=True)
@@ -635,20 +638,22 @@ class Memory:
             except RecursionError:
                 raise ValueError("metadata is nested too deeply to store as JSON") from None
         return {"text": text, "kind": kind, "source": source, "id": id, "namespace": namespace,
-                "created_at": created, "importance": importance, "key": key, "metadata": meta}
+                "created_at": created, "importance": importance, "key": key, "metadata": meta,
+                "thread": thread, "turn": turn}
 
     def _insert(self, c: schema.Connection, rows: list[dict[str, Any]],
                 copy: bool = False) -> list[Item]:
         """Insert rows (checked by _prepare) in one statement per table; without
         copy, a row with no id whose text and key its namespace holds already
-        (or an earlier row of the batch holds) is that memory instead."""
+        (or an earlier row of the batch holds) is that memory instead; never a
+        thread's turn (as heap_add)."""
         if copy:
             return self._insert_rows(c, rows)
         out: list[Any] = [None] * len(rows)
         first: dict[tuple, int] = {}
         keep = []
         for i, r in enumerate(rows):
-            if r["id"] is not None:
+            if r["id"] is not None or r["thread"] is not None:
                 keep.append(i)
                 continue
             k = (r["namespace"], r["text"], r["key"])
@@ -691,7 +696,7 @@ class Memory:
         schema.defer_fts(c)
         c.execute("SAVEPOINT heapmem_ids")
         try:
-            feats = [f for (f,) in c.executemany(sql.INSERT_MEMORY, rows)]
+            added = c.executemany(sql.INSERT_MEMORY, rows).fetchall()
         except apsw.ConstraintError:
             # an automatic id "m<seq>" is already some memory's explicit id:
             # give each automatic id a free name, checking one by one
@@ -703,7 +708,7 @@ class Memory:
                     mid = f"m{r['seq']}-{len(names)}"
                     names.add(mid)
                 r["id"] = mid
-            feats = [f for (f,) in c.executemany(sql.INSERT_MEMORY, rows)]
+            added = c.executemany(sql.INSERT_MEMORY, rows).fetchall()
         finally:
             c.execute("RELEASE heapmem_ids")
         schema.index_deferred(c, rows[0]["seq"])
@@ -716,15 +721,16 @@ class Memory:
                           [(r["seq"], vecs[j].tobytes()) for j, r in enumerate(rows)])
         return [Item(r["id"], r["text"], r["namespace"], r["kind"], r["source"], r["key"],
                      r["importance"], r["created_at"], None,
-                     json.loads(r["metadata"]) if r["metadata"] else None, tuple(f.split()))
-                for r, f in zip(rows, feats)]
+                     json.loads(r["metadata"]) if r["metadata"] else None, tuple(f.split()),
+                     r["thread"], turn)
+                for r, (f, turn) in zip(rows, added)]
 
     @_guarded
     def add(self, text: str, *, kind: str = "fact", source: str | None = None,
             id: str | None = None, namespace: str = "default",
             created_at: Timestamp | None = None, importance: float | None = None,
             key: str | None = None, metadata: Mapping[str, Any] | None = None,
-            copy: bool = False) -> Item:
+            copy: bool = False, thread: str | None = None, turn: int | None = None) -> Item:
         """Store one memory and return it (with its id).
 
         kind sets the default importance (instruction 1.5, preference 1.3,
@@ -733,18 +739,25 @@ class Memory:
         key supersedes older memories of the namespace with the same key.
         Adding, without an id, a text the namespace holds already (with the
         same key) stores nothing and returns that memory, as it is;
-        copy=True stores a second one.  Bad input raises ValueError/TypeError;
+        copy=True stores a second one.  thread names the conversation (a chat,
+        a session) this memory is a turn of, and turn its place there (a whole
+        number; without one, the thread's next turn): recall then lifts a
+        memory whose neighbours in the thread match the question, and brings
+        in the neighbours of its best matches (ScoringConfig.w_thread).  A
+        thread's turn is never taken for an earlier memory of the same text.
+        Bad input raises ValueError/TypeError;
         a duplicate id raises DuplicateIdError.  Nothing is written on error.
         """
         if not isinstance(copy, bool):
             raise TypeError(f"copy must be True or False, got {type(copy).__name__}")
         row = self._prepare(text, kind=kind, source=source, id=id, namespace=namespace,
                             created_at=created_at, importance=importance, key=key,
-                            metadata=metadata)
+                            metadata=metadata, thread=thread, turn=turn)
         with self._write() as c:
             # the C core adds it (heap_add, csrc/store.c): its seq and id, its
             # shape features, namespace tag and token count, the FTS index
-            if row["id"] is None and not copy:  # heap_add's own rule, asked first
+            if row["id"] is None and not copy and row["thread"] is None:
+                # heap_add's own rule, asked first
                 same = _same_text(c, row)
                 if same is not None:  # the memory that holds this text already
                     return same
@@ -754,14 +767,14 @@ class Memory:
                 raise DuplicateIdError(f"a memory with id {row['id']!r} already exists; "
                                        "it was not changed") from None
             mid = self._answers.added(added)[0]
-            mid, seq, feats = self._answers.added(added, c.execute(sql.ADDED, {"id": mid})
-                                                  .fetchall())
+            mid, seq, feats, turn = self._answers.added(added, c.execute(sql.ADDED, {"id": mid})
+                                                        .fetchall())
             if self._embedder is not None and not self._builtin:
                 c.execute(sql.INSERT_VECTOR, (seq, self._embed([row["text"]])[0].tobytes()))
         return Item(mid, row["text"], row["namespace"], row["kind"], row["source"], row["key"],
                     row["importance"], row["created_at"], None,
                     json.loads(row["metadata"]) if row["metadata"] else None,
-                    tuple(feats.split()))
+                    tuple(feats.split()), row["thread"], turn)
 
     @_guarded
     def add_many(self, items: Iterable[Mapping[str, Any]], *, copy: bool = False) -> list[Item]:
@@ -779,7 +792,7 @@ class Memory:
             if not isinstance(it, Mapping):
                 raise TypeError(f"add_many: item {n} must be a dict, got {type(it).__name__}")
             unknown = set(it) - {"text", "kind", "source", "id", "namespace", "created_at",
-                                 "importance", "key", "metadata"}
+                                 "importance", "key", "metadata", "thread", "turn"}
             if unknown:
                 raise ValueError(f"add_many: item {n} has unknown field(s) {sorted(unknown)}")
             if "text" not in it:
@@ -807,7 +820,7 @@ class Memory:
         """Change a memory in place and return it.  Only the fields given
         change (source=None, key=None or metadata=None clear them; importance
         None goes back to the kind's default).  Its id, namespace, creation
-        time, recall log and what it taught the links stay.  Its shape
+        time, thread and turn, recall log and what it taught the links stay.  Its shape
         features, FTS index entry, namespace statistics and (with an embedder)
         its vector follow the new text in the same transaction.  Unknown id:
         ValueError; bad values: ValueError/TypeError; nothing is written."""
@@ -836,7 +849,7 @@ class Memory:
             return Item(id, row["text"], old.namespace, row["kind"], row["source"], row["key"],
                         row["importance"], old.created_at, old.last_used_at,
                         json.loads(row["metadata"]) if row["metadata"] else None,
-                        tuple(feats.split()))
+                        tuple(feats.split()), old.thread, old.turn)
 
     @_guarded
     @_locked

@@ -155,8 +155,12 @@ def _kind(v: Any, name: str = "kind") -> str:
 
 def _add(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
     it = mem.add(a["text"], kind=_kind(a.get("kind", "fact")), source=a.get("source"),
-                 key=a.get("key"), importance=a.get("importance"), namespace=ns)
-    return {"id": it.id, "kind": it.kind, "importance": it.importance}
+                 key=a.get("key"), importance=a.get("importance"), namespace=ns,
+                 thread=a.get("thread"), turn=a.get("turn"))
+    out: dict[str, Any] = {"id": it.id, "kind": it.kind, "importance": it.importance}
+    if it.thread is not None:
+        out.update(thread=it.thread, turn=it.turn)
+    return out
 
 
 def _recall(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
@@ -241,7 +245,12 @@ TOOLS: tuple[Tool, ...] = (
              Param("importance", {"type": "number", "exclusiveMinimum": 0, "maximum": 10,
                                   "description": (
                                       "How much the memory matters, above 0 and at most 10; "
-                                      "omitted: the kind's default.")})),
+                                      "omitted: the kind's default.")}),
+            Param("thread", {"type": "string", "description": (
+                "The conversation this memory is a turn of (a chat or session id); recall "
+                "then finds a reply by the words of the turn it answers. Omitted: none.")}),
+            Param("turn", {"type": "integer", "minimum": 0, "description": (
+                "Its place in the thread (needs thread). Omitted: the thread's next turn.")})),
          _add),
     Tool("recall", "The k memories most worth knowing to answer a question, best first, each "
          "with its id, text, score and a one-line explanation of the score, and a recall_id. "

@@ -1,11 +1,12 @@
 """What valid input is: the checks every entry point runs on its arguments,
 and the limits they enforce.
 
-Owns: the limits (MAX_TEXT_BYTES, MAX_ANSWER_BYTES, MAX_NAME_CHARS, MAX_K, MIN_TIME and
-MAX_TIME), the reserved name of the pooled layer (POOLED), and one check per
-kind of argument (a name, a namespace, a database's name on a server, a
-memory's text, a list of ids, a timestamp).  Each raises TypeError or
-ValueError with a sentence that tells the caller what to do.
+Owns: the limits (MAX_TEXT_BYTES, MAX_ANSWER_BYTES, MAX_NAME_CHARS, MAX_K,
+MIN_TIME and MAX_TIME; MAX_TURN is read from the C header), the reserved name
+of the pooled layer (POOLED), and one check per kind of argument (a name, a
+namespace, a database's name on a server, a memory's text, its thread and
+turn, a list of ids, a timestamp).  Each raises TypeError or ValueError with a
+sentence that tells the caller what to do.
 """
 from __future__ import annotations
 
@@ -15,12 +16,16 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Union
 
+from .db import _native
+
 #: Longest memory text accepted, in UTF-8 bytes.
 MAX_TEXT_BYTES = 1 << 20
 #: Longest id, namespace, kind, source or key, in characters.
 MAX_NAME_CHARS = 256
 #: Most memories one recall may return.
 MAX_K = 1000
+#: The highest turn a memory may have in its thread (csrc/heapmem.h's HM_MAX_TURN).
+MAX_TURN: int = _native.lib.HM_MAX_TURN
 #: The namespace name of the pooled layer of links (reserved).
 POOLED = "*"
 
@@ -91,6 +96,24 @@ def check_name(value: Any, what: str, *, optional: bool = False) -> str | None:
     except UnicodeEncodeError:
         raise ValueError(f"{what} is not valid Unicode (it holds a lone surrogate)") from None
     return value
+
+
+def check_thread(thread: Any, turn: Any) -> tuple[str | None, int | None]:
+    """A memory's place in a conversation: thread (a name, or None: no thread)
+    and turn (a whole number from 0 to MAX_TURN, or None: with a thread, its
+    next turn).  A turn needs a thread."""
+    thread = check_name(thread, "thread", optional=True)
+    if turn is None:
+        return thread, None
+    if isinstance(turn, bool) or not isinstance(turn, int):
+        raise TypeError(f"turn must be a whole number (the memory's place in its thread), got "
+                        f"{type(turn).__name__}")
+    if not 0 <= turn <= MAX_TURN:
+        raise ValueError(f"turn must be a whole number from 0 to {MAX_TURN} (the memory's place "
+                         f"in its thread), got {turn}")
+    if thread is None:
+        raise ValueError("turn needs a thread: name the conversation the memory is a turn of")
+    return thread, turn
 
 
 def check_namespace(ns: Any) -> str:

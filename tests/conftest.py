@@ -52,18 +52,21 @@ def db():
 
 def back_to_schema_9(c):
     """Take schema 10's objects out of a store (the vector index's tables and
-    triggers): a file as schema 9 wrote it, but for its user_version."""
+    triggers; threads and their index): a file as schema 9 wrote it, but for
+    its user_version."""
     c.execute("DROP TRIGGER vectors_part_ai; DROP TRIGGER vectors_part_au; "
               "DROP TRIGGER vectors_part_ad; DROP TRIGGER memories_part_move; "
               "DROP TABLE vector_parts; DROP TABLE vector_centroids; DROP TABLE vector_index")
     c.execute("DELETE FROM heapmem_meta WHERE key IN ('vector_index', 'last_part')")
+    c.execute("DROP INDEX memories_thread; ALTER TABLE memories DROP COLUMN turn; "
+              "ALTER TABLE memories DROP COLUMN thread")
 
 
 def back_to_schema_7(c):
     """Take schema 10's, 9's and 8's objects out of a store (the vector index;
-    the filters' index; vector stamps, the triggers that keep vectors with
-    their memories): what a test that makes a file of an older schema from a
-    new store runs before it sets user_version."""
+    threads and their index; the filters' index; vector stamps, the triggers
+    that keep vectors with their memories): what a test that makes a file of an
+    older schema from a new store runs before it sets user_version."""
     back_to_schema_9(c)
     c.execute("DROP INDEX memories_filter")
     c.execute("DROP TRIGGER memories_embed; DROP TRIGGER memories_reembed; "

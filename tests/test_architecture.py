@@ -347,7 +347,7 @@ def test_config_fields_are_the_headers():
                      "prior_beta", "model", "gate_z", "combine", "backoff", "max_lift",
                      "w_evidence", "candidates", "lexical_weight", "min_cosine", "w_context",
                      "context_min_sim", "context_z", "context_prior", "pooled_pseudocount",
-                     "explore"]
+                     "explore", "w_thread", "thread_turns", "w_time"]
     cfg = ScoringConfig()
     mine = {f.name for f in fields(ScoringConfig)}
     for f in _native.CONFIG_FIELDS:
@@ -486,7 +486,8 @@ def test_one_name_one_meaning_in_the_values_verbs_return():
     for cls in (results.Feedback, results.Stats, results.CheckReport):
         names = {f.name: f.type for f in fields(cls)}
         assert "features" not in names and "links" not in names, cls
-    assert fields(results.Item)[-1].name == "features"
+    assert fields(results.Item)[10].name == "features" and fields(results.Item)[10].type in (
+        "tuple[str, ...]", tuple[str, ...])
     fb = results.Feedback(1, ("a",), (), 7)
     st = results.Stats(schema=8, memories=1, recalls=1, events=1, used=1, pooled_features=3,
                        link_rows=9, prior_links=0, by_namespace=())

@@ -356,6 +356,12 @@ def test_raw_c_functions_null_pointers_and_small_buffers():
         attempt(lib.hm_match, s, s, NULL, 0)
         attempt(lib.hm_active, s, b"when", 1.0, NULL, 0, NULL, 0)
         attempt(lib.hm_config_parse, s, ffi.new("hm_config *"), NULL, 0)
+    lo, hi, at, n = (ffi.new("double *"), ffi.new("double *"), ffi.new("int *"),
+                     ffi.new("int *"))
+    for s in (NULL, b"", b"on 18 August, 2023", b"\xff\xfe" * 100, b"2 days ago " * 500):
+        for v in HOSTILE_FLOAT + [1.7e9]:
+            attempt(lib.hm_time_window, s, v, lo, hi, at, n)
+            attempt(lib.hm_time_window, s, v, NULL, NULL, NULL, NULL)
     attempt(lib.hm_noisy_or, NULL, 0)
     attempt(lib.hm_noisy_or, NULL, -5)
     for v in HOSTILE_FLOAT:
@@ -540,3 +546,19 @@ def test_cached_config_never_leaks_between_rows(conn):
     whole = conn.execute(f"SELECT i, heap_score({args}, c) FROM cf WHERE i IN "
                          f"({','.join(map(str, ok_rows))}) ORDER BY i").fetchall()
     assert [s for _, s in whole] == [single[i] for i in ok_rows]
+
+
+@hsettings(300)
+@given(q=st.one_of(sql_text, st.lists(st.sampled_from(
+    ["on", "in", "the", "last", "this", "past", "of", "ago", "a", "few", "couple", "2", "18th",
+     "31", "May", "August", "2023", "1999", "summer", "week", "weekend", "days", "years",
+     "Friday", "yesterday", "mid-", "end", "first", "two", "-", "/", ",", "2023-05-08"]),
+    max_size=12).map(" ".join)), now=st.one_of(st.floats(-1e12, 3e11), st.just(math.nan)))
+def test_fuzz_time_window(q, now):
+    """A window is days [from, until), from before until, named by a span of the question."""
+    got = _native.time_window(q, now)
+    if got is None:
+        return
+    lo, hi, words = got
+    assert lo < hi and lo % 86400 == 0 and hi % 86400 == 0
+    assert words and words in q.encode("utf-8", "surrogatepass").decode("utf-8", "replace")

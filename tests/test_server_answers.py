@@ -70,15 +70,15 @@ CASES: dict[str, tuple[str, Spoiler, Callable[[heapmem.Memory, Any], Any]]] = {
         "heap_feedback(", edit_json(_set(auto_tune={"point": 30, "judged": 30, "report": {}})),
         lambda m, r: m.feedback(used=r.ids[:1], recall_id=r.recall_id)),
     "answer's attribution rows are cut short": (
-        "heap_answer(", edit_json(lambda d: d.update(attribution=[v[:2] for v in
-                                                                 d["attribution"]])),
+        "heap_answer(", edit_json(lambda d: d.update(attribution=[
+            {k: v[k] for k in ("verdict", "share")} for v in d["attribution"]])),
         lambda m, r: m.feedback(answer=ANSWER, recall_id=r.recall_id)),
     "answer's attribution misses a shown memory": (
         "heap_answer(", edit_json(lambda d: d.update(attribution=d["attribution"][:1])),
         lambda m, r: m.feedback(answer=ANSWER, recall_id=r.recall_id)),
     "answer's attribution verdict is a word": (
         "heap_answer(", edit_json(lambda d: d.update(attribution=[
-            ["used"] + v[1:] for v in d["attribution"]])),
+            {**v, "verdict": "used"} for v in d["attribution"]])),
         lambda m, r: m.feedback(answer=ANSWER, recall_id=r.recall_id)),
     "the judged recall's shown ids are not JSON": (
         "SELECT shown FROM recalls", first_cell("m1, m2"),
@@ -87,7 +87,7 @@ CASES: dict[str, tuple[str, Spoiler, Callable[[heapmem.Memory, Any], Any]]] = {
         "heap_add(", first_cell(12),
         lambda m, r: m.add("Maya's passport expires in June.", namespace="user:maya")),
     "add answers an id that is not there": (
-        "SELECT seq, features FROM memories", no_rows,
+        "SELECT seq, features, turn FROM memories", no_rows,
         lambda m, r: m.add("Maya's passport expires in June.", namespace="user:maya")),
     "tune answers {}": (
         "heap_tune(", first_cell("{}"), lambda m, r: m.tune()),

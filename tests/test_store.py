@@ -208,7 +208,7 @@ def _old_store(path, version):
     conn.close()
 
 
-@pytest.mark.parametrize("version", [1, 2, 3])
+@pytest.mark.parametrize("version", [1, 2, 3, 9])
 def test_an_older_schema_migrates_in_place(tmp_path, clock, version):
     path = str(tmp_path / f"v{version}.db")
     _old_store(path, version)

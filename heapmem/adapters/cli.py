@@ -332,7 +332,8 @@ def _item(it: Any) -> dict[str, Any]:
     return {"id": it.id, "text": it.text, "namespace": it.namespace, "kind": it.kind,
             "source": it.source, "key": it.key, "importance": it.importance,
             "created_at": it.created_at, "last_used_at": it.last_used_at,
-            "metadata": it.metadata, "features": list(it.features)}
+            "metadata": it.metadata, "features": list(it.features),
+            **({"thread": it.thread, "turn": it.turn} if it.thread is not None else {})}
 
 
 # -- verbs ---------------------------------------------------------------------------
@@ -350,6 +351,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metadata", metavar="JSON", help="a JSON object kept with the memory")
     p.add_argument("--created-at", metavar="TIME", type=_time,
                    help="when it was said (default: now)")
+    p.add_argument("--thread", help="the conversation (a chat, a session) it is a turn of: "
+                                    "recall finds a reply by the words of the turn it answers")
+    p.add_argument("--turn", type=int, metavar="N",
+                   help="its place in the thread, a whole number (default: the thread's next)")
 
 
 @verb("add", "store a memory", "Store a memory and print its id.  TEXT '-' reads the "
@@ -372,7 +377,8 @@ def cmd_add(ctx: Context) -> int:
             raise CLIError('--metadata must be a JSON object, like {"topic": "travel"}')
     with ctx.open(create=True) as mem:
         it = mem.add(text, kind=a.kind, source=a.source, id=a.id, namespace=ctx.namespace,
-                     importance=a.importance, key=a.key, metadata=meta, created_at=a.created_at)
+                     importance=a.importance, key=a.key, metadata=meta, created_at=a.created_at,
+                     thread=a.thread, turn=a.turn)
     if ctx.json:
         ctx.emit(_item(it))
     else:

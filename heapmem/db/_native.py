@@ -241,6 +241,18 @@ def match(question: str, namespace: str | None = None) -> str | None:
     return ffi.string(out).decode() if n > 0 else None
 
 
+def time_window(question: str, now: float) -> tuple[float, float, str] | None:
+    """The window of time a question names, read as of now (unix seconds):
+    (from, until, the words that name it), from inclusive and until exclusive,
+    whole UTC days; None when it names none (csrc/when.c)."""
+    q = _cstr(question)
+    lo, hi = ffi.new("double *"), ffi.new("double *")
+    start, length = ffi.new("int *"), ffi.new("int *")
+    if not lib.hm_time_window(q, float(now), lo, hi, start, length):
+        return None
+    return lo[0], hi[0], q[start[0]:start[0] + length[0]].decode("utf-8", "replace")
+
+
 def link_view(own_a: float, own_b: float, pool_a: float, pool_b: float,
               pseudocount: float) -> tuple[float, float]:
     a = ffi.new("double *")

@@ -566,7 +566,9 @@ _SCHEMA_V9 = """
 CREATE INDEX memories_filter ON memories(namespace, kind, created_at);
 """
 
-# Version 10: a vector index for big namespaces (csrc/vindex.c).  A namespace
+# Version 10, this round's one step, in two parts.
+#
+# A vector index for big namespaces (csrc/vindex.c).  A namespace
 # of VECTOR_INDEX_DEFAULTS' threshold or more vectors is cut into partitions
 # by seeded k-means: vector_centroids holds each partition's centroid (int8)
 # under an id never given twice (META_LAST_PART), vector_parts each vector's
@@ -588,6 +590,14 @@ _STAMP = ("UPDATE vector_centroids SET stamp = stamp + 1 "
           "WHERE part = (SELECT part FROM vector_parts WHERE seq = {seq})")
 _STAMP_OUT_OF_ORDER = (_STAMP + " AND EXISTS (SELECT 1 FROM vector_parts AS o "
                        "WHERE o.part = vector_centroids.part AND o.seq > {seq})")
+#
+# A memory's place in a conversation.  thread names the conversation (or
+# session, or document) a memory is a turn of, turn its order there (NULL both: a
+# memory of no thread, as every memory before this step).  Recall lifts a candidate
+# whose neighbours in its thread match the question, and brings in the neighbours
+# of its best candidates (csrc/recall.c, hr_thread): memories_thread finds a turn's
+# neighbours, and the next turn of a thread, with one seek; being partial, it costs
+# nothing to a store whose memories have no thread.
 _SCHEMA_V10 = f"""
 CREATE TABLE vector_index(
   namespace TEXT PRIMARY KEY,
@@ -632,6 +642,10 @@ CREATE TRIGGER memories_part_move AFTER UPDATE OF namespace ON memories BEGIN
                             where="v.seq = new.seq")};
   {_STAMP.format(seq="new.seq")};
 END;
+
+ALTER TABLE memories ADD COLUMN thread TEXT;
+ALTER TABLE memories ADD COLUMN turn INTEGER;
+CREATE INDEX memories_thread ON memories(namespace, thread, turn) WHERE thread IS NOT NULL;
 """
 
 # Numbered schema steps: MIGRATIONS[v] takes a store from version v to v + 1.
@@ -843,7 +857,7 @@ KNOWN_SCHEMAS = {
     7: "12dc3f91101aa478d6d705433396ac4eb4302bb51b10548e25ce5e2704a2db91",
     8: "3109c26dc44c733a160f3dbb3a2389b18bad00824898557e9a17c50687874ecd",
     9: "6286cf02f5b5e332081edae7c74949ed5d5c0fa68a882b6533e3f3fa01b98ef0",
-    10: "ce69a05694dd741e186a72c118e07abc99e181fb5ce6cdf753d4d7bf6e5c733b",
+    10: "37ee72eb1ed1b2791fea1743e2896be9fa4a51eb4afc25d7cbf58c11e2c21d43",
 }
 
 

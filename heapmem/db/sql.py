@@ -17,25 +17,28 @@ from ..db.schema import (
 )
 
 # One new memory; the C core works out its shape features, namespace tag and
-# FTS5 token count.
+# FTS5 token count.  A thread's memory without a turn is the thread's next turn
+# (heap_add's HM_NEXT_TURN in csrc/store.c: the same rule).
 INSERT_MEMORY = f"""
 INSERT INTO memories(seq, id, namespace, nstag, text, kind, source, key, importance, features,
-                     created_at, metadata, ntok)
+                     created_at, metadata, ntok, thread, turn)
 VALUES (:seq, :id, :namespace, heap_ns_tag(:namespace), :text, :kind, :source, :key, :importance,
         heap_features(:text, :kind, :source), :created_at, :metadata,
-        {ntok_sql("heap_ns_tag(:namespace)", ":text")})
-RETURNING features
+        {ntok_sql("heap_ns_tag(:namespace)", ":text")}, :thread,
+        coalesce(:turn, CASE WHEN :thread IS NOT NULL THEN (SELECT coalesce(max(t.turn) + 1, 0)
+          FROM memories AS t WHERE t.namespace = :namespace AND t.thread = :thread) END))
+RETURNING features, turn
 """
 
 # add(): the C core's heap_add (csrc/store.c) returns the new memory's id;
 # add_many() inserts its batch with INSERT_MEMORY and indexes it at once.
 ADD = """SELECT heap_add(:text, :namespace, :kind, :source, :id, :created_at, :importance,
-                :key, :metadata, :copy)"""
+                :key, :metadata, :copy, :thread, :turn)"""
 # the oldest memory of the namespace with this text and key (memories_text)
 SAME_TEXT = """SELECT id FROM memories WHERE namespace = :namespace
 AND heap_text_hash(text) = heap_text_hash(:text) AND text = :text AND key IS :key
 ORDER BY seq LIMIT 1"""
-ADDED = "SELECT seq, features FROM memories WHERE id = :id"
+ADDED = "SELECT seq, features, turn FROM memories WHERE id = :id"
 
 # -- the vector index of a big namespace (csrc/vindex.c; schema 10 describes it)
 
@@ -95,7 +98,8 @@ RECALL_COLUMNS = (
     "rank", "id", "text", "score", "kind", "source", "key", "relevance", "recency",
     "importance", "usefulness", "rules", "bm25", "age_days", "superseded", "features",
     "created_at", "last_used_at", "metadata", "lexical", "cosine", "rest", "links", "context",
-    "context_n", "explore")
+    "context_n", "explore", "thread", "turn", "thread_lift", "thread_from", "thread_offset",
+    "time_lift", "time_window")
 _RECALL_EXPRESSIONS = {"links": "CASE WHEN rank = 1 THEN links END AS links"}
 RECALL = ("SELECT " + ", ".join(_RECALL_EXPRESSIONS.get(c, c) for c in RECALL_COLUMNS) + """
 FROM heap_recall(:question, :namespace, :k, :now, :config, 0, :qvec, :tracked, :kinds, :since,
@@ -236,7 +240,7 @@ ID_EXISTS = "SELECT 1 FROM memories WHERE id = :id"
 #: GET_MEMORY's and LIST_MEMORIES' columns, in their order (store._item reads
 #: each row by these names: they are heapmem.Item's fields)
 ITEM_COLUMNS = ("id", "text", "namespace", "kind", "source", "key", "importance",
-                "created_at", "last_used_at", "metadata", "features")
+                "created_at", "last_used_at", "metadata", "features", "thread", "turn")
 _ITEM_COLUMNS = ", ".join(ITEM_COLUMNS)
 
 GET_MEMORY = f"SELECT {_ITEM_COLUMNS} FROM memories WHERE id = :id"

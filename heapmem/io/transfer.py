@@ -85,7 +85,16 @@ from ..learning import links as learning
 from ..learning import priors
 from ..results import ImportReport
 from ..store import Memory
-from ..validate import MAX_K, MAX_TIME, MIN_TIME, POOLED, check_name, check_namespace, check_text
+from ..validate import (
+    MAX_K,
+    MAX_TIME,
+    MIN_TIME,
+    POOLED,
+    check_name,
+    check_namespace,
+    check_text,
+    check_thread,
+)
 
 #: Version of the JSON Lines layout written by export().
 FORMAT = 1
@@ -1156,6 +1165,12 @@ def _memory_row(c: Any, rec: dict, where: str, seqs: set, ids: set) -> dict[str,
     if meta is not None and not isinstance(meta, dict):
         raise ValueError(f"{where}: metadata must be a JSON object or null")
     text = _named(check_text, rec.get("text"), "text", where)
+    try:
+        thread, turn = check_thread(rec.get("thread"), rec.get("turn"))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{where}: {e}") from None
+    if thread is not None and turn is None:
+        raise ValueError(f"{where}: a memory of thread {thread!r} needs its turn")
     nstag = _native.ns_tag(ns)
     row = {
         "seq": seq, "id": mid, "namespace": ns, "nstag": nstag, "text": text,
@@ -1168,7 +1183,8 @@ def _memory_row(c: Any, rec: dict, where: str, seqs: set, ids: set) -> dict[str,
         "created_at": float(_num(rec, "created_at", where, lo=MIN_TIME, hi=MAX_TIME)),
         "last_used_at": None if used is None else float(used),
         "metadata": None if meta is None else json.dumps(meta, allow_nan=False,
-                                                         ensure_ascii=False, sort_keys=True)}
+                                                         ensure_ascii=False, sort_keys=True),
+        "thread": thread, "turn": turn}
     # a memory's shape is worked out from its text here, never taken from the file
     _str(rec, "features", where, empty=True)
     row["features"] = c.execute(sql.FEATURES_OF, row).fetchall()[0][0]
