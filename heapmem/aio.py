@@ -222,6 +222,14 @@ class AsyncMemory:
         """Memory.set_pool, as a coroutine."""
         return await self._call(Memory.set_pool, **kwargs)
 
+    async def vector_settings(self, **settings: Any) -> dict[str, Any]:
+        """Memory.vector_settings, as a coroutine."""
+        return await self._call(Memory.vector_settings, **settings)
+
+    async def vector_index(self, namespace: str) -> builtins.list[Any]:
+        """Memory.vector_index, as a coroutine."""
+        return await self._call(Memory.vector_index, namespace)
+
     async def logged_recall(self, recall_id: int) -> Optional[LoggedRecall]:
         """Memory.logged_recall, as a coroutine."""
         return await self._call(Memory.logged_recall, recall_id)
