@@ -69,6 +69,7 @@ static double hm_bm25(int nphrase, const double *freq, const double *idf, double
  * for the rows that can still reach the top. */
 static void heap_bm25_row(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx,
                           int nval, sqlite3_value **val) {
+  sqlite3_api = api->xUserData(fts); /* the routines of the library that called */
   unsigned char buf[HM_BM25_ROW_SIZE(HM_BM25_MAX_PHRASES)];
   double freq[HM_BM25_MAX_PHRASES];
   unsigned char hit[HM_BM25_MAX_PHRASES];
@@ -404,7 +405,7 @@ static int hm_count_token(void *ctx, int flags, const char *t, int n, int start,
 }
 
 static void heap_ntokens(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  hm_counter *c = sqlite3_user_data(ctx);
+  hm_counter *c = hm_user_data(ctx);
   (void)argc;
   if (sqlite3_value_type(argv[0]) == SQLITE_NULL) { sqlite3_result_int(ctx, 0); return; }
   const char *text = (const char *)sqlite3_value_text(argv[0]);

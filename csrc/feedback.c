@@ -1445,7 +1445,7 @@ static int hf_autotune_arg(hf_ctx *x, sqlite3_value **argv, int argc, int i, int
  * result, never the feedback's). */
 static void hf_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv, int answer_mode) {
   const char *fname = answer_mode ? "heap_answer" : "heap_feedback";
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = sqlite3_user_data(ctx)};
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
   char *out = NULL, *tuned = NULL;
   i64 claim = 0, judged = 0;
   int on = 1, icfg = answer_mode ? 4 : 5;
@@ -1512,7 +1512,7 @@ static void heap_answer(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
  * array; every feature when absent) worked out afresh, in the caller's
  * transaction (set_pool, an import, a prior removed). */
 static void heap_rebuild_pool(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = sqlite3_user_data(ctx)};
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
   const char *features = NULL;
   hm_keep_statements(&x);
   if (argc > 0 && sqlite3_value_type(argv[0]) != SQLITE_NULL) {

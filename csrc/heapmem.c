@@ -12,7 +12,7 @@
  * statements on the caller's connection.
  *
  * This file holds what every unit shares (the includes, the extension's API
- * pointer, the integer typedefs, hm_utf8_cut and hm_seterr) and includes the
+ * pointer, one per thread, the integer typedefs, hm_utf8_cut and hm_seterr) and includes the
  * units, in this order; each opens with what it owns and what it relies on,
  * and uses only what comes before it (except that recall.c declares store.c's
  * hm_check_store ahead):
@@ -44,10 +44,22 @@
  * heapmem.h exports to Python.
  */
 #include "sqlite3ext.h"
-SQLITE_EXTENSION_INIT1
+/* SQLITE_EXTENSION_INIT1, but one pointer per thread.  Every sqlite3_* call
+ * of the units below goes through sqlite3_api, the routines of the SQLite
+ * library that called in.  One process can hold several SQLite libraries
+ * (apsw's own, Python's sqlite3, pysqlite3's), and the dynamic loader maps
+ * this library once for all of them: with one global pointer, the library
+ * that loaded it last got every call, the others' connections included
+ * (issue 33: an apsw connection's statement finalized by pysqlite3's
+ * sqlite3_finalize, SIGSEGV).  So every way SQLite enters the library (a
+ * function through its library's trampoline, register.c; heap_recall's
+ * methods; heap_bm25_row; a destructor) first sets this pointer to the
+ * routines of the library it came from, for the thread it runs on. */
+static _Thread_local const sqlite3_api_routines *sqlite3_api;
 
 #include <ctype.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>

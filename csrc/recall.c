@@ -179,6 +179,7 @@ static const char *const hr_sql[HR_NST] = {hr_sql_cand,  hr_sql_hybrid, hr_sql_l
 #define HM_CACHE 40
 typedef struct hr_vtab hr_vtab;
 typedef struct {
+  const sqlite3_api_routines *api; /* the SQLite library of the connection */
   hr_vtab *vt;      /* the connection's heap_recall, once connected */
   int checked;      /* the file's schema was found heapmem's own ... */
   long long cookie; /* ... at this schema cookie (store.c, hs_check) */
@@ -188,12 +189,15 @@ typedef struct {
 /* the module's client data goes with the connection */
 static void hm_conn_free(void *p) {
   hm_conn *conn = p;
-  if (conn) hv_free(conn->vc);
+  if (!conn) return;
+  sqlite3_api = conn->api;
+  hv_free(conn->vc);
   sqlite3_free(conn);
 }
 
 struct hr_vtab {
   sqlite3_vtab base;
+  const sqlite3_api_routines *api; /* every method sets sqlite3_api to it first */
   sqlite3 *db;
   hm_conn *conn;
   sqlite3_stmt *st[HR_NST];
@@ -240,11 +244,14 @@ static int hm_check_store(sqlite3 *db, hm_conn *conn, char **err);
 static int hr_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                       sqlite3_vtab **out, char **err) {
   (void)argc; (void)argv; (void)err;
+  hm_conn *conn = aux;
+  sqlite3_api = conn->api;
   int rc = sqlite3_declare_vtab(db, hr_schema);
   if (rc != SQLITE_OK) return rc;
   hr_vtab *t = sqlite3_malloc64(sizeof *t);
   if (!t) return SQLITE_NOMEM;
   memset(t, 0, sizeof *t);
+  t->api = conn->api;
   t->db = db;
   t->conn = aux;
   if (t->conn) t->conn->vt = t;
@@ -256,6 +263,7 @@ static int hr_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
 
 static int hr_disconnect(sqlite3_vtab *vt) {
   hr_vtab *t = (hr_vtab *)vt;
+  sqlite3_api = t->api;
   for (int i = 0; i < HR_NST; i++) sqlite3_finalize(t->st[i]);
   for (int i = 0; i < HM_CACHE; i++) sqlite3_finalize(t->cache[i].st);
   if (t->conn && t->conn->vt == t) t->conn->vt = NULL;
@@ -266,7 +274,7 @@ static int hr_disconnect(sqlite3_vtab *vt) {
 /* Each argument given is an equality constraint on its hidden column; idxNum
  * has bit j set for argument j, and argv lists them in argument order. */
 static int hr_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
-  (void)vt;
+  sqlite3_api = ((hr_vtab *)vt)->api;
   int where[HR_NARGS];
   for (int j = 0; j < HR_NARGS; j++) where[j] = -1;
   for (int i = 0; i < info->nConstraint; i++) {
@@ -295,7 +303,7 @@ static int hr_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
 }
 
 static int hr_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
-  (void)vt;
+  sqlite3_api = ((hr_vtab *)vt)->api;
   hr_cursor *c = sqlite3_malloc64(sizeof *c);
   if (!c) return SQLITE_NOMEM;
   memset(c, 0, sizeof *c);
@@ -316,7 +324,11 @@ static void hr_clear(hr_cursor *c) {
   c->recall_id = 0;
 }
 
+/* the routines of the library a cursor's connection belongs to */
+#define HR_CURSOR_API(cur) (sqlite3_api = ((hr_vtab *)(cur)->pVtab)->api)
+
 static int hr_close(sqlite3_vtab_cursor *cur) {
+  HR_CURSOR_API(cur);
   hr_clear((hr_cursor *)cur);
   sqlite3_free(cur);
   return SQLITE_OK;
@@ -1089,6 +1101,7 @@ static int hr_run(hr_vtab *t, hr_cursor *c, const hr_args *a);
 static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, int argc,
                      sqlite3_value **argv) {
   (void)idxStr;
+  HR_CURSOR_API(cur);
   hr_cursor *c = (hr_cursor *)cur;
   hr_vtab *t = (hr_vtab *)cur->pVtab;
   hr_clear(c);
@@ -1144,6 +1157,7 @@ static int hr_eof(sqlite3_vtab_cursor *cur) {
 }
 
 static int hr_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
+  HR_CURSOR_API(cur);
   hr_cursor *c = (hr_cursor *)cur;
   hr_row *r = &c->rows[c->i];
   switch (col) {

@@ -14,6 +14,25 @@
 
 #pragma region SQL values
 
+/* What every heap_* function is registered with as its user data
+ * (register.c, hm_create_function): the C function SQLite's call goes on to
+ * (through the trampoline of its SQLite library, which sets sqlite3_api
+ * first), the function's own user data (hm_user_data), and its destructor. */
+typedef void (*hm_xfunc)(sqlite3_context *, int, sqlite3_value **);
+typedef struct {
+  const sqlite3_api_routines *api; /* the SQLite library it was registered in */
+  hm_xfunc func, step;
+  void (*final)(sqlite3_context *);
+  void *ud;               /* the function's own user data: its hm_conn, tokenizer ... */
+  void (*destroy)(void *); /* ud's destructor, or NULL */
+} hm_fn;
+
+/* A heap_* function's own user data (sqlite3_user_data is its hm_fn). */
+static void *hm_user_data(sqlite3_context *ctx) {
+  const hm_fn *f = sqlite3_user_data(ctx);
+  return f ? f->ud : NULL;
+}
+
 #define HM_TEXT_ARG(ctx, argv, i, fname, what, out)                                     \
   do {                                                                                  \
     if (sqlite3_value_type(argv[i]) != SQLITE_TEXT) {                                   \

@@ -163,7 +163,7 @@ static void heap_init(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     }
     embed = sqlite3_value_int(argv[0]);
   }
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = sqlite3_user_data(ctx)};
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
   sqlite3 *db = x.db;
   sqlite3_stmt *st = NULL;
   int rc = sqlite3_prepare_v2(db, "SELECT (SELECT count(*) FROM sqlite_schema), (SELECT "
@@ -526,7 +526,7 @@ fail:
  * schema check; the result is set from `what` (0: the id text, 1: the count). */
 static void hs_write(sqlite3_context *ctx, int argc, sqlite3_value **argv, int what,
                      const char *fname) {
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = sqlite3_user_data(ctx)};
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
   hm_keep_statements(&x);
   char *id = NULL;
   i64 count = 0;

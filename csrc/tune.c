@@ -1215,7 +1215,7 @@ static int ht_run(hf_ctx *x, const ht_opts *o, char **out) {
 /* heap_tune([options]): ht_run inside a savepoint of its own, so that an
  * error leaves nothing written. */
 static void heap_tune(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = sqlite3_user_data(ctx)};
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
   char *out = NULL, *why = NULL;
   ht_opts o;
   hm_keep_statements(&x);
@@ -1254,7 +1254,7 @@ static void heap_tune(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
  * error, and nothing is written. */
 static void heap_save_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = sqlite3_user_data(ctx)};
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
   char *why = NULL, *saved = NULL, err[HM_ERRLEN];
   hm_config cfg;
   hm_keep_statements(&x);
