@@ -78,6 +78,17 @@ typedef int64_t i64;
 typedef uint64_t u64;
 typedef uint32_t u32;
 
+/* heapmem.h's limits, as numbers: hm_limits.MAX_K, ... */
+static const struct {
+#define HM_LIMIT_MEMBER(name, value, what) double name;
+  HM_LIMITS(HM_LIMIT_MEMBER)
+#undef HM_LIMIT_MEMBER
+} hm_limits = {
+#define HM_LIMIT_VALUE(name, value, what) .name = value,
+    HM_LIMITS(HM_LIMIT_VALUE)
+#undef HM_LIMIT_VALUE
+};
+
 /* the literal buffer sizes in heapmem.h, checked against what they hold */
 _Static_assert(HM_ACTIVE_LEN == 2 * HM_MAX_FEATURES * (2 * HM_MAX_WORD + 16), "HM_ACTIVE_LEN");
 _Static_assert(HM_NS_TAG_LEN == 2 + 3 * HM_MAX_NS_BYTES + 1, "HM_NS_TAG_LEN");

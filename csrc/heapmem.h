@@ -67,6 +67,61 @@
 
 #define HM_CONFIG_MEMBER(name, dflt, lo, hi, rule, msg) double name;
 
+/*
+ * The vocabulary every door shares, written once.  heapmem/db/_native.py reads
+ * these tables from this header (validate.py's limits, config.py's kinds,
+ * io/transfer.py's feature grammar); tests/test_architecture.py fails if
+ * Python spells one of them itself.
+ *
+ * The limits, checked at the C entry points (heap_add, heap_recall, ...):
+ *   X(name, value, what it bounds)
+ * The C core reads them as hm_limits.name.
+ */
+#define HM_LIMITS(X)                                                                              \
+  X(MAX_K, 1000, "the memories one recall returns (k), and the ids one feedback judges")           \
+  X(MAX_TEXT_BYTES, 1048576, "a memory's text, in bytes of UTF-8 (1 MiB)")                         \
+  X(MAX_METADATA_BYTES, 1048576, "a memory's metadata, in bytes of JSON text (1 MiB)")             \
+  X(MAX_JSON_DEPTH, 64, "how deeply metadata, options and lists may nest")                        \
+  X(MAX_NAME_CHARS, 256, "a namespace, kind, source, id or key, in characters")                   \
+  X(MAX_ANSWER_BYTES, 65536, "the answer one feedback reads, in bytes of UTF-8 (64 KiB)")          \
+  X(MAX_IDS, 100000, "the ids one forget or one batch of adds takes")                              \
+  X(MIN_TIME, 0, "the earliest time, unix seconds (1970-01-01T00:00:00Z)")                        \
+  X(MAX_TIME, 253402300799, "the latest time, unix seconds (9999-12-31T23:59:59Z)")               \
+  X(MAX_IMPORTANCE, 10, "importance lies in (0, MAX_IMPORTANCE]")
+
+/* The kinds heapmem knows, with the importance each gives a memory by
+ * default (another kind: 1, and the shape feature kind:other).
+ *   X(kind, importance) */
+#define HM_KINDS(X)                                                                               \
+  X(instruction, 1.5) X(preference, 1.3) X(summary, 1.2) X(fact, 1.0) X(note, 1.0)                \
+  X(episode, 0.8) X(tool_result, 0.6)
+
+#define HM_DEFAULT_KIND "fact" /* a memory's kind when none is given */
+
+/* The question types hm_qtype gives, "other" first (its enum's order). */
+#define HM_QTYPES(X) X(other) X(when) X(who) X(where) X(what) X(how) X(how_many) X(why) X(yes_no)
+
+/* The feature grammar: every feature heapmem makes.  hm_features gives a
+ * memory one value in every shape slot:
+ *   kind:<a kind of HM_KINDS, or HM_OTHER_VALUE>
+ *   src:<a role of HM_SOURCE_ROLES, HM_NO_SOURCE without a source, HM_OTHER_VALUE for a name>
+ *   len:<a bucket of HM_LEN_BUCKETS by its words: X(bucket, most words; 0: any)>
+ *   <slot>:0 or :1 for each slot of HM_FLAG_SLOTS;
+ * hm_relate adds HM_RELATE_SLOT:0/1 (the source is named in the question), a
+ * recall adds HM_CTX_FEATURE to a memory judged used for a question like its
+ * own, hm_active adds HM_BASE_FEATURE and age:<a bucket of HM_AGE_BUCKETS:
+ * X(bucket, below this many days; 0: any)>, then each of those crossed with
+ * the question type ("when/date:1"). */
+#define HM_SOURCE_ROLES(X) X(user) X(assistant) X(agent) X(system) X(tool) X(document) X(web)
+#define HM_LEN_BUCKETS(X) X(xs, 3) X(s, 8) X(m, 20) X(l, 40) X(xl, 0)
+#define HM_FLAG_SLOTS(X) X(date) X(clock) X(num) X(money) X(entity) X(self) X(question) X(url)
+#define HM_AGE_BUCKETS(X) X(day, 2) X(week, 8) X(month, 31) X(quarter, 92) X(year, 366) X(old, 0)
+#define HM_OTHER_VALUE "other" /* a kind or a source role heapmem does not know */
+#define HM_NO_SOURCE "none"    /* src: of a memory without a source */
+#define HM_RELATE_SLOT "srcq"
+#define HM_CTX_FEATURE "ctx:1"
+#define HM_BASE_FEATURE "base"
+
 /* cdef-begin */
 
 /* Status codes. */

@@ -17,6 +17,8 @@
 
 #pragma region scoring
 
+#define HM_BASE_LEN ((int)sizeof HM_BASE_FEATURE - 1)
+
 
 typedef struct {
   double relevance, recency, importance, usefulness, rules, score;
@@ -125,7 +127,7 @@ HM_API double hm_noisy_or(const double *s, int n) {
  * crossed feature). */
 static void hm_base_counts(const char *active, const unsigned char *links, i64 count,
                            double b[4]) {
-  hm_links_get(links, count, "base", 4, &b[0], &b[1]);
+  hm_links_get(links, count, HM_BASE_FEATURE, HM_BASE_LEN, &b[0], &b[1]);
   b[2] = b[0];
   b[3] = b[1];
   const char *slash = strchr(active, '/');
@@ -133,7 +135,7 @@ static void hm_base_counts(const char *active, const unsigned char *links, i64 c
     const char *qs = slash;
     while (qs > active && qs[-1] != ' ') qs--;
     char qb[HM_MAX_WORD + 8];
-    snprintf(qb, sizeof qb, "%.*s/base", (int)(slash - qs), qs);
+    snprintf(qb, sizeof qb, "%.*s/" HM_BASE_FEATURE, (int)(slash - qs), qs);
     hm_links_get(links, count, qb, (int)strlen(qb), &b[2], &b[3]);
   }
 }
@@ -151,10 +153,6 @@ static double hm_gate(double p, double k0, double A, double B, double gate_z, do
   return lo > p ? lo : hi < p ? hi : p;
 }
 
-/* The feature a candidate judged used for a question like this one shows
- * (recall.c hr_context); heapmem/io/transfer.py's grammar names it too. */
-#define HM_CTX_FEATURE "ctx:1"
-
 /* Whether a feature may only lift (its link counts where it lies above the
  * base rate, never below): HM_CTX_FEATURE, a memory's record for questions
  * like this one, which like contextual utility itself is a boost only. */
@@ -169,7 +167,7 @@ static int hm_lift_only(const char *name, int len) {
 static double hm_link_ratio(const unsigned char *links, i64 count, const char *name, int len,
                             const hm_config *c, double *p) {
   double k0 = c->prior_alpha + c->prior_beta, A0, B0, A, B, m, se;
-  hm_links_get(links, count, "base", 4, &A0, &B0);
+  hm_links_get(links, count, HM_BASE_FEATURE, HM_BASE_LEN, &A0, &B0);
   *p = (c->prior_alpha + A0) / (k0 + A0 + B0);
   if (!(*p > 0 && *p < 1)) return 1.0;
   hm_links_get(links, count, name, len, &A, &B);
@@ -263,7 +261,7 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
       const char *sl = memchr(p, '/', (size_t)L);
       if (sl && first_crossed < 0) first_crossed = n;
       const char *name = sl ? sl + 1 : p;
-      int is_base = (int)(e - name) == 4 && memcmp(name, "base", 4) == 0;
+      int is_base = (int)(e - name) == HM_BASE_LEN && memcmp(name, HM_BASE_FEATURE, HM_BASE_LEN) == 0;
       passed[n] = 0;
       if (c->model == 0) {
         double sf = (c->prior_alpha + A) / (k0 + A + B);
@@ -596,7 +594,7 @@ static int hm_nearest_link(const char *active, const unsigned char *links, i64 c
     if (e == p) break;
     int L = (int)(e - p);
     const char *sl = memchr(p, '/', (size_t)L), *name = sl ? sl + 1 : p;
-    if (!((int)(e - name) == 4 && !memcmp(name, "base", 4))) {
+    if (!((int)(e - name) == HM_BASE_LEN && !memcmp(name, HM_BASE_FEATURE, HM_BASE_LEN))) {
       hm_links_get(links, count, p, L, &A, &B);
       double ba = sl ? b[2] : b[0], bb = sl ? b[3] : b[1];
       for (int u = 1; u <= 1000 && (!*more || u < *more); u++) {

@@ -227,10 +227,15 @@ static void heap_init(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 
 /* -- adding ------------------------------------------------------------------------- */
 
-/* The importance a kind gives by default (heapmem.config.KIND_IMPORTANCE). */
+/* The importance a kind gives by default (heapmem.h's HM_KINDS; another kind 1). */
 static double hs_kind_importance(const char *kind) {
-  for (size_t i = 0; i < sizeof hm_kind_importance / sizeof hm_kind_importance[0]; i++)
-    if (!strcmp(kind, hm_kind_importance[i].kind)) return hm_kind_importance[i].importance;
+  static const struct { const char *kind; double importance; } kinds[] = {
+#define HM_KIND_ROW(k, importance) {#k, importance},
+      HM_KINDS(HM_KIND_ROW)
+#undef HM_KIND_ROW
+  };
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+    if (!strcmp(kind, kinds[i].kind)) return kinds[i].importance;
   return 1.0;
 }
 
@@ -311,7 +316,7 @@ static int hs_new_id(hf_ctx *x, i64 seq, const char *id, char **out) {
 /* One heap_add: its arguments checked, the memory inserted (or, unless copy,
  * the namespace's memory of the same text and key found), its id into *id_out. */
 static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, char **id_out) {
-  const char *text, *ns, *kind = "fact", *source, *id, *key, *meta = NULL;
+  const char *text, *ns, *kind = HM_DEFAULT_KIND, *source, *id, *key, *meta = NULL;
   int rc;
   sqlite3_value *a[10] = {0};
   for (int i = 0; i < argc && i < 10; i++) a[i] = argv[i];

@@ -14,18 +14,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from .db import _native
 
-#: Importance a memory gets from its kind when none is given.
-KIND_IMPORTANCE: dict[str, float] = {
-    "instruction": 1.5,
-    "preference": 1.3,
-    "summary": 1.2,
-    "fact": 1.0,
-    "note": 1.0,
-    "episode": 0.8,
-    "tool_result": 0.6,
-}
-#: Importance must lie in (0, MAX_IMPORTANCE].
-MAX_IMPORTANCE = 10.0
+#: Importance a memory gets from its kind when none is given (csrc/heapmem.h's
+#: HM_KINDS; another kind gets 1).
+KIND_IMPORTANCE: dict[str, float] = dict(_native.VOCABULARY.kinds)
+#: A memory's kind when none is given (heapmem.h's HM_DEFAULT_KIND).
+DEFAULT_KIND = _native.VOCABULARY.default_kind
+#: Importance must lie in (0, MAX_IMPORTANCE] (heapmem.h's HM_LIMITS).
+MAX_IMPORTANCE = float(_native.LIMITS["MAX_IMPORTANCE"])
 
 # The fields the C core reads, in the order of its config string, and their
 # defaults (csrc/heapmem.h).

@@ -27,7 +27,7 @@ import apsw
 import numpy as np
 
 from . import embedders
-from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
+from .config import DEFAULT_KIND, KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
 from .db import _native, connect, schema, sql
 from .db.sql import RECALL_SQL
 from .errors import (
@@ -528,7 +528,7 @@ class Memory:
 
     # -- adding ------------------------------------------------------------------
 
-    def _prepare(self, text: Any, *, kind: Any = "fact", source: Any = None, id: Any = None,
+    def _prepare(self, text: Any, *, kind: Any = DEFAULT_KIND, source: Any = None, id: Any = None,
                  namespace: Any = "default", created_at: Any = None, importance: Any = None,
                  key: Any = None, metadata: Any = None) -> dict[str, Any]:
         text = check_text(text)
@@ -644,7 +644,7 @@ class Memory:
                 for r, f in zip(rows, feats)]
 
     @_guarded
-    def add(self, text: str, *, kind: str = "fact", source: str | None = None,
+    def add(self, text: str, *, kind: str = DEFAULT_KIND, source: str | None = None,
             id: str | None = None, namespace: str = "default",
             created_at: Timestamp | None = None, importance: float | None = None,
             key: str | None = None, metadata: Mapping[str, Any] | None = None,

@@ -1,10 +1,13 @@
 """What valid input is: the checks every entry point runs on its arguments,
 and the limits they enforce.
 
-Owns: the limits (MAX_TEXT_BYTES, MAX_ANSWER_BYTES, MAX_NAME_CHARS, MAX_K, MIN_TIME and
-MAX_TIME), the reserved name of the pooled layer (POOLED), and one check per
-kind of argument (a name, a namespace, a database's name on a server, a
-memory's text, a list of ids, a timestamp).  Each raises TypeError or
+Owns: the limits' Python names (MAX_TEXT_BYTES, MAX_ANSWER_BYTES, MAX_NAME_CHARS, MAX_K,
+MIN_TIME and MAX_TIME; their values are csrc/heapmem.h's HM_LIMITS, read through
+db._native, and the C entry points check the same), the reserved name of the
+pooled layer (POOLED), and one check per kind of argument (a name, a
+namespace, a database's name on a server, a memory's text, a list of ids, a
+timestamp).  It keeps what the C core cannot see: Python's types and
+datetimes; every bound it checks, the core checks too.  Each raises TypeError or
 ValueError with a sentence that tells the caller what to do.
 """
 from __future__ import annotations
@@ -15,12 +18,14 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Union
 
+from .db._native import LIMITS
+
 #: Longest memory text accepted, in UTF-8 bytes.
-MAX_TEXT_BYTES = 1 << 20
+MAX_TEXT_BYTES = int(LIMITS["MAX_TEXT_BYTES"])
 #: Longest id, namespace, kind, source or key, in characters.
-MAX_NAME_CHARS = 256
+MAX_NAME_CHARS = int(LIMITS["MAX_NAME_CHARS"])
 #: Most memories one recall may return.
-MAX_K = 1000
+MAX_K = int(LIMITS["MAX_K"])
 #: The namespace name of the pooled layer of links (reserved).
 POOLED = "*"
 
@@ -30,12 +35,12 @@ Timestamp = Union[int, float, datetime]
 #: The earliest time accepted, in unix seconds: 1970-01-01T00:00:00Z.  A
 #: memory is stated, used or recalled by a running program, never before the
 #: epoch.
-MIN_TIME = 0.0
+MIN_TIME = float(LIMITS["MIN_TIME"])
 #: The latest time accepted, in unix seconds: 9999-12-31T23:59:59Z, the last
 #: whole second Python's datetime can show (year 10000 is out of its range).
 #: Every time the store keeps and the C library's day arithmetic reads is in
 #: [MIN_TIME, MAX_TIME].
-MAX_TIME = 253402300799.0
+MAX_TIME = float(LIMITS["MAX_TIME"])
 
 
 def seconds(x: Any, what: str) -> float:
@@ -144,7 +149,7 @@ def check_text(text: Any) -> str:
 
 
 #: The longest answer feedback(answer=...) reads (an answer, not a document).
-MAX_ANSWER_BYTES = 64 * 1024
+MAX_ANSWER_BYTES = int(LIMITS["MAX_ANSWER_BYTES"])
 
 
 def check_answer(answer: Any) -> str:

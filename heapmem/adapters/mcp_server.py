@@ -46,6 +46,7 @@ except ImportError:  # mcp 1.x
     from mcp.server.fastmcp import FastMCP as _Server
     from mcp.server.fastmcp.exceptions import ToolError
 
+from ..config import DEFAULT_KIND
 from ..errors import AddressInUseError, HeapmemError
 from ..store import Memory
 from ..validate import MAX_K, check_namespace
@@ -270,7 +271,7 @@ class _Tools:
             raise ValueError(f"unknown recall_id {recall_id}")
 
     @_tool("add", older_name="remember")
-    def add(self, text: str, kind: str = "fact", source: Optional[str] = None,
+    def add(self, text: str, kind: str = DEFAULT_KIND, source: Optional[str] = None,
             key: Optional[str] = None, importance: Optional[float] = None) -> dict[str, Any]:
         """Store one memory: a fact, preference, instruction, episode or note, in plain
         words.  kind sets its default importance (instruction 1.5, preference 1.3,
