@@ -58,6 +58,7 @@
 static _Thread_local const sqlite3_api_routines *sqlite3_api;
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <math.h>
@@ -109,6 +110,18 @@ static void hm_seterr(char *err, int errlen, const char *fmt, const char *a) {
   if (!err || errlen <= 0) return;
   int n = snprintf(err, (size_t)errlen, fmt, a ? a : "");
   if (n >= errlen) err[hm_utf8_cut(err, errlen - 1)] = 0; /* cut, but not mid-character */
+}
+
+/* hm_seterr with printf's arguments; returns HM_ERROR. */
+static int hm_errf(char *err, int errlen, const char *fmt, ...) {
+  if (err && errlen > 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(err, (size_t)errlen, fmt, ap);
+    va_end(ap);
+    if (n >= errlen) err[hm_utf8_cut(err, errlen - 1)] = 0;
+  }
+  return 1; /* HM_ERROR */
 }
 
 /* the scoring core: no sqlite3_* call */

@@ -141,7 +141,7 @@
 #define HM_MATCH_LEN 5443       /* hm_match's output: HM_MAX_QUERY_TERMS * (HM_MAX_WORD + 8) + 64 + HM_NS_TAG_LEN */
 #define HM_RELATE_LEN 16        /* hm_relate's output */
 #define HM_EXPLAIN_LEN 1024     /* hm_explain's output */
-#define HM_SCORE_COLUMNS 7      /* hm_score_batch's output columns, see below */
+#define HM_SCORE_COLUMNS 8      /* hm_score_batch's output columns, see below */
 #define HM_EMBED_DIM 256        /* the carried model's dimension (potion-base-8M) */
 #define HM_MAX_DIM 4096         /* the longest vector the store takes */
 
@@ -165,6 +165,9 @@ typedef struct {
   const char *features; /* shape features, space-separated */
   double bm25_part;     /* hybrid recall: the parts of relevance, for explain; */
   double cos_part;      /* NaN when relevance is BM25 alone */
+  double context;       /* contextual utility's factor (1: none) and the weighted */
+  double context_n;     /* judgements behind it, as heap_recall found them */
+  double explore;       /* exploration's factor (1: none) */
 } hm_input;
 
 /* Text scanning (text.c). */
@@ -187,8 +190,12 @@ HM_API void hm_link_view(double own_a, double own_b, double pool_a, double pool_
 
 /* Scoring (score.c).  hm_score_batch's out receives HM_SCORE_COLUMNS doubles
  * per candidate (n x HM_SCORE_COLUMNS in all): relevance, recency,
- * importance, usefulness, rules, score, and rest (the score without its
- * usefulness factor: what tune() replays). */
+ * importance, usefulness, rules, score, rest, and lift.  rest is the score
+ * without its usefulness factor (what tune() replays); lift is usefulness's
+ * factor on the score, within max_lift.  hm_explain's line starts with the score as
+ * heap_recall gives it: the learned factors (usefulness's lift, in->context
+ * and in->explore) together within max_lift (model 1), so that the product
+ * of the factors it prints is the score. */
 HM_API void hm_config_default(hm_config *c);
 HM_API int hm_config_parse(const char *text, hm_config *c, char *err, int errlen);
 HM_API double hm_recency(double age_days, double half_life_days, double floor);

@@ -237,6 +237,8 @@ static const struct {
     HM_SCALAR("heap_add", 8, HM_WRITE, heap_add),
     HM_SCALAR("heap_add", 9, HM_WRITE, heap_add),
     HM_SCALAR("heap_add", 10, HM_WRITE, heap_add),
+    HM_SCALAR("heap_add_many", 1, HM_WRITE, heap_add_many),
+    HM_SCALAR("heap_add_many", 2, HM_WRITE, heap_add_many),
     HM_SCALAR("heap_forget", 1, HM_WRITE, heap_forget),
     HM_SCALAR("heap_forget_namespace", 1, HM_WRITE, heap_forget_namespace),
     HM_SCALAR("heap_rebuild_pool", 0, HM_WRITE, heap_rebuild_pool),

@@ -17,6 +17,7 @@
 #define HM_META_EMBEDDER "embedder"
 #define HM_META_EMBEDDING_DIM "embedding_dim"
 #define HM_META_AUTOTUNE "autotune"
+#define HM_META_FTS_DEFERRED "fts_deferred"
 #define HM_BUILTIN_EMBEDDER "potion-base-8M"
 #define HM_AUTOTUNE_RECOUNT "UPDATE heapmem_meta SET value = json_set(value, '$.judged', json('null')) WHERE key = 'autotune' AND json_valid(value) AND json_type(value) = 'object'"
 static const struct {

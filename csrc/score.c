@@ -23,6 +23,7 @@
 typedef struct {
   double relevance, recency, importance, usefulness, rules, score;
   double rest;     /* the score without its usefulness factor */
+  double lift;     /* usefulness's factor on the score (hm_lift) */
   double evidence; /* how well evidenced usefulness is, 0..1 (hm_usefulness) */
 } hm_factors;
 
@@ -91,7 +92,22 @@ HM_API int hm_config_parse(const char *text, hm_config *c, char *err, int errlen
     }
     p++;
     char *end;
-    double v = strtod(p, &end);
+    /* a decimal number only (strtod alone would take 0x3e8 and more), or
+     * nan, inf and -inf as Python writes them, which the field's rule then
+     * refuses in its own words */
+    const char *d = p + (*p == '-' || *p == '+');
+    int digits = 0;
+    if (!strncmp(p, "nan", 3) || !strncmp(d, "inf", 3)) d += 3, digits = 1;
+    while (isdigit((unsigned char)*d)) d++, digits++;
+    if (*d == '.') for (d++; isdigit((unsigned char)*d); d++) digits++;
+    if (digits && (*d == 'e' || *d == 'E')) {
+      d += 1 + (d[1] == '-' || d[1] == '+');
+      if (!isdigit((unsigned char)*d)) digits = 0;
+      while (isdigit((unsigned char)*d)) d++;
+    }
+    double v = digits ? strtod(p, &end) : 0.0;
+    if (!digits) end = (char *)p;
+    else if (end != d) end = (char *)p; /* strtod read something else */
     if (end == p || (*end && *end != ' ' && *end != ',' && *end != '\t' && *end != '\n')) {
       hm_seterr(err, errlen, "config value of '%s' is not a number", key);
       return HM_ERROR;
@@ -378,6 +394,21 @@ static double hm_lift(double usefulness, double evidence, const hm_config *c) {
   return lift;
 }
 
+/* The learned factors on a score together: usefulness's lift (hm_lift),
+ * contextual utility's factor and exploration's, their product within
+ * max_lift's bounds under the gated lift (model 1).  So max_lift bounds what
+ * everything learned can do to a score, together: a prior merged from
+ * elsewhere, colluding tenants, one user's repeated judgements of one
+ * memory (bench/RESULTS.md 20 measured this against bounding usefulness
+ * alone).  Under the reference noisy-OR (model 0) the product as it is. */
+static double hm_learned(double lift, double context, double explore, const hm_config *c) {
+  double l = lift * context * explore;
+  if (c->model != 1) return l;
+  if (l > c->max_lift) return c->max_lift;
+  if (l < 1.0 / c->max_lift) return 1.0 / c->max_lift;
+  return l;
+}
+
 /* Every factor and the score, given the usefulness. */
 static void hm_finish(const hm_input *in, double use, double evidence, const hm_config *c,
                       hm_factors *f) {
@@ -389,8 +420,8 @@ static void hm_finish(const hm_input *in, double use, double evidence, const hm_
   f->rules = in->superseded ? c->superseded_factor : 1.0;
   double fixed = pow(f->relevance, c->w_relevance) * pow(f->recency, c->w_recency) *
                  pow(f->importance, c->w_importance);
-  double lift = hm_lift(f->usefulness, f->evidence, c);
-  f->score = fixed * lift * f->rules;
+  f->lift = hm_lift(f->usefulness, f->evidence, c);
+  f->score = fixed * f->lift * f->rules;
   f->rest = fixed * f->rules;
 }
 
@@ -519,7 +550,8 @@ HM_API int hm_score_batch(int n, const double *relevance, const double *age_days
   for (int i = 0; i < n; i++) {
     hm_input in = {.relevance = relevance[i], .age_days = age_days[i],
                    .importance = importance[i], .superseded = superseded[i],
-                   .features = features[i], .bm25_part = NAN, .cos_part = NAN};
+                   .features = features[i], .bm25_part = NAN, .cos_part = NAN,
+                   .context = 1.0, .explore = 1.0};
     hm_factors f;
     int k, hit = -1;
     u64 h = 0;
@@ -553,7 +585,7 @@ HM_API int hm_score_batch(int n, const double *relevance, const double *age_days
     }
     double *o = out + HM_SCORE_COLUMNS * (i64)i;
     o[0] = f.relevance; o[1] = f.recency; o[2] = f.importance;
-    o[3] = f.usefulness; o[4] = f.rules; o[5] = f.score; o[6] = f.rest;
+    o[3] = f.usefulness; o[4] = f.rules; o[5] = f.score; o[6] = f.rest; o[7] = f.lift;
   }
   return HM_OK;
 }
@@ -631,6 +663,10 @@ HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char
     return HM_ERROR;
   }
   if (hm_config_check(c, err, errlen)) return HM_ERROR;
+  if (!(in->context > 0 && isfinite(in->context) && in->explore > 0 && isfinite(in->explore))) {
+    hm_seterr(err, errlen, "context and explore must be positive numbers (1: none)%s", "");
+    return HM_ERROR;
+  }
   hm_factors f;
   int k;
   if (hm_score_one(in, qtype, links, count, c, &f, active, sizeof active, eff, &k, err, errlen))
@@ -639,7 +675,11 @@ HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char
   int u = 0;
 #define HM_CAT(...) \
   do { if (u < (int)sizeof buf) u += snprintf(buf + u, sizeof buf - (size_t)u, __VA_ARGS__); } while (0)
-  HM_CAT("score %.3f = ", f.score);
+  /* the score as heap_recall gives it: every learned factor in, together
+   * within max_lift (hm_learned) */
+  double learned = hm_learned(f.lift, in->context, in->explore, c);
+  int alone = in->context == 1.0 && in->explore == 1.0; /* usefulness the one learned factor */
+  HM_CAT("score %.3f = ", f.rest * learned);
   /* a factor with a weight other than 1 shows it as an exponent: useful 16.31^0.3 */
 #define HM_W(w) do { if ((w) != 1.0) HM_CAT("^%g", (w)); } while (0)
   if (c->w_relevance > 0) { HM_CAT("rel %.2f", f.relevance); HM_W(c->w_relevance); }
@@ -662,8 +702,7 @@ HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char
     if (ex != c->w_usefulness) /* useful 4.70^0.91 (0.3 + 0.7 x evidence 0.87) */
       HM_CAT("^%.2f (%g + %g x evidence %.2f)", ex, c->w_usefulness, c->w_evidence, f.evidence);
     else HM_W(c->w_usefulness);
-    if (lift != hm_lift(f.usefulness, f.evidence, c))
-      HM_CAT(" (bounded to x%.3g)", hm_lift(f.usefulness, f.evidence, c));
+    if (lift != f.lift) HM_CAT(" (bounded to x%.3g)", f.lift);
     HM_CAT(" [");
     /* the three features with the largest effect, then how many more */
     int shown[3] = {-1, -1, -1}, printed = 0;
@@ -705,6 +744,11 @@ HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char
     }
     HM_CAT("]");
   }
+  if (in->context != 1.0) /* contextual utility, then exploration (a tracked recall) */
+    HM_CAT(" x context %.2f (%.1f similar judgements)", in->context, in->context_n);
+  if (in->explore != 1.0) HM_CAT(" x explore %.2f", in->explore);
+  if (!alone && learned != f.lift * in->context * in->explore)
+    HM_CAT(" (learned factors together bounded to x%.3g)", learned);
   if (in->superseded) HM_CAT(" x superseded %.2f", f.rules);
 #undef HM_CAT
   if (u >= (int)sizeof buf) u = (int)sizeof buf - 1; /* snprintf counts what did not fit */

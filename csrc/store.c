@@ -239,32 +239,26 @@ static double hs_kind_importance(const char *kind) {
   return 1.0;
 }
 
-/* the number of characters of UTF-8 text s */
-static i64 hs_chars(const char *s) {
-  i64 n = 0;
-  for (; *s; s++)
-    if (((unsigned char)*s & 0xC0) != 0x80) n++;
-  return n;
-}
-
-/* A name argument (kind, source, id, key, namespace): text of 1 to 256
- * characters, or NULL where optional.  Returns 0, or the error set. */
-static int hs_name(hf_ctx *x, sqlite3_value *v, const char *what, int optional,
-                   const char **out) {
+/* Optional metadata (a value of heap_add): a JSON object as text, at most
+ * MAX_METADATA_BYTES, nesting at most MAX_JSON_DEPTH deep. */
+static int hs_metadata(hf_ctx *x, sqlite3_value *v, const char **out) {
+  char why[HM_ERRLEN];
   *out = NULL;
-  if (!v || sqlite3_value_type(v) == SQLITE_NULL) {
-    if (optional) return SQLITE_OK;
-    return hf_fail(x, SQLITE_ERROR, "%s is required", what);
-  }
+  if (!v || sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
   if (sqlite3_value_type(v) != SQLITE_TEXT)
-    return hf_fail(x, SQLITE_ERROR, "%s must be text", what);
-  const char *s = (const char *)sqlite3_value_text(v);
-  if (!s[0]) return hf_fail(x, SQLITE_ERROR, "%s must not be empty", what);
-  if ((int)strlen(s) != sqlite3_value_bytes(v))
-    return hf_fail(x, SQLITE_ERROR, "%s must not contain a NUL character", what);
-  if (hs_chars(s) > 256) return hf_fail(x, SQLITE_ERROR, "%s is longer than 256 characters", what);
-  *out = s;
-  return SQLITE_OK;
+    return hf_fail(x, SQLITE_ERROR, "metadata must be a JSON object as text");
+  if (hm_arg_text(v, "metadata", 0, hm_limits.MAX_METADATA_BYTES, out, why, sizeof why))
+    return hf_fail(x, SQLITE_ERROR, "%s", why);
+  if (hm_json_depth(*out, sqlite3_value_bytes(v)) > hm_limits.MAX_JSON_DEPTH)
+    return hf_fail(x, SQLITE_ERROR, "metadata nests deeper than %.0f levels",
+                   hm_limits.MAX_JSON_DEPTH);
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, "SELECT json_valid(?1) AND json_type(?1) = 'object'", &st);
+  if (rc) return rc;
+  sqlite3_bind_value(st, 1, v);
+  int ok = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0);
+  hf_done(x, st);
+  return ok ? SQLITE_OK : hf_fail(x, SQLITE_ERROR, "metadata must be a JSON object");
 }
 
 static const char hs_sql_last_seq[] =
@@ -320,55 +314,37 @@ static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, char **id_out) {
   int rc;
   sqlite3_value *a[10] = {0};
   for (int i = 0; i < argc && i < 10; i++) a[i] = argv[i];
+  char why[HM_ERRLEN];
   if (!a[0] || sqlite3_value_type(a[0]) != SQLITE_TEXT)
     return hf_fail(x, SQLITE_ERROR, "text must be text: heap_add('Booked the flight', "
                                     "'user:maya')");
-  text = (const char *)sqlite3_value_text(a[0]);
-  if ((int)strlen(text) != sqlite3_value_bytes(a[0]))
-    return hf_fail(x, SQLITE_ERROR, "text must not contain a NUL character");
-  int blank = 1;
-  for (const char *p = text; *p; p++) blank &= isspace((unsigned char)*p) != 0;
-  if (blank) return hf_fail(x, SQLITE_ERROR, "text must not be empty");
-  if (sqlite3_value_bytes(a[0]) > (1 << 20))
-    return hf_fail(x, SQLITE_ERROR, "text is longer than 1048576 bytes (1 MiB)");
-  if ((rc = hs_name(x, a[1], "the namespace", 1, &ns))) return rc;
-  if (!ns) ns = "default";
-  if (!strcmp(ns, "*"))
-    return hf_fail(x, SQLITE_ERROR, "namespace '*' is reserved for the pooled layer of learned "
-                                    "links");
+  if (hm_arg_text(a[0], "text", HM_ARG_NOTBLANK, hm_limits.MAX_TEXT_BYTES, &text, why,
+                  sizeof why))
+    return hf_fail(x, SQLITE_ERROR, "%s", why);
+  if ((rc = hf_namespace(x, a[1], 1, &ns))) return rc;
   if (a[2] && sqlite3_value_type(a[2]) != SQLITE_NULL) {
-    if ((rc = hs_name(x, a[2], "kind", 0, &kind))) return rc;
+    if ((rc = hf_name(x, a[2], "kind", 0, &kind))) return rc;
   }
-  if ((rc = hs_name(x, a[3], "source", 1, &source))) return rc;
-  if ((rc = hs_name(x, a[4], "id", 1, &id))) return rc;
+  if ((rc = hf_name(x, a[3], "source", 1, &source))) return rc;
+  if ((rc = hf_name(x, a[4], "id", 1, &id))) return rc;
   double created;
   if (a[5] && sqlite3_value_type(a[5]) != SQLITE_NULL) {
     created = sqlite3_value_double(a[5]);
-    if (!hm_is_number(a[5]) || !(created >= 0 && created <= 253402300799.0))
-      return hf_fail(x, SQLITE_ERROR, "created_at must be unix seconds from 0 to 253402300799 "
-                                      "(1970 to the year 9999)");
+    if (!hm_is_number(a[5]) || !(created >= hm_limits.MIN_TIME && created <= hm_limits.MAX_TIME))
+      return hf_fail(x, SQLITE_ERROR, "created_at must be unix seconds from %.0f to %.0f (1970 "
+                                      "to the year 9999)", hm_limits.MIN_TIME, hm_limits.MAX_TIME);
   } else {
     created = hr_now(x->db);
   }
   double importance = hs_kind_importance(kind);
   if (a[6] && sqlite3_value_type(a[6]) != SQLITE_NULL) {
     importance = sqlite3_value_double(a[6]);
-    if (!hm_is_number(a[6]) || !(importance > 0 && importance <= 10))
-      return hf_fail(x, SQLITE_ERROR, "importance must be a number in (0, 10]");
+    if (!hm_is_number(a[6]) || !(importance > 0 && importance <= hm_limits.MAX_IMPORTANCE))
+      return hf_fail(x, SQLITE_ERROR, "importance must be a number in (0, %g]",
+                     hm_limits.MAX_IMPORTANCE);
   }
-  if ((rc = hs_name(x, a[7], "key", 1, &key))) return rc;
-  if (a[8] && sqlite3_value_type(a[8]) != SQLITE_NULL) {
-    if (sqlite3_value_type(a[8]) != SQLITE_TEXT)
-      return hf_fail(x, SQLITE_ERROR, "metadata must be a JSON object as text");
-    meta = (const char *)sqlite3_value_text(a[8]);
-    sqlite3_stmt *st = NULL;
-    if ((rc = hf_prepare(x, "SELECT json_valid(?1) AND json_type(?1) = 'object'", &st)))
-      return rc;
-    sqlite3_bind_text(st, 1, meta, -1, SQLITE_TRANSIENT);
-    int ok = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0);
-    hf_done(x, st);
-    if (!ok) return hf_fail(x, SQLITE_ERROR, "metadata must be a JSON object");
-  }
+  if ((rc = hf_name(x, a[7], "key", 1, &key))) return rc;
+  if ((rc = hs_metadata(x, a[8], &meta))) return rc;
   int copy = 0;
   if (a[9] && sqlite3_value_type(a[9]) != SQLITE_NULL) {
     if (sqlite3_value_type(a[9]) != SQLITE_INTEGER ||
@@ -396,10 +372,15 @@ static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, char **id_out) {
   /* the next seq: never one a forgotten memory had */
   if ((rc = hf_prepare(x, hs_sql_last_seq, &st))) return rc;
   rc = sqlite3_step(st);
-  i64 seq = sqlite3_column_int64(st, 0) + 1;
+  /* read from the file: a number, and one that has a next (never past 2^63 - 1) */
+  int type = sqlite3_column_type(st, 0);
+  i64 last = sqlite3_column_int64(st, 0);
   hf_done(x, st);
   if (rc != SQLITE_ROW) return hf_sqlfail(x, rc);
-  if (seq <= 0) return hf_fail(x, SQLITE_CORRUPT, "the store's last memory number is damaged");
+  if (type != SQLITE_INTEGER || last < 0 || last >= INT64_MAX - 1)
+    return hf_fail(x, SQLITE_CORRUPT, "the store's last memory number (%lld) is damaged or "
+                                      "spent; nothing was added", (long long)last);
+  i64 seq = last + 1;
   char *mid = NULL;
   if ((rc = hs_new_id(x, seq, id, &mid))) return rc;
   if ((rc = hf_prepare(x, hs_sql_insert, &st))) { sqlite3_free(mid); return rc; }
@@ -422,6 +403,15 @@ static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, char **id_out) {
 
 /* -- forgetting --------------------------------------------------------------------- */
 
+/* ?1 the ids forgotten (a JSON array): the recalls of their namespaces that
+ * showed one of them (the list read once, as an index: linear in the
+ * namespaces' recalls) */
+#define HS_SHOWING                                                                             \
+  "SELECT r.id FROM recalls AS r WHERE r.namespace IN (SELECT m.namespace FROM memories AS m " \
+  "WHERE m.id IN (SELECT value FROM json_each(?1))) AND EXISTS (SELECT 1 FROM "                \
+  "json_each(r.shown) AS s JOIN memories AS m ON m.id = s.value WHERE m.namespace = "          \
+  "r.namespace AND s.value IN (SELECT value FROM json_each(?1)))"
+
 static int hs_forget(hf_ctx *x, sqlite3_value *ids_v, sqlite3_value *ns_v, i64 *erased) {
   sqlite3 *db = x->db;
   int rc;
@@ -429,9 +419,9 @@ static int hs_forget(hf_ctx *x, sqlite3_value *ids_v, sqlite3_value *ns_v, i64 *
   int n = 0;
   const char *ns = NULL;
   if (ns_v) {
-    if ((rc = hs_name(x, ns_v, "the namespace", 0, &ns))) return rc;
+    if ((rc = hf_namespace(x, ns_v, 0, &ns))) return rc;
   } else {
-    if ((n = hf_ids(x, ids_v, "ids", &ids)) < 0) return x->code;
+    if ((n = hf_ids(x, ids_v, "ids", hm_limits.MAX_IDS, &ids)) < 0) return x->code;
     if (n == 0) return hf_fail(x, SQLITE_ERROR, "heap_forget needs the ids to erase, such as "
                                                 "'[\"m3\"]'");
   }
@@ -487,23 +477,18 @@ static int hs_forget(hf_ctx *x, sqlite3_value *ids_v, sqlite3_value *ns_v, i64 *
       goto done;
     }
     sqlite3_free(missing);
-    for (int i = 0; i < n && !rc; i++) {
-      /* the recalls that showed it, with their events detached, then the memory */
-      const char *steps[] = {
-          "UPDATE events SET recall_id = NULL WHERE recall_id IN (SELECT r.id FROM recalls AS "
-          "r, json_each(r.shown) AS s WHERE r.namespace = (SELECT namespace FROM memories "
-          "WHERE id = ?1) AND s.value = ?1)",
-          "DELETE FROM recalls WHERE id IN (SELECT r.id FROM recalls AS r, json_each(r.shown) "
-          "AS s WHERE r.namespace = (SELECT namespace FROM memories WHERE id = ?1) AND "
-          "s.value = ?1)",
-          "DELETE FROM memories WHERE id = ?1",
-      };
-      for (size_t k = 0; k < sizeof steps / sizeof steps[0] && !rc; k++) {
-        if ((rc = hf_prepare(x, steps[k], &st))) goto done;
-        sqlite3_bind_text(st, 1, ids[i], -1, SQLITE_TRANSIENT);
-        rc = hf_exec(x, st);
-        hf_done(x, st);
-      }
+    /* the recalls that showed them, with their events detached, then the
+     * memories: three statements over the whole list */
+    const char *steps[] = {
+        "UPDATE events SET recall_id = NULL WHERE recall_id IN (" HS_SHOWING ")",
+        "DELETE FROM recalls WHERE id IN (" HS_SHOWING ")",
+        "DELETE FROM memories WHERE id IN (SELECT value FROM json_each(?1))",
+    };
+    for (size_t k = 0; k < sizeof steps / sizeof steps[0] && !rc; k++) {
+      if ((rc = hf_prepare(x, steps[k], &st))) goto done;
+      sqlite3_bind_value(st, 1, ids_v);
+      rc = hf_exec(x, st);
+      hf_done(x, st);
     }
     *erased = n;
   }
@@ -527,8 +512,115 @@ fail:
   return hf_sqlfail(x, rc);
 }
 
+/* -- a batch of adds ------------------------------------------------------------------ */
+
+/* ?1 the items (a JSON array): each item's place and type, heap_add's
+ * arguments from its fields, and its fields heap_add does not take */
+static const char hs_sql_items[] =
+    "SELECT j.key, j.type, json_extract(j.value, '$.text'), json_extract(j.value, "
+    "'$.namespace'), json_extract(j.value, '$.kind'), json_extract(j.value, '$.source'), "
+    "json_extract(j.value, '$.id'), json_extract(j.value, '$.created_at'), "
+    "json_extract(j.value, '$.importance'), json_extract(j.value, '$.key'), "
+    "json_extract(j.value, '$.metadata'), CASE WHEN j.type = 'object' THEN (SELECT "
+    "group_concat(f.key, ', ') FROM json_each(j.value) AS f WHERE f.key NOT IN ('text', "
+    "'namespace', 'kind', 'source', 'id', 'created_at', 'importance', 'key', 'metadata')) END "
+    "FROM json_each(?1) AS j";
+
+/* heap_add_many(items [, copy]): each item (a JSON object with heap_add's
+ * arguments as fields: text, namespace, kind, source, id, created_at,
+ * importance, key, metadata: an object, or its text) added as heap_add adds
+ * it (hs_add: its checks, its id, the same-text rule, its features), in one
+ * savepoint, with the FTS index taken in one statement at the end (the
+ * 'fts_deferred' meta row, never committed, turns the per-row trigger off
+ * meanwhile).  *out: the ids, a JSON array in the items' order. */
+static int hs_add_many(hf_ctx *x, sqlite3_value *items, sqlite3_value *copy, char **out) {
+  char why[HM_ERRLEN];
+  const char *json;
+  if (hm_arg_text(items, "items", 0, 0, &json, why, sizeof why))
+    return hf_fail(x, SQLITE_ERROR, "items must be a JSON array of objects, one per memory, "
+                                    "such as '[{\"text\": \"Booked the flight\"}]'");
+  if (hm_json_depth(json, sqlite3_value_bytes(items)) > hm_limits.MAX_JSON_DEPTH + 2)
+    return hf_fail(x, SQLITE_ERROR, "items nest deeper than %.0f levels",
+                   hm_limits.MAX_JSON_DEPTH + 2);
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, "SELECT CASE WHEN json_valid(?1) AND json_type(?1) = 'array' THEN "
+                         "json_array_length(?1) END, (SELECT max(coalesce((SELECT max(seq) "
+                         "FROM memories), 0), coalesce((SELECT CAST(value AS INTEGER) FROM "
+                         "heapmem_meta WHERE key = '" HM_META_LAST_SEQ "'), 0)))", &st);
+  if (rc) return rc;
+  sqlite3_bind_value(st, 1, items);
+  rc = sqlite3_step(st);
+  int is_array = rc == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_INTEGER;
+  i64 n = sqlite3_column_int64(st, 0), first = sqlite3_column_int64(st, 1) + 1;
+  hf_done(x, st);
+  if (rc != SQLITE_ROW) return hf_sqlfail(x, rc);
+  if (!is_array)
+    return hf_fail(x, SQLITE_ERROR, "items must be a JSON array of objects, one per memory, "
+                                    "such as '[{\"text\": \"Booked the flight\"}]'");
+  if ((double)n > hm_limits.MAX_IDS)
+    return hf_fail(x, SQLITE_ERROR, "items lists %lld memories; at most %.0f are added at once",
+                   (long long)n, hm_limits.MAX_IDS);
+  rc = sqlite3_exec(x->db, "INSERT OR REPLACE INTO heapmem_meta(key, value) VALUES ('"
+                           HM_META_FTS_DEFERRED "', '1')", NULL, NULL, NULL);
+  if (rc) return hf_sqlfail(x, rc);
+  sqlite3_str *ids = sqlite3_str_new(x->db);
+  sqlite3_str_appendchar(ids, 1, '[');
+  if ((rc = hf_prepare(x, hs_sql_items, &st))) goto done;
+  sqlite3_bind_value(st, 1, items);
+  while (!rc && sqlite3_step(st) == SQLITE_ROW) {
+    i64 at = sqlite3_column_int64(st, 0);
+    const char *type = (const char *)sqlite3_column_text(st, 1);
+    if (!type || strcmp(type, "object")) {
+      rc = hf_fail(x, SQLITE_ERROR, "item %lld must be a JSON object with the memory's text, "
+                                    "such as {\"text\": \"Booked the flight\"}", (long long)at);
+      break;
+    }
+    if (sqlite3_column_type(st, 11) != SQLITE_NULL) {
+      rc = hf_fail(x, SQLITE_ERROR, "item %lld has unknown field(s) %s", (long long)at,
+                   sqlite3_column_text(st, 11));
+      break;
+    }
+    sqlite3_value *argv[10] = {0};
+    for (int i = 0; i < 9 && !rc; i++)
+      if (!(argv[i] = sqlite3_value_dup(sqlite3_column_value(st, 2 + i))))
+        rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+    argv[9] = copy;
+    char *id = NULL;
+    if (!rc && !(rc = hs_add(x, 10, argv, &id))) {
+      sqlite3_str_appendf(ids, at ? "," : "");
+      hm_json_string(ids, id, (int)strlen(id));
+    } else if (x->err && !strstr(x->err, "item ")) { /* which item, before its sentence */
+      char *m = sqlite3_mprintf("item %lld: %s", (long long)at, x->err);
+      if (m) sqlite3_free(x->err), x->err = m;
+    }
+    sqlite3_free(id);
+    for (int i = 0; i < 9; i++) sqlite3_value_free(argv[i]);
+  }
+  hf_done(x, st);
+  /* the batch's new rows into the index at once, and the trigger on again */
+  if (!rc)
+    rc = hf_prepare(x, "INSERT INTO memories_fts(rowid, nstag, text) SELECT seq, nstag, text "
+                       "FROM memories WHERE seq >= ?1", &st);
+  if (!rc) {
+    sqlite3_bind_int64(st, 1, first);
+    rc = hf_exec(x, st);
+    hf_done(x, st);
+  }
+  if (!rc && (rc = sqlite3_exec(x->db, "DELETE FROM heapmem_meta WHERE key = '"
+                                       HM_META_FTS_DEFERRED "'", NULL, NULL, NULL)))
+    hf_sqlfail(x, rc);
+done:
+  sqlite3_str_appendchar(ids, 1, ']');
+  if (sqlite3_str_errcode(ids) && !rc) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+  char *text = sqlite3_str_finish(ids);
+  if (rc) sqlite3_free(text);
+  else *out = text;
+  return rc;
+}
+
 /* Run one of the store's writes inside a savepoint of its own, after the
- * schema check; the result is set from `what` (0: the id text, 1: the count). */
+ * schema check; the result is set from `what` (0: the id text, 1 and 2: the
+ * count, 3: the ids' JSON). */
 static void hs_write(sqlite3_context *ctx, int argc, sqlite3_value **argv, int what,
                      const char *fname) {
   hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
@@ -541,6 +633,7 @@ static void hs_write(sqlite3_context *ctx, int argc, sqlite3_value **argv, int w
   } else if ((rc = hs_check(&x)) == SQLITE_OK &&
              (rc = sqlite3_exec(x.db, "SAVEPOINT heap_write", NULL, NULL, NULL)) == SQLITE_OK) {
     if (what == 0) rc = hs_add(&x, argc, argv, &id);
+    else if (what == 3) rc = hs_add_many(&x, argv[0], argc > 1 ? argv[1] : NULL, &id);
     else if (what == 1) rc = hs_forget(&x, argv[0], NULL, &count);
     else rc = hs_forget(&x, NULL, argv[0], &count);
     if (rc == SQLITE_OK) rc = sqlite3_exec(x.db, "RELEASE heap_write", NULL, NULL, NULL);
@@ -553,7 +646,7 @@ static void hs_write(sqlite3_context *ctx, int argc, sqlite3_value **argv, int w
     hf_sqlfail(&x, rc);
   }
   if (rc == SQLITE_OK) {
-    if (what == 0) sqlite3_result_text(ctx, id, -1, sqlite3_free);
+    if (what == 0 || what == 3) sqlite3_result_text(ctx, id, -1, sqlite3_free);
     else sqlite3_result_int64(ctx, count);
     return;
   }
@@ -563,6 +656,10 @@ static void hs_write(sqlite3_context *ctx, int argc, sqlite3_value **argv, int w
 
 static void heap_add(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   hs_write(ctx, argc, argv, 0, "heap_add");
+}
+
+static void heap_add_many(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  hs_write(ctx, argc, argv, 3, "heap_add_many");
 }
 
 static void heap_forget(sqlite3_context *ctx, int argc, sqlite3_value **argv) {

@@ -13,6 +13,53 @@
 
 #pragma region text scanning
 
+/* Whether s[0..n) is well-formed UTF-8 (RFC 3629: no overlong form, no
+ * surrogate as CESU-8 writes one (ED A0 80), nothing past U+10FFFF) holding
+ * no NUL byte (unless nul_ok).  *chars (when not NULL) receives its number
+ * of characters. */
+static int hm_utf8_ok(const unsigned char *s, i64 n, int nul_ok, i64 *chars) {
+  i64 i = 0, k = 0;
+  while (i < n) {
+    unsigned c = s[i];
+    if (c < 0x80) {
+      if (!c && !nul_ok) return 0;
+      i++, k++;
+      continue;
+    }
+    int len;
+    unsigned lo = 0x80, hi = 0xBF; /* the second byte's range */
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : lo, hi = c == 0xED ? 0x9F : hi;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : lo, hi = c == 0xF4 ? 0x8F : hi;
+    else return 0;
+    if (n - i < len || s[i + 1] < lo || s[i + 1] > hi) return 0;
+    for (int j = 2; j < len; j++)
+      if ((s[i + j] & 0xC0) != 0x80) return 0;
+    i += len, k++;
+  }
+  if (chars) *chars = k;
+  return 1;
+}
+
+/* How deeply JSON text s[0..n) nests arrays and objects (its strings skipped). */
+static int hm_json_depth(const char *s, i64 n) {
+  int depth = 0, most = 0, in_string = 0;
+  for (i64 i = 0; i < n; i++) {
+    char c = s[i];
+    if (in_string) {
+      if (c == '\\') i++;
+      else if (c == '"') in_string = 0;
+    } else if (c == '"') {
+      in_string = 1;
+    } else if (c == '[' || c == '{') {
+      if (++depth > most) most = depth;
+    } else if (c == ']' || c == '}') {
+      depth--;
+    }
+  }
+  return most;
+}
+
 /* A word is a run of ASCII letters/digits/apostrophes or any non-ASCII byte
  * (so UTF-8 letters of any script stay inside words). */
 static int hm_is_word_byte(unsigned char c) {
@@ -349,6 +396,48 @@ static const char *hm_age_bucket(double age_days) {
   int b = 0;
   while (b < HM_NAGE - 1 && hm_age_buckets[b].below && !(age_days < hm_age_buckets[b].below)) b++;
   return hm_age_buckets[b].name;
+}
+
+/* Whether the n bytes at s are one of list's words. */
+static int hm_in_list_n(const char *s, int n, const char *const *list) {
+  for (int i = 0; list[i]; i++)
+    if ((int)strlen(list[i]) == n && !memcmp(list[i], s, (size_t)n)) return 1;
+  return 0;
+}
+
+/* Whether f is a feature heapmem makes (heapmem.h's grammar): its own part
+ * (base, ctx:1, an age or length bucket, a kind, a source role, a flag slot
+ * or srcq with 0 or 1), alone or after a question type and '/'. */
+static int hm_feature_ok(const char *f) {
+  const char *slash = strchr(f, '/');
+  if (slash) {
+    if (!hm_in_list_n(f, (int)(slash - f), hm_qtype_names)) return 0;
+    f = slash + 1;
+  }
+  if (!strcmp(f, HM_BASE_FEATURE) || !strcmp(f, HM_CTX_FEATURE)) return 1;
+  const char *colon = strchr(f, ':');
+  if (!colon) return 0;
+  int slot = (int)(colon - f);
+  const char *v = colon + 1;
+  int vlen = (int)strlen(v);
+#define HM_SLOT_IS(name) (slot == (int)sizeof name - 1 && !memcmp(f, name, (size_t)slot))
+  if (HM_SLOT_IS("kind"))
+    return hm_in_list_n(v, vlen, hm_known_kinds) || !strcmp(v, HM_OTHER_VALUE);
+  if (HM_SLOT_IS("src"))
+    return hm_in_list_n(v, vlen, hm_source_roles) || !strcmp(v, HM_OTHER_VALUE) ||
+           !strcmp(v, HM_NO_SOURCE);
+  for (int i = 0; i < HM_NLEN; i++)
+    if (!strcmp(f, hm_len_buckets[i].name)) return 1;
+  for (int i = 0; i < HM_NAGE; i++)
+    if (!strcmp(f, hm_age_buckets[i].name)) return 1;
+  if (strcmp(v, "0") && strcmp(v, "1")) return 0;
+  static const char *const flags[] = {
+#define HM_FLAG_NAME(s) #s,
+      HM_FLAG_SLOTS(HM_FLAG_NAME)
+#undef HM_FLAG_NAME
+      HM_RELATE_SLOT, NULL};
+  return hm_in_list_n(f, slot, flags);
+#undef HM_SLOT_IS
 }
 
 /* The features a memory shows to one question: "base" (every memory has it:

@@ -128,7 +128,7 @@ class ScoringConfig:
       lift stays within max_lift's bounds.  ctx:1 stays a boost under
       exploration too: a draw below the base rate counts as the base rate.
       The draws are seeded by the recall's inputs (question, namespace,
-      now, and how many recalls the store has logged), never the clock's
+      now, and how many recalls the namespace has logged), never the clock's
       entropy: the same inputs rank the same.  explain() shows the factor
       as "x explore 1.23".
       bench/RESULTS.md 14.1: in a simulation where BM25 keeps the useful kind

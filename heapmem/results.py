@@ -70,6 +70,10 @@ class Result:
     #: exploration (ScoringConfig.explore, tracked recalls only): the factor
     #: its sampled usefulness put on the score (1.0: none)
     explore: float = 1.0
+    #: every learned factor on the score together (usefulness's lift x context
+    #: x explore), within max_lift: score = relevance^w x recency^w x
+    #: importance^w x lift x rules
+    lift: float = 1.0
     _recall: "Recall" = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
 
     def explain(self) -> str:
@@ -80,7 +84,8 @@ class Result:
         line = _native.explain(self.relevance, self.age_days, self.importance, self.superseded,
                                " ".join(self.features), r.qtype, r._link_set, r.config.cdata,
                                nan if self.lexical is None else self.lexical,
-                               nan if self.cosine is None else self.cosine)
+                               nan if self.cosine is None else self.cosine,
+                               self.context, self.context_n, self.explore)
         if r.prior_features and r.config.w_usefulness > 0:
             # links a merged prior adds to: their lift is not only this store's
             hit = sorted(set(_native.active(" ".join(self.features), r.qtype, self.age_days))
@@ -88,10 +93,6 @@ class Result:
             if hit:
                 more = f" +{len(hit) - 3}" if len(hit) > 3 else ""
                 line += f" (prior in {' '.join(hit[:3])}{more}: see Memory.priors())"
-        if self.context != 1.0:  # as heap_recall's explain column words it
-            line += f" x context {self.context:.2f} ({self.context_n:.1f} similar judgements)"
-        if self.explore != 1.0:
-            line += f" x explore {self.explore:.2f}"
         return line
 
 

@@ -74,6 +74,17 @@ __all__ = ["Memory", "open", "RECALL_SQL", "MAX_K", "MAX_TEXT_BYTES", "POOLED"]
 
 #: update()'s "leave this field as it is".
 _KEEP: Any = object()
+#: add_many's item fields, as heap_add_many takes them (heap_add's arguments)
+_ADD_FIELDS = ("text", "namespace", "kind", "source", "id", "created_at", "importance", "key",
+               "metadata")
+
+
+def _item_sentence(e: BaseException, offset: int) -> str:
+    """heap_add_many's sentence, its item numbered in the whole batch (the
+    core numbers them in its call: item 3 of the call at offset 100_000 is
+    item 100_003)."""
+    text = _c_sentence(e)
+    return re.sub(r"^item (\d+)", lambda m: f"item {int(m[1]) + offset}", text)
 
 
 def _item(r: tuple) -> Item:
@@ -566,82 +577,35 @@ class Memory:
 
     def _insert(self, c: schema.Connection, rows: list[dict[str, Any]],
                 copy: bool = False) -> list[Item]:
-        """Insert rows (checked by _prepare) in one statement per table; without
-        copy, a row with no id whose text and key its namespace holds already
-        (or an earlier row of the batch holds) is that memory instead."""
-        if copy:
-            return self._insert_rows(c, rows)
-        out: list[Any] = [None] * len(rows)
-        first: dict[tuple, int] = {}
-        keep = []
-        for i, r in enumerate(rows):
-            if r["id"] is not None:
-                keep.append(i)
-                continue
-            k = (r["namespace"], r["text"], r["key"])
-            if k in first:
-                out[i] = first[k]  # the batch's own earlier row: filled in below
-                continue
-            same = _same_text(c, r)
-            if same is not None:
-                out[i] = same
-            else:
-                first[k] = i
-                keep.append(i)
-        for i, it in zip(keep, self._insert_rows(c, [rows[i] for i in keep]) if keep else []):
-            out[i] = it
-        return [out[o] if isinstance(o, int) else o for o in out]
-
-    def _insert_rows(self, c: schema.Connection, rows: list[dict[str, Any]]) -> list[Item]:
-        given = [r["id"] for r in rows if r["id"] is not None]
-        if len(set(given)) != len(given):
-            raise DuplicateIdError("the same id is given twice")
-        if given:
-            taken = c.execute(sql.TAKEN_IDS, {"ids": json.dumps(given)}).fetchall()
-            if taken:
-                raise DuplicateIdError(f"a memory with id {taken[0][0]!r} already exists; "
-                                       "it was not changed")
-        # never reuse the seq (and so the automatic id) of a forgotten memory
-        seq = c.execute(sql.LAST_SEQ).fetchall()[0][0]
-        if not isinstance(seq, int) or not 0 <= seq < (1 << 63) - len(rows):
-            raise CorruptStoreError(f"add: the store's last memory number ({seq!r}) is damaged "
-                                    "or spent; nothing was added")
-        auto = [r for r in rows if r["id"] is None]
-        for r in rows:
-            seq += 1
-            r["seq"] = seq
-        for r in auto:
-            r["id"] = f"m{r['seq']}"
-        # the shape features, the namespace tag and the token count are worked
-        # out by the C core inside the INSERT; the FTS index takes the rows in
-        # one statement afterwards (the 'fts_deferred' row never commits)
-        schema.defer_fts(c)
-        c.execute("SAVEPOINT heapmem_ids")
-        try:
-            feats = [f for (f,) in c.executemany(sql.INSERT_MEMORY, rows)]
-        except apsw.ConstraintError:
-            # an automatic id "m<seq>" is already some memory's explicit id:
-            # give each automatic id a free name, checking one by one
-            c.execute("ROLLBACK TO heapmem_ids")
-            names = set(given)
-            for r in auto:
-                mid = f"m{r['seq']}"
-                while mid in names or c.execute(sql.ID_EXISTS, {"id": mid}).fetchall():
-                    mid = f"m{r['seq']}-{len(names)}"
-                    names.add(mid)
-                r["id"] = mid
-            feats = [f for (f,) in c.executemany(sql.INSERT_MEMORY, rows)]
-        finally:
-            c.execute("RELEASE heapmem_ids")
-        schema.index_deferred(c, rows[0]["seq"])
+        """Add rows (checked by _prepare) through the C core's batch form of
+        heap_add (heap_add_many, csrc/store.c): the same checks, ids, same-text
+        rule and features as add(), the FTS index taken once at the end; at
+        most MAX_IDS rows a call, so a longer batch is several calls in this
+        one transaction.  Returns the Items in the rows' order: a row that is
+        a memory the namespace held already (or an earlier row's) is that
+        memory, as it is."""
+        last = c.execute(sql.LAST_SEQ).fetchall()[0][0]
+        step = int(_native.LIMITS["MAX_IDS"])
+        ids: list[str] = []
+        for at in range(0, len(rows), step):
+            items = json.dumps([{k: r[k] for k in _ADD_FIELDS if r[k] is not None}
+                                for r in rows[at:at + step]], ensure_ascii=False)
+            try:
+                out = c.execute(sql.ADD_MANY, {"items": items, "copy": int(copy)}).fetchall()
+            except apsw.ConstraintError as e:  # an id given that a memory has
+                raise DuplicateIdError(_item_sentence(e, at)) from None
+            except apsw.SQLError as e:  # the C core's sentence: a bad argument
+                raise ValueError("add_many: " + _item_sentence(e, at)) from None
+            ids += json.loads(out[0][0])
+        by_id = {}
+        for r in c.execute(sql.ADDED_MANY, {"ids": json.dumps(ids)}):
+            by_id[r[0]] = (r[-1], _item(r[:-1]))
         if self._embedder is not None and not self._builtin:
-            vecs = self._embed([r["text"] for r in rows])
+            new = sorted({seq: it.text for seq, it in by_id.values() if seq > last}.items())
+            vecs = self._embed([t for _, t in new])
             c.executemany(sql.INSERT_VECTOR,
-                          [(r["seq"], vecs[j].tobytes()) for j, r in enumerate(rows)])
-        return [Item(r["id"], r["text"], r["namespace"], r["kind"], r["source"], r["key"],
-                     r["importance"], r["created_at"], None,
-                     json.loads(r["metadata"]) if r["metadata"] else None, tuple(f.split()))
-                for r, f in zip(rows, feats)]
+                          [(seq, vecs[j].tobytes()) for j, (seq, _) in enumerate(new)])
+        return [by_id[i][1] for i in ids]
 
     @_guarded
     def add(self, text: str, *, kind: str = DEFAULT_KIND, source: str | None = None,
@@ -842,7 +806,7 @@ class Memory:
         try:
             query.encode("utf-8")
         except UnicodeEncodeError:
-            raise ValueError("query is not valid Unicode (it holds a lone surrogate)") from None
+            raise ValueError("query must be valid UTF-8 (it holds a lone surrogate)") from None
         qt = _native.qtype(query)
         match = _native.match(query, namespace)
         c = self.connection

@@ -80,6 +80,19 @@ def seconds(x: Any, what: str) -> float:
     return v
 
 
+def _check_encoding(value: str, what: str) -> int:
+    """value's size in bytes of UTF-8, after checking it has one (no lone
+    surrogate: what Python's str can hold and no UTF-8 can) and no NUL byte,
+    in the core's words (csrc/sqlfuncs.c hm_check_text)."""
+    try:
+        data = value.encode("utf-8")
+    except UnicodeEncodeError:
+        data = b"\x00"
+    if b"\x00" in data:
+        raise ValueError(f"{what} must be valid UTF-8 without NUL bytes")
+    return len(data)
+
+
 def check_name(value: Any, what: str, *, optional: bool = False) -> str | None:
     if value is None and optional:
         return None
@@ -89,12 +102,7 @@ def check_name(value: Any, what: str, *, optional: bool = False) -> str | None:
         raise ValueError(f"{what} must not be empty")
     if len(value) > MAX_NAME_CHARS:
         raise ValueError(f"{what} is longer than {MAX_NAME_CHARS} characters")
-    if "\x00" in value:
-        raise ValueError(f"{what} must not contain a NUL character")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"{what} is not valid Unicode (it holds a lone surrogate)") from None
+    _check_encoding(value, what)
     return value
 
 
@@ -133,12 +141,7 @@ def _check_string(value: Any, what: str, limit: int, typename: str, hint: str) -
         raise TypeError(f"{what} must be a string{typename}, got {type(value).__name__}")
     if not value.strip():
         raise ValueError(f"{what} must not be empty or only whitespace")
-    if "\x00" in value:
-        raise ValueError(f"{what} must not contain a NUL character")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise ValueError(f"{what} is not valid Unicode (it holds a lone surrogate)") from None
+    size = _check_encoding(value, what)
     if size > limit:
         raise ValueError(f"{what} is {size} bytes of UTF-8; the limit is {limit}{hint}")
     return value

@@ -330,13 +330,13 @@ def test_buffer_sizes_come_from_the_header():
     assert _native.lib.HM_ACTIVE_LEN == 2 * _native.lib.HM_MAX_FEATURES * (
         2 * _native.lib.HM_MAX_WORD + 16)
     assert _native.MAX_FEATURES == 2 * _native.lib.HM_MAX_FEATURES
-    assert _native.lib.HM_SCORE_COLUMNS == 7 == len(_native.SCORE_COLUMN_NAMES)
+    assert _native.lib.HM_SCORE_COLUMNS == 8 == len(_native.SCORE_COLUMN_NAMES)
     # score_batch's named columns are the header's, in its order (the shipped copy)
     with open(_native.HEADER_PATH, encoding="utf-8") as f:
-        said = re.search(r"per candidate \(n x HM_SCORE_COLUMNS in all\): ([^.]*?), and rest",
+        said = re.search(r"per candidate \(n x HM_SCORE_COLUMNS in all\): ([^.]*?), and lift",
                          " ".join(f.read().split()))
     assert said, "csrc/heapmem.h no longer lists hm_score_batch's columns"
-    listed = [w.strip(" *") for w in said.group(1).split(",")] + ["rest"]
+    listed = [w.strip(" *") for w in said.group(1).split(",")] + ["lift"]
     assert tuple(listed) == _native.SCORE_COLUMN_NAMES
 
 

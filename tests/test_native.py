@@ -120,6 +120,10 @@ def test_config_parse_rejects_bad_values():
     for bad, msg in [("w_recency=-1", "w_recency must be a number from 0 to 100"),
                      ("half_life_days=0", "half_life_days must be a positive number"),
                      ("recency_floor=nan", "recency_floor must be between 0 and 1"),
+                     ("w_usefulness=inf", "w_usefulness must be a number from 0 to 100"),
+                     # a decimal number only: hex is not (issue 33: a tuned row said 0x3e8)
+                     ("candidates=0x3e8", "config value of 'candidates' is not a number"),
+                     ("candidates=infinity", "config value of 'candidates' is not a number"),
                      ("colour=3", "unknown config key 'colour'"),
                      ("w_usefulness=lots", "config value of 'w_usefulness' is not a number"),
                      ("w_usefulness", "expected key=value")]:

@@ -86,7 +86,7 @@ BAD_ADDS = [
     (dict(text=42), TypeError, "text must be a string"),
     (dict(text="x" * (heapmem.MAX_TEXT_BYTES + 1)), ValueError, "the limit is 1048576"),
     (dict(text="a\x00b"), ValueError, "NUL"),
-    (dict(text="\ud800 lone"), ValueError, "lone surrogate"),
+    (dict(text="\ud800 lone"), ValueError, "must be valid UTF-8"),
     (dict(text="ok", importance=0), ValueError, "importance must be a number in"),
     (dict(text="ok", importance=-1), ValueError, "importance must be a number in"),
     (dict(text="ok", importance=float("nan")), ValueError, "importance"),

@@ -352,7 +352,7 @@ def config(text: str) -> "FFI.CData":
 #: score_batch's columns, in hm_score_batch's order (csrc/heapmem.h): index
 #: its output by name (out[:, SCORE_COLUMN["score"]]), never by number
 SCORE_COLUMN_NAMES = ("relevance", "recency", "importance", "usefulness", "rules", "score",
-                      "rest")
+                      "rest", "lift")
 SCORE_COLUMN = {name: i for i, name in enumerate(SCORE_COLUMN_NAMES)}
 
 
@@ -404,7 +404,10 @@ def score_batch(relevance: np.ndarray, age_days: np.ndarray, importance: np.ndar
 
 def explain(relevance: float, age_days: float, importance: float, superseded: bool,
             features: str, qt: str, links: bytes, cfg: "FFI.CData",
-            bm25_part: float = math.nan, cos_part: float = math.nan) -> str:
+            bm25_part: float = math.nan, cos_part: float = math.nan, context: float = 1.0,
+            context_n: float = 0.0, explore: float = 1.0) -> str:
+    """The line that explains a score (hm_explain): its factors, contextual
+    utility's and exploration's among them, and the score they make."""
     bufs = getattr(_local, "explain_bufs", None)
     if bufs is None:  # one input struct and two output buffers per thread, reused
         bufs = _local.explain_bufs = (ffi.new("hm_input *"),
@@ -419,6 +422,9 @@ def explain(relevance: float, age_days: float, importance: float, superseded: bo
     inp.features = ffi.cast("const char *", fb)
     inp.bm25_part = bm25_part
     inp.cos_part = cos_part
+    inp.context = context
+    inp.context_n = context_n
+    inp.explore = explore
     if lib.hm_explain(inp, _cstr(qt), links, len(links), cfg, out, lib.HM_EXPLAIN_LEN, err,
                       _ERRLEN) != 0:
         raise ValueError("heapmem: " + ffi.string(err).decode())

@@ -710,7 +710,7 @@ def c_header() -> str:
              f"#define HM_POOL_TRIM {POOL_DEFAULTS['trim']}",
              f"#define HM_PRIOR_SUPPORT {PRIOR_SUPPORT}"]
     for name in ("FORMAT", "CREATED_WITH", "TUNED", "LAST_SEQ", "LAST_RECALL", "LINKS_PRIOR",
-                 "POOL", "EMBEDDER", "EMBEDDING_DIM", "AUTOTUNE"):
+                 "POOL", "EMBEDDER", "EMBEDDING_DIM", "AUTOTUNE", "FTS_DEFERRED"):
         lines.append(f'#define HM_META_{name} "{globals()["META_" + name]}"')
     lines.append(f'#define HM_BUILTIN_EMBEDDER "{BUILTIN_EMBEDDER}"')
     lines.append("#define HM_AUTOTUNE_RECOUNT " + json.dumps(AUTOTUNE_RECOUNT))
@@ -890,15 +890,17 @@ def _migrate(c: Connection, path: str, rebuild_pool: Any) -> None:
             # (no embedder yet: heapmem.open() attaches the one it is given)
             c.execute("SELECT heap_init(0)").fetchall()
             version = SCHEMA_VERSION
+        rebuild = False
         while version < SCHEMA_VERSION:
             c.execute(MIGRATIONS[version])
             version += 1
             if version == 1:
                 meta_set(c, META_FORMAT, "heapmem")
                 meta_set(c, META_CREATED_WITH, __version__)
-            if version == 4 and rebuild_pool is not None:
-                rebuild_pool(c)
+            rebuild |= version == 4 and rebuild_pool is not None
         c.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        if rebuild:  # the pool of schema 4, once the file is this schema (heap_rebuild_pool
+            rebuild_pool(c)  # checks it, as every write of the C core does)
         c.execute("COMMIT")
     except BaseException:
         if not c.getautocommit():

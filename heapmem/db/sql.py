@@ -10,21 +10,13 @@ from __future__ import annotations
 
 from ..db.schema import META_LAST_RECALL, META_LAST_SEQ, ntok_sql
 
-# One new memory; the C core works out its shape features, namespace tag and
-# FTS5 token count.
-INSERT_MEMORY = f"""
-INSERT INTO memories(seq, id, namespace, nstag, text, kind, source, key, importance, features,
-                     created_at, metadata, ntok)
-VALUES (:seq, :id, :namespace, heap_ns_tag(:namespace), :text, :kind, :source, :key, :importance,
-        heap_features(:text, :kind, :source), :created_at, :metadata,
-        {ntok_sql("heap_ns_tag(:namespace)", ":text")})
-RETURNING features
-"""
-
 # add(): the C core's heap_add (csrc/store.c) returns the new memory's id;
-# add_many() inserts its batch with INSERT_MEMORY and indexes it at once.
 ADD = """SELECT heap_add(:text, :namespace, :kind, :source, :id, :created_at, :importance,
                 :key, :metadata, :copy)"""
+# add_many(): heap_add_many (csrc/store.c), heap_add for each item (JSON objects
+# with heap_add's arguments as fields), the FTS index taken once at the end;
+# the ids, a JSON array.  Then what they are, with their seq.
+ADD_MANY = "SELECT heap_add_many(:items, :copy)"
 # the oldest memory of the namespace with this text and key (memories_text)
 SAME_TEXT = """SELECT id FROM memories WHERE namespace = :namespace
 AND heap_text_hash(text) = heap_text_hash(:text) AND text = :text AND key IS :key
@@ -50,7 +42,7 @@ RECALL_COLUMNS = (
     "rank", "id", "text", "score", "kind", "source", "key", "relevance", "recency",
     "importance", "usefulness", "rules", "bm25", "age_days", "superseded", "features",
     "created_at", "last_used_at", "metadata", "lexical", "cosine", "rest", "links", "context",
-    "context_n", "explore")
+    "context_n", "explore", "lift")
 _RECALL_EXPRESSIONS = {"links": "CASE WHEN rank = 1 THEN links END AS links"}
 RECALL = ("SELECT " + ", ".join(_RECALL_EXPRESSIONS.get(c, c) for c in RECALL_COLUMNS) + """
 FROM heap_recall(:question, :namespace, :k, :now, :config, 0, :qvec, :tracked, :kinds, :since,
@@ -183,8 +175,6 @@ SELECT max(coalesce((SELECT max(id) FROM recalls), 0),
 
 LAST_EVENT_ID = "SELECT coalesce(max(id), 0) FROM events"
 
-TAKEN_IDS = "SELECT id FROM memories WHERE id IN (SELECT value FROM json_each(:ids)) LIMIT 1"
-
 ID_EXISTS = "SELECT 1 FROM memories WHERE id = :id"
 
 
@@ -195,6 +185,9 @@ ITEM_COLUMNS = ("id", "text", "namespace", "kind", "source", "key", "importance"
 _ITEM_COLUMNS = ", ".join(ITEM_COLUMNS)
 
 GET_MEMORY = f"SELECT {_ITEM_COLUMNS} FROM memories WHERE id = :id"
+# add_many(): what heap_add_many's ids are, each with its seq (last)
+ADDED_MANY = f"""SELECT {_ITEM_COLUMNS}, seq FROM memories
+WHERE id IN (SELECT value FROM json_each(:ids))"""
 
 # A namespace's memories, newest first.
 LIST_MEMORIES = f"""

@@ -334,7 +334,6 @@ def _multipliers(r: Any, cfg: Any) -> list[tuple[str, str, float | None]]:
     """Each factor of a result: its name, its value as explain() words it,
     and what it multiplies the score by (None: switched off)."""
     out: list[tuple[str, str, float | None]] = []
-    fixed = r.rules
     for name, word, wname in _FACTORS[:3]:
         w = getattr(cfg, wname)
         v = getattr(r, name)
@@ -342,16 +341,19 @@ def _multipliers(r: Any, cfg: Any) -> list[tuple[str, str, float | None]]:
             out.append((name, f"{word} off", None))
             continue
         m = v ** w if v > 0 else 0.0
-        fixed *= m
         out.append((name, f"{word} {v:.2f}" + (f"^{w:g}" if w != 1 else ""), m))
     w = cfg.w_usefulness
-    if w == 0:
+    if w == 0 and r.lift == 1.0:
         out.append(("usefulness", "useful off", None))
     else:
-        # the lift as the score carries it (max_lift bounds it): the score over the rest
-        m = r.score / fixed if fixed > 0 else r.usefulness ** w
-        out.append(("usefulness", f"useful {r.usefulness:.2f}" + (f"^{w:g}" if w != 1 else ""),
-                    m))
+        # every learned factor as the score carries it (Result.lift: usefulness's lift,
+        # context, explore, together within max_lift), worded as explain() words them
+        words = [f"useful {r.usefulness:.2f}" + (f"^{w:g}" if w != 1 else "")] if w else []
+        if r.context != 1.0:
+            words.append(f"context {r.context:.2f}")
+        if r.explore != 1.0:
+            words.append(f"explore {r.explore:.2f}")
+        out.append(("usefulness", " x ".join(words) + f" = x{r.lift:.2f}", r.lift))
     return out
 
 
