@@ -1335,17 +1335,22 @@ class Memory:
                             "for every writer (delete that row)")
         problems += [f"heapmem_meta: {m}" for m in schema.meta_problems(c)]
         problems += [f"heapmem_meta: {m}" for m in priors.problems(c)]
-        # each namespace's BM25 statistics against its memories
-        odd = c.execute(sql.WRONG_NTOK).fetchall()[0][0]
-        if odd:
-            problems.append(f"namespace statistics: {odd} memories have a wrong token count")
-        odd = c.execute(sql.WRONG_NSTAG).fetchall()[0][0]
-        if odd:
-            problems.append(f"FTS index: {odd} memories carry another namespace's tag, so "
-                            "recall in their namespace cannot find them")
-        odd = c.execute(sql.WRONG_NAMESPACE_STATS).fetchall()[0][0]
-        if odd:
-            problems.append(f"namespace statistics: {odd} namespaces disagree with their memories")
+        problems += _memory_problems(c)
+        # each namespace's BM25 statistics against its memories (the C core's
+        # functions refuse a value that is not UTF-8: said above, and here)
+        for statement, said in ((sql.WRONG_NTOK, "namespace statistics: {} memories have a wrong "
+                                 "token count"),
+                                (sql.WRONG_NSTAG, "FTS index: {} memories carry another "
+                                 "namespace's tag, so recall in their namespace cannot find them"),
+                                (sql.WRONG_NAMESPACE_STATS, "namespace statistics: {} namespaces "
+                                 "disagree with their memories")):
+            try:
+                odd = c.execute(statement).fetchall()[0][0]
+            except apsw.SQLError as e:
+                problems.append(said.split(":")[0] + f": cannot be checked ({_c_sentence(e)})")
+                continue
+            if odd:
+                problems.append(said.format(odd))
         objects = c.execute(sql.SCHEMA_OBJECTS).fetchall()
         problems += [f"schema: {m}" for m in schema.foreign_objects(
             objects, schema.user_version(c))]
@@ -1369,6 +1374,48 @@ class Memory:
         nevents = len(events)
         nmem = c.execute(sql.COUNT_MEMORIES).fetchall()[0][0]
         return nmem, nevents, len(stored)
+
+
+#: check() names at most this many memories of one kind of problem, then counts the rest
+_NAMED = 5
+
+
+def _memory_problems(c: Any) -> list[str]:
+    """What check() finds in the memories table itself: a field that is not
+    UTF-8 (or a name holding a NUL byte), which heap_add refuses and only a
+    raw write can leave; and stored shape features that are not what the C
+    core gives the memory's text, kind and source now (a raw UPDATE of them
+    leaves recall and learning with the old shape: issue 33)."""
+    bad_text: list[str] = []
+    stale: list[str] = []
+    names = ("id", "namespace", "kind", "source", "key")
+    for seq, *fields, meta, stored in c.execute(sql.STORED_MEMORIES):
+        row = dict(zip((*names, "text"), fields))
+        try:
+            text = {k: None if v is None else bytes(v).decode("utf-8") for k, v in row.items()}
+            if meta is not None:
+                bytes(meta).decode("utf-8")
+            shape = bytes(stored or b"").decode("utf-8")
+            if any("\x00" in (text[k] or "") for k in names):
+                raise UnicodeError
+        except UnicodeError:
+            bad_text.append(f"#{seq}")
+            continue
+        if text["text"] is None or text["kind"] is None:
+            continue  # NOT NULL columns: integrity_check says it
+        now = _native.features(text["text"], text["kind"], text["source"])
+        if now != shape:
+            stale.append(repr(text["id"]))
+    out = []
+    for found, said in ((bad_text, "a field that is not valid UTF-8 (or a name with a NUL "
+                         "byte), which heapmem never writes: memories"),
+                        (stale, "stored features that are not what their text, kind and source "
+                         "give now (a raw UPDATE changed them; recall and learning use the "
+                         "stored ones; update() rewrites both): memories")):
+        if found:
+            more = f" and {len(found) - _NAMED} more" if len(found) > _NAMED else ""
+            out.append(f"{len(found)} memories hold {said} {', '.join(found[:_NAMED])}{more}")
+    return out
 
 
 def _is_builtin(embedder: Any) -> bool:

@@ -272,6 +272,12 @@ WHERE t.docs IS NOT s.docs OR t.tokens IS NOT s.tokens
 """
 NTOK_OF = f"SELECT {ntok_sql(':nstag', ':text')}"
 FEATURES_OF = "SELECT heap_features(:text, :kind, :source)"
+# check(): every memory's fields as their bytes (each must be UTF-8, its names
+# without NUL), and its stored features (each must be what its text, kind and
+# source give now)
+STORED_MEMORIES = """SELECT seq, CAST(id AS BLOB), CAST(namespace AS BLOB), CAST(kind AS BLOB),
+CAST(source AS BLOB), CAST(key AS BLOB), CAST(text AS BLOB), CAST(metadata AS BLOB),
+CAST(features AS BLOB) FROM memories ORDER BY seq"""
 
 # -- stats -------------------------------------------------------------------------
 
