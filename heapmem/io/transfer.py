@@ -1059,7 +1059,7 @@ def _apply_meta(st: _Import, mem: Memory, fresh: bool) -> list[str]:
         elif k == schema.META_LAST_RECALL:
             schema.meta_set(c, k, str(max(schema.meta_int(c, k), st.rec_off + int(v))))
         elif k == schema.META_PRIORS:
-            priors.adopt(c, st.file_priors)
+            priors.adopt(c, st.file_priors, os.path.basename(name))
         elif k == PRIOR_KEY and schema.META_PRIORS not in meta_in:
             # an export from before schema 7: its priors summed as one
             d = priors.digest_of(st.file_prior)
@@ -1069,9 +1069,8 @@ def _apply_meta(st: _Import, mem: Memory, fresh: bool) -> list[str]:
         elif k in _EMBEDDER_KEYS:
             schema.meta_set(c, k, v)  # checked against the store's above
         elif k == PRIOR_FILES_KEY:
-            seen = schema.meta_json(c, k, [])
-            schema.meta_set(c, k, json.dumps(seen + [d for d in json.loads(v)
-                                                     if d not in seen]))
+            pass  # adopt() lists the digests of the records it takes: a list alone is a
+            # claim without content, which would refuse a file never merged (issue 33)
         elif k == schema.META_TUNED:
             # a restore into a new store takes the file's tuned weights; a
             # merge never changes the weights of a store in use
