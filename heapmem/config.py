@@ -94,9 +94,12 @@ class ScoringConfig:
       w_usefulness here is where a store starts, and an explicit config
       keeps its weights (auto-tune does not run).
       However strong the evidence, usefulness^exponent is bounded to
-      [1 / max_lift, max_lift]: what a prior merged from elsewhere, or
-      tenants colluding past the trimmed pool, can do to a ranking is
-      bounded too (explain() says when the bound applied).
+      [1 / max_lift, max_lift], and so is the product of every learned
+      factor on a score (usefulness's, context's and exploration's,
+      Result.lift): what a prior merged from elsewhere, tenants colluding
+      past the trimmed pool, or one user judging one memory again and again
+      can do to a ranking is bounded too (explain() says when either bound
+      applied; bench/RESULTS.md 20 measured bounding them together).
     - context (w_context, 1; every store, with vectors or without): the
       memory's own record in this namespace, each past judgement of it
       weighted by how similar its question was to this one (the library's
