@@ -269,47 +269,109 @@ static const char hs_sql_id_taken[] = "SELECT 1 FROM memories WHERE id = ?1";
 static const char hs_sql_same[] =
     "SELECT id FROM memories WHERE namespace = ?1 AND heap_text_hash(text) = heap_text_hash(?2) "
     "AND text = ?2 AND key IS ?3 ORDER BY seq LIMIT 1";
+/* ?11 the namespace's tag (hm_ns_tag), ?12 the shape features (hm_features):
+ * worked out in C from the values checked, as heap_ns_tag and heap_features
+ * give them */
 static const char hs_sql_insert[] =
     "INSERT INTO memories(seq, id, namespace, nstag, text, kind, source, key, importance, "
-    "features, created_at, metadata, ntok) VALUES (?1, ?2, ?3, heap_ns_tag(?3), ?4, ?5, ?6, ?7, "
-    "?8, heap_features(?4, ?5, ?6), ?9, ?10, heap_ntokens(heap_ns_tag(?3)) + heap_ntokens(?4))";
+    "features, created_at, metadata, ntok) VALUES (?1, ?2, ?3, ?11, ?4, ?5, ?6, ?7, "
+    "?8, ?12, ?9, ?10, heap_ntokens(?11) + heap_ntokens(?4))";
 
-/* The new memory's id, into *out: id when given (refused when taken), else
- * m<seq>, or the first of m<seq>-0, m<seq>-1, ... nobody has (as Python). */
-static int hs_new_id(hf_ctx *x, i64 seq, const char *id, char **out) {
+/* Whether a memory has id mid. */
+static int hs_id_taken(hf_ctx *x, const char *mid, int *taken) {
   sqlite3_stmt *st = NULL;
-  char *mid = NULL;
-  int rc;
+  int rc = hf_prepare(x, hs_sql_id_taken, &st);
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, mid, -1, SQLITE_STATIC);
+  rc = sqlite3_step(st);
+  *taken = rc == SQLITE_ROW;
+  hf_done(x, st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : hf_sqlfail(x, rc);
+}
+
+/* The new memory's row (hs_sql_insert's values after seq and id: ?3 ...),
+ * inserted with seq and its id, into *out: id when given (refused when a
+ * memory has it), else m<seq>, or the first of m<seq>-0, m<seq>-1, ... that
+ * nobody has (as Python).  The id's UNIQUE constraint finds a taken one, so
+ * a free id costs no lookup. */
+typedef struct {
+  const char *ns, *text, *kind, *source, *key, *meta;
+  double importance, created;
+  char tag[HM_NS_TAG_LEN], features[HM_FEATURES_LEN];
+} hs_row;
+
+static int hs_insert(hf_ctx *x, i64 seq, const char *id, hs_row *r, char **out) {
+  if (hm_ns_tag(r->ns, r->tag, sizeof r->tag) < 0 ||
+      hm_features(r->text, r->kind, r->source, r->features, sizeof r->features) != HM_OK)
+    return hf_fail(x, SQLITE_ERROR, "namespace is longer than %d bytes", HM_MAX_NS_BYTES);
+  char *mid = id ? sqlite3_mprintf("%s", id) : sqlite3_mprintf("m%lld", (long long)seq);
   *out = NULL;
-  if ((rc = hf_prepare(x, hs_sql_id_taken, &st))) return rc;
-  if (id) {
-    sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
-    int taken = sqlite3_step(st) == SQLITE_ROW;
-    hf_done(x, st);
-    if (taken)
-      return hf_fail(x, SQLITE_CONSTRAINT, "a memory with id '%s' already exists; it was not "
-                                           "changed", id);
-    mid = sqlite3_mprintf("%s", id);
-  } else {
-    for (int n = 0; !mid; n++) {
-      char *cand = n ? sqlite3_mprintf("m%lld-%d", (long long)seq, n - 1)
-                     : sqlite3_mprintf("m%lld", (long long)seq);
-      if (!cand) break;
-      sqlite3_reset(st);
-      sqlite3_bind_text(st, 1, cand, -1, SQLITE_TRANSIENT);
-      if (sqlite3_step(st) == SQLITE_ROW) sqlite3_free(cand);
-      else mid = cand;
+  for (int n = 0;; n++) {
+    sqlite3_stmt *st = NULL;
+    int rc, taken = 0;
+    if (!mid) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    if ((rc = hf_prepare(x, hs_sql_insert, &st))) { sqlite3_free(mid); return rc; }
+    sqlite3_bind_int64(st, 1, seq);
+    sqlite3_bind_text(st, 2, mid, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, r->ns, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, r->text, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, r->kind, -1, SQLITE_STATIC);
+    if (r->source) sqlite3_bind_text(st, 6, r->source, -1, SQLITE_STATIC);
+    if (r->key) sqlite3_bind_text(st, 7, r->key, -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, 8, r->importance);
+    sqlite3_bind_double(st, 9, r->created);
+    if (r->meta) sqlite3_bind_text(st, 10, r->meta, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 11, r->tag, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 12, r->features, -1, SQLITE_STATIC);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     }
+    if (rc == SQLITE_DONE) {
+      hf_done(x, st);
+      *out = mid;
+      return SQLITE_OK;
+    }
+    int unique = sqlite3_extended_errcode(x->db) == SQLITE_CONSTRAINT_UNIQUE;
+    if (!unique) rc = hf_sqlfail(x, rc); /* its words, before the reset */
     hf_done(x, st);
+    if (unique && !(rc = hs_id_taken(x, mid, &taken)) && !taken)
+      rc = hf_fail(x, SQLITE_CONSTRAINT, "the memory breaks a uniqueness rule of the store");
+    if (rc) {
+      sqlite3_free(mid);
+      return rc;
+    }
+    if (id) {
+      rc = hf_fail(x, SQLITE_CONSTRAINT, "a memory with id '%s' already exists; it was not "
+                                         "changed", id);
+      sqlite3_free(mid);
+      return rc;
+    }
+    sqlite3_free(mid); /* an automatic id some memory holds as its own: the next name */
+    mid = sqlite3_mprintf("m%lld-%d", (long long)seq, n);
   }
-  if (!mid) return hf_fail(x, SQLITE_NOMEM, "out of memory");
-  *out = mid;
+}
+
+/* The last seq given out (never one a forgotten memory had), into *last: read
+ * from the file, so a number, and one that has a next (never 2^63 - 1). */
+static int hs_last_seq(hf_ctx *x, i64 *last) {
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, hs_sql_last_seq, &st);
+  if (rc) return rc;
+  rc = sqlite3_step(st);
+  int type = sqlite3_column_type(st, 0);
+  *last = sqlite3_column_int64(st, 0);
+  hf_done(x, st);
+  if (rc != SQLITE_ROW) return hf_sqlfail(x, rc);
+  if (type != SQLITE_INTEGER || *last < 0 || *last >= INT64_MAX - 1)
+    return hf_fail(x, SQLITE_CORRUPT, "the store's last memory number (%lld) is damaged or "
+                                      "spent; nothing was added", (long long)*last);
   return SQLITE_OK;
 }
 
-/* One heap_add: its arguments checked, the memory inserted (or, unless copy,
- * the namespace's memory of the same text and key found), its id into *id_out. */
-static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, char **id_out) {
+/* One heap_add: its arguments checked, the memory inserted with seq *last + 1
+ * (*last: hs_last_seq's, then the seq given; a batch reads it once), or,
+ * unless copy, the namespace's memory of the same text and key found; its id
+ * into *id_out. */
+static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, i64 *last, char **id_out) {
   const char *text, *ns, *kind = HM_DEFAULT_KIND, *source, *id, *key, *meta = NULL;
   int rc;
   sqlite3_value *a[10] = {0};
@@ -356,9 +418,9 @@ static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, char **id_out) {
   sqlite3_stmt *st = NULL;
   if (!id && !copy) { /* the same text (and key) in the namespace: that memory */
     if ((rc = hf_prepare(x, hs_sql_same, &st))) return rc;
-    sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 2, text, -1, SQLITE_TRANSIENT);
-    if (key) sqlite3_bind_text(st, 3, key, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 1, ns, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, text, -1, SQLITE_STATIC);
+    if (key) sqlite3_bind_text(st, 3, key, -1, SQLITE_STATIC);
     rc = sqlite3_step(st);
     char *same = rc == SQLITE_ROW ? sqlite3_mprintf("%s", sqlite3_column_text(st, 0)) : NULL;
     hf_done(x, st);
@@ -370,33 +432,16 @@ static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, char **id_out) {
     if (rc != SQLITE_DONE) return hf_sqlfail(x, rc);
   }
   /* the next seq: never one a forgotten memory had */
-  if ((rc = hf_prepare(x, hs_sql_last_seq, &st))) return rc;
-  rc = sqlite3_step(st);
-  /* read from the file: a number, and one that has a next (never past 2^63 - 1) */
-  int type = sqlite3_column_type(st, 0);
-  i64 last = sqlite3_column_int64(st, 0);
-  hf_done(x, st);
-  if (rc != SQLITE_ROW) return hf_sqlfail(x, rc);
-  if (type != SQLITE_INTEGER || last < 0 || last >= INT64_MAX - 1)
+  if (*last >= INT64_MAX - 1)
     return hf_fail(x, SQLITE_CORRUPT, "the store's last memory number (%lld) is damaged or "
-                                      "spent; nothing was added", (long long)last);
-  i64 seq = last + 1;
+                                      "spent; nothing was added", (long long)*last);
+  i64 seq = *last + 1;
+  static __thread hs_row row; /* its tag and features are 4 KiB: not on the stack */
+  row = (hs_row){.ns = ns, .text = text, .kind = kind, .source = source, .key = key,
+                 .meta = meta, .importance = importance, .created = created};
   char *mid = NULL;
-  if ((rc = hs_new_id(x, seq, id, &mid))) return rc;
-  if ((rc = hf_prepare(x, hs_sql_insert, &st))) { sqlite3_free(mid); return rc; }
-  sqlite3_bind_int64(st, 1, seq);
-  sqlite3_bind_text(st, 2, mid, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, 3, ns, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, 4, text, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, 5, kind, -1, SQLITE_TRANSIENT);
-  if (source) sqlite3_bind_text(st, 6, source, -1, SQLITE_TRANSIENT);
-  if (key) sqlite3_bind_text(st, 7, key, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_double(st, 8, importance);
-  sqlite3_bind_double(st, 9, created);
-  if (meta) sqlite3_bind_text(st, 10, meta, -1, SQLITE_TRANSIENT);
-  rc = hf_exec(x, st);
-  hf_done(x, st);
-  if (rc) { sqlite3_free(mid); return rc; }
+  if ((rc = hs_insert(x, seq, id, &row, &mid))) return rc;
+  *last = seq;
   *id_out = mid;
   return SQLITE_OK;
 }
@@ -514,21 +559,94 @@ fail:
 
 /* -- a batch of adds ------------------------------------------------------------------ */
 
-/* ?1 the items (a JSON array): each item's place and type, heap_add's
- * arguments from its fields, and its fields heap_add does not take */
+/* ?1 the items (a JSON array): each item's place and type, and each of its
+ * fields (none for an item that is neither an object nor an array) */
 static const char hs_sql_items[] =
-    "SELECT j.key, j.type, json_extract(j.value, '$.text'), json_extract(j.value, "
-    "'$.namespace'), json_extract(j.value, '$.kind'), json_extract(j.value, '$.source'), "
-    "json_extract(j.value, '$.id'), json_extract(j.value, '$.created_at'), "
-    "json_extract(j.value, '$.importance'), json_extract(j.value, '$.key'), "
-    "json_extract(j.value, '$.metadata'), CASE WHEN j.type = 'object' THEN (SELECT "
-    "group_concat(f.key, ', ') FROM json_each(j.value) AS f WHERE f.key NOT IN ('text', "
-    "'namespace', 'kind', 'source', 'id', 'created_at', 'importance', 'key', 'metadata')) END "
-    "FROM json_each(?1) AS j";
+    "SELECT j.key, j.type, f.key, f.value, f.type FROM json_each(?1) AS j LEFT JOIN "
+    "json_each(CASE WHEN j.type IN ('object', 'array') THEN j.value END) AS f";
+/* an item's fields: heap_add's arguments, in its order */
+static const char *const hs_fields[] = {"text", "namespace", "kind", "source", "id",
+                                        "created_at", "importance", "key", "metadata"};
+#define HS_NFIELDS ((int)(sizeof hs_fields / sizeof hs_fields[0]))
+
+/* One item of a batch added (its fields in v, sqlite3_value_dup'ed; copy the
+ * batch's), its id appended to ids; an error names the item. */
+static int hs_add_item(hf_ctx *x, i64 at, sqlite3_value **v, sqlite3_value *copy, i64 *last,
+                       sqlite3_str *ids) {
+  sqlite3_value *argv[HS_NFIELDS + 1];
+  for (int i = 0; i < HS_NFIELDS; i++) argv[i] = v[i];
+  argv[HS_NFIELDS] = copy;
+  char *id = NULL;
+  int rc = hs_add(x, HS_NFIELDS + 1, argv, last, &id);
+  if (!rc) {
+    if (at) sqlite3_str_appendchar(ids, 1, ',');
+    hm_json_string(ids, id, (int)strlen(id));
+  } else if (x->err) { /* which item, before its sentence */
+    char *m = sqlite3_mprintf("item %lld: %s", (long long)at, x->err);
+    if (m) sqlite3_free(x->err), x->err = m;
+  }
+  sqlite3_free(id);
+  return rc;
+}
+
+/* Each item of ?1 (hs_sql_items' rows, stepped here) added in order. */
+static int hs_add_items(hf_ctx *x, sqlite3_stmt *st, sqlite3_value *copy, i64 *last,
+                        sqlite3_str *ids) {
+  sqlite3_value *v[HS_NFIELDS] = {0};
+  i64 at = -1;
+  int rc = SQLITE_OK, step;
+  while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+    i64 item = sqlite3_column_int64(st, 0);
+    if (item != at) { /* a new item: the one before is complete */
+      if (at >= 0 && (rc = hs_add_item(x, at, v, copy, last, ids))) break;
+      for (int i = 0; i < HS_NFIELDS; i++) sqlite3_value_free(v[i]), v[i] = NULL;
+      at = item;
+      const char *type = (const char *)sqlite3_column_text(st, 1);
+      if (!type || (strcmp(type, "object") && strcmp(type, "array"))) {
+        rc = hf_fail(x, SQLITE_ERROR, "item %lld must be a JSON object with the memory's text, "
+                                      "such as {\"text\": \"Booked the flight\"}, or an array "
+                                      "of heap_add's arguments", (long long)at);
+        break;
+      }
+    }
+    int ftype = sqlite3_column_type(st, 2);
+    const char *key = (const char *)sqlite3_column_text(st, 2);
+    const char *type = (const char *)sqlite3_column_text(st, 4);
+    if (!key) continue; /* an empty object */
+    int f = 0;
+    if (ftype == SQLITE_INTEGER) { /* an array's place: heap_add's argument */
+      i64 place = sqlite3_column_int64(st, 2);
+      f = place >= 0 && place < HS_NFIELDS ? (int)place : HS_NFIELDS;
+      key = f < HS_NFIELDS ? hs_fields[f] : key;
+    } else {
+      while (f < HS_NFIELDS && strcmp(key, hs_fields[f])) f++;
+    }
+    if (f == HS_NFIELDS) {
+      rc = hf_fail(x, SQLITE_ERROR, "item %lld has an unknown field '%.60s'; an item's fields "
+                                    "are heap_add's arguments: text, namespace, kind, source, "
+                                    "id, created_at, importance, key, metadata", (long long)at,
+                   key);
+      break;
+    }
+    if (type && (!strcmp(type, "true") || !strcmp(type, "false"))) {
+      rc = hf_fail(x, SQLITE_ERROR, "item %lld: %s must not be true or false", (long long)at,
+                   key);
+      break;
+    }
+    sqlite3_value_free(v[f]);
+    if (!(v[f] = sqlite3_value_dup(sqlite3_column_value(st, 3))))
+      rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+  }
+  if (!rc && step != SQLITE_DONE) rc = hf_sqlfail(x, step);
+  if (!rc && at >= 0) rc = hs_add_item(x, at, v, copy, last, ids);
+  for (int i = 0; i < HS_NFIELDS; i++) sqlite3_value_free(v[i]);
+  return rc;
+}
 
 /* heap_add_many(items [, copy]): each item (a JSON object with heap_add's
  * arguments as fields: text, namespace, kind, source, id, created_at,
- * importance, key, metadata: an object, or its text) added as heap_add adds
+ * importance, key, metadata: an object, or its text; or an array of them in
+ * that order, as heap_add takes them) added as heap_add adds
  * it (hs_add: its checks, its id, the same-text rule, its features), in one
  * savepoint, with the FTS index taken in one statement at the end (the
  * 'fts_deferred' meta row, never committed, turns the per-row trigger off
@@ -536,67 +654,39 @@ static const char hs_sql_items[] =
 static int hs_add_many(hf_ctx *x, sqlite3_value *items, sqlite3_value *copy, char **out) {
   char why[HM_ERRLEN];
   const char *json;
+  static const char bad[] = "items must be a JSON array of objects, one per memory, such as "
+                            "'[{\"text\": \"Booked the flight\"}]'";
   if (hm_arg_text(items, "items", 0, 0, &json, why, sizeof why))
-    return hf_fail(x, SQLITE_ERROR, "items must be a JSON array of objects, one per memory, "
-                                    "such as '[{\"text\": \"Booked the flight\"}]'");
+    return hf_fail(x, SQLITE_ERROR, "%s", bad);
   if (hm_json_depth(json, sqlite3_value_bytes(items)) > hm_limits.MAX_JSON_DEPTH + 2)
     return hf_fail(x, SQLITE_ERROR, "items nest deeper than %.0f levels",
                    hm_limits.MAX_JSON_DEPTH + 2);
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, "SELECT CASE WHEN json_valid(?1) AND json_type(?1) = 'array' THEN "
-                         "json_array_length(?1) END, (SELECT max(coalesce((SELECT max(seq) "
-                         "FROM memories), 0), coalesce((SELECT CAST(value AS INTEGER) FROM "
-                         "heapmem_meta WHERE key = '" HM_META_LAST_SEQ "'), 0)))", &st);
+  int rc = hf_prepare(x, "SELECT CASE WHEN json_valid(?1) THEN CASE WHEN json_type(?1) = "
+                         "'array' THEN json_array_length(?1) END END", &st);
   if (rc) return rc;
   sqlite3_bind_value(st, 1, items);
   rc = sqlite3_step(st);
   int is_array = rc == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_INTEGER;
-  i64 n = sqlite3_column_int64(st, 0), first = sqlite3_column_int64(st, 1) + 1;
+  i64 n = sqlite3_column_int64(st, 0), last = 0;
   hf_done(x, st);
   if (rc != SQLITE_ROW) return hf_sqlfail(x, rc);
-  if (!is_array)
-    return hf_fail(x, SQLITE_ERROR, "items must be a JSON array of objects, one per memory, "
-                                    "such as '[{\"text\": \"Booked the flight\"}]'");
+  if (!is_array) return hf_fail(x, SQLITE_ERROR, "%s", bad);
   if ((double)n > hm_limits.MAX_IDS)
     return hf_fail(x, SQLITE_ERROR, "items lists %lld memories; at most %.0f are added at once",
                    (long long)n, hm_limits.MAX_IDS);
+  if ((rc = hs_last_seq(x, &last))) return rc;
+  i64 first = last + 1;
   rc = sqlite3_exec(x->db, "INSERT OR REPLACE INTO heapmem_meta(key, value) VALUES ('"
                            HM_META_FTS_DEFERRED "', '1')", NULL, NULL, NULL);
   if (rc) return hf_sqlfail(x, rc);
   sqlite3_str *ids = sqlite3_str_new(x->db);
   sqlite3_str_appendchar(ids, 1, '[');
-  if ((rc = hf_prepare(x, hs_sql_items, &st))) goto done;
-  sqlite3_bind_value(st, 1, items);
-  while (!rc && sqlite3_step(st) == SQLITE_ROW) {
-    i64 at = sqlite3_column_int64(st, 0);
-    const char *type = (const char *)sqlite3_column_text(st, 1);
-    if (!type || strcmp(type, "object")) {
-      rc = hf_fail(x, SQLITE_ERROR, "item %lld must be a JSON object with the memory's text, "
-                                    "such as {\"text\": \"Booked the flight\"}", (long long)at);
-      break;
-    }
-    if (sqlite3_column_type(st, 11) != SQLITE_NULL) {
-      rc = hf_fail(x, SQLITE_ERROR, "item %lld has unknown field(s) %s", (long long)at,
-                   sqlite3_column_text(st, 11));
-      break;
-    }
-    sqlite3_value *argv[10] = {0};
-    for (int i = 0; i < 9 && !rc; i++)
-      if (!(argv[i] = sqlite3_value_dup(sqlite3_column_value(st, 2 + i))))
-        rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
-    argv[9] = copy;
-    char *id = NULL;
-    if (!rc && !(rc = hs_add(x, 10, argv, &id))) {
-      sqlite3_str_appendf(ids, at ? "," : "");
-      hm_json_string(ids, id, (int)strlen(id));
-    } else if (x->err && !strstr(x->err, "item ")) { /* which item, before its sentence */
-      char *m = sqlite3_mprintf("item %lld: %s", (long long)at, x->err);
-      if (m) sqlite3_free(x->err), x->err = m;
-    }
-    sqlite3_free(id);
-    for (int i = 0; i < 9; i++) sqlite3_value_free(argv[i]);
+  if (!(rc = hf_prepare(x, hs_sql_items, &st))) {
+    sqlite3_bind_value(st, 1, items);
+    rc = hs_add_items(x, st, copy, &last, ids);
+    hf_done(x, st);
   }
-  hf_done(x, st);
   /* the batch's new rows into the index at once, and the trigger on again */
   if (!rc)
     rc = hf_prepare(x, "INSERT INTO memories_fts(rowid, nstag, text) SELECT seq, nstag, text "
@@ -609,7 +699,6 @@ static int hs_add_many(hf_ctx *x, sqlite3_value *items, sqlite3_value *copy, cha
   if (!rc && (rc = sqlite3_exec(x->db, "DELETE FROM heapmem_meta WHERE key = '"
                                        HM_META_FTS_DEFERRED "'", NULL, NULL, NULL)))
     hf_sqlfail(x, rc);
-done:
   sqlite3_str_appendchar(ids, 1, ']');
   if (sqlite3_str_errcode(ids) && !rc) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
   char *text = sqlite3_str_finish(ids);
@@ -632,7 +721,8 @@ static void hs_write(sqlite3_context *ctx, int argc, sqlite3_value **argv, int w
     rc = hf_fail(&x, SQLITE_READONLY, "the store is read-only here");
   } else if ((rc = hs_check(&x)) == SQLITE_OK &&
              (rc = sqlite3_exec(x.db, "SAVEPOINT heap_write", NULL, NULL, NULL)) == SQLITE_OK) {
-    if (what == 0) rc = hs_add(&x, argc, argv, &id);
+    i64 last = 0;
+    if (what == 0) rc = (rc = hs_last_seq(&x, &last)) ? rc : hs_add(&x, argc, argv, &last, &id);
     else if (what == 3) rc = hs_add_many(&x, argv[0], argc > 1 ? argv[1] : NULL, &id);
     else if (what == 1) rc = hs_forget(&x, argv[0], NULL, &count);
     else rc = hs_forget(&x, NULL, argv[0], &count);

@@ -13,6 +13,7 @@ import builtins
 import functools
 import json
 import math
+import operator
 import os
 import re
 import stat
@@ -67,6 +68,7 @@ from .validate import (
     check_name,
     check_namespace,
     check_text,
+    python_text,
     seconds,
 )
 
@@ -74,9 +76,11 @@ __all__ = ["Memory", "open", "RECALL_SQL", "MAX_K", "MAX_TEXT_BYTES", "POOLED"]
 
 #: update()'s "leave this field as it is".
 _KEEP: Any = object()
-#: add_many's item fields, as heap_add_many takes them (heap_add's arguments)
-_ADD_FIELDS = ("text", "namespace", "kind", "source", "id", "created_at", "importance", "key",
-               "metadata")
+
+
+#: a row of _prepare's as heap_add's arguments, in heap_add's order (heap_add_many's items)
+_ADD_ARGS = operator.itemgetter("text", "namespace", "kind", "source", "id", "created_at",
+                                "importance", "key", "metadata")
 
 
 def _item_sentence(e: BaseException, offset: int) -> str:
@@ -541,13 +545,24 @@ class Memory:
 
     def _prepare(self, text: Any, *, kind: Any = DEFAULT_KIND, source: Any = None, id: Any = None,
                  namespace: Any = "default", created_at: Any = None, importance: Any = None,
-                 key: Any = None, metadata: Any = None) -> dict[str, Any]:
-        text = check_text(text)
-        kind = check_name(kind, "kind")
-        source = check_name(source, "source", optional=True)
-        id = check_name(id, "id", optional=True)
-        namespace = check_namespace(namespace)
-        key = check_name(key, "key", optional=True)
+                 key: Any = None, metadata: Any = None, core: bool = False) -> dict[str, Any]:
+        """One memory's fields as heap_add takes them.  core: the C core checks
+        their values (heap_add, heap_add_many), so only what it cannot see is
+        checked here: Python's types, lone surrogates, datetimes, the
+        metadata's dict; else (update()'s UPDATE) every value here too."""
+        if core:
+            text = python_text(text, "text")
+            kind, source, id, namespace, key = (
+                python_text(v, what, optional=what not in ("kind", "namespace"))
+                for v, what in ((kind, "kind"), (source, "source"), (id, "id"),
+                                (namespace, "namespace"), (key, "key")))
+        else:
+            text = check_text(text)
+            kind = check_name(kind, "kind")
+            source = check_name(source, "source", optional=True)
+            id = check_name(id, "id", optional=True)
+            namespace = check_namespace(namespace)
+            key = check_name(key, "key", optional=True)
         created = seconds(created_at, "created_at") if created_at is not None else self.now(None)
         if importance is None:
             importance = KIND_IMPORTANCE.get(kind, 1.0)
@@ -588,8 +603,9 @@ class Memory:
         step = int(_native.LIMITS["MAX_IDS"])
         ids: list[str] = []
         for at in range(0, len(rows), step):
-            items = json.dumps([{k: r[k] for k in _ADD_FIELDS if r[k] is not None}
-                                for r in rows[at:at + step]], ensure_ascii=False)
+            # each row as heap_add's arguments, in its order
+            items = json.dumps([_ADD_ARGS(r) for r in rows[at:at + step]], ensure_ascii=False,
+                               separators=(",", ":"), check_circular=False)
             try:
                 out = c.execute(sql.ADD_MANY, {"items": items, "copy": int(copy)}).fetchall()
             except apsw.ConstraintError as e:  # an id given that a memory has
@@ -597,15 +613,26 @@ class Memory:
             except apsw.SQLError as e:  # the C core's sentence: a bad argument
                 raise ValueError("add_many: " + _item_sentence(e, at)) from None
             ids += json.loads(out[0][0])
-        by_id = {}
-        for r in c.execute(sql.ADDED_MANY, {"ids": json.dumps(ids)}):
-            by_id[r[0]] = (r[-1], _item(r[:-1]))
+        # the rows the batch made, as they were given (with the core's features);
+        # a row that is a memory held already is that memory, as it is
+        made = {i: (seq, f) for i, seq, f in c.execute(sql.ADDED_SINCE, {"seq": last})}
+        by_id: dict[str, Item] = {}
+        for r, i in zip(rows, ids):
+            if i in by_id:
+                continue
+            if i in made:
+                by_id[i] = Item(i, r["text"], r["namespace"], r["kind"], r["source"], r["key"],
+                                r["importance"], r["created_at"], None,
+                                json.loads(r["metadata"]) if r["metadata"] else None,
+                                tuple(made[i][1].split()))
+            else:
+                by_id[i] = _item(c.execute(sql.GET_MEMORY, {"id": i}).fetchall()[0])
         if self._embedder is not None and not self._builtin:
-            new = sorted({seq: it.text for seq, it in by_id.values() if seq > last}.items())
+            new = sorted((seq, by_id[i].text) for i, (seq, _) in made.items())
             vecs = self._embed([t for _, t in new])
             c.executemany(sql.INSERT_VECTOR,
                           [(seq, vecs[j].tobytes()) for j, (seq, _) in enumerate(new)])
-        return [by_id[i][1] for i in ids]
+        return [by_id[i] for i in ids]
 
     @_guarded
     def add(self, text: str, *, kind: str = DEFAULT_KIND, source: str | None = None,
@@ -628,7 +655,7 @@ class Memory:
             raise TypeError(f"copy must be True or False, got {type(copy).__name__}")
         row = self._prepare(text, kind=kind, source=source, id=id, namespace=namespace,
                             created_at=created_at, importance=importance, key=key,
-                            metadata=metadata)
+                            metadata=metadata, core=True)
         with self._write() as c:
             # the C core adds it (heap_add, csrc/store.c): its seq and id, its
             # shape features, namespace tag and token count, the FTS index
@@ -641,6 +668,8 @@ class Memory:
             except apsw.ConstraintError:
                 raise DuplicateIdError(f"a memory with id {row['id']!r} already exists; "
                                        "it was not changed") from None
+            except apsw.SQLError as e:  # the C core's sentence: a bad argument
+                raise ValueError(_c_sentence(e)) from None
             seq, feats = c.execute(sql.ADDED, {"id": mid}).fetchall()[0]
             if self._embedder is not None and not self._builtin:
                 c.execute(sql.INSERT_VECTOR, (seq, self._embed([row["text"]])[0].tobytes()))
@@ -671,7 +700,7 @@ class Memory:
             if "text" not in it:
                 raise ValueError(f"add_many: item {n} has no text")
             try:
-                rows.append(self._prepare(**it))
+                rows.append(self._prepare(**it, core=True))
             except (TypeError, ValueError) as e:
                 raise type(e)(f"add_many: item {n}: {e}") from None
         if not rows:

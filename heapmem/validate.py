@@ -93,6 +93,22 @@ def _check_encoding(value: str, what: str) -> int:
     return len(data)
 
 
+def python_text(value: Any, what: str, *, optional: bool = False) -> Any:
+    """What the C core cannot see of a text argument it checks itself
+    (heap_add, heap_add_many): that it is a str (or None where optional),
+    and one UTF-8 can hold (no lone surrogate).  Its value (empty, too long,
+    a NUL in a name) is the core's to refuse."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a string, got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} must be valid UTF-8 without NUL bytes") from None
+    return value
+
+
 def check_name(value: Any, what: str, *, optional: bool = False) -> str | None:
     if value is None and optional:
         return None

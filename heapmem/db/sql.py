@@ -185,9 +185,8 @@ ITEM_COLUMNS = ("id", "text", "namespace", "kind", "source", "key", "importance"
 _ITEM_COLUMNS = ", ".join(ITEM_COLUMNS)
 
 GET_MEMORY = f"SELECT {_ITEM_COLUMNS} FROM memories WHERE id = :id"
-# add_many(): what heap_add_many's ids are, each with its seq (last)
-ADDED_MANY = f"""SELECT {_ITEM_COLUMNS}, seq FROM memories
-WHERE id IN (SELECT value FROM json_each(:ids))"""
+# add_many(): the memories made since the high-water mark :seq (heap_add_many's)
+ADDED_SINCE = "SELECT id, seq, features FROM memories WHERE seq > :seq"
 
 # A namespace's memories, newest first.
 LIST_MEMORIES = f"""
