@@ -437,8 +437,8 @@ static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, i64 *last, char **i
                                       "spent; nothing was added", (long long)*last);
   i64 seq = *last + 1;
   static __thread hs_row row; /* its tag and features are 4 KiB: not on the stack */
-  row = (hs_row){.ns = ns, .text = text, .kind = kind, .source = source, .key = key,
-                 .meta = meta, .importance = importance, .created = created};
+  row.ns = ns, row.text = text, row.kind = kind, row.source = source, row.key = key;
+  row.meta = meta, row.importance = importance, row.created = created;
   char *mid = NULL;
   if ((rc = hs_insert(x, seq, id, &row, &mid))) return rc;
   *last = seq;

@@ -552,10 +552,11 @@ class Memory:
         metadata's dict; else (update()'s UPDATE) every value here too."""
         if core:
             text = python_text(text, "text")
-            kind, source, id, namespace, key = (
-                python_text(v, what, optional=what not in ("kind", "namespace"))
-                for v, what in ((kind, "kind"), (source, "source"), (id, "id"),
-                                (namespace, "namespace"), (key, "key")))
+            kind = python_text(kind, "kind")
+            source = python_text(source, "source", optional=True)
+            id = python_text(id, "id", optional=True)
+            namespace = python_text(namespace, "namespace")
+            key = python_text(key, "key", optional=True)
         else:
             text = check_text(text)
             kind = check_name(kind, "kind")
