@@ -57,6 +57,14 @@
  * routines of the library it came from, for the thread it runs on. */
 static _Thread_local const sqlite3_api_routines *sqlite3_api;
 
+/* A thread-local read is a call in a loaded library (__tls_get_addr), and
+ * every sqlite3_* call reads the pointer: a function SQLite calls for every
+ * matched row (heap_bm25_row, heap_bm25_top ...) starts with HM_API_HERE, a
+ * local of the same name read once, which its calls use instead (recall
+ * took 13% longer without; bench/RESULTS.md 20). */
+static const sqlite3_api_routines *hm_api_now(void) { return sqlite3_api; }
+#define HM_API_HERE const sqlite3_api_routines *const sqlite3_api = hm_api_now()
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>

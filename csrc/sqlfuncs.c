@@ -211,6 +211,7 @@ cleanup:;
 /* heap_relate(question, source) -> 'srcq:1' when the source is named in the
  * question, else 'srcq:0' */
 static void heap_relate(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  HM_API_HERE;
   const char *q = NULL, *src = NULL;
   char out[16];
   (void)argc;
@@ -246,6 +247,7 @@ typedef struct {
 } hm_links_acc;
 
 static void heap_links_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  HM_API_HERE;
   hm_links_acc *acc = sqlite3_aggregate_context(ctx, sizeof(hm_links_acc));
   const char *name = NULL;
   if (!acc) { sqlite3_result_error_nomem(ctx); return; }
