@@ -470,7 +470,7 @@ static int hm_attr_result(sqlite3_context *ctx, const hm_attr_acc *acc, const hm
 
 static void heap_attribute_final(sqlite3_context *ctx) {
   hm_attr_acc *acc = sqlite3_aggregate_context(ctx, 0);
-  hm_stemmer *st = sqlite3_user_data(ctx);
+  hm_stemmer *st = hm_user_data(ctx);
   hm_attr_work w = {0};
   int rc = SQLITE_OK;
   if (!acc || acc->failed) goto done;

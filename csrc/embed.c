@@ -1138,6 +1138,7 @@ static void heap_tokens(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 /* heap_text_hash(text): FNV-1a 64 of text's bytes, as an integer: the key of
  * the memories_text index, by which an add finds a memory of the same text */
 static void heap_text_hash(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  HM_API_HERE;
   (void)argc;
   if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return;
   const unsigned char *t = sqlite3_value_text(argv[0]);
@@ -1156,6 +1157,7 @@ static void heap_embedder(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
 /* heap_cosine(a, b): the cosine of two vectors of the store (float32 or
  * int8 blobs of one dimension); NULL when either has no length. */
 static void heap_cosine(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  HM_API_HERE;
   (void)argc;
   if (sqlite3_value_type(argv[0]) != SQLITE_BLOB || sqlite3_value_type(argv[1]) != SQLITE_BLOB) {
     hm_result_err(ctx, "heap_cosine", "both vectors must be blobs (float32, or heap_embed's)");

@@ -12,7 +12,7 @@
  * statements on the caller's connection.
  *
  * This file holds what every unit shares (the includes, the extension's API
- * pointer, the integer typedefs, hm_utf8_cut and hm_seterr) and includes the
+ * pointer, one per thread, the integer typedefs, hm_utf8_cut and hm_seterr) and includes the
  * units, in this order; each opens with what it owns and what it relies on,
  * and uses only what comes before it (except that recall.c declares store.c's
  * hm_check_store and place.c's entry points ahead):
@@ -49,10 +49,31 @@
  * heapmem.h exports to Python.
  */
 #include "sqlite3ext.h"
-SQLITE_EXTENSION_INIT1
+/* SQLITE_EXTENSION_INIT1, but one pointer per thread.  Every sqlite3_* call
+ * of the units below goes through sqlite3_api, the routines of the SQLite
+ * library that called in.  One process can hold several SQLite libraries
+ * (apsw's own, Python's sqlite3, pysqlite3's), and the dynamic loader maps
+ * this library once for all of them: with one global pointer, the library
+ * that loaded it last got every call, the others' connections included
+ * (issue 33: an apsw connection's statement finalized by pysqlite3's
+ * sqlite3_finalize, SIGSEGV).  So every way SQLite enters the library (a
+ * function through its library's trampoline, register.c; heap_recall's
+ * methods; heap_bm25_row; a destructor) first sets this pointer to the
+ * routines of the library it came from, for the thread it runs on. */
+static _Thread_local const sqlite3_api_routines *sqlite3_api;
+
+/* A thread-local read is a call in a loaded library (__tls_get_addr), and
+ * every sqlite3_* call reads the pointer: a function SQLite calls for every
+ * matched row (heap_bm25_row, heap_bm25_top ...) starts with HM_API_HERE, a
+ * local of the same name read once, which its calls use instead (recall
+ * took 13% longer without; bench/RESULTS.md 22). */
+static const sqlite3_api_routines *hm_api_now(void) { return sqlite3_api; }
+#define HM_API_HERE const sqlite3_api_routines *const sqlite3_api = hm_api_now()
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -70,6 +91,17 @@ SQLITE_EXTENSION_INIT1
 typedef int64_t i64;
 typedef uint64_t u64;
 typedef uint32_t u32;
+
+/* heapmem.h's limits, as numbers: hm_limits.MAX_K, ... */
+static const struct {
+#define HM_LIMIT_MEMBER(name, value, what) double name;
+  HM_LIMITS(HM_LIMIT_MEMBER)
+#undef HM_LIMIT_MEMBER
+} hm_limits = {
+#define HM_LIMIT_VALUE(name, value, what) .name = value,
+    HM_LIMITS(HM_LIMIT_VALUE)
+#undef HM_LIMIT_VALUE
+};
 
 /* the literal buffer sizes in heapmem.h, checked against what they hold */
 _Static_assert(HM_ACTIVE_LEN == 2 * HM_MAX_FEATURES * (2 * HM_MAX_WORD + 16), "HM_ACTIVE_LEN");
@@ -91,6 +123,18 @@ static void hm_seterr(char *err, int errlen, const char *fmt, const char *a) {
   if (!err || errlen <= 0) return;
   int n = snprintf(err, (size_t)errlen, fmt, a ? a : "");
   if (n >= errlen) err[hm_utf8_cut(err, errlen - 1)] = 0; /* cut, but not mid-character */
+}
+
+/* hm_seterr with printf's arguments; returns HM_ERROR. */
+static int hm_errf(char *err, int errlen, const char *fmt, ...) {
+  if (err && errlen > 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(err, (size_t)errlen, fmt, ap);
+    va_end(ap);
+    if (n >= errlen) err[hm_utf8_cut(err, errlen - 1)] = 0;
+  }
+  return 1; /* HM_ERROR */
 }
 
 /* the scoring core: no sqlite3_* call */

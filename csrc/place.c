@@ -2,7 +2,7 @@
  * place.c: a candidate's place in its conversation and in time, for
  * heap_recall (issue 35).  Included by heapmem.c right after recall.c, whose
  * rows, cursor and statements it works on; recall.c declares its entry
- * points ahead (hr_place, hr_place_factors, hr_place_explain).
+ * points ahead (hr_place, hr_place_factors, hr_place_input).
  *
  * Owns:
  *   - the thread step (hr_place, after the candidates are read): a memory
@@ -233,20 +233,14 @@ static int hr_place_factors(hr_cursor *c, const double *rel) {
   return SQLITE_OK;
 }
 
-/* What explain adds for the thread and the time window, after the line so
- * far ('x thread 1.21 (m41, 1 turn before)', 'x time 2.00 ("May 2023":
- * 2023-05-01 to 2023-05-31)'); heapmem.results.Result.explain words them
- * the same. */
-static void hr_place_explain(const hr_cursor *c, const hr_row *r, char *line, size_t size) {
-  size_t used = strlen(line);
-  if (r->thr != 1.0 && r->from && used < size) {
-    long long off = r->from_off < 0 ? -r->from_off : r->from_off;
-    snprintf(line + used, size - used, " x thread %.2f (%s, %lld turn%s %s)", r->thr, r->from,
-             off, off == 1 ? "" : "s", r->from_off < 0 ? "before" : "after");
-    used = strlen(line);
-  }
-  if (r->tf != 1.0 && c->window && used < size)
-    snprintf(line + used, size - used, " x time %.2f (%s)", r->tf, c->wtext);
+/* A candidate's place factors, and what explain() says of them (hm_explain
+ * words them), into in. */
+static void hr_place_input(const hr_cursor *c, const hr_row *r, hm_input *in) {
+  in->thread = r->thr;
+  in->thread_from = r->thr != 1.0 ? r->from : NULL;
+  in->thread_offset = r->from_off;
+  in->time = r->tf;
+  in->time_window = r->tf != 1.0 && c->window ? c->wtext : NULL;
 }
 
 #pragma endregion

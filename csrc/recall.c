@@ -19,8 +19,11 @@
  * and the vector top N are the top N of the memories they let through), not
  * to the k ranked.  Columns are named after heapmem.Result's fields, plus
  * explain (the one-line reason), recall_id (the logged recall's id, NULL
- * untracked), qtype, rest (the score without its usefulness factor) and
- * links (the link set it scored with, for explain).
+ * untracked), qtype, rest (the score without its usefulness factor), links
+ * (the link set it scored with, for explain), context, context_n and explore
+ * (contextual utility's and exploration's factors) and lift (every learned
+ * factor on the score together, within max_lift: score = relevance^w x
+ * recency^w x importance^w x lift x rules).
  *
  * It is the one ranking: Memory.recall, on a file and on a server, runs it
  * (heapmem/db/sql.py's RECALL).  The candidate statement (the namespace's own
@@ -45,7 +48,7 @@ enum {
   HR_IMPORTANCE, HR_USEFULNESS, HR_RULES, HR_BM25, HR_AGE_DAYS, HR_SUPERSEDED, HR_FEATURES,
   HR_CREATED_AT, HR_LAST_USED_AT, HR_METADATA, HR_LEXICAL, HR_COSINE, HR_EXPLAIN, HR_RECALL_ID,
   HR_QTYPE, HR_REST, HR_LINKS, HR_CONTEXT, HR_CONTEXT_N, HR_EXPLORE, HR_THREAD, HR_TURN,
-  HR_THREAD_LIFT, HR_THREAD_FROM, HR_THREAD_OFFSET, HR_TIME_LIFT, HR_TIME_WINDOW,
+  HR_THREAD_LIFT, HR_THREAD_FROM, HR_THREAD_OFFSET, HR_TIME_LIFT, HR_TIME_WINDOW, HR_LIFT,
   /* the arguments */
   HR_QUERY, HR_NAMESPACE, HR_K, HR_NOW, HR_CONFIG, HR_TRACK, HR_QVEC, HR_TRACKED, HR_KINDS,
   HR_SINCE, HR_UNTIL, HR_NCOL
@@ -59,7 +62,7 @@ static const char hr_schema[] =
     "last_used_at REAL, metadata TEXT, lexical REAL, cosine REAL, \"explain\" TEXT, "
     "recall_id INTEGER, qtype TEXT, rest REAL, links BLOB, context REAL, context_n REAL, "
     "explore REAL, thread TEXT, turn INTEGER, thread_lift REAL, thread_from TEXT, "
-    "thread_offset INTEGER, time_lift REAL, time_window TEXT, "
+    "thread_offset INTEGER, time_lift REAL, time_window TEXT, lift REAL, "
     "query HIDDEN, namespace HIDDEN, k HIDDEN, "
     "now HIDDEN, config HIDDEN, track HIDDEN, qvec HIDDEN, tracked HIDDEN, kinds HIDDEN, "
     "since HIDDEN, until HIDDEN)";
@@ -124,6 +127,8 @@ static const char hr_sql_kindlist[] = "SELECT value FROM json_each(?1)";
 static const char hr_sql_kinds[] =
     "SELECT CASE WHEN json_valid(?1) THEN json_type(?1) = 'array' AND json_array_length(?1) > 0 "
     "AND NOT EXISTS (SELECT 1 FROM json_each(?1) WHERE type <> 'text') ELSE 0 END";
+/* ?1 kinds (a JSON array of text): each kind */
+static const char hr_sql_kind_each[] = "SELECT value FROM json_each(?1)";
 /* ?1 the candidates' seqs (JSON): each one's judgements and their questions */
 static const char hr_sql_judged[] =
     "SELECT j.seq, j.used, r.query FROM json_each(?1) AS c CROSS JOIN judged AS j "
@@ -185,16 +190,15 @@ static const char hr_sql_nrows[] =
     "FROM vectors AS v WHERE v.seq = m.seq) AS cos FROM json_each(?4) AS j "
     "CROSS JOIN memories AS m ON m.seq = j.value WHERE m.namespace = ?2) "
     "SELECT seq, rank, importance, age_days, superseded, features, cos FROM cand";
-/* the store's tuned config as a config string */
+/* the store's tuned config (hm_tuned_read): whether it is a JSON object, then
+ * each of its keys with its JSON type and value (no row: none saved) */
 static const char hr_sql_tuned[] =
-    "SELECT group_concat(key || '=' || CAST(value AS TEXT), ' ') FROM json_each(("
-    "SELECT value FROM heapmem_meta WHERE key = '" HM_META_TUNED "' AND json_valid(value)))";
-/* how many recalls the store has logged: the id the next one would get, less 1
- * (as hr_sql_log counts) */
-static const char hr_sql_logged[] =
-    "SELECT max(coalesce((SELECT max(id) FROM recalls), 0), "
-    "coalesce((SELECT CAST(value AS INTEGER) FROM heapmem_meta WHERE key = '"
-    HM_META_LAST_RECALL "'), 0))";
+    "SELECT o.ok, j.key, j.type, j.value FROM (SELECT CASE WHEN json_valid(value) THEN "
+    "json_type(value) = 'object' ELSE 0 END AS ok, value FROM heapmem_meta WHERE key = '"
+    HM_META_TUNED "') AS o LEFT JOIN json_each(CASE WHEN o.ok THEN o.value END) AS j";
+/* ?1 namespace: how many recalls it has logged (its own count: another
+ * namespace's recalls never move its draws) */
+static const char hr_sql_logged[] = "SELECT count(*) FROM recalls WHERE namespace = ?1";
 /* ?1 namespace, ?2 query, ?3 qtype, ?4 now, ?5 shown, ?6 ages, ?7 features, ?8 rest:
  * logged only while every memory shown is still one of the namespace's */
 static const char hr_sql_log[] =
@@ -209,13 +213,13 @@ static const char hr_sql_log[] =
 enum { HR_ST_CAND, HR_ST_HYBRID, HR_ST_LINKS, HR_ST_SHOW, HR_ST_TUNED, HR_ST_LOG,
        HR_ST_VROWS, HR_ST_VSTATE, HR_ST_VLOAD, HR_ST_JUDGED, HR_ST_ALLOW, HR_ST_KINDS,
        HR_ST_LOGGED, HR_ST_VPART, HR_ST_VPART_OF, HR_ST_VCENTS, HR_ST_KINDLIST, HR_ST_THREADS,
-       HR_ST_PLACE, HR_ST_NEIGHBOURS, HR_ST_NROWS, HR_NST };
+       HR_ST_PLACE, HR_ST_NEIGHBOURS, HR_ST_NROWS, HR_ST_KIND_EACH, HR_NST };
 static const char *const hr_sql[HR_NST] = {
     hr_sql_cand,    hr_sql_hybrid,     hr_sql_links,  hr_sql_show,     hr_sql_tuned,
     hr_sql_log,     hr_sql_vrows,      hr_sql_vstate, hr_sql_vload,    hr_sql_judged,
     hr_sql_allow,   hr_sql_kinds,      hr_sql_logged, hr_sql_vpart,    hr_sql_vpart_of,
     hv_sql_cents,   hr_sql_kindlist,   hr_sql_threads, hr_sql_place,   hr_sql_neighbours,
-    hr_sql_nrows};
+    hr_sql_nrows,   hr_sql_kind_each};
 
 /* The statements the loop's functions run, prepared once per connection:
  * kept by the connection's heap_recall table, whose xDisconnect (run before
@@ -223,6 +227,7 @@ static const char *const hr_sql[HR_NST] = {
 #define HM_CACHE 40
 typedef struct hr_vtab hr_vtab;
 typedef struct {
+  const sqlite3_api_routines *api; /* the SQLite library of the connection */
   hr_vtab *vt;      /* the connection's heap_recall, once connected */
   int checked;      /* the file's schema was found heapmem's own ... */
   long long cookie; /* ... at this schema cookie (store.c, hs_check) */
@@ -232,12 +237,15 @@ typedef struct {
 /* the module's client data goes with the connection */
 static void hm_conn_free(void *p) {
   hm_conn *conn = p;
-  if (conn) hv_free(conn->vc);
+  if (!conn) return;
+  sqlite3_api = conn->api;
+  hv_free(conn->vc);
   sqlite3_free(conn);
 }
 
 struct hr_vtab {
   sqlite3_vtab base;
+  const sqlite3_api_routines *api; /* every method sets sqlite3_api to it first */
   sqlite3 *db;
   hm_conn *conn;
   sqlite3_stmt *st[HR_NST];
@@ -298,11 +306,14 @@ static int hm_check_store(sqlite3 *db, hm_conn *conn, char **err);
 static int hr_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                       sqlite3_vtab **out, char **err) {
   (void)argc; (void)argv; (void)err;
+  hm_conn *conn = aux;
+  sqlite3_api = conn->api;
   int rc = sqlite3_declare_vtab(db, hr_schema);
   if (rc != SQLITE_OK) return rc;
   hr_vtab *t = sqlite3_malloc64(sizeof *t);
   if (!t) return SQLITE_NOMEM;
   memset(t, 0, sizeof *t);
+  t->api = conn->api;
   t->db = db;
   t->conn = aux;
   if (t->conn) t->conn->vt = t;
@@ -314,6 +325,7 @@ static int hr_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
 
 static int hr_disconnect(sqlite3_vtab *vt) {
   hr_vtab *t = (hr_vtab *)vt;
+  sqlite3_api = t->api;
   for (int i = 0; i < HR_NST; i++) sqlite3_finalize(t->st[i]);
   for (int i = 0; i < HM_CACHE; i++) sqlite3_finalize(t->cache[i].st);
   if (t->conn && t->conn->vt == t) t->conn->vt = NULL;
@@ -324,7 +336,7 @@ static int hr_disconnect(sqlite3_vtab *vt) {
 /* Each argument given is an equality constraint on its hidden column; idxNum
  * has bit j set for argument j, and argv lists them in argument order. */
 static int hr_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
-  (void)vt;
+  sqlite3_api = ((hr_vtab *)vt)->api;
   int where[HR_NARGS];
   for (int j = 0; j < HR_NARGS; j++) where[j] = -1;
   for (int i = 0; i < info->nConstraint; i++) {
@@ -353,7 +365,7 @@ static int hr_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
 }
 
 static int hr_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
-  (void)vt;
+  sqlite3_api = ((hr_vtab *)vt)->api;
   hr_cursor *c = sqlite3_malloc64(sizeof *c);
   if (!c) return SQLITE_NOMEM;
   memset(c, 0, sizeof *c);
@@ -376,7 +388,11 @@ static void hr_clear(hr_cursor *c) {
   c->recall_id = 0;
 }
 
+/* the routines of the library a cursor's connection belongs to */
+#define HR_CURSOR_API(cur) (sqlite3_api = ((hr_vtab *)(cur)->pVtab)->api)
+
 static int hr_close(sqlite3_vtab_cursor *cur) {
+  HR_CURSOR_API(cur);
   hr_clear((hr_cursor *)cur);
   sqlite3_free(cur);
   return SQLITE_OK;
@@ -481,9 +497,44 @@ static int hr_log(hr_vtab *t, hr_cursor *c, const char *query, const char *ns, d
   return rc;
 }
 
+/* The store's tuned config into c, from hr_sql_tuned's rows (st, stepped
+ * here, reset by the caller): the defaults, each field the JSON object
+ * names set to its number.  The row is read from the file, so it is taken
+ * apart, never spliced into config text: a key that is not one config
+ * field, a value that is not a JSON number or a field out of its bounds is
+ * damage (SQLITE_CORRUPT, why set), as Python's open() finds it. */
+static int hm_tuned_read(sqlite3_stmt *st, hm_config *c, char *why, int whylen) {
+  int rc;
+  hm_config_default(c);
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (!sqlite3_column_int(st, 0)) {
+      hm_errf(why, whylen, "it is not a JSON object");
+      return SQLITE_CORRUPT;
+    }
+    const char *key = (const char *)sqlite3_column_text(st, 1);
+    const char *type = (const char *)sqlite3_column_text(st, 2);
+    if (!key) continue; /* an empty object */
+    double *slot = NULL;
+    for (int i = 0; i < HM_NCONFIG && !slot; i++)
+      if (!strcmp(key, hm_config_fields[i].name)) slot = hm_config_slot(c, i);
+    if (!slot || (int)strlen(key) != sqlite3_column_bytes(st, 1)) {
+      hm_errf(why, whylen, "'%.60s' is not a config field", key);
+      return SQLITE_CORRUPT;
+    }
+    if (!type || (strcmp(type, "integer") && strcmp(type, "real"))) {
+      hm_errf(why, whylen, "%s is not a number", key);
+      return SQLITE_CORRUPT;
+    }
+    *slot = sqlite3_column_double(st, 3);
+  }
+  if (rc != SQLITE_DONE) return rc;
+  return hm_config_check(c, why, whylen) ? SQLITE_CORRUPT : SQLITE_OK;
+}
+
 /* The arguments of one heap_recall, read and checked. */
 typedef struct {
   const char *query, *ns;
+  char *query_copy; /* the question with its NUL bytes made spaces (sqlite3_malloc'd), or NULL */
   double now;
   int track, tracked; /* tracked: explored (config explore > 0) */
   const void *qvec; /* NULL: none */
@@ -519,9 +570,12 @@ static int hr_read_time(hr_vtab *t, sqlite3_value *v, const char *name, double *
   *has = 0;
   if (!v || sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
   double x = sqlite3_value_double(v);
-  if (!hm_is_number(v) || !(x >= 0 && x <= 253402300799.0))
-    return hr_fail(t, "heap_recall: %s must be unix seconds from 0 to 253402300799 (1970 to "
-                      "the year 9999)", name);
+  if (!hm_is_number(v) || !(x >= hm_limits.MIN_TIME && x <= hm_limits.MAX_TIME)) {
+    char why[HM_ERRLEN];
+    hm_errf(why, sizeof why, "%s must be unix seconds from %.0f to %.0f (1970 to the year 9999)",
+            name, hm_limits.MIN_TIME, hm_limits.MAX_TIME);
+    return hr_fail(t, "heap_recall: %s", why);
+  }
   *out = x;
   *has = 1;
   return SQLITE_OK;
@@ -538,12 +592,17 @@ static int hr_read_filters(hr_vtab *t, sqlite3_value **arg, hr_args *a) {
                       "since, and before until)%s", "");
   sqlite3_value *v = arg[HR_KINDS - HR_QUERY];
   if (!v || sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
-  const char *kinds = (const char *)sqlite3_value_text(v);
+  const char *kinds = NULL;
+  char why[HM_ERRLEN];
   int len = sqlite3_value_bytes(v);
-  if (sqlite3_value_type(v) != SQLITE_TEXT || !kinds || !len)
+  if (sqlite3_value_type(v) != SQLITE_TEXT || !len)
     return hr_fail(t, "heap_recall: kinds must be a kind ('fact') or a JSON array of kinds "
                       "('[\"fact\", \"preference\"]')%s", "");
+  if (hm_arg_text(v, "kinds", 0, hm_limits.MAX_TEXT_BYTES, &kinds, why, sizeof why))
+    return hr_fail(t, "heap_recall: %s", why);
   if (kinds[0] != '[') { /* one kind */
+    if (hm_arg_text(v, "a kind", HM_ARG_NAME, 0, &kinds, why, sizeof why))
+      return hr_fail(t, "heap_recall: %s", why);
     sqlite3_str *js = sqlite3_str_new(t->db);
     sqlite3_str_appendchar(js, 1, '[');
     hm_json_string(js, kinds, len);
@@ -560,6 +619,23 @@ static int hr_read_filters(hr_vtab *t, sqlite3_value **arg, hr_args *a) {
   if (!ok)
     return hr_fail(t, "heap_recall: kinds must be a kind or a JSON array of one or more kinds "
                       "(text), such as '[\"fact\", \"preference\"]'%s", "");
+  /* each kind a name, and not more of them than a recall returns memories */
+  if ((rc = hr_stmt(t, HR_ST_KIND_EACH, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  sqlite3_bind_text(st, 1, kinds, len, SQLITE_TRANSIENT);
+  int nkinds = 0;
+  while (ok && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (++nkinds > hm_limits.MAX_K) {
+      hm_errf(why, sizeof why, "kinds lists more than %.0f kinds", hm_limits.MAX_K);
+      ok = 0;
+    } else if (hm_check_text(sqlite3_column_type(st, 0), sqlite3_column_text(st, 0),
+                             sqlite3_column_bytes(st, 0), "a kind in kinds", HM_ARG_NAME, 0, why,
+                             sizeof why)) {
+      ok = 0;
+    }
+  }
+  sqlite3_reset(st);
+  if (!ok) return hr_fail(t, "heap_recall: %s", why);
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) return hr_sqlfail(t, rc);
   a->kinds = sqlite3_mprintf("%.*s", len, kinds);
   return a->kinds ? SQLITE_OK : SQLITE_NOMEM;
 }
@@ -572,26 +648,35 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
   for (int j = 0, used = 0; j < HR_NARGS; j++)
     if (idxNum & (1 << j) && used < argc) arg[j] = argv[used++];
   sqlite3_value *q = arg[HR_QUERY - HR_QUERY];
+  char why[HM_ERRLEN];
   if (!q || sqlite3_value_type(q) != SQLITE_TEXT)
     return hr_fail(t, "heap_recall: the question must be text, as the first argument: "
                       "heap_recall('When is my flight?', 'user:maya')%s", "");
-  const char *query = (const char *)sqlite3_value_text(q);
-  const char *ns = "default";
-  sqlite3_value *v = arg[HR_NAMESPACE - HR_QUERY];
-  if (v && sqlite3_value_type(v) != SQLITE_NULL) {
-    if (sqlite3_value_type(v) != SQLITE_TEXT)
-      return hr_fail(t, "heap_recall: the namespace must be text%s", "");
-    ns = (const char *)sqlite3_value_text(v);
+  const char *query, *ns = "default";
+  if (hm_arg_text(q, "the question", HM_ARG_NUL_OK, hm_limits.MAX_TEXT_BYTES, &query, why,
+                  sizeof why))
+    return hr_fail(t, "heap_recall: %s", why);
+  int qlen = sqlite3_value_bytes(q);
+  if ((int)strlen(query) != qlen) { /* a NUL inside is a space, as Memory.recall reads it */
+    if (!(a->query_copy = sqlite3_malloc(qlen + 1))) return SQLITE_NOMEM;
+    for (int i = 0; i < qlen; i++) a->query_copy[i] = query[i] ? query[i] : ' ';
+    a->query_copy[qlen] = 0;
+    query = a->query_copy;
   }
-  if (!ns[0] || !strcmp(ns, "*") || strlen(ns) > HM_MAX_NS_BYTES)
-    return hr_fail(t, "heap_recall: '%s' is not a namespace (one to 256 characters, not '*', "
-                      "which names the pooled layer)", ns);
+  sqlite3_value *v = arg[HR_NAMESPACE - HR_QUERY];
+  if (v && sqlite3_value_type(v) != SQLITE_NULL &&
+      hm_arg_text(v, "namespace", HM_ARG_NAME, 0, &ns, why, sizeof why))
+    return hr_fail(t, "heap_recall: %s", why);
+  if (!strcmp(ns, "*"))
+    return hr_fail(t, "heap_recall: '%s' is not a namespace ('*' names the pooled layer)", ns);
   c->k = 5;
   v = arg[HR_K - HR_QUERY];
   if (v && sqlite3_value_type(v) != SQLITE_NULL) {
     if (sqlite3_value_type(v) != SQLITE_INTEGER || sqlite3_value_int64(v) < 1 ||
-        sqlite3_value_int64(v) > 1000)
-      return hr_fail(t, "heap_recall: k must be an integer from 1 to 1000%s", "");
+        sqlite3_value_int64(v) > hm_limits.MAX_K) {
+      hm_errf(why, sizeof why, "k must be an integer from 1 to %.0f", hm_limits.MAX_K);
+      return hr_fail(t, "heap_recall: %s", why);
+    }
     c->k = sqlite3_value_int(v);
   }
   double now;
@@ -609,13 +694,14 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
   } else {
     /* the store's tuned weights, as Memory opens with them */
     if ((rc = hr_stmt(t, HR_ST_TUNED, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
-    rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW) return hr_sqlfail(t, rc);
-    const char *tuned = (const char *)sqlite3_column_text(st, 0);
-    rc = hm_config_parse(tuned, &c->cfg, err, sizeof err);
+    rc = hm_tuned_read(st, &c->cfg, err, sizeof err);
+    if (rc == SQLITE_CORRUPT) {
+      sqlite3_reset(st);
+      hr_fail(t, "heap_recall: the store's tuned config is damaged (%s)", err);
+      return SQLITE_CORRUPT;
+    }
+    if (rc != SQLITE_OK) return hr_sqlfail(t, rc);
     sqlite3_reset(st);
-    if (rc != HM_OK)
-      return hr_fail(t, "heap_recall: the store's tuned config cannot be used (%s)", err);
   }
   int track = !sqlite3_db_readonly(t->db, "main");
   if ((rc = hr_read_flag(t, arg[HR_TRACK - HR_QUERY], "track", &track))) return rc;
@@ -988,7 +1074,7 @@ static void heap_vector_top(sqlite3_context *ctx, int argc, sqlite3_value **argv
   memset(t, 0, sizeof *t);
   memset(c, 0, sizeof *c);
   t->db = sqlite3_context_db_handle(ctx);
-  t->conn = sqlite3_user_data(ctx);
+  t->conn = hm_user_data(ctx);
   hr_args a = {0};
   if (sqlite3_value_type(argv[0]) != SQLITE_TEXT || sqlite3_value_type(argv[1]) != SQLITE_TEXT ||
       sqlite3_value_type(argv[2]) != SQLITE_INTEGER || sqlite3_value_int64(argv[2]) < 1 ||
@@ -1005,12 +1091,17 @@ static void heap_vector_top(sqlite3_context *ctx, int argc, sqlite3_value **argv
       goto done;
     }
   }
+  char bad[HM_ERRLEN];
+  if (hm_arg_text(argv[0], "question", HM_ARG_NUL_OK, hm_limits.MAX_TEXT_BYTES, &a.query, bad,
+                  sizeof bad) ||
+      hm_arg_text(argv[1], "namespace", HM_ARG_NAME, 0, &a.ns, bad, sizeof bad)) {
+    rc = hr_fail(t, "heap_vector_top: %s", bad);
+    goto done;
+  }
   if ((rc = hm_check_store(t->db, t->conn, &why)) != SQLITE_OK) {
     hr_fail(t, "heap_vector_top: %s", why ? why : "out of memory");
     goto done;
   }
-  a.query = (const char *)sqlite3_value_text(argv[0]);
-  a.ns = (const char *)sqlite3_value_text(argv[1]);
   hr_vstate vs = {0};
   hv_ns *e = NULL;
   if ((rc = hr_vectors(t, c, &a, &vs)) != SQLITE_OK) goto done;
@@ -1261,8 +1352,9 @@ static int hr_context(hr_vtab *t, hr_cursor *c, const char *query) {
 }
 
 /* The seed of a recall's exploration, from its inputs: the question, the
- * namespace, now and how many recalls the store had logged before it (so
- * that asking again explores again), mixed with splitmix64.  Never the
+ * namespace, now and how many recalls the namespace had logged before it (so
+ * that asking again explores again; its own count, so that another tenant's
+ * recalls never change its draws), mixed with splitmix64.  Never the
  * clock or rand(): the same inputs draw the same samples. */
 static u64 hr_seed(const char *query, const char *ns, double now, i64 logged) {
   u64 bits, s = 0;
@@ -1286,6 +1378,7 @@ static int hr_explore(hr_vtab *t, hr_cursor *c, const hr_args *a) {
   sqlite3_stmt *st = NULL;
   int rc = hr_stmt(t, HR_ST_LOGGED, &st);
   if (rc != SQLITE_OK) return hr_sqlfail(t, rc);
+  sqlite3_bind_text(st, 1, a->ns, -1, SQLITE_TRANSIENT);
   if ((rc = sqlite3_step(st)) != SQLITE_ROW) return hr_sqlfail(t, rc);
   i64 logged = sqlite3_column_int64(st, 0);
   sqlite3_reset(st);
@@ -1373,13 +1466,14 @@ static int hr_score(hr_vtab *t, hr_cursor *c) {
   for (int i = 0; i < c->n; i++) {
     hr_row *r = &c->rows[i];
     memcpy(r->f, out + (size_t)i * HM_SCORE_COLUMNS, sizeof r->f);
-    /* the score, and the score without usefulness: times context, thread, time */
-    double g = r->ctx;
-    if (r->thr != 1.0) g *= r->thr;
-    if (r->tf != 1.0) g *= r->tf;
-    r->f[5] *= g;
-    r->f[6] *= g;
-    if (r->xf != 1.0) r->f[5] *= r->xf; /* usefulness explored */
+    /* the learned factors on the score, together within max_lift (hm_learned):
+     * usefulness's lift, contextual utility's, exploration's; the place's
+     * factors (a thread's neighbour, the question's window of time: place.c)
+     * are the day-one ones, beside relevance, never bounded */
+    r->f[7] = hm_learned(r->f[7], r->ctx, r->xf, &c->cfg);
+    r->f[6] *= r->thr * r->tf;
+    r->f[5] = r->f[6] * r->f[7];
+    r->f[6] *= r->ctx; /* the score without usefulness, as tune replays it */
   }
   sqlite3_free(out);
   qsort(c->rows, (size_t)c->n, sizeof *c->rows, hr_cmp);
@@ -1409,11 +1503,12 @@ static int hr_run(hr_vtab *t, hr_cursor *c, const hr_args *a);
 /* place.c: each candidate's place in its thread and in time, the neighbours
  * of the best brought in (after the candidates are read) */
 static int hr_place(hr_vtab *t, hr_cursor *c, const hr_args *a);
-static void hr_place_explain(const hr_cursor *c, const hr_row *r, char *line, size_t size);
+static void hr_place_input(const hr_cursor *c, const hr_row *r, hm_input *in);
 
 static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, int argc,
                      sqlite3_value **argv) {
   (void)idxStr;
+  HR_CURSOR_API(cur);
   hr_cursor *c = (hr_cursor *)cur;
   hr_vtab *t = (hr_vtab *)cur->pVtab;
   hr_clear(c);
@@ -1428,6 +1523,7 @@ static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, i
   int rc = hr_read_args(t, c, idxNum, argc, argv, &a);
   if (rc == SQLITE_OK) rc = hr_run(t, c, &a);
   sqlite3_free(a.kinds);
+  sqlite3_free(a.query_copy);
   return rc;
 }
 
@@ -1469,6 +1565,7 @@ static int hr_eof(sqlite3_vtab_cursor *cur) {
 }
 
 static int hr_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
+  HR_CURSOR_API(cur);
   hr_cursor *c = (hr_cursor *)cur;
   hr_row *r = &c->rows[c->i];
   switch (col) {
@@ -1516,6 +1613,7 @@ static int hr_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
   case HR_TIME_WINDOW:
     if (c->window) sqlite3_result_text(ctx, c->wtext, -1, SQLITE_TRANSIENT);
     break;
+  case HR_LIFT: sqlite3_result_double(ctx, r->f[7]); break;
   case HR_RECALL_ID:
     if (c->recall_id) sqlite3_result_int64(ctx, c->recall_id);
     break;
@@ -1523,22 +1621,14 @@ static int hr_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
     hm_input in = {.relevance = r->f[0], .age_days = r->age_days, .importance = r->f[2],
                    .superseded = r->superseded, .features = r->features,
                    .bm25_part = c->hybrid ? r->lexical : NAN,
-                   .cos_part = c->hybrid ? r->cosn : NAN};
+                   .cos_part = c->hybrid ? r->cosn : NAN, .context = r->ctx,
+                   .context_n = r->ctx_n, .explore = r->xf};
+    hr_place_input(c, r, &in); /* the thread's and the time's factors, and their words */
     char line[HM_EXPLAIN_LEN], err[HM_ERRLEN];
     if (hm_explain(&in, c->qtype, c->links, c->linkslen, &c->cfg, line, sizeof line, err,
                    sizeof err) != HM_OK) {
       sqlite3_result_error(ctx, err, -1);
       return SQLITE_ERROR;
-    }
-    if (r->ctx != 1.0) { /* contextual utility, after the line the factors make */
-      size_t used = strlen(line);
-      snprintf(line + used, sizeof line - used, " x context %.2f (%.1f similar judgements)",
-               r->ctx, r->ctx_n);
-    }
-    hr_place_explain(c, r, line, sizeof line); /* then the thread's and the time's */
-    if (r->xf != 1.0) { /* then exploration (a tracked recall, explore > 0) */
-      size_t used = strlen(line);
-      snprintf(line + used, sizeof line - used, " x explore %.2f", r->xf);
     }
     sqlite3_result_text(ctx, line, -1, SQLITE_TRANSIENT);
     break;

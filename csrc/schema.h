@@ -19,25 +19,13 @@
 #define HM_META_AUTOTUNE "autotune"
 #define HM_META_VECTOR_INDEX "vector_index"
 #define HM_META_LAST_PART "last_part"
+#define HM_META_FTS_DEFERRED "fts_deferred"
 #define HM_BUILTIN_EMBEDDER "potion-base-8M"
 #define HM_VINDEX_THRESHOLD 20000
 #define HM_VINDEX_SIZE 512
 #define HM_VINDEX_PROBE 0.25
 #define HM_VINDEX_SEED 0
 #define HM_AUTOTUNE_RECOUNT "UPDATE heapmem_meta SET value = json_set(value, '$.judged', json('null')) WHERE key = 'autotune' AND json_valid(value) AND json_type(value) = 'object'"
-/* a kind's default importance (heapmem.config.KIND_IMPORTANCE); others 1 */
-static const struct {
-  const char *kind;
-  double importance;
-} hm_kind_importance[] = {
-  {"instruction", 1.5},
-  {"preference", 1.3},
-  {"summary", 1.2},
-  {"fact", 1.0},
-  {"note", 1.0},
-  {"episode", 0.8},
-  {"tool_result", 0.6},
-};
 static const struct {
   const char *type, *name, *tbl, *sql;
 } hm_schema_objects[] = {

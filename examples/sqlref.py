@@ -28,6 +28,10 @@ WORDS: dict[str, tuple[list[str], str]] = {
                  "there (default: the thread's next)."),
     "heap_time_window": (["question", "now"], "The window of time a question names ('last "
                          "week', 'in May 2023', as of now, unix seconds) as JSON, or NULL."),
+    "heap_add_many": (["items", "copy"], "Add a JSON array of memories, each an object with "
+                      "heap_add's arguments as fields (or an array of them in heap_add's order), "
+                      "as heap_add adds each, in one savepoint, the FTS index taken once at the "
+                      "end; returns their ids, a JSON array."),
     "heap_forget": (["ids_json"], "Erase the memories of a JSON array of ids (text, index, log); "
                     "returns how many."),
     "heap_forget_namespace": (["namespace"], "Erase every memory of a namespace; returns how "
@@ -130,6 +134,8 @@ COLUMNS: dict[str, str] = {
     "context": "contextual utility's factor (1: none)",
     "context_n": "the weighted similar judgements behind it",
     "explore": "exploration's factor (1: none)",
+    "lift": "every learned factor together (usefulness's lift x context x explore), within "
+    "max_lift",
     "thread": "the conversation it is a turn of", "turn": "its place in its thread",
     "thread_lift": "the thread factor: a neighbour's match (1: none)",
     "thread_from": "the neighbour that lifted it", "thread_offset": "how many turns away "

@@ -14,18 +14,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from .db import _native
 
-#: Importance a memory gets from its kind when none is given.
-KIND_IMPORTANCE: dict[str, float] = {
-    "instruction": 1.5,
-    "preference": 1.3,
-    "summary": 1.2,
-    "fact": 1.0,
-    "note": 1.0,
-    "episode": 0.8,
-    "tool_result": 0.6,
-}
-#: Importance must lie in (0, MAX_IMPORTANCE].
-MAX_IMPORTANCE = 10.0
+#: Importance a memory gets from its kind when none is given (csrc/heapmem.h's
+#: HM_KINDS; another kind gets 1).
+KIND_IMPORTANCE: dict[str, float] = dict(_native.VOCABULARY.kinds)
+#: A memory's kind when none is given (heapmem.h's HM_DEFAULT_KIND).
+DEFAULT_KIND = _native.VOCABULARY.default_kind
+#: Importance must lie in (0, MAX_IMPORTANCE] (heapmem.h's HM_LIMITS).
+MAX_IMPORTANCE = float(_native.LIMITS["MAX_IMPORTANCE"])
 
 # The fields the C core reads, in the order of its config string, and their
 # defaults (csrc/heapmem.h).
@@ -99,9 +94,12 @@ class ScoringConfig:
       w_usefulness here is where a store starts, and an explicit config
       keeps its weights (auto-tune does not run).
       However strong the evidence, usefulness^exponent is bounded to
-      [1 / max_lift, max_lift]: what a prior merged from elsewhere, or
-      tenants colluding past the trimmed pool, can do to a ranking is
-      bounded too (explain() says when the bound applied).
+      [1 / max_lift, max_lift], and so is the product of every learned
+      factor on a score (usefulness's, context's and exploration's,
+      Result.lift): what a prior merged from elsewhere, tenants colluding
+      past the trimmed pool, or one user judging one memory again and again
+      can do to a ranking is bounded too (explain() says when either bound
+      applied; bench/RESULTS.md 22 measured bounding them together).
     - context (w_context, 1; every store, with vectors or without): the
       memory's own record in this namespace, each past judgement of it
       weighted by how similar its question was to this one (the library's
@@ -150,7 +148,7 @@ class ScoringConfig:
       lift stays within max_lift's bounds.  ctx:1 stays a boost under
       exploration too: a draw below the base rate counts as the base rate.
       The draws are seeded by the recall's inputs (question, namespace,
-      now, and how many recalls the store has logged), never the clock's
+      now, and how many recalls the namespace has logged), never the clock's
       entropy: the same inputs rank the same.  explain() shows the factor
       as "x explore 1.23".
       bench/RESULTS.md 14.1: in a simulation where BM25 keeps the useful kind

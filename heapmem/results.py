@@ -87,6 +87,10 @@ class Result:
     #: (None: the question names none)
     time_lift: float = 1.0
     time_window: str | None = None
+    #: every learned factor on the score together (usefulness's lift x context
+    #: x explore), within max_lift: score = relevance^w x recency^w x
+    #: importance^w x thread_lift x time_lift x lift x rules
+    lift: float = 1.0
     _recall: "Recall" = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
 
     def explain(self) -> str:
@@ -97,7 +101,10 @@ class Result:
         line = _native.explain(self.relevance, self.age_days, self.importance, self.superseded,
                                " ".join(self.features), r.qtype, r._link_set, r.config.cdata,
                                nan if self.lexical is None else self.lexical,
-                               nan if self.cosine is None else self.cosine)
+                               nan if self.cosine is None else self.cosine,
+                               self.context, self.context_n, self.explore,
+                               self.thread_lift, self.thread_from, self.thread_offset or 0,
+                               self.time_lift, self.time_window)
         if r.prior_features and r.config.w_usefulness > 0:
             # links a merged prior adds to: their lift is not only this store's
             hit = sorted(set(_native.active(" ".join(self.features), r.qtype, self.age_days))
@@ -105,36 +112,26 @@ class Result:
             if hit:
                 more = f" +{len(hit) - 3}" if len(hit) > 3 else ""
                 line += f" (prior in {' '.join(hit[:3])}{more}: see Memory.priors())"
-        if self.context != 1.0:  # as heap_recall's explain column words it
-            line += f" x context {self.context:.2f} ({self.context_n:.1f} similar judgements)"
-        if self.thread_lift != 1.0 and self.thread_from is not None:  # (csrc/place.c)
-            off = abs(self.thread_offset or 0)
-            line += (f" x thread {self.thread_lift:.2f} ({self.thread_from}, {off} "
-                     f"turn{'' if off == 1 else 's'} "
-                     f"{'before' if (self.thread_offset or 0) < 0 else 'after'})")
-        if self.time_lift != 1.0 and self.time_window is not None:
-            line += f" x time {self.time_lift:.2f} ({self.time_window})"
-        if self.explore != 1.0:
-            line += f" x explore {self.explore:.2f}"
         return line
 
     def factors(self) -> dict[str, float | None]:
         """What each factor multiplies the score by, as applied: relevance,
-        recency and importance to their weights (None: weight 0, off), the
-        learned usefulness as the score carries it (bounded by max_lift, to
-        its weight and the evidence's exponent: read off the score the C core
-        gave, never worked out again), context, explore and rules.  The
-        values multiply to the score."""
+        recency and importance to their weights (None: weight 0, off); the
+        place's factors, thread and time; the learned ones, usefulness (its
+        lift, to its weight and the evidence's exponent), context and
+        explore, as the score carries them (together within max_lift: any
+        bound is usefulness's share, read off the core's lift, never worked
+        out again); and rules.  The values multiply to the score."""
         cfg = self._recall.config
         out: dict[str, float | None] = {}
-        fixed = self.context * self.explore * self.rules
         for name, w in (("relevance", cfg.w_relevance), ("recency", cfg.w_recency),
                         ("importance", cfg.w_importance)):
             v = getattr(self, name)
             out[name] = None if w == 0 else (v ** w if v > 0 else 0.0)
-            fixed *= 1.0 if w == 0 else out[name]  # type: ignore[operator]
-        out["usefulness"] = None if cfg.w_usefulness == 0 else (
-            self.score / fixed if fixed > 0 else self.usefulness ** cfg.w_usefulness)
+        out["thread"] = self.thread_lift
+        out["time"] = self.time_lift
+        share = self.lift / (self.context * self.explore)  # usefulness's, bound and all
+        out["usefulness"] = None if cfg.w_usefulness == 0 and abs(share - 1) < 1e-12 else share
         out["context"] = self.context
         out["explore"] = self.explore
         out["rules"] = self.rules

@@ -28,7 +28,7 @@ import apsw
 import numpy as np
 
 from . import answers, embedders
-from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
+from .config import DEFAULT_KIND, KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
 from .db import _native, connect, schema, sql
 from .db.sql import RECALL_SQL
 from .errors import (
@@ -69,6 +69,7 @@ from .validate import (
     check_namespace,
     check_text,
     check_thread,
+    python_text,
     seconds,
 )
 
@@ -76,6 +77,22 @@ __all__ = ["Memory", "open", "RECALL_SQL", "MAX_K", "MAX_TEXT_BYTES", "POOLED"]
 
 #: update()'s "leave this field as it is".
 _KEEP: Any = object()
+
+
+#: a row of _prepare's as heap_add's arguments, in heap_add's order (heap_add_many's items)
+def _ADD_ARGS(r: Mapping[str, Any]) -> list[Any]:
+    """A row as heap_add's arguments, in its order (copy's place null: the
+    batch's)."""
+    return [r["text"], r["namespace"], r["kind"], r["source"], r["id"], r["created_at"],
+            r["importance"], r["key"], r["metadata"], None, r["thread"], r["turn"]]
+
+
+def _item_sentence(e: BaseException, offset: int) -> str:
+    """heap_add_many's sentence, its item numbered in the whole batch (the
+    core numbers them in its call: item 3 of the call at offset 100_000 is
+    item 100_003)."""
+    text = _c_sentence(e)
+    return re.sub(r"^item (\d+)", lambda m: f"item {int(m[1]) + offset}", text)
 
 
 def _item(r: tuple) -> Item:
@@ -602,17 +619,29 @@ class Memory:
 
     # -- adding ------------------------------------------------------------------
 
-    def _prepare(self, text: Any, *, kind: Any = "fact", source: Any = None, id: Any = None,
+    def _prepare(self, text: Any, *, kind: Any = DEFAULT_KIND, source: Any = None, id: Any = None,
                  namespace: Any = "default", created_at: Any = None, importance: Any = None,
                  key: Any = None, metadata: Any = None, thread: Any = None,
-                 turn: Any = None) -> dict[str, Any]:
-        text = check_text(text)
+                 turn: Any = None, core: bool = False) -> dict[str, Any]:
+        """One memory's fields as heap_add takes them.  core: the C core checks
+        their values (heap_add, heap_add_many), so only what it cannot see is
+        checked here: Python's types, lone surrogates, datetimes, the
+        metadata's dict; else (update()'s UPDATE) every value here too."""
+        if core:
+            text = python_text(text, "text")
+            kind = python_text(kind, "kind")
+            source = python_text(source, "source", optional=True)
+            id = python_text(id, "id", optional=True)
+            namespace = python_text(namespace, "namespace")
+            key = python_text(key, "key", optional=True)
+        else:
+            text = check_text(text)
+            kind = check_name(kind, "kind")
+            source = check_name(source, "source", optional=True)
+            id = check_name(id, "id", optional=True)
+            namespace = check_namespace(namespace)
+            key = check_name(key, "key", optional=True)
         thread, turn = check_thread(thread, turn)
-        kind = check_name(kind, "kind")
-        source = check_name(source, "source", optional=True)
-        id = check_name(id, "id", optional=True)
-        namespace = check_namespace(namespace)
-        key = check_name(key, "key", optional=True)
         created = seconds(created_at, "created_at") if created_at is not None else self.now(None)
         if importance is None:
             importance = KIND_IMPORTANCE.get(kind, 1.0)
@@ -643,90 +672,50 @@ class Memory:
 
     def _insert(self, c: schema.Connection, rows: list[dict[str, Any]],
                 copy: bool = False) -> list[Item]:
-        """Insert rows (checked by _prepare) in one statement per table; without
-        copy, a row with no id whose text and key its namespace holds already
-        (or an earlier row of the batch holds) is that memory instead; never a
-        thread's turn (as heap_add)."""
-        if copy:
-            return self._insert_rows(c, rows)
-        out: list[Any] = [None] * len(rows)
-        first: dict[tuple, int] = {}
-        keep = []
-        for i, r in enumerate(rows):
-            if r["id"] is not None or r["thread"] is not None:
-                keep.append(i)
+        """Add rows (checked by _prepare) through the C core's batch form of
+        heap_add (heap_add_many, csrc/store.c): the same checks, ids, same-text
+        rule and features as add(), the FTS index taken once at the end; at
+        most MAX_IDS rows a call, so a longer batch is several calls in this
+        one transaction.  Returns the Items in the rows' order: a row that is
+        a memory the namespace held already (or an earlier row's) is that
+        memory, as it is."""
+        last = c.execute(sql.LAST_SEQ).fetchall()[0][0]
+        step = int(_native.LIMITS["MAX_IDS"])
+        ids: list[str] = []
+        for at in range(0, len(rows), step):
+            # each row as heap_add's arguments, in its order
+            items = json.dumps([_ADD_ARGS(r) for r in rows[at:at + step]], ensure_ascii=False,
+                               separators=(",", ":"), check_circular=False)
+            try:
+                out = c.execute(sql.ADD_MANY, {"items": items, "copy": int(copy)}).fetchall()
+            except apsw.ConstraintError as e:  # an id given that a memory has
+                raise DuplicateIdError(_item_sentence(e, at)) from None
+            except apsw.SQLError as e:  # the C core's sentence: a bad argument
+                raise ValueError("add_many: " + _item_sentence(e, at)) from None
+            ids += json.loads(out[0][0])
+        # the rows the batch made, as they were given (with the core's features);
+        # a row that is a memory held already is that memory, as it is
+        made = {i: (seq, f, t) for i, seq, f, t in c.execute(sql.ADDED_SINCE, {"seq": last})}
+        by_id: dict[str, Item] = {}
+        for r, i in zip(rows, ids):
+            if i in by_id:
                 continue
-            k = (r["namespace"], r["text"], r["key"])
-            if k in first:
-                out[i] = first[k]  # the batch's own earlier row: filled in below
-                continue
-            same = _same_text(c, r)
-            if same is not None:
-                out[i] = same
+            if i in made:
+                by_id[i] = Item(i, r["text"], r["namespace"], r["kind"], r["source"], r["key"],
+                                r["importance"], r["created_at"], None,
+                                json.loads(r["metadata"]) if r["metadata"] else None,
+                                tuple(made[i][1].split()), r["thread"], made[i][2])
             else:
-                first[k] = i
-                keep.append(i)
-        for i, it in zip(keep, self._insert_rows(c, [rows[i] for i in keep]) if keep else []):
-            out[i] = it
-        return [out[o] if isinstance(o, int) else o for o in out]
-
-    def _insert_rows(self, c: schema.Connection, rows: list[dict[str, Any]]) -> list[Item]:
-        given = [r["id"] for r in rows if r["id"] is not None]
-        if len(set(given)) != len(given):
-            raise DuplicateIdError("the same id is given twice")
-        if given:
-            taken = c.execute(sql.TAKEN_IDS, {"ids": json.dumps(given)}).fetchall()
-            if taken:
-                raise DuplicateIdError(f"a memory with id {taken[0][0]!r} already exists; "
-                                       "it was not changed")
-        # never reuse the seq (and so the automatic id) of a forgotten memory
-        seq = c.execute(sql.LAST_SEQ).fetchall()[0][0]
-        if not isinstance(seq, int) or not 0 <= seq < (1 << 63) - len(rows):
-            raise CorruptStoreError(f"add: the store's last memory number ({seq!r}) is damaged "
-                                    "or spent; nothing was added")
-        auto = [r for r in rows if r["id"] is None]
-        for r in rows:
-            seq += 1
-            r["seq"] = seq
-        for r in auto:
-            r["id"] = f"m{r['seq']}"
-        # the shape features, the namespace tag and the token count are worked
-        # out by the C core inside the INSERT; the FTS index takes the rows in
-        # one statement afterwards (the 'fts_deferred' row never commits)
-        schema.defer_fts(c)
-        c.execute("SAVEPOINT heapmem_ids")
-        try:
-            added = c.executemany(sql.INSERT_MEMORY, rows).fetchall()
-        except apsw.ConstraintError:
-            # an automatic id "m<seq>" is already some memory's explicit id:
-            # give each automatic id a free name, checking one by one
-            c.execute("ROLLBACK TO heapmem_ids")
-            names = set(given)
-            for r in auto:
-                mid = f"m{r['seq']}"
-                while mid in names or c.execute(sql.ID_EXISTS, {"id": mid}).fetchall():
-                    mid = f"m{r['seq']}-{len(names)}"
-                    names.add(mid)
-                r["id"] = mid
-            added = c.executemany(sql.INSERT_MEMORY, rows).fetchall()
-        finally:
-            c.execute("RELEASE heapmem_ids")
-        schema.index_deferred(c, rows[0]["seq"])
-        if self._builtin:  # what the batch owes each namespace's vector index (vindex.c)
-            for ns in dict.fromkeys(r["namespace"] for r in rows):
-                c.execute(sql.VECTOR_MAINTAIN, {"namespace": ns, "seq": rows[0]["seq"]})
+                by_id[i] = _item(c.execute(sql.GET_MEMORY, {"id": i}).fetchall()[0])
         if self._embedder is not None and not self._builtin:
-            vecs = self._embed([r["text"] for r in rows])
+            new = sorted((seq, by_id[i].text) for i, (seq, _, _) in made.items())
+            vecs = self._embed([t for _, t in new])
             c.executemany(sql.INSERT_VECTOR,
-                          [(r["seq"], vecs[j].tobytes()) for j, r in enumerate(rows)])
-        return [Item(r["id"], r["text"], r["namespace"], r["kind"], r["source"], r["key"],
-                     r["importance"], r["created_at"], None,
-                     json.loads(r["metadata"]) if r["metadata"] else None, tuple(f.split()),
-                     r["thread"], turn)
-                for r, (f, turn) in zip(rows, added)]
+                          [(seq, vecs[j].tobytes()) for j, (seq, _) in enumerate(new)])
+        return [by_id[i] for i in ids]
 
     @_guarded
-    def add(self, text: str, *, kind: str = "fact", source: str | None = None,
+    def add(self, text: str, *, kind: str = DEFAULT_KIND, source: str | None = None,
             id: str | None = None, namespace: str = "default",
             created_at: Timestamp | None = None, importance: float | None = None,
             key: str | None = None, metadata: Mapping[str, Any] | None = None,
@@ -752,7 +741,7 @@ class Memory:
             raise TypeError(f"copy must be True or False, got {type(copy).__name__}")
         row = self._prepare(text, kind=kind, source=source, id=id, namespace=namespace,
                             created_at=created_at, importance=importance, key=key,
-                            metadata=metadata, thread=thread, turn=turn)
+                            metadata=metadata, thread=thread, turn=turn, core=True)
         with self._write() as c:
             # the C core adds it (heap_add, csrc/store.c): its seq and id, its
             # shape features, namespace tag and token count, the FTS index
@@ -766,6 +755,8 @@ class Memory:
             except apsw.ConstraintError:
                 raise DuplicateIdError(f"a memory with id {row['id']!r} already exists; "
                                        "it was not changed") from None
+            except apsw.SQLError as e:  # the C core's sentence: a bad argument
+                raise ValueError(_c_sentence(e)) from None
             mid = self._answers.added(added)[0]
             mid, seq, feats, turn = self._answers.added(added, c.execute(sql.ADDED, {"id": mid})
                                                         .fetchall())
@@ -798,7 +789,7 @@ class Memory:
             if "text" not in it:
                 raise ValueError(f"add_many: item {n} has no text")
             try:
-                rows.append(self._prepare(**it))
+                rows.append(self._prepare(**it, core=True))
             except (TypeError, ValueError) as e:
                 raise type(e)(f"add_many: item {n}: {e}") from None
         if not rows:
@@ -933,7 +924,7 @@ class Memory:
         try:
             query.encode("utf-8")
         except UnicodeEncodeError:
-            raise ValueError("query is not valid Unicode (it holds a lone surrogate)") from None
+            raise ValueError("query must be valid UTF-8 (it holds a lone surrogate)") from None
         qt = _native.qtype(query)
         match = _native.match(query, namespace)
         c = self.connection
@@ -1468,17 +1459,22 @@ class Memory:
                             "for every writer (delete that row)")
         problems += [f"heapmem_meta: {m}" for m in schema.meta_problems(c)]
         problems += [f"heapmem_meta: {m}" for m in priors.problems(c)]
-        # each namespace's BM25 statistics against its memories
-        odd = c.execute(sql.WRONG_NTOK).fetchall()[0][0]
-        if odd:
-            problems.append(f"namespace statistics: {odd} memories have a wrong token count")
-        odd = c.execute(sql.WRONG_NSTAG).fetchall()[0][0]
-        if odd:
-            problems.append(f"FTS index: {odd} memories carry another namespace's tag, so "
-                            "recall in their namespace cannot find them")
-        odd = c.execute(sql.WRONG_NAMESPACE_STATS).fetchall()[0][0]
-        if odd:
-            problems.append(f"namespace statistics: {odd} namespaces disagree with their memories")
+        problems += _memory_problems(c)
+        # each namespace's BM25 statistics against its memories (the C core's
+        # functions refuse a value that is not UTF-8: said above, and here)
+        for statement, said in ((sql.WRONG_NTOK, "namespace statistics: {} memories have a wrong "
+                                 "token count"),
+                                (sql.WRONG_NSTAG, "FTS index: {} memories carry another "
+                                 "namespace's tag, so recall in their namespace cannot find them"),
+                                (sql.WRONG_NAMESPACE_STATS, "namespace statistics: {} namespaces "
+                                 "disagree with their memories")):
+            try:
+                odd = c.execute(statement).fetchall()[0][0]
+            except apsw.SQLError as e:
+                problems.append(said.split(":")[0] + f": cannot be checked ({_c_sentence(e)})")
+                continue
+            if odd:
+                problems.append(said.format(odd))
         problems += _vector_index_problems(c)
         objects = c.execute(sql.SCHEMA_OBJECTS).fetchall()
         problems += [f"schema: {m}" for m in schema.foreign_objects(
@@ -1503,6 +1499,48 @@ class Memory:
         nevents = len(events)
         nmem = c.execute(sql.COUNT_MEMORIES).fetchall()[0][0]
         return nmem, nevents, len(stored)
+
+
+#: check() names at most this many memories of one kind of problem, then counts the rest
+_NAMED = 5
+
+
+def _memory_problems(c: Any) -> list[str]:
+    """What check() finds in the memories table itself: a field that is not
+    UTF-8 (or a name holding a NUL byte), which heap_add refuses and only a
+    raw write can leave; and stored shape features that are not what the C
+    core gives the memory's text, kind and source now (a raw UPDATE of them
+    leaves recall and learning with the old shape: issue 33)."""
+    bad_text: list[str] = []
+    stale: list[str] = []
+    names = ("id", "namespace", "kind", "source", "key")
+    for seq, *fields, meta, stored in c.execute(sql.STORED_MEMORIES):
+        row = dict(zip((*names, "text"), fields))
+        try:
+            text = {k: None if v is None else bytes(v).decode("utf-8") for k, v in row.items()}
+            if meta is not None:
+                bytes(meta).decode("utf-8")
+            shape = bytes(stored or b"").decode("utf-8")
+            if any("\x00" in (text[k] or "") for k in names):
+                raise UnicodeError
+        except UnicodeError:
+            bad_text.append(f"#{seq}")
+            continue
+        if text["text"] is None or text["kind"] is None:
+            continue  # NOT NULL columns: integrity_check says it
+        now = _native.features(text["text"], text["kind"], text["source"])
+        if now != shape:
+            stale.append(repr(text["id"]))
+    out = []
+    for found, said in ((bad_text, "a field that is not valid UTF-8 (or a name with a NUL "
+                         "byte), which heapmem never writes: memories"),
+                        (stale, "stored features that are not what their text, kind and source "
+                         "give now (a raw UPDATE changed them; recall and learning use the "
+                         "stored ones; update() rewrites both): memories")):
+        if found:
+            more = f" and {len(found) - _NAMED} more" if len(found) > _NAMED else ""
+            out.append(f"{len(found)} memories hold {said} {', '.join(found[:_NAMED])}{more}")
+    return out
 
 
 def _is_builtin(embedder: Any) -> bool:

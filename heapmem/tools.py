@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, Optional
 
-from .config import KIND_IMPORTANCE
+from .config import DEFAULT_KIND, KIND_IMPORTANCE
 from .errors import HeapmemError
 from .store import Memory
 from .validate import MAX_K, check_namespace
@@ -154,7 +154,7 @@ def _kind(v: Any, name: str = "kind") -> str:
 
 
 def _add(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
-    it = mem.add(a["text"], kind=_kind(a.get("kind", "fact")), source=a.get("source"),
+    it = mem.add(a["text"], kind=_kind(a.get("kind", DEFAULT_KIND)), source=a.get("source"),
                  key=a.get("key"), importance=a.get("importance"), namespace=ns,
                  thread=a.get("thread"), turn=a.get("turn"))
     out: dict[str, Any] = {"id": it.id, "kind": it.kind, "importance": it.importance}
@@ -231,7 +231,7 @@ TOOLS: tuple[Tool, ...] = (
              Param("text", {"type": "string", "description": (
                  "The memory in plain words, as you would want to read it later.")},
                    required=True),
-             Param("kind", {"type": "string", "enum": list(KINDS), "default": "fact",
+             Param("kind", {"type": "string", "enum": list(KINDS), "default": DEFAULT_KIND,
                             "description": (
                                 "What sort of memory it is; it sets the default importance ("
                                 + ", ".join(f"{k} {v:g}" for k, v in KIND_IMPORTANCE.items())

@@ -273,7 +273,7 @@ def public_native_functions():
     for name, f in vars(_native).items():
         if name.startswith("_") or not inspect.isfunction(f) or f.__module__ != _native.__name__:
             continue
-        if name in ("loadable_path", "load", "read_header"):  # no C call behind them
+        if name in ("loadable_path", "load", "read_header", "read_vocabulary"):  # no C call
             continue
         out.append((name, f))
     return sorted(out)
@@ -490,7 +490,9 @@ def test_fuzz_heap_match_is_always_a_valid_fts5_query(conn, q, ns):
         try:
             expr = one(conn, sql, *args)
         except apsw.Error:
-            assert not isinstance(q, str) or not isinstance(args[-1], str)
+            # or a namespace with a NUL byte: a name never holds one (issue 33)
+            assert not isinstance(q, str) or not isinstance(args[-1], str) or (
+                len(args) == 2 and "\x00" in args[-1])
             continue
         if expr is None:
             continue
@@ -511,7 +513,8 @@ def test_fuzz_heap_features_and_qtype(conn, text, kind, source):
             assert re.fullmatch(r"[a-z_]+(:[a-z0-9_]+)?", f), f
     except apsw.Error:
         assert not (isinstance(text, str) and isinstance(kind, str)
-                    and (source is None or isinstance(source, str)))
+                    and (source is None or isinstance(source, str))) \
+            or "\x00" in kind or "\x00" in (source or "")  # names hold no NUL (issue 33)
     try:
         qt = one(conn, "SELECT heap_qtype(?)", text)
         assert qt in QTYPES

@@ -14,7 +14,7 @@ from conftest import DAY, T0, one
 FUNCTIONS = [
     ("heap_active", 2), ("heap_add", 2), ("heap_add", 3), ("heap_add", 4), ("heap_add", 5),
     ("heap_add", 6), ("heap_add", 7), ("heap_add", 8), ("heap_add", 9), ("heap_add", 10),
-    ("heap_add", 11), ("heap_add", 12),
+    ("heap_add", 11), ("heap_add", 12), ("heap_add_many", 1), ("heap_add_many", 2),
     ("heap_answer", 2),
     ("heap_answer", 3), ("heap_answer", 4), ("heap_answer", 5), ("heap_answer", 6),
     ("heap_attribute", 5),

@@ -67,7 +67,7 @@ BAD = [  # (thread, turn, the error's words, the Python error)
     ("t", "3", "turn must be a whole number", TypeError),
     ("", 0, "thread must not be empty", ValueError),
     ("x" * 257, 0, "thread is longer than 256 characters", ValueError),
-    ("a\x00b", 0, "thread must not contain a NUL character", ValueError),
+    ("a\x00b", 0, "thread must be valid UTF-8 without NUL bytes", ValueError),
 ]
 
 

@@ -218,8 +218,13 @@ def test_bad_calls_of_the_index_functions(tmp_path):
     c = m.connection
     with pytest.raises(apsw.SQLError, match="heap_vector_index: namespace '\\*' is the pooled"):
         c.execute("SELECT heap_vector_index('*')").fetchall()
-    with pytest.raises(apsw.SQLError, match="heap_vector_index: the namespace must be text"):
+    with pytest.raises(apsw.SQLError, match="heap_vector_index: namespace must be text"):
         c.execute("SELECT heap_vector_index(3)").fetchall()
+    with pytest.raises(apsw.SQLError, match="heap_vector_top: namespace must be valid UTF-8 "
+                                            "without NUL bytes"):
+        c.execute("SELECT heap_vector_top('q', ?, 5)", ("a\0b",)).fetchall()
+    with pytest.raises(apsw.SQLError, match="heap_vector_maintain: namespace must be valid UTF-8"):
+        c.execute("SELECT heap_vector_maintain(CAST(x'61ff' AS TEXT), 1)").fetchall()
     with pytest.raises(apsw.SQLError, match="heap_vector_maintain: seq must be a whole number"):
         c.execute("SELECT heap_vector_maintain('a', -1)").fetchall()
     with pytest.raises(apsw.SQLError, match="heap_vector_top: give the question"):

@@ -26,6 +26,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Sequence
 
 from .._version import __version__
+from ..config import DEFAULT_KIND
 from ..validate import MAX_TIME, MIN_TIME
 
 DEFAULT_DB = "heapmem.db"
@@ -341,7 +342,7 @@ def _item(it: Any) -> dict[str, Any]:
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("text", metavar="TEXT", help="the memory's text ('-': read standard input)")
-    p.add_argument("--kind", default="fact",
+    p.add_argument("--kind", default=DEFAULT_KIND,
                    help="fact (default), preference, instruction, summary, note, episode, "
                         "tool_result, or a kind of your own; it sets the default importance")
     p.add_argument("--source", help="who or what said it (a user's name, 'tool', ...)")

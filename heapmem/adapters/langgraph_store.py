@@ -108,6 +108,7 @@ from langgraph.store.base import (
     get_text_at_path,
 )
 
+from ..config import DEFAULT_KIND
 from ..errors import CorruptStoreError, DuplicateIdError
 from ..results import Feedback
 from ..store import Memory
@@ -621,7 +622,7 @@ class HeapmemStore(BaseStore):
         if text is None:
             text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
         kind = (_usable_name(_path(value, self.kind_field)) if self.kind_field else None) \
-            or "fact"
+            or DEFAULT_KIND
         source = _usable_name(_path(value, self.source_field)) if self.source_field else None
         fields: dict[str, Any] = {"text": text, "kind": kind, "source": source, "metadata": meta}
         if existing is not None and existing.id != mid:

@@ -16,24 +16,13 @@ from ..db.schema import (
     ntok_sql,
 )
 
-# One new memory; the C core works out its shape features, namespace tag and
-# FTS5 token count.  A thread's memory without a turn is the thread's next turn
-# (heap_add's HM_NEXT_TURN in csrc/store.c: the same rule).
-INSERT_MEMORY = f"""
-INSERT INTO memories(seq, id, namespace, nstag, text, kind, source, key, importance, features,
-                     created_at, metadata, ntok, thread, turn)
-VALUES (:seq, :id, :namespace, heap_ns_tag(:namespace), :text, :kind, :source, :key, :importance,
-        heap_features(:text, :kind, :source), :created_at, :metadata,
-        {ntok_sql("heap_ns_tag(:namespace)", ":text")}, :thread,
-        coalesce(:turn, CASE WHEN :thread IS NOT NULL THEN (SELECT coalesce(max(t.turn) + 1, 0)
-          FROM memories AS t WHERE t.namespace = :namespace AND t.thread = :thread) END))
-RETURNING features, turn
-"""
-
 # add(): the C core's heap_add (csrc/store.c) returns the new memory's id;
-# add_many() inserts its batch with INSERT_MEMORY and indexes it at once.
 ADD = """SELECT heap_add(:text, :namespace, :kind, :source, :id, :created_at, :importance,
                 :key, :metadata, :copy, :thread, :turn)"""
+# add_many(): heap_add_many (csrc/store.c), heap_add for each item (JSON objects
+# with heap_add's arguments as fields), the FTS index taken once at the end;
+# the ids, a JSON array.  Then what they are, with their seq.
+ADD_MANY = "SELECT heap_add_many(:items, :copy)"
 # the oldest memory of the namespace with this text and key (memories_text)
 SAME_TEXT = """SELECT id FROM memories WHERE namespace = :namespace
 AND heap_text_hash(text) = heap_text_hash(:text) AND text = :text AND key IS :key
@@ -98,8 +87,8 @@ RECALL_COLUMNS = (
     "rank", "id", "text", "score", "kind", "source", "key", "relevance", "recency",
     "importance", "usefulness", "rules", "bm25", "age_days", "superseded", "features",
     "created_at", "last_used_at", "metadata", "lexical", "cosine", "rest", "links", "context",
-    "context_n", "explore", "thread", "turn", "thread_lift", "thread_from", "thread_offset",
-    "time_lift", "time_window")
+    "context_n", "explore", "lift", "thread", "turn", "thread_lift", "thread_from",
+    "thread_offset", "time_lift", "time_window")
 _RECALL_EXPRESSIONS = {"links": "CASE WHEN rank = 1 THEN links END AS links"}
 RECALL = ("SELECT " + ", ".join(_RECALL_EXPRESSIONS.get(c, c) for c in RECALL_COLUMNS) + """
 FROM heap_recall(:question, :namespace, :k, :now, :config, 0, :qvec, :tracked, :kinds, :since,
@@ -232,8 +221,6 @@ SELECT max(coalesce((SELECT max(id) FROM recalls), 0),
 
 LAST_EVENT_ID = "SELECT coalesce(max(id), 0) FROM events"
 
-TAKEN_IDS = "SELECT id FROM memories WHERE id IN (SELECT value FROM json_each(:ids)) LIMIT 1"
-
 ID_EXISTS = "SELECT 1 FROM memories WHERE id = :id"
 
 
@@ -244,6 +231,8 @@ ITEM_COLUMNS = ("id", "text", "namespace", "kind", "source", "key", "importance"
 _ITEM_COLUMNS = ", ".join(ITEM_COLUMNS)
 
 GET_MEMORY = f"SELECT {_ITEM_COLUMNS} FROM memories WHERE id = :id"
+# add_many(): the memories made since the high-water mark :seq (heap_add_many's)
+ADDED_SINCE = "SELECT id, seq, features, turn FROM memories WHERE seq > :seq"
 
 # A namespace's memories, newest first.
 LIST_MEMORIES = f"""
@@ -330,6 +319,12 @@ WHERE t.docs IS NOT s.docs OR t.tokens IS NOT s.tokens
 """
 NTOK_OF = f"SELECT {ntok_sql(':nstag', ':text')}"
 FEATURES_OF = "SELECT heap_features(:text, :kind, :source)"
+# check(): every memory's fields as their bytes (each must be UTF-8, its names
+# without NUL), and its stored features (each must be what its text, kind and
+# source give now)
+STORED_MEMORIES = """SELECT seq, CAST(id AS BLOB), CAST(namespace AS BLOB), CAST(kind AS BLOB),
+CAST(source AS BLOB), CAST(key AS BLOB), CAST(text AS BLOB), CAST(metadata AS BLOB),
+CAST(features AS BLOB) FROM memories ORDER BY seq"""
 
 # -- stats -------------------------------------------------------------------------
 

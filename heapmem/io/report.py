@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from .._version import __version__
+from ..db import _native
 from ..learning import links as learning
 from ..results import LearningDay, LinkRow, Recall
 from ..store import Memory
@@ -282,7 +283,7 @@ def links_chart(rows: list[LinkRow], view: str, pooled_min: int | None = None) -
                    "`heapmem import`.")
         return _figure("links", title, _empty(why))
     total = sum(r.alpha + r.beta for r in links)
-    base = next((r.strength for r in links if r.feature == "base"), None)
+    base = next((r.strength for r in links if r.feature == _native.VOCABULARY.base_feature), None)
     top = links[:TOP_LINKS]
     row = 22
     svg = _Svg(title, height=_MT + row * len(top) + 48)
@@ -340,6 +341,9 @@ def _multipliers(r: Any, cfg: Any) -> list[tuple[str, str, float | None]]:
         v = getattr(r, name)
         out.append((name, f"{word} off" if w == 0 else f"{word} {v:.2f}"
                     + (f"^{w:g}" if w != 1 else ""), f[name]))
+    for name in ("thread", "time"):  # a thread's neighbour, the question's window (place.c)
+        if f[name] != 1.0:
+            out.append((name, f"{name} {f[name]:.2f}", f[name]))
     out.append(("context", f"context {r.context:.2f}", f["context"]))
     if cfg.explore > 0:
         out.append(("explore", f"explore {r.explore:.2f}", f["explore"]))
