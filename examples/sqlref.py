@@ -165,7 +165,7 @@ def registered() -> dict[str, tuple[str, list[int], str]]:
     for name in re.findall(r'xCreateFunction\([^,]+, "(heap_\w+)"', src):
         out[name] = ("FTS5 auxiliary", [], "reads")
     # the two registered beside FTS5's tokenizers (hm_register_fts5)
-    for name, n in re.findall(r'sqlite3_create_function_v2\(db, "(heap_\w+)", (\d+),', src):
+    for name, n in re.findall(r'hm_create_function\(db, slot, "(heap_\w+)", (\d+),', src):
         out[name] = ("aggregate" if "_step" in src[src.index(f'"{name}"'):][:300]
                      else "scalar", [int(n)], "reads")
     return out
