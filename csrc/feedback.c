@@ -1107,7 +1107,7 @@ static int hf_judge_args(hf_ctx *x, sqlite3_value **argv, int argc, hf_judgment 
     if (sqlite3_value_bytes(argv[1]) > hm_limits.MAX_ANSWER_BYTES)
       return hf_fail(x, SQLITE_ERROR, "the answer is longer than %.0f bytes (64 KiB): pass the "
                                       "answer, not a document", hm_limits.MAX_ANSWER_BYTES);
-    if (hm_arg_text(argv[1], "the answer", 0, 0, &j->answer, why, sizeof why))
+    if (hm_arg_text(argv[1], "the answer", HM_ARG_NOTBLANK, 0, &j->answer, why, sizeof why))
       return hf_fail(x, SQLITE_ERROR, "%s", why);
     return SQLITE_OK;
   }

@@ -287,13 +287,19 @@ def test_native_functions_with_hostile_arguments():
         for _ in range(60 * (10 if SOAK else 1)):
             n = rnd.choice([0, 1, 3])
             try:
+                # the required arguments in order, an optional one by its name (or
+                # left out): dropping one must not shift the rest into its place
                 args = [hostile_arg(p.annotation, rnd, n) for p in sig.parameters.values()
-                        if p.default is inspect.Parameter.empty or rnd.random() < 0.5]
+                        if p.default is inspect.Parameter.empty]
+                kwargs = {p.name: hostile_arg(p.annotation, rnd, n)
+                          for p in sig.parameters.values()
+                          if p.default is not inspect.Parameter.empty and rnd.random() < 0.5}
             except LookupError as e:
                 pytest.fail(f"_native.{name}: no hostile values for annotation {e}")
-            valid_text = all(not isinstance(a, str) or _encodable(a) for a in args)
+            valid_text = all(not isinstance(a, str) or _encodable(a)
+                             for a in [*args, *kwargs.values()])
             try:
-                f(*args)
+                f(*args, **kwargs)
             except OK_ERRORS as e:
                 if isinstance(e, UnicodeError) and valid_text:
                     raise AssertionError(f"_native.{name} broke valid UTF-8: {e!r}") from e
