@@ -19,9 +19,10 @@ in.  Per size, in one run:
   fts5 top-50     the bare FTS5 query, bm25() ORDER BY ... LIMIT 50 (perf.py's floor)
   tantivy top-50  tantivy (PyPI) over the same texts, en_stem tokenizer, the
                   question's words OR-ed, searcher.search(query, 50)
-  vector stage    heap_vector_search(q, "solo", 50): heapmem's vector top-N stage
-                  alone (today an exact scan of the connection's int8 cache); its
-                  recall@50 against the exact top 50
+  vector stage    heap_vector_top(q, "solo", 50): heapmem's vector top-N stage
+                  alone, as recall runs it (the store's probe of its vector index
+                  past the threshold, an exact scan below); its recall@50 against
+                  the exact top 50
   hnsw            usearch (PyPI) over the same vectors (the store's int4 vectors,
                   decoded), cosine, default connectivity; its recall@50
   exact top 50    numpy over those vectors, float32: the recall@50 reference
@@ -302,10 +303,11 @@ def job_hybrid(job: dict[str, Any]) -> dict[str, Any]:
             timer.time("hybrid", mem.recall, q, k=K, namespace=NS, track=False)
             timer.time("hybrid filtered", mem.recall, q, k=K, namespace=NS, track=False,
                        kinds="fact", since=since)
-            got = timer.time("vector stage", _rows, c, "SELECT heap_vector_search(?, ?, ?)",
+            got = timer.time("vector stage", _rows, c, "SELECT heap_vector_top(?, ?, ?)",
                              q, NS, N)[0][0]
             if keep:
-                found.append(len(set(json.loads(got)) & set(truth[i])) / max(1, len(truth[i])))
+                seqs = {r[0] for r in json.loads(got)}
+                found.append(len(seqs & set(truth[i])) / max(1, len(truth[i])))
 
     t = time.perf_counter()
     mem.recall(qs[0], k=K, namespace=NS, track=False)
@@ -334,7 +336,7 @@ def job_hybrid(job: dict[str, Any]) -> dict[str, Any]:
     for i, q in enumerate(qs):
         res = tm.time("hnsw", search, q)
         hnsw.append(len({int(seqs[k]) for k in res.keys} & set(truth[i])) / max(1, len(truth[i])))
-        tm.time("vector stage, again", _rows, c, "SELECT heap_vector_search(?, ?, ?)", q, NS, N)
+        tm.time("vector stage, again", _rows, c, "SELECT heap_vector_top(?, ?, ?)", q, NS, N)
     mem.close()
     return {"timings": tm.stats(), "questions": len(qs), "first_recall_ms": round(first * 1e3, 1),
             "vector_recall_at_50": round(statistics.fmean(found), 4),

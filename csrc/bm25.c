@@ -74,6 +74,8 @@ static double hm_bm25(int nphrase, const double *freq, const double *idf, double
  * for the rows that can still reach the top. */
 static void heap_bm25_row(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx,
                           int nval, sqlite3_value **val) {
+  sqlite3_api = api->xUserData(fts); /* the routines of the library that called */
+  HM_API_HERE;
   unsigned char buf[HM_BM25_ROW_SIZE(HM_BM25_MAX_PHRASES)];
   double freq[HM_BM25_MAX_PHRASES];
   unsigned char hit[HM_BM25_MAX_PHRASES];
@@ -83,11 +85,13 @@ static void heap_bm25_row(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3
     hm_result_err(ctx, "heap_bm25_row", "too many phrases in the query");
     return;
   }
-  for (int i = 0; i < nval; i++)
-    if (!hm_is_number(val[i])) {
+  for (int i = 0; i < nval; i++) { /* (hm_is_number, with this function's API pointer) */
+    int t = sqlite3_value_type(val[i]);
+    if (t != SQLITE_INTEGER && t != SQLITE_FLOAT) {
       hm_result_err(ctx, "heap_bm25_row", "column weights must be numbers");
       return;
     }
+  }
   memset(freq, 0, sizeof freq);
   memset(hit, 0, sizeof hit);
   int rc = api->xInstCount(fts, &ninst);
@@ -125,6 +129,8 @@ static void heap_bm25_row(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3
  * those n phrases occupy. */
 static void heap_bm25_tail(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx,
                            int nval, sqlite3_value **val) {
+  sqlite3_api = api->xUserData(fts); /* the routines of the library that called */
+  HM_API_HERE;
   unsigned char buf[HM_BM25_ROW_SIZE(HM_BM25_MAX_PHRASES)];
   double freq[HM_BM25_MAX_PHRASES];
   u64 pos[256];
@@ -137,11 +143,13 @@ static void heap_bm25_tail(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite
                                          "(at most 128)");
     return;
   }
-  for (int i = 1; i < nval; i++)
-    if (!hm_is_number(val[i])) {
+  for (int i = 1; i < nval; i++) { /* (hm_is_number, with this function's API pointer) */
+    int t = sqlite3_value_type(val[i]);
+    if (t != SQLITE_INTEGER && t != SQLITE_FLOAT) {
       hm_result_err(ctx, "heap_bm25_tail", "column weights must be numbers");
       return;
     }
+  }
   int n = sqlite3_value_int(val[0]);
   memset(buf, 0, sizeof buf);
   for (int j = 0; j < n; j++) {
@@ -200,6 +208,7 @@ typedef struct {
  * small docs/tokens fall back to the rows' own counts, so the scores are never
  * undefined. */
 static void heap_bm25_top_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  HM_API_HERE;
   hm_bm25_acc *acc = sqlite3_aggregate_context(ctx, sizeof(hm_bm25_acc));
   (void)argc;
   if (!acc) { sqlite3_result_error_nomem(ctx); return; }
@@ -329,6 +338,7 @@ static int hm_varint(const unsigned char *p, int n, u64 *v) {
  * through one blob handle moved from row to row. */
 static int hm_doclen(sqlite3 *db, const char *table, sqlite3_blob **blob, i64 rowid,
                      double *out) {
+  HM_API_HERE; /* (once a row) */
   int rc;
   if (!*blob) {
     const char *dot = strchr(table, '.');
@@ -383,6 +393,7 @@ static int hm_bm25_rank(sqlite3 *db, const char *table, sqlite3_blob **blob,
                         double avgdl,
                         hm_bm25_pass pass, void *pctx,
                         i64 limit, hm_scored *top, i64 *size) {
+  HM_API_HERE; /* (called once a search; its loop reads a length a row) */
   int rc = SQLITE_OK;
   *size = 0;
   if (n <= 0 || limit <= 0) return SQLITE_OK;
@@ -479,6 +490,7 @@ static void hm_bm25_acc_free(hm_bm25_acc *acc) {
 }
 
 static void heap_bm25_top_final(sqlite3_context *ctx) {
+  HM_API_HERE;
   hm_bm25_acc *acc = sqlite3_aggregate_context(ctx, 0);
   hm_scored *top = NULL;
   sqlite3_blob *blob = NULL;
@@ -528,7 +540,8 @@ static int hm_count_token(void *ctx, int flags, const char *t, int n, int start,
 }
 
 static void heap_ntokens(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  hm_counter *c = sqlite3_user_data(ctx);
+  HM_API_HERE;
+  hm_counter *c = hm_user_data(ctx);
   (void)argc;
   if (sqlite3_value_type(argv[0]) == SQLITE_NULL) { sqlite3_result_int(ctx, 0); return; }
   const char *text = (const char *)sqlite3_value_text(argv[0]);
@@ -563,8 +576,14 @@ static void hm_counter_free(void *p) {
 
 typedef struct {
   sqlite3_vtab base;
-  hm_stemmer *st;
+  hm_stemmer *st; /* its tokenizer, and the SQLite library it was registered in */
 } ht_vtab;
+
+/* every method of heap_terms and heap_bm25_terms that calls SQLite first sets
+ * sqlite3_api to the routines of the library the module was registered in
+ * (heapmem.c) */
+#define HT_API(vt) (sqlite3_api = ((ht_vtab *)(vt))->st->api)
+#define HB_API(vt) (sqlite3_api = ((hb_vtab *)(vt))->st->api)
 
 typedef struct {
   const char *p;
@@ -585,6 +604,7 @@ typedef struct {
 static int ht_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                       sqlite3_vtab **out, char **err) {
   (void)argc; (void)argv; (void)err;
+  sqlite3_api = ((hm_stemmer *)aux)->api;
   int rc = sqlite3_declare_vtab(db, "CREATE TABLE x(term TEXT, tf INTEGER, text HIDDEN)");
   if (rc != SQLITE_OK) return rc;
   ht_vtab *t = sqlite3_malloc64(sizeof *t);
@@ -597,6 +617,7 @@ static int ht_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
 }
 
 static int ht_disconnect(sqlite3_vtab *vt) {
+  HT_API(vt); /* (hb_vtab too: its stemmer is in the same place) */
   sqlite3_free(vt);
   return SQLITE_OK;
 }
@@ -620,7 +641,7 @@ static int ht_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
 }
 
 static int ht_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
-  (void)vt;
+  HT_API(vt);
   ht_cursor *c = sqlite3_malloc64(sizeof *c);
   if (!c) return SQLITE_NOMEM;
   memset(c, 0, sizeof *c);
@@ -629,6 +650,7 @@ static int ht_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
 }
 
 static int ht_close(sqlite3_vtab_cursor *cur) {
+  HT_API(cur->pVtab);
   ht_cursor *c = (ht_cursor *)cur;
   sqlite3_free(c->buf);
   sqlite3_free(c->tok);
@@ -705,6 +727,7 @@ static int ht_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, i
   (void)idxStr;
   ht_cursor *c = (ht_cursor *)cur;
   ht_vtab *t = (ht_vtab *)cur->pVtab;
+  HT_API(t);
   c->ntok = c->nterm = c->i = 0;
   if (!idxNum || argc < 1) {
     sqlite3_free(t->base.zErrMsg);
@@ -729,6 +752,7 @@ static int ht_eof(sqlite3_vtab_cursor *cur) {
 }
 
 static int ht_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
+  HT_API(cur->pVtab);
   ht_cursor *c = (ht_cursor *)cur;
   if (col == 0)
     sqlite3_result_text(ctx, c->term[c->i].p, c->term[c->i].n, SQLITE_TRANSIENT);
@@ -765,8 +789,8 @@ static sqlite3_module ht_module = {
  * a file's views and triggers cannot call it. */
 typedef struct {
   sqlite3_vtab base;
+  hm_stemmer *st; /* as ht_vtab's (ht_disconnect frees both) */
   sqlite3 *db;
-  hm_stemmer *st;
 } hb_vtab;
 
 typedef struct {
@@ -793,6 +817,7 @@ typedef struct {
 static int hb_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                       sqlite3_vtab **out, char **err) {
   (void)argc; (void)argv; (void)err;
+  sqlite3_api = ((hm_stemmer *)aux)->api;
   int rc = sqlite3_declare_vtab(db, "CREATE TABLE x(namespace TEXT, term TEXT, docs INTEGER, "
                                     "maxtf INTEGER, minlen INTEGER, first HIDDEN, last HIDDEN)");
   if (rc != SQLITE_OK) return rc;
@@ -827,7 +852,7 @@ static int hb_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
 }
 
 static int hb_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
-  (void)vt;
+  HB_API(vt);
   hb_cursor *c = sqlite3_malloc64(sizeof *c);
   if (!c) return SQLITE_NOMEM;
   memset(c, 0, sizeof *c);
@@ -851,6 +876,7 @@ static void hb_clear(hb_cursor *c) {
 }
 
 static int hb_close(sqlite3_vtab_cursor *cur) {
+  HB_API(cur->pVtab);
   hb_clear((hb_cursor *)cur);
   sqlite3_free(cur);
   return SQLITE_OK;
@@ -955,6 +981,7 @@ static int hb_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, i
   (void)idxStr;
   hb_cursor *c = (hb_cursor *)cur;
   hb_vtab *t = (hb_vtab *)cur->pVtab;
+  HB_API(t);
   hb_clear(c);
   if (!idxNum || argc < 2 || sqlite3_value_type(argv[0]) != SQLITE_INTEGER ||
       sqlite3_value_type(argv[1]) != SQLITE_INTEGER) {
@@ -1002,6 +1029,7 @@ static int hb_eof(sqlite3_vtab_cursor *cur) {
 }
 
 static int hb_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
+  HB_API(cur->pVtab);
   hb_cursor *c = (hb_cursor *)cur;
   const hb_entry *e = &c->e[c->i];
   switch (col) {

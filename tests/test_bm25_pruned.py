@@ -22,7 +22,11 @@ import heapmem
 from heapmem.db import schema
 
 from conftest import T0, back_to_schema_9, one
-from test_bm25 import RELEVANCE_ONLY, fts_inputs, ranked, reference_bm25
+from test_bm25 import fts_inputs, ranked, reference_bm25
+
+# relevance alone: no time in the question ("went today") lifts a memory
+RELEVANCE_ONLY = heapmem.ScoringConfig(w_relevance=1, w_recency=0, w_importance=0,
+                                       w_usefulness=0, w_time=0)
 
 # A skewed vocabulary: two speakers in most memories, a few common words, a
 # long tail of rare ones (the shape that makes pruning pay: a name in half of
@@ -292,8 +296,14 @@ def test_heap_terms_reads_a_text_as_fts5_indexes_it(db):
     ("SELECT * FROM heap_terms", "heap_terms: takes the text to read, as its argument"),
     ("SELECT * FROM heap_bm25_terms", "heap_bm25_terms: takes the first and the last seq"),
     ("SELECT * FROM heap_bm25_terms('1', 2)", "heap_bm25_terms: takes the first and the last"),
-    ("SELECT heap_bm25_search(1, 'a', 5)", "heap_bm25_search: takes (question, namespace, n"),
-    ("SELECT heap_bm25_search('q', '*', 5)", "heap_bm25_search: the namespace must be one to"),
+    ("SELECT heap_bm25_search(1, 'a', 5)", "heap_bm25_search: question must be text"),
+    ("SELECT heap_bm25_search('q', '*', 5)", "heap_bm25_search: namespace '*' is reserved"),
+    ("SELECT heap_bm25_search('q', 'a' || char(0) || 'b', 5)",
+     "heap_bm25_search: namespace must be valid UTF-8 without NUL bytes"),
+    ("SELECT heap_bm25_search('q', CAST(x'61ff' AS TEXT), 5)",
+     "heap_bm25_search: namespace must be valid UTF-8"),
+    ("SELECT heap_bm25_search('q', ' ', 5)", "heap_bm25_search: namespace"),
+    ("SELECT heap_bm25_search('q', 'a', 1001)", "heap_bm25_search: n must be an integer from 1"),
     ("SELECT heap_bm25_search('q', 'a', 0)", "heap_bm25_search: n must be an integer from 1"),
     ("SELECT heap_bm25_search('q', 'a', 5, -1)", "heap_bm25_search: small must be an integer"),
     ("SELECT heap_bm25_search('q', 'a', 5, 'x')", "heap_bm25_search: small must be an integer"),
