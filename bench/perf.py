@@ -266,6 +266,7 @@ def ms_stats(xs: Sequence[float], cpu: Sequence[float] | None = None) -> dict[st
            "mean_ms": _ms(statistics.fmean(xs) if xs else None)}
     if cpu is not None:
         out["cpu_p50_ms"] = _ms(pct(cpu, 50))
+        out["cpu_p95_ms"] = _ms(pct(cpu, 95))
     return out
 
 

@@ -156,6 +156,14 @@ def _rows(c: Any, sql: str, *params: Any) -> list[Any]:
     return c.execute(sql, params).fetchall()
 
 
+def _same_top(got: str | None, want: str | None) -> bool:
+    """Whether two BM25 top lists ([[seq, bm25], ...] as JSON) hold the same
+    seqs in the same order and the same scores to 1e-9."""
+    a, b = json.loads(got or "[]"), json.loads(want or "[]")
+    return [r for r, _ in a] == [r for r, _ in b] and all(
+        abs(x - y) <= 1e-9 * max(1.0, abs(y)) for (_, x), (_, y) in zip(a, b))
+
+
 def _words(q: str) -> str:
     """The question's words as heapmem matches them (heap_match), for tantivy."""
     from heapmem.db import _native
@@ -201,17 +209,22 @@ def job_lexical(job: dict[str, Any]) -> dict[str, Any]:
     since = _median_time(c)
     tm = Timer()
 
-    def heapmem_pass(timer: Timer) -> None:
+    exact = []  # per question: the pruned top 50 is the whole match set's
+
+    def heapmem_pass(timer: Timer, check: bool = False) -> None:
         for q in qs:
             m = _native.match(q, NS)
             timer.time("lexical", mem.recall, q, k=K, namespace=NS, track=False)
             timer.time("lexical filtered", mem.recall, q, k=K, namespace=NS, track=False,
                        kinds="fact", since=since)
-            timer.time("bm25 stage", _rows, c, "SELECT heap_bm25_search(?, ?, ?)", q, NS, N)
-            timer.time("bm25 before", _rows, c, EXHAUSTIVE, q, NS, N)
+            got = timer.time("bm25 stage", _rows, c, "SELECT heap_bm25_search(?, ?, ?)",
+                             q, NS, N)
+            want = timer.time("bm25 before", _rows, c, EXHAUSTIVE, q, NS, N)
             timer.time("fts5 top-50", _rows, c, perf.FLOOR_SQL, m)
+            if check:
+                exact.append(_same_top(got[0][0], want[0][0]))
 
-    heapmem_pass(Timer())  # warm up: page cache, statements
+    heapmem_pass(Timer(), check=True)  # warm up: page cache, statements
     heapmem_pass(tm)
     rss = perf.maxrss_mb()
     index = _tantivy(job, lambda: [t for t, in c.execute(
@@ -227,7 +240,8 @@ def job_lexical(job: dict[str, Any]) -> dict[str, Any]:
         tm.time("bm25 stage, again", _rows, c, "SELECT heap_bm25_search(?, ?, ?)", q, NS, N)
     mem.close()
     return {"timings": tm.stats(), "questions": len(qs), "rss_serve_mb": round(rss, 1),
-            "rss_with_tantivy_mb": round(perf.maxrss_mb(), 1)}
+            "rss_with_tantivy_mb": round(perf.maxrss_mb(), 1), "bm25_exact": sum(exact),
+            "bm25_checked": len(exact)}
 
 
 def _vectors(path: str) -> Any:
@@ -391,6 +405,18 @@ def report(rows: dict[int, dict[str, Any]]) -> str:
             out.append(f"| {f(n)} | " + " | ".join(
                 f(_p50(r["lexical" if nm.startswith(("lexical", "bm25", "fts5", "tantivy"))
                          else "hybrid"], nm, cpu), 3) for nm in names) + " |")
+    recall = ["hybrid", "hybrid filtered", "lexical", "lexical filtered"]
+    out.append("\n#### Recall p95 ms per question, wall time (thread CPU time in brackets)\n")
+    out.append("| memories | " + " | ".join(recall) + " |")
+    out.append("|---" * (len(recall) + 1) + "|")
+    for n in sizes:
+        cells = []
+        for nm in recall:
+            s = rows[n]["lexical" if nm.startswith("lexical") else "hybrid"].get(
+                "timings", {}).get(nm) or {}
+            cpu95 = s.get("cpu_p95_ms")
+            cells.append(f(s.get("p95_ms"), 3) + (f" ({cpu95:.3f})" if cpu95 is not None else ""))
+        out.append(f"| {f(n)} | " + " | ".join(cells) + " |")
     small = rows[sizes[0]]
     out.append("\n#### Ratios (wall p50; CPU p50 in brackets)\n")
     out.append("| memories | hybrid / hybrid at smallest | lexical / lexical at smallest "
@@ -463,6 +489,13 @@ def goals(rows: dict[int, dict[str, Any]]) -> str:
             add(f"{store} recall p50 at {perf.label(n)} / at {perf.label(small)}", 2,
                 r2(n, store, store, small, store), r2(n, store, store, small, store, True), "x")
     big = sizes[-1]
+    for n in sizes:
+        lx = rows[n]["lexical"]
+        if "bm25_checked" in lx:
+            same, of = lx["bm25_exact"], lx["bm25_checked"]
+            lines.append(f"| the pruned top 50 at {perf.label(n)} is the whole match set's (same "
+                         f"seqs in order, scores to 1e-9) | every question | {same} of {of} "
+                         f"| {'met' if same == of else f'missed on {of - same}'} |")
     add(f"bm25 stage at {perf.label(big)} / tantivy top-50", 3,
         r2(big, "lexical", "bm25 stage, again", big, "tantivy top-50"),
         r2(big, "lexical", "bm25 stage, again", big, "tantivy top-50", True), "x")
