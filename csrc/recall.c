@@ -681,6 +681,7 @@ static int hr_lex_token(void *p, int flags, const char *t, int n, int start, int
  * HR_FILTER says, its kind among the kinds, created at or after since and
  * before until. */
 static int hr_lex_pass(void *ctx, i64 seq, int *ok) {
+  HM_API_HERE; /* (once a row that could still rank) */
   hr_lex *x = ctx;
   const hr_args *a = x->a;
   sqlite3_bind_int64(x->pass, 1, seq);
@@ -727,6 +728,7 @@ static int hr_lex_filters(hr_lex *x) {
 /* Read a round's rows from st (stepped here): each row's BM25 inputs for the
  * np phrases of its blob (the question's words) and the rows holding each. */
 static int hr_lex_rows(hr_lex *x, sqlite3_stmt *st, int np) {
+  HM_API_HERE; /* (its loop steps once a matched row) */
   hm_bm25_acc *acc = &x->acc;
   int rc;
   acc->n = 0;
