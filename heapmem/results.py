@@ -235,12 +235,6 @@ class Feedback:
     #: failed, the feedback being saved either way)
     auto_tune: TuneReport | None = None
 
-    @property
-    def features(self) -> int:
-        """links_updated's name before 0.2 (Item.features is a memory's
-        features, a tuple: one name, one meaning)."""
-        return self.links_updated
-
 
 @dataclass(frozen=True)
 class LinkRow:
@@ -263,11 +257,6 @@ class CheckReport:
     memories: int
     events: int
     link_rows: int  # link rows checked against the event log, in all layers
-
-    @property
-    def links(self) -> int:
-        """link_rows' name before 0.2 ("links" alone names LinkRows)."""
-        return self.link_rows
 
 
 @dataclass(frozen=True)
@@ -297,11 +286,6 @@ class Stats:
     by_namespace: tuple[NamespaceStats, ...]
     erases_in_place: bool = True   # forget erases with FTS5's secure-delete (else merges)
     oldest_reader: str = "3.37"    # the oldest SQLite that can query the FTS index
-
-    @property
-    def links(self) -> int:
-        """pooled_features' name before 0.2 ("links" alone names LinkRows)."""
-        return self.pooled_features
 
     @property
     def namespaces(self) -> int:

@@ -5,7 +5,7 @@ Owns: the connection and its lock, every transaction (none is ever left
 open), the verbs (add, update, get, list, recall, feedback, forget, links,
 stats, check, tune, set_config), the learned-link cache, and the embedder.
 Other modules reach the file only through Memory's public methods; the SQL
-it runs is in heapmem.sql, the schema and meta keys in heapmem.schema.
+it runs is in heapmem.db.sql, the schema and meta keys in heapmem.db.schema.
 """
 from __future__ import annotations
 
@@ -537,7 +537,7 @@ class Memory:
     @contextmanager
     def transaction(self) -> Iterator[schema.Connection]:
         """A write transaction on the store's connection, for code that writes
-        rows heapmem's own verbs do not (heapmem.transfer's import): all or
+        rows heapmem's own verbs do not (heapmem.io.transfer's import): all or
         nothing, holding the store's lock.  Learned links cached for recall are
         dropped afterwards, as the transaction may have changed them."""
         try:
@@ -1192,7 +1192,7 @@ class Memory:
     @_guarded
     @_locked
     def priors(self) -> builtins.list[Prior]:
-        """The links-only priors merged into this store (heapmem.transfer's
+        """The links-only priors merged into this store (heapmem.io.transfer's
         import of a links file), oldest first: each one's digest, file name,
         when it was merged, and how much evidence it adds."""
         with _from_file("reading the priors"):
@@ -1482,7 +1482,7 @@ class Memory:
         events = [(ns, json.loads(d)) for _, _, _, ns, _, _, d in c.execute(sql.EVENTS)]
         # each namespace's links are what its events add up to; the pooled
         # layer is theirs, capped, plus any prior merged from a links-only
-        # export (heapmem.transfer), which has no events
+        # export (heapmem.io.transfer), which has no events
         prior = schema.prior(c)
         replayed: dict = learning.replay(events)
         replayed = learning.pool(replayed, self._reread_pool(c), prior, schema.PRIOR_SUPPORT)
@@ -1635,14 +1635,14 @@ def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
     database names one database of a server started with namespaces (sqld
     --enable-namespaces, `heapmem sqld --primary DIR --namespaces`): one
     database per tenant, each its own store, created first with
-    heapmem.sqld.create_database().  It is a lowercase DNS label ("acme",
+    heapmem.remote.sqld.create_database().  It is a lowercase DNS label ("acme",
     "tenant-42"); a database that does not exist raises
     heapmem.remote.DatabaseNotFoundError, database= on a server without
     namespaces ServerError, and nothing is written.  namespace= (of add,
     recall, ...) is another thing: tenants inside one store, which share its
     file, its write lock and its pooled layer of learned links; databases
     share nothing but the server (learning moves between them as links:
-    heapmem.transfer.export_links and import_file).
+    heapmem.io.transfer.export_links and import_file).
 
     auto_tune (True or False, else TypeError before anything is opened):
     with True, the default, feedback runs tune() by itself once the store's

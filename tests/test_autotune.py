@@ -13,7 +13,7 @@ import pytest
 from test_authority import TOPICS, add_user
 
 import heapmem
-from heapmem import cli
+from heapmem.adapters import cli
 from heapmem.db import schema, sql
 from heapmem.io import transfer
 from heapmem.learning import tune

@@ -9,7 +9,7 @@ import apsw
 import pytest
 
 import heapmem
-from heapmem import transfer
+from heapmem.io import transfer
 
 NS = "user:caroline"
 T = 1_700_000_000.0

@@ -7,7 +7,7 @@ import pytest
 
 import heapmem
 from heapmem.db import _native
-from heapmem.schema import SCHEMA_VERSION
+from heapmem.db.schema import SCHEMA_VERSION
 
 from conftest import T0, back_to_schema_7
 
@@ -190,7 +190,7 @@ def test_public_surface():
 
 def _old_store(path, version):
     """A store file as heapmem schema `version` wrote it, holding two memories."""
-    from heapmem.schema import MIGRATIONS as _MIGRATIONS
+    from heapmem.db.schema import MIGRATIONS as _MIGRATIONS
     conn = apsw.Connection(path)
     heapmem.load(conn)
     for v in range(version):

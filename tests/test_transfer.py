@@ -1,4 +1,4 @@
-"""Export and import (heapmem.transfer): a lossless round trip, merging, the
+"""Export and import (heapmem.io.transfer): a lossless round trip, merging, the
 links-only prior, and bad files refused with nothing written."""
 import io
 import json
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import heapmem
-from heapmem import transfer
 from heapmem.db import schema
+from heapmem.io import transfer
 
 T = 1_796_040_000.0  # 2026-11-30 12:00 UTC
 DAY = 86400.0

@@ -14,8 +14,9 @@ import apsw
 import pytest
 
 import heapmem
-from heapmem import ScoringConfig, schema, transfer
-from heapmem.db import _native
+from heapmem import ScoringConfig
+from heapmem.db import _native, schema
+from heapmem.io import transfer
 
 T0 = 1_741_910_400
 

@@ -8,8 +8,9 @@ import pytest
 from test_trust import T0, _prior, _store
 
 import heapmem
-from heapmem import ScoringConfig, transfer
-from heapmem.cli import main
+from heapmem import ScoringConfig
+from heapmem.adapters.cli import main
+from heapmem.io import transfer
 
 from conftest import back_to_schema_7
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import heapmem
-import heapmem.schema
+import heapmem.db.schema
 from heapmem import ScoringConfig
 from heapmem.db import _native
 
@@ -108,8 +108,8 @@ def test_stats_counts_what_the_store_holds(mem):
     mem.feedback(used=["booking"], recall_id=res.recall_id)
     st = mem.stats()
     assert (st.memories, st.namespaces, st.recalls, st.events, st.used) == (4, 2, 1, 3, 1)
-    assert st.ignored == 2 and st.links == len(mem.links())
-    assert st.schema == heapmem.schema.SCHEMA_VERSION
+    assert st.ignored == 2 and st.pooled_features == len(mem.links())
+    assert st.schema == heapmem.db.schema.SCHEMA_VERSION
     assert st.namespace(NS).memories == 3 and st.namespace("nobody").memories == 0
 
 

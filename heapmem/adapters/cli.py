@@ -5,7 +5,7 @@
     heapmem feedback 7 --used m1
 
 Owns: the command line: parsing, the verbs, how results are printed.  Each
-verb is a thin call of the Memory method (or heapmem.transfer function) it
+verb is a thin call of the Memory method (or heapmem.io.transfer function) it
 is named after; it holds no SQL and no store logic of its own.
 
 Run `heapmem --help` for the verbs and `heapmem VERB --help` for each.
@@ -1126,7 +1126,7 @@ def _cell(v: Any) -> Any:
 
 
 def _read_sql(mem: Any, query: str) -> tuple[list[str], list[list[Any]]]:
-    """One statement in read mode (heapmem.sqlguard), in a read transaction."""
+    """One statement in read mode (heapmem.adapters.sqlguard), in a read transaction."""
     import apsw
 
     from ..adapters import sqlguard

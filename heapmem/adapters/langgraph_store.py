@@ -5,7 +5,7 @@ as keyed JSON values, TTLs) and heapmem's namespaces and memories.  It changes
 the store only through Memory's public verbs (add, update, get, list, recall,
 feedback, forget).
 
-    from heapmem.langgraph_store import HeapmemStore
+    from heapmem.adapters.langgraph_store import HeapmemStore
     store = HeapmemStore("agent.db")
     store.put(("users", "maya"), "flight", {"text": "Booked: SFO to LIS, March 14, 9:40am"})
     hits = store.search(("users", "maya"), query="When is my flight to Lisbon?", limit=3)

@@ -3,7 +3,7 @@
 Owns: the text of each statement (the recall pipeline, feedback, adding,
 updating, listing, forgetting, checking, the logs, export and import).  The
 modules that run them hold no SQL of their own; the DDL and the meta keys
-live in heapmem.schema.  Named parameters (:name) everywhere; user text is
+live in heapmem.db.schema.  Named parameters (:name) everywhere; user text is
 always bound, never formatted in.
 """
 from __future__ import annotations
@@ -338,7 +338,7 @@ EVENTS_BY_NAMESPACE = ("SELECT namespace, coalesce(sum(used), 0), count(*) FROM 
 COUNT_POOLED_LINKS = "SELECT count(*) FROM links WHERE namespace = '*'"
 COUNT_LINKS = "SELECT count(*) FROM links"
 
-# -- the report page (heapmem.report, through heapmem.learning) --------------------
+# -- the report page (heapmem.io.report, through heapmem.learning) --------------------
 
 # Feedback per UTC day (days since 1970-01-01) and per judged recall in it:
 # its judgements, how many were used, and the position (rank - 1) of the best
@@ -361,7 +361,7 @@ FROM judged GROUP BY day ORDER BY day
 NEWEST_RECALL = "SELECT max(id) FROM recalls"
 NEWEST_RECALL_IN = "SELECT max(id) FROM recalls WHERE namespace = :namespace"
 
-# -- Datasette (heapmem.datasette_plugin) ------------------------------------------
+# -- Datasette (heapmem.adapters.datasette_plugin) ------------------------------------------
 
 # The canned query "recall" on Datasette's page of a heapmem store: heap_recall
 # with its arguments as hidden columns, untracked (Datasette reads through a

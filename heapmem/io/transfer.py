@@ -3,7 +3,7 @@
 Owns: the JSON Lines formats (a full export, a links-only export, the
 trajectories) and the checks of every record read from one.  It reaches the
 store only through Memory.snapshot() and Memory.transaction(), with
-statements from heapmem.sql and the layout and meta keys of heapmem.schema,
+statements from heapmem.db.sql and the layout and meta keys of heapmem.db.schema,
 and through Memory's public methods (logged_recall, events, get).
 
 A full export is lossless: importing it into a new file reproduces every
@@ -38,7 +38,7 @@ Importing it merges it as a prior: each row's alpha, beta and n are added to
 the pooled layer ('*') of the target store, which every namespace borrows from
 (up to ScoringConfig.pooled_pseudocount observations' worth).  Each prior is
 kept apart, with its digest (of its links), its file's name and when it was
-merged (heapmem.priors), so Memory.priors() lists it and remove_prior() takes
+merged (heapmem.learning.priors), so Memory.priors() lists it and remove_prior() takes
 it out again; their bounded sum is what the pool adds, and check() tells it
 from evidence that events produced.  Merging the same prior twice is refused.
 

@@ -185,7 +185,7 @@ def mismatches(stored: Mapping[tuple[str, str], Iterable], replayed: Counts
     return out
 
 
-# -- the event log over time (heapmem.report) ----------------------------------------
+# -- the event log over time (heapmem.io.report) ----------------------------------------
 
 
 def by_day(c: Any, namespace: str | None = None) -> list[LearningDay]:
