@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from .db import _native, sql
@@ -114,6 +114,24 @@ class Result:
                 line += f" (prior in {' '.join(hit[:3])}{more}: see Memory.priors())"
         return line
 
+    def to_dict(self, fields: Sequence[str] | None = None) -> dict[str, Any]:
+        """This result as JSON-ready data: every field (features as a list)
+        and "explain", its explain() line; or only the named ones, in that
+        order.  What the CLI's --json, the tool doors (MCP, tool calling)
+        and the framework adapters give out, so no door builds it again."""
+        names = [f.name for f in _RESULT_FIELDS] + ["explain"] if fields is None else fields
+        out: dict[str, Any] = {}
+        for name in names:
+            if name == "explain":
+                out[name] = self.explain()
+            elif name == "features":
+                out[name] = list(self.features)
+            elif name in _RESULT_NAMES:
+                out[name] = getattr(self, name)
+            else:
+                raise ValueError(f"a Result has no field {name!r}")
+        return out
+
     def factors(self) -> dict[str, float | None]:
         """What each factor multiplies the score by, as applied: relevance,
         recency and importance to their weights (None: weight 0, off); the
@@ -137,6 +155,10 @@ class Result:
         out["rules"] = self.rules
         return out
 
+
+#: a Result's public fields, in order (to_dict)
+_RESULT_FIELDS = tuple(f for f in fields(Result) if not f.name.startswith("_"))
+_RESULT_NAMES = frozenset(f.name for f in _RESULT_FIELDS)
 
 #: RECALL's columns that are a Result's field as they are read (the others are
 #: decoded in recalled, or are not a result's: rest, links)

@@ -36,6 +36,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from .config import DEFAULT_KIND, KIND_IMPORTANCE
 from .errors import HeapmemError
+from .results import Result
 from .store import Memory
 from .validate import MAX_K, check_namespace
 
@@ -163,6 +164,14 @@ def _add(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _shown(r: Result) -> dict[str, Any]:
+    """What a tool's caller sees of a recalled memory: its id, text, score
+    (to 6 places) and the line that explains the score."""
+    d = r.to_dict(("id", "text", "score", "explain"))
+    d["score"] = round(d["score"], 6)
+    return d
+
+
 def _recall(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
     k = _int(a, "k", 5, 1, MAX_K)
     kinds = a.get("kinds")
@@ -174,8 +183,7 @@ def _recall(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
                      until=a.get("until"))
     out: dict[str, Any] = {
         "recall_id": res.recall_id,
-        "memories": [{"id": r.id, "text": r.text, "score": round(r.score, 6),
-                      "explain": r.explain()} for r in res]}
+        "memories": [_shown(r) for r in res]}
     if res.recall_id is not None:
         out["next"] = (f"after answering, call report_answer(recall_id={res.recall_id}, "
                        "answer=<your answer>)")

@@ -562,16 +562,11 @@ def cmd_recall(ctx: Context) -> int:
     with ctx.open() as mem:
         res = mem.recall(a.query, k=a.k, namespace=ctx.namespace, track=not a.no_track,
                          kinds=a.kind, since=a.since, until=a.until)
-        explains = [r.explain() for r in res]
+        found = [r.to_dict() for r in res]  # explain() reads the store: while it is open
         others = [] if len(res) else mem.namespaces
     if ctx.json:
         ctx.emit({"recall_id": res.recall_id, "query": res.query, "namespace": res.namespace,
-                  "qtype": res.qtype, "results": [
-                      {"rank": r.rank, "id": r.id, "score": r.score, "relevance": r.relevance,
-                       "recency": r.recency, "importance": r.importance,
-                       "usefulness": r.usefulness, "rules": r.rules, "text": r.text,
-                       "kind": r.kind, "source": r.source, "age_days": r.age_days,
-                       "explain": e} for r, e in zip(res, explains)]})
+                  "qtype": res.qtype, "results": found})
         return 0
     if not len(res):
         held = [f"kind {' or '.join(a.kind)}"] if a.kind else []
@@ -589,9 +584,9 @@ def cmd_recall(ctx: Context) -> int:
     lines = _table(head + ["text"], [row + [_cut(r.text, room)] for row, r in zip(rows, res)],
                    right=[True, False] + [True] * n + [False])
     ctx.print(lines[0])
-    for line, e in zip(lines[1:], explains):
+    for line, r in zip(lines[1:], found):
         ctx.print(line)
-        ctx.print("   " + e)
+        ctx.print("   " + r["explain"])
     if res.recall_id is not None:
         ctx.print(f"\nrecall_id {res.recall_id} (question type: {res.qtype}); after answering: "
                   f"heapmem feedback {res.recall_id} --used ID ... (or --answer TEXT)")
