@@ -125,18 +125,6 @@ def _own(mem: Memory, namespace: str, ids: Any) -> list[str]:
     return list(ids)
 
 
-def _own_recall(mem: Memory, namespace: str, recall_id: Any) -> None:
-    """A recall_id given to a tool must be one of this namespace's recalls:
-    another's is as unknown as one never made."""
-    if recall_id is None:
-        return
-    if isinstance(recall_id, bool) or not isinstance(recall_id, int):
-        raise TypeError(f"recall_id must be an integer, got {type(recall_id).__name__}")
-    logged = mem.logged_recall(recall_id)
-    if logged is None or logged.namespace != namespace:
-        raise ValueError(f"unknown recall_id {recall_id}")
-
-
 def _int(args: Mapping[str, Any], name: str, default: int, lo: int, hi: int) -> int:
     v = args.get(name, default)
     if isinstance(v, bool) or not isinstance(v, int):
@@ -191,7 +179,6 @@ def _recall(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
 
 
 def _report_answer(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
-    _own_recall(mem, ns, a["recall_id"])
     fb = mem.feedback(recall_id=a["recall_id"], answer=a["answer"], namespace=ns)
     return {"recall_id": fb.recall_id, "used": list(fb.used), "ignored": list(fb.ignored),
             "links_updated": fb.links_updated,
@@ -200,13 +187,11 @@ def _report_answer(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
 
 
 def _mark_used(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
-    _own_recall(mem, ns, a.get("recall_id"))
     fb = mem.mark_used(_own(mem, ns, a["ids"]), recall_id=a.get("recall_id"), namespace=ns)
     return {"recall_id": fb.recall_id, "used": list(fb.used), "links_updated": fb.links_updated}
 
 
 def _mark_ignored(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
-    _own_recall(mem, ns, a.get("recall_id"))
     fb = mem.mark_ignored(_own(mem, ns, a["ids"]), recall_id=a.get("recall_id"), namespace=ns)
     return {"recall_id": fb.recall_id, "ignored": list(fb.ignored),
             "links_updated": fb.links_updated}
