@@ -424,7 +424,7 @@ class Prior:
     digest: str              # SHA-256 of its links (priors.LEGACY: all merged before schema 7)
     name: str | None         # the file it was read from
     merged_at: float | None  # unix seconds
-    links: int               # how many links it holds
+    link_rows: int           # how many learned links it holds
     observations: float      # their alpha + beta, each link bounded
 
     def to_dict(self) -> dict[str, Any]:
@@ -439,7 +439,7 @@ class ImportReport:
     memories: int = 0
     recalls: int = 0
     events: int = 0
-    links: int = 0
+    link_rows: int = 0  # learned links merged (a prior) or imported
     seq_offset: int = 0     # added to every imported seq (0 into a new store)
     recall_offset: int = 0  # added to every imported recall id (0 into a new store)
     notes: tuple[str, ...] = ()  # what the import chose not to apply, and why

@@ -247,7 +247,7 @@ def test_links_only_import_is_a_prior(tmp_path):
         day_one = fresh.recall("When is my flight to Lisbon?", namespace="user:zoe",
                                track=False)
         rep = transfer.import_file(fresh, str(tmp_path / "links.jsonl"))
-        assert rep.kind == "links" and rep.links > 0
+        assert rep.kind == "links" and rep.link_rows > 0
         assert fresh.check().ok  # the prior is told apart from event evidence
         assert {(ln.feature, ln.alpha, ln.beta, ln.n)
                 for ln in fresh.explain_usefulness()} == pooled

@@ -531,7 +531,7 @@ def test_a_prior_of_every_feature_heapmem_makes_is_merged(tmp_path):
     path = write(tmp_path / "prior.jsonl", [{"heapmem": "links", "format": 1,
                                              "count": len(rows)}] + rows)
     with heapmem.open(str(tmp_path / "dst.db"), clock=lambda: T) as dst:
-        assert transfer.import_file(dst, path).links == 480
+        assert transfer.import_file(dst, path).link_rows == 480
         assert {ln.feature for ln in dst.links()} == transfer.FEATURES
 
 

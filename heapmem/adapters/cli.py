@@ -894,7 +894,7 @@ def cmd_prior(ctx: Context) -> int:
             ctx.print("no links-only prior was merged into this store")
         else:
             for line in _table(["digest", "file", "merged", "links", "observations"],
-                               [[p.digest[:16], p.name or "-", _when(p.merged_at), p.links,
+                               [[p.digest[:16], p.name or "-", _when(p.merged_at), p.link_rows,
                                  f"{p.observations:g}"] for p in rows],
                                right=[False, False, False, True, True]):
                 ctx.print(line)
@@ -907,7 +907,7 @@ def cmd_prior(ctx: Context) -> int:
         ctx.emit({"removed": p.to_dict()})
     else:
         ctx.print(f"removed prior {p.digest[:16]} ({p.name or 'no file name'}, "
-                  f"{_n(p.links, 'link')}): the pooled layer is as if it had never been merged")
+                  f"{_n(p.link_rows, 'link')}): the pooled layer is as if it had never been merged")
     return 0
 
 
@@ -1099,13 +1099,13 @@ def cmd_import(ctx: Context) -> int:
     if ctx.json:
         ctx.emit(rep.to_dict())
     elif rep.kind == "links":
-        ctx.print(f"merged {rep.links} learned links into the pooled layer '*' as a prior")
+        ctx.print(f"merged {rep.link_rows} learned links into the pooled layer '*' as a prior")
     else:
         shifted = (f" (sequence numbers shifted by {rep.seq_offset}, recall ids by "
                    f"{rep.recall_offset})" if rep.seq_offset or rep.recall_offset else "")
         ctx.print(f"imported {_n(rep.memories, 'memory', 'memories')}, "
                   f"{_n(rep.recalls, 'recall')}, {_n(rep.events, 'event')} and "
-                  f"{_n(rep.links, 'link')}{shifted}")
+                  f"{_n(rep.link_rows, 'link')}{shifted}")
         if rep.remapped:
             moved = ", ".join(f"{a} -> {b}" for a, b in rep.remapped[:5])
             more = f" and {len(rep.remapped) - 5} more" if len(rep.remapped) > 5 else ""

@@ -738,7 +738,7 @@ def _import_links(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, hea
         learning.rebuild_pool(c)
     if progress is not None:
         progress(lines.total or lines.read, lines.total or lines.read)
-    return ImportReport("links", links=len(rows))
+    return ImportReport("links", link_rows=len(rows))
 
 
 @dataclass
