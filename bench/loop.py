@@ -1,0 +1,284 @@
+#!/usr/bin/env python
+"""The loop's cost (issue 34): tracked recall + feedback per second on the LoCoMo file,
+from 1, 2 and 4 processes, with each call's latency.
+
+The store is LoCoMo's 5,882 turns in their 10 conversations' namespaces (the memories
+bench/locomo.py makes: "Speaker: text", kind "fact", created at their session's date),
+opened with heapmem.open()'s defaults (hybrid recall with the carried embedder,
+auto-tune on).  One round is what an agent that gives feedback does per turn:
+recall(question, k=10, track=True) in the question's conversation, then
+feedback(used=[the first gold turn shown, else the top result]) on it (the rest
+ignored).  Questions are LoCoMo's 1,986, in a seeded order of their own per process.
+
+Each run starts from a fresh copy of the built store (no feedback yet: auto-tune's
+points 30, 60, 120 ... fall inside the run), the processes start together (a barrier)
+and run for --seconds; a round counts when both of its calls returned.  Reported per
+process count: rounds per second over all processes together, and each call's latency
+p50 / p99 / p99.9 / max over every round of every process.  Then the same rounds from
+one process with auto-tune on, the feedbacks that ran it named.
+
+    python bench/loop.py                       # 1, 2 and 4 processes, 20 s each
+    python bench/loop.py --procs 1 --seconds 10
+    python bench/loop.py --profile             # cProfile of one process's rounds
+    python bench/loop.py --memories 100000     # feedback against recall at 100k (below)
+
+--memories N (N > 5,882) builds instead a multi-tenant store of N memories as
+bench/perf.py does (one perturbed LoCoMo replica per namespace, perf.py's own code),
+and runs the rounds there, one process, questions drawn among its namespaces: the
+ratio of feedback p50 to recall p50 at that size, in one run.
+--features adds a table of feedback latency against the number of features it
+touched (links_updated), to show whether it grows with them.
+
+Timings depend on the machine: on a shared one, say so beside the figures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any, Sequence
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+if REPO not in sys.path:
+    sys.path.append(REPO)
+
+DEFAULT_DATA = next((p for p in (os.path.join(REPO, *up, "shared", "data", "locomo",
+                                              "locomo10.json") for up in ((".."), ("..", "..")))
+                     if os.path.exists(p)), os.path.join(REPO, "..", "shared", "data", "locomo",
+                                                         "locomo10.json"))
+K = 10
+
+
+def pct(xs: Sequence[float], p: float) -> float:
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    at = min(len(s) - 1, max(0, int(round(p / 100.0 * (len(s) - 1)))))
+    return s[at]
+
+
+def stats_ms(xs: Sequence[float]) -> dict[str, Any]:
+    return {"n": len(xs), "p50": pct(xs, 50) * 1e3, "p99": pct(xs, 99) * 1e3,
+            "p99.9": pct(xs, 99.9) * 1e3, "max": (max(xs) if xs else float("nan")) * 1e3,
+            "mean": (statistics.fmean(xs) if xs else float("nan")) * 1e3}
+
+
+def load_rounds(data: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], float]:
+    """LoCoMo's memories and questions (as bench/locomo.py reads them), and the time
+    questions are asked (a day after the last session of any conversation)."""
+    import locomo
+    convs, _ = locomo.load_locomo(data)
+    memories = [m for c in convs for m in c.memories]
+    questions = [{"q": q.text, "ns": c.id, "gold": sorted(q.gold)}
+                 for c in convs for q in c.questions]
+    return memories, questions, max(c.ask_ts for c in convs)
+
+
+def build_locomo(path: str, memories: list[dict[str, Any]], now: float) -> None:
+    import heapmem
+    with heapmem.open(path, clock=lambda: now) as mem:
+        mem.add_many([dict(m) for m in memories])
+
+
+def build_multi(path: str, data: str, n: int, seed: int, now_out: list[float],
+                ) -> list[dict[str, Any]]:
+    """bench/perf.py's multi-tenant store of n memories; its questions as rounds."""
+    import heapmem
+    import perf
+    base = perf.Base(data)
+    with heapmem.open(path, clock=lambda: base.now) as mem:
+        for batch in perf.batched(perf.iter_memories(base, n, "multi", seed), 10_000):
+            mem.add_many(batch)
+    now_out.append(base.now)
+    qs = perf.make_queries(base, n, "multi", seed, 4000, "loop")["queries"]
+    return [{"q": q, "ns": ns, "gold": []} for q, ns in qs]
+
+
+def worker(args: tuple[Any, ...]) -> dict[str, Any]:
+    path, rounds, now, seed, seconds, barrier, profile, auto_tune = args
+    import heapmem
+    mem = heapmem.open(path, clock=lambda: now, auto_tune=auto_tune)
+    rng = random.Random(seed)
+    order = list(range(len(rounds)))
+    rng.shuffle(order)
+    rec, fb, feats, tuned = [], [], [], []
+    # warm the connection (statements, the namespaces' vectors) on untracked recalls
+    for ns in sorted({r["ns"] for r in rounds}):
+        mem.recall("what did they say", k=K, namespace=ns, track=False)
+    prof = None
+    if profile:
+        import cProfile
+        prof = cProfile.Profile()
+    if barrier is not None:
+        barrier.wait()
+    t_end = time.perf_counter() + seconds
+    i = 0
+    t0 = time.perf_counter()
+    if prof:
+        prof.enable()
+    while time.perf_counter() < t_end:
+        r = rounds[order[i % len(order)]]
+        i += 1
+        t = time.perf_counter()
+        res = mem.recall(r["q"], k=K, namespace=r["ns"], track=True)
+        t1 = time.perf_counter()
+        if not len(res) or res.recall_id is None:
+            continue
+        gold = [m for m in res.ids if m in r["gold"]]
+        out = mem.feedback(gold[:1] or [res.ids[0]], recall_id=res.recall_id)
+        t2 = time.perf_counter()
+        rec.append(t1 - t)
+        fb.append(t2 - t1)
+        feats.append(out.links_updated)
+        if out.auto_tune is not None:
+            tuned.append({"round": len(fb), "ms": (t2 - t1) * 1e3,
+                          "recalls": out.auto_tune.recalls})
+    wall = time.perf_counter() - t0
+    if prof:
+        prof.disable()
+        import io
+        import pstats
+        s = io.StringIO()
+        pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(30)
+        print(s.getvalue(), file=sys.stderr)
+    mem.close()
+    return {"rec": rec, "fb": fb, "feats": feats, "tuned": tuned, "wall": wall}
+
+
+def run(path_base: str, workdir: str, rounds: list[dict[str, Any]], now: float, procs: int,
+        seconds: float, seed: int, profile: bool = False, auto_tune: bool = True
+        ) -> dict[str, Any]:
+    path = os.path.join(workdir, f"run-{procs}.db")
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.remove(path + suffix)
+    shutil.copyfile(path_base, path)
+    ctx = mp.get_context("spawn")
+    if procs == 1:
+        outs = [worker((path, rounds, now, seed, seconds, None, profile, auto_tune))]
+    else:
+        with ctx.Manager() as mgr:
+            barrier = mgr.Barrier(procs)
+            with ctx.Pool(procs) as pool:
+                outs = pool.map(worker, [(path, rounds, now, seed + p, seconds, barrier, False,
+                                          auto_tune) for p in range(procs)])
+    import heapmem
+    with heapmem.open(path) as mem:
+        check = mem.check()
+    n = sum(len(o["fb"]) for o in outs)
+    wall = max(o["wall"] for o in outs)
+    rec = [x for o in outs for x in o["rec"]]
+    fb = [x for o in outs for x in o["fb"]]
+    feats = [x for o in outs for x in o["feats"]]
+    return {"procs": procs, "rounds": n, "seconds": wall, "per_second": n / wall,
+            "recall": stats_ms(rec), "feedback": stats_ms(fb),
+            "tuned": [t for o in outs for t in o["tuned"]], "check_ok": check.ok,
+            "by_features": by_features(fb, feats)}
+
+
+def by_features(fb: Sequence[float], feats: Sequence[int]) -> list[dict[str, Any]]:
+    """Feedback p50 per band of links_updated (the features it touched)."""
+    bands = [(0, 60), (60, 100), (100, 140), (140, 180), (180, 100000)]
+    out = []
+    for lo, hi in bands:
+        xs = [t for t, f in zip(fb, feats) if lo <= f < hi]
+        if xs:
+            out.append({"features": f"{lo}-{hi if hi < 100000 else ''}", "n": len(xs),
+                        "p50": pct(xs, 50) * 1e3, "p99": pct(xs, 99) * 1e3})
+    return out
+
+
+def fmt(x: float) -> str:
+    return f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 100 else f"{x:.0f}"
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    lines = ["| processes | rounds | rounds/s | recall p50 / p99 / p99.9 / max ms | "
+             "feedback p50 / p99 / p99.9 / max ms | feedback p50 / recall p50 | "
+             "feedback p99.9 / p50 | check |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        rc, fb = r["recall"], r["feedback"]
+        lines.append(
+            f"| {r['procs']} | {r['rounds']} | {r['per_second']:.0f} | "
+            f"{fmt(rc['p50'])} / {fmt(rc['p99'])} / {fmt(rc['p99.9'])} / {fmt(rc['max'])} | "
+            f"{fmt(fb['p50'])} / {fmt(fb['p99'])} / {fmt(fb['p99.9'])} / {fmt(fb['max'])} | "
+            f"{fb['p50'] / rc['p50']:.2f} | {fb['p99.9'] / fb['p50']:.1f} | "
+            f"{'ok' if r['check_ok'] else 'FAILED'} |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default=DEFAULT_DATA)
+    ap.add_argument("--procs", default="1,2,4", help="process counts, comma-separated")
+    ap.add_argument("--seconds", type=float, default=20.0, help="each run's length")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--memories", type=int, default=0,
+                    help="a bench/perf.py multi-tenant store of this many memories instead")
+    ap.add_argument("--profile", action="store_true", help="cProfile one process's rounds")
+    ap.add_argument("--features", action="store_true",
+                    help="feedback p50 by the number of features it touched")
+    ap.add_argument("--workdir")
+    ap.add_argument("--store", help="reuse this built store (copied for each run)")
+    ap.add_argument("--out", help="write the results as JSON here")
+    args = ap.parse_args(argv)
+    workdir = args.workdir or tempfile.mkdtemp(prefix="heapmem-loop-")
+    os.makedirs(workdir, exist_ok=True)
+    memories, rounds, now = load_rounds(args.data)
+    base = args.store or os.path.join(workdir, "base.db")
+    t = time.perf_counter()
+    if args.memories:
+        box: list[float] = []
+        rounds = build_multi(base, args.data, args.memories, args.seed, box) \
+            if not args.store else json.load(open(base + ".rounds.json"))
+        if not args.store:
+            json.dump(rounds, open(base + ".rounds.json", "w"))
+            json.dump(box, open(base + ".now.json", "w"))
+        now = json.load(open(base + ".now.json"))[0] if args.store else box[0]
+    elif not args.store:
+        build_locomo(base, memories, now)
+    import heapmem
+    with heapmem.open(base) as mem:
+        mem.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        count = mem.count
+    print(f"store: {count} memories, built in {time.perf_counter() - t:.1f} s "
+          f"({base})", file=sys.stderr)
+    results = []
+    for p in [int(x) for x in args.procs.split(",")]:
+        r = run(base, workdir, rounds, now, p, args.seconds, args.seed, args.profile and p == 1)
+        results.append(r)
+        print(table([r]).splitlines()[-1], file=sys.stderr)
+        for tt in r["tuned"]:
+            print(f"  auto-tune at {tt['recalls']} judged recalls: that feedback took "
+                  f"{tt['ms']:.1f} ms", file=sys.stderr)
+    load = os.getloadavg()[0]
+    print(f"\n{count} memories, {args.seconds:g} s a run, load average {load:.2f}, "
+          f"{time.strftime('%Y-%m-%d %H:%M %Z')}\n")
+    print(table(results))
+    if args.features:
+        for r in results:
+            print(f"\nfeedback by features touched ({r['procs']} processes):")
+            for b in r["by_features"]:
+                print(f"  {b['features']:>8}: n {b['n']:5d}  p50 {b['p50']:.2f} ms  "
+                      f"p99 {b['p99']:.2f} ms")
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump({"memories": count, "seconds": args.seconds, "load": load,
+                       "results": results}, fh, indent=1)
+    if not args.workdir and not args.store:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
