@@ -178,17 +178,35 @@ static const char *const hr_sql[HR_NST] = {hr_sql_cand,  hr_sql_hybrid, hr_sql_l
  * SQLite checks for unfinalized statements at close) finalizes them. */
 #define HM_CACHE 40
 typedef struct hr_vtab hr_vtab;
+
+/* The carried model's unit vectors of logged questions, by their text
+ * (contextual utility compares each candidate's judged questions with the
+ * new one, and the same questions come back recall after recall): direct
+ * mapped, a slot per hash of the text, the text kept to compare, so that two
+ * texts of one hash never share a vector. */
+#define HR_QCACHE 512
+typedef struct {
+  char *text;  /* NULL: an empty slot */
+  int len, ok; /* ok 0: the model knows none of its words */
+  float v[HM_EMBED_DIM];
+} hr_qvec;
+
 typedef struct {
   hr_vtab *vt;      /* the connection's heap_recall, once connected */
   int checked;      /* the file's schema was found heapmem's own ... */
   long long cookie; /* ... at this schema cookie (store.c, hs_check) */
   hv_cache *vc;     /* the namespaces' vectors (embed.c), once a recall needs them */
+  hr_qvec *qc;      /* HR_QCACHE logged questions' vectors, once a recall needs them */
 } hm_conn;
 
 /* the module's client data goes with the connection */
 static void hm_conn_free(void *p) {
   hm_conn *conn = p;
-  if (conn) hv_free(conn->vc);
+  if (conn) {
+    hv_free(conn->vc);
+    for (int i = 0; conn->qc && i < HR_QCACHE; i++) sqlite3_free(conn->qc[i].text);
+    sqlite3_free(conn->qc);
+  }
   sqlite3_free(conn);
 }
 
@@ -879,6 +897,32 @@ static int hr_question_vector(const hr_cursor *c, const char *query, float *out)
  * (hm_link_ratio > 1).  Until then a record can move a memory only through
  * the feature's learned usefulness, which feedback that tells nothing
  * (shuffled) never lets through (bench/RESULTS.md 18). */
+/* A logged question's unit vector by the carried model, from the
+ * connection's cache or embedded (and kept) now; NULL when the model knows
+ * none of its words.  Without a cache (out of memory) it is embedded into
+ * a buffer of the thread's, good until the next call. */
+static const float *hr_logged_vector(hm_conn *conn, const char *q, int len) {
+  static __thread float spare[HM_EMBED_DIM];
+  char err[HM_ERRLEN];
+  if (conn && !conn->qc) {
+    conn->qc = sqlite3_malloc64((sqlite3_uint64)HR_QCACHE * sizeof *conn->qc);
+    if (conn->qc) memset(conn->qc, 0, (size_t)HR_QCACHE * sizeof *conn->qc);
+  }
+  hr_qvec *e = conn && conn->qc ? &conn->qc[hm_fnv64(q, (size_t)len) % HR_QCACHE] : NULL;
+  if (e && e->text && e->len == len && !memcmp(e->text, q, (size_t)len))
+    return e->ok ? e->v : NULL;
+  float *v = e ? e->v : spare;
+  int ok = hm_embed(q, len, v, HM_EMBED_DIM, err, sizeof err) > 0;
+  if (e) {
+    sqlite3_free(e->text);
+    e->text = sqlite3_malloc64((sqlite3_uint64)len + 1);
+    if (e->text) memcpy(e->text, q, (size_t)len), e->text[len] = 0;
+    e->len = len;
+    e->ok = ok;
+  }
+  return ok ? v : NULL;
+}
+
 static int hr_context(hr_vtab *t, hr_cursor *c, const char *query) {
   for (int i = 0; i < c->n; i++) c->rows[i].ctx = 1.0, c->rows[i].ctx_n = 0.0;
   float qv[HM_EMBED_DIM];
@@ -900,15 +944,13 @@ static int hr_context(hr_vtab *t, hr_cursor *c, const char *query) {
   if (!ua) { sqlite3_reset(st); return SQLITE_NOMEM; }
   double *ub = ua + c->n, *best = ub + c->n;
   for (int i = 0; i < 3 * c->n; i++) ua[i] = i < 2 * c->n ? 0 : -1;
-  float v[HM_EMBED_DIM];
-  char err[HM_ERRLEN];
   double lo = c->cfg.context_min_sim;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     i64 seq = sqlite3_column_int64(st, 0);
     int used = sqlite3_column_int(st, 1) != 0;
     const char *q = (const char *)sqlite3_column_text(st, 2);
-    if (!q || hm_embed(q, sqlite3_column_bytes(st, 2), v, HM_EMBED_DIM, err, sizeof err) <= 0)
-      continue;
+    const float *v = q ? hr_logged_vector(t->conn, q, sqlite3_column_bytes(st, 2)) : NULL;
+    if (!v) continue;
     double sim = 0;
     for (int d = 0; d < HM_EMBED_DIM; d++) sim += (double)v[d] * qv[d];
     if (!(sim > lo)) continue;
