@@ -92,8 +92,9 @@ def build_locomo(path: str, memories: list[dict[str, Any]], now: float) -> None:
 def build_multi(path: str, data: str, n: int, seed: int, now_out: list[float],
                 ) -> list[dict[str, Any]]:
     """bench/perf.py's multi-tenant store of n memories; its questions as rounds."""
-    import heapmem
     import perf
+
+    import heapmem
     base = perf.Base(data)
     with heapmem.open(path, clock=lambda: base.now) as mem:
         for batch in perf.batched(perf.iter_memories(base, n, "multi", seed), 10_000):

@@ -19,8 +19,11 @@
  * heap_answer return JSON: the recall judged, the ids judged used and
  * ignored, how many of the namespace's links changed, and (heap_answer) each
  * shown memory's verdict as heap_attribute gives it, and auto_tune: null, or
- * what the auto-tune this feedback ran did (tune.c: autotune 1, the default,
- * runs heap_tune at 30, 60, 120, ... judged recalls; 0 only counts them).
+ * what auto-tune did: the report (or error) of the tune this call's step
+ * ended, else null (tune.c: autotune 1, the default, claims the points 30,
+ * 60, 120, ... of judged recalls and runs each point's tune in steps, one
+ * after each feedback; 0 only counts them), and claimed: the point this call
+ * claimed, or null.
  * The feedback runs inside one savepoint: an error writes nothing; the
  * auto-tune after it in another, whose failure is in the result.
  *
@@ -1385,14 +1388,16 @@ static int hf_mark_used(hf_ctx *x, const hf_judgment *j) {
 }
 
 /* auto-tune's count and its run after the feedback (tune.c) */
-static int ht_count(hf_ctx *x, i64 rid, int nused, int on, i64 *claim, i64 *judged);
-static char *ht_autotune(hf_ctx *x, const char *config, i64 point, i64 judged);
+static int ht_count(hf_ctx *x, i64 rid, int nused, int on, i64 *claim, i64 *judged,
+                    int *tuning);
+static char *ht_autotune(hf_ctx *x, const char *config, i64 claim, i64 judged);
 
 /* The whole of one feedback, inside the caller's savepoint, step by step:
- * auto-tune's count kept last (on: a point may be claimed, into *claim).
- * out: the JSON result, less its closing brace. */
+ * auto-tune's count kept last (on: a point may be claimed, into *claim;
+ * *tuning: a tune is under way).  out: the JSON result, less its closing
+ * brace. */
 static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, int on,
-                    i64 *claim, i64 *judged, char **out) {
+                    i64 *claim, i64 *judged, int *tuning, char **out) {
   hf_judgment j = {.answer_mode = answer_mode};
   int *alive = NULL;
   int rc = hf_judge_args(x, argv, argc, &j);
@@ -1404,7 +1409,7 @@ static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, 
   sqlite3_free(alive);
   if (!rc && j.njudged) rc = hf_judge_write(x, &j);
   if (!rc && j.nu) rc = hf_mark_used(x, &j);
-  if (!rc) rc = ht_count(x, j.rid, j.nu, on, claim, judged);
+  if (!rc) rc = ht_count(x, j.rid, j.nu, on, claim, judged, tuning);
   if (!rc) {
     *out = sqlite3_mprintf("{\"recall_id\":%lld,\"used\":%s,\"ignored\":%s,\"links_updated\":"
                            "%lld,\"attribution\":%s", (long long)j.rid, j.used_json,
@@ -1440,15 +1445,16 @@ static int hf_autotune_arg(hf_ctx *x, sqlite3_value **argv, int argc, int i, int
 }
 
 /* heap_feedback / heap_answer: hf_judge inside a savepoint of its own, so
- * that an error anywhere leaves nothing written; then auto-tune, when the
- * feedback claimed a point, in a savepoint of its own (its failure is in the
- * result, never the feedback's). */
+ * that an error anywhere leaves nothing written; then, when the feedback
+ * claimed a point or a tune is under way, auto-tune's next step, in a
+ * savepoint of its own (its failure is in the result, never the
+ * feedback's). */
 static void hf_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv, int answer_mode) {
   const char *fname = answer_mode ? "heap_answer" : "heap_feedback";
   hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = sqlite3_user_data(ctx)};
   char *out = NULL, *tuned = NULL;
   i64 claim = 0, judged = 0;
-  int on = 1, icfg = answer_mode ? 4 : 5;
+  int on = 1, tuning = 0, icfg = answer_mode ? 4 : 5;
   hm_keep_statements(&x);
   if (sqlite3_db_readonly(x.db, "main") == 1) {
     char *m = sqlite3_mprintf("%s: the store is read-only here; feedback writes events and "
@@ -1468,7 +1474,7 @@ static void hf_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv, int ans
     hf_sqlfail(&x, rc);
   } else {
     rc = hf_autotune_arg(&x, argv, argc, icfg + 1, &on);
-    if (!rc) rc = hf_judge(&x, argv, argc, answer_mode, on, &claim, &judged, &out);
+    if (!rc) rc = hf_judge(&x, argv, argc, answer_mode, on, &claim, &judged, &tuning, &out);
     if (rc == SQLITE_OK) {
       rc = sqlite3_exec(x.db, "RELEASE heap_feedback", NULL, NULL, NULL);
       if (rc != SQLITE_OK) hf_sqlfail(&x, rc);
@@ -1478,13 +1484,16 @@ static void hf_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv, int ans
       sqlite3_exec(x.db, "RELEASE heap_feedback", NULL, NULL, NULL);
     }
   }
-  if (rc == SQLITE_OK && claim) {
+  if (rc == SQLITE_OK && on && (claim || tuning)) { /* the claim's tune, or its next step */
     const char *cfg = argc > icfg && sqlite3_value_type(argv[icfg]) == SQLITE_TEXT
                           ? (const char *)sqlite3_value_text(argv[icfg]) : NULL;
     tuned = ht_autotune(&x, cfg, claim, judged);
   }
   if (rc == SQLITE_OK) {
-    char *full = sqlite3_mprintf("%s,\"auto_tune\":%s}", out, tuned ? tuned : "null");
+    char claimed[24] = "null";
+    if (claim) snprintf(claimed, sizeof claimed, "%lld", (long long)claim);
+    char *full = sqlite3_mprintf("%s,\"auto_tune\":%s,\"claimed\":%s}", out,
+                                 tuned ? tuned : "null", claimed);
     sqlite3_free(out);
     sqlite3_free(tuned);
     if (full) {

@@ -191,12 +191,16 @@ typedef struct {
   float v[HM_EMBED_DIM];
 } hr_qvec;
 
+typedef struct ht_job ht_job; /* tune.c: a tune run in steps */
+static void ht_job_free(ht_job *j);
+
 typedef struct {
   hr_vtab *vt;      /* the connection's heap_recall, once connected */
   int checked;      /* the file's schema was found heapmem's own ... */
   long long cookie; /* ... at this schema cookie (store.c, hs_check) */
   hv_cache *vc;     /* the namespaces' vectors (embed.c), once a recall needs them */
   hr_qvec *qc;      /* HR_QCACHE logged questions' vectors, once a recall needs them */
+  ht_job *job;      /* the auto-tune this connection steps after its feedback (tune.c) */
 } hm_conn;
 
 /* the module's client data goes with the connection */
@@ -206,6 +210,7 @@ static void hm_conn_free(void *p) {
     hv_free(conn->vc);
     for (int i = 0; conn->qc && i < HR_QCACHE; i++) sqlite3_free(conn->qc[i].text);
     sqlite3_free(conn->qc);
+    ht_job_free(conn->job);
   }
   sqlite3_free(conn);
 }

@@ -14,8 +14,9 @@
 
 /* heap_statement(name): the text of a statement heap_recall, heap_feedback or
  * heap_tune runs ('candidates', 'hybrid', 'links', 'show', 'log', 'edges', ...,
- * 'tune_recalls', 'tune_events', 'autotune_used', 'autotune_count'), for EXPLAIN QUERY PLAN and for readers who
- * want to see what runs. */
+ * 'tune_recalls', 'tune_events', 'tune_first_event', 'autotune_used',
+ * 'autotune_count'), for EXPLAIN QUERY PLAN and for readers who want to see
+ * what runs. */
 static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
   static const struct { const char *name, *sql; } all[] = {
@@ -23,8 +24,8 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
       {"show", hr_sql_show},       {"log", hr_sql_log},       {"edges", hf_sql_edges},
       {"before", hf_sql_before},   {"vrows", hr_sql_vrows}, {"vectors", hr_sql_vload},
       {"allow", hr_sql_allow},     {"tune_recalls", ht_sql_recalls},
-      {"tune_events", ht_sql_events_from}, {"autotune_used", ht_sql_used},
-      {"autotune_count", ht_sql_count},
+      {"tune_events", ht_sql_events}, {"tune_first_event", ht_sql_first_event},
+      {"autotune_used", ht_sql_used}, {"autotune_count", ht_sql_count},
   };
   const char *name = (const char *)sqlite3_value_text(argv[0]);
   for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
@@ -35,7 +36,8 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
   sqlite3_result_error(ctx, "heap_statement: the name of one of heap_recall's, "
                             "heap_feedback's or heap_tune's statements: candidates, hybrid, "
                             "links, show, log, edges, before, vrows, vectors, allow, "
-                            "tune_recalls, tune_events, autotune_used, autotune_count", -1);
+                            "tune_recalls, tune_events, tune_first_event, autotune_used, "
+                            "autotune_count", -1);
 }
 
 #pragma endregion

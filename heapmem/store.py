@@ -940,9 +940,13 @@ class Memory:
                 shown = json.loads(c.execute(sql.RECALL_SHOWN, {"id": out["recall_id"]})
                                    .fetchall()[0][0])
                 judgements = self._judgements(out["attribution"], shown)
+        ran = out["auto_tune"]
+        if ran is None and out["claimed"] and self._remote:
+            # a server's connections are not this store's to step a tune with
+            # (csrc/tune.c): the tune this feedback claimed ends now
+            ran = tune.finish(self)
         return Feedback(out["recall_id"], tuple(out["used"]), tuple(out["ignored"]),
-                        out["links_updated"], judgements,
-                        self._auto_tune(out["auto_tune"]) if out["auto_tune"] else None)
+                        out["links_updated"], judgements, self._auto_tune(ran) if ran else None)
 
     def _auto_tune(self, ran: dict[str, Any]) -> TuneReport:
         """The report of the auto-tune heap_feedback ran (csrc/tune.c: it kept the count
@@ -1221,6 +1225,30 @@ class Memory:
         raises ReadOnlyError; deploy=False measures only."""
         with self._lock:  # one view of the logs while it replays them
             return tune.tune(self, deploy=deploy, seed=seed)
+
+    @property
+    @_guarded
+    @_locked
+    def pending_tune(self) -> int | None:
+        """The point of auto-tune's schedule (judged recalls) whose tune is
+        under way in steps, or None (see finish_auto_tune)."""
+        pending = schema.autotune_pending(self.connection)
+        return None if pending is None else int(pending["point"])
+
+    @_guarded
+    def finish_auto_tune(self) -> TuneReport | None:
+        """End the auto-tune under way now.  A feedback that claims a point of
+        auto-tune's schedule starts a tune that runs in steps, one after each
+        feedback with auto-tune on (from any connection), so that no feedback
+        waits for a whole tune; the feedback whose step ends it returns the
+        report.  This runs its remaining work in one call (from the start of
+        the log it pinned), deploys as auto-tune does, and returns the report,
+        or None when no tune is under way.  The CLI calls it after a feedback
+        that claimed a point.  On a read-only store: ReadOnlyError."""
+        if self.readonly:
+            raise ReadOnlyError(f"{self.path!r} was opened with readonly=True; writes are refused")
+        ran = tune.finish(self)
+        return self._auto_tune(ran) if ran else None
 
     @_guarded
     def set_config(self, config: ScoringConfig | None = None, *, save: bool = False,

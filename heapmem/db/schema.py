@@ -78,7 +78,9 @@ META_FTS_DEFERRED = "fts_deferred"
 META_POOL = "pool"
 #: auto-tune's place on its schedule (JSON {"point": the last point of the
 #: doubling schedule claimed, 0 for none; "judged": the judged recalls as
-#: counted at the last feedback, null when unknown}).  The C core keeps it:
+#: counted at the last feedback, null when unknown; and while the tune a point
+#: claimed runs in steps, "tune": {"point", "judged", "events" and "recalls":
+#: the log it reads, "epoch", "idle"}, AUTOTUNE_TUNE_KEYS}).  The C core keeps it:
 #: heap_feedback and heap_answer count and claim points (csrc/tune.c),
 #: heap_forget marks the count unknown; an import marks it unknown too
 #: (autotune_recount, the same statement: AUTOTUNE_RECOUNT); autotune_state
@@ -89,6 +91,9 @@ META_AUTOTUNE = "autotune"
 AUTOTUNE_RECOUNT = (f"UPDATE heapmem_meta SET value = json_set(value, '$.judged', json('null')) "
                     f"WHERE key = '{META_AUTOTUNE}' AND json_valid(value) "
                     f"AND json_type(value) = 'object'")
+
+#: The keys of META_AUTOTUNE's "tune" (csrc/tune.c, ht_state_write).
+AUTOTUNE_TUNE_KEYS = ("point", "judged", "events", "recalls", "epoch", "idle")
 
 #: Keys the file records about itself; never exported or imported.
 META_OWN = (META_FORMAT, META_CREATED_WITH, META_AUTOTUNE)
@@ -199,8 +204,13 @@ def _autotune_value(v: str) -> tuple[int, int | None]:
     """META_AUTOTUNE's value read: (point, judged or None); ValueError if it
     is not what heap_feedback writes (csrc/tune.c)."""
     d = json.loads(v)
-    if not (isinstance(d, dict) and set(d) == {"point", "judged"}):
-        raise ValueError("not a JSON object of point and judged")
+    if not (isinstance(d, dict) and set(d) in ({"point", "judged"}, {"point", "judged", "tune"})):
+        raise ValueError("not a JSON object of point and judged (and tune)")
+    tune = d.get("tune", {k: 0 for k in AUTOTUNE_TUNE_KEYS})
+    if not (isinstance(tune, dict) and set(tune) == set(AUTOTUNE_TUNE_KEYS)
+            and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                    for x in tune.values())):
+        raise ValueError(f"tune must hold the whole numbers {', '.join(AUTOTUNE_TUNE_KEYS)}")
     point, judged = d["point"], d["judged"]
     if isinstance(point, bool) or not isinstance(point, int) or point < 0:
         raise ValueError(f"point must be a whole number, got {point!r}")
@@ -222,6 +232,18 @@ def autotune_state(c: Connection) -> tuple[int, int | None]:
         return _autotune_value(v)
     except (ValueError, TypeError, RecursionError):
         return 0, None
+
+
+def autotune_pending(c: Connection) -> dict[str, int] | None:
+    """The tune under way in steps (META_AUTOTUNE's "tune": the point it
+    tunes for, the count then, the newest event and recall of the log it
+    reads, its epoch and the feedbacks since its owner's last step), or None."""
+    v = meta_get(c, META_AUTOTUNE)
+    try:
+        _autotune_value(v or "")
+        return dict(json.loads(v or "").get("tune")) if json.loads(v or "").get("tune") else None
+    except (ValueError, TypeError, RecursionError):
+        return None
 
 
 def autotune_recount(c: Connection) -> None:
