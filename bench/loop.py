@@ -27,7 +27,14 @@ bench/perf.py does (one perturbed LoCoMo replica per namespace, perf.py's own co
 and runs the rounds there, one process, questions drawn among its namespaces: the
 ratio of feedback p50 to recall p50 at that size, in one run.
 --features adds a table of feedback latency against the number of features it
-touched (links_updated), to show whether it grows with them.
+touched (links_updated), to show whether it grows with them; --sweep-k 3,10,40
+runs one process's rounds at each k (more memories shown and judged, more
+features touched) and prints feedback p50 against the features a feedback
+touched.
+--checkpoint between turns SQLite's automatic WAL checkpoint off in every
+process and checkpoints between rounds, untimed (PRAGMA wal_checkpoint
+(PASSIVE) every 50 rounds): the loop's own cost without the disk's fsync,
+which the automatic checkpoint puts on whichever call's commit fills the WAL.
 
 Timings depend on the machine: on a shared one, say so beside the figures.
 """
@@ -105,9 +112,11 @@ def build_multi(path: str, data: str, n: int, seed: int, now_out: list[float],
 
 
 def worker(args: tuple[Any, ...]) -> dict[str, Any]:
-    path, rounds, now, seed, seconds, barrier, profile, auto_tune = args
+    path, rounds, now, seed, seconds, barrier, profile, auto_tune, k, checkpoint = args
     import heapmem
     mem = heapmem.open(path, clock=lambda: now, auto_tune=auto_tune)
+    if checkpoint == "between":
+        mem.connection.execute("PRAGMA wal_autocheckpoint=0")
     rng = random.Random(seed)
     order = list(range(len(rounds)))
     rng.shuffle(order)
@@ -126,11 +135,16 @@ def worker(args: tuple[Any, ...]) -> dict[str, Any]:
     t0 = time.perf_counter()
     if prof:
         prof.enable()
-    while time.perf_counter() < t_end:
+    paused = 0.0
+    while time.perf_counter() < t_end + paused:
         r = rounds[order[i % len(order)]]
         i += 1
+        if checkpoint == "between" and i % 50 == 0:
+            t = time.perf_counter()
+            mem.connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            paused += time.perf_counter() - t
         t = time.perf_counter()
-        res = mem.recall(r["q"], k=K, namespace=r["ns"], track=True)
+        res = mem.recall(r["q"], k=k, namespace=r["ns"], track=True)
         t1 = time.perf_counter()
         if not len(res) or res.recall_id is None:
             continue
@@ -143,7 +157,7 @@ def worker(args: tuple[Any, ...]) -> dict[str, Any]:
         if out.auto_tune is not None:
             tuned.append({"round": len(fb), "ms": (t2 - t1) * 1e3,
                           "recalls": out.auto_tune.recalls})
-    wall = time.perf_counter() - t0
+    wall = time.perf_counter() - t0 - paused
     if prof:
         prof.disable()
         import io
@@ -156,8 +170,8 @@ def worker(args: tuple[Any, ...]) -> dict[str, Any]:
 
 
 def run(path_base: str, workdir: str, rounds: list[dict[str, Any]], now: float, procs: int,
-        seconds: float, seed: int, profile: bool = False, auto_tune: bool = True
-        ) -> dict[str, Any]:
+        seconds: float, seed: int, profile: bool = False, auto_tune: bool = True, k: int = K,
+        checkpoint: str = "auto") -> dict[str, Any]:
     path = os.path.join(workdir, f"run-{procs}.db")
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(path + suffix):
@@ -165,13 +179,14 @@ def run(path_base: str, workdir: str, rounds: list[dict[str, Any]], now: float, 
     shutil.copyfile(path_base, path)
     ctx = mp.get_context("spawn")
     if procs == 1:
-        outs = [worker((path, rounds, now, seed, seconds, None, profile, auto_tune))]
+        outs = [worker((path, rounds, now, seed, seconds, None, profile, auto_tune, k,
+                        checkpoint))]
     else:
         with ctx.Manager() as mgr:
             barrier = mgr.Barrier(procs)
             with ctx.Pool(procs) as pool:
                 outs = pool.map(worker, [(path, rounds, now, seed + p, seconds, barrier, False,
-                                          auto_tune) for p in range(procs)])
+                                          auto_tune, k, checkpoint) for p in range(procs)])
     import heapmem
     with heapmem.open(path) as mem:
         check = mem.check()
@@ -180,7 +195,9 @@ def run(path_base: str, workdir: str, rounds: list[dict[str, Any]], now: float, 
     rec = [x for o in outs for x in o["rec"]]
     fb = [x for o in outs for x in o["fb"]]
     feats = [x for o in outs for x in o["feats"]]
-    return {"procs": procs, "rounds": n, "seconds": wall, "per_second": n / wall,
+    return {"procs": procs, "k": k, "rounds": n, "seconds": wall, "per_second": n / wall,
+            "per_process": [round(len(o["fb"]) / o["wall"], 1) for o in outs],
+            "features_p50": pct(feats, 50) if feats else 0,
             "recall": stats_ms(rec), "feedback": stats_ms(fb),
             "tuned": [t for o in outs for t in o["tuned"]], "check_ok": check.ok,
             "by_features": by_features(fb, feats)}
@@ -229,6 +246,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true", help="cProfile one process's rounds")
     ap.add_argument("--features", action="store_true",
                     help="feedback p50 by the number of features it touched")
+    ap.add_argument("--sweep-k", help="one process's rounds at each of these k instead")
+    ap.add_argument("--checkpoint", choices=("auto", "between"), default="auto",
+                    help="auto: SQLite's own WAL checkpoints; between: untimed, between rounds")
     ap.add_argument("--workdir")
     ap.add_argument("--store", help="reuse this built store (copied for each run)")
     ap.add_argument("--out", help="write the results as JSON here")
@@ -255,16 +275,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"store: {count} memories, built in {time.perf_counter() - t:.1f} s "
           f"({base})", file=sys.stderr)
     results = []
+    if args.sweep_k:
+        sweep = []
+        for k in [int(x) for x in args.sweep_k.split(",")]:
+            r = run(base, workdir, rounds, now, 1, args.seconds, args.seed, k=k,
+                    checkpoint=args.checkpoint)
+            sweep.append(r)
+            print(f"k {k}: {r['rounds']} rounds, features touched p50 {r['features_p50']}, "
+                  f"feedback p50 {r['feedback']['p50']:.2f} ms", file=sys.stderr)
+        print(f"\n{count} memories, {args.seconds:g} s a run, checkpoint {args.checkpoint}, "
+              f"load average {os.getloadavg()[0]:.2f}, {time.strftime('%Y-%m-%d %H:%M %Z')}\n")
+        print("| k | rounds | features a feedback touched (p50) | feedback p50 / p99 ms | "
+              "recall p50 ms |\n|---|---|---|---|---|")
+        for r in sweep:
+            print(f"| {r['k']} | {r['rounds']} | {r['features_p50']} | "
+                  f"{fmt(r['feedback']['p50'])} / {fmt(r['feedback']['p99'])} | "
+                  f"{fmt(r['recall']['p50'])} |")
+        return 0
     for p in [int(x) for x in args.procs.split(",")]:
-        r = run(base, workdir, rounds, now, p, args.seconds, args.seed, args.profile and p == 1)
+        r = run(base, workdir, rounds, now, p, args.seconds, args.seed, args.profile and p == 1,
+                checkpoint=args.checkpoint)
         results.append(r)
         print(table([r]).splitlines()[-1], file=sys.stderr)
         for tt in r["tuned"]:
             print(f"  auto-tune at {tt['recalls']} judged recalls: that feedback took "
                   f"{tt['ms']:.1f} ms", file=sys.stderr)
     load = os.getloadavg()[0]
-    print(f"\n{count} memories, {args.seconds:g} s a run, load average {load:.2f}, "
-          f"{time.strftime('%Y-%m-%d %H:%M %Z')}\n")
+    print(f"\n{count} memories, {args.seconds:g} s a run, checkpoint {args.checkpoint}, load "
+          f"average {load:.2f}, {time.strftime('%Y-%m-%d %H:%M %Z')}\n")
     print(table(results))
     if args.features:
         for r in results:

@@ -32,6 +32,8 @@
  *   attribute.c  heap_attribute: which shown memories an answer used
  *   bm25.c       BM25 over one namespace: heap_bm25_row, heap_bm25_top,
  *                heap_ntokens
+ *   pool.c       the pooled layer's pending changes: their blob, reading and
+ *                applying them
  *   recall.c     heap_recall, recall as an eponymous virtual table, and the
  *                connection's kept statements
  *   feedback.c   heap_feedback, heap_answer, the robust pooled layer,
@@ -100,6 +102,8 @@ static void hm_seterr(char *err, int errlen, const char *fmt, const char *a) {
 #include "embed.c"
 #include "attribute.c"
 #include "bm25.c"
+/* the pooled layer's pending changes, which recall and feedback apply */
+#include "pool.c"
 /* the loop: recall as a table, feedback and the pooled layer as calls, the store */
 #include "recall.c"
 #include "feedback.c"

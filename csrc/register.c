@@ -168,6 +168,8 @@ static const struct {
     HM_SCALAR("heap_forget", 1, HM_WRITE, heap_forget),
     HM_SCALAR("heap_forget_namespace", 1, HM_WRITE, heap_forget_namespace),
     HM_SCALAR("heap_rebuild_pool", 0, HM_WRITE, heap_rebuild_pool),
+    HM_SCALAR("heap_fold_pool", 0, HM_WRITE, heap_fold_pool),
+    HM_SCALAR("heap_pool_now", 0, HM_WRITE, heap_pool_now),
     HM_SCALAR("heap_rebuild_pool", 1, HM_WRITE, heap_rebuild_pool),
     HM_SCALAR("heap_tune", 0, HM_WRITE, heap_tune),
     HM_SCALAR("heap_tune", 1, HM_WRITE, heap_tune),

@@ -784,8 +784,9 @@ class Memory:
             per_ns = c.execute(sql.STATS_BY_NAMESPACE).fetchall()
             recalls = dict(c.execute(sql.RECALLS_BY_NAMESPACE).fetchall())
             ev = {ns: (u, t) for ns, u, t in c.execute(sql.EVENTS_BY_NAMESPACE)}
-            nlinks = c.execute(sql.COUNT_POOLED_LINKS).fetchall()[0][0]
-            nrows = c.execute(sql.COUNT_LINKS).fetchall()[0][0]
+            nlinks = len(learning.pooled_rows(c))
+            nrows = c.execute(sql.COUNT_LINKS).fetchall()[0][0] + nlinks - \
+                c.execute(sql.COUNT_POOLED_LINKS).fetchall()[0][0]
             prior = schema.prior(c)
             version = schema.user_version(c)
             in_place, reader = schema.erases_in_place(c), schema.oldest_reader(c)
@@ -1076,17 +1077,21 @@ class Memory:
             raise TypeError("config must be a heapmem.ScoringConfig")
         if namespace != POOLED:
             namespace = check_namespace(namespace)
-        c = self.connection
         out: list[tuple[str, float, float, int, int]] = []
+        with self.snapshot() as c:
+            pooled = learning.pooled_rows(c)
+            own = {} if namespace == POOLED else {
+                r[0]: r[1:] for r in c.execute(sql.OWN_LINKS, {"namespace": namespace})}
         if namespace == POOLED:
-            out = c.execute(sql.POOLED_LINKS).fetchall()
+            out = [(f, a, b, n, k) for f, _, a, b, n, k, _, _ in pooled]
         else:
-            rows = c.execute(sql.NAMESPACE_LINKS,
-                             {"namespace": namespace, "cap": self.pool["cap"]}).fetchall()
             with _from_file("reading the learned links"):
-                for f, oa, ob, pa, pb, n, support in rows:
-                    a, b = _native.link_view(oa, ob, pa, pb, config.pooled_pseudocount)
-                    out.append((f, a, b, n, support))
+                # each pooled link less the namespace's own share of it, as recall views it
+                for f, _, pa, pb, _, support, _, _ in pooled:
+                    oa, ob, sa, sb, n = own.get(f, (0.0, 0.0, 0.0, 0.0, 0))
+                    a, b = _native.link_view(oa, ob, oa + max(pa - sa, 0), ob + max(pb - sb, 0),
+                                             config.pooled_pseudocount)
+                    out.append((f, a, b, n, support - (f in own)))
         pa, pb = config.prior_alpha, config.prior_beta
         with _from_file("reading the learned links"):
             res = [LinkRow(f, (pa + a) / (pa + pb + a + b), n, a, b, k) for f, a, b, n, k in out]
@@ -1420,8 +1425,10 @@ class Memory:
         prior = schema.prior(c)
         replayed: dict = learning.replay(events)
         replayed = learning.pool(replayed, self._reread_pool(c), prior, schema.PRIOR_SUPPORT)
-        stored = {(ns, f): (a, b, n, k) if ns == POOLED else (a, b, n)
-                  for ns, f, a, b, n, k in c.execute(sql.ALL_LINKS)}
+        stored: dict[tuple[str, str], tuple] = {
+            (ns, f): (a, b, n) for ns, f, a, b, n, _ in c.execute(sql.OWN_ROWS)}
+        stored.update({(POOLED, f): (a, b, n, k) for f, _, a, b, n, k, _, _ in
+                       learning.pooled_rows(c)})
         for (layer, f), s, r in learning.mismatches(stored, replayed):
             gives = "(" + ", ".join(f"{x:.6g}" for x in r) + ")" if r is not None else ""
             if s is None:

@@ -51,10 +51,14 @@ def db():
 
 
 def back_to_schema_7(c):
-    """Take schema 9's and 8's objects out of a store (the filters' index;
+    """Take schema 10's, 9's and 8's objects out of a store (the pooled
+    layer's pending changes, folded into its rows first; the filters' index;
     vector stamps, the triggers that keep vectors with their memories): what
     a test that makes a file of an older schema from a new store runs before
     it sets user_version."""
+    heapmem.load(c)
+    c.execute("SELECT heap_fold_pool()")
+    c.execute("DROP TABLE pool_pending")
     c.execute("DROP INDEX memories_filter")
     c.execute("DROP TRIGGER memories_embed; DROP TRIGGER memories_reembed; "
               "DROP TRIGGER memories_vector_move; DROP TRIGGER memories_vector_ad; "

@@ -22,7 +22,7 @@ from ..db import _native
 from ..errors import CorruptStoreError, NotAStoreError, SchemaVersionError, UnsafeStoreError
 
 #: The schema version this heapmem writes (PRAGMA user_version).
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 #: How the pooled layer is built from the namespaces' own links (a new
 #: store's defaults, kept in the file under META_POOL):
@@ -574,10 +574,26 @@ _SCHEMA_V9 = """
 CREATE INDEX memories_filter ON memories(namespace, kind, created_at);
 """
 
+# Version 10: a feedback folds the pooled layer lazily (issue 34).  It wrote
+# the pooled row ('*') of each feature it touched (45 rows a feedback on
+# LoCoMo); now what it adds to them goes into one row of pool_pending
+# (csrc/pool.c: the blob's format), every eight such rows are folded into the
+# pooled rows at once by the feedback that adds the eighth (a feature a batch
+# touches written once), and every reader applies the pending rows to the
+# stored ones (recall in C; Python through heap_pool_now), so it reads what an
+# eager fold would have written.  heap_fold_pool() folds them at once.  A
+# store of version 9 has none pending.
+_SCHEMA_V10 = """
+CREATE TABLE pool_pending(
+  id  INTEGER PRIMARY KEY,
+  ops BLOB NOT NULL                   -- what one feedback added to the pooled rows
+);
+"""
+
 # Numbered schema steps: MIGRATIONS[v] takes a store from version v to v + 1.
 MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3, 3: _SCHEMA_V4,
                               4: _SCHEMA_V5, 5: _SCHEMA_V6, 6: _SCHEMA_V7, 7: _SCHEMA_V8,
-                              8: _SCHEMA_V9}
+                              8: _SCHEMA_V9, 9: _SCHEMA_V10}
 
 # -- how forget erases text from the FTS index ------------------------------------
 
@@ -781,6 +797,7 @@ KNOWN_SCHEMAS = {
     7: "12dc3f91101aa478d6d705433396ac4eb4302bb51b10548e25ce5e2704a2db91",
     8: "3109c26dc44c733a160f3dbb3a2389b18bad00824898557e9a17c50687874ecd",
     9: "6286cf02f5b5e332081edae7c74949ed5d5c0fa68a882b6533e3f3fa01b98ef0",
+    10: "a84d1958bebe3040dfa8523e7e7c522cbdcdeea85436c4193b0f0d205f06da66",
 }
 
 
