@@ -1189,13 +1189,13 @@ class Memory:
         # complete checkpoint (at the latest when the last connection closes)
         with self._lock:
             c = self.connection
-            c.setbusytimeout(250)
+            schema.wait_for_lock(c, 250)
             try:
                 c.execute(sql.CHECKPOINT).fetchall()
             except apsw.BusyError:
                 pass
             finally:
-                c.setbusytimeout(10_000)
+                schema.wait_for_lock(c, 10_000)
         return n
 
     def set_portable(self, portable: bool = True) -> None:

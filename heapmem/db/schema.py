@@ -659,6 +659,30 @@ def prior(c: Connection) -> dict[str, list]:
 # -- opening a file ----------------------------------------------------------------
 
 
+def wait_for_lock(c: Connection, ms: int) -> None:
+    """How long a statement waits for another connection's lock (the write
+    lock, mostly) before SQLITE_BUSY: ms, trying again every 50 microseconds
+    at first and every 2 ms at most.  SQLite's own busy timeout sleeps 1, 2,
+    5, 10, ... 100 ms between tries, so a feedback held up by another
+    process's write of a millisecond could sleep 25 ms more (bench/RESULTS.md
+    20).  A server's connection keeps its own rule (setbusytimeout)."""
+    install = getattr(c, "setbusyhandler", None)
+    if install is None:
+        c.setbusytimeout(ms)
+        return
+    start = [0.0]
+
+    def busy(count: int) -> bool:
+        now = time.monotonic()
+        if count == 0:
+            start[0] = now
+        if (now - start[0]) * 1000 >= ms:
+            return False
+        time.sleep(min(0.00005 * (count + 1), 0.002))
+        return True
+    install(busy)
+
+
 def configure(c: Connection) -> None:
     """What every connection gets before it reads the file: a busy timeout, no
     double-quoted string literals, plans that do not depend on bound values,
@@ -667,7 +691,7 @@ def configure(c: Connection) -> None:
     file on purpose (DEFENSIVE: no writable_schema, no writes to shadow
     tables), every page's cells checked as they are read, and the heap_*
     functions."""
-    c.setbusytimeout(10_000)
+    wait_for_lock(c, 10_000)
     for opt in (apsw.SQLITE_DBCONFIG_DQS_DML, apsw.SQLITE_DBCONFIG_DQS_DDL,
                 apsw.SQLITE_DBCONFIG_TRUSTED_SCHEMA):
         c.config(opt, 0)
