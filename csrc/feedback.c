@@ -465,7 +465,7 @@ done:
 /* -- after a fold: the pooled rows in place, reworked, or in full ------------------- */
 
 typedef struct {
-  sqlite3_stmt *edges, *all, *share, *before, *own, *count;
+  sqlite3_stmt *edges, *all, *share, *before, *own, *own_new, *count;
   sqlite3_str *full; /* JSON array of the features to work out in full */
   int nfull;
   sqlite3_str *ops;  /* what this feedback adds to the pooled rows (csrc/pool.c) */
@@ -599,14 +599,16 @@ static const char hf_sql_before[] =
 /* ?1 feature, ?2 least: how many namespaces back it, up to least */
 static const char hf_sql_backers[] =
     "SELECT count(*) FROM (SELECT 1 FROM links WHERE feature = ?1 AND namespace != '*' LIMIT ?2)";
-/* ?1 namespace, ?2 feature, ?3 qtype, ?4-?6 alpha, beta, n added; ?7, ?8 its share of the
+/* ?1 namespace, ?2 feature, ?3 qtype, ?4-?6 alpha, beta, n: the namespace's
+ * first row of the feature (its share of the pooled row 0) */
+static const char hf_sql_own_new[] =
+    "INSERT INTO links(namespace, feature, qtype, alpha, beta, n) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+/* ?1 namespace, ?2 feature, ?4-?6 alpha, beta, n added; ?7, ?8 its share of the
  * pooled row (NULL: as it is) */
 static const char hf_sql_own[] =
-    "INSERT INTO links(namespace, feature, qtype, alpha, beta, n, pool_alpha, pool_beta) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, coalesce(?7, 0), coalesce(?8, 0)) "
-    "ON CONFLICT(namespace, feature) DO UPDATE SET alpha = alpha + excluded.alpha, "
-    "beta = beta + excluded.beta, n = n + excluded.n, pool_alpha = coalesce(?7, pool_alpha), "
-    "pool_beta = coalesce(?8, pool_beta)";
+    "UPDATE links SET alpha = alpha + ?4, beta = beta + ?5, n = n + ?6, "
+    "pool_alpha = coalesce(?7, pool_alpha), pool_beta = coalesce(?8, pool_beta) "
+    "WHERE namespace = ?1 AND feature = ?2";
 static const char hf_sql_pending[] = "SELECT id, ops FROM pool_pending ORDER BY id";
 
 /* One feature of a fold: its deltas, and the namespace's own row and the
@@ -663,22 +665,23 @@ static int hf_before(hf_ctx *x, hf_fold_st *s, const char *ns, hf_touch *u, cons
 static int hf_own(hf_ctx *x, hf_fold_st *s, const char *ns, const hf_touch *u, int has_share,
                   double sa, double sb) {
   int qlen;
+  sqlite3_stmt *st = u->has_own ? s->own : s->own_new;
   hf_qtype_of(u->f, &qlen);
-  sqlite3_reset(s->own);
-  sqlite3_bind_text(s->own, 1, ns, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(s->own, 2, u->f, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(s->own, 3, u->f, qlen, SQLITE_TRANSIENT);
-  sqlite3_bind_double(s->own, 4, u->da);
-  sqlite3_bind_double(s->own, 5, u->db);
-  sqlite3_bind_int64(s->own, 6, u->dn);
-  if (has_share) {
-    sqlite3_bind_double(s->own, 7, sa);
-    sqlite3_bind_double(s->own, 8, sb);
-  } else {
-    sqlite3_bind_null(s->own, 7);
-    sqlite3_bind_null(s->own, 8);
+  sqlite3_reset(st);
+  sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 2, u->f, -1, SQLITE_TRANSIENT);
+  if (!u->has_own) sqlite3_bind_text(st, 3, u->f, qlen, SQLITE_TRANSIENT);
+  sqlite3_bind_double(st, 4, u->da);
+  sqlite3_bind_double(st, 5, u->db);
+  sqlite3_bind_int64(st, 6, u->dn);
+  if (u->has_own && has_share) {
+    sqlite3_bind_double(st, 7, sa);
+    sqlite3_bind_double(st, 8, sb);
+  } else if (u->has_own) {
+    sqlite3_bind_null(st, 7);
+    sqlite3_bind_null(st, 8);
   }
-  return hf_exec(x, s->own);
+  return hf_exec(x, st);
 }
 
 /* Feature u of the fold: the namespace's own row takes it, and its pooled
@@ -854,6 +857,7 @@ static int hf_fold_pool(hf_ctx *x, const char *ns, hf_touch *t, int nt, const hf
       (rc = hf_prepare(x, "UPDATE links SET pool_alpha = ?1, pool_beta = ?2 WHERE namespace = ?3 "
                           "AND feature = ?4", &s.share)) ||
       (rc = hf_prepare(x, hf_sql_before, &s.before)) || (rc = hf_prepare(x, hf_sql_own, &s.own)) ||
+      (rc = hf_prepare(x, hf_sql_own_new, &s.own_new)) ||
       (rc = hf_prepare(x, hf_sql_backers, &s.count)) ||
       (rc = hf_prepare(x, hf_sql_pending, &pending)))
     goto done;
@@ -883,6 +887,7 @@ done:;
   hf_done(x, s.share);
   hf_done(x, s.before);
   hf_done(x, s.own);
+  hf_done(x, s.own_new);
   hf_done(x, s.count);
   hf_done(x, pending);
   return rc;

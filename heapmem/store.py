@@ -473,10 +473,21 @@ class Memory:
     @_guarded
     @_locked
     def close(self) -> None:
-        """Close the store (runs PRAGMA optimize first).  Safe to call twice."""
+        """Close the store (runs PRAGMA optimize first).  Safe to call twice.
+        An auto-tune under way in steps (see finish_auto_tune) ends first, so
+        that a connection that judged the point's recall and will judge no
+        more (one opened per request) does not leave it to later feedback."""
         conn = getattr(self, "_conn", None)
         if conn is None:
             return
+        try:
+            if not self.readonly and not self._remote and self.auto_tune and \
+                    schema.autotune_pending(conn) is not None:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", AutoTuneWarning)  # (no one to tell)
+                    self.finish_auto_tune()
+        except (apsw.Error, HeapmemError):
+            pass
         try:
             if not self.readonly:
                 conn.execute(sql.OPTIMIZE)

@@ -81,19 +81,43 @@ def test_the_schedule_30_60_120_and_nothing_in_between(tmp_path):
     mem.close()
 
 
-def test_reopening_does_not_tune_again_and_takes_the_tune_over(tmp_path):
-    """A tune under way when its connection closes is taken over from the start
-    of the log it pinned, by the next connection, after HT_TAKEOVER (8) of its
-    feedbacks; its point is not claimed again."""
+def test_reopening_does_not_tune_again_and_close_ends_the_tune(tmp_path):
+    """A tune under way when its Memory closes ends at the close (a
+    connection opened per request judges no more); its point is not claimed
+    again."""
     path = tmp_path / "a.db"
     with _open(path, embedder=None) as mem:
         assert _ran(_world(mem, 11)) == []  # 33 judged recalls: claimed at the 30th
         pending = schema.autotune_pending(mem.connection)
         assert pending["point"] == 30 and pending["epoch"] == 1
     with _open(path, embedder=None) as mem:
-        reports = _world(mem, 7, first=11)  # 34th .. 54th
+        assert schema.autotune_pending(mem.connection) is None
+        assert schema.autotune_state(mem.connection) == (30, 33)
+        reports = _world(mem, 9, first=11)  # 34th .. 60th: the next point claimed
+        assert _replayed(reports) == [] and schema.autotune_state(mem.connection) == (60, 60)
+
+
+def test_a_tune_whose_owner_went_away_is_taken_over(tmp_path):
+    """A connection that claimed a point and went away without ending it (a
+    client that is not heapmem's Python, killed, or never back) leaves it
+    under way: another connection's feedback takes it over from the start of
+    the log it pinned, after HT_TAKEOVER (8) of its feedbacks, and ends it."""
+    import apsw
+    path = tmp_path / "a.db"
+    with _open(path, embedder=None, auto_tune=False) as mem:  # counted, never tuned
+        _world(mem, 9)  # 27
+        ns = add_user(mem, 9)
+        pending = [(mem.recall(q, namespace=ns, k=3).recall_id, f"{ns}-{t}-user")
+                   for t, (q, *_rest) in enumerate(TOPICS)]
+    c = apsw.Connection(str(path))
+    heapmem.load(c)
+    for rid, used in pending:  # the 30th claims the point, its first step done
+        c.execute("SELECT heap_feedback(?, ?)", (rid, json.dumps([used]))).fetchall()
+    c.close()
+    with _open(path, embedder=None) as mem:
+        assert mem.pending_tune == 30
+        reports = _world(mem, 7, first=10)
         assert _replayed(reports) == [30] and _ran(reports)[0] > 8
-        assert schema.autotune_state(mem.connection) == (30, 54)
         assert schema.autotune_pending(mem.connection) is None
 
 

@@ -666,8 +666,7 @@ def wait_for_lock(c: Connection, ms: int) -> None:
     5, 10, ... 100 ms between tries, so a feedback held up by another
     process's write of a millisecond could sleep 25 ms more (bench/RESULTS.md
     20).  A server's connection keeps its own rule (setbusytimeout)."""
-    install = getattr(c, "setbusyhandler", None)
-    if install is None:
+    if not isinstance(c, apsw.Connection):
         c.setbusytimeout(ms)
         return
     start = [0.0]
@@ -680,7 +679,7 @@ def wait_for_lock(c: Connection, ms: int) -> None:
             return False
         time.sleep(min(0.00005 * (count + 1), 0.002))
         return True
-    install(busy)
+    c.setbusyhandler(busy)
 
 
 def configure(c: Connection) -> None:
