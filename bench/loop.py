@@ -268,10 +268,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         now = json.load(open(base + ".now.json"))[0] if args.store else box[0]
     elif not args.store:
         build_locomo(base, memories, now)
-    import heapmem
-    with heapmem.open(base) as mem:
-        mem.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        count = mem.count
+    import apsw
+    c = apsw.Connection(base)  # (not heapmem.open: a store of an older schema stays as it is)
+    c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    count = c.execute("SELECT count(*) FROM memories").fetchall()[0][0]
+    c.close()
     print(f"store: {count} memories, built in {time.perf_counter() - t:.1f} s "
           f"({base})", file=sys.stderr)
     results = []

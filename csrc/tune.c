@@ -494,11 +494,13 @@ typedef struct {
   i64 max_event, max_recall;
 } ht_bounds;
 
-/* How much of a tune's work one step does, in ht_work units (about a
- * nanosecond each on the machine of bench/RESULTS.md 20): auto-tune runs in
- * steps of HT_STEP_WORK, one after each feedback, so that no feedback waits
- * for a whole tune; heap_tune runs every step at once. */
-#define HT_STEP_WORK 400000
+/* How much of a tune's work one step does at least, in units of about a
+ * nanosecond each on the machine of bench/RESULTS.md 20 (the work is
+ * counted, never timed): auto-tune runs in steps, one after each feedback,
+ * so that no feedback waits for a whole tune, each step the rest of the tune
+ * spread over half the feedbacks until the next point (ht_recalls_read), and
+ * HT_STEP_WORK at least; heap_tune runs every step at once. */
+#define HT_STEP_WORK 100000
 #define HT_RECALL_CHUNK 16 /* judged recalls read by one statement */
 #define HT_EVENT_SPAN 32   /* event ids read by one statement */
 #define HT_BOOT_CHUNK 64   /* bootstrap resamples between two looks at the budget */
@@ -962,16 +964,16 @@ static int ht_dbl_cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* The reciprocal rank of the first used memory in score order (ties by
- * position), 0 when none was used. */
-static double ht_rr(const double *out, const unsigned char *used, int n) {
+/* The reciprocal rank of the first used memory in the order of scores
+ * score[0..n) (ties by position), 0 when none was used. */
+static double ht_rr(const double *score, const unsigned char *used, int n) {
   int best = 0;
   for (int u = 0; u < n; u++) {
     if (!used[u]) continue;
-    double s = out[HM_SCORE_COLUMNS * u + 5];
+    double s = score[u];
     int rank = 1;
     for (int j = 0; j < n; j++) {
-      double t = out[HM_SCORE_COLUMNS * j + 5];
+      double t = score[j];
       if (t > s || (t == s && j < u) || (isnan(s) && !isnan(t))) rank++;
     }
     if (!best || rank < best) best = rank;
@@ -987,7 +989,7 @@ static int ht_replay(hf_ctx *x, const ht_log *l, const ht_opts *o, ht_blobs *blo
                      const double *w, int nw, double *rr, i64 *next, i64 budget, i64 *work) {
   int rc = SQLITE_OK, maxn = 1;
   for (int i = 0; i < l->n; i++) maxn = l->r[i].n > maxn ? l->r[i].n : maxn;
-  double *out = sqlite3_malloc64((sqlite3_uint64)maxn * HM_SCORE_COLUMNS * sizeof *out);
+  double *out = sqlite3_malloc64((sqlite3_uint64)maxn * (HT_MAX_GRID + 2) * sizeof *out);
   double *ones = sqlite3_malloc64((sqlite3_uint64)maxn * sizeof *ones);
   int *zeros = sqlite3_malloc64((sqlite3_uint64)maxn * sizeof *zeros);
   if (!out || !ones || !zeros) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
@@ -1005,20 +1007,19 @@ static int ht_replay(hf_ctx *x, const ht_log *l, const ht_opts *o, ht_blobs *blo
     rc = ht_blob(x, l, blobs, ht_fold(l, r->id, r->ns), r->ns, r->qt,
                  o->cfg.pooled_pseudocount, &at);
     if (blobs->n > made) *work += 250 * (i64)l->feats.n;
-    *work += 1800 * (i64)nw * (r->n + 1);
-    for (int k = 0; !rc && k < nw; k++) {
-      char err[HM_ERRLEN] = "";
-      int bad = -1;
-      cfg.w_usefulness = w[k];
-      if (hm_score_batch(r->n, r->rest, r->ages, ones, zeros, (const char *const *)r->features,
-                         l->qtypes.s[r->qt], blobs->blob[at], blobs->len[at], &cfg, out, &bad,
-                         err, sizeof err) != HM_OK) {
-        rc = hf_fail(x, SQLITE_CORRUPT, "recall %lld of the log cannot be replayed (%s)",
-                     (long long)r->id, err);
-        break;
-      }
-      rr[(i64)k * l->n + *next] = ht_rr(out, r->used, r->n);
+    *work += 1800 * (i64)(r->n + 1) + 60 * (i64)nw * (r->n + 1);
+    char err[HM_ERRLEN] = "";
+    int bad = -1;
+    if (!rc && hm_score_weights(r->n, r->rest, r->ages, ones, zeros,
+                                (const char *const *)r->features, l->qtypes.s[r->qt],
+                                blobs->blob[at], blobs->len[at], &cfg, w, nw, out, &bad, err,
+                                sizeof err) != HM_OK) {
+      rc = hf_fail(x, SQLITE_CORRUPT, "recall %lld of the log cannot be replayed (%s)",
+                   (long long)r->id, err);
+      break;
     }
+    for (int k = 0; !rc && k < nw; k++)
+      rr[(i64)k * l->n + *next] = ht_rr(out + (i64)k * r->n, r->used, r->n);
   }
   sqlite3_free(out);
   sqlite3_free(ones);
@@ -1409,13 +1410,14 @@ static int ht_measure(hf_ctx *x, ht_job *j) {
  * else the folds. */
 static int ht_recalls_read(hf_ctx *x, ht_job *j) {
   j->rep.n = j->l.n;
-  /* auto-tune's steps: enough work each to end before the next point of the
-   * schedule can be reached (point / 2 feedbacks at the very least, each
-   * judging one more recall), from what the rest of the tune will take */
+  /* auto-tune's steps: the rest of the tune spread over point / 2 feedbacks,
+   * so that it ends before the next point of the schedule can be reached
+   * (point feedbacks at the very least, each judging one more recall), and
+   * each feedback carries a small share of it */
   i64 shown = 0, ng = j->l.names.n >= HT_FOLDS ? j->l.names.n : j->l.n;
   for (int i = 0; i < j->l.n; i++) shown += j->l.r[i].n;
-  i64 rest = 1800 * (i64)(j->o.ngrid + 2) * (shown + j->l.n) + 4 * j->o.boot * ng +
-             6000 * shown;
+  i64 rest = (1800 + 60 * (i64)(j->o.ngrid + 2)) * (shown + j->l.n) + 4 * j->o.boot * ng +
+             12000 * shown;
   j->step = rest / (j->point > 2 ? j->point / 2 : 1);
   if (j->step < HT_STEP_WORK) j->step = HT_STEP_WORK;
   if (j->l.n >= HT_MIN_RECALLS) {
@@ -1588,7 +1590,7 @@ static void heap_save_config(sqlite3_context *ctx, int argc, sqlite3_value **arg
  * unknown or says a point is reached.  Claiming a point there means two
  * connections never tune for the same one.
  *
- * The tune runs in steps of HT_STEP_WORK (ht_step), one after each feedback
+ * The tune runs in small steps (ht_step: HT_STEP_WORK at least), one after each feedback
  * with auto-tune on, each in a savepoint of its own, so that no feedback
  * waits for a whole tune.  The feedback that claims the point pins the log
  * ("tune": {"point", "judged", "events" and "recalls": the newest event and

@@ -116,7 +116,7 @@ def test_a_tune_whose_owner_went_away_is_taken_over(tmp_path):
     c.close()
     with _open(path, embedder=None) as mem:
         assert mem.pending_tune == 30
-        reports = _world(mem, 7, first=10)
+        reports = _world(mem, 9, first=10)  # 31st .. 57th
         assert _replayed(reports) == [30] and _ran(reports)[0] > 8
         assert schema.autotune_pending(mem.connection) is None
 
@@ -249,8 +249,8 @@ def test_a_failed_tune_warns_and_keeps_the_feedback(tmp_path):
         c.execute("UPDATE recalls SET rest = '[\"x\"]' WHERE id = (SELECT min(id) FROM recalls)")
     with pytest.warns(heapmem.AutoTuneWarning, match="auto-tune at 30 judged recalls failed "
                       r"\(the recall log is damaged .*\); the feedback was saved"):
-        reports = _world(mem, 1, first=9)  # its first step reads the damaged recall
-    rep = reports[-1]
+        _world(mem, 1, first=9)  # the 30th claims the point
+        rep, _ = _finish(mem, mem.judged_recalls(newest=1)[0].id)  # a step reads the damage
     assert not rep.deployed and rep.reason.startswith("auto-tune failed: the recall log is damaged")
     assert len(mem.judged_recalls()) == 30  # saved
     assert mem.config == heapmem.ScoringConfig()
