@@ -500,7 +500,7 @@ typedef struct {
  * so that no feedback waits for a whole tune, each step the rest of the tune
  * spread over half the feedbacks until the next point (ht_recalls_read), and
  * HT_STEP_WORK at least; heap_tune runs every step at once. */
-#define HT_STEP_WORK 100000
+#define HT_STEP_WORK 1000000
 #define HT_RECALL_CHUNK 16 /* judged recalls read by one statement */
 #define HT_EVENT_SPAN 32   /* event ids read by one statement */
 #define HT_BOOT_CHUNK 64   /* bootstrap resamples between two looks at the budget */
