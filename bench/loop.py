@@ -21,6 +21,9 @@ one process with auto-tune on, the feedbacks that ran it named.
     python bench/loop.py --procs 1 --seconds 10
     python bench/loop.py --profile             # cProfile of one process's rounds
     python bench/loop.py --memories 100000     # feedback against recall at 100k (below)
+    valgrind --tool=callgrind python bench/loop.py --procs 1 --seconds 200 --no-auto-tune
+        # instructions a call: callgrind_annotate --inclusive=yes, heap_recall's hr_filter
+        # and heap_feedback's hf_sql, each over its number of calls
 
 --memories N (N > 5,882) builds instead a multi-tenant store of N memories as
 bench/perf.py does (one perturbed LoCoMo replica per namespace, perf.py's own code),
@@ -272,6 +275,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--features", action="store_true",
                     help="feedback p50 by the number of features it touched")
     ap.add_argument("--sweep-k", help="one process's rounds at each of these k instead")
+    ap.add_argument("--no-auto-tune", action="store_true",
+                    help="open the stores with auto_tune=False (the count kept, nothing tuned)")
     ap.add_argument("--checkpoint", choices=("auto", "between"), default="auto",
                     help="auto: SQLite's own WAL checkpoints; between: untimed, between rounds")
     ap.add_argument("--workdir")
@@ -320,7 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     for p in [int(x) for x in args.procs.split(",")]:
         r = run(base, workdir, rounds, now, p, args.seconds, args.seed, args.profile and p == 1,
-                checkpoint=args.checkpoint)
+                auto_tune=not args.no_auto_tune, checkpoint=args.checkpoint)
         results.append(r)
         print(table([r]).splitlines()[-1], file=sys.stderr)
         for tt in r["tuned"]:

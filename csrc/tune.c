@@ -1006,7 +1006,7 @@ static int ht_replay(hf_ctx *x, const ht_log *l, const ht_opts *o, ht_blobs *blo
     int at, made = blobs->n;
     rc = ht_blob(x, l, blobs, ht_fold(l, r->id, r->ns), r->ns, r->qt,
                  o->cfg.pooled_pseudocount, &at);
-    if (blobs->n > made) *work += 250 * (i64)l->feats.n;
+    if (blobs->n > made) *work += 1000 * (i64)l->feats.n;
     *work += 1800 * (i64)(r->n + 1) + 60 * (i64)nw * (r->n + 1);
     char err[HM_ERRLEN] = "";
     int bad = -1;
