@@ -4,7 +4,8 @@
 #   make lint       ruff and mypy with pyproject.toml's settings (the tests run
 #                   them too: tests/test_tooling.py)
 #   make soak       the long soak variants (HEAPMEM_SOAK=1): concurrency,
-#                   crash and 20x the property-test examples
+#                   crash, a fault at every I/O call in every mode, and 20x
+#                   the property-test examples
 #   make sanitize   the C library built with AddressSanitizer + UBSan
 #                   (setup.py's HEAPMEM_SANITIZE=1) and the tests that drive
 #                   it run against that build
@@ -26,7 +27,10 @@ CC ?= gcc
 SAN_DIR := build/sanitize
 SAN_TESTS ?= tests/test_cfuzz.py tests/test_sql_loop.py tests/test_embed.py tests/test_context.py tests/test_hostile.py tests/test_isolation.py tests/test_trust2_time.py \
 	tests/test_bm25.py tests/test_feedback.py tests/test_recall.py tests/test_filters.py \
-	tests/test_explore.py tests/test_authority.py tests/test_tune_sql.py \
+	tests/test_explore.py tests/test_authority.py tests/test_tune_sql.py tests/test_threads.py \
+	tests/test_time_in_questions.py tests/test_vindex.py \
+	tests/test_two_sqlite_libraries.py tests/test_entry_checks.py tests/test_one_add_path.py \
+	tests/test_explain_is_the_score.py tests/test_check_raw_writes.py \
 	$(wildcard tests/test_sql.py tests/test_native.py)
 LIBASAN = $(shell $(CC) -print-file-name=libasan.so)
 LIBUBSAN = $(shell $(CC) -print-file-name=libubsan.so)
@@ -41,7 +45,7 @@ lint:
 	$(PYTHON) -m mypy
 
 soak:
-	HEAPMEM_SOAK=1 $(PYTHON) -m pytest tests/test_concurrency.py tests/test_crash.py \
+	HEAPMEM_SOAK=1 $(PYTHON) -m pytest tests/test_concurrency.py tests/test_crash.py tests/test_faults.py \
 		tests/test_hostile.py tests/test_cfuzz.py tests/test_isolation.py -q -s
 
 sanitize-build:

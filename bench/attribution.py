@@ -53,8 +53,8 @@ def main() -> None:
             out = json.loads(mem.connection.execute(ATTRIBUTE, p).fetchall()[0][0])
             times.append(time.perf_counter() - t)
             n += 1
-            used = [i for i, r in zip(shown, out) if r[0] == 1]
-            ign = [i for i, r in zip(shown, out) if r[0] == 0]
+            used = [i for i, r in zip(shown, out) if r["verdict"] == 1]
+            ign = [i for i, r in zip(shown, out) if r["verdict"] == 0]
             tp += sum(i in q.gold for i in used)
             fp += sum(i not in q.gold for i in used)
             ignored += len(ign)

@@ -1,4 +1,4 @@
-"""What auto-tune costs the feedbacks that run it (issues 24 and 34, bench/RESULTS.md 17, 20).
+"""What auto-tune costs the feedbacks that run it (issues 24 and 34, bench/RESULTS.md 17, 23).
 
 For each size N, a store (heapmem.open's defaults, 20 namespaces of 60
 memories, k=5) gets N - 1 judged recalls with auto_tune=False (the count is

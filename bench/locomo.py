@@ -223,10 +223,12 @@ def load_locomo(path: str, evidence: str = "split") -> tuple[list[Conversation],
             session_ts[s] = t0
             for i, turn in enumerate(turns):
                 turn_session[f"{cid}:{turn['dia_id']}"] = s
+                # its place: the session is the thread, the turn's index its turn
+                # (heapmem's add(thread=, turn=); the peers get neither)
                 memories.append({
                     "text": turn_text(turn), "kind": "fact", "source": turn["speaker"],
                     "id": f"{cid}:{turn['dia_id']}", "namespace": cid,
-                    "created_at": t0 + i,
+                    "created_at": t0 + i, "thread": f"session_{s}", "turn": i,
                 })
         ids = {m["id"] for m in memories}
         ask = last + DAY
@@ -273,10 +275,12 @@ class HeapmemSystem:
     name = "heapmem"
 
     def __init__(self, extra: Sequence[tuple[str, dict[str, Any]]] = (),
-                 embedder: str | None = None, pool: dict[str, Any] | None = None) -> None:
+                 embedder: str | None = None, pool: dict[str, Any] | None = None,
+                 no_threads: bool = False) -> None:
         import heapmem
 
         self.pool = pool or {}  # Memory.set_pool settings for the store, if any
+        self.no_threads = no_threads  # memories added without their thread and turn
         # hybrid recall: BM25 candidates united with vector candidates; the
         # default is heapmem.open()'s (potion-base-8M, carried by the library)
         self.embedder: Any = heapmem.DEFAULT_EMBEDDER
@@ -318,7 +322,7 @@ class HeapmemSystem:
         try:
             if self.pool:
                 mem.set_pool(**self.pool)
-            mem.add_many([dict(m) for m in memories])
+            mem.add_many([without_place(m) if self.no_threads else dict(m) for m in memories])
         finally:
             mem.close()
         return path
@@ -428,7 +432,7 @@ class ReferenceBM25:
         self.path = os.path.join(workdir, "bm25-reference.db")
         _remove_sqlite(self.path)
         self.mem = heapmem.open(self.path, clock=lambda: clock)
-        self.mem.add_many([dict(m) for m in memories])
+        self.mem.add_many([without_place(m) for m in memories])  # plain BM25: no threads
         c = self.mem.connection
         c.execute("CREATE VIRTUAL TABLE temp.ref_vocab USING fts5vocab(main, memories_fts, "
                   "instance)")
@@ -547,8 +551,16 @@ def importable(name: str) -> bool:
 def make_system(name: str, args: argparse.Namespace) -> Any:
     if name == "heapmem":
         return HeapmemSystem(args.heapmem_config, embedder=args.embedder,
-                             pool=args.heapmem_pool)
+                             pool=args.heapmem_pool, no_threads=args.no_threads)
     return peers.make(name)
+
+
+PLACE = ("thread", "turn")
+
+
+def without_place(m: dict[str, Any]) -> dict[str, Any]:
+    """A memory as the peers take it (and heapmem with --no-threads): no thread, no turn."""
+    return {k: v for k, v in m.items() if k not in PLACE}
 
 
 # ---------------------------------------------------------------------------------------
@@ -571,6 +583,7 @@ METRICS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "mrr": rr,
     "hit3": lambda r: ((r >= 1) & (r <= 3)).astype(float),
     "hit10": lambda r: ((r >= 1) & (r <= 10)).astype(float),
+    "hit50": lambda r: ((r >= 1) & (r <= K_EVAL)).astype(float),  # a gold turn in the top 50
 }
 
 
@@ -611,6 +624,7 @@ class Row:
         return {"system": self.system, "kind": self.kind, "config": self.config,
                 "policy": self.policy, "label": self.label, "n": self.n,
                 "mrr": self.value("mrr"), "hit3": self.value("hit3"), "hit10": self.value("hit10"),
+                "hit50": self.value("hit50"),
                 "notes": self.notes, "seconds": round(self.seconds, 2), "info": self.info,
                 "groups": self.groups}
 
@@ -790,7 +804,7 @@ def within_split(conv: str, questions: Sequence[Question], seed: int
 
 
 def make_plan(convs: list[Conversation], args: argparse.Namespace) -> Plan:
-    chosen = convs[: args.convs] if args.convs else convs
+    chosen = [convs[i] for i in args.convs if i < len(convs)] if args.convs else convs
     fb_q, eval_q = {}, {}
     for c in chosen:
         qs = c.questions
@@ -824,7 +838,8 @@ def run_system(name: str, args: argparse.Namespace, plan: Plan, workdir: str) ->
     log(f"{name} {system.version}: building the base store "
         f"({sum(len(c.memories) for c in plan.convs)} memories)")
     clock = max(c.ask_ts for c in plan.convs)
-    memories = [m for c in plan.convs for m in c.memories]
+    memories = [m if name == "heapmem" else without_place(m)
+                for c in plan.convs for m in c.memories]
     t = time.time()
     base = system.build_base(memories, workdir, clock)
     log(f"{name}: base built in {time.time() - t:.1f}s")
@@ -1047,9 +1062,10 @@ def table(rows: list[Row], boot: int) -> str:
             cache[(system, cfg)] = r.lookup()
         return cache[(system, cfg)]
 
-    head = ("| system | condition | n | MRR | Hit@3 | Hit@10 | ΔMRR vs relevance only [95% CI] "
+    head = ("| system | condition | n | MRR | Hit@3 | Hit@10 | Hit@50 "
+            "| ΔMRR vs relevance only [95% CI] "
             "| ΔMRR vs no feedback [95% CI] | ΔHit@3 vs no feedback [95% CI] | notes |")
-    out = [head, "|" + "---|" * 10]
+    out = [head, "|" + "---|" * 11]
     for r in rows:
         rel = lk(r.system, "relevance")
         d_rel = (None if r.kind == "nofb" and r.config == "relevance" or rel is None
@@ -1059,7 +1075,8 @@ def table(rows: list[Row], boot: int) -> str:
         d_nf3 = paired_delta(r, nofb, "hit3", boot) if nofb else None
         out.append(f"| {r.system} | {r.label} | {r.n} | {r.value('mrr'):.3f} "
                    f"| {r.value('hit3'):.3f} "
-                   f"| {r.value('hit10'):.3f} | {fmt_delta(d_rel)} | {fmt_delta(d_nf)} "
+                   f"| {r.value('hit10'):.3f} | {r.value('hit50'):.3f} "
+                   f"| {fmt_delta(d_rel)} | {fmt_delta(d_nf)} "
                    f"| {fmt_delta(d_nf3)} | {r.notes} |")
     return "\n".join(out)
 
@@ -1157,7 +1174,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "(default: $LOCOMO_PEER_PYTHON)")
     p.add_argument("--quick", action="store_true",
                    help="4 conversations, feedback from half their questions, 2 family seeds")
-    p.add_argument("--convs", type=int, default=None, help="use the first N conversations")
+    p.add_argument("--convs", default=None, metavar="N | A-B,C",
+                   help="the conversations in the store and the folds: the first N (a "
+                        "number), or their indices in the file, 0-based (0-4: the first five; "
+                        "5-9; 0,2,7); default: all")
+    p.add_argument("--split", default=None, metavar="A-B;C-D",
+                   help="after the table over every conversation, one table per group of "
+                        "conversations (indices as in --convs, groups separated by ';'), "
+                        "each row on its questions only: 0-4;5-9 reports the development "
+                        "half and the held-out half of one run")
+    p.add_argument("--against", metavar="RUN.json",
+                   help="an earlier --out .json (another library, or other options) to compare "
+                        "with: each row beside its namesake there, paired over the same "
+                        "questions (ΔMRR and ΔHit@50 with CIs), over all and per --split group")
+    p.add_argument("--no-threads", action="store_true",
+                   help="heapmem: add the turns without their thread (session) and turn")
     p.add_argument("--folds", type=int, default=None, help="hold out only the first N of them")
     p.add_argument("--fb-frac", type=float, default=None,
                    help="share of each conversation's questions that give feedback")
@@ -1203,7 +1234,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--workdir", help="where the temporary stores go (default: a temp dir)")
     args = p.parse_args(argv)
     q = args.quick
-    args.convs = args.convs if args.convs is not None else (4 if q else 0)
+    args.convs_spec = args.convs if args.convs is not None else ("4" if q else "")
+    try:
+        args.convs = conv_indices(args.convs_spec, first_n=True)
+        args.split = [(g, conv_indices(g)) for g in (args.split or "").split(";") if g.strip()]
+    except ValueError as e:
+        p.error(str(e))
     args.folds = args.folds if args.folds is not None else 0
     args.fb_frac = args.fb_frac if args.fb_frac is not None else (0.5 if q else 1.0)
     args.family_seeds = args.family_seeds if args.family_seeds is not None else (2 if q else 5)
@@ -1236,9 +1272,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def conv_indices(spec: str, first_n: bool = False) -> list[int]:
+    """Conversation indices from "0-4,7" (0-based, in the file's order); with first_n,
+    a plain number N is the first N ("4": 0-3) and "" or "0" is none chosen: all."""
+    spec = spec.strip()
+    if first_n and spec.isdigit():
+        return list(range(int(spec)))
+    out: list[int] = []
+    for part in filter(None, (x.strip() for x in spec.split(","))):
+        a, sep, b = part.partition("-")
+        if not a.isdigit() or (sep and not b.isdigit()):
+            raise ValueError(f"conversations are indices such as 0-4 or 0,3,7; got {part!r}")
+        out += range(int(a), int(b) + 1) if sep else [int(a)]
+    return sorted(set(out))
+
+
 def child_argv(args: argparse.Namespace, systems: list[str], out: str, workdir: str) -> list[str]:
     a = [os.path.abspath(__file__), "--data", args.data, "--systems", ",".join(systems),
-         "--convs", str(args.convs), "--folds", str(args.folds), "--fb-frac", str(args.fb_frac),
+         "--convs", args.convs_spec, "--folds", str(args.folds), "--fb-frac", str(args.fb_frac),
          "--family-seeds", str(args.family_seeds), "--conditions", args.conditions,
          "--evidence", args.evidence, "--seed", str(args.seed), "--boot", str(args.boot),
          "--protocol", ",".join(args.protocol), "--out", out, "--workdir", workdir]
@@ -1367,6 +1418,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             if "within" in plan.protocols or "shared" in plan.protocols else "")
     print()
     print(tab)
+    splits = split_tables(rows, plan, args)
+    for head, t in splits:
+        print(f"\n{head}\n")
+        print(t)
+    if args.against:
+        splits.append((f"against {args.against}, paired over the same questions:",
+                       against_table(rows, plan, args)))
+        print(f"\n{splits[-1][0]}\n")
+        print(splits[-1][1])
     if cross:
         print("\nheapmem minus peers, paired over the same questions:\n")
         print(cross)
@@ -1393,6 +1453,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                          + ", ".join(f"{k} {v}" for k, v in versions.items()) + "\n\n")
                 fh.write("\n".join(f"SKIP {s}" for s in skipped) + ("\n\n" if skipped else ""))
                 fh.write(tab + "\n")
+                for head, t in splits:
+                    fh.write(f"\n{head}\n\n{t}\n")
                 if cross:
                     fh.write("\nheapmem minus peers, paired over the same questions:\n\n"
                              + cross + "\n")
@@ -1400,6 +1462,64 @@ def main(argv: Sequence[str] | None = None) -> int:
                     fh.write("\nfeedback against no feedback on the same questions, by "
                              "protocol:\n\n" + prot + "\n")
     return 0
+
+
+def cut_row(r: Row, convs: set[str], among: dict[str, int] | None = None) -> Row:
+    """The row on the questions of conversations convs (and of among, if given); a
+    group left empty is dropped."""
+    groups = []
+    for g in r.groups:
+        pairs = [(q, k) for q, k in zip(g["qids"], g["ranks"])
+                 if q.split("#")[0] in convs and (among is None or q in among)]
+        if pairs:
+            groups.append({"qids": [q for q, _ in pairs], "ranks": [k for _, k in pairs]})
+    return dataclasses.replace(r, groups=groups)
+
+
+def split_tables(rows: list[Row], plan: Plan, args: argparse.Namespace) -> list[tuple[str, str]]:
+    """--split: for each group of conversations, the table with every row cut to the
+    questions of those conversations (the same run: LOCO folds and feedback as in the
+    table over all of them)."""
+    out = []
+    ids = [c.id for c in plan.convs]
+    for spec, idx in args.split:
+        keep = {ids[i] for i in idx if i < len(ids)}
+        if not keep:
+            continue
+        cut = [c for c in (cut_row(r, keep) for r in rows) if c.groups]
+        out.append((f"conversations {spec} ({', '.join(sorted(keep))}), the same run:",
+                     table(cut, args.boot)))
+    return out
+
+
+def against_table(rows: list[Row], plan: Plan, args: argparse.Namespace) -> str:
+    """--against: each row of this run beside the row of the same condition in an earlier
+    run, paired over the questions both evaluated: over all, then per --split group."""
+    with open(args.against, encoding="utf-8") as fh:
+        theirs = {(d["kind"], d["config"], d.get("policy", "")): Row.from_dict(d)
+                  for d in json.load(fh)["rows"] if d["system"].startswith("heapmem")}
+    ids = [c.id for c in plan.convs]
+    groups = [("all", set(ids))] + [(spec, {ids[i] for i in idx if i < len(ids)})
+                                    for spec, idx in args.split]
+    head = ("| condition | conversations | n | MRR before | MRR now | ΔMRR [95% CI] "
+            "| Hit@50 before | Hit@50 now | ΔHit@50 [95% CI] |")
+    out = [head, "|" + "---|" * 9]
+    for r in rows:
+        old = theirs.get((r.kind, r.config, r.policy))
+        if old is None or not r.system.startswith("heapmem"):
+            continue
+        before = old.lookup()
+        for name, keep in groups:
+            cut = cut_row(r, keep, before)
+            if not cut.groups:
+                continue
+            b = np.asarray([before[q] for g in cut.groups for q in g["qids"]])
+            out.append(f"| {r.label} | {name} | {cut.n} | {rr(b).mean():.3f} "
+                       f"| {cut.value('mrr'):.3f} "
+                       f"| {fmt_delta(paired_delta(cut, before, 'mrr', args.boot))} "
+                       f"| {METRICS['hit50'](b).mean():.3f} | {cut.value('hit50'):.3f} "
+                       f"| {fmt_delta(paired_delta(cut, before, 'hit50', args.boot))} |")
+    return "\n".join(out)
 
 
 def cut_summary(cuts: list[dict[str, Any]], boot: int) -> str:
@@ -1502,6 +1622,7 @@ def main_sessions(args: argparse.Namespace, convs: list[Conversation], st: dict[
 
 def plan_key(plan: Plan, args: argparse.Namespace) -> dict[str, Any]:
     return {"convs": [c.id for c in plan.convs], "folds": list(plan.folds),
+            **({"no_threads": True} if args.no_threads else {}),
             "fb_frac": args.fb_frac, "family_seeds": plan.family_seeds,
             "evidence": args.evidence, "seed": args.seed,
             **({"protocols": list(plan.protocols)} if plan.protocols != ("loco",) else {})}

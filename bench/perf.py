@@ -63,8 +63,9 @@ Options: --sizes 10000,100000,1000000  --single 100000  --queries N  --seed S
   --reuse (serve existing stores from an earlier --keep run instead of rebuilding; their
   build figures are read back from the sidecar .json; for iterating, not for RESULTS)
   --profile (cProfile the untracked recall pass of every heapmem store; top 25 printed)
-  --no-peers. The data is read from <repo>/../shared/data/locomo/locomo10.json (--data)
-  and never copied.
+  --no-peers.  --threads: heapmem's memories carry their thread (the replica's
+  conversation session) and turn, so recall's thread step runs.  The data is read from
+  <repo>/../shared/data/locomo/locomo10.json (--data) and never copied.
 On a machine other jobs share, Linux autogroup scheduling ignores `nice` across
 sessions; raise the benchmark's session instead (root): start it with setsid and
 `echo -10 > /proc/<pid>/autogroup`. Never put timing assertions in tests.
@@ -183,9 +184,12 @@ class Replica:
         return _NUMBER.sub(self._num, text)
 
 
-def iter_memories(base: Base, n: int, mode: str, seed: int) -> Iterator[dict[str, Any]]:
+def iter_memories(base: Base, n: int, mode: str, seed: int,
+                  threads: bool = False) -> Iterator[dict[str, Any]]:
     """n memories, replica by replica. mode "multi": replica r is namespace
-    tenant-{r:04d}; "single": every replica goes to namespace "solo"."""
+    tenant-{r:04d}; "single": every replica goes to namespace "solo".  threads:
+    each memory's thread is its conversation's session (its replica's own), its
+    turn its number there (heapmem's add(thread=, turn=), --threads)."""
     done, r = 0, 0
     while done < n:
         rep = Replica(base, seed, r)
@@ -195,9 +199,13 @@ def iter_memories(base: Base, n: int, mode: str, seed: int) -> Iterator[dict[str
                 if done >= n:
                     return
                 who = rep.names[ci][speaker]
-                yield {"text": f"{who}: {rep.apply(base, ci, text)}", "kind": "fact",
-                       "source": who, "id": f"r{r}:{c['id']}:{dia}", "namespace": ns,
-                       "created_at": ts}
+                m = {"text": f"{who}: {rep.apply(base, ci, text)}", "kind": "fact",
+                     "source": who, "id": f"r{r}:{c['id']}:{dia}", "namespace": ns,
+                     "created_at": ts}
+                if threads:
+                    session, turn = dia.split(":")
+                    m.update(thread=f"r{r}:{c['id']}:{session}", turn=int(turn))
+                yield m
                 done += 1
         r += 1
 
@@ -293,7 +301,8 @@ def job_build_heapmem(job: dict[str, Any]) -> dict[str, Any]:
     now = base.now
     mem = heapmem.open(path, clock=lambda: now, embedder=_embedder(job))
     t_add, n = 0.0, 0
-    for batch in batched(iter_memories(base, job["n"], job["mode"], job["seed"]), job["batch"]):
+    for batch in batched(iter_memories(base, job["n"], job["mode"], job["seed"],
+                                       job.get("threads", False)), job["batch"]):
         t = time.perf_counter()
         mem.add_many(batch)
         t_add += time.perf_counter() - t
@@ -824,6 +833,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--peer-python")
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--out", help="write the results as JSON here")
+    ap.add_argument("--threads", action="store_true",
+                    help="heapmem's memories carry their place: thread = their replica's "
+                         "conversation session, turn = their number in it (schema 10)")
     ap.add_argument("--embedder", choices=("both", "potion", "none"), default="both",
                     help="heapmem's stores: hybrid (potion, heapmem.open()'s default), lexical "
                          "(none: embedder=None), or both side by side (default)")
@@ -869,14 +881,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         for tag, mode, n, lexical in stores:
             if only and tag not in only:
                 continue
-            system = "heapmem-lexical" if lexical else "heapmem"
+            system = ("heapmem-lexical" if lexical else "heapmem") + (
+                "+threads" if args.threads else "")
             path = os.path.join(workdir, f"{system}-{tag}.db")
             qpath = os.path.join(workdir, f"queries-{tag}.json")
             with open(qpath, "w", encoding="utf-8") as fh:
                 json.dump(make_queries(base, n, mode, args.seed, nq, tag), fh)
             common = {"tag": tag, "mode": "multi" if mode == "alone" else mode, "n": n,
                       "path": path, "data": os.path.abspath(args.data), "seed": args.seed,
-                      "batch": args.batch, "lexical": lexical}
+                      "batch": args.batch, "lexical": lexical, "threads": args.threads}
             side = path + ".build.json"
             if args.reuse and os.path.exists(side) and os.path.exists(path):
                 with open(side, encoding="utf-8") as fh:

@@ -4,21 +4,21 @@
  *
  * Owns: the answer's and the question's terms (hm_aterms, stemmed by FTS5's
  * porter tokenizer through hm_stemmer), the dates an answer names and the
- * time a memory speaks of (the civil-date helpers, hm_answer_span,
- * hm_memory_overlaps), each memory's share and the verdicts.
+ * time a memory speaks of (hm_answer_span, hm_memory_overlaps), each memory's share and the verdicts.
  * Relies on: text.c (the word scanner, hm_in_list, hm_all_digits,
- * hm_is_stop_word), sqlfuncs.c (hm_is_number, hm_result_err, hm_repr,
+ * hm_is_stop_word), when.c (the civil-date helpers), sqlfuncs.c (hm_is_number, hm_result_err, hm_repr,
  * hm_json_string).  register.c makes its tokenizer and registers it.
  */
 
 #pragma region attribution
 
 /* heap_attribute(answer, question, position, text, created_at) aggregate ->
- * a JSON array, one entry per position 0..n-1 (the recall's shown memories,
- * in rank order): [verdict, share, question share, [answer words it carries],
- * dated, present, candidate], verdict 1 (used), 0 (ignored) or null (not
- * judged); text NULL is a memory forgotten since (present 0, never judged);
- * candidate 1 where the share reaches HM_ATTR_USED (two or more: a tie).
+ * a JSON array, one object per position 0..n-1 (the recall's shown memories,
+ * in rank order): {"verdict", "share", "question_share", "matched" (the
+ * answer's words it carries), "dated", "present", "candidate"}, verdict 1
+ * (used), 0 (ignored) or null (not judged); text NULL is a memory forgotten
+ * since (present 0, never judged); candidate 1 where the share reaches
+ * HM_ATTR_USED (two or more: a tie).
  *
  * The evidence is the answer's own terms, tokenized as the FTS index
  * tokenizes (porter over unicode61): stop words and every term of the
@@ -83,56 +83,6 @@ static int hm_aterm_find(const hm_aterms *a, const char *stem) {
   return -1;
 }
 
-static const char *const hm_month_names[] = {
-    "january", "february", "march", "april", "may", "june", "july", "august",
-    "september", "october", "november", "december", NULL};
-
-/* 1..12 for a month's name or its first three letters ("sept" too), else 0 */
-static int hm_month_of(const char *w) {
-  size_t n = strlen(w);
-  for (int i = 0; hm_month_names[i]; i++) {
-    if (strcmp(w, hm_month_names[i]) == 0) return i + 1;
-    if (n == 3 && strncmp(w, hm_month_names[i], 3) == 0) return i + 1;
-  }
-  return strcmp(w, "sept") == 0 ? 9 : 0;
-}
-
-/* a plain number, or -1 */
-static long hm_number_of(const char *w) {
-  if (!hm_all_digits(w) || strlen(w) > 6) return -1;
-  return strtol(w, NULL, 10);
-}
-
-/* days since 1970-01-01 of a civil date (proleptic Gregorian); its products
- * fit a 32-bit long for |y| < 5,000,000: callers pass years of hm_is_year or
- * of hm_year_of_day on a day clamped by hm_day_of */
-static long hm_days_from_civil(long y, long m, long d) {
-  y -= m <= 2;
-  long era = (y >= 0 ? y : y - 399) / 400;
-  long yoe = y - era * 400;
-  long doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + doe - 719468;
-}
-
-/* the year of day z since 1970-01-01; |z| <= HM_DAY_LIMIT (hm_day_of) */
-static long hm_year_of_day(long z) {
-  z += 719468;
-  long era = (z >= 0 ? z : z - 146096) / 146097;
-  long doe = z - era * 146097;
-  long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  long doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  long mp = (5 * doy + 2) / 153;
-  long m = mp + (mp < 10 ? 3 : -9);
-  return yoe + era * 400 + (m <= 2);
-}
-
-static int hm_month_days(long y, long m) {
-  static const int d[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-  return m == 2 && leap ? 29 : d[m - 1];
-}
-
 typedef struct {
   char (*w)[HM_MAX_WORD + 1];
   int n;
@@ -158,8 +108,6 @@ static int hm_words_of(const char *text, hm_words *out) {
   }
   return SQLITE_OK;
 }
-
-static int hm_is_year(long v) { return v >= 1900 && v <= 2099; }
 
 /* The span of days [lo, hi] the answer's date names, most precise mention
  * first (a day, else a month, else a year; the last of its kind); 0 if none. */
@@ -197,34 +145,6 @@ static int hm_answer_span(const hm_words *a, long *lo, long *hi) {
     if (!strcmp(w, "after") || !strcmp(w, "later")) *hi += 14;
   }
   return 1;
-}
-
-static int hm_is_weekday(const char *w) {
-  static const char *const d[] = {"monday", "tuesday", "wednesday", "thursday", "friday",
-                                  "saturday", "sunday", NULL};
-  return hm_in_list(w, d);
-}
-
-static int hm_is_few(const char *w) {
-  return !strcmp(w, "few") || !strcmp(w, "couple") || !strcmp(w, "two") ||
-         !strcmp(w, "three") || !strcmp(w, "several");
-}
-
-/* The day (since 1970-01-01, UTC) of unix seconds t, clamped to
- * [-HM_DAY_LIMIT, HM_DAY_LIMIT]: defined for any double (NaN and the far
- * past give -HM_DAY_LIMIT, +inf and the far future HM_DAY_LIMIT).  An
- * answer's dates are years 1900-2099 moved by at most a few weeks, and a
- * memory's time by at most a year and a day, so a day this far out overlaps
- * none of them, clamped or not: the verdict is the same, and every sum and
- * product on it below stays far inside a 32-bit long (day 1e8 is in the year
- * 275,760, day -1e8 in -271,821; hm_days_from_civil of those about 1e8). */
-#define HM_DAY_LIMIT 100000000.0  /* ~273,790 years either side of 1970 */
-
-static long hm_day_of(double t) {
-  double d = floor(t / 86400.0);
-  if (!(d > -HM_DAY_LIMIT)) d = -HM_DAY_LIMIT;  /* NaN too */
-  if (d > HM_DAY_LIMIT) d = HM_DAY_LIMIT;
-  return (long)d;
 }
 
 /* Whether the memory's time overlaps [lo, hi]: the day it was stated, moved
@@ -524,7 +444,8 @@ static int hm_attr_result(sqlite3_context *ctx, const hm_attr_acc *acc, const hm
     const char *verdict = "null";
     if (best >= 0 && acc->rows[i].text)
       verdict = i == best ? "1" : w->share[i] <= 0 ? "0" : "null";
-    sqlite3_str_appendf(out, "%s[%s,%s,%s,[", i ? "," : "", verdict, a, b);
+    sqlite3_str_appendf(out, "%s{\"verdict\":%s,\"share\":%s,\"question_share\":%s,"
+                        "\"matched\":[", i ? "," : "", verdict, a, b);
     int first = 1;
     for (int j = 0; acc->rows[i].text && j < ans->n; j++)
       if (seen[j] || (w->dated[i] && ans->t[j].date)) {
@@ -532,7 +453,8 @@ static int hm_attr_result(sqlite3_context *ctx, const hm_attr_acc *acc, const hm
         hm_json_string(out, ans->t[j].raw, (int)strlen(ans->t[j].raw));
         first = 0;
       }
-    sqlite3_str_appendf(out, "],%d,%d,%d]", w->dated[i], acc->rows[i].text != NULL,
+    sqlite3_str_appendf(out, "],\"dated\":%d,\"present\":%d,\"candidate\":%d}", w->dated[i],
+                        acc->rows[i].text != NULL,
                         w->share[i] >= HM_ATTR_USED);
   }
   sqlite3_str_appendchar(out, 1, ']');
@@ -548,7 +470,7 @@ static int hm_attr_result(sqlite3_context *ctx, const hm_attr_acc *acc, const hm
 
 static void heap_attribute_final(sqlite3_context *ctx) {
   hm_attr_acc *acc = sqlite3_aggregate_context(ctx, 0);
-  hm_stemmer *st = sqlite3_user_data(ctx);
+  hm_stemmer *st = hm_user_data(ctx);
   hm_attr_work w = {0};
   int rc = SQLITE_OK;
   if (!acc || acc->failed) goto done;

@@ -69,6 +69,8 @@ static double hm_bm25(int nphrase, const double *freq, const double *idf, double
  * for the rows that can still reach the top. */
 static void heap_bm25_row(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx,
                           int nval, sqlite3_value **val) {
+  sqlite3_api = api->xUserData(fts); /* the routines of the library that called */
+  HM_API_HERE;
   unsigned char buf[HM_BM25_ROW_SIZE(HM_BM25_MAX_PHRASES)];
   double freq[HM_BM25_MAX_PHRASES];
   unsigned char hit[HM_BM25_MAX_PHRASES];
@@ -78,11 +80,13 @@ static void heap_bm25_row(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3
     hm_result_err(ctx, "heap_bm25_row", "too many phrases in the query");
     return;
   }
-  for (int i = 0; i < nval; i++)
-    if (!hm_is_number(val[i])) {
+  for (int i = 0; i < nval; i++) { /* (hm_is_number, with this function's API pointer) */
+    int t = sqlite3_value_type(val[i]);
+    if (t != SQLITE_INTEGER && t != SQLITE_FLOAT) {
       hm_result_err(ctx, "heap_bm25_row", "column weights must be numbers");
       return;
     }
+  }
   memset(freq, 0, sizeof freq);
   memset(hit, 0, sizeof hit);
   int rc = api->xInstCount(fts, &ninst);
@@ -133,6 +137,7 @@ typedef struct {
  * small docs/tokens fall back to the rows' own counts, so the scores are never
  * undefined. */
 static void heap_bm25_top_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  HM_API_HERE;
   hm_bm25_acc *acc = sqlite3_aggregate_context(ctx, sizeof(hm_bm25_acc));
   (void)argc;
   if (!acc) { sqlite3_result_error_nomem(ctx); return; }
@@ -294,6 +299,7 @@ static int hm_doclen(sqlite3 *db, const char *table, sqlite3_blob **blob, i64 ro
 }
 
 static void heap_bm25_top_final(sqlite3_context *ctx) {
+  HM_API_HERE;
   hm_bm25_acc *acc = sqlite3_aggregate_context(ctx, 0);
   hm_scored *todo = NULL, *top = NULL;
   sqlite3_blob *blob = NULL;
@@ -404,7 +410,8 @@ static int hm_count_token(void *ctx, int flags, const char *t, int n, int start,
 }
 
 static void heap_ntokens(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  hm_counter *c = sqlite3_user_data(ctx);
+  HM_API_HERE;
+  hm_counter *c = hm_user_data(ctx);
   (void)argc;
   if (sqlite3_value_type(argv[0]) == SQLITE_NULL) { sqlite3_result_int(ctx, 0); return; }
   const char *text = (const char *)sqlite3_value_text(argv[0]);

@@ -428,50 +428,137 @@ static int hv_floats(const void *blob, int bytes, float *v, int *dim) {
 #pragma region vector cache
 
 /* Each connection keeps, per namespace it recalled in, that namespace's
- * vectors as int8 rows (seq order) with their inverse norms.  A namespace's
- * row of vector_stamps counts the vectors added to it and the other changes
- * (a vector replaced or deleted, a memory forgotten or moved): added alone
- * moved means new rows at the end (seq grows), which are read on their own;
- * anything else reads the namespace again.  Rows read inside a write
- * transaction are used once and never kept (a rollback could undo them).
- * At most HV_BYTES in all; the namespace used longest ago goes first. */
+ * vectors in buckets: bucket 0 the vectors no partition holds (a namespace
+ * without a vector index: all of them, in seq order, scanned whole: the
+ * exact top N), then one bucket per partition of the namespace's vector index
+ * (vindex.c), in partition id order, each in seq order.  A row is the
+ * vector's components as the file holds them (fmt 4: the int4 format's
+ * nibbles, two to a byte; fmt 8: int8, for any other format), its inverse
+ * norm, its memory's seq, kind (an index into the entry's kinds) and
+ * created_at, so that recall's filters apply while scanning.
+ *
+ * A namespace's row of vector_stamps counts the vectors added to it and the
+ * other changes (a vector replaced or deleted, a memory forgotten or
+ * moved), and its vector_index row the newest partition id: added alone
+ * moved means new rows (seq grows), read on their own into their buckets.
+ * In an indexed namespace anything else is read partition by partition: a
+ * partition id is never given twice, and a partition's stamp moves when a
+ * vector leaves it (or joins it among older rows), so the partitions of new
+ * ids or moved stamps are read, the ones gone dropped, the others kept.
+ * Without an index (or with vectors in bucket 0) a change other than an
+ * add reads the namespace again.
+ * Rows read inside a write transaction are used once and never kept (a
+ * rollback could undo them).  At most HV_BYTES in all; the namespace used
+ * longest ago goes first. */
 #define HV_BYTES (256u << 20)
 #define HV_SLOTS 64
+#define HV_KIND_OTHER 65535 /* the kinds past the 65,535th of a namespace */
+#define HV_CENT_SLOTS 8
+
+typedef struct {
+  i64 id;    /* the partition (vector_centroids.part); 0: no partition */
+  i64 stamp; /* its stamp as read (vector_centroids.stamp) */
+  int n, cap;
+  i64 *seq;
+  unsigned char *code; /* n x the entry's stride */
+  float *inv;
+  uint16_t *kind;
+  double *at;
+} hv_bucket;
 
 typedef struct {
   char *ns;
-  i64 added, changed;
+  i64 added, changed, version, last; /* the stamps the rows are of; last: the highest seq read */
   int keep; /* 0: read inside a write transaction, read again next time */
-  int n, cap, dim;
-  i64 *seq;
-  int8_t *v;
-  float *inv;
+  int dim, fmt, stride;
+  int nb;        /* buckets: [0] no partition, [1..nb) the partitions in id order */
+  hv_bucket *b;
+  int8_t *cent;  /* the partitions' centroids, (nb - 1) x dim */
+  float *cinv;
+  char **kinds;  /* the kinds seen, by index */
+  int nkinds;
+  size_t bytes;
   u64 used;
 } hv_ns;
 
+/* A namespace's centroids, as the triggers' heap_vector_part reads them:
+ * kept by their digest (the same digest, the same centroids, whatever the
+ * transaction). */
+typedef struct {
+  char *ns;
+  u64 digest;
+  int n, dim;
+  i64 *id;
+  int8_t *c;
+  float *inv;
+  u64 used;
+} hv_cents;
+
 typedef struct {
   hv_ns slot[HV_SLOTS];
+  hv_cents cents[HV_CENT_SLOTS];
   u64 tick;
   size_t bytes;
 } hv_cache;
 
-static size_t hv_size(const hv_ns *e) {
-  return (size_t)e->cap * ((size_t)e->dim + sizeof(i64) + sizeof(float));
+static size_t hv_row_bytes(const hv_ns *e) {
+  return (size_t)e->stride + sizeof(i64) + sizeof(float) + sizeof(uint16_t) + sizeof(double);
+}
+
+static void hv_bucket_free(hv_bucket *b) {
+  sqlite3_free(b->seq);
+  sqlite3_free(b->code);
+  sqlite3_free(b->inv);
+  sqlite3_free(b->kind);
+  sqlite3_free(b->at);
+  memset(b, 0, sizeof *b);
+}
+
+/* Bucket b of e freed, its bytes given back. */
+static void hv_bucket_release(hv_cache *c, hv_ns *e, hv_bucket *b) {
+  size_t bytes = (size_t)b->cap * hv_row_bytes(e);
+  c->bytes -= bytes;
+  e->bytes -= bytes;
+  hv_bucket_free(b);
+}
+
+/* e emptied of its rows, centroids and kinds (its name and stamps kept) */
+static void hv_clear(hv_cache *c, hv_ns *e) {
+  for (int i = 0; i < e->nb; i++) hv_bucket_free(&e->b[i]);
+  sqlite3_free(e->b);
+  sqlite3_free(e->cent);
+  sqlite3_free(e->cinv);
+  for (int i = 0; i < e->nkinds; i++) sqlite3_free(e->kinds[i]);
+  sqlite3_free(e->kinds);
+  e->b = NULL;
+  e->cent = NULL;
+  e->cinv = NULL;
+  e->kinds = NULL;
+  e->nb = e->nkinds = 0;
+  e->last = 0;
+  c->bytes -= e->bytes;
+  e->bytes = 0;
 }
 
 static void hv_drop(hv_cache *c, hv_ns *e) {
-  c->bytes -= hv_size(e);
+  hv_clear(c, e);
   sqlite3_free(e->ns);
-  sqlite3_free(e->seq);
-  sqlite3_free(e->v);
-  sqlite3_free(e->inv);
   memset(e, 0, sizeof *e);
+}
+
+static void hv_cents_drop(hv_cents *s) {
+  sqlite3_free(s->ns);
+  sqlite3_free(s->id);
+  sqlite3_free(s->c);
+  sqlite3_free(s->inv);
+  memset(s, 0, sizeof *s);
 }
 
 static void hv_free(hv_cache *c) {
   if (!c) return;
   for (int i = 0; i < HV_SLOTS; i++)
     if (c->slot[i].ns) hv_drop(c, &c->slot[i]);
+  for (int i = 0; i < HV_CENT_SLOTS; i++) hv_cents_drop(&c->cents[i]);
   sqlite3_free(c);
 }
 
@@ -493,19 +580,18 @@ static hv_ns *hv_entry(hv_cache *c, const char *ns, int dim) {
   e->ns = sqlite3_mprintf("%s", ns);
   if (!e->ns) return NULL;
   e->dim = dim;
-  e->added = e->changed = -1;
+  e->added = e->changed = e->version = -1;
   e->used = ++c->tick;
   return e;
 }
 
-/* Room for n more rows in e (and under HV_BYTES in all, dropping the
- * namespaces used longest ago): 0, or SQLITE_NOMEM. */
-static int hv_grow(hv_cache *c, hv_ns *e, int more) {
-  if (e->n + more <= e->cap) return SQLITE_OK;
-  int cap = e->cap ? e->cap : 256;
-  while (cap < e->n + more) cap *= 2;
-  size_t row = (size_t)e->dim + sizeof(i64) + sizeof(float);
-  while (c->bytes + (size_t)(cap - e->cap) * row > HV_BYTES) {
+/* Room for one more row in bucket b of e (and under HV_BYTES in all,
+ * dropping the namespaces used longest ago): 0, or SQLITE_NOMEM. */
+static int hv_grow(hv_cache *c, hv_ns *e, hv_bucket *b) {
+  if (b->n < b->cap) return SQLITE_OK;
+  int cap = b->cap ? 2 * b->cap : 64;
+  size_t row = hv_row_bytes(e);
+  while (c->bytes + (size_t)(cap - b->cap) * row > HV_BYTES) {
     hv_ns *oldest = NULL;
     for (int i = 0; i < HV_SLOTS; i++)
       if (c->slot[i].ns && &c->slot[i] != e && (!oldest || c->slot[i].used < oldest->used))
@@ -513,18 +599,38 @@ static int hv_grow(hv_cache *c, hv_ns *e, int more) {
     if (!oldest) break; /* this namespace alone: let it have what it needs */
     hv_drop(c, oldest);
   }
-  i64 *seq = sqlite3_realloc64(e->seq, (sqlite3_uint64)cap * sizeof *seq);
-  if (!seq) return SQLITE_NOMEM;
-  e->seq = seq;
-  int8_t *v = sqlite3_realloc64(e->v, (sqlite3_uint64)cap * (sqlite3_uint64)e->dim);
-  if (!v) return SQLITE_NOMEM;
-  e->v = v;
-  float *inv = sqlite3_realloc64(e->inv, (sqlite3_uint64)cap * sizeof *inv);
-  if (!inv) return SQLITE_NOMEM;
-  e->inv = inv;
-  c->bytes += (size_t)(cap - e->cap) * row;
-  e->cap = cap;
+#define HV_REALLOC(field, size)                                                                \
+  do {                                                                                         \
+    void *p = sqlite3_realloc64(b->field, (sqlite3_uint64)cap * (size));                       \
+    if (!p) return SQLITE_NOMEM;                                                               \
+    b->field = p;                                                                              \
+  } while (0)
+  HV_REALLOC(seq, sizeof(i64));
+  HV_REALLOC(code, (size_t)e->stride);
+  HV_REALLOC(inv, sizeof(float));
+  HV_REALLOC(kind, sizeof(uint16_t));
+  HV_REALLOC(at, sizeof(double));
+#undef HV_REALLOC
+  c->bytes += (size_t)(cap - b->cap) * row;
+  e->bytes += (size_t)(cap - b->cap) * row;
+  b->cap = cap;
   return SQLITE_OK;
+}
+
+/* The index of kind among e's kinds (added when new; HV_KIND_OTHER past the
+ * 65,535th): -1 when out of memory. */
+static int hv_kind_id(hv_ns *e, const char *kind) {
+  for (int i = e->nkinds - 1; i >= 0; i--)
+    if (!strcmp(e->kinds[i], kind)) return i;
+  if (e->nkinds >= HV_KIND_OTHER) return HV_KIND_OTHER;
+  if ((e->nkinds & (e->nkinds - 1)) == 0) { /* 0, 1, 2, 4, ...: room doubles */
+    char **k = sqlite3_realloc64(e->kinds, (sqlite3_uint64)(e->nkinds ? 2 * e->nkinds : 1) *
+                                               sizeof *k);
+    if (!k) return -1;
+    e->kinds = k;
+  }
+  if (!(e->kinds[e->nkinds] = sqlite3_mprintf("%s", kind))) return -1;
+  return e->nkinds++;
 }
 
 #if defined(__SSE2__)
@@ -563,8 +669,8 @@ static inline int hv_dot16(const int8_t *a, const int16_t *q16, int dim) {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(_WIN32)
 #include <immintrin.h>
 #define HV_AVX2 1
-/* n rows of the carried model's dimension against q16, in AVX2: twice the
- * width of hv_dot16 (the machines that have it are checked at run time) */
+/* n int8 rows of the carried model's dimension against q16, in AVX2: twice
+ * the width of hv_dot16 (the machines that have it are checked at run time) */
 __attribute__((target("avx2"))) static void hv_dots_avx2(const int8_t *v, const int16_t *q16,
                                                          int n, int *out) {
   for (int i = 0; i < n; i++) {
@@ -581,24 +687,59 @@ __attribute__((target("avx2"))) static void hv_dots_avx2(const int8_t *v, const 
     out[i] = _mm_cvtsi128_si32(s);
   }
 }
+
+/* n int4 rows of the carried model's dimension (128 bytes: each byte's low
+ * nibble a component of even index, its high nibble the next, both + 8)
+ * against the query's even (qe) and odd (qo) components: sum(nibble x q),
+ * the rows' dot products plus 8 x sum(q).  u8 x s8 pairs (maddubs) of at
+ * most 2 x 15 x 127 each, eight of them summed per lane: 30,480, inside
+ * int16. */
+__attribute__((target("avx2"))) static void hv_dots4_avx2(const unsigned char *v,
+                                                          const int8_t *qe, const int8_t *qo,
+                                                          int n, int *out) {
+  const __m256i m = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+  __m256i e[4], o[4];
+  for (int j = 0; j < 4; j++) {
+    e[j] = _mm256_loadu_si256((const __m256i *)(const void *)(qe + 32 * j));
+    o[j] = _mm256_loadu_si256((const __m256i *)(const void *)(qo + 32 * j));
+  }
+  for (int i = 0; i < n; i++) {
+    const unsigned char *a = v + (size_t)i * (HM_EMBED_DIM / 2);
+    __m256i s = _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++) {
+      __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(a + 32 * j));
+      s = _mm256_add_epi16(s, _mm256_maddubs_epi16(_mm256_and_si256(b, m), e[j]));
+      s = _mm256_add_epi16(s, _mm256_maddubs_epi16(
+                                  _mm256_and_si256(_mm256_srli_epi16(b, 4), m), o[j]));
+    }
+    __m256i w = _mm256_madd_epi16(s, ones);
+    __m128i x = _mm_add_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0x4E));
+    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0xB1));
+    out[i] = _mm_cvtsi128_si32(x);
+  }
+}
 #endif
 
-/* the dot products of e's rows [i0, i0 + n) with q16, into out */
-static void hv_dots(const hv_ns *e, int i0, int n, const int16_t *q16, int *out) {
+static int hv_has_avx2(void) {
 #ifdef HV_AVX2
   static int avx2 = -1;
   if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
-  if (avx2 && e->dim == HM_EMBED_DIM) {
-    hv_dots_avx2(e->v + (size_t)i0 * HM_EMBED_DIM, q16, n, out);
-    return;
-  }
+  return avx2;
+#else
+  return 0;
 #endif
-  for (int i = 0; i < n; i++) {
-    const int8_t *row = e->v + (size_t)(i0 + i) * e->dim;
-    out[i] = e->dim == HM_EMBED_DIM ? hv_dot16(row, q16, HM_EMBED_DIM)
-                                    : hv_dot16(row, q16, e->dim);
-  }
 }
+
+/* A question ready for the dot products of one entry's rows: its int8
+ * components (q8), widened (q16), split into even and odd (qe, qo: fmt 4),
+ * their sum, and its inverse norm. */
+typedef struct {
+  int dim, fmt, sum;
+  int16_t q16[HM_MAX_DIM];
+  int8_t qe[HM_MAX_DIM / 2], qo[HM_MAX_DIM / 2];
+  float inv;
+} hv_query;
 
 static float hv_inv_norm(const int8_t *v, int dim) {
   int s = 0;
@@ -606,49 +747,321 @@ static float hv_inv_norm(const int8_t *v, int dim) {
   return s > 0 ? (float)(1.0 / sqrt((double)s)) : 0.0f;
 }
 
-/* Of e's rows, the n with the highest cosine to q (int8, as hv_read gives),
- * best first, into top (seqs): their number.  A row whose cosine is below
- * least is left out (the cosine here is of int8 vectors: least should
- * leave a margin under the threshold applied to the exact one), and so is
- * row i when allow (NULL: every row) has allow[i] == 0. */
-static int hv_top(const hv_ns *e, const int8_t *q, int n, double least,
-                  const unsigned char *allow, i64 *top) {
-  if (n <= 0 || e->dim > HM_MAX_DIM) return 0;
-  float *s = sqlite3_malloc64((sqlite3_uint64)n * sizeof *s);
-  int16_t *q16 = sqlite3_malloc64((sqlite3_uint64)e->dim * sizeof *q16);
-  if (!s || !q16) { sqlite3_free(s); sqlite3_free(q16); return -1; }
-  for (int d = 0; d < e->dim; d++) q16[d] = q[d];
-  float qinv = hv_inv_norm(q, e->dim);
-  int k = 0, dots[256];
-  for (int i0 = 0; i0 < e->n; i0 += 256) { /* in blocks of 256 rows */
-    int m = e->n - i0 < 256 ? e->n - i0 : 256;
-    hv_dots(e, i0, m, q16, dots);
-    for (int b = 0; b < m; b++) {
-      int i = i0 + b;
-      if (e->inv[i] == 0 || (allow && !allow[i])) continue;
-      float x = (float)dots[b] * e->inv[i] * qinv;
-      if (x < least || (k == n && x <= s[k - 1])) continue;
-      int j = k < n ? k++ : n - 1; /* insert in order (n is the candidate count, small) */
-      while (j > 0 && s[j - 1] < x) { s[j] = s[j - 1]; top[j] = top[j - 1]; j--; }
-      s[j] = x;
-      top[j] = e->seq[i];
-    }
+static void hv_query_make(hv_query *q, const int8_t *q8, int dim, int fmt) {
+  q->dim = dim;
+  q->fmt = fmt;
+  q->sum = 0;
+  for (int d = 0; d < dim; d++) {
+    q->q16[d] = q8[d];
+    q->sum += q8[d];
+    if (d % 2 == 0) q->qe[d / 2] = q8[d];
+    else q->qo[d / 2] = q8[d];
   }
-  sqlite3_free(s);
-  sqlite3_free(q16);
-  return k;
+  q->inv = hv_inv_norm(q8, dim);
 }
 
-/* The row of seq in e, or -1 (rows are in seq order). */
-static int hv_find(const hv_ns *e, i64 seq) {
-  int lo = 0, hi = e->n - 1;
+/* the dot products of n rows (the entry's format) with q, into out */
+static void hv_dots(const unsigned char *rows, int n, const hv_query *q, int *out) {
+  if (q->fmt == 4) {
+#ifdef HV_AVX2
+    if (hv_has_avx2() && q->dim == HM_EMBED_DIM) {
+      hv_dots4_avx2(rows, q->qe, q->qo, n, out);
+      for (int i = 0; i < n; i++) out[i] -= 8 * q->sum;
+      return;
+    }
+#endif
+    int half = q->dim / 2;
+    for (int i = 0; i < n; i++) {
+      const unsigned char *a = rows + (size_t)i * (size_t)half;
+      int s = 0;
+      for (int d = 0; d < half; d++)
+        s += ((a[d] & 15) - 8) * q->qe[d] + ((a[d] >> 4) - 8) * q->qo[d];
+      out[i] = s;
+    }
+    return;
+  }
+#ifdef HV_AVX2
+  if (hv_has_avx2() && q->dim == HM_EMBED_DIM) {
+    hv_dots_avx2((const int8_t *)rows, q->q16, n, out);
+    return;
+  }
+#endif
+  for (int i = 0; i < n; i++) {
+    const int8_t *row = (const int8_t *)rows + (size_t)i * (size_t)q->dim;
+    out[i] = q->dim == HM_EMBED_DIM ? hv_dot16(row, q->q16, HM_EMBED_DIM)
+                                    : hv_dot16(row, q->q16, q->dim);
+  }
+}
+
+/* Row i of bucket b of e as int8 components, into out[e->dim]. */
+static void hv_row8(const hv_ns *e, const hv_bucket *b, int i, int8_t *out) {
+  const unsigned char *a = b->code + (size_t)i * (size_t)e->stride;
+  if (e->fmt == 4) hv_unpack4(a, e->dim, out);
+  else memcpy(out, a, (size_t)e->dim);
+}
+
+/* A vector blob added to bucket b of e (with its memory's seq, kind and
+ * created_at): 0; 1 when it is not a vector of e's dimension; 2 when e
+ * keeps int4 rows and the blob is another format (read e again as int8);
+ * SQLITE_NOMEM. */
+static int hv_put(hv_cache *c, hv_ns *e, hv_bucket *b, i64 seq, const void *blob, int bytes,
+                  const char *kind, double at) {
+  int dim = e->dim;
+  if (e->fmt == 4 && !(bytes == 4 + dim / 2 && !memcmp(blob, hv_int4_magic, 4))) return 2;
+  if (hv_grow(c, e, b) != SQLITE_OK) return SQLITE_NOMEM;
+  int8_t row[HM_MAX_DIM];
+  unsigned char *dst = b->code + (size_t)b->n * (size_t)e->stride;
+  if (e->fmt == 4) {
+    memcpy(dst, (const unsigned char *)blob + 4, (size_t)e->stride);
+    hv_unpack4(dst, dim, row);
+  } else {
+    if (hv_read(blob, bytes, dim, row)) return 1;
+    memcpy(dst, row, (size_t)dim);
+  }
+  int k = hv_kind_id(e, kind ? kind : "");
+  if (k < 0) return SQLITE_NOMEM;
+  b->inv[b->n] = hv_inv_norm(row, dim);
+  b->seq[b->n] = seq;
+  b->kind[b->n] = (uint16_t)k;
+  b->at[b->n] = at;
+  b->n++;
+  if (seq > e->last) e->last = seq;
+  return 0;
+}
+
+/* The bucket of partition id in e (buckets 1.. in id order), or NULL. */
+static hv_bucket *hv_bucket_of(hv_ns *e, i64 id) {
+  if (id <= 0) return e->nb ? &e->b[0] : NULL;
+  int lo = 1, hi = e->nb - 1;
   while (lo <= hi) {
     int mid = (lo + hi) / 2;
-    if (e->seq[mid] < seq) lo = mid + 1;
-    else if (e->seq[mid] > seq) hi = mid - 1;
+    if (e->b[mid].id < id) lo = mid + 1;
+    else if (e->b[mid].id > id) hi = mid - 1;
+    else return &e->b[mid];
+  }
+  return NULL;
+}
+
+/* The row of seq in bucket b, or -1 (rows are in seq order). */
+static int hv_find(const hv_bucket *b, i64 seq) {
+  int lo = 0, hi = b->n - 1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    if (b->seq[mid] < seq) lo = mid + 1;
+    else if (b->seq[mid] > seq) hi = mid - 1;
     else return mid;
   }
   return -1;
+}
+
+/* What a recall's filters let through, as the cache reads them: kinds (by
+ * e's kind indexes; NULL: any), created_at in [since, until). */
+typedef struct {
+  const unsigned char *kinds; /* e->nkinds + 1 flags, the last for HV_KIND_OTHER */
+  int has_since, has_until;
+  double since, until;
+  /* a row of another kind than the first 65,535: whether its memory passes */
+  int (*other)(void *ctx, i64 seq);
+  void *ctx;
+} hv_filter;
+
+static int hv_allowed(const hv_ns *e, const hv_bucket *b, int i, const hv_filter *f) {
+  if (!f) return 1;
+  if (f->has_since && !(b->at[i] >= f->since)) return 0;
+  if (f->has_until && !(b->at[i] < f->until)) return 0;
+  if (f->kinds) {
+    int k = b->kind[i];
+    if (k == HV_KIND_OTHER) return f->other ? f->other(f->ctx, b->seq[i]) : 0;
+    return k < e->nkinds && f->kinds[k];
+  }
+  return 1;
+}
+
+/* The best n so far: scores best first, ties by seq. */
+typedef struct {
+  int n, k;
+  float *s;
+  i64 *seq;
+} hv_topn;
+
+static void hv_topn_put(hv_topn *t, float x, i64 seq) {
+  if (t->k == t->n && (x < t->s[t->k - 1] || (x == t->s[t->k - 1] && seq > t->seq[t->k - 1])))
+    return;
+  int j = t->k < t->n ? t->k++ : t->n - 1;
+  while (j > 0 && (t->s[j - 1] < x || (t->s[j - 1] == x && t->seq[j - 1] > seq))) {
+    t->s[j] = t->s[j - 1];
+    t->seq[j] = t->seq[j - 1];
+    j--;
+  }
+  t->s[j] = x;
+  t->seq[j] = seq;
+}
+
+/* Bucket b's rows into t (those the filter lets through, with a cosine of
+ * least or more): the rows the filter let through. */
+static int hv_scan(const hv_ns *e, const hv_bucket *b, const hv_query *q, double least,
+                   const hv_filter *f, hv_topn *t) {
+  int dots[256], passed = 0;
+  for (int i0 = 0; i0 < b->n; i0 += 256) { /* in blocks of 256 rows */
+    int m = b->n - i0 < 256 ? b->n - i0 : 256;
+    hv_dots(b->code + (size_t)i0 * (size_t)e->stride, m, q, dots);
+    for (int r = 0; r < m; r++) {
+      int i = i0 + r;
+      if (b->inv[i] == 0 || !hv_allowed(e, b, i, f)) continue;
+      passed++;
+      float x = (float)dots[r] * b->inv[i] * q->inv;
+      if (x < least) continue;
+      hv_topn_put(t, x, b->seq[i]);
+    }
+  }
+  return passed;
+}
+
+static int hv_cmp_desc(const void *x, const void *y) {
+  const float *a = x, *b = y; /* (score, index) pairs */
+  if (a[0] != b[0]) return a[0] < b[0] ? 1 : -1;
+  return a[1] < b[1] ? -1 : a[1] > b[1];
+}
+
+/* Of e's rows, the n with the highest cosine to q (int8, as hv_to_int8
+ * gives), best first (ties by seq), into top (seqs): their number, or -1
+ * when out of memory.  A row whose cosine is below least is left out (the
+ * cosine here is of int8 vectors: least should leave a margin under the
+ * threshold applied to the exact one), and so is one the filter (NULL:
+ * none) does not let through.  Without partitions every row is scanned:
+ * the exact top n.  With them, bucket 0 and then the partitions nearest q,
+ * until `budget` rows the filter lets through were scanned. */
+static int hv_top(const hv_ns *e, const int8_t *q8, int n, double least, const hv_filter *f,
+                  i64 budget, i64 *top) {
+  if (n <= 0 || e->dim > HM_MAX_DIM || !e->nb) return 0;
+  hv_query *q = sqlite3_malloc64(sizeof *q);
+  hv_topn t = {.n = n};
+  t.s = sqlite3_malloc64((sqlite3_uint64)n * sizeof *t.s);
+  int parts = e->nb - 1, got = -1;
+  float *order = sqlite3_malloc64((sqlite3_uint64)(parts > 0 ? parts : 1) * 2 * sizeof(float));
+  int *dots = sqlite3_malloc64((sqlite3_uint64)(parts > 0 ? parts : 1) * sizeof(int));
+  if (!q || !t.s || !order || !dots) goto done;
+  t.seq = top;
+  hv_query_make(q, q8, e->dim, e->fmt);
+  i64 scanned = hv_scan(e, &e->b[0], q, least, f, &t);
+  if (parts > 0) {
+    /* the centroids are int8 rows: the partitions nearest the question first */
+    hv_query qc = *q;
+    qc.fmt = 8;
+    hv_dots((const unsigned char *)e->cent, parts, &qc, dots);
+    for (int j = 0; j < parts; j++) {
+      order[2 * j] = (float)dots[j] * e->cinv[j];
+      order[2 * j + 1] = (float)j; /* exact: fewer than 2^24 partitions */
+    }
+    qsort(order, (size_t)parts, 2 * sizeof(float), hv_cmp_desc);
+    for (int j = 0; j < parts && scanned < budget; j++)
+      scanned += hv_scan(e, &e->b[1 + (int)order[2 * j + 1]], q, least, f, &t);
+  }
+  got = t.k;
+done:
+  sqlite3_free(q);
+  sqlite3_free(t.s);
+  sqlite3_free(order);
+  sqlite3_free(dots);
+  return got;
+}
+
+/* The cosine of a unit vector qf with e's row of seq (0 when e has no such
+ * row, or it has no length); *found whether it has. */
+static double hv_cos(const hv_ns *e, const hv_bucket *b, i64 seq, const float *qf, int *found) {
+  *found = 0;
+  int j = b ? hv_find(b, seq) : -1;
+  if (j < 0) return 0.0;
+  *found = 1;
+  if (b->inv[j] == 0) return 0.0;
+  int8_t v[HM_MAX_DIM];
+  hv_row8(e, b, j, v);
+  double dot = 0;
+  for (int d = 0; d < e->dim; d++) dot += (double)qf[d] * v[d];
+  return dot * b->inv[j];
+}
+
+/* ?1 namespace: its partitions' ids, centroids and stamps, in id order */
+static const char hv_sql_cents[] =
+    "SELECT part, centroid, stamp FROM vector_centroids WHERE namespace = ?1 ORDER BY part";
+
+/* The rows of hv_sql_cents (st bound, stepped here, not reset) as *n ids,
+ * int8 centroids of dim, their inverse norms and (when stamps is not NULL)
+ * their stamps (sqlite3_malloc'ed; a centroid of another length is left
+ * out: its partition's vectors are then scanned with the vectors of
+ * none).  SQLITE_DONE, or the error. */
+static int hv_cents_read(sqlite3_stmt *st, int dim, int *n, i64 **ids, int8_t **c,
+                         float **inv, i64 **stamps) {
+  int cap = 0, rc;
+  *n = 0;
+  *ids = NULL;
+  *c = NULL;
+  *inv = NULL;
+  if (stamps) *stamps = NULL;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (sqlite3_column_bytes(st, 1) != dim || sqlite3_column_type(st, 1) != SQLITE_BLOB) continue;
+    if (*n == cap) {
+      cap = cap ? 2 * cap : 64;
+      if (stamps) {
+        i64 *t = sqlite3_realloc64(*stamps, (sqlite3_uint64)cap * sizeof *t);
+        if (!t) { rc = SQLITE_NOMEM; break; }
+        *stamps = t;
+      }
+      i64 *a = sqlite3_realloc64(*ids, (sqlite3_uint64)cap * sizeof *a);
+      if (a) *ids = a;
+      int8_t *b = sqlite3_realloc64(*c, (sqlite3_uint64)cap * (sqlite3_uint64)dim);
+      if (b) *c = b;
+      float *f = sqlite3_realloc64(*inv, (sqlite3_uint64)cap * sizeof *f);
+      if (f) *inv = f;
+      if (!a || !b || !f) { rc = SQLITE_NOMEM; break; }
+    }
+    (*ids)[*n] = sqlite3_column_int64(st, 0);
+    if (stamps) (*stamps)[*n] = sqlite3_column_int64(st, 2);
+    memcpy(*c + (size_t)*n * (size_t)dim, sqlite3_column_blob(st, 1), (size_t)dim);
+    (*inv)[*n] = hv_inv_norm(*c + (size_t)*n * (size_t)dim, dim);
+    (*n)++;
+  }
+  if (rc != SQLITE_DONE) {
+    if (stamps) { sqlite3_free(*stamps); *stamps = NULL; }
+    sqlite3_free(*ids);
+    sqlite3_free(*c);
+    sqlite3_free(*inv);
+    *ids = NULL;
+    *c = NULL;
+    *inv = NULL;
+    *n = 0;
+  }
+  return rc;
+}
+
+/* FNV-1a 64 over n partitions' ids (8 bytes each, little-endian) and
+ * centroids, in id order: vector_index.digest, never 0. */
+static u64 hv_cents_digest(int n, const i64 *ids, const int8_t *c, int dim) {
+  u64 h = 1469598103934665603ull;
+  for (int i = 0; i < n; i++) {
+    for (int k = 0; k < 8; k++) h = (h ^ (((u64)ids[i] >> (8 * k)) & 255)) * 1099511628211ull;
+    const unsigned char *p = (const unsigned char *)(c + (size_t)i * (size_t)dim);
+    for (int d = 0; d < dim; d++) h = (h ^ p[d]) * 1099511628211ull;
+  }
+  return h ? h : 1;
+}
+
+/* The index (0..n) of the centroid nearest v (int8 of dim): the highest
+ * cosine, ties to the lower index. */
+static int hv_nearest(const int8_t *cents, const float *cinv, int n, const int8_t *v, int dim) {
+  hv_query q;
+  hv_query_make(&q, v, dim, 8);
+  int best = 0, dots[256];
+  float top = -INFINITY;
+  for (int i0 = 0; i0 < n; i0 += 256) {
+    int m = n - i0 < 256 ? n - i0 : 256;
+    hv_dots((const unsigned char *)(cents + (size_t)i0 * (size_t)dim), m, &q, dots);
+    for (int j = 0; j < m; j++) {
+      float x = (float)dots[j] * cinv[i0 + j];
+      if (x > top) { top = x; best = i0 + j; }
+    }
+  }
+  return best;
 }
 
 #pragma endregion
@@ -725,6 +1138,7 @@ static void heap_tokens(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 /* heap_text_hash(text): FNV-1a 64 of text's bytes, as an integer: the key of
  * the memories_text index, by which an add finds a memory of the same text */
 static void heap_text_hash(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  HM_API_HERE;
   (void)argc;
   if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return;
   const unsigned char *t = sqlite3_value_text(argv[0]);
@@ -743,6 +1157,7 @@ static void heap_embedder(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
 /* heap_cosine(a, b): the cosine of two vectors of the store (float32 or
  * int8 blobs of one dimension); NULL when either has no length. */
 static void heap_cosine(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  HM_API_HERE;
   (void)argc;
   if (sqlite3_value_type(argv[0]) != SQLITE_BLOB || sqlite3_value_type(argv[1]) != SQLITE_BLOB) {
     hm_result_err(ctx, "heap_cosine", "both vectors must be blobs (float32, or heap_embed's)");

@@ -334,7 +334,7 @@ static int hf_pool_feature(hf_ctx *x, const char *f, hf_rows *rows, const hf_poo
   sqlite3_free(sorted);
   i64 n = 0;
   for (int i = 0; i < rows->n; i++) {
-    n += rows->v[i].n;
+    n = hp_add_counts(n, rows->v[i].n);
     hf_row *r = &rows->v[i];
     if (sa_of[2 * i] != r->pa || sa_of[2 * i + 1] != r->pb) {
       sqlite3_reset(set_share);
@@ -350,7 +350,7 @@ static int hf_pool_feature(hf_ctx *x, const char *f, hf_rows *rows, const hf_poo
   if (has_prior) {
     sa += pa0;
     sb += pb0;
-    n += pn;
+    n = hp_add_counts(n, pn);
     support += HM_PRIOR_SUPPORT; /* a links-only prior counts as that many namespaces */
   }
   return hf_pooled_row(x, insert_pooled, f, sa, sb, n, support, pooled, lo, hi);
@@ -893,6 +893,35 @@ done:;
   return rc;
 }
 
+/* -- the arguments every write takes ------------------------------------------------- */
+
+/* A name argument (kind, source, id, key, namespace): hm_arg_text's name,
+ * or NULL where optional.  Returns 0, or the error set. */
+static int hf_name(hf_ctx *x, sqlite3_value *v, const char *what, int optional,
+                   const char **out) {
+  char why[HM_ERRLEN];
+  *out = NULL;
+  if (!v || sqlite3_value_type(v) == SQLITE_NULL) {
+    if (optional) return SQLITE_OK;
+    return hf_fail(x, SQLITE_ERROR, "%s is required", what);
+  }
+  if (hm_arg_text(v, what, HM_ARG_NAME, 0, out, why, sizeof why) != HM_OK)
+    return hf_fail(x, SQLITE_ERROR, "%s", why);
+  return SQLITE_OK;
+}
+
+/* The namespace argument (NULL or absent: 'default' where allowed): a name,
+ * and not '*', the pooled layer's. */
+static int hf_namespace(hf_ctx *x, sqlite3_value *v, int optional, const char **out) {
+  int rc = hf_name(x, v, "namespace", optional, out);
+  if (rc) return rc;
+  if (!*out) *out = "default";
+  if (!strcmp(*out, "*"))
+    return hf_fail(x, SQLITE_ERROR, "namespace '*' is reserved for the pooled layer of learned "
+                                    "links");
+  return SQLITE_OK;
+}
+
 /* -- heap_feedback and heap_answer ---------------------------------------------------- */
 
 static void hf_free_ids(char **ids, int n) {
@@ -900,54 +929,84 @@ static void hf_free_ids(char **ids, int n) {
   sqlite3_free(ids);
 }
 
-/* A JSON array of ids, as a list (NULL: an empty one).  Returns the count,
- * or -1 with the error set (and *out NULL). */
-static int hf_ids(hf_ctx *x, sqlite3_value *v, const char *what, char ***out) {
+static int hf_strcmp(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* ids[0..n) sorted, as a set to look ids up in (hf_has); *out
+ * sqlite3_malloc'ed (the strings stay ids'). */
+static int hf_set(hf_ctx *x, char **ids, int n, const char ***out) {
+  const char **v = sqlite3_malloc64((sqlite3_uint64)(n + 1) * sizeof *v);
+  if (!v) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (n) memcpy(v, ids, (size_t)n * sizeof *v);
+  if (n > 1) qsort(v, (size_t)n, sizeof *v, hf_strcmp);
+  *out = v;
+  return SQLITE_OK;
+}
+
+static int hf_has(const char **set, int n, const char *id) {
+  return n > 0 && bsearch(&id, set, (size_t)n, sizeof *set, hf_strcmp) != NULL;
+}
+
+/* A JSON array of at most `most` ids, as a list (NULL: an empty one): each
+ * a name (hm_arg_text), none twice (found by sorting: linear in the list,
+ * whatever its length).  Returns the count, or -1 with the error set (and
+ * *out NULL). */
+static int hf_ids(hf_ctx *x, sqlite3_value *v, const char *what, double most, char ***out) {
   *out = NULL;
   if (!v || sqlite3_value_type(v) == SQLITE_NULL) return 0;
-  if (sqlite3_value_type(v) != SQLITE_TEXT) {
+  sqlite3_stmt *st = NULL;
+  i64 len = -1;
+  if (sqlite3_value_type(v) == SQLITE_TEXT) {
+    if (hf_prepare(x, "SELECT CASE WHEN json_valid(?1) AND json_type(?1) = 'array' THEN "
+                      "json_array_length(?1) END", &st))
+      return -1;
+    sqlite3_bind_value(st, 1, v);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_INTEGER)
+      len = sqlite3_column_int64(st, 0);
+    hf_done(x, st);
+    st = NULL;
+  }
+  if (len < 0) {
     hf_fail(x, SQLITE_ERROR, "%s must be a JSON array of memory ids, such as '[\"m3\"]'", what);
     return -1;
   }
-  sqlite3_stmt *st = NULL;
-  if (hf_prepare(x, "SELECT json_valid(?1) AND json_type(?1) = 'array'", &st)) return -1;
-  sqlite3_bind_value(st, 1, v);
-  int ok = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0);
-  hf_done(x, st);
-  st = NULL;
-  if (!ok) {
-    hf_fail(x, SQLITE_ERROR, "%s must be a JSON array of memory ids, such as '[\"m3\"]'", what);
+  if ((double)len > most) {
+    hf_fail(x, SQLITE_ERROR, "%s lists %lld ids; at most %.0f are taken at once", what,
+            (long long)len, most);
     return -1;
   }
   if (hf_prepare(x, "SELECT value, type FROM json_each(?1)", &st)) return -1;
   sqlite3_bind_value(st, 1, v);
-  int n = 0, cap = 0, rc;
-  char **ids = NULL;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+  int n = 0, rc;
+  char **ids = sqlite3_malloc64((sqlite3_uint64)(len + 1) * sizeof *ids);
+  char *what_id = sqlite3_mprintf("an id in %s", what);
+  char why[HM_ERRLEN];
+  if (!ids || !what_id) hf_fail(x, SQLITE_NOMEM, "out of memory");
+  while (!x->err && (rc = sqlite3_step(st)) == SQLITE_ROW && n < len) {
     const char *type = (const char *)sqlite3_column_text(st, 1);
     if (!type || strcmp(type, "text")) {
       hf_fail(x, SQLITE_ERROR, "%s must hold string ids", what);
       break;
     }
-    const char *id = (const char *)sqlite3_column_text(st, 0);
-    for (int i = 0; i < n; i++)
-      if (!strcmp(ids[i], id)) {
-        hf_fail(x, SQLITE_ERROR, "%s lists the same id twice", what);
-        rc = SQLITE_ERROR;
-      }
-    if (x->err) break;
-    if (n == cap) {
-      cap = cap ? 2 * cap : 8;
-      char **g = sqlite3_realloc64(ids, (sqlite3_uint64)cap * sizeof *g);
-      if (!g) { hf_fail(x, SQLITE_NOMEM, "out of memory"); break; }
-      ids = g;
+    const unsigned char *id = sqlite3_column_text(st, 0);
+    if (hm_check_text(sqlite3_column_type(st, 0), id, sqlite3_column_bytes(st, 0), what_id,
+                      HM_ARG_NAME, 0, why, sizeof why)) {
+      hf_fail(x, SQLITE_ERROR, "%s", why);
+      break;
     }
-    ids[n] = sqlite3_mprintf("%s", id);
-    if (!ids[n]) { hf_fail(x, SQLITE_NOMEM, "out of memory"); break; }
-    n++;
+    if (!(ids[n] = sqlite3_mprintf("%s", id))) hf_fail(x, SQLITE_NOMEM, "out of memory");
+    else n++;
   }
-  if (!x->err && rc != SQLITE_DONE) hf_sqlfail(x, rc);
+  if (!x->err && rc != SQLITE_DONE && rc != SQLITE_ROW) hf_sqlfail(x, rc);
   hf_done(x, st);
+  sqlite3_free(what_id);
+  const char **set = NULL;
+  if (!x->err && !hf_set(x, ids, n, &set)) {
+    for (int i = 1; i < n && !x->err; i++)
+      if (!strcmp(set[i - 1], set[i])) hf_fail(x, SQLITE_ERROR, "%s lists the same id twice", what);
+  }
+  sqlite3_free(set);
   if (x->err) {
     hf_free_ids(ids, n);
     return -1;
@@ -956,19 +1015,15 @@ static int hf_ids(hf_ctx *x, sqlite3_value *v, const char *what, char ***out) {
   return n;
 }
 
-/* a list of ids as Python writes one: ['m1', 'm2'] */
+/* a list of ids as Python writes one, ['m1', 'm2'], with at most five of
+ * them named ("['m1', 'm2', 'm3', 'm4', 'm5', ... and 49995 more]") */
 static char *hf_pylist(char **ids, int n) {
   sqlite3_str *s = sqlite3_str_new(NULL);
   sqlite3_str_appendchar(s, 1, '[');
-  for (int i = 0; i < n; i++) sqlite3_str_appendf(s, "%s'%s'", i ? ", " : "", ids[i]);
+  for (int i = 0; i < n && i < 5; i++) sqlite3_str_appendf(s, "%s'%s'", i ? ", " : "", ids[i]);
+  if (n > 5) sqlite3_str_appendf(s, ", ... and %d more", n - 5);
   sqlite3_str_appendchar(s, 1, ']');
   return sqlite3_str_finish(s);
-}
-
-static int hf_in(char **ids, int n, const char *id) {
-  for (int i = 0; i < n; i++)
-    if (!strcmp(ids[i], id)) return 1;
-  return 0;
 }
 
 /* The recall as the log keeps it: its namespace, qtype and the JSON arrays
@@ -979,6 +1034,7 @@ typedef struct {
   char **shown, **feats;
   double *ages;
   int *judged; /* 1: that position has an event already */
+  int *order;  /* the positions sorted by shown id, then position (hf_last_pos) */
 } hf_recall;
 
 static void hf_recall_free(hf_recall *r) {
@@ -988,7 +1044,37 @@ static void hf_recall_free(hf_recall *r) {
   hf_free_ids(r->feats, r->n);
   sqlite3_free(r->ages);
   sqlite3_free(r->judged);
+  sqlite3_free(r->order);
   memset(r, 0, sizeof *r);
+}
+
+static __thread char **hf_sort_shown; /* the ids hf_pos_cmp sorts positions of */
+static int hf_pos_cmp(const void *a, const void *b) {
+  int i = *(const int *)a, j = *(const int *)b, c = strcmp(hf_sort_shown[i], hf_sort_shown[j]);
+  return c ? c : (i > j) - (i < j);
+}
+
+/* r's positions sorted by id (r->order), for hf_last_pos. */
+static int hf_recall_index(hf_ctx *x, hf_recall *r) {
+  r->order = sqlite3_malloc64((sqlite3_uint64)(r->n + 1) * sizeof(int));
+  if (!r->order) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  for (int i = 0; i < r->n; i++) r->order[i] = i;
+  hf_sort_shown = r->shown;
+  qsort(r->order, (size_t)r->n, sizeof(int), hf_pos_cmp);
+  hf_sort_shown = NULL;
+  return SQLITE_OK;
+}
+
+/* The last position at which recall r showed id (as a dict of the shown
+ * keeps it), -1 when it did not: a binary search of r->order. */
+static int hf_last_pos(const hf_recall *r, const char *id) {
+  int lo = 0, hi = r->n; /* the first position whose id is greater than id */
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (strcmp(r->shown[r->order[mid]], id) <= 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo > 0 && !strcmp(r->shown[r->order[lo - 1]], id) ? r->order[lo - 1] : -1;
 }
 
 static int hf_read_recall(hf_ctx *x, i64 rid, hf_recall *r) {
@@ -1064,7 +1150,28 @@ static int hf_read_recall(hf_ctx *x, i64 rid, hf_recall *r) {
   if (row == 0)
     return hf_fail(x, SQLITE_ERROR, "unknown recall_id %lld (never recorded, or forgotten)",
                    (long long)rid);
-  return SQLITE_OK;
+  return hf_recall_index(x, r);
+}
+
+/* No tracked recall showed every id: say why, an id that names no memory
+ * first (a typo is likelier than a recall never made). */
+static int hf_no_recall(hf_ctx *x, char **ids, int n) {
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, "SELECT 1 FROM memories WHERE id = ?1", &st);
+  if (rc) return rc;
+  for (int i = 0; i < n; i++) {
+    sqlite3_reset(st);
+    sqlite3_bind_text(st, 1, ids[i], -1, SQLITE_TRANSIENT);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE) {
+      hf_done(x, st);
+      return hf_fail(x, SQLITE_ERROR, "unknown memory id '%s'", ids[i]);
+    }
+    if (rc != SQLITE_ROW) { rc = hf_sqlfail(x, rc); hf_done(x, st); return rc; }
+  }
+  hf_done(x, st);
+  return hf_fail(x, SQLITE_ERROR, "no tracked recall showed all of these ids; say which recall "
+                                  "(the recall_id its recall gave)");
 }
 
 /* the newest recall that showed every id (of the namespace, if given) */
@@ -1088,8 +1195,7 @@ static int hf_newest(hf_ctx *x, char **ids, int n, const char *ns, i64 *rid) {
     if (ns) sqlite3_bind_text(st, 2, ns, -1, SQLITE_TRANSIENT);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) { *rid = sqlite3_column_int64(st, 0); rc = SQLITE_OK; }
-    else if (rc == SQLITE_DONE)
-      rc = hf_fail(x, SQLITE_ERROR, "no tracked recall showed all of these ids; pass recall_id");
+    else if (rc == SQLITE_DONE) rc = hf_no_recall(x, ids, n);
     else rc = hf_sqlfail(x, rc);
   }
   hf_done(x, st);
@@ -1146,17 +1252,16 @@ static int hf_judge_config(hf_ctx *x, sqlite3_value **argv, int argc, int i, hf_
     if (sqlite3_value_type(argv[i]) != SQLITE_TEXT)
       return hf_fail(x, SQLITE_ERROR, "config must be text such as 'w_usefulness=0.5'");
     j->cfgtext = sqlite3_mprintf("%s", sqlite3_value_text(argv[i]));
+    if (!j->cfgtext) return hf_fail(x, SQLITE_NOMEM, "out of memory");
   } else {
     if ((rc = hf_prepare(x, hr_sql_tuned, &st))) return rc;
-    rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW) { rc = hf_sqlfail(x, rc); hf_done(x, st); return rc; }
-    j->cfgtext = sqlite3_mprintf("%s", sqlite3_column_text(st, 0) ? (const char *)
-                                                                        sqlite3_column_text(st, 0)
-                                                                  : "");
+    rc = hm_tuned_read(st, &j->cfg, err, sizeof err);
+    if (rc == SQLITE_CORRUPT) hf_fail(x, rc, "the store's tuned config is damaged (%s)", err);
+    else if (rc) hf_sqlfail(x, rc);
     hf_done(x, st);
+    if (rc) return x->code;
   }
-  if (!j->cfgtext) return hf_fail(x, SQLITE_NOMEM, "out of memory");
-  if (hm_config_parse(j->cfgtext, &j->cfg, err, sizeof err) != HM_OK)
+  if (j->cfgtext && hm_config_parse(j->cfgtext, &j->cfg, err, sizeof err) != HM_OK)
     return hf_fail(x, SQLITE_ERROR, "config: %s", err);
   sqlite3_str *cs = sqlite3_str_new(x->db);
   for (int k = 0; k < HM_NCONFIG; k++) {
@@ -1181,8 +1286,11 @@ static int hf_judge_args(hf_ctx *x, sqlite3_value **argv, int argc, hf_judgment 
   } else if (sqlite3_value_type(vr) == SQLITE_TEXT) {
     const char *t = (const char *)sqlite3_value_text(vr);
     char *end;
-    long long v = strtoll(t, &end, 10);
-    if (end == t || *end) return hf_fail(x, SQLITE_ERROR, "recall_id must be an integer");
+    errno = 0;
+    long long v = t ? strtoll(t, &end, 10) : 0;
+    if (!t || end == t || *end || errno == ERANGE ||
+        (int)strlen(t) != sqlite3_value_bytes(vr))
+      return hf_fail(x, SQLITE_ERROR, "recall_id must be an integer");
     j->rid = v;
     j->have_rid = 1;
   } else if (sqlite3_value_type(vr) != SQLITE_NULL || j->answer_mode) {
@@ -1192,43 +1300,46 @@ static int hf_judge_args(hf_ctx *x, sqlite3_value **argv, int argc, hf_judgment 
   }
   if (argc > i_now && sqlite3_value_type(argv[i_now]) != SQLITE_NULL) {
     j->now = sqlite3_value_double(argv[i_now]);
-    if (!hm_is_number(argv[i_now]) || !(j->now >= 0 && j->now <= 253402300799.0))
-      return hf_fail(x, SQLITE_ERROR, "now must be unix seconds from 0 to 253402300799 (1970 "
-                                      "to the year 9999)");
+    if (!hm_is_number(argv[i_now]) ||
+        !(j->now >= hm_limits.MIN_TIME && j->now <= hm_limits.MAX_TIME))
+      return hf_fail(x, SQLITE_ERROR, "now must be unix seconds from %.0f to %.0f (1970 to the "
+                                      "year 9999)", hm_limits.MIN_TIME, hm_limits.MAX_TIME);
   } else {
     j->now = hr_now(x->db);
   }
-  if (argc > i_ns && sqlite3_value_type(argv[i_ns]) != SQLITE_NULL) {
-    if (sqlite3_value_type(argv[i_ns]) != SQLITE_TEXT)
-      return hf_fail(x, SQLITE_ERROR, "the namespace must be text");
-    j->ns_arg = (const char *)sqlite3_value_text(argv[i_ns]);
-  }
+  /* the namespace: a name, never read past a NUL into another's */
+  if (argc > i_ns && (rc = hf_name(x, argv[i_ns], "namespace", 1, &j->ns_arg))) return rc;
   if ((rc = hf_judge_config(x, argv, argc, i_cfg, j))) return rc;
   if (j->answer_mode) {
+    char why[HM_ERRLEN];
     if (sqlite3_value_type(argv[1]) != SQLITE_TEXT)
       return hf_fail(x, SQLITE_ERROR, "the answer must be text");
-    j->answer = (const char *)sqlite3_value_text(argv[1]);
-    if (sqlite3_value_bytes(argv[1]) > 64 * 1024)
-      return hf_fail(x, SQLITE_ERROR, "the answer is longer than 65536 bytes (64 KiB): pass the "
-                                      "answer, not a document");
+    if (sqlite3_value_bytes(argv[1]) > hm_limits.MAX_ANSWER_BYTES)
+      return hf_fail(x, SQLITE_ERROR, "the answer is longer than %.0f bytes (64 KiB): pass the "
+                                      "answer, not a document", hm_limits.MAX_ANSWER_BYTES);
+    if (hm_arg_text(argv[1], "the answer", HM_ARG_NOTBLANK, 0, &j->answer, why, sizeof why))
+      return hf_fail(x, SQLITE_ERROR, "%s", why);
     return SQLITE_OK;
   }
-  if ((j->nused = hf_ids(x, argv[1], "used", &j->used)) < 0) {
+  if ((j->nused = hf_ids(x, argv[1], "used", hm_limits.MAX_K, &j->used)) < 0) {
     j->nused = 0;
     return x->code;
   }
   if (argc > 2 && sqlite3_value_type(argv[2]) != SQLITE_NULL) {
-    if ((j->nignored = hf_ids(x, argv[2], "ignored", &j->ignored)) < 0) {
+    if ((j->nignored = hf_ids(x, argv[2], "ignored", hm_limits.MAX_K, &j->ignored)) < 0) {
       j->nignored = 0;
       return x->code;
     }
   } else {
     j->rest_ignored = 1;
   }
-  for (int i = 0; i < j->nused; i++)
-    if (hf_in(j->ignored, j->nignored, j->used[i]))
-      return hf_fail(x, SQLITE_ERROR, "ids both used and ignored: ['%s']", j->used[i]);
-  return SQLITE_OK;
+  const char **ignored = NULL;
+  if ((rc = hf_set(x, j->ignored, j->nignored, &ignored))) return rc;
+  for (int i = 0; i < j->nused && !rc; i++)
+    if (hf_has(ignored, j->nignored, j->used[i]))
+      rc = hf_fail(x, SQLITE_ERROR, "ids both used and ignored: ['%s']", j->used[i]);
+  sqlite3_free(ignored);
+  return rc;
 }
 
 /* The recall judged: the one given, else the newest that showed every id
@@ -1276,7 +1387,7 @@ static int hf_answer_verdicts(hf_ctx *x, hf_judgment *j) {
   st = NULL;
   if (!j->attribution) return hf_fail(x, SQLITE_NOMEM, "out of memory");
   /* the verdicts by position: 1 used, 0 ignored */
-  if ((rc = hf_prepare(x, "SELECT key, json_extract(value, '$[0]') FROM json_each(?1)", &st)))
+  if ((rc = hf_prepare(x, "SELECT key, json_extract(value, '$.verdict') FROM json_each(?1)", &st)))
     return rc;
   sqlite3_bind_text(st, 1, j->attribution, -1, SQLITE_STATIC);
   j->used = sqlite3_malloc64((sqlite3_uint64)(r->n + 1) * sizeof(char *));
@@ -1299,7 +1410,9 @@ static int hf_answer_verdicts(hf_ctx *x, hf_judgment *j) {
 }
 
 /* Every id judged must be one the recall showed, and not judged yet; with
- * no ignored given, every other shown memory not judged yet is ignored. */
+ * no ignored given, every other shown memory not judged yet is ignored.
+ * Each id is looked up in the recall's index (hf_last_pos): linear in the
+ * ids and the shown. */
 static int hf_judge_check(hf_ctx *x, hf_judgment *j) {
   hf_recall *r = &j->r;
   int rc = SQLITE_OK;
@@ -1310,9 +1423,7 @@ static int hf_judge_check(hf_ctx *x, hf_judgment *j) {
     nbad = 0;
     for (int i = 0; i < j->nused + j->nignored; i++) {
       const char *id = i < j->nused ? j->used[i] : j->ignored[i - j->nused];
-      int pos = -1;
-      for (int k = 0; k < r->n; k++)
-        if (!strcmp(r->shown[k], id)) pos = k; /* the last, as a dict keeps it */
+      int pos = hf_last_pos(r, id);
       if (pass == 0 ? pos < 0 : r->judged[pos]) bad[nbad++] = (char *)id;
     }
     if (nbad) {
@@ -1328,24 +1439,39 @@ static int hf_judge_check(hf_ctx *x, hf_judgment *j) {
   }
   sqlite3_free(bad);
   if (rc || !j->rest_ignored) return rc;
-  /* every other shown memory not judged yet */
+  /* every other shown memory not judged yet (at its last position, as a
+   * dict keeps it), each once, in the order of its first position: each run
+   * of one id in r->order (sorted by id, then position) starts at its first
+   * position and ends at its last */
   char **extra = sqlite3_malloc64((sqlite3_uint64)(j->nignored + r->n + 1) * sizeof(char *));
-  if (!extra) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  unsigned char *take = sqlite3_malloc64((sqlite3_uint64)r->n + 1);
+  const char **used = NULL;
+  if (!extra || !take || (rc = hf_set(x, j->used, j->nused, &used))) {
+    sqlite3_free(extra);
+    sqlite3_free(take);
+    return rc ? rc : hf_fail(x, SQLITE_NOMEM, "out of memory");
+  }
+  memset(take, 0, (size_t)r->n + 1);
+  for (int a = 0, b; a < r->n; a = b) {
+    for (b = a + 1; b < r->n && !strcmp(r->shown[r->order[b]], r->shown[r->order[a]]); b++) {
+    }
+    const char *id = r->shown[r->order[a]];
+    take[r->order[a]] = !hf_has(used, j->nused, id) && !r->judged[r->order[b - 1]];
+  }
   for (int i = 0; i < j->nignored; i++) extra[i] = j->ignored[i];
   int n = j->nignored;
-  for (int k = 0; k < r->n; k++) {
-    const char *id = r->shown[k];
-    int lastpos = -1;
-    for (int m = 0; m < r->n; m++)
-      if (!strcmp(r->shown[m], id)) lastpos = m;
-    if (!hf_in(j->used, j->nused, id) && !hf_in(extra, n, id) && !r->judged[lastpos])
-      extra[n++] = sqlite3_mprintf("%s", id);
-  }
+  for (int k = 0; k < r->n && !rc; k++)
+    if (take[k] && !(extra[n++] = sqlite3_mprintf("%s", r->shown[k]))) {
+      n--;
+      rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+    }
+  sqlite3_free(used);
+  sqlite3_free(take);
   /* extra owns every name now: the given ones moved, the others copied */
   sqlite3_free(j->ignored);
   j->ignored = extra;
   j->nignored = n;
-  return SQLITE_OK;
+  return rc;
 }
 
 /* Which of the ids judged still exist (*alive_out, one flag per id, used
@@ -1389,10 +1515,7 @@ static int hf_judged_rows(hf_ctx *x, hf_judgment *j, const int *alive) {
   for (int i = 0; j->jpos && i < j->nused + j->nignored; i++) {
     const char *id = i < j->nused ? j->used[i] : j->ignored[i - j->nused];
     if (!alive[i]) continue;
-    int pos = -1;
-    for (int k = 0; k < r->n; k++)
-      if (!strcmp(r->shown[k], id)) pos = k;
-    j->jpos[j->njudged] = pos;
+    j->jpos[j->njudged] = hf_last_pos(r, id);
     j->jused[j->njudged++] = i < j->nused;
     sqlite3_str *w = i < j->nused ? ujs : ijs;
     if (i < j->nused ? j->nu++ : ni++) sqlite3_str_appendchar(w, 1, ',');
@@ -1617,7 +1740,7 @@ static int hf_autotune_arg(hf_ctx *x, sqlite3_value **argv, int argc, int i, int
  * feedback's). */
 static void hf_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv, int answer_mode) {
   const char *fname = answer_mode ? "heap_answer" : "heap_feedback";
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = sqlite3_user_data(ctx)};
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
   char *out = NULL, *tuned = NULL;
   i64 claim = 0, judged = 0;
   int on = 1, tuning = 0, icfg = answer_mode ? 4 : 5;
@@ -1683,42 +1806,81 @@ static void heap_answer(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   hf_sql(ctx, argc, argv, 1);
 }
 
+/* The features argument of heap_rebuild_pool: a JSON array of at most
+ * MAX_IDS features heapmem makes (hm_feature_ok).  0, or the error set. */
+static int hf_features_arg(hf_ctx *x, sqlite3_value *v) {
+  static const char bad[] = "features must be a JSON array of feature names heapmem makes, "
+                            "such as '[\"kind:fact\", \"when/date:1\"]'";
+  char why[HM_ERRLEN];
+  const char *text;
+  if (hm_arg_text(v, "features", 0, hm_limits.MAX_TEXT_BYTES, &text, why, sizeof why))
+    return hf_fail(x, SQLITE_ERROR, "%s", sqlite3_value_type(v) == SQLITE_TEXT ? why : bad);
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, "SELECT json_valid(?1) AND json_type(?1) = 'array', "
+                         "json_array_length(CASE WHEN json_valid(?1) THEN ?1 END)", &st);
+  if (rc) return rc;
+  sqlite3_bind_value(st, 1, v);
+  int ok = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0);
+  i64 n = ok ? sqlite3_column_int64(st, 1) : 0;
+  hf_done(x, st);
+  if (!ok) return hf_fail(x, SQLITE_ERROR, "%s", bad);
+  if ((double)n > hm_limits.MAX_IDS)
+    return hf_fail(x, SQLITE_ERROR, "features lists %lld features; at most %.0f are taken at "
+                                    "once", (long long)n, hm_limits.MAX_IDS);
+  if ((rc = hf_prepare(x, "SELECT type, value FROM json_each(?1)", &st))) return rc;
+  sqlite3_bind_value(st, 1, v);
+  while (!x->err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *type = (const char *)sqlite3_column_text(st, 0);
+    const char *f = (const char *)sqlite3_column_text(st, 1);
+    if (!type || strcmp(type, "text") || !f ||
+        (int)strlen(f) != sqlite3_column_bytes(st, 1) || !hm_feature_ok(f))
+      hf_fail(x, SQLITE_ERROR, "%s; %s is not one", bad,
+              type && !strcmp(type, "text") && f ? "a name in it" : "a value in it");
+  }
+  if (!x->err && rc != SQLITE_DONE) hf_sqlfail(x, rc);
+  hf_done(x, st);
+  return x->err ? x->code : SQLITE_OK;
+}
+
 /* heap_rebuild_pool([features]): the pooled rows of these features (a JSON
  * array; every feature when absent) worked out afresh, in the caller's
- * transaction (set_pool, an import, a prior removed). */
+ * transaction (set_pool, an import, a prior removed), after the schema
+ * check every write makes: a file with a foreign trigger on links is
+ * refused before the rebuild writes a row. */
 static void heap_rebuild_pool(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = sqlite3_user_data(ctx)};
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
   const char *features = NULL;
-  hm_keep_statements(&x);
-  if (argc > 0 && sqlite3_value_type(argv[0]) != SQLITE_NULL) {
-    if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
-      sqlite3_result_error(ctx, "heap_rebuild_pool: features must be a JSON array of "
-                                "feature names", -1);
-      return;
-    }
-    features = (const char *)sqlite3_value_text(argv[0]);
-  }
+  char *why = NULL;
   hf_pool pool;
-  int rc = sqlite3_exec(x.db, "SAVEPOINT heap_rebuild_pool", NULL, NULL, NULL);
-  if (rc == SQLITE_OK) {
+  int rc;
+  hm_keep_statements(&x);
+  if (sqlite3_db_readonly(x.db, "main") == 1) {
+    rc = hf_fail(&x, SQLITE_READONLY, "the store is read-only here");
+  } else if ((rc = hm_check_store(x.db, x.conn, &why)) != SQLITE_OK) {
+    hf_fail(&x, rc, "%s", why ? why : "out of memory");
+  } else if (argc > 0 && sqlite3_value_type(argv[0]) != SQLITE_NULL &&
+             (rc = hf_features_arg(&x, argv[0])) != SQLITE_OK) {
+    /* x holds why */
+  } else if ((rc = sqlite3_exec(x.db, "SAVEPOINT heap_rebuild_pool", NULL, NULL, NULL))) {
+    hf_sqlfail(&x, rc);
+  } else {
+    if (argc > 0 && sqlite3_value_type(argv[0]) != SQLITE_NULL)
+      features = (const char *)sqlite3_value_text(argv[0]);
     rc = hf_pool_read(&x, &pool);
     if (!rc) rc = hf_rebuild(&x, features, &pool);
     if (rc == SQLITE_OK) rc = sqlite3_exec(x.db, "RELEASE heap_rebuild_pool", NULL, NULL, NULL);
-    else {
+    if (rc != SQLITE_OK) {
+      if (!x.err) hf_sqlfail(&x, rc);
       sqlite3_exec(x.db, "ROLLBACK TO heap_rebuild_pool", NULL, NULL, NULL);
       sqlite3_exec(x.db, "RELEASE heap_rebuild_pool", NULL, NULL, NULL);
     }
-  } else {
-    hf_sqlfail(&x, rc);
   }
+  sqlite3_free(why);
   if (rc == SQLITE_OK) {
     sqlite3_result_null(ctx);
-  } else {
-    char *m = sqlite3_mprintf("heap_rebuild_pool: %s", x.err ? x.err : sqlite3_errstr(rc));
-    sqlite3_result_error(ctx, m ? m : "out of memory", -1);
-    sqlite3_free(m);
+    return;
   }
-  sqlite3_free(x.err);
+  hf_result_fail(ctx, &x, "heap_rebuild_pool", rc);
 }
 
 /* heap_fold_pool(): the pooled layer's pending changes folded into its rows
@@ -1728,7 +1890,7 @@ static void heap_rebuild_pool(sqlite3_context *ctx, int argc, sqlite3_value **ar
 static void heap_fold_pool(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
   (void)argv;
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = sqlite3_user_data(ctx)};
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
   char *why = NULL;
   i64 folded = 0;
   hm_keep_statements(&x);
@@ -1757,7 +1919,7 @@ static void heap_fold_pool(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 static void heap_pool_now(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
   (void)argv;
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = sqlite3_user_data(ctx)};
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
   sqlite3_stmt *pending = NULL, *row = NULL;
   hp_ops ops = {0};
   i64 maxid = 0;

@@ -12,12 +12,13 @@
  * statements on the caller's connection.
  *
  * This file holds what every unit shares (the includes, the extension's API
- * pointer, the integer typedefs, hm_utf8_cut and hm_seterr) and includes the
+ * pointer, one per thread, the integer typedefs, hm_utf8_cut and hm_seterr) and includes the
  * units, in this order; each opens with what it owns and what it relies on,
  * and uses only what comes before it (except that recall.c declares store.c's
- * hm_check_store ahead):
+ * hm_check_store and place.c's entry points ahead):
  *   text.c       words, stop words, question types, a memory's shape
  *                features, the namespace tag, the FTS5 MATCH expression
+ *   when.c       civil dates, and the window of time a question names
  *   links.c      link sets: the learned (feature -> Beta counts) table as a blob
  *   sample.c     seeded draws (splitmix64, gamma, Beta) for exploration
  *   score.c      the config; recency; usefulness (the gated lift, model 1,
@@ -36,20 +37,45 @@
  *                applying them
  *   recall.c     heap_recall, recall as an eponymous virtual table, and the
  *                connection's kept statements
+ *   place.c      recall's step for a candidate's place: its thread's
+ *                neighbours and the question's window of time
  *   feedback.c   heap_feedback, heap_answer, the robust pooled layer,
  *                heap_rebuild_pool
  *   store.c      heap_init, heap_add, heap_forget, heap_forget_namespace and
  *                the check that a file is a heapmem store
+ *   vindex.c     the vector index of a big namespace: seeded k-means
+ *                partitions, their splits, heap_vector_index and the rest
  *   tune.c       heap_tune: w_usefulness chosen by replaying the log
  *   register.c   heap_statement, the function table and sqlite3_heapmem_init
  * text.c to credit.c make no sqlite3_* call: they hold every function
  * heapmem.h exports to Python.
  */
 #include "sqlite3ext.h"
-SQLITE_EXTENSION_INIT1
+/* SQLITE_EXTENSION_INIT1, but one pointer per thread.  Every sqlite3_* call
+ * of the units below goes through sqlite3_api, the routines of the SQLite
+ * library that called in.  One process can hold several SQLite libraries
+ * (apsw's own, Python's sqlite3, pysqlite3's), and the dynamic loader maps
+ * this library once for all of them: with one global pointer, the library
+ * that loaded it last got every call, the others' connections included
+ * (issue 33: an apsw connection's statement finalized by pysqlite3's
+ * sqlite3_finalize, SIGSEGV).  So every way SQLite enters the library (a
+ * function through its library's trampoline, register.c; heap_recall's
+ * methods; heap_bm25_row; a destructor) first sets this pointer to the
+ * routines of the library it came from, for the thread it runs on. */
+static _Thread_local const sqlite3_api_routines *sqlite3_api;
+
+/* A thread-local read is a call in a loaded library (__tls_get_addr), and
+ * every sqlite3_* call reads the pointer: a function SQLite calls for every
+ * matched row (heap_bm25_row, heap_bm25_top ...) starts with HM_API_HERE, a
+ * local of the same name read once, which its calls use instead (recall
+ * took 13% longer without; bench/RESULTS.md 22). */
+static const sqlite3_api_routines *hm_api_now(void) { return sqlite3_api; }
+#define HM_API_HERE const sqlite3_api_routines *const sqlite3_api = hm_api_now()
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -67,6 +93,17 @@ SQLITE_EXTENSION_INIT1
 typedef int64_t i64;
 typedef uint64_t u64;
 typedef uint32_t u32;
+
+/* heapmem.h's limits, as numbers: hm_limits.MAX_K, ... */
+static const struct {
+#define HM_LIMIT_MEMBER(name, value, what) double name;
+  HM_LIMITS(HM_LIMIT_MEMBER)
+#undef HM_LIMIT_MEMBER
+} hm_limits = {
+#define HM_LIMIT_VALUE(name, value, what) .name = value,
+    HM_LIMITS(HM_LIMIT_VALUE)
+#undef HM_LIMIT_VALUE
+};
 
 /* the literal buffer sizes in heapmem.h, checked against what they hold */
 _Static_assert(HM_ACTIVE_LEN == 2 * HM_MAX_FEATURES * (2 * HM_MAX_WORD + 16), "HM_ACTIVE_LEN");
@@ -90,8 +127,21 @@ static void hm_seterr(char *err, int errlen, const char *fmt, const char *a) {
   if (n >= errlen) err[hm_utf8_cut(err, errlen - 1)] = 0; /* cut, but not mid-character */
 }
 
+/* hm_seterr with printf's arguments; returns HM_ERROR. */
+static int hm_errf(char *err, int errlen, const char *fmt, ...) {
+  if (err && errlen > 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(err, (size_t)errlen, fmt, ap);
+    va_end(ap);
+    if (n >= errlen) err[hm_utf8_cut(err, errlen - 1)] = 0;
+  }
+  return 1; /* HM_ERROR */
+}
+
 /* the scoring core: no sqlite3_* call */
 #include "text.c"
+#include "when.c"
 #include "links.c"
 #include "sample.c"
 #include "score.c"
@@ -106,8 +156,11 @@ static void hm_seterr(char *err, int errlen, const char *fmt, const char *a) {
 #include "pool.c"
 /* the loop: recall as a table, feedback and the pooled layer as calls, the store */
 #include "recall.c"
+#include "place.c"
 #include "feedback.c"
 #include "store.c"
+/* the vector index of a big namespace: partitions, k-means, splits */
+#include "vindex.c"
 /* tune: the usefulness weight chosen from the log */
 #include "tune.c"
 /* what loading the library registers */

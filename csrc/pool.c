@@ -190,6 +190,13 @@ static int hp_read(sqlite3_stmt *st, hp_ops *o, i64 *maxid) {
   return rc;
 }
 
+/* a + b, held at INT64_MAX (INT64_MIN): counts read from the file may be
+ * anything (feedback.c sums the pooled rows' n with it too) */
+static i64 hp_add_counts(i64 a, i64 b) {
+  i64 s;
+  return __builtin_add_overflow(a, b, &s) ? (b < 0 ? INT64_MIN : INT64_MAX) : s;
+}
+
 /* A pooled row as a reader sees it. */
 typedef struct {
   int exists, has_rates;
@@ -207,8 +214,8 @@ static int hp_apply(const hp_ops *o, const char *f, int flen, hp_row *r) {
     if (r->exists) {
       r->a = r->a + p->a;
       r->b = r->b + p->b;
-      r->n += p->n;
-      r->support += p->support;
+      r->n = hp_add_counts(r->n, p->n);
+      r->support = hp_add_counts(r->support, p->support);
     } else {
       r->exists = 1;
       r->a = p->a;

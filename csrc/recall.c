@@ -19,8 +19,11 @@
  * and the vector top N are the top N of the memories they let through), not
  * to the k ranked.  Columns are named after heapmem.Result's fields, plus
  * explain (the one-line reason), recall_id (the logged recall's id, NULL
- * untracked), qtype, rest (the score without its usefulness factor) and
- * links (the link set it scored with, for explain).
+ * untracked), qtype, rest (the score without its usefulness factor), links
+ * (the link set it scored with, for explain), context, context_n and explore
+ * (contextual utility's and exploration's factors) and lift (every learned
+ * factor on the score together, within max_lift: score = relevance^w x
+ * recency^w x importance^w x lift x rules).
  *
  * It is the one ranking: Memory.recall, on a file and on a server, runs it
  * (heapmem/db/sql.py's RECALL).  The candidate statement (the namespace's own
@@ -44,7 +47,8 @@ enum {
   HR_RANK, HR_ID, HR_TEXT, HR_SCORE, HR_KIND, HR_SOURCE, HR_KEY, HR_RELEVANCE, HR_RECENCY,
   HR_IMPORTANCE, HR_USEFULNESS, HR_RULES, HR_BM25, HR_AGE_DAYS, HR_SUPERSEDED, HR_FEATURES,
   HR_CREATED_AT, HR_LAST_USED_AT, HR_METADATA, HR_LEXICAL, HR_COSINE, HR_EXPLAIN, HR_RECALL_ID,
-  HR_QTYPE, HR_REST, HR_LINKS, HR_CONTEXT, HR_CONTEXT_N, HR_EXPLORE,
+  HR_QTYPE, HR_REST, HR_LINKS, HR_CONTEXT, HR_CONTEXT_N, HR_EXPLORE, HR_THREAD, HR_TURN,
+  HR_THREAD_LIFT, HR_THREAD_FROM, HR_THREAD_OFFSET, HR_TIME_LIFT, HR_TIME_WINDOW, HR_LIFT,
   /* the arguments */
   HR_QUERY, HR_NAMESPACE, HR_K, HR_NOW, HR_CONFIG, HR_TRACK, HR_QVEC, HR_TRACKED, HR_KINDS,
   HR_SINCE, HR_UNTIL, HR_NCOL
@@ -57,7 +61,9 @@ static const char hr_schema[] =
     "bm25 REAL, age_days REAL, superseded INTEGER, features TEXT, created_at REAL, "
     "last_used_at REAL, metadata TEXT, lexical REAL, cosine REAL, \"explain\" TEXT, "
     "recall_id INTEGER, qtype TEXT, rest REAL, links BLOB, context REAL, context_n REAL, "
-    "explore REAL, query HIDDEN, namespace HIDDEN, k HIDDEN, "
+    "explore REAL, thread TEXT, turn INTEGER, thread_lift REAL, thread_from TEXT, "
+    "thread_offset INTEGER, time_lift REAL, time_window TEXT, lift REAL, "
+    "query HIDDEN, namespace HIDDEN, k HIDDEN, "
     "now HIDDEN, config HIDDEN, track HIDDEN, qvec HIDDEN, tracked HIDDEN, kinds HIDDEN, "
     "since HIDDEN, until HIDDEN)";
 
@@ -111,28 +117,47 @@ static const char hr_sql_vrows[] =
     "WITH cand AS (SELECT " HR_SCORE_INPUTS_OF("NULL") " FROM json_each(?4) AS j "
     "CROSS JOIN memories AS m ON m.seq = j.value WHERE m.namespace = ?2) "
     "SELECT seq, rank, importance, age_days, superseded, features, NULL FROM cand";
-/* ?1 namespace, ?6-?8 the filters: the memories they let through (the vector
- * top N is theirs) */
+/* ?1 seq, ?6-?8 the filters: whether its memory passes them (a row of the
+ * vector cache whose kind it does not keep: embed.c, HV_KIND_OTHER) */
 static const char hr_sql_allow[] =
-    "SELECT m.seq FROM memories AS m WHERE m.namespace = ?1 AND " HR_FILTER("m");
+    "SELECT 1 FROM memories AS m WHERE m.seq = ?1 AND " HR_FILTER("m");
+/* ?1 a JSON array of kinds: each one */
+static const char hr_sql_kindlist[] = "SELECT value FROM json_each(?1)";
 /* ?1 kinds as given: a JSON array of text (1), else 0 */
 static const char hr_sql_kinds[] =
     "SELECT CASE WHEN json_valid(?1) THEN json_type(?1) = 'array' AND json_array_length(?1) > 0 "
     "AND NOT EXISTS (SELECT 1 FROM json_each(?1) WHERE type <> 'text') ELSE 0 END";
+/* ?1 kinds (a JSON array of text): each kind */
+static const char hr_sql_kind_each[] = "SELECT value FROM json_each(?1)";
 /* ?1 the candidates' seqs (JSON): each one's judgements and their questions */
 static const char hr_sql_judged[] =
     "SELECT j.seq, j.used, r.query FROM json_each(?1) AS c CROSS JOIN judged AS j "
     "ON j.seq = c.value CROSS JOIN recalls AS r ON r.id = j.recall_id";
-/* ?1 namespace: the store's embedder, its dimension and the namespace's stamps */
+/* ?1 namespace: the store's embedder, its dimension, the namespace's stamps,
+ * its vector index's version (0: none) and how much recall probes of it */
 static const char hr_sql_vstate[] =
     "SELECT (SELECT value FROM heapmem_meta WHERE key = '" HM_META_EMBEDDER "'), "
     "(SELECT value FROM heapmem_meta WHERE key = '" HM_META_EMBEDDING_DIM "'), "
     "(SELECT added FROM vector_stamps WHERE namespace = ?1), "
-    "(SELECT changed FROM vector_stamps WHERE namespace = ?1)";
-/* ?1 namespace, ?2 after this seq: the namespace's vectors in seq order */
+    "(SELECT changed FROM vector_stamps WHERE namespace = ?1), "
+    "coalesce((SELECT version FROM vector_index WHERE namespace = ?1), 0), "
+    "(SELECT json_extract(value, '$.probe') FROM heapmem_meta WHERE key = '"
+    HM_META_VECTOR_INDEX "' AND json_valid(value)), "
+    "(SELECT json_extract(value, '$.size') FROM heapmem_meta WHERE key = '"
+    HM_META_VECTOR_INDEX "' AND json_valid(value))";
+/* ?1 namespace, ?2 after this seq: the namespace's vectors in seq order, with
+ * their memories' kinds and times and their partitions */
 static const char hr_sql_vload[] =
-    "SELECT v.seq, v.v FROM memories AS m CROSS JOIN vectors AS v ON v.seq = m.seq "
+    "SELECT v.seq, v.v, m.kind, m.created_at, p.part FROM memories AS m CROSS JOIN vectors "
+    "AS v ON v.seq = m.seq LEFT JOIN vector_parts AS p ON p.seq = v.seq "
     "WHERE m.namespace = ?1 AND m.seq > ?2 ORDER BY m.seq";
+/* ?1 a partition, ?2 its namespace: its vectors in seq order, as hr_sql_vload */
+static const char hr_sql_vpart[] =
+    "SELECT v.seq, v.v, m.kind, m.created_at, p.part FROM vector_parts AS p CROSS JOIN "
+    "vectors AS v ON v.seq = p.seq CROSS JOIN memories AS m ON m.seq = p.seq "
+    "WHERE p.part = ?1 AND m.namespace = ?2 ORDER BY p.seq";
+/* ?1 seq: its vector's partition */
+static const char hr_sql_vpart_of[] = "SELECT part FROM vector_parts WHERE seq = ?1";
 /* ?1 qtype, ?2 namespace: the pooled rows the namespace sees (the plain
  * features and those crossed with the question type) with its own row of
  * each (hr_link_set makes the link set of them) */
@@ -146,18 +171,39 @@ static const char hr_sql_own[] =
 /* the pooled layer's pending changes (csrc/pool.c), oldest first */
 static const char hr_sql_pending[] = "SELECT id, ops FROM pool_pending ORDER BY id";
 static const char hr_sql_show[] =
-    "SELECT id, text, kind, source, key, created_at, last_used_at, metadata "
+    "SELECT id, text, kind, source, key, created_at, last_used_at, metadata, thread, turn "
     "FROM memories WHERE seq = ?1";
-/* the store's tuned config as a config string */
+/* a candidate's place (place.c below): ?1 namespace: whether a memory of it
+ * has a thread (memories_thread) */
+static const char hr_sql_threads[] =
+    "SELECT EXISTS (SELECT 1 FROM memories WHERE namespace = ?1 AND thread IS NOT NULL)";
+/* ?1 seqs (JSON): each one's time and place in its thread (its id, with one) */
+static const char hr_sql_place[] =
+    "SELECT m.seq, m.created_at, m.thread, m.turn, CASE WHEN m.thread IS NOT NULL THEN m.id "
+    "END FROM json_each(?1) AS j CROSS JOIN memories AS m ON m.seq = j.value";
+/* ?1 seqs (JSON), ?2 turns either side, ?6-?8 the filters: the memories of
+ * their threads that many turns around them */
+static const char hr_sql_neighbours[] =
+    "SELECT DISTINCT m.seq FROM json_each(?1) AS j CROSS JOIN memories AS o ON o.seq = j.value "
+    "CROSS JOIN memories AS m ON m.namespace = o.namespace AND m.thread = o.thread "
+    "AND m.turn BETWEEN o.turn - ?2 AND o.turn + ?2 WHERE o.thread IS NOT NULL AND "
+    HR_FILTER("m");
+/* ?1 question, ?2 namespace, ?3 now, ?4 seqs (JSON), ?5 the question's
+ * vector: the score inputs of neighbours brought in, with their cosines */
+static const char hr_sql_nrows[] =
+    "WITH cand AS (SELECT " HR_SCORE_INPUTS_OF("NULL") ", (SELECT heap_cosine(v.v, ?5) "
+    "FROM vectors AS v WHERE v.seq = m.seq) AS cos FROM json_each(?4) AS j "
+    "CROSS JOIN memories AS m ON m.seq = j.value WHERE m.namespace = ?2) "
+    "SELECT seq, rank, importance, age_days, superseded, features, cos FROM cand";
+/* the store's tuned config (hm_tuned_read): whether it is a JSON object, then
+ * each of its keys with its JSON type and value (no row: none saved) */
 static const char hr_sql_tuned[] =
-    "SELECT group_concat(key || '=' || CAST(value AS TEXT), ' ') FROM json_each(("
-    "SELECT value FROM heapmem_meta WHERE key = '" HM_META_TUNED "' AND json_valid(value)))";
-/* how many recalls the store has logged: the id the next one would get, less 1
- * (as hr_sql_log counts) */
-static const char hr_sql_logged[] =
-    "SELECT max(coalesce((SELECT max(id) FROM recalls), 0), "
-    "coalesce((SELECT CAST(value AS INTEGER) FROM heapmem_meta WHERE key = '"
-    HM_META_LAST_RECALL "'), 0))";
+    "SELECT o.ok, j.key, j.type, j.value FROM (SELECT CASE WHEN json_valid(value) THEN "
+    "json_type(value) = 'object' ELSE 0 END AS ok, value FROM heapmem_meta WHERE key = '"
+    HM_META_TUNED "') AS o LEFT JOIN json_each(CASE WHEN o.ok THEN o.value END) AS j";
+/* ?1 namespace: how many recalls it has logged (its own count: another
+ * namespace's recalls never move its draws) */
+static const char hr_sql_logged[] = "SELECT count(*) FROM recalls WHERE namespace = ?1";
 /* ?1 namespace, ?2 query, ?3 qtype, ?4 now, ?5 shown, ?6 ages, ?7 features, ?8 rest:
  * logged only while every memory shown is still one of the namespace's */
 static const char hr_sql_log[] =
@@ -171,12 +217,15 @@ static const char hr_sql_log[] =
 
 enum { HR_ST_CAND, HR_ST_HYBRID, HR_ST_LINKS, HR_ST_SHOW, HR_ST_TUNED, HR_ST_LOG,
        HR_ST_VROWS, HR_ST_VSTATE, HR_ST_VLOAD, HR_ST_JUDGED, HR_ST_ALLOW, HR_ST_KINDS,
-       HR_ST_LOGGED, HR_ST_OWN, HR_ST_PENDING, HR_NST };
-static const char *const hr_sql[HR_NST] = {hr_sql_cand,  hr_sql_hybrid, hr_sql_links,
-                                            hr_sql_show,  hr_sql_tuned,  hr_sql_log,
-                                            hr_sql_vrows, hr_sql_vstate, hr_sql_vload,
-                                            hr_sql_judged, hr_sql_allow,  hr_sql_kinds,
-                                            hr_sql_logged, hr_sql_own,   hr_sql_pending};
+       HR_ST_LOGGED, HR_ST_VPART, HR_ST_VPART_OF, HR_ST_VCENTS, HR_ST_KINDLIST, HR_ST_THREADS,
+       HR_ST_PLACE, HR_ST_NEIGHBOURS, HR_ST_NROWS, HR_ST_KIND_EACH, HR_ST_OWN, HR_ST_PENDING,
+       HR_NST };
+static const char *const hr_sql[HR_NST] = {
+    hr_sql_cand,    hr_sql_hybrid,     hr_sql_links,  hr_sql_show,     hr_sql_tuned,
+    hr_sql_log,     hr_sql_vrows,      hr_sql_vstate, hr_sql_vload,    hr_sql_judged,
+    hr_sql_allow,   hr_sql_kinds,      hr_sql_logged, hr_sql_vpart,    hr_sql_vpart_of,
+    hv_sql_cents,   hr_sql_kindlist,   hr_sql_threads, hr_sql_place,   hr_sql_neighbours,
+    hr_sql_nrows,   hr_sql_kind_each,  hr_sql_own,    hr_sql_pending};
 
 /* The statements the loop's functions run, prepared once per connection:
  * kept by the connection's heap_recall table, whose xDisconnect (run before
@@ -200,6 +249,7 @@ typedef struct ht_job ht_job; /* tune.c: a tune run in steps */
 static void ht_job_free(ht_job *j);
 
 typedef struct {
+  const sqlite3_api_routines *api; /* the SQLite library of the connection */
   hr_vtab *vt;      /* the connection's heap_recall, once connected */
   int checked;      /* the file's schema was found heapmem's own ... */
   long long cookie; /* ... at this schema cookie (store.c, hs_check) */
@@ -211,17 +261,18 @@ typedef struct {
 /* the module's client data goes with the connection */
 static void hm_conn_free(void *p) {
   hm_conn *conn = p;
-  if (conn) {
-    hv_free(conn->vc);
-    for (int i = 0; conn->qc && i < HR_QCACHE; i++) sqlite3_free(conn->qc[i].text);
-    sqlite3_free(conn->qc);
-    ht_job_free(conn->job);
-  }
+  if (!conn) return;
+  sqlite3_api = conn->api;
+  hv_free(conn->vc);
+  for (int i = 0; conn->qc && i < HR_QCACHE; i++) sqlite3_free(conn->qc[i].text);
+  sqlite3_free(conn->qc);
+  ht_job_free(conn->job);
   sqlite3_free(conn);
 }
 
 struct hr_vtab {
   sqlite3_vtab base;
+  const sqlite3_api_routines *api; /* every method sets sqlite3_api to it first */
   sqlite3 *db;
   hm_conn *conn;
   sqlite3_stmt *st[HR_NST];
@@ -243,8 +294,19 @@ typedef struct {
   double lexical, cosn;
   double ctx, ctx_n; /* contextual utility: its factor and the weighted judgements behind it */
   double xf;         /* exploration's factor on the score (1: none) */
-  sqlite3_value *shown[8]; /* id, text, kind, source, key, created_at, last_used_at, metadata */
+  /* its place (hr_place): read only when the recall needs it */
+  double created;    /* created_at */
+  char *thread;      /* its thread (sqlite3_malloc'd), NULL: none or not read */
+  char *mid;         /* its id, when it has a thread (a neighbour's explain names it) */
+  i64 turn;
+  double thr;        /* the thread's factor on the score (1: none) */
+  const char *from;  /* the id of the neighbour that lifted it (another row's mid) */
+  i64 from_off;      /* that neighbour's turn less its own */
+  double tf;         /* the question's time window's factor on the score (1: none) */
+  sqlite3_value *shown[10]; /* id, text, kind, source, key, created_at, last_used_at,
+                             * metadata, thread, turn */
 } hr_row;
+#define HR_SHOWN 10
 
 typedef struct {
   sqlite3_vtab_cursor base;
@@ -259,6 +321,9 @@ typedef struct {
   unsigned char *links;
   int linkslen;
   hm_config cfg;
+  int window;           /* the question names a window of time: [wlo, whi) */
+  double wlo, whi;
+  char wtext[128];      /* the window, as explain shows it */
 } hr_cursor;
 
 /* store.c: 0 when the database is a heapmem store of this schema, else an
@@ -268,11 +333,14 @@ static int hm_check_store(sqlite3 *db, hm_conn *conn, char **err);
 static int hr_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                       sqlite3_vtab **out, char **err) {
   (void)argc; (void)argv; (void)err;
+  hm_conn *conn = aux;
+  sqlite3_api = conn->api;
   int rc = sqlite3_declare_vtab(db, hr_schema);
   if (rc != SQLITE_OK) return rc;
   hr_vtab *t = sqlite3_malloc64(sizeof *t);
   if (!t) return SQLITE_NOMEM;
   memset(t, 0, sizeof *t);
+  t->api = conn->api;
   t->db = db;
   t->conn = aux;
   if (t->conn) t->conn->vt = t;
@@ -284,6 +352,7 @@ static int hr_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
 
 static int hr_disconnect(sqlite3_vtab *vt) {
   hr_vtab *t = (hr_vtab *)vt;
+  sqlite3_api = t->api;
   for (int i = 0; i < HR_NST; i++) sqlite3_finalize(t->st[i]);
   for (int i = 0; i < HM_CACHE; i++) sqlite3_finalize(t->cache[i].st);
   if (t->conn && t->conn->vt == t) t->conn->vt = NULL;
@@ -294,7 +363,7 @@ static int hr_disconnect(sqlite3_vtab *vt) {
 /* Each argument given is an equality constraint on its hidden column; idxNum
  * has bit j set for argument j, and argv lists them in argument order. */
 static int hr_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
-  (void)vt;
+  sqlite3_api = ((hr_vtab *)vt)->api;
   int where[HR_NARGS];
   for (int j = 0; j < HR_NARGS; j++) where[j] = -1;
   for (int i = 0; i < info->nConstraint; i++) {
@@ -323,7 +392,7 @@ static int hr_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
 }
 
 static int hr_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
-  (void)vt;
+  sqlite3_api = ((hr_vtab *)vt)->api;
   hr_cursor *c = sqlite3_malloc64(sizeof *c);
   if (!c) return SQLITE_NOMEM;
   memset(c, 0, sizeof *c);
@@ -334,7 +403,9 @@ static int hr_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
 static void hr_clear(hr_cursor *c) {
   for (int i = 0; i < c->n; i++) {
     sqlite3_free(c->rows[i].features);
-    for (int j = 0; j < 8; j++) sqlite3_value_free(c->rows[i].shown[j]);
+    sqlite3_free(c->rows[i].thread);
+    sqlite3_free(c->rows[i].mid);
+    for (int j = 0; j < HR_SHOWN; j++) sqlite3_value_free(c->rows[i].shown[j]);
   }
   sqlite3_free(c->rows);
   sqlite3_free(c->links);
@@ -344,7 +415,11 @@ static void hr_clear(hr_cursor *c) {
   c->recall_id = 0;
 }
 
+/* the routines of the library a cursor's connection belongs to */
+#define HR_CURSOR_API(cur) (sqlite3_api = ((hr_vtab *)(cur)->pVtab)->api)
+
 static int hr_close(sqlite3_vtab_cursor *cur) {
+  HR_CURSOR_API(cur);
   hr_clear((hr_cursor *)cur);
   sqlite3_free(cur);
   return SQLITE_OK;
@@ -449,9 +524,44 @@ static int hr_log(hr_vtab *t, hr_cursor *c, const char *query, const char *ns, d
   return rc;
 }
 
+/* The store's tuned config into c, from hr_sql_tuned's rows (st, stepped
+ * here, reset by the caller): the defaults, each field the JSON object
+ * names set to its number.  The row is read from the file, so it is taken
+ * apart, never spliced into config text: a key that is not one config
+ * field, a value that is not a JSON number or a field out of its bounds is
+ * damage (SQLITE_CORRUPT, why set), as Python's open() finds it. */
+static int hm_tuned_read(sqlite3_stmt *st, hm_config *c, char *why, int whylen) {
+  int rc;
+  hm_config_default(c);
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (!sqlite3_column_int(st, 0)) {
+      hm_errf(why, whylen, "it is not a JSON object");
+      return SQLITE_CORRUPT;
+    }
+    const char *key = (const char *)sqlite3_column_text(st, 1);
+    const char *type = (const char *)sqlite3_column_text(st, 2);
+    if (!key) continue; /* an empty object */
+    double *slot = NULL;
+    for (int i = 0; i < HM_NCONFIG && !slot; i++)
+      if (!strcmp(key, hm_config_fields[i].name)) slot = hm_config_slot(c, i);
+    if (!slot || (int)strlen(key) != sqlite3_column_bytes(st, 1)) {
+      hm_errf(why, whylen, "'%.60s' is not a config field", key);
+      return SQLITE_CORRUPT;
+    }
+    if (!type || (strcmp(type, "integer") && strcmp(type, "real"))) {
+      hm_errf(why, whylen, "%s is not a number", key);
+      return SQLITE_CORRUPT;
+    }
+    *slot = sqlite3_column_double(st, 3);
+  }
+  if (rc != SQLITE_DONE) return rc;
+  return hm_config_check(c, why, whylen) ? SQLITE_CORRUPT : SQLITE_OK;
+}
+
 /* The arguments of one heap_recall, read and checked. */
 typedef struct {
   const char *query, *ns;
+  char *query_copy; /* the question with its NUL bytes made spaces (sqlite3_malloc'd), or NULL */
   double now;
   int track, tracked; /* tracked: explored (config explore > 0) */
   const void *qvec; /* NULL: none */
@@ -487,9 +597,12 @@ static int hr_read_time(hr_vtab *t, sqlite3_value *v, const char *name, double *
   *has = 0;
   if (!v || sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
   double x = sqlite3_value_double(v);
-  if (!hm_is_number(v) || !(x >= 0 && x <= 253402300799.0))
-    return hr_fail(t, "heap_recall: %s must be unix seconds from 0 to 253402300799 (1970 to "
-                      "the year 9999)", name);
+  if (!hm_is_number(v) || !(x >= hm_limits.MIN_TIME && x <= hm_limits.MAX_TIME)) {
+    char why[HM_ERRLEN];
+    hm_errf(why, sizeof why, "%s must be unix seconds from %.0f to %.0f (1970 to the year 9999)",
+            name, hm_limits.MIN_TIME, hm_limits.MAX_TIME);
+    return hr_fail(t, "heap_recall: %s", why);
+  }
   *out = x;
   *has = 1;
   return SQLITE_OK;
@@ -506,12 +619,17 @@ static int hr_read_filters(hr_vtab *t, sqlite3_value **arg, hr_args *a) {
                       "since, and before until)%s", "");
   sqlite3_value *v = arg[HR_KINDS - HR_QUERY];
   if (!v || sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
-  const char *kinds = (const char *)sqlite3_value_text(v);
+  const char *kinds = NULL;
+  char why[HM_ERRLEN];
   int len = sqlite3_value_bytes(v);
-  if (sqlite3_value_type(v) != SQLITE_TEXT || !kinds || !len)
+  if (sqlite3_value_type(v) != SQLITE_TEXT || !len)
     return hr_fail(t, "heap_recall: kinds must be a kind ('fact') or a JSON array of kinds "
                       "('[\"fact\", \"preference\"]')%s", "");
+  if (hm_arg_text(v, "kinds", 0, hm_limits.MAX_TEXT_BYTES, &kinds, why, sizeof why))
+    return hr_fail(t, "heap_recall: %s", why);
   if (kinds[0] != '[') { /* one kind */
+    if (hm_arg_text(v, "a kind", HM_ARG_NAME, 0, &kinds, why, sizeof why))
+      return hr_fail(t, "heap_recall: %s", why);
     sqlite3_str *js = sqlite3_str_new(t->db);
     sqlite3_str_appendchar(js, 1, '[');
     hm_json_string(js, kinds, len);
@@ -528,6 +646,23 @@ static int hr_read_filters(hr_vtab *t, sqlite3_value **arg, hr_args *a) {
   if (!ok)
     return hr_fail(t, "heap_recall: kinds must be a kind or a JSON array of one or more kinds "
                       "(text), such as '[\"fact\", \"preference\"]'%s", "");
+  /* each kind a name, and not more of them than a recall returns memories */
+  if ((rc = hr_stmt(t, HR_ST_KIND_EACH, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  sqlite3_bind_text(st, 1, kinds, len, SQLITE_TRANSIENT);
+  int nkinds = 0;
+  while (ok && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (++nkinds > hm_limits.MAX_K) {
+      hm_errf(why, sizeof why, "kinds lists more than %.0f kinds", hm_limits.MAX_K);
+      ok = 0;
+    } else if (hm_check_text(sqlite3_column_type(st, 0), sqlite3_column_text(st, 0),
+                             sqlite3_column_bytes(st, 0), "a kind in kinds", HM_ARG_NAME, 0, why,
+                             sizeof why)) {
+      ok = 0;
+    }
+  }
+  sqlite3_reset(st);
+  if (!ok) return hr_fail(t, "heap_recall: %s", why);
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) return hr_sqlfail(t, rc);
   a->kinds = sqlite3_mprintf("%.*s", len, kinds);
   return a->kinds ? SQLITE_OK : SQLITE_NOMEM;
 }
@@ -540,26 +675,35 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
   for (int j = 0, used = 0; j < HR_NARGS; j++)
     if (idxNum & (1 << j) && used < argc) arg[j] = argv[used++];
   sqlite3_value *q = arg[HR_QUERY - HR_QUERY];
+  char why[HM_ERRLEN];
   if (!q || sqlite3_value_type(q) != SQLITE_TEXT)
     return hr_fail(t, "heap_recall: the question must be text, as the first argument: "
                       "heap_recall('When is my flight?', 'user:maya')%s", "");
-  const char *query = (const char *)sqlite3_value_text(q);
-  const char *ns = "default";
-  sqlite3_value *v = arg[HR_NAMESPACE - HR_QUERY];
-  if (v && sqlite3_value_type(v) != SQLITE_NULL) {
-    if (sqlite3_value_type(v) != SQLITE_TEXT)
-      return hr_fail(t, "heap_recall: the namespace must be text%s", "");
-    ns = (const char *)sqlite3_value_text(v);
+  const char *query, *ns = "default";
+  if (hm_arg_text(q, "the question", HM_ARG_NUL_OK, hm_limits.MAX_TEXT_BYTES, &query, why,
+                  sizeof why))
+    return hr_fail(t, "heap_recall: %s", why);
+  int qlen = sqlite3_value_bytes(q);
+  if ((int)strlen(query) != qlen) { /* a NUL inside is a space, as Memory.recall reads it */
+    if (!(a->query_copy = sqlite3_malloc(qlen + 1))) return SQLITE_NOMEM;
+    for (int i = 0; i < qlen; i++) a->query_copy[i] = query[i] ? query[i] : ' ';
+    a->query_copy[qlen] = 0;
+    query = a->query_copy;
   }
-  if (!ns[0] || !strcmp(ns, "*") || strlen(ns) > HM_MAX_NS_BYTES)
-    return hr_fail(t, "heap_recall: '%s' is not a namespace (one to 256 characters, not '*', "
-                      "which names the pooled layer)", ns);
+  sqlite3_value *v = arg[HR_NAMESPACE - HR_QUERY];
+  if (v && sqlite3_value_type(v) != SQLITE_NULL &&
+      hm_arg_text(v, "namespace", HM_ARG_NAME, 0, &ns, why, sizeof why))
+    return hr_fail(t, "heap_recall: %s", why);
+  if (!strcmp(ns, "*"))
+    return hr_fail(t, "heap_recall: '%s' is not a namespace ('*' names the pooled layer)", ns);
   c->k = 5;
   v = arg[HR_K - HR_QUERY];
   if (v && sqlite3_value_type(v) != SQLITE_NULL) {
     if (sqlite3_value_type(v) != SQLITE_INTEGER || sqlite3_value_int64(v) < 1 ||
-        sqlite3_value_int64(v) > 1000)
-      return hr_fail(t, "heap_recall: k must be an integer from 1 to 1000%s", "");
+        sqlite3_value_int64(v) > hm_limits.MAX_K) {
+      hm_errf(why, sizeof why, "k must be an integer from 1 to %.0f", hm_limits.MAX_K);
+      return hr_fail(t, "heap_recall: %s", why);
+    }
     c->k = sqlite3_value_int(v);
   }
   double now;
@@ -577,13 +721,14 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
   } else {
     /* the store's tuned weights, as Memory opens with them */
     if ((rc = hr_stmt(t, HR_ST_TUNED, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
-    rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW) return hr_sqlfail(t, rc);
-    const char *tuned = (const char *)sqlite3_column_text(st, 0);
-    rc = hm_config_parse(tuned, &c->cfg, err, sizeof err);
+    rc = hm_tuned_read(st, &c->cfg, err, sizeof err);
+    if (rc == SQLITE_CORRUPT) {
+      sqlite3_reset(st);
+      hr_fail(t, "heap_recall: the store's tuned config is damaged (%s)", err);
+      return SQLITE_CORRUPT;
+    }
+    if (rc != SQLITE_OK) return hr_sqlfail(t, rc);
     sqlite3_reset(st);
-    if (rc != HM_OK)
-      return hr_fail(t, "heap_recall: the store's tuned config cannot be used (%s)", err);
   }
   int track = !sqlite3_db_readonly(t->db, "main");
   if ((rc = hr_read_flag(t, arg[HR_TRACK - HR_QUERY], "track", &track))) return rc;
@@ -731,12 +876,20 @@ static int hr_unit(float *v) {
   return 1;
 }
 
+/* What the file says of a namespace's vectors, read in the recall's
+ * snapshot: its stamps, its vector index's version, how much to probe. */
+typedef struct {
+  i64 added, changed, version;
+  double probe; /* the share of the namespace recall scans, with an index */
+  i64 size;     /* its partitions' size */
+} hr_vstate;
+
 /* Which vectors this recall uses, into c->hybrid and (for the carried
  * embedder) c->qf: the store's embedder and the namespace's stamps, read in
  * the recall's snapshot.  A store whose embedder is the one this library
  * carries embeds the question here unless qvec is given; another embedder's
  * store is hybrid only with a qvec, as before. */
-static int hr_vectors(hr_vtab *t, hr_cursor *c, const hr_args *a, i64 *added, i64 *changed) {
+static int hr_vectors(hr_vtab *t, hr_cursor *c, const hr_args *a, hr_vstate *vs) {
   sqlite3_stmt *st = NULL;
   int rc;
   c->hybrid = 0;
@@ -746,8 +899,14 @@ static int hr_vectors(hr_vtab *t, hr_cursor *c, const hr_args *a, i64 *added, i6
   const char *name = (const char *)sqlite3_column_text(st, 0);
   int builtin = name && !strcmp(name, HM_BUILTIN_EMBEDDER) &&
                 sqlite3_column_int(st, 1) == HM_EMBED_DIM;
-  *added = sqlite3_column_int64(st, 2);
-  *changed = sqlite3_column_int64(st, 3);
+  vs->added = sqlite3_column_int64(st, 2);
+  vs->changed = sqlite3_column_int64(st, 3);
+  vs->version = sqlite3_column_int64(st, 4);
+  double probe = sqlite3_column_double(st, 5);
+  i64 size = sqlite3_column_int64(st, 6);
+  vs->probe = sqlite3_column_type(st, 5) == SQLITE_NULL || !(probe > 0 && probe <= 1)
+                  ? HM_VINDEX_PROBE : probe;
+  vs->size = sqlite3_column_type(st, 6) == SQLITE_NULL || size < 1 ? HM_VINDEX_SIZE : size;
   sqlite3_reset(st);
   if (!builtin) {
     c->hybrid = a->qvec ? 1 : 0;
@@ -768,10 +927,91 @@ static int hr_vectors(hr_vtab *t, hr_cursor *c, const hr_args *a, i64 *added, i6
   return SQLITE_OK;
 }
 
+/* The rows of a statement of hr_sql_vload's shape into e's buckets (by their
+ * partition; unless all, not a row of a partition read fresh): 0, 2 (an int4 entry met
+ * another format: read it again as int8), or an error set. */
+static int hr_vrows(hr_vtab *t, hv_cache *vc, hv_ns *e, sqlite3_stmt *st, int all) {
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    i64 seq = sqlite3_column_int64(st, 0);
+    hv_bucket *b = hv_bucket_of(e, sqlite3_column_int64(st, 4));
+    if (!b) b = &e->b[0]; /* a partition the entry does not know: scanned always */
+    if (!all && b->n && b->seq[b->n - 1] >= seq) continue; /* its partition read fresh */
+    int got = hv_put(vc, e, b, seq, sqlite3_column_blob(st, 1), sqlite3_column_bytes(st, 1),
+                     (const char *)sqlite3_column_text(st, 2), sqlite3_column_double(st, 3));
+    if (got == 2 || got == SQLITE_NOMEM) { sqlite3_reset(st); return got; }
+    if (got == 1) {
+      sqlite3_reset(st);
+      hr_fail(t, "heap_recall: a memory's vector is damaged (not a vector of this store's "
+                 "embedder)%s", "");
+      return SQLITE_CORRUPT;
+    }
+  }
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? SQLITE_OK : hr_sqlfail(t, rc);
+}
+
+/* e's partitions made those of the namespace's index now: their centroids
+ * read, the buckets of partitions still there kept, the new ones read (when
+ * read_new). */
+static int hr_vparts(hr_vtab *t, hv_cache *vc, hv_ns *e, const char *ns, int read_new) {
+  sqlite3_stmt *st = NULL;
+  int rc, n;
+  i64 *ids, *stamps;
+  int8_t *cent;
+  float *cinv;
+  if ((rc = hr_stmt(t, HR_ST_VCENTS, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
+  rc = hv_cents_read(st, e->dim, &n, &ids, &cent, &cinv, &stamps);
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) return rc == SQLITE_NOMEM ? rc : hr_sqlfail(t, rc);
+  hv_bucket *nb = sqlite3_malloc64((sqlite3_uint64)(n + 1) * sizeof *nb);
+  unsigned char *fresh = sqlite3_malloc64((sqlite3_uint64)(n + 1));
+  if (!nb || !fresh) {
+    sqlite3_free(nb);
+    sqlite3_free(fresh);
+    sqlite3_free(ids);
+    sqlite3_free(stamps);
+    sqlite3_free(cent);
+    sqlite3_free(cinv);
+    return SQLITE_NOMEM;
+  }
+  memset(nb, 0, (size_t)(n + 1) * sizeof *nb);
+  if (e->nb) nb[0] = e->b[0];
+  for (int i = 0; i < n; i++) {
+    hv_bucket *old = hv_bucket_of(e, ids[i]);
+    if (old && old->stamp != stamps[i]) old = NULL; /* a vector left it: read again */
+    fresh[i + 1] = !old;
+    if (old) { nb[i + 1] = *old; memset(old, 0, sizeof *old); }
+    nb[i + 1].id = ids[i];
+    nb[i + 1].stamp = stamps[i];
+  }
+  for (int i = 1; i < e->nb; i++)
+    if (e->b[i].cap) hv_bucket_release(vc, e, &e->b[i]); /* partitions gone */
+  sqlite3_free(e->b);
+  sqlite3_free(e->cent);
+  sqlite3_free(e->cinv);
+  sqlite3_free(ids);
+  sqlite3_free(stamps);
+  e->b = nb;
+  e->nb = n + 1;
+  e->cent = cent;
+  e->cinv = cinv;
+  rc = SQLITE_OK;
+  for (int i = 1; i <= n && rc == SQLITE_OK; i++) {
+    if (!fresh[i] || !read_new) continue;
+    if ((rc = hr_stmt(t, HR_ST_VPART, &st)) != SQLITE_OK) { rc = hr_sqlfail(t, rc); break; }
+    sqlite3_bind_int64(st, 1, e->b[i].id);
+    sqlite3_bind_text(st, 2, ns, -1, SQLITE_TRANSIENT);
+    rc = hr_vrows(t, vc, e, st, 1);
+  }
+  sqlite3_free(fresh);
+  return rc;
+}
+
 /* The connection's cache of the namespace's vectors, brought up to the
  * stamps (embed.c's vector cache says when it reads what). */
-static int hr_vsync(hr_vtab *t, const char *ns, int dim, i64 added, i64 changed,
-                    hv_ns **out) {
+static int hr_vsync(hr_vtab *t, const char *ns, int dim, const hr_vstate *vs, hv_ns **out) {
   hm_conn *conn = t->conn;
   if (!conn) return hr_fail(t, "heap_recall: the library was not loaded into this "
                                "connection%s", "");
@@ -780,76 +1020,123 @@ static int hr_vsync(hr_vtab *t, const char *ns, int dim, i64 added, i64 changed,
     if (!conn->vc) return SQLITE_NOMEM;
     memset(conn->vc, 0, sizeof *conn->vc);
   }
-  hv_ns *e = hv_entry(conn->vc, ns, dim);
+  hv_cache *vc = conn->vc;
+  hv_ns *e = hv_entry(vc, ns, dim);
   if (!e) return SQLITE_NOMEM;
   *out = e;
-  if (e->keep && e->changed == changed && e->added == added) return SQLITE_OK;
-  i64 after = 0;
-  if (e->keep && e->changed == changed && added > e->added && e->n) after = e->seq[e->n - 1];
-  else e->n = 0;
-  e->keep = 0;
-  sqlite3_stmt *st = NULL;
-  int rc;
-  if ((rc = hr_stmt(t, HR_ST_VLOAD, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
-  sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_int64(st, 2, after);
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if (hv_grow(conn->vc, e, 1) != SQLITE_OK) { sqlite3_reset(st); e->n = 0; return SQLITE_NOMEM; }
-    int8_t *row = e->v + (size_t)e->n * (size_t)dim;
-    if (hv_read(sqlite3_column_blob(st, 1), sqlite3_column_bytes(st, 1), dim, row)) {
-      sqlite3_reset(st);
-      e->n = 0;
-      hr_fail(t, "heap_recall: a memory's vector is damaged (not a vector of this store's "
-                 "embedder)%s", "");
-      return SQLITE_CORRUPT;
+  if (e->keep && e->changed == vs->changed && e->added == vs->added &&
+      e->version == vs->version)
+    return SQLITE_OK;
+  int rc = SQLITE_OK, fmt = dim % 2 == 0 ? 4 : 8;
+  /* a change other than an add, in an indexed namespace with no vector
+   * outside its partitions: read partition by partition (their stamps) */
+  int by_part = e->keep && e->nb && e->changed != vs->changed && vs->version &&
+                e->b[0].n == 0;
+  int whole = !(e->keep && e->nb && (e->changed == vs->changed || by_part));
+  for (int pass = 0; pass < 2; pass++) {
+    if (whole) {
+      hv_clear(vc, e);
+      e->fmt = fmt;
+      e->stride = fmt == 4 ? dim / 2 : dim;
+      e->b = sqlite3_malloc64(sizeof *e->b);
+      if (!e->b) { rc = SQLITE_NOMEM; break; }
+      memset(e->b, 0, sizeof *e->b);
+      e->nb = 1;
     }
-    e->inv[e->n] = hv_inv_norm(row, dim);
-    e->seq[e->n++] = sqlite3_column_int64(st, 0);
+    e->keep = 0;
+    i64 after = e->last;
+    if (whole || by_part || e->version != vs->version)
+      rc = vs->version ? hr_vparts(t, vc, e, ns, !whole) : 0;
+    sqlite3_stmt *st = NULL;
+    if (rc == SQLITE_OK && (rc = hr_stmt(t, HR_ST_VLOAD, &st)) != SQLITE_OK)
+      rc = hr_sqlfail(t, rc);
+    if (rc == SQLITE_OK) {
+      sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
+      sqlite3_bind_int64(st, 2, after);
+      rc = hr_vrows(t, vc, e, st, 0);
+    }
+    if (rc != 2) break;
+    whole = 1; /* a vector of another format than int4: the whole namespace as int8 */
+    fmt = 8;
+    rc = SQLITE_OK;
   }
-  sqlite3_reset(st);
-  if (rc != SQLITE_DONE) { e->n = 0; return hr_sqlfail(t, rc); }
-  e->added = added;
-  e->changed = changed;
+  if (rc != SQLITE_OK) {
+    hv_clear(vc, e);
+    e->added = e->changed = e->version = -1;
+    return rc;
+  }
+  e->added = vs->added;
+  e->changed = vs->changed;
+  e->version = vs->version;
   /* rows read inside a write transaction could be rolled back: used once */
   e->keep = sqlite3_txn_state(t->db, "main") != SQLITE_TXN_WRITE;
   return SQLITE_OK;
 }
 
-/* Which of the cache's rows the filters let through, as a mask (*out: NULL
- * when there is no filter). */
-static int hr_vector_allow(hr_vtab *t, const hr_args *a, const hv_ns *e, unsigned char **out) {
-  *out = NULL;
-  if (!a->kinds && !a->has_since && !a->has_until) return SQLITE_OK;
-  unsigned char *mask = sqlite3_malloc64((sqlite3_uint64)(e->n > 0 ? e->n : 1));
-  if (!mask) return SQLITE_NOMEM;
-  memset(mask, 0, (size_t)(e->n > 0 ? e->n : 1));
+/* hv_filter's look-up for a row of a kind the cache does not keep */
+static int hr_allow_other(void *ctx, i64 seq) {
+  void **p = ctx; /* the vtab, the args */
+  hr_vtab *t = p[0];
   sqlite3_stmt *st = NULL;
-  int rc = hr_stmt(t, HR_ST_ALLOW, &st);
-  if (rc != SQLITE_OK) { sqlite3_free(mask); return hr_sqlfail(t, rc); }
-  sqlite3_bind_text(st, 1, a->ns, -1, SQLITE_TRANSIENT);
-  hr_bind_filters(st, a);
+  if (hr_stmt(t, HR_ST_ALLOW, &st) != SQLITE_OK) return 0;
+  sqlite3_bind_int64(st, 1, seq);
+  hr_bind_filters(st, p[1]);
+  int ok = sqlite3_step(st) == SQLITE_ROW;
+  sqlite3_reset(st);
+  return ok;
+}
+
+/* The filters of a as the cache applies them, into *f (*kinds: the flags of
+ * e's kinds, sqlite3_malloc'ed, NULL without a kinds filter). */
+static int hr_vector_filter(hr_vtab *t, const hr_args *a, const hv_ns *e, hv_filter *f,
+                            unsigned char **kinds, void **ctx) {
+  memset(f, 0, sizeof *f);
+  *kinds = NULL;
+  f->has_since = a->has_since;
+  f->since = a->since;
+  f->has_until = a->has_until;
+  f->until = a->until;
+  if (!a->kinds) return SQLITE_OK;
+  unsigned char *k = sqlite3_malloc64((sqlite3_uint64)e->nkinds + 1);
+  if (!k) return SQLITE_NOMEM;
+  memset(k, 0, (size_t)e->nkinds + 1);
+  sqlite3_stmt *st = NULL;
+  int rc = hr_stmt(t, HR_ST_KINDLIST, &st);
+  if (rc != SQLITE_OK) { sqlite3_free(k); return hr_sqlfail(t, rc); }
+  sqlite3_bind_text(st, 1, a->kinds, -1, SQLITE_TRANSIENT);
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    int j = hv_find(e, sqlite3_column_int64(st, 0));
-    if (j >= 0) mask[j] = 1;
+    const char *kind = (const char *)sqlite3_column_text(st, 0);
+    for (int i = 0; kind && i < e->nkinds; i++)
+      if (!strcmp(e->kinds[i], kind)) k[i] = 1;
   }
   sqlite3_reset(st);
-  if (rc != SQLITE_DONE) { sqlite3_free(mask); return hr_sqlfail(t, rc); }
-  *out = mask;
+  if (rc != SQLITE_DONE) { sqlite3_free(k); return hr_sqlfail(t, rc); }
+  *kinds = k;
+  f->kinds = k;
+  ctx[0] = t;
+  ctx[1] = (void *)a;
+  f->other = hr_allow_other;
+  f->ctx = ctx;
   return SQLITE_OK;
 }
 
-/* The cache's top N for the question (of the rows allow lets through: NULL,
- * all) that are not among the candidates read already, as the JSON array
+/* The cache's top N for the question (of the rows the filters let through)
+ * that are not among the candidates read already, as the JSON array
  * hr_sql_vrows takes ("[]": none). */
-static char *hr_vector_top(hr_vtab *t, hr_cursor *c, const hv_ns *e,
-                           const unsigned char *allow) {
+static char *hr_vector_top(hr_vtab *t, hr_cursor *c, const hv_ns *e, const hv_filter *f,
+                           const hr_vstate *vs) {
   unsigned char q8[4 + HM_MAX_DIM];
   hv_to_int8(c->qf, c->qdim, q8);
   int want = (int)c->cfg.candidates;
   i64 *top = sqlite3_malloc64((sqlite3_uint64)(want > 0 ? want : 1) * sizeof *top);
   if (!top) return NULL;
+  i64 rows = 0;
+  for (int i = 0; i < e->nb; i++) rows += e->b[i].n;
+  /* with an index: the probe's share of the namespace, and 8 partitions at least */
+  i64 budget = (i64)ceil(vs->probe * (double)rows);
+  if (budget < 8 * vs->size) budget = 8 * vs->size;
   /* the threshold on the exact cosine, less a margin for int8's rounding */
-  int n = hv_top(e, (const int8_t *)(q8 + 4), want, c->cfg.min_cosine - 0.05, allow, top);
+  int n = hv_top(e, (const int8_t *)(q8 + 4), want, c->cfg.min_cosine - 0.05, f, budget, top);
   sqlite3_str *js = sqlite3_str_new(t->db);
   sqlite3_str_appendchar(js, 1, '[');
   for (int i = 0, w = 0; i < n; i++) {
@@ -863,18 +1150,120 @@ static char *hr_vector_top(hr_vtab *t, hr_cursor *c, const hv_ns *e,
   return sqlite3_str_finish(js);
 }
 
-/* Each candidate's cosine with the question, from the cache (0 without a vector). */
-static void hr_vector_cos(hr_cursor *c, const hv_ns *e) {
+/* The cosine of the memory of seq with the unit vector qf, from the cache
+ * (0 without a vector), into *cos: its row found in bucket 0, else in its
+ * partition's (vector_parts says which). */
+static int hr_cos_of(hr_vtab *t, hv_ns *e, i64 seq, const float *qf, double *cos) {
+  int found = 0;
+  *cos = e->nb ? hv_cos(e, &e->b[0], seq, qf, &found) : 0.0;
+  if (found || e->nb < 2) return SQLITE_OK;
+  sqlite3_stmt *st = NULL;
+  int rc = hr_stmt(t, HR_ST_VPART_OF, &st);
+  if (rc != SQLITE_OK) return hr_sqlfail(t, rc);
+  sqlite3_bind_int64(st, 1, seq);
+  rc = sqlite3_step(st);
+  i64 part = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return hr_sqlfail(t, rc);
+  if (part) *cos = hv_cos(e, hv_bucket_of(e, part), seq, qf, &found);
+  return SQLITE_OK;
+}
+
+/* Each candidate's cosine with the question, from the cache. */
+static int hr_vector_cos(hr_vtab *t, hr_cursor *c, hv_ns *e) {
   for (int i = 0; i < c->n; i++) {
-    hr_row *r = &c->rows[i];
-    int j = hv_find(e, r->seq);
-    r->cos = 0.0;
-    if (j < 0 || e->inv[j] == 0) continue;
-    const int8_t *v = e->v + (size_t)j * (size_t)e->dim;
-    double dot = 0;
-    for (int d = 0; d < e->dim; d++) dot += (double)c->qf[d] * v[d];
-    r->cos = dot * e->inv[j];
+    int rc = hr_cos_of(t, e, c->rows[i].seq, c->qf, &c->rows[i].cos);
+    if (rc != SQLITE_OK) return rc;
   }
+  return SQLITE_OK;
+}
+
+/* heap_vector_top(question, namespace, n [, probe]): the vector stage of a
+ * hybrid recall alone, in a store of the library's own embedder: the n
+ * memories whose vectors are nearest the question (the int8 cosine the
+ * search ranks by), best first, as a JSON array of [seq, cosine]; with
+ * probe (a share, 0 to 1), that share of an indexed namespace scanned
+ * instead of the store's setting (1: every vector, the exact top n).  For
+ * the benchmarks and the tests: heap_recall runs the same search. */
+static void heap_vector_top(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  hr_vtab *t = sqlite3_malloc64(sizeof *t);
+  hr_cursor *c = sqlite3_malloc64(sizeof *c);
+  char *out = NULL, *why = NULL;
+  int rc = SQLITE_NOMEM;
+  if (!t || !c) goto done;
+  memset(t, 0, sizeof *t);
+  memset(c, 0, sizeof *c);
+  t->db = sqlite3_context_db_handle(ctx);
+  t->conn = hm_user_data(ctx);
+  hr_args a = {0};
+  if (sqlite3_value_type(argv[0]) != SQLITE_TEXT || sqlite3_value_type(argv[1]) != SQLITE_TEXT ||
+      sqlite3_value_type(argv[2]) != SQLITE_INTEGER || sqlite3_value_int64(argv[2]) < 1 ||
+      sqlite3_value_int64(argv[2]) > 1000) {
+    rc = hr_fail(t, "heap_vector_top: give the question (text), the namespace (text) and n "
+                    "(an integer from 1 to 1000)%s", "");
+    goto done;
+  }
+  double probe = -1;
+  if (argc > 3) {
+    probe = sqlite3_value_double(argv[3]);
+    if (!hm_is_number(argv[3]) || !(probe > 0 && probe <= 1)) {
+      rc = hr_fail(t, "heap_vector_top: probe must be a number above 0 and at most 1%s", "");
+      goto done;
+    }
+  }
+  char bad[HM_ERRLEN];
+  if (hm_arg_text(argv[0], "question", HM_ARG_NUL_OK, hm_limits.MAX_TEXT_BYTES, &a.query, bad,
+                  sizeof bad) ||
+      hm_arg_text(argv[1], "namespace", HM_ARG_NAME, 0, &a.ns, bad, sizeof bad)) {
+    rc = hr_fail(t, "heap_vector_top: %s", bad);
+    goto done;
+  }
+  if ((rc = hm_check_store(t->db, t->conn, &why)) != SQLITE_OK) {
+    hr_fail(t, "heap_vector_top: %s", why ? why : "out of memory");
+    goto done;
+  }
+  hr_vstate vs = {0};
+  hv_ns *e = NULL;
+  if ((rc = hr_vectors(t, c, &a, &vs)) != SQLITE_OK) goto done;
+  sqlite3_str *js = sqlite3_str_new(t->db);
+  sqlite3_str_appendchar(js, 1, '[');
+  if (c->hybrid == 2 && (rc = hr_vsync(t, a.ns, c->qdim, &vs, &e)) == SQLITE_OK) {
+    int want = sqlite3_value_int(argv[2]);
+    i64 *top = sqlite3_malloc64((sqlite3_uint64)want * (sizeof(i64) + sizeof(float)));
+    unsigned char q8[4 + HM_MAX_DIM];
+    hv_to_int8(c->qf, c->qdim, q8);
+    i64 rows = 0;
+    for (int i = 0; i < e->nb; i++) rows += e->b[i].n;
+    if (probe > 0) vs.probe = probe;
+    i64 budget = (i64)ceil(vs.probe * (double)rows);
+    if (budget < 8 * vs.size && probe < 0) budget = 8 * vs.size;
+    int n = top ? hv_top(e, (const int8_t *)(q8 + 4), want, -2.0, NULL, budget, top) : -1;
+    for (int i = 0; i < n && rc == SQLITE_OK; i++) {
+      double cs = 0;
+      rc = hr_cos_of(t, e, top[i], c->qf, &cs);
+      sqlite3_str_appendf(js, "%s[%lld, %.17g]", i ? ", " : "", (long long)top[i], cs);
+    }
+    if (n < 0) rc = SQLITE_NOMEM;
+    sqlite3_free(top);
+  }
+  sqlite3_str_appendchar(js, 1, ']');
+  out = sqlite3_str_finish(js);
+done:
+  if (t) {
+    for (int i = 0; i < HR_NST; i++) sqlite3_finalize(t->st[i]);
+    if (rc == SQLITE_OK && out) sqlite3_result_text(ctx, out, -1, sqlite3_free);
+    else {
+      sqlite3_free(out);
+      if (rc == SQLITE_NOMEM || !t->base.zErrMsg) sqlite3_result_error_nomem(ctx);
+      else sqlite3_result_error(ctx, t->base.zErrMsg, -1);
+    }
+    sqlite3_free(t->base.zErrMsg);
+  } else {
+    sqlite3_result_error_nomem(ctx);
+  }
+  sqlite3_free(why);
+  sqlite3_free(t);
+  sqlite3_free(c);
 }
 
 /* The rows of a candidate statement, added to c->rows. */
@@ -917,12 +1306,12 @@ static int hr_take_rows(hr_vtab *t, hr_cursor *c, sqlite3_stmt *st, int *cap) {
 /* The candidates with their score inputs, into c->rows: BM25's, and the
  * vectors' (hybrid 1: in one statement over the vectors table; hybrid 2:
  * from the connection's cache, those BM25 did not find). */
-static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a, i64 added,
-                              i64 changed) {
+static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a,
+                              const hr_vstate *vs) {
   sqlite3_stmt *st = NULL;
   hv_ns *e = NULL;
   int rc, cap = 0;
-  if (c->hybrid == 2 && (rc = hr_vsync(t, a->ns, c->qdim, added, changed, &e)) != SQLITE_OK)
+  if (c->hybrid == 2 && (rc = hr_vsync(t, a->ns, c->qdim, vs, &e)) != SQLITE_OK)
     return rc;
   if ((rc = hr_stmt(t, c->hybrid == 1 ? HR_ST_HYBRID : HR_ST_CAND, &st)) != SQLITE_OK)
     return hr_sqlfail(t, rc);
@@ -934,10 +1323,13 @@ static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a, i64 ad
   hr_bind_filters(st, a);
   if ((rc = hr_take_rows(t, c, st, &cap)) != SQLITE_OK) return rc;
   if (c->hybrid == 2) {
-    unsigned char *allow = NULL;
-    if ((rc = hr_vector_allow(t, a, e, &allow)) != SQLITE_OK) return rc;
-    char *top = hr_vector_top(t, c, e, allow);
-    sqlite3_free(allow);
+    unsigned char *kinds = NULL;
+    hv_filter f;
+    void *ctx[2];
+    if ((rc = hr_vector_filter(t, a, e, &f, &kinds, ctx)) != SQLITE_OK) return rc;
+    int filtered = a->kinds || a->has_since || a->has_until;
+    char *top = hr_vector_top(t, c, e, filtered ? &f : NULL, vs);
+    sqlite3_free(kinds);
     if (!top) return SQLITE_NOMEM;
     if (strcmp(top, "[]")) {
       if ((rc = hr_stmt(t, HR_ST_VROWS, &st)) != SQLITE_OK) {
@@ -952,7 +1344,7 @@ static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a, i64 ad
     } else {
       sqlite3_free(top);
     }
-    hr_vector_cos(c, e);
+    if ((rc = hr_vector_cos(t, c, e)) != SQLITE_OK) return rc;
   }
   /* a candidate only the library's vectors found must be close enough to
    * count (the threshold is potion-base-8M's: another model's cosines lie
@@ -1104,8 +1496,9 @@ static int hr_context(hr_vtab *t, hr_cursor *c, const char *query) {
 }
 
 /* The seed of a recall's exploration, from its inputs: the question, the
- * namespace, now and how many recalls the store had logged before it (so
- * that asking again explores again), mixed with splitmix64.  Never the
+ * namespace, now and how many recalls the namespace had logged before it (so
+ * that asking again explores again; its own count, so that another tenant's
+ * recalls never change its draws), mixed with splitmix64.  Never the
  * clock or rand(): the same inputs draw the same samples. */
 static u64 hr_seed(const char *query, const char *ns, double now, i64 logged) {
   u64 bits, s = 0;
@@ -1129,6 +1522,7 @@ static int hr_explore(hr_vtab *t, hr_cursor *c, const hr_args *a) {
   sqlite3_stmt *st = NULL;
   int rc = hr_stmt(t, HR_ST_LOGGED, &st);
   if (rc != SQLITE_OK) return hr_sqlfail(t, rc);
+  sqlite3_bind_text(st, 1, a->ns, -1, SQLITE_TRANSIENT);
   if ((rc = sqlite3_step(st)) != SQLITE_ROW) return hr_sqlfail(t, rc);
   i64 logged = sqlite3_column_int64(st, 0);
   sqlite3_reset(st);
@@ -1155,23 +1549,15 @@ static int hr_explore(hr_vtab *t, hr_cursor *c, const hr_args *a) {
   return SQLITE_OK;
 }
 
-/* Each candidate's relevance (BM25 over the best candidate's, blended with
- * the cosine) and score, the rows in score order, k cut to their number. */
-static int hr_score(hr_vtab *t, hr_cursor *c) {
-  char err[HM_ERRLEN];
-  int rc;
+/* Each candidate's relevance into rel[c->n]: BM25 over the best candidate's,
+ * blended with the cosine (over the best cosine) in hybrid recall; each
+ * row's parts into its lexical and cosn. */
+static void hr_relevance(hr_cursor *c, double *rel) {
   double best = 0, top = 0;
   for (int i = 0; i < c->n; i++) {
     if (i == 0 || c->rows[i].rank < best) best = c->rows[i].rank;
     if (i == 0 || c->rows[i].cos > top) top = c->rows[i].cos;
   }
-  double *rel = sqlite3_malloc64((sqlite3_uint64)c->n * (3 * sizeof(double) + sizeof(int) +
-                                                          sizeof(char *)));
-  if (!rel) return SQLITE_NOMEM;
-  double *age = rel + c->n, *imp = age + c->n;
-  /* the pointers before the ints, so that each array is aligned for its type */
-  const char **feats = (const char **)(void *)(imp + c->n);
-  int *sup = (int *)(void *)(feats + c->n);
   double a = c->cfg.lexical_weight;
   for (int i = 0; i < c->n; i++) {
     hr_row *r = &c->rows[i];
@@ -1183,6 +1569,28 @@ static int hr_score(hr_vtab *t, hr_cursor *c) {
     } else {
       rel[i] = r->lexical;
     }
+  }
+}
+
+static int hr_place_factors(hr_cursor *c, const double *rel);
+
+/* Each candidate's relevance and score, the rows in score order, k cut to
+ * their number. */
+static int hr_score(hr_vtab *t, hr_cursor *c) {
+  char err[HM_ERRLEN];
+  int rc;
+  double *rel = sqlite3_malloc64((sqlite3_uint64)c->n * (3 * sizeof(double) + sizeof(int) +
+                                                          sizeof(char *)));
+  if (!rel) return SQLITE_NOMEM;
+  double *age = rel + c->n, *imp = age + c->n;
+  /* the pointers before the ints, so that each array is aligned for its type */
+  const char **feats = (const char **)(void *)(imp + c->n);
+  int *sup = (int *)(void *)(feats + c->n);
+  hr_relevance(c, rel);
+  /* the thread's and the time window's factors */
+  if ((rc = hr_place_factors(c, rel)) != SQLITE_OK) { sqlite3_free(rel); return rc; }
+  for (int i = 0; i < c->n; i++) {
+    hr_row *r = &c->rows[i];
     age[i] = r->age_days;
     imp[i] = r->importance;
     sup[i] = r->superseded;
@@ -1200,10 +1608,16 @@ static int hr_score(hr_vtab *t, hr_cursor *c) {
     return SQLITE_CORRUPT;
   }
   for (int i = 0; i < c->n; i++) {
-    memcpy(c->rows[i].f, out + (size_t)i * HM_SCORE_COLUMNS, sizeof c->rows[i].f);
-    c->rows[i].f[5] *= c->rows[i].ctx; /* the score, and the score without usefulness */
-    c->rows[i].f[6] *= c->rows[i].ctx;
-    if (c->rows[i].xf != 1.0) c->rows[i].f[5] *= c->rows[i].xf; /* usefulness explored */
+    hr_row *r = &c->rows[i];
+    memcpy(r->f, out + (size_t)i * HM_SCORE_COLUMNS, sizeof r->f);
+    /* the learned factors on the score, together within max_lift (hm_learned):
+     * usefulness's lift, contextual utility's, exploration's; the place's
+     * factors (a thread's neighbour, the question's window of time: place.c)
+     * are the day-one ones, beside relevance, never bounded */
+    r->f[7] = hm_learned(r->f[7], r->ctx, r->xf, &c->cfg);
+    r->f[6] *= r->thr * r->tf;
+    r->f[5] = r->f[6] * r->f[7];
+    r->f[6] *= r->ctx; /* the score without usefulness, as tune replays it */
   }
   sqlite3_free(out);
   qsort(c->rows, (size_t)c->n, sizeof *c->rows, hr_cmp);
@@ -1220,7 +1634,7 @@ static int hr_show(hr_vtab *t, hr_cursor *c) {
     sqlite3_bind_int64(st, 1, c->rows[i].seq);
     rc = sqlite3_step(st);
     if (rc != SQLITE_ROW) return hr_sqlfail(t, rc == SQLITE_DONE ? SQLITE_ERROR : rc);
-    for (int j = 0; j < 8; j++) {
+    for (int j = 0; j < HR_SHOWN; j++) {
       c->rows[i].shown[j] = sqlite3_value_dup(sqlite3_column_value(st, j));
       if (!c->rows[i].shown[j]) { sqlite3_reset(st); return SQLITE_NOMEM; }
     }
@@ -1230,10 +1644,15 @@ static int hr_show(hr_vtab *t, hr_cursor *c) {
 }
 
 static int hr_run(hr_vtab *t, hr_cursor *c, const hr_args *a);
+/* place.c: each candidate's place in its thread and in time, the neighbours
+ * of the best brought in (after the candidates are read) */
+static int hr_place(hr_vtab *t, hr_cursor *c, const hr_args *a);
+static void hr_place_input(const hr_cursor *c, const hr_row *r, hm_input *in);
 
 static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, int argc,
                      sqlite3_value **argv) {
   (void)idxStr;
+  HR_CURSOR_API(cur);
   hr_cursor *c = (hr_cursor *)cur;
   hr_vtab *t = (hr_vtab *)cur->pVtab;
   hr_clear(c);
@@ -1248,6 +1667,7 @@ static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, i
   int rc = hr_read_args(t, c, idxNum, argc, argv, &a);
   if (rc == SQLITE_OK) rc = hr_run(t, c, &a);
   sqlite3_free(a.kinds);
+  sqlite3_free(a.query_copy);
   return rc;
 }
 
@@ -1261,15 +1681,15 @@ static int hr_run(hr_vtab *t, hr_cursor *c, const hr_args *a) {
   int blank = 1;
   for (const char *p = query; *p; p++)
     if (!isspace((unsigned char)*p)) blank = 0;
-  i64 added = 0, changed = 0;
+  hr_vstate vs = {0};
   c->hybrid = 0;
-  if (c->cfg.lexical_weight < 1 && !blank &&
-      (rc = hr_vectors(t, c, a, &added, &changed)) != SQLITE_OK)
+  if (c->cfg.lexical_weight < 1 && !blank && (rc = hr_vectors(t, c, a, &vs)) != SQLITE_OK)
     return rc;
   if (nterms <= 0 && !c->hybrid) return SQLITE_OK; /* nothing searchable: no rows */
   if ((rc = hr_read_links(t, c, ns)) != SQLITE_OK) return rc;
-  if ((rc = hr_read_candidates(t, c, a, added, changed)) != SQLITE_OK) return rc;
+  if ((rc = hr_read_candidates(t, c, a, &vs)) != SQLITE_OK) return rc;
   if (c->n == 0) return SQLITE_OK;
+  if ((rc = hr_place(t, c, a)) != SQLITE_OK) return rc; /* threads and time: place.c */
   if ((rc = hr_context(t, c, query)) != SQLITE_OK) return rc;
   if ((rc = hr_explore(t, c, a)) != SQLITE_OK) return rc;
   if ((rc = hr_score(t, c)) != SQLITE_OK) return rc;
@@ -1289,6 +1709,7 @@ static int hr_eof(sqlite3_vtab_cursor *cur) {
 }
 
 static int hr_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
+  HR_CURSOR_API(cur);
   hr_cursor *c = (hr_cursor *)cur;
   hr_row *r = &c->rows[c->i];
   switch (col) {
@@ -1323,6 +1744,20 @@ static int hr_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
   case HR_CONTEXT: sqlite3_result_double(ctx, r->ctx); break;
   case HR_CONTEXT_N: sqlite3_result_double(ctx, r->ctx_n); break;
   case HR_EXPLORE: sqlite3_result_double(ctx, r->xf); break;
+  case HR_THREAD: sqlite3_result_value(ctx, r->shown[8]); break;
+  case HR_TURN: sqlite3_result_value(ctx, r->shown[9]); break;
+  case HR_THREAD_LIFT: sqlite3_result_double(ctx, r->thr); break;
+  case HR_THREAD_FROM:
+    if (r->from) sqlite3_result_text(ctx, r->from, -1, SQLITE_TRANSIENT);
+    break;
+  case HR_THREAD_OFFSET:
+    if (r->from) sqlite3_result_int64(ctx, r->from_off);
+    break;
+  case HR_TIME_LIFT: sqlite3_result_double(ctx, r->tf); break;
+  case HR_TIME_WINDOW:
+    if (c->window) sqlite3_result_text(ctx, c->wtext, -1, SQLITE_TRANSIENT);
+    break;
+  case HR_LIFT: sqlite3_result_double(ctx, r->f[7]); break;
   case HR_RECALL_ID:
     if (c->recall_id) sqlite3_result_int64(ctx, c->recall_id);
     break;
@@ -1330,21 +1765,14 @@ static int hr_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
     hm_input in = {.relevance = r->f[0], .age_days = r->age_days, .importance = r->f[2],
                    .superseded = r->superseded, .features = r->features,
                    .bm25_part = c->hybrid ? r->lexical : NAN,
-                   .cos_part = c->hybrid ? r->cosn : NAN};
+                   .cos_part = c->hybrid ? r->cosn : NAN, .context = r->ctx,
+                   .context_n = r->ctx_n, .explore = r->xf};
+    hr_place_input(c, r, &in); /* the thread's and the time's factors, and their words */
     char line[HM_EXPLAIN_LEN], err[HM_ERRLEN];
     if (hm_explain(&in, c->qtype, c->links, c->linkslen, &c->cfg, line, sizeof line, err,
                    sizeof err) != HM_OK) {
       sqlite3_result_error(ctx, err, -1);
       return SQLITE_ERROR;
-    }
-    if (r->ctx != 1.0) { /* contextual utility, after the line the factors make */
-      size_t used = strlen(line);
-      snprintf(line + used, sizeof line - used, " x context %.2f (%.1f similar judgements)",
-               r->ctx, r->ctx_n);
-    }
-    if (r->xf != 1.0) { /* then exploration (a tracked recall, explore > 0) */
-      size_t used = strlen(line);
-      snprintf(line + used, sizeof line - used, " x explore %.2f", r->xf);
     }
     sqlite3_result_text(ctx, line, -1, SQLITE_TRANSIENT);
     break;

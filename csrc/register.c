@@ -13,7 +13,7 @@
 #pragma region the statements the loop runs
 
 /* heap_statement(name): the text of a statement heap_recall, heap_feedback or
- * heap_tune runs ('candidates', 'hybrid', 'links', 'show', 'log', 'edges', ...,
+ * heap_tune runs ('candidates', 'hybrid', 'links', 'show', 'log', 'edges', 'threads', ...,
  * 'tune_recalls', 'tune_events', 'tune_first_event', 'autotune_used',
  * 'autotune_count'), for EXPLAIN QUERY PLAN and for readers who want to see
  * what runs. */
@@ -23,7 +23,10 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
       {"candidates", hr_sql_cand}, {"hybrid", hr_sql_hybrid}, {"links", hr_sql_links},
       {"show", hr_sql_show},       {"log", hr_sql_log},       {"edges", hf_sql_edges},
       {"before", hf_sql_before},   {"vrows", hr_sql_vrows}, {"vectors", hr_sql_vload},
-      {"allow", hr_sql_allow},     {"tune_recalls", ht_sql_recalls},
+      {"allow", hr_sql_allow},     {"vpart", hr_sql_vpart},
+      {"threads", hr_sql_threads}, {"place", hr_sql_place},
+      {"neighbours", hr_sql_neighbours}, {"nrows", hr_sql_nrows},
+      {"tune_recalls", ht_sql_recalls},
       {"tune_events", ht_sql_events}, {"tune_first_event", ht_sql_first_event},
       {"autotune_used", ht_sql_used}, {"autotune_count", ht_sql_count},
   };
@@ -35,7 +38,8 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     }
   sqlite3_result_error(ctx, "heap_statement: the name of one of heap_recall's, "
                             "heap_feedback's or heap_tune's statements: candidates, hybrid, "
-                            "links, show, log, edges, before, vrows, vectors, allow, "
+                            "links, show, log, edges, before, vrows, vectors, allow, vpart, "
+                            "threads, place, neighbours, nrows, "
                             "tune_recalls, tune_events, tune_first_event, autotune_used, "
                             "autotune_count", -1);
 }
@@ -43,6 +47,79 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 #pragma endregion
 
 #pragma region registration
+
+/* -- one trampoline set per SQLite library ------------------------------------------
+ * SQLite hands a function nothing but its context and arguments, and reading
+ * the context's user data is itself a call into the library.  So each SQLite
+ * library the process loads this one into gets its own slot: its routines in
+ * hm_slot_api[s], and trampolines hm_func_s, hm_step_s, hm_final_s that set
+ * sqlite3_api (this thread's) to them and only then read the hm_fn they were
+ * registered with and call the function.  A slot is claimed by the library's
+ * routines pointer, once, at its first load; the slots are never given back
+ * (a library stays mapped while the process runs). */
+#define HM_SLOTS 8
+static const sqlite3_api_routines *_Atomic hm_slot_api[HM_SLOTS];
+
+#define HM_SLOT(s)                                                                    \
+  static void hm_func_##s(sqlite3_context *ctx, int argc, sqlite3_value **argv) {    \
+    sqlite3_api = hm_slot_api[s];                                                     \
+    ((const hm_fn *)sqlite3_user_data(ctx))->func(ctx, argc, argv);                   \
+  }                                                                                   \
+  static void hm_step_##s(sqlite3_context *ctx, int argc, sqlite3_value **argv) {    \
+    sqlite3_api = hm_slot_api[s];                                                     \
+    ((const hm_fn *)sqlite3_user_data(ctx))->step(ctx, argc, argv);                   \
+  }                                                                                   \
+  static void hm_final_##s(sqlite3_context *ctx) {                                    \
+    sqlite3_api = hm_slot_api[s];                                                     \
+    ((const hm_fn *)sqlite3_user_data(ctx))->final(ctx);                              \
+  }
+HM_SLOT(0) HM_SLOT(1) HM_SLOT(2) HM_SLOT(3) HM_SLOT(4) HM_SLOT(5) HM_SLOT(6) HM_SLOT(7)
+#undef HM_SLOT
+#define HM_SLOT_ROW(s) {.func = hm_func_##s, .step = hm_step_##s, .final = hm_final_##s}
+static const struct {
+  hm_xfunc func, step;
+  void (*final)(sqlite3_context *);
+} hm_slot_fns[HM_SLOTS] = {HM_SLOT_ROW(0), HM_SLOT_ROW(1), HM_SLOT_ROW(2), HM_SLOT_ROW(3),
+                           HM_SLOT_ROW(4), HM_SLOT_ROW(5), HM_SLOT_ROW(6), HM_SLOT_ROW(7)};
+#undef HM_SLOT_ROW
+
+/* The slot of the library whose routines are api (claimed if new), or -1
+ * when every slot is another library's. */
+static int hm_slot(const sqlite3_api_routines *api) {
+  for (int s = 0; s < HM_SLOTS; s++) {
+    const sqlite3_api_routines *held = NULL; /* a free slot is claimed; else who holds it */
+    if (atomic_compare_exchange_strong(&hm_slot_api[s], &held, api) || held == api) return s;
+  }
+  return -1;
+}
+
+/* An hm_fn's destructor: its own user data's, with sqlite3_api set first
+ * (SQLite calls it on whatever thread closes the connection). */
+static void hm_fn_free(void *p) {
+  hm_fn *f = p;
+  sqlite3_api = f->api;
+  if (f->destroy && f->ud) f->destroy(f->ud);
+  sqlite3_free(f);
+}
+
+/* sqlite3_create_function_v2 through the slot's trampolines: ud is what the
+ * function reads with hm_user_data, destroy its destructor (called once,
+ * also when the registration fails). */
+static int hm_create_function(sqlite3 *db, int slot, const char *name, int nargs, int flags,
+                              void *ud, void (*destroy)(void *), hm_xfunc func, hm_xfunc step,
+                              void (*final)(sqlite3_context *)) {
+  hm_fn *f = sqlite3_malloc(sizeof *f);
+  if (!f) {
+    if (destroy && ud) destroy(ud);
+    return SQLITE_NOMEM;
+  }
+  *f = (hm_fn){.api = sqlite3_api, .func = func, .step = step, .final = final, .ud = ud,
+               .destroy = destroy};
+  return sqlite3_create_function_v2(db, name, nargs, flags, f,
+                                    func ? hm_slot_fns[slot].func : NULL,
+                                    step ? hm_slot_fns[slot].step : NULL,
+                                    final ? hm_slot_fns[slot].final : NULL, hm_fn_free);
+}
 
 /* The connection's fts5_api, or NULL when SQLite was built without FTS5. */
 static fts5_api *hm_fts5(sqlite3 *db) {
@@ -59,10 +136,12 @@ static fts5_api *hm_fts5(sqlite3 *db) {
 /* Registers heap_bm25_row (an FTS5 auxiliary function), heap_ntokens and
  * heap_attribute, with the FTS5 tokenizers the last two keep.  Without FTS5 (no heapmem store can exist then) it registers nothing, so
  * the other functions still load. */
-static int hm_register_fts5(sqlite3 *db, char **err) {
+static int hm_register_fts5(sqlite3 *db, int slot, char **err) {
   fts5_api *api = hm_fts5(db);
   if (!api || api->iVersion < 2) return SQLITE_OK;
-  int rc = api->xCreateFunction(api, "heap_bm25_row", NULL, heap_bm25_row, NULL);
+  /* its user data: the routines of this SQLite (FTS5's own API, which is
+   * this library's, hands it back) */
+  int rc = api->xCreateFunction(api, "heap_bm25_row", (void *)sqlite3_api, heap_bm25_row, NULL);
   if (rc != SQLITE_OK) return rc;
   hm_counter *c = sqlite3_malloc(sizeof *c);
   if (!c) return SQLITE_NOMEM;
@@ -76,9 +155,9 @@ static int hm_register_fts5(sqlite3 *db, char **err) {
     if (err) *err = sqlite3_mprintf("heapmem: FTS5 has no unicode61 tokenizer");
     return rc;
   }
-  rc = sqlite3_create_function_v2(db, "heap_ntokens", 1,
-                                  SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, c,
-                                  heap_ntokens, NULL, NULL, hm_counter_free);
+  rc = hm_create_function(db, slot, "heap_ntokens", 1,
+                          SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, c,
+                          hm_counter_free, heap_ntokens, NULL, NULL);
   if (rc != SQLITE_OK) return rc;
   /* heap_attribute tokenizes as memories_fts does: porter over unicode61 */
   hm_stemmer *st = sqlite3_malloc(sizeof *st);
@@ -92,13 +171,14 @@ static int hm_register_fts5(sqlite3 *db, char **err) {
     if (err) *err = sqlite3_mprintf("heapmem: FTS5 has no porter tokenizer");
     return rc;
   }
-  return sqlite3_create_function_v2(db, "heap_attribute", 5,
-                                    SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, st,
-                                    NULL, heap_attribute_step, heap_attribute_final,
-                                    hm_stemmer_free);
+  return hm_create_function(db, slot, "heap_attribute", 5,
+                            SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, st,
+                            hm_stemmer_free, NULL, heap_attribute_step, heap_attribute_final);
 }
 
 #define HM_WRITE_FLAGS (SQLITE_UTF8 | SQLITE_DIRECTONLY)
+/* a function the schema's triggers call that reads the connection's cache */
+#define HM_READS_FLAGS (SQLITE_UTF8 | SQLITE_INNOCUOUS)
 
 static const struct {
   const char *name;
@@ -110,6 +190,7 @@ static const struct {
 } hm_functions[] = {
 #define HM_PURE (SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS)
 #define HM_WRITE HM_WRITE_FLAGS
+#define HM_READS HM_READS_FLAGS
 /* a row: a scalar function, or an aggregate's step and final */
 #define HM_SCALAR(fname, n, fl, fn) {.name = fname, .nargs = n, .flags = fl, .func = fn}
 #define HM_AGGREGATE(fname, n, fl, st, fin) \
@@ -120,6 +201,7 @@ static const struct {
     HM_SCALAR("heap_match", 1, HM_PURE, heap_match),
     HM_SCALAR("heap_match", 2, HM_PURE, heap_match),
     HM_SCALAR("heap_ns_tag", 1, HM_PURE, heap_ns_tag),
+    HM_SCALAR("heap_time_window", 2, HM_PURE, heap_time_window),
     HM_SCALAR("heap_active", 2, HM_PURE, heap_active),
     HM_SCALAR("heap_relate", 2, HM_PURE, heap_relate),
     HM_SCALAR("heap_cosine", 2, HM_PURE, heap_cosine),
@@ -165,6 +247,10 @@ static const struct {
     HM_SCALAR("heap_add", 8, HM_WRITE, heap_add),
     HM_SCALAR("heap_add", 9, HM_WRITE, heap_add),
     HM_SCALAR("heap_add", 10, HM_WRITE, heap_add),
+    HM_SCALAR("heap_add", 11, HM_WRITE, heap_add),
+    HM_SCALAR("heap_add", 12, HM_WRITE, heap_add),
+    HM_SCALAR("heap_add_many", 1, HM_WRITE, heap_add_many),
+    HM_SCALAR("heap_add_many", 2, HM_WRITE, heap_add_many),
     HM_SCALAR("heap_forget", 1, HM_WRITE, heap_forget),
     HM_SCALAR("heap_forget_namespace", 1, HM_WRITE, heap_forget_namespace),
     HM_SCALAR("heap_rebuild_pool", 0, HM_WRITE, heap_rebuild_pool),
@@ -174,8 +260,19 @@ static const struct {
     HM_SCALAR("heap_tune", 0, HM_WRITE, heap_tune),
     HM_SCALAR("heap_tune", 1, HM_WRITE, heap_tune),
     HM_SCALAR("heap_save_config", 1, HM_WRITE, heap_save_config),
+    HM_SCALAR("heap_vector_index", 0, HM_WRITE, heap_vector_index),
+    HM_SCALAR("heap_vector_index", 1, HM_WRITE, heap_vector_index),
+    HM_SCALAR("heap_vector_maintain", 2, HM_WRITE, heap_vector_maintain),
+    HM_SCALAR("heap_vector_settings", 0, HM_WRITE, heap_vector_settings),
+    HM_SCALAR("heap_vector_settings", 1, HM_WRITE, heap_vector_settings),
+    /* the triggers': innocuous (it reads the namespace's centroids), with the
+     * connection's cache of them */
+    HM_SCALAR("heap_vector_part", 3, HM_READS, heap_vector_part),
+    HM_SCALAR("heap_vector_top", 3, HM_WRITE, heap_vector_top),
+    HM_SCALAR("heap_vector_top", 4, HM_WRITE, heap_vector_top),
 #undef HM_PURE
 #undef HM_WRITE
+#undef HM_READS
 #undef HM_SCALAR
 #undef HM_AGGREGATE
 };
@@ -186,28 +283,39 @@ __declspec(dllexport)
 #endif
 HM_API int sqlite3_heapmem_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi) {
   SQLITE_EXTENSION_INIT2(pApi);
+  int slot = hm_slot(pApi);
+  if (slot < 0) {
+    if (pzErrMsg)
+      *pzErrMsg = sqlite3_mprintf("heapmem: loaded into more than %d SQLite libraries in one "
+                                  "process", HM_SLOTS);
+    return SQLITE_ERROR;
+  }
   /* one per connection: where the loop's prepared statements are kept */
   hm_conn *conn = sqlite3_malloc64(sizeof *conn);
   if (!conn) return SQLITE_NOMEM;
   memset(conn, 0, sizeof *conn);
+  conn->api = pApi;
   int rc = sqlite3_create_module_v2(db, "heap_recall", &hr_module, conn, hm_conn_free);
   if (rc != SQLITE_OK) {
     if (pzErrMsg) *pzErrMsg = sqlite3_mprintf("heapmem: could not register heap_recall");
     return rc;
   }
   for (size_t i = 0; i < sizeof(hm_functions) / sizeof(hm_functions[0]); i++) {
-    rc = sqlite3_create_function_v2(db, hm_functions[i].name, hm_functions[i].nargs,
-                                    hm_functions[i].flags,
-                                    hm_functions[i].flags == HM_WRITE_FLAGS ? conn : NULL,
-                                    hm_functions[i].func, hm_functions[i].step,
-                                    hm_functions[i].final, NULL);
+    rc = hm_create_function(db, slot, hm_functions[i].name, hm_functions[i].nargs,
+                            hm_functions[i].flags,
+                            hm_functions[i].flags == HM_WRITE_FLAGS ||
+                                    hm_functions[i].flags == HM_READS_FLAGS
+                                ? conn
+                                : NULL,
+                            NULL, hm_functions[i].func, hm_functions[i].step,
+                            hm_functions[i].final);
     if (rc != SQLITE_OK) {
       if (pzErrMsg)
         *pzErrMsg = sqlite3_mprintf("heapmem: could not register %s", hm_functions[i].name);
       return rc;
     }
   }
-  return hm_register_fts5(db, pzErrMsg);
+  return hm_register_fts5(db, slot, pzErrMsg);
 }
 
 #pragma endregion

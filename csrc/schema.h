@@ -17,21 +17,15 @@
 #define HM_META_EMBEDDER "embedder"
 #define HM_META_EMBEDDING_DIM "embedding_dim"
 #define HM_META_AUTOTUNE "autotune"
+#define HM_META_VECTOR_INDEX "vector_index"
+#define HM_META_LAST_PART "last_part"
+#define HM_META_FTS_DEFERRED "fts_deferred"
 #define HM_BUILTIN_EMBEDDER "potion-base-8M"
+#define HM_VINDEX_THRESHOLD 20000
+#define HM_VINDEX_SIZE 512
+#define HM_VINDEX_PROBE 0.25
+#define HM_VINDEX_SEED 0
 #define HM_AUTOTUNE_RECOUNT "UPDATE heapmem_meta SET value = json_set(value, '$.judged', json('null')) WHERE key = 'autotune' AND json_valid(value) AND json_type(value) = 'object'"
-/* a kind's default importance (heapmem.config.KIND_IMPORTANCE); others 1 */
-static const struct {
-  const char *kind;
-  double importance;
-} hm_kind_importance[] = {
-  {"instruction", 1.5},
-  {"preference", 1.3},
-  {"summary", 1.2},
-  {"fact", 1.0},
-  {"note", 1.0},
-  {"episode", 0.8},
-  {"tool_result", 0.6},
-};
 static const struct {
   const char *type, *name, *tbl, *sql;
 } hm_schema_objects[] = {
@@ -55,7 +49,7 @@ static const struct {
     "  created_at   REAL NOT NULL,\n"
     "  last_used_at REAL,\n"
     "  metadata     TEXT                   -- JSON object or NULL\n"
-    ", ntok INTEGER NOT NULL DEFAULT 0)"},
+    ", ntok INTEGER NOT NULL DEFAULT 0, thread TEXT, turn INTEGER)"},
   {"index", "memories_namespace", "memories",
     "CREATE INDEX memories_namespace ON memories(namespace)"},
   {"index", "memories_key", "memories",
@@ -221,6 +215,57 @@ static const struct {
     "END"},
   {"index", "memories_filter", "memories",
     "CREATE INDEX memories_filter ON memories(namespace, kind, created_at)"},
+  {"table", "vector_index", "vector_index",
+    "CREATE TABLE vector_index(\n"
+    "  namespace TEXT PRIMARY KEY,\n"
+    "  version   INTEGER NOT NULL,         -- its newest partition id: moves at a build or split\n"
+    "  digest    INTEGER NOT NULL          -- FNV-1a of its partitions' ids and centroids\n"
+    ") WITHOUT ROWID"},
+  {"table", "vector_centroids", "vector_centroids",
+    "CREATE TABLE vector_centroids(\n"
+    "  part      INTEGER PRIMARY KEY,      -- never given twice (heapmem_meta last_part)\n"
+    "  namespace TEXT NOT NULL,\n"
+    "  centroid  BLOB NOT NULL,            -- int8, the vectors' dimension\n"
+    "  stamp     INTEGER NOT NULL DEFAULT 0 -- moves when a vector leaves it, or joins out of order\n"
+    ")"},
+  {"index", "vector_centroids_namespace", "vector_centroids",
+    "CREATE INDEX vector_centroids_namespace ON vector_centroids(namespace)"},
+  {"table", "vector_parts", "vector_parts",
+    "CREATE TABLE vector_parts(\n"
+    "  seq  INTEGER PRIMARY KEY,           -- the vector's memory\n"
+    "  part INTEGER NOT NULL               -- its partition (vector_centroids.part)\n"
+    ")"},
+  {"index", "vector_parts_part", "vector_parts",
+    "CREATE INDEX vector_parts_part ON vector_parts(part)"},
+  {"trigger", "vectors_part_ai", "vectors",
+    "CREATE TRIGGER vectors_part_ai AFTER INSERT ON vectors BEGIN\n"
+    "  INSERT OR IGNORE INTO vector_parts(seq, part)\n"
+    "    SELECT new.seq, heap_vector_part(x.namespace, x.digest, new.v) FROM memories AS m CROSS JOIN vector_index AS x ON x.namespace = m.namespace WHERE m.seq = new.seq;\n"
+    "  UPDATE vector_centroids SET stamp = stamp + 1 WHERE part = (SELECT part FROM vector_parts WHERE seq = new.seq) AND EXISTS (SELECT 1 FROM vector_parts AS o WHERE o.part = vector_centroids.part AND o.seq > new.seq);\n"
+    "END"},
+  {"trigger", "vectors_part_au", "vectors",
+    "CREATE TRIGGER vectors_part_au AFTER UPDATE ON vectors BEGIN\n"
+    "  UPDATE vector_centroids SET stamp = stamp + 1 WHERE part = (SELECT part FROM vector_parts WHERE seq = old.seq);\n"
+    "  DELETE FROM vector_parts WHERE seq IN (old.seq, new.seq);\n"
+    "  INSERT OR IGNORE INTO vector_parts(seq, part)\n"
+    "    SELECT new.seq, heap_vector_part(x.namespace, x.digest, new.v) FROM memories AS m CROSS JOIN vector_index AS x ON x.namespace = m.namespace WHERE m.seq = new.seq;\n"
+    "  UPDATE vector_centroids SET stamp = stamp + 1 WHERE part = (SELECT part FROM vector_parts WHERE seq = new.seq);\n"
+    "END"},
+  {"trigger", "vectors_part_ad", "vectors",
+    "CREATE TRIGGER vectors_part_ad AFTER DELETE ON vectors BEGIN\n"
+    "  UPDATE vector_centroids SET stamp = stamp + 1 WHERE part = (SELECT part FROM vector_parts WHERE seq = old.seq);\n"
+    "  DELETE FROM vector_parts WHERE seq = old.seq;\n"
+    "END"},
+  {"trigger", "memories_part_move", "memories",
+    "CREATE TRIGGER memories_part_move AFTER UPDATE OF namespace ON memories BEGIN\n"
+    "  UPDATE vector_centroids SET stamp = stamp + 1 WHERE part = (SELECT part FROM vector_parts WHERE seq = new.seq);\n"
+    "  DELETE FROM vector_parts WHERE seq = new.seq;\n"
+    "  INSERT OR IGNORE INTO vector_parts(seq, part)\n"
+    "    SELECT v.seq, heap_vector_part(x.namespace, x.digest, v.v) FROM vectors AS v CROSS JOIN vector_index AS x ON x.namespace = new.namespace WHERE v.seq = new.seq;\n"
+    "  UPDATE vector_centroids SET stamp = stamp + 1 WHERE part = (SELECT part FROM vector_parts WHERE seq = new.seq);\n"
+    "END"},
+  {"index", "memories_thread", "memories",
+    "CREATE INDEX memories_thread ON memories(namespace, thread, turn) WHERE thread IS NOT NULL"},
   {"table", "pool_pending", "pool_pending",
     "CREATE TABLE pool_pending(\n"
     "  id  INTEGER PRIMARY KEY,\n"

@@ -17,10 +17,13 @@
 
 #pragma region scoring
 
+#define HM_BASE_LEN ((int)sizeof HM_BASE_FEATURE - 1)
+
 
 typedef struct {
   double relevance, recency, importance, usefulness, rules, score;
   double rest;     /* the score without its usefulness factor */
+  double lift;     /* usefulness's factor on the score (hm_lift) */
   double evidence; /* how well evidenced usefulness is, 0..1 (hm_usefulness) */
 } hm_factors;
 
@@ -89,7 +92,22 @@ HM_API int hm_config_parse(const char *text, hm_config *c, char *err, int errlen
     }
     p++;
     char *end;
-    double v = strtod(p, &end);
+    /* a decimal number only (strtod alone would take 0x3e8 and more), or
+     * nan, inf and -inf as Python writes them, which the field's rule then
+     * refuses in its own words */
+    const char *d = p + (*p == '-' || *p == '+');
+    int digits = 0;
+    if (!strncmp(p, "nan", 3) || !strncmp(d, "inf", 3)) d += 3, digits = 1;
+    while (isdigit((unsigned char)*d)) d++, digits++;
+    if (*d == '.') for (d++; isdigit((unsigned char)*d); d++) digits++;
+    if (digits && (*d == 'e' || *d == 'E')) {
+      d += 1 + (d[1] == '-' || d[1] == '+');
+      if (!isdigit((unsigned char)*d)) digits = 0;
+      while (isdigit((unsigned char)*d)) d++;
+    }
+    double v = digits ? strtod(p, &end) : 0.0;
+    if (!digits) end = (char *)p;
+    else if (end != d) end = (char *)p; /* strtod read something else */
     if (end == p || (*end && *end != ' ' && *end != ',' && *end != '\t' && *end != '\n')) {
       hm_seterr(err, errlen, "config value of '%s' is not a number", key);
       return HM_ERROR;
@@ -125,7 +143,7 @@ HM_API double hm_noisy_or(const double *s, int n) {
  * crossed feature). */
 static void hm_base_counts(const char *active, const unsigned char *links, i64 count,
                            double b[4]) {
-  hm_links_get(links, count, "base", 4, &b[0], &b[1]);
+  hm_links_get(links, count, HM_BASE_FEATURE, HM_BASE_LEN, &b[0], &b[1]);
   b[2] = b[0];
   b[3] = b[1];
   const char *slash = strchr(active, '/');
@@ -133,7 +151,7 @@ static void hm_base_counts(const char *active, const unsigned char *links, i64 c
     const char *qs = slash;
     while (qs > active && qs[-1] != ' ') qs--;
     char qb[HM_MAX_WORD + 8];
-    snprintf(qb, sizeof qb, "%.*s/base", (int)(slash - qs), qs);
+    snprintf(qb, sizeof qb, "%.*s/" HM_BASE_FEATURE, (int)(slash - qs), qs);
     hm_links_get(links, count, qb, (int)strlen(qb), &b[2], &b[3]);
   }
 }
@@ -151,10 +169,6 @@ static double hm_gate(double p, double k0, double A, double B, double gate_z, do
   return lo > p ? lo : hi < p ? hi : p;
 }
 
-/* The feature a candidate judged used for a question like this one shows
- * (recall.c hr_context); heapmem/io/transfer.py's grammar names it too. */
-#define HM_CTX_FEATURE "ctx:1"
-
 /* Whether a feature may only lift (its link counts where it lies above the
  * base rate, never below): HM_CTX_FEATURE, a memory's record for questions
  * like this one, which like contextual utility itself is a boost only. */
@@ -169,7 +183,7 @@ static int hm_lift_only(const char *name, int len) {
 static double hm_link_ratio(const unsigned char *links, i64 count, const char *name, int len,
                             const hm_config *c, double *p) {
   double k0 = c->prior_alpha + c->prior_beta, A0, B0, A, B, m, se;
-  hm_links_get(links, count, "base", 4, &A0, &B0);
+  hm_links_get(links, count, HM_BASE_FEATURE, HM_BASE_LEN, &A0, &B0);
   *p = (c->prior_alpha + A0) / (k0 + A0 + B0);
   if (!(*p > 0 && *p < 1)) return 1.0;
   hm_links_get(links, count, name, len, &A, &B);
@@ -263,7 +277,7 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
       const char *sl = memchr(p, '/', (size_t)L);
       if (sl && first_crossed < 0) first_crossed = n;
       const char *name = sl ? sl + 1 : p;
-      int is_base = (int)(e - name) == 4 && memcmp(name, "base", 4) == 0;
+      int is_base = (int)(e - name) == HM_BASE_LEN && memcmp(name, HM_BASE_FEATURE, HM_BASE_LEN) == 0;
       passed[n] = 0;
       if (c->model == 0) {
         double sf = (c->prior_alpha + A) / (k0 + A + B);
@@ -380,6 +394,21 @@ static double hm_lift(double usefulness, double evidence, const hm_config *c) {
   return lift;
 }
 
+/* The learned factors on a score together: usefulness's lift (hm_lift),
+ * contextual utility's factor and exploration's, their product within
+ * max_lift's bounds under the gated lift (model 1).  So max_lift bounds what
+ * everything learned can do to a score, together: a prior merged from
+ * elsewhere, colluding tenants, one user's repeated judgements of one
+ * memory (bench/RESULTS.md 22 measured this against bounding usefulness
+ * alone).  Under the reference noisy-OR (model 0) the product as it is. */
+static double hm_learned(double lift, double context, double explore, const hm_config *c) {
+  double l = lift * context * explore;
+  if (c->model != 1) return l;
+  if (l > c->max_lift) return c->max_lift;
+  if (l < 1.0 / c->max_lift) return 1.0 / c->max_lift;
+  return l;
+}
+
 /* Every factor and the score, given the usefulness. */
 static void hm_finish(const hm_input *in, double use, double evidence, const hm_config *c,
                       hm_factors *f) {
@@ -391,8 +420,8 @@ static void hm_finish(const hm_input *in, double use, double evidence, const hm_
   f->rules = in->superseded ? c->superseded_factor : 1.0;
   double fixed = pow(f->relevance, c->w_relevance) * pow(f->recency, c->w_recency) *
                  pow(f->importance, c->w_importance);
-  double lift = hm_lift(f->usefulness, f->evidence, c);
-  f->score = fixed * lift * f->rules;
+  f->lift = hm_lift(f->usefulness, f->evidence, c);
+  f->score = fixed * f->lift * f->rules;
   f->rest = fixed * f->rules;
 }
 
@@ -501,9 +530,6 @@ HM_API int hm_explore(int n, const char *const *features, const double *age_days
   return HM_OK;
 }
 
-/* Score n candidates.  out receives n x HM_SCORE_COLUMNS doubles: relevance,
- * recency, importance, usefulness, rules, score, rest.  Returns HM_OK, or HM_ERROR with the
- * failing row's index in *bad and a message in err. */
 /* The scores hm_score_batch gives n memories (its column 5) under each of nw
  * weights of w_usefulness (w[0..nw), the rest of c as it is), into
  * score[k * n + i]: each memory's usefulness and evidence worked out once,
@@ -524,7 +550,8 @@ static int hm_score_weights(int n, const double *relevance, const double *age_da
   for (int i = 0; i < n; i++) {
     hm_input in = {.relevance = relevance[i], .age_days = age_days[i],
                    .importance = importance[i], .superseded = superseded[i],
-                   .features = features[i], .bm25_part = NAN, .cos_part = NAN};
+                   .features = features[i], .bm25_part = NAN, .cos_part = NAN,
+                   .context = 1.0, .explore = 1.0, .thread = 1.0, .time = 1.0};
     hm_factors f;
     int k;
     if (hm_score_one(&in, qtype, links, count, c, &f, active, sizeof active, eff, &k, err,
@@ -542,6 +569,9 @@ static int hm_score_weights(int n, const double *relevance, const double *age_da
   return HM_OK;
 }
 
+/* Score n candidates.  out receives n x HM_SCORE_COLUMNS doubles: relevance,
+ * recency, importance, usefulness, rules, score, rest, lift.  Returns HM_OK, or HM_ERROR with
+ * the failing row's index in *bad and a message in err. */
 HM_API int hm_score_batch(int n, const double *relevance, const double *age_days,
                           const double *importance, const int *superseded,
                           const char *const *features, const char *qtype,
@@ -559,7 +589,8 @@ HM_API int hm_score_batch(int n, const double *relevance, const double *age_days
   for (int i = 0; i < n; i++) {
     hm_input in = {.relevance = relevance[i], .age_days = age_days[i],
                    .importance = importance[i], .superseded = superseded[i],
-                   .features = features[i], .bm25_part = NAN, .cos_part = NAN};
+                   .features = features[i], .bm25_part = NAN, .cos_part = NAN,
+                   .context = 1.0, .explore = 1.0, .thread = 1.0, .time = 1.0};
     hm_factors f;
     int k, hit = -1;
     u64 h = 0;
@@ -593,7 +624,7 @@ HM_API int hm_score_batch(int n, const double *relevance, const double *age_days
     }
     double *o = out + HM_SCORE_COLUMNS * (i64)i;
     o[0] = f.relevance; o[1] = f.recency; o[2] = f.importance;
-    o[3] = f.usefulness; o[4] = f.rules; o[5] = f.score; o[6] = f.rest;
+    o[3] = f.usefulness; o[4] = f.rules; o[5] = f.score; o[6] = f.rest; o[7] = f.lift;
   }
   return HM_OK;
 }
@@ -634,7 +665,7 @@ static int hm_nearest_link(const char *active, const unsigned char *links, i64 c
     if (e == p) break;
     int L = (int)(e - p);
     const char *sl = memchr(p, '/', (size_t)L), *name = sl ? sl + 1 : p;
-    if (!((int)(e - name) == 4 && !memcmp(name, "base", 4))) {
+    if (!((int)(e - name) == HM_BASE_LEN && !memcmp(name, HM_BASE_FEATURE, HM_BASE_LEN))) {
       hm_links_get(links, count, p, L, &A, &B);
       double ba = sl ? b[2] : b[0], bb = sl ? b[3] : b[1];
       for (int u = 1; u <= 1000 && (!*more || u < *more); u++) {
@@ -651,6 +682,27 @@ static int hm_nearest_link(const char *active, const unsigned char *links, i64 c
     p = e;
   }
   return best;
+}
+
+/* explain()'s words for the place's factors, appended to buf (size bytes,
+ * u used; returns u): a neighbour in the memory's thread that lifted it
+ * (place.c), then the window of time the question names. */
+static int hm_explain_place(const hm_input *in, char *buf, int size, int u) {
+#define HM_CAT(...) \
+  do { if (u < size) u += snprintf(buf + u, (size_t)(size - u), __VA_ARGS__); } while (0)
+  if (in->thread != 1.0) {
+    long long off = in->thread_offset < 0 ? -(long long)in->thread_offset : in->thread_offset;
+    HM_CAT(" x thread %.2f", in->thread);
+    if (in->thread_from)
+      HM_CAT(" (%s, %lld turn%s %s)", in->thread_from, off, off == 1 ? "" : "s",
+             in->thread_offset < 0 ? "before" : "after");
+  }
+  if (in->time != 1.0) {
+    HM_CAT(" x time %.2f", in->time);
+    if (in->time_window) HM_CAT(" (%s)", in->time_window);
+  }
+#undef HM_CAT
+  return u;
 }
 
 /* One line saying why a memory got its score, e.g.
@@ -671,6 +723,12 @@ HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char
     return HM_ERROR;
   }
   if (hm_config_check(c, err, errlen)) return HM_ERROR;
+  if (!(in->context > 0 && isfinite(in->context) && in->explore > 0 && isfinite(in->explore) &&
+        in->thread > 0 && isfinite(in->thread) && in->time > 0 && isfinite(in->time))) {
+    hm_seterr(err, errlen, "context, explore, thread and time must be positive numbers "
+                           "(1: none)%s", "");
+    return HM_ERROR;
+  }
   hm_factors f;
   int k;
   if (hm_score_one(in, qtype, links, count, c, &f, active, sizeof active, eff, &k, err, errlen))
@@ -679,7 +737,12 @@ HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char
   int u = 0;
 #define HM_CAT(...) \
   do { if (u < (int)sizeof buf) u += snprintf(buf + u, sizeof buf - (size_t)u, __VA_ARGS__); } while (0)
-  HM_CAT("score %.3f = ", f.score);
+  /* the score as heap_recall gives it: every learned factor in, together
+   * within max_lift (hm_learned), and the place's factors (a thread's
+   * neighbour, the question's window of time), which are not learned */
+  double learned = hm_learned(f.lift, in->context, in->explore, c);
+  int alone = in->context == 1.0 && in->explore == 1.0; /* usefulness the one learned factor */
+  HM_CAT("score %.3f = ", f.rest * in->thread * in->time * learned);
   /* a factor with a weight other than 1 shows it as an exponent: useful 16.31^0.3 */
 #define HM_W(w) do { if ((w) != 1.0) HM_CAT("^%g", (w)); } while (0)
   if (c->w_relevance > 0) { HM_CAT("rel %.2f", f.relevance); HM_W(c->w_relevance); }
@@ -702,8 +765,7 @@ HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char
     if (ex != c->w_usefulness) /* useful 4.70^0.91 (0.3 + 0.7 x evidence 0.87) */
       HM_CAT("^%.2f (%g + %g x evidence %.2f)", ex, c->w_usefulness, c->w_evidence, f.evidence);
     else HM_W(c->w_usefulness);
-    if (lift != hm_lift(f.usefulness, f.evidence, c))
-      HM_CAT(" (bounded to x%.3g)", hm_lift(f.usefulness, f.evidence, c));
+    if (lift != f.lift) HM_CAT(" (bounded to x%.3g)", f.lift);
     HM_CAT(" [");
     /* the three features with the largest effect, then how many more */
     int shown[3] = {-1, -1, -1}, printed = 0;
@@ -745,6 +807,12 @@ HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char
     }
     HM_CAT("]");
   }
+  u = hm_explain_place(in, buf, (int)sizeof buf, u);
+  if (in->context != 1.0) /* contextual utility, then exploration (a tracked recall) */
+    HM_CAT(" x context %.2f (%.1f similar judgements)", in->context, in->context_n);
+  if (in->explore != 1.0) HM_CAT(" x explore %.2f", in->explore);
+  if (!alone && learned != f.lift * in->context * in->explore)
+    HM_CAT(" (learned factors together bounded to x%.3g)", learned);
   if (in->superseded) HM_CAT(" x superseded %.2f", f.rules);
 #undef HM_CAT
   if (u >= (int)sizeof buf) u = (int)sizeof buf - 1; /* snprintf counts what did not fit */

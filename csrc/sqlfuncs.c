@@ -14,14 +14,87 @@
 
 #pragma region SQL values
 
+/* What every heap_* function is registered with as its user data
+ * (register.c, hm_create_function): the C function SQLite's call goes on to
+ * (through the trampoline of its SQLite library, which sets sqlite3_api
+ * first), the function's own user data (hm_user_data), and its destructor. */
+typedef void (*hm_xfunc)(sqlite3_context *, int, sqlite3_value **);
+typedef struct {
+  const sqlite3_api_routines *api; /* the SQLite library it was registered in */
+  hm_xfunc func, step;
+  void (*final)(sqlite3_context *);
+  void *ud;               /* the function's own user data: its hm_conn, tokenizer ... */
+  void (*destroy)(void *); /* ud's destructor, or NULL */
+} hm_fn;
+
+/* A heap_* function's own user data (sqlite3_user_data is its hm_fn). */
+static void *hm_user_data(sqlite3_context *ctx) {
+  const hm_fn *f = sqlite3_user_data(ctx);
+  return f ? f->ud : NULL;
+}
+
+/* What hm_arg_text asks of a text argument besides being text, valid UTF-8
+ * and free of NUL bytes: */
+#define HM_ARG_NAME 1     /* a name: 1 to MAX_NAME_CHARS characters, not blank */
+#define HM_ARG_NOTBLANK 2 /* not empty, nor white space alone */
+#define HM_ARG_NUL_OK 4   /* NUL bytes allowed (a question: its words are read around them) */
+
+/* Text s[0..n) of SQLite type `type` (called `what` in the sentence), checked: text, well-formed
+ * UTF-8 without NUL bytes (hm_utf8_ok), at most maxbytes bytes (0: any), and
+ * flags' rules.  HM_OK with the text in *out; else HM_ERROR and why (one
+ * sentence, after the function's name).  v is never read as anything but
+ * what it holds: a NUL inside a namespace cannot end it early. */
+static int hm_check_text(int type, const unsigned char *s, i64 n, const char *what, int flags,
+                         double maxbytes, char *why, int whylen) {
+  i64 chars = 0;
+  if (type != SQLITE_TEXT) return hm_errf(why, whylen, "%s must be text", what);
+  if (!s) return hm_errf(why, whylen, "out of memory");
+  if (maxbytes > 0 && (double)n > maxbytes)
+    return hm_errf(why, whylen, "%s is longer than %.0f bytes", what, maxbytes);
+  if (!hm_utf8_ok(s, n, flags & HM_ARG_NUL_OK, &chars))
+    return hm_errf(why, whylen, flags & HM_ARG_NUL_OK ? "%s must be valid UTF-8"
+                                                      : "%s must be valid UTF-8 without NUL bytes",
+                   what);
+  if (flags & (HM_ARG_NAME | HM_ARG_NOTBLANK)) {
+    int blank = 1;
+    for (i64 i = 0; i < n && blank; i++) blank = isspace(s[i]) != 0;
+    if (blank) return hm_errf(why, whylen, "%s must not be empty", what);
+  }
+  if ((flags & HM_ARG_NAME) && (double)chars > hm_limits.MAX_NAME_CHARS)
+    return hm_errf(why, whylen, "%s is longer than %.0f characters", what,
+                   hm_limits.MAX_NAME_CHARS);
+  return HM_OK;
+}
+
+static int hm_arg_text(sqlite3_value *v, const char *what, int flags, double maxbytes,
+                       const char **out, char *why, int whylen) {
+  *out = NULL;
+  if (!v) return hm_errf(why, whylen, "%s must be text", what);
+  int type = sqlite3_value_type(v);
+  const unsigned char *s = type == SQLITE_TEXT ? sqlite3_value_text(v) : NULL;
+  if (hm_check_text(type, s, type == SQLITE_TEXT ? sqlite3_value_bytes(v) : 0, what, flags,
+                    maxbytes, why, whylen))
+    return HM_ERROR;
+  *out = (const char *)s;
+  return HM_OK;
+}
+
+/* Whether a small function's argument is a name (namespace, kind, source):
+ * those never hold a NUL byte; a question or a text may (read up to it). */
+static int hm_is_name_arg(const char *what) {
+  return !strcmp(what, "namespace") || !strcmp(what, "kind") || !strncmp(what, "source", 6);
+}
+
+/* A text argument of a small heap_* function, checked by hm_arg_text; on a
+ * bad one, its sentence as the SQL error and on to cleanup. */
 #define HM_TEXT_ARG(ctx, argv, i, fname, what, out)                                     \
   do {                                                                                  \
-    if (sqlite3_value_type(argv[i]) != SQLITE_TEXT) {                                   \
-      sqlite3_result_error(ctx, fname ": " what " must be text", -1);                    \
+    char why_[HM_ERRLEN];                                                               \
+    if (hm_arg_text(argv[i], what, hm_is_name_arg(what) ? 0 : HM_ARG_NUL_OK, 0, &out,   \
+                    why_, sizeof why_) != HM_OK) {                                      \
+      hm_result_err(ctx, fname, why_);                                                  \
       goto cleanup;                                                                     \
     }                                                                                   \
-    out = (const char *)sqlite3_value_text(argv[i]);                                    \
-    if (!out) { sqlite3_result_error_nomem(ctx); goto cleanup; }                        \
   } while (0)
 
 static int hm_is_number(sqlite3_value *v) {
@@ -113,11 +186,43 @@ static void heap_match(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *q = NULL, *ns = NULL;
   char out[HM_MATCH_LEN];
   HM_TEXT_ARG(ctx, argv, 0, "heap_match", "the question", q);
-  if (argc > 1) HM_TEXT_ARG(ctx, argv, 1, "heap_match", "the namespace", ns);
+  if (argc > 1) HM_TEXT_ARG(ctx, argv, 1, "heap_match", "namespace", ns);
   int n = hm_match(q, ns, out, sizeof out);
   if (n < 0) { hm_result_err(ctx, "heap_match", "query too long"); goto cleanup; }
   if (n == 0) sqlite3_result_text(ctx, "\"\"", -1, SQLITE_STATIC);
   else sqlite3_result_text(ctx, out, -1, SQLITE_TRANSIENT);
+cleanup:;
+}
+
+/* heap_time_window(question, now) -> '{"from": ..., "until": ..., "text": ...}':
+ * the window of time the question names (unix seconds, from inclusive, until
+ * exclusive; when.c), read as of now; NULL when it names none */
+static void heap_time_window(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *q = NULL;
+  (void)argc;
+  HM_TEXT_ARG(ctx, argv, 0, "heap_time_window", "the question", q);
+  double now = sqlite3_value_double(argv[1]), lo, hi;
+  if (!hm_is_number(argv[1]) || !(now >= 0 && now <= 253402300799.0)) {
+    hm_result_err(ctx, "heap_time_window", "now must be unix seconds from 0 to 253402300799 "
+                                           "(1970 to the year 9999)");
+    goto cleanup;
+  }
+  int start, len;
+  if (!hm_time_window(q, now, &lo, &hi, &start, &len)) goto cleanup;
+  sqlite3_str *js = sqlite3_str_new(sqlite3_context_db_handle(ctx));
+  char num[32];
+  hm_repr(lo, num);
+  sqlite3_str_appendf(js, "{\"from\": %s, ", num);
+  hm_repr(hi, num);
+  sqlite3_str_appendf(js, "\"until\": %s, \"text\": ", num);
+  hm_json_string(js, q + start, len);
+  sqlite3_str_appendchar(js, 1, '}');
+  if (sqlite3_str_errcode(js)) {
+    sqlite3_free(sqlite3_str_finish(js));
+    sqlite3_result_error_nomem(ctx);
+    goto cleanup;
+  }
+  sqlite3_result_text(ctx, sqlite3_str_finish(js), -1, sqlite3_free);
 cleanup:;
 }
 
@@ -126,7 +231,7 @@ static void heap_ns_tag(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *ns = NULL;
   char tag[HM_NS_TAG_LEN];
   (void)argc;
-  HM_TEXT_ARG(ctx, argv, 0, "heap_ns_tag", "the namespace", ns);
+  HM_TEXT_ARG(ctx, argv, 0, "heap_ns_tag", "namespace", ns);
   if (hm_ns_tag(ns, tag, sizeof tag) < 0) {
     hm_result_err(ctx, "heap_ns_tag", "a namespace is at most 1024 bytes of UTF-8");
     goto cleanup;
@@ -138,6 +243,7 @@ cleanup:;
 /* heap_relate(question, source) -> 'srcq:1' when the source is named in the
  * question, else 'srcq:0' */
 static void heap_relate(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  HM_API_HERE;
   const char *q = NULL, *src = NULL;
   char out[16];
   (void)argc;
@@ -173,6 +279,7 @@ typedef struct {
 } hm_links_acc;
 
 static void heap_links_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  HM_API_HERE;
   hm_links_acc *acc = sqlite3_aggregate_context(ctx, sizeof(hm_links_acc));
   const char *name = NULL;
   if (!acc) { sqlite3_result_error_nomem(ctx); return; }
@@ -290,6 +397,12 @@ static int hm_sql_score_args(sqlite3_context *ctx, int argc, sqlite3_value **arg
   in->importance = sqlite3_value_double(argv[2]);
   in->superseded = sqlite3_value_int64(argv[3]) != 0;
   in->bm25_part = in->cos_part = NAN;
+  /* heap_explain: no learned factor but usefulness, no place factor (heap_recall's
+   * explain has them) */
+  in->context = in->explore = in->thread = in->time = 1.0;
+  in->context_n = 0.0;
+  in->thread_from = in->time_window = NULL;
+  in->thread_offset = 0;
   if (sqlite3_value_type(argv[4]) != SQLITE_TEXT) {
     hm_result_err(ctx, fname, "features must be text");
     return HM_ERROR;

@@ -8,9 +8,12 @@
  *
  *   SELECT heap_init();                        -- an empty database becomes a store
  *   SELECT heap_add(text, namespace [, kind [, source [, id [, created_at
- *                   [, importance [, key [, metadata [, copy]]]]]]]]);   -- its id
- *     (without an id, the same text and key in the namespace is the memory
- *     that has them: its id, nothing written, unless copy is 1)
+ *                   [, importance [, key [, metadata [, copy
+ *                   [, thread [, turn]]]]]]]]]]);                          -- its id
+ *     (without an id or a thread, the same text and key in the namespace is
+ *     the memory that has them: its id, nothing written, unless copy is 1;
+ *     thread names the conversation the memory is a turn of, turn its place
+ *     there: the thread's next turn when not given)
  *   SELECT heap_forget(ids_json);              -- the number of memories erased
  *   SELECT heap_forget_namespace(namespace);
  *
@@ -163,7 +166,7 @@ static void heap_init(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     }
     embed = sqlite3_value_int(argv[0]);
   }
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = sqlite3_user_data(ctx)};
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
   sqlite3 *db = x.db;
   sqlite3_stmt *st = NULL;
   int rc = sqlite3_prepare_v2(db, "SELECT (SELECT count(*) FROM sqlite_schema), (SELECT "
@@ -179,9 +182,12 @@ static void heap_init(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
       sqlite3_result_text(ctx, sqlite3_mprintf("a heapmem store already (schema %d)",
                                                HM_SCHEMA_VERSION), -1, sqlite3_free);
     } else {
-      char *m = sqlite3_mprintf("heap_init: this database is not empty, and not a heapmem "
-                                "store of schema %d (%s); heap_init makes a store only in an "
-                                "empty database", HM_SCHEMA_VERSION, x.err);
+      /* x.err says what the database is (a store of another schema) or, for
+       * any other database, that it is no store: one sentence either way */
+      char *m = version ? sqlite3_mprintf("heap_init: %s", x.err)
+                        : sqlite3_mprintf("heap_init: this database already holds tables of "
+                                          "its own; heap_init makes a store only in an empty "
+                                          "database");
       sqlite3_result_error(ctx, m, -1);
       sqlite3_free(m);
     }
@@ -227,39 +233,38 @@ static void heap_init(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 
 /* -- adding ------------------------------------------------------------------------- */
 
-/* The importance a kind gives by default (heapmem.config.KIND_IMPORTANCE). */
+/* The importance a kind gives by default (heapmem.h's HM_KINDS; another kind 1). */
 static double hs_kind_importance(const char *kind) {
-  for (size_t i = 0; i < sizeof hm_kind_importance / sizeof hm_kind_importance[0]; i++)
-    if (!strcmp(kind, hm_kind_importance[i].kind)) return hm_kind_importance[i].importance;
+  static const struct { const char *kind; double importance; } kinds[] = {
+#define HM_KIND_ROW(k, importance) {#k, importance},
+      HM_KINDS(HM_KIND_ROW)
+#undef HM_KIND_ROW
+  };
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+    if (!strcmp(kind, kinds[i].kind)) return kinds[i].importance;
   return 1.0;
 }
 
-/* the number of characters of UTF-8 text s */
-static i64 hs_chars(const char *s) {
-  i64 n = 0;
-  for (; *s; s++)
-    if (((unsigned char)*s & 0xC0) != 0x80) n++;
-  return n;
-}
-
-/* A name argument (kind, source, id, key, namespace): text of 1 to 256
- * characters, or NULL where optional.  Returns 0, or the error set. */
-static int hs_name(hf_ctx *x, sqlite3_value *v, const char *what, int optional,
-                   const char **out) {
+/* Optional metadata (a value of heap_add): a JSON object as text, at most
+ * MAX_METADATA_BYTES, nesting at most MAX_JSON_DEPTH deep. */
+static int hs_metadata(hf_ctx *x, sqlite3_value *v, const char **out) {
+  char why[HM_ERRLEN];
   *out = NULL;
-  if (!v || sqlite3_value_type(v) == SQLITE_NULL) {
-    if (optional) return SQLITE_OK;
-    return hf_fail(x, SQLITE_ERROR, "%s is required", what);
-  }
+  if (!v || sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
   if (sqlite3_value_type(v) != SQLITE_TEXT)
-    return hf_fail(x, SQLITE_ERROR, "%s must be text", what);
-  const char *s = (const char *)sqlite3_value_text(v);
-  if (!s[0]) return hf_fail(x, SQLITE_ERROR, "%s must not be empty", what);
-  if ((int)strlen(s) != sqlite3_value_bytes(v))
-    return hf_fail(x, SQLITE_ERROR, "%s must not contain a NUL character", what);
-  if (hs_chars(s) > 256) return hf_fail(x, SQLITE_ERROR, "%s is longer than 256 characters", what);
-  *out = s;
-  return SQLITE_OK;
+    return hf_fail(x, SQLITE_ERROR, "metadata must be a JSON object as text");
+  if (hm_arg_text(v, "metadata", 0, hm_limits.MAX_METADATA_BYTES, out, why, sizeof why))
+    return hf_fail(x, SQLITE_ERROR, "%s", why);
+  if (hm_json_depth(*out, sqlite3_value_bytes(v)) > hm_limits.MAX_JSON_DEPTH)
+    return hf_fail(x, SQLITE_ERROR, "metadata nests deeper than %.0f levels",
+                   hm_limits.MAX_JSON_DEPTH);
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, "SELECT json_valid(?1) AND json_type(?1) = 'object'", &st);
+  if (rc) return rc;
+  sqlite3_bind_value(st, 1, v);
+  int ok = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0);
+  hf_done(x, st);
+  return ok ? SQLITE_OK : hf_fail(x, SQLITE_ERROR, "metadata must be a JSON object");
 }
 
 static const char hs_sql_last_seq[] =
@@ -270,100 +275,182 @@ static const char hs_sql_id_taken[] = "SELECT 1 FROM memories WHERE id = ?1";
 static const char hs_sql_same[] =
     "SELECT id FROM memories WHERE namespace = ?1 AND heap_text_hash(text) = heap_text_hash(?2) "
     "AND text = ?2 AND key IS ?3 ORDER BY seq LIMIT 1";
+/* A memory's turn as SQL, from the SQL of its namespace, thread and turn as
+ * given: the turn given, else (with a thread) one past the thread's last turn
+ * so far (memories_thread: one seek), else NULL. */
+#define HM_NEXT_TURN(NS, THREAD, TURN)                                                         \
+  "coalesce(" TURN ", CASE WHEN " THREAD " IS NOT NULL THEN (SELECT coalesce(max(t.turn) + 1, " \
+  "0) FROM memories AS t WHERE t.namespace = " NS " AND t.thread = " THREAD ") END)"
+/* ?11 the namespace's tag (hm_ns_tag), ?12 the shape features (hm_features):
+ * worked out in C from the values checked, as heap_ns_tag and heap_features
+ * give them; ?13 thread, ?14 turn: a thread's memory without a turn is its
+ * next turn (heapmem/db/sql.py's INSERT_MEMORY says the same) */
 static const char hs_sql_insert[] =
     "INSERT INTO memories(seq, id, namespace, nstag, text, kind, source, key, importance, "
-    "features, created_at, metadata, ntok) VALUES (?1, ?2, ?3, heap_ns_tag(?3), ?4, ?5, ?6, ?7, "
-    "?8, heap_features(?4, ?5, ?6), ?9, ?10, heap_ntokens(heap_ns_tag(?3)) + heap_ntokens(?4))";
+    "features, created_at, metadata, ntok, thread, turn) VALUES (?1, ?2, ?3, ?11, ?4, ?5, ?6, "
+    "?7, ?8, ?12, ?9, ?10, heap_ntokens(?11) + heap_ntokens(?4), ?13, "
+    HM_NEXT_TURN("?3", "?13", "?14") ")";
 
-/* The new memory's id, into *out: id when given (refused when taken), else
- * m<seq>, or the first of m<seq>-0, m<seq>-1, ... nobody has (as Python). */
-static int hs_new_id(hf_ctx *x, i64 seq, const char *id, char **out) {
+/* Whether a memory has id mid. */
+static int hs_id_taken(hf_ctx *x, const char *mid, int *taken) {
   sqlite3_stmt *st = NULL;
-  char *mid = NULL;
-  int rc;
+  int rc = hf_prepare(x, hs_sql_id_taken, &st);
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, mid, -1, SQLITE_STATIC);
+  rc = sqlite3_step(st);
+  *taken = rc == SQLITE_ROW;
+  hf_done(x, st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : hf_sqlfail(x, rc);
+}
+
+/* The new memory's row (hs_sql_insert's values after seq and id: ?3 ...),
+ * inserted with seq and its id, into *out: id when given (refused when a
+ * memory has it), else m<seq>, or the first of m<seq>-0, m<seq>-1, ... that
+ * nobody has (as Python).  The id's UNIQUE constraint finds a taken one, so
+ * a free id costs no lookup. */
+typedef struct {
+  const char *ns, *text, *kind, *source, *key, *meta, *thread;
+  double importance, created;
+  i64 turn; /* -1: the thread's next (or none, without a thread) */
+  char tag[HM_NS_TAG_LEN], features[HM_FEATURES_LEN];
+} hs_row;
+
+static int hs_insert(hf_ctx *x, i64 seq, const char *id, hs_row *r, char **out) {
+  if (hm_ns_tag(r->ns, r->tag, sizeof r->tag) < 0 ||
+      hm_features(r->text, r->kind, r->source, r->features, sizeof r->features) != HM_OK)
+    return hf_fail(x, SQLITE_ERROR, "namespace is longer than %d bytes", HM_MAX_NS_BYTES);
+  char *mid = id ? sqlite3_mprintf("%s", id) : sqlite3_mprintf("m%lld", (long long)seq);
   *out = NULL;
-  if ((rc = hf_prepare(x, hs_sql_id_taken, &st))) return rc;
-  if (id) {
-    sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
-    int taken = sqlite3_step(st) == SQLITE_ROW;
-    hf_done(x, st);
-    if (taken)
-      return hf_fail(x, SQLITE_CONSTRAINT, "a memory with id '%s' already exists; it was not "
-                                           "changed", id);
-    mid = sqlite3_mprintf("%s", id);
-  } else {
-    for (int n = 0; !mid; n++) {
-      char *cand = n ? sqlite3_mprintf("m%lld-%d", (long long)seq, n - 1)
-                     : sqlite3_mprintf("m%lld", (long long)seq);
-      if (!cand) break;
-      sqlite3_reset(st);
-      sqlite3_bind_text(st, 1, cand, -1, SQLITE_TRANSIENT);
-      if (sqlite3_step(st) == SQLITE_ROW) sqlite3_free(cand);
-      else mid = cand;
+  for (int n = 0;; n++) {
+    sqlite3_stmt *st = NULL;
+    int rc, taken = 0;
+    if (!mid) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    if ((rc = hf_prepare(x, hs_sql_insert, &st))) { sqlite3_free(mid); return rc; }
+    sqlite3_bind_int64(st, 1, seq);
+    sqlite3_bind_text(st, 2, mid, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, r->ns, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, r->text, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, r->kind, -1, SQLITE_STATIC);
+    if (r->source) sqlite3_bind_text(st, 6, r->source, -1, SQLITE_STATIC);
+    if (r->key) sqlite3_bind_text(st, 7, r->key, -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, 8, r->importance);
+    sqlite3_bind_double(st, 9, r->created);
+    if (r->meta) sqlite3_bind_text(st, 10, r->meta, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 11, r->tag, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 12, r->features, -1, SQLITE_STATIC);
+    if (r->thread) sqlite3_bind_text(st, 13, r->thread, -1, SQLITE_STATIC);
+    if (r->turn >= 0) sqlite3_bind_int64(st, 14, r->turn);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     }
+    if (rc == SQLITE_DONE) {
+      hf_done(x, st);
+      *out = mid;
+      return SQLITE_OK;
+    }
+    int unique = sqlite3_extended_errcode(x->db) == SQLITE_CONSTRAINT_UNIQUE;
+    if (!unique) rc = hf_sqlfail(x, rc); /* its words, before the reset */
     hf_done(x, st);
+    if (unique && !(rc = hs_id_taken(x, mid, &taken)) && !taken)
+      rc = hf_fail(x, SQLITE_CONSTRAINT, "the memory breaks a uniqueness rule of the store");
+    if (rc) {
+      sqlite3_free(mid);
+      return rc;
+    }
+    if (id) {
+      rc = hf_fail(x, SQLITE_CONSTRAINT, "a memory with id '%s' already exists; it was not "
+                                         "changed", id);
+      sqlite3_free(mid);
+      return rc;
+    }
+    sqlite3_free(mid); /* an automatic id some memory holds as its own: the next name */
+    mid = sqlite3_mprintf("m%lld-%d", (long long)seq, n);
   }
-  if (!mid) return hf_fail(x, SQLITE_NOMEM, "out of memory");
-  *out = mid;
+}
+
+/* The last seq given out (never one a forgotten memory had), into *last: read
+ * from the file, so a number, and one that has a next (never 2^63 - 1). */
+static int hs_last_seq(hf_ctx *x, i64 *last) {
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, hs_sql_last_seq, &st);
+  if (rc) return rc;
+  rc = sqlite3_step(st);
+  int type = sqlite3_column_type(st, 0);
+  *last = sqlite3_column_int64(st, 0);
+  hf_done(x, st);
+  if (rc != SQLITE_ROW) return hf_sqlfail(x, rc);
+  if (type != SQLITE_INTEGER || *last < 0 || *last >= INT64_MAX - 1)
+    return hf_fail(x, SQLITE_CORRUPT, "the store's last memory number (%lld) is damaged or "
+                                      "spent; nothing was added", (long long)*last);
   return SQLITE_OK;
 }
 
-/* One heap_add: its arguments checked, the memory inserted (or, unless copy,
- * the namespace's memory of the same text and key found), its id into *id_out. */
-static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, char **id_out) {
-  const char *text, *ns, *kind = "fact", *source, *id, *key, *meta = NULL;
+/* vindex.c: what an add owes the namespace's vector index */
+static int hx_maintain(hf_ctx *x, const char *ns, i64 seq);
+
+/* A memory's place in a conversation (heap_add's thread and turn), checked:
+ * thread a name or NULL, turn a whole number from 0 to HM_MAX_TURN or NULL
+ * (*turn -1), and a turn only with a thread.  Returns 0, or the error set. */
+static int hs_thread(hf_ctx *x, sqlite3_value *thread_v, sqlite3_value *turn_v,
+                     const char **thread, i64 *turn) {
   int rc;
-  sqlite3_value *a[10] = {0};
-  for (int i = 0; i < argc && i < 10; i++) a[i] = argv[i];
+  if ((rc = hf_name(x, thread_v, "thread", 1, thread))) return rc;
+  *turn = -1;
+  if (!turn_v || sqlite3_value_type(turn_v) == SQLITE_NULL) return SQLITE_OK;
+  double v = sqlite3_value_double(turn_v);
+  if (!hm_is_number(turn_v) || !(v >= 0 && v <= HM_MAX_TURN) || v != floor(v))
+    return hf_fail(x, SQLITE_ERROR, "turn must be a whole number from 0 to %lld (the memory's "
+                                    "place in its thread)", (long long)HM_MAX_TURN);
+  if (!*thread)
+    return hf_fail(x, SQLITE_ERROR, "turn needs a thread: name the conversation the memory "
+                                    "is a turn of");
+  *turn = (i64)v;
+  return SQLITE_OK;
+}
+
+/* One heap_add: its arguments checked, the memory inserted with seq *last + 1
+ * (*last: hs_last_seq's, then the seq given; a batch reads it once), or,
+ * unless copy, the namespace's memory of the same text and key found; its id
+ * into *id_out.  maintain: the namespace's vector index is kept too (a new
+ * memory's partition split when the add grew it past twice the size, or the
+ * index built when the namespace passed the threshold: vindex.c); a batch
+ * does that once at its end. */
+static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, int maintain, i64 *last,
+                  char **id_out) {
+  const char *text, *ns, *kind = HM_DEFAULT_KIND, *source, *id, *key, *meta = NULL, *thread;
+  int rc;
+  sqlite3_value *a[12] = {0};
+  for (int i = 0; i < argc && i < 12; i++) a[i] = argv[i];
+  char why[HM_ERRLEN];
   if (!a[0] || sqlite3_value_type(a[0]) != SQLITE_TEXT)
     return hf_fail(x, SQLITE_ERROR, "text must be text: heap_add('Booked the flight', "
                                     "'user:maya')");
-  text = (const char *)sqlite3_value_text(a[0]);
-  if ((int)strlen(text) != sqlite3_value_bytes(a[0]))
-    return hf_fail(x, SQLITE_ERROR, "text must not contain a NUL character");
-  int blank = 1;
-  for (const char *p = text; *p; p++) blank &= isspace((unsigned char)*p) != 0;
-  if (blank) return hf_fail(x, SQLITE_ERROR, "text must not be empty");
-  if (sqlite3_value_bytes(a[0]) > (1 << 20))
-    return hf_fail(x, SQLITE_ERROR, "text is longer than 1048576 bytes (1 MiB)");
-  if ((rc = hs_name(x, a[1], "the namespace", 1, &ns))) return rc;
-  if (!ns) ns = "default";
-  if (!strcmp(ns, "*"))
-    return hf_fail(x, SQLITE_ERROR, "namespace '*' is reserved for the pooled layer of learned "
-                                    "links");
+  if (hm_arg_text(a[0], "text", HM_ARG_NOTBLANK, hm_limits.MAX_TEXT_BYTES, &text, why,
+                  sizeof why))
+    return hf_fail(x, SQLITE_ERROR, "%s", why);
+  if ((rc = hf_namespace(x, a[1], 1, &ns))) return rc;
   if (a[2] && sqlite3_value_type(a[2]) != SQLITE_NULL) {
-    if ((rc = hs_name(x, a[2], "kind", 0, &kind))) return rc;
+    if ((rc = hf_name(x, a[2], "kind", 0, &kind))) return rc;
   }
-  if ((rc = hs_name(x, a[3], "source", 1, &source))) return rc;
-  if ((rc = hs_name(x, a[4], "id", 1, &id))) return rc;
+  if ((rc = hf_name(x, a[3], "source", 1, &source))) return rc;
+  if ((rc = hf_name(x, a[4], "id", 1, &id))) return rc;
   double created;
   if (a[5] && sqlite3_value_type(a[5]) != SQLITE_NULL) {
     created = sqlite3_value_double(a[5]);
-    if (!hm_is_number(a[5]) || !(created >= 0 && created <= 253402300799.0))
-      return hf_fail(x, SQLITE_ERROR, "created_at must be unix seconds from 0 to 253402300799 "
-                                      "(1970 to the year 9999)");
+    if (!hm_is_number(a[5]) || !(created >= hm_limits.MIN_TIME && created <= hm_limits.MAX_TIME))
+      return hf_fail(x, SQLITE_ERROR, "created_at must be unix seconds from %.0f to %.0f (1970 "
+                                      "to the year 9999)", hm_limits.MIN_TIME, hm_limits.MAX_TIME);
   } else {
     created = hr_now(x->db);
   }
   double importance = hs_kind_importance(kind);
   if (a[6] && sqlite3_value_type(a[6]) != SQLITE_NULL) {
     importance = sqlite3_value_double(a[6]);
-    if (!hm_is_number(a[6]) || !(importance > 0 && importance <= 10))
-      return hf_fail(x, SQLITE_ERROR, "importance must be a number in (0, 10]");
+    if (!hm_is_number(a[6]) || !(importance > 0 && importance <= hm_limits.MAX_IMPORTANCE))
+      return hf_fail(x, SQLITE_ERROR, "importance must be a number in (0, %g]",
+                     hm_limits.MAX_IMPORTANCE);
   }
-  if ((rc = hs_name(x, a[7], "key", 1, &key))) return rc;
-  if (a[8] && sqlite3_value_type(a[8]) != SQLITE_NULL) {
-    if (sqlite3_value_type(a[8]) != SQLITE_TEXT)
-      return hf_fail(x, SQLITE_ERROR, "metadata must be a JSON object as text");
-    meta = (const char *)sqlite3_value_text(a[8]);
-    sqlite3_stmt *st = NULL;
-    if ((rc = hf_prepare(x, "SELECT json_valid(?1) AND json_type(?1) = 'object'", &st)))
-      return rc;
-    sqlite3_bind_text(st, 1, meta, -1, SQLITE_TRANSIENT);
-    int ok = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0);
-    hf_done(x, st);
-    if (!ok) return hf_fail(x, SQLITE_ERROR, "metadata must be a JSON object");
-  }
+  if ((rc = hf_name(x, a[7], "key", 1, &key))) return rc;
+  if ((rc = hs_metadata(x, a[8], &meta))) return rc;
   int copy = 0;
   if (a[9] && sqlite3_value_type(a[9]) != SQLITE_NULL) {
     if (sqlite3_value_type(a[9]) != SQLITE_INTEGER ||
@@ -372,12 +459,16 @@ static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, char **id_out) {
                                       "that has it) or 1 (a second memory)");
     copy = sqlite3_value_int(a[9]);
   }
+  i64 turn = -1; /* -1: not given */
+  if ((rc = hs_thread(x, a[10], a[11], &thread, &turn))) return rc;
   sqlite3_stmt *st = NULL;
-  if (!id && !copy) { /* the same text (and key) in the namespace: that memory */
+  /* the same text (and key) in the namespace: that memory; never for a
+   * thread's turn, which is its own utterance wherever its words repeat */
+  if (!id && !copy && !thread) {
     if ((rc = hf_prepare(x, hs_sql_same, &st))) return rc;
-    sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 2, text, -1, SQLITE_TRANSIENT);
-    if (key) sqlite3_bind_text(st, 3, key, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 1, ns, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, text, -1, SQLITE_STATIC);
+    if (key) sqlite3_bind_text(st, 3, key, -1, SQLITE_STATIC);
     rc = sqlite3_step(st);
     char *same = rc == SQLITE_ROW ? sqlite3_mprintf("%s", sqlite3_column_text(st, 0)) : NULL;
     hf_done(x, st);
@@ -389,33 +480,32 @@ static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, char **id_out) {
     if (rc != SQLITE_DONE) return hf_sqlfail(x, rc);
   }
   /* the next seq: never one a forgotten memory had */
-  if ((rc = hf_prepare(x, hs_sql_last_seq, &st))) return rc;
-  rc = sqlite3_step(st);
-  i64 seq = sqlite3_column_int64(st, 0) + 1;
-  hf_done(x, st);
-  if (rc != SQLITE_ROW) return hf_sqlfail(x, rc);
-  if (seq <= 0) return hf_fail(x, SQLITE_CORRUPT, "the store's last memory number is damaged");
+  if (*last >= INT64_MAX - 1)
+    return hf_fail(x, SQLITE_CORRUPT, "the store's last memory number (%lld) is damaged or "
+                                      "spent; nothing was added", (long long)*last);
+  i64 seq = *last + 1;
+  static __thread hs_row row; /* its tag and features are 4 KiB: not on the stack */
+  row.ns = ns, row.text = text, row.kind = kind, row.source = source, row.key = key;
+  row.meta = meta, row.importance = importance, row.created = created;
+  row.thread = thread, row.turn = turn;
   char *mid = NULL;
-  if ((rc = hs_new_id(x, seq, id, &mid))) return rc;
-  if ((rc = hf_prepare(x, hs_sql_insert, &st))) { sqlite3_free(mid); return rc; }
-  sqlite3_bind_int64(st, 1, seq);
-  sqlite3_bind_text(st, 2, mid, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, 3, ns, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, 4, text, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, 5, kind, -1, SQLITE_TRANSIENT);
-  if (source) sqlite3_bind_text(st, 6, source, -1, SQLITE_TRANSIENT);
-  if (key) sqlite3_bind_text(st, 7, key, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_double(st, 8, importance);
-  sqlite3_bind_double(st, 9, created);
-  if (meta) sqlite3_bind_text(st, 10, meta, -1, SQLITE_TRANSIENT);
-  rc = hf_exec(x, st);
-  hf_done(x, st);
-  if (rc) { sqlite3_free(mid); return rc; }
+  if ((rc = hs_insert(x, seq, id, &row, &mid))) return rc;
+  *last = seq;
+  if (maintain && (rc = hx_maintain(x, ns, seq))) { sqlite3_free(mid); return rc; }
   *id_out = mid;
   return SQLITE_OK;
 }
 
 /* -- forgetting --------------------------------------------------------------------- */
+
+/* ?1 the ids forgotten (a JSON array): the recalls of their namespaces that
+ * showed one of them (the list read once, as an index: linear in the
+ * namespaces' recalls) */
+#define HS_SHOWING                                                                             \
+  "SELECT r.id FROM recalls AS r WHERE r.namespace IN (SELECT m.namespace FROM memories AS m " \
+  "WHERE m.id IN (SELECT value FROM json_each(?1))) AND EXISTS (SELECT 1 FROM "                \
+  "json_each(r.shown) AS s JOIN memories AS m ON m.id = s.value WHERE m.namespace = "          \
+  "r.namespace AND s.value IN (SELECT value FROM json_each(?1)))"
 
 static int hs_forget(hf_ctx *x, sqlite3_value *ids_v, sqlite3_value *ns_v, i64 *erased) {
   sqlite3 *db = x->db;
@@ -424,9 +514,9 @@ static int hs_forget(hf_ctx *x, sqlite3_value *ids_v, sqlite3_value *ns_v, i64 *
   int n = 0;
   const char *ns = NULL;
   if (ns_v) {
-    if ((rc = hs_name(x, ns_v, "the namespace", 0, &ns))) return rc;
+    if ((rc = hf_namespace(x, ns_v, 0, &ns))) return rc;
   } else {
-    if ((n = hf_ids(x, ids_v, "ids", &ids)) < 0) return x->code;
+    if ((n = hf_ids(x, ids_v, "ids", hm_limits.MAX_IDS, &ids)) < 0) return x->code;
     if (n == 0) return hf_fail(x, SQLITE_ERROR, "heap_forget needs the ids to erase, such as "
                                                 "'[\"m3\"]'");
   }
@@ -449,6 +539,9 @@ static int hs_forget(hf_ctx *x, sqlite3_value *ids_v, sqlite3_value *ns_v, i64 *
         "DELETE FROM memories WHERE namespace = ?1",
         "UPDATE events SET recall_id = NULL WHERE namespace = ?1",
         "DELETE FROM recalls WHERE namespace = ?1",
+        /* its vector index (the centroids are means of its vectors) */
+        "DELETE FROM vector_centroids WHERE namespace = ?1",
+        "DELETE FROM vector_index WHERE namespace = ?1",
     };
     for (size_t i = 0; i < sizeof steps / sizeof steps[0] && !rc; i++) {
       if ((rc = hf_prepare(x, steps[i], &st))) goto done;
@@ -482,23 +575,18 @@ static int hs_forget(hf_ctx *x, sqlite3_value *ids_v, sqlite3_value *ns_v, i64 *
       goto done;
     }
     sqlite3_free(missing);
-    for (int i = 0; i < n && !rc; i++) {
-      /* the recalls that showed it, with their events detached, then the memory */
-      const char *steps[] = {
-          "UPDATE events SET recall_id = NULL WHERE recall_id IN (SELECT r.id FROM recalls AS "
-          "r, json_each(r.shown) AS s WHERE r.namespace = (SELECT namespace FROM memories "
-          "WHERE id = ?1) AND s.value = ?1)",
-          "DELETE FROM recalls WHERE id IN (SELECT r.id FROM recalls AS r, json_each(r.shown) "
-          "AS s WHERE r.namespace = (SELECT namespace FROM memories WHERE id = ?1) AND "
-          "s.value = ?1)",
-          "DELETE FROM memories WHERE id = ?1",
-      };
-      for (size_t k = 0; k < sizeof steps / sizeof steps[0] && !rc; k++) {
-        if ((rc = hf_prepare(x, steps[k], &st))) goto done;
-        sqlite3_bind_text(st, 1, ids[i], -1, SQLITE_TRANSIENT);
-        rc = hf_exec(x, st);
-        hf_done(x, st);
-      }
+    /* the recalls that showed them, with their events detached, then the
+     * memories: three statements over the whole list */
+    const char *steps[] = {
+        "UPDATE events SET recall_id = NULL WHERE recall_id IN (" HS_SHOWING ")",
+        "DELETE FROM recalls WHERE id IN (" HS_SHOWING ")",
+        "DELETE FROM memories WHERE id IN (SELECT value FROM json_each(?1))",
+    };
+    for (size_t k = 0; k < sizeof steps / sizeof steps[0] && !rc; k++) {
+      if ((rc = hf_prepare(x, steps[k], &st))) goto done;
+      sqlite3_bind_value(st, 1, ids_v);
+      rc = hf_exec(x, st);
+      hf_done(x, st);
     }
     *erased = n;
   }
@@ -522,11 +610,198 @@ fail:
   return hf_sqlfail(x, rc);
 }
 
+/* -- a batch of adds ------------------------------------------------------------------ */
+
+/* ?1 the items (a JSON array): each item's place and type, and each of its
+ * fields (none for an item that is neither an object nor an array) */
+static const char hs_sql_items[] =
+    "SELECT j.key, j.type, f.key, f.value, f.type FROM json_each(?1) AS j LEFT JOIN "
+    "json_each(CASE WHEN j.type IN ('object', 'array') THEN j.value END) AS f";
+/* an item's fields: heap_add's arguments, in its order, but copy (the
+ * batch's): its place HS_COPY in an item given as an array */
+static const char *const hs_fields[] = {"text",       "namespace",  "kind", "source",
+                                        "id",         "created_at", "importance", "key",
+                                        "metadata",   "thread",     "turn"};
+#define HS_NFIELDS ((int)(sizeof hs_fields / sizeof hs_fields[0]))
+#define HS_COPY 9
+
+/* One item of a batch added (its fields in v, sqlite3_value_dup'ed; copy the
+ * batch's), its id appended to ids; an error names the item. */
+static int hs_add_item(hf_ctx *x, i64 at, sqlite3_value **v, sqlite3_value *copy, i64 *last,
+                       sqlite3_str *ids) {
+  sqlite3_value *argv[HS_NFIELDS + 1]; /* heap_add's, copy in its place */
+  for (int i = 0, j = 0; i <= HS_NFIELDS; i++) argv[i] = i == HS_COPY ? copy : v[j++];
+  char *id = NULL;
+  int rc = hs_add(x, HS_NFIELDS + 1, argv, 0, last, &id);
+  if (!rc) {
+    if (at) sqlite3_str_appendchar(ids, 1, ',');
+    hm_json_string(ids, id, (int)strlen(id));
+  } else if (x->err) { /* which item, before its sentence */
+    char *m = sqlite3_mprintf("item %lld: %s", (long long)at, x->err);
+    if (m) sqlite3_free(x->err), x->err = m;
+  }
+  sqlite3_free(id);
+  return rc;
+}
+
+/* Each item of ?1 (hs_sql_items' rows, stepped here) added in order. */
+static int hs_add_items(hf_ctx *x, sqlite3_stmt *st, sqlite3_value *copy, i64 *last,
+                        sqlite3_str *ids) {
+  sqlite3_value *v[HS_NFIELDS] = {0};
+  i64 at = -1;
+  int rc = SQLITE_OK, step;
+  while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+    i64 item = sqlite3_column_int64(st, 0);
+    if (item != at) { /* a new item: the one before is complete */
+      if (at >= 0 && (rc = hs_add_item(x, at, v, copy, last, ids))) break;
+      for (int i = 0; i < HS_NFIELDS; i++) sqlite3_value_free(v[i]), v[i] = NULL;
+      at = item;
+      const char *type = (const char *)sqlite3_column_text(st, 1);
+      if (!type || (strcmp(type, "object") && strcmp(type, "array"))) {
+        rc = hf_fail(x, SQLITE_ERROR, "item %lld must be a JSON object with the memory's text, "
+                                      "such as {\"text\": \"Booked the flight\"}, or an array "
+                                      "of heap_add's arguments", (long long)at);
+        break;
+      }
+    }
+    int ftype = sqlite3_column_type(st, 2);
+    const char *key = (const char *)sqlite3_column_text(st, 2);
+    const char *type = (const char *)sqlite3_column_text(st, 4);
+    if (!key) continue; /* an empty object */
+    int f = 0;
+    if (ftype == SQLITE_INTEGER) { /* an array's place: heap_add's argument */
+      i64 place = sqlite3_column_int64(st, 2);
+      if (place == HS_COPY && sqlite3_column_type(st, 3) == SQLITE_NULL) continue;
+      f = place >= 0 && place < HS_COPY ? (int)place
+          : place > HS_COPY && place <= HS_NFIELDS ? (int)place - 1 : HS_NFIELDS;
+      key = f < HS_NFIELDS ? hs_fields[f] : key;
+    } else {
+      while (f < HS_NFIELDS && strcmp(key, hs_fields[f])) f++;
+    }
+    if (f == HS_NFIELDS) {
+      rc = hf_fail(x, SQLITE_ERROR, "item %lld has an unknown field '%.60s'; an item's fields "
+                                    "are heap_add's arguments: text, namespace, kind, source, "
+                                    "id, created_at, importance, key, metadata, thread, turn "
+                                    "(copy is the batch's)", (long long)at,
+                   key);
+      break;
+    }
+    if (type && (!strcmp(type, "true") || !strcmp(type, "false"))) {
+      rc = hf_fail(x, SQLITE_ERROR, "item %lld: %s must not be true or false", (long long)at,
+                   key);
+      break;
+    }
+    sqlite3_value_free(v[f]);
+    if (!(v[f] = sqlite3_value_dup(sqlite3_column_value(st, 3))))
+      rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+  }
+  if (!rc && step != SQLITE_DONE) rc = hf_sqlfail(x, step);
+  if (!rc && at >= 0) rc = hs_add_item(x, at, v, copy, last, ids);
+  for (int i = 0; i < HS_NFIELDS; i++) sqlite3_value_free(v[i]);
+  return rc;
+}
+
+/* The vector index of each namespace the batch (seq first on) added to, kept
+ * (hx_maintain), once per namespace. */
+static int hs_maintain_batch(hf_ctx *x, i64 first) {
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, "SELECT DISTINCT namespace FROM memories WHERE seq >= ?1", &st);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, first);
+  char **ns = NULL;
+  int n = 0, cap = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (n == cap) {
+      cap = cap ? 2 * cap : 8;
+      char **m = sqlite3_realloc64(ns, (sqlite3_uint64)cap * sizeof *m);
+      if (!m) break;
+      ns = m;
+    }
+    if (!(ns[n] = sqlite3_mprintf("%s", sqlite3_column_text(st, 0)))) break;
+    n++;
+  }
+  int stepped = rc;
+  hf_done(x, st);
+  rc = stepped == SQLITE_DONE ? SQLITE_OK
+       : stepped == SQLITE_ROW ? hf_fail(x, SQLITE_NOMEM, "out of memory") : hf_sqlfail(x, stepped);
+  for (int i = 0; i < n && !rc; i++) rc = hx_maintain(x, ns[i], first);
+  for (int i = 0; i < n; i++) sqlite3_free(ns[i]);
+  sqlite3_free(ns);
+  return rc;
+}
+
+/* heap_add_many(items [, copy]): each item (a JSON object with heap_add's
+ * arguments as fields: text, namespace, kind, source, id, created_at,
+ * importance, key, metadata (an object, or its text), thread, turn; or an
+ * array of them in heap_add's order, copy's place NULL) added as heap_add adds
+ * it (hs_add: its checks, its id, the same-text rule, its features), in one
+ * savepoint, with the FTS index taken in one statement at the end (the
+ * 'fts_deferred' meta row, never committed, turns the per-row trigger off
+ * meanwhile).  *out: the ids, a JSON array in the items' order. */
+static int hs_add_many(hf_ctx *x, sqlite3_value *items, sqlite3_value *copy, char **out) {
+  char why[HM_ERRLEN];
+  const char *json;
+  static const char bad[] = "items must be a JSON array of objects, one per memory, such as "
+                            "'[{\"text\": \"Booked the flight\"}]'";
+  if (hm_arg_text(items, "items", 0, 0, &json, why, sizeof why))
+    return hf_fail(x, SQLITE_ERROR, "%s", bad);
+  if (hm_json_depth(json, sqlite3_value_bytes(items)) > hm_limits.MAX_JSON_DEPTH + 2)
+    return hf_fail(x, SQLITE_ERROR, "items nest deeper than %.0f levels",
+                   hm_limits.MAX_JSON_DEPTH + 2);
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, "SELECT CASE WHEN json_valid(?1) THEN CASE WHEN json_type(?1) = "
+                         "'array' THEN json_array_length(?1) END END", &st);
+  if (rc) return rc;
+  sqlite3_bind_value(st, 1, items);
+  rc = sqlite3_step(st);
+  int is_array = rc == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_INTEGER;
+  i64 n = sqlite3_column_int64(st, 0), last = 0;
+  hf_done(x, st);
+  if (rc != SQLITE_ROW) return hf_sqlfail(x, rc);
+  if (!is_array) return hf_fail(x, SQLITE_ERROR, "%s", bad);
+  if ((double)n > hm_limits.MAX_IDS)
+    return hf_fail(x, SQLITE_ERROR, "items lists %lld memories; at most %.0f are added at once",
+                   (long long)n, hm_limits.MAX_IDS);
+  if ((rc = hs_last_seq(x, &last))) return rc;
+  i64 first = last + 1;
+  rc = sqlite3_exec(x->db, "INSERT OR REPLACE INTO heapmem_meta(key, value) VALUES ('"
+                           HM_META_FTS_DEFERRED "', '1')", NULL, NULL, NULL);
+  if (rc) return hf_sqlfail(x, rc);
+  sqlite3_str *ids = sqlite3_str_new(x->db);
+  sqlite3_str_appendchar(ids, 1, '[');
+  if (!(rc = hf_prepare(x, hs_sql_items, &st))) {
+    sqlite3_bind_value(st, 1, items);
+    rc = hs_add_items(x, st, copy, &last, ids);
+    hf_done(x, st);
+  }
+  /* the batch's new rows into the index at once, and the trigger on again */
+  if (!rc)
+    rc = hf_prepare(x, "INSERT INTO memories_fts(rowid, nstag, text) SELECT seq, nstag, text "
+                       "FROM memories WHERE seq >= ?1", &st);
+  if (!rc) {
+    sqlite3_bind_int64(st, 1, first);
+    rc = hf_exec(x, st);
+    hf_done(x, st);
+  }
+  if (!rc && (rc = sqlite3_exec(x->db, "DELETE FROM heapmem_meta WHERE key = '"
+                                       HM_META_FTS_DEFERRED "'", NULL, NULL, NULL)))
+    hf_sqlfail(x, rc);
+  /* what the batch owes each namespace's vector index, once (hx_maintain) */
+  if (!rc) rc = hs_maintain_batch(x, first);
+  sqlite3_str_appendchar(ids, 1, ']');
+  if (sqlite3_str_errcode(ids) && !rc) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+  char *text = sqlite3_str_finish(ids);
+  if (rc) sqlite3_free(text);
+  else *out = text;
+  return rc;
+}
+
 /* Run one of the store's writes inside a savepoint of its own, after the
- * schema check; the result is set from `what` (0: the id text, 1: the count). */
+ * schema check; the result is set from `what` (0: the id text, 1 and 2: the
+ * count, 3: the ids' JSON). */
 static void hs_write(sqlite3_context *ctx, int argc, sqlite3_value **argv, int what,
                      const char *fname) {
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = sqlite3_user_data(ctx)};
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
   hm_keep_statements(&x);
   char *id = NULL;
   i64 count = 0;
@@ -535,7 +810,9 @@ static void hs_write(sqlite3_context *ctx, int argc, sqlite3_value **argv, int w
     rc = hf_fail(&x, SQLITE_READONLY, "the store is read-only here");
   } else if ((rc = hs_check(&x)) == SQLITE_OK &&
              (rc = sqlite3_exec(x.db, "SAVEPOINT heap_write", NULL, NULL, NULL)) == SQLITE_OK) {
-    if (what == 0) rc = hs_add(&x, argc, argv, &id);
+    i64 last = 0;
+    if (what == 0) rc = (rc = hs_last_seq(&x, &last)) ? rc : hs_add(&x, argc, argv, 1, &last, &id);
+    else if (what == 3) rc = hs_add_many(&x, argv[0], argc > 1 ? argv[1] : NULL, &id);
     else if (what == 1) rc = hs_forget(&x, argv[0], NULL, &count);
     else rc = hs_forget(&x, NULL, argv[0], &count);
     if (rc == SQLITE_OK) rc = sqlite3_exec(x.db, "RELEASE heap_write", NULL, NULL, NULL);
@@ -548,7 +825,7 @@ static void hs_write(sqlite3_context *ctx, int argc, sqlite3_value **argv, int w
     hf_sqlfail(&x, rc);
   }
   if (rc == SQLITE_OK) {
-    if (what == 0) sqlite3_result_text(ctx, id, -1, sqlite3_free);
+    if (what == 0 || what == 3) sqlite3_result_text(ctx, id, -1, sqlite3_free);
     else sqlite3_result_int64(ctx, count);
     return;
   }
@@ -558,6 +835,10 @@ static void hs_write(sqlite3_context *ctx, int argc, sqlite3_value **argv, int w
 
 static void heap_add(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   hs_write(ctx, argc, argv, 0, "heap_add");
+}
+
+static void heap_add_many(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  hs_write(ctx, argc, argv, 3, "heap_add_many");
 }
 
 static void heap_forget(sqlite3_context *ctx, int argc, sqlite3_value **argv) {

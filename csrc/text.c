@@ -13,6 +13,53 @@
 
 #pragma region text scanning
 
+/* Whether s[0..n) is well-formed UTF-8 (RFC 3629: no overlong form, no
+ * surrogate as CESU-8 writes one (ED A0 80), nothing past U+10FFFF) holding
+ * no NUL byte (unless nul_ok).  *chars (when not NULL) receives its number
+ * of characters. */
+static int hm_utf8_ok(const unsigned char *s, i64 n, int nul_ok, i64 *chars) {
+  i64 i = 0, k = 0;
+  while (i < n) {
+    unsigned c = s[i];
+    if (c < 0x80) {
+      if (!c && !nul_ok) return 0;
+      i++, k++;
+      continue;
+    }
+    int len;
+    unsigned lo = 0x80, hi = 0xBF; /* the second byte's range */
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : lo, hi = c == 0xED ? 0x9F : hi;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : lo, hi = c == 0xF4 ? 0x8F : hi;
+    else return 0;
+    if (n - i < len || s[i + 1] < lo || s[i + 1] > hi) return 0;
+    for (int j = 2; j < len; j++)
+      if ((s[i + j] & 0xC0) != 0x80) return 0;
+    i += len, k++;
+  }
+  if (chars) *chars = k;
+  return 1;
+}
+
+/* How deeply JSON text s[0..n) nests arrays and objects (its strings skipped). */
+static int hm_json_depth(const char *s, i64 n) {
+  int depth = 0, most = 0, in_string = 0;
+  for (i64 i = 0; i < n; i++) {
+    char c = s[i];
+    if (in_string) {
+      if (c == '\\') i++;
+      else if (c == '"') in_string = 0;
+    } else if (c == '"') {
+      in_string = 1;
+    } else if (c == '[' || c == '{') {
+      if (++depth > most) most = depth;
+    } else if (c == ']' || c == '}') {
+      depth--;
+    }
+  }
+  return most;
+}
+
 /* A word is a run of ASCII letters/digits/apostrophes or any non-ASCII byte
  * (so UTF-8 letters of any script stay inside words). */
 static int hm_is_word_byte(unsigned char c) {
@@ -84,10 +131,17 @@ static const char *const hm_stop_words[] = {
 
 HM_API int hm_is_stop_word(const char *w) { return w && hm_in_list(w, hm_stop_words); }
 
-/* Question types, in the order of the enum below. */
+/* Question types (heapmem.h's HM_QTYPES), and their enum: Q_other, Q_when, ... */
 static const char *const hm_qtype_names[] = {
-    "other", "when", "who", "where", "what", "how", "how_many", "why", "yes_no", NULL};
-enum { Q_OTHER, Q_WHEN, Q_WHO, Q_WHERE, Q_WHAT, Q_HOW, Q_HOW_MANY, Q_WHY, Q_YES_NO };
+#define HM_QTYPE_NAME(q) #q,
+    HM_QTYPES(HM_QTYPE_NAME)
+#undef HM_QTYPE_NAME
+    NULL};
+enum {
+#define HM_QTYPE_ENUM(q) Q_##q,
+  HM_QTYPES(HM_QTYPE_ENUM)
+#undef HM_QTYPE_ENUM
+};
 
 static const char *const hm_aux_words[] = {
     "is", "are", "am", "was", "were", "do", "does", "did", "can", "could",
@@ -103,40 +157,40 @@ static const char *const hm_time_nouns[] = {
 static int hm_wh_at(char words[][HM_MAX_WORD + 1], int nwords, int i) {
   const char *w = words[i];
   const char *next = i + 1 < nwords ? words[i + 1] : "";
-  if (strcmp(w, "when") == 0) return Q_WHEN;
-  if (strcmp(w, "who") == 0 || strcmp(w, "whom") == 0 || strcmp(w, "whose") == 0) return Q_WHO;
-  if (strcmp(w, "where") == 0) return Q_WHERE;
-  if (strcmp(w, "why") == 0) return Q_WHY;
+  if (strcmp(w, "when") == 0) return Q_when;
+  if (strcmp(w, "who") == 0 || strcmp(w, "whom") == 0 || strcmp(w, "whose") == 0) return Q_who;
+  if (strcmp(w, "where") == 0) return Q_where;
+  if (strcmp(w, "why") == 0) return Q_why;
   if (strcmp(w, "how") == 0) {
     if (strcmp(next, "many") == 0 || strcmp(next, "much") == 0 || strcmp(next, "often") == 0)
-      return Q_HOW_MANY;
+      return Q_how_many;
     if (strcmp(next, "long") == 0 && i + 2 < nwords && strcmp(words[i + 2], "ago") == 0)
-      return Q_WHEN;
-    return Q_HOW;
+      return Q_when;
+    return Q_how;
   }
   if (strcmp(w, "what") == 0 || strcmp(w, "which") == 0) {
-    if (hm_in_list(next, hm_time_nouns)) return Q_WHEN;
-    return Q_WHAT;
+    if (hm_in_list(next, hm_time_nouns)) return Q_when;
+    return Q_what;
   }
   return -1;
 }
 
 /* The question type of a question: "when", "who", ... or "other". */
 HM_API const char *hm_qtype(const char *q) {
-  if (!q) return hm_qtype_names[Q_OTHER];
+  if (!q) return hm_qtype_names[Q_other];
   char words[24][HM_MAX_WORD + 1];
   int nwords = 0;
   hm_scanner sc = {.s = (const unsigned char *)q, .n = (int)strlen(q)};
   while (nwords < 24 && hm_next_word(&sc, words[nwords], NULL) > 0) nwords++;
-  if (nwords == 0) return hm_qtype_names[Q_OTHER];
+  if (nwords == 0) return hm_qtype_names[Q_other];
   int t = hm_wh_at(words, nwords, 0);
   if (t >= 0) return hm_qtype_names[t];
-  if (hm_in_list(words[0], hm_aux_words)) return hm_qtype_names[Q_YES_NO];
+  if (hm_in_list(words[0], hm_aux_words)) return hm_qtype_names[Q_yes_no];
   for (int i = 1; i < nwords; i++) {
     t = hm_wh_at(words, nwords, i);
     if (t >= 0) return hm_qtype_names[t];
   }
-  return hm_qtype_names[Q_OTHER];
+  return hm_qtype_names[Q_other];
 }
 
 static int hm_qtype_valid(const char *qt) {
@@ -161,11 +215,30 @@ static const char *const hm_number_words[] = {
 static const char *const hm_self_words[] = {
     "i", "i'm", "i've", "i'd", "i'll", "my", "me", "mine", "myself", "we",
     "our", "us", "we're", "we've", NULL};
+/* heapmem.h's kinds and source roles */
 static const char *const hm_known_kinds[] = {
-    "fact", "preference", "instruction", "summary", "note", "episode",
-    "tool_result", NULL};
+#define HM_KIND_NAME(k, importance) #k,
+    HM_KINDS(HM_KIND_NAME)
+#undef HM_KIND_NAME
+    NULL};
 static const char *const hm_source_roles[] = {
-    "user", "assistant", "agent", "system", "tool", "document", "web", NULL};
+#define HM_ROLE_NAME(r) #r,
+    HM_SOURCE_ROLES(HM_ROLE_NAME)
+#undef HM_ROLE_NAME
+    NULL};
+/* heapmem.h's length and age buckets: the feature, and the bound (0: any) */
+static const struct { const char *name; int most; } hm_len_buckets[] = {
+#define HM_LEN_ROW(b, most) {"len:" #b, most},
+    HM_LEN_BUCKETS(HM_LEN_ROW)
+#undef HM_LEN_ROW
+};
+static const struct { const char *name; double below; } hm_age_buckets[] = {
+#define HM_AGE_ROW(b, below) {"age:" #b, below},
+    HM_AGE_BUCKETS(HM_AGE_ROW)
+#undef HM_AGE_ROW
+};
+#define HM_NLEN ((int)(sizeof hm_len_buckets / sizeof hm_len_buckets[0]))
+#define HM_NAGE ((int)(sizeof hm_age_buckets / sizeof hm_age_buckets[0]))
 
 static int hm_all_digits(const char *w) {
   if (!*w) return 0;
@@ -197,18 +270,18 @@ HM_API int hm_features(const char *text, const char *kind, const char *source,
   char name[HM_MAX_WORD + 16];
 
   /* kind: only the known kinds; anything else is "other" */
-  const char *k = (kind && hm_in_list(kind, hm_known_kinds)) ? kind : "other";
+  const char *k = (kind && hm_in_list(kind, hm_known_kinds)) ? kind : HM_OTHER_VALUE;
   snprintf(name, sizeof name, "kind:%s", k);
   if ((rc = hm_append(out, outlen, &used, name))) return rc;
 
   /* source: a role when it names one, "other" for any other name */
-  char src[HM_MAX_WORD + 1] = "none";
+  char src[HM_MAX_WORD + 1] = HM_NO_SOURCE;
   if (source && source[0]) {
     int i = 0;
     for (; source[i] && i < HM_MAX_WORD; i++)
       src[i] = (char)tolower((unsigned char)source[i]);
     src[i] = 0;
-    if (!hm_in_list(src, hm_source_roles)) strcpy(src, "other");
+    if (!hm_in_list(src, hm_source_roles)) strcpy(src, HM_OTHER_VALUE);
   }
   snprintf(name, sizeof name, "src:%s", src);
   if ((rc = hm_append(out, outlen, &used, name))) return rc;
@@ -272,15 +345,18 @@ HM_API int hm_features(const char *text, const char *kind, const char *source,
     if (i + 1 < n && s[i] == 0xE2 && s[i + 1] == 0x82) money = 1; /* euro sign */
     if (i + 1 < n && s[i] == 0xC2 && s[i + 1] == 0xA3) money = 1; /* pound sign */
   }
-  const char *len = nwords <= 3 ? "len:xs" : nwords <= 8 ? "len:s" : nwords <= 20 ? "len:m"
-                  : nwords <= 40 ? "len:l" : "len:xl";
+  int b = 0;
+  while (b < HM_NLEN - 1 && hm_len_buckets[b].most && nwords > hm_len_buckets[b].most) b++;
+  const char *len = hm_len_buckets[b].name;
   if ((rc = hm_append(out, outlen, &used, len))) return rc;
   /* every memory has every slot, present or absent, so that no memory gets
    * more (or fewer) chances of being useful from the mere number of its
    * features */
   const struct { const char *name; int on; } slots[] = {
-      {"date", date}, {"clock", clock}, {"num", num}, {"money", money},
-      {"entity", entity}, {"self", self}, {"question", question}, {"url", url}};
+#define HM_FLAG_ROW(f) {#f, f},
+      HM_FLAG_SLOTS(HM_FLAG_ROW)
+#undef HM_FLAG_ROW
+  };
   for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
     size_t L = strlen(slots[i].name);
     memcpy(name, slots[i].name, L);
@@ -310,15 +386,58 @@ HM_API int hm_relate(const char *question, const char *source, char *out, int ou
     }
   }
   if (!out || outlen < 7) return HM_TOOBIG;
-  strcpy(out, named ? "srcq:1" : "srcq:0");
+  strcpy(out, named ? HM_RELATE_SLOT ":1" : HM_RELATE_SLOT ":0");
   return HM_OK;
 }
 
 /* The age bucket of a memory (time since last use, or creation). */
 static const char *hm_age_bucket(double age_days) {
   if (isnan(age_days)) return NULL;
-  return age_days < 2 ? "age:day" : age_days < 8 ? "age:week" : age_days < 31 ? "age:month"
-       : age_days < 92 ? "age:quarter" : age_days < 366 ? "age:year" : "age:old";
+  int b = 0;
+  while (b < HM_NAGE - 1 && hm_age_buckets[b].below && !(age_days < hm_age_buckets[b].below)) b++;
+  return hm_age_buckets[b].name;
+}
+
+/* Whether the n bytes at s are one of list's words. */
+static int hm_in_list_n(const char *s, int n, const char *const *list) {
+  for (int i = 0; list[i]; i++)
+    if ((int)strlen(list[i]) == n && !memcmp(list[i], s, (size_t)n)) return 1;
+  return 0;
+}
+
+/* Whether f is a feature heapmem makes (heapmem.h's grammar): its own part
+ * (base, ctx:1, an age or length bucket, a kind, a source role, a flag slot
+ * or srcq with 0 or 1), alone or after a question type and '/'. */
+static int hm_feature_ok(const char *f) {
+  const char *slash = strchr(f, '/');
+  if (slash) {
+    if (!hm_in_list_n(f, (int)(slash - f), hm_qtype_names)) return 0;
+    f = slash + 1;
+  }
+  if (!strcmp(f, HM_BASE_FEATURE) || !strcmp(f, HM_CTX_FEATURE)) return 1;
+  const char *colon = strchr(f, ':');
+  if (!colon) return 0;
+  int slot = (int)(colon - f);
+  const char *v = colon + 1;
+  int vlen = (int)strlen(v);
+#define HM_SLOT_IS(name) (slot == (int)sizeof name - 1 && !memcmp(f, name, (size_t)slot))
+  if (HM_SLOT_IS("kind"))
+    return hm_in_list_n(v, vlen, hm_known_kinds) || !strcmp(v, HM_OTHER_VALUE);
+  if (HM_SLOT_IS("src"))
+    return hm_in_list_n(v, vlen, hm_source_roles) || !strcmp(v, HM_OTHER_VALUE) ||
+           !strcmp(v, HM_NO_SOURCE);
+  for (int i = 0; i < HM_NLEN; i++)
+    if (!strcmp(f, hm_len_buckets[i].name)) return 1;
+  for (int i = 0; i < HM_NAGE; i++)
+    if (!strcmp(f, hm_age_buckets[i].name)) return 1;
+  if (strcmp(v, "0") && strcmp(v, "1")) return 0;
+  static const char *const flags[] = {
+#define HM_FLAG_NAME(s) #s,
+      HM_FLAG_SLOTS(HM_FLAG_NAME)
+#undef HM_FLAG_NAME
+      HM_RELATE_SLOT, NULL};
+  return hm_in_list_n(f, slot, flags);
+#undef HM_SLOT_IS
 }
 
 /* The features a memory shows to one question: "base" (every memory has it:
@@ -334,7 +453,7 @@ HM_API int hm_active(const char *features, const char *qtype, double age_days, c
     return HM_ERROR;
   }
   char own[HM_MAX_FEATURES * (HM_MAX_WORD + 2) + 32];
-  int ownlen = snprintf(own, sizeof own, "base %s", features ? features : "");
+  int ownlen = snprintf(own, sizeof own, HM_BASE_FEATURE " %s", features ? features : "");
   if (ownlen >= (int)sizeof own) {
     hm_seterr(err, errlen, "too many features%s", "");
     return HM_ERROR;

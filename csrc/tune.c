@@ -284,16 +284,14 @@ static int ht_config(hf_ctx *x, const char *text, hm_config *cfg) {
   int rc = SQLITE_OK;
   if (!text) {
     if ((rc = hf_prepare(x, hr_sql_tuned, &st))) return rc;
-    rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW) rc = hf_sqlfail(x, rc);
-    else text = (const char *)sqlite3_column_text(st, 0);
+    rc = hm_tuned_read(st, cfg, err, sizeof err);
+    if (rc == SQLITE_CORRUPT) hf_fail(x, rc, "the store's tuned config is damaged (%s)", err);
+    else if (rc) hf_sqlfail(x, rc);
+    hf_done(x, st);
+    return rc;
   }
-  if (rc == SQLITE_ROW || rc == SQLITE_OK) {
-    rc = hm_config_parse(text, cfg, err, sizeof err) == HM_OK ? SQLITE_OK : SQLITE_ERROR;
-    if (rc) hf_fail(x, SQLITE_ERROR, st ? "the store's tuned config cannot be used (%s)"
-                                        : "config: %s", err);
-  }
-  hf_done(x, st);
+  rc = hm_config_parse(text, cfg, err, sizeof err) == HM_OK ? SQLITE_OK : SQLITE_ERROR;
+  if (rc) hf_fail(x, SQLITE_ERROR, "config: %s", err);
   return rc;
 }
 
@@ -426,10 +424,16 @@ static int ht_read_opts(hf_ctx *x, sqlite3_value *v, ht_opts *o) {
   int rc = SQLITE_OK, autotune = 0;
   char *config = NULL;
   if (v && sqlite3_value_type(v) != SQLITE_NULL) {
-    const char *json = (const char *)sqlite3_value_text(v);
+    const char *json = NULL;
+    char why[HM_ERRLEN];
     if (sqlite3_value_type(v) != SQLITE_TEXT)
       return hf_fail(x, SQLITE_ERROR, "options must be a JSON object like "
                                       "'{\"seed\": 0, \"deploy\": false}'");
+    if (hm_arg_text(v, "options", 0, hm_limits.MAX_TEXT_BYTES, &json, why, sizeof why))
+      return hf_fail(x, SQLITE_ERROR, "%s", why);
+    if (hm_json_depth(json, sqlite3_value_bytes(v)) > hm_limits.MAX_JSON_DEPTH)
+      return hf_fail(x, SQLITE_ERROR, "options nest deeper than %.0f levels",
+                     hm_limits.MAX_JSON_DEPTH);
     rc = ht_apply_opts(x, json, o, &config, &autotune);
     i64 judged = 0;
     if (!rc && o->pending && o->given > 1 + (config != NULL))
@@ -495,7 +499,7 @@ typedef struct {
 } ht_bounds;
 
 /* How much of a tune's work one step does at least, in units of about a
- * nanosecond each on the machine of bench/RESULTS.md 20 (the work is
+ * nanosecond each on the machine of bench/RESULTS.md 23 (the work is
  * counted, never timed): auto-tune runs in steps, one after each feedback,
  * so that no feedback waits for a whole tune, each step the rest of the tune
  * spread over half the feedbacks until the next point (ht_recalls_read), and
@@ -1492,7 +1496,7 @@ static int ht_pending(hf_ctx *x, const ht_opts *given, char **out);
  * with "pending", of the auto-tune under way: ht_pending), inside a
  * savepoint of its own, so that an error leaves nothing written. */
 static void heap_tune(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = sqlite3_user_data(ctx)};
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
   char *out = NULL, *why = NULL;
   ht_opts o;
   ht_bounds b;
@@ -1550,17 +1554,19 @@ static void heap_tune(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
  * error, and nothing is written. */
 static void heap_save_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = sqlite3_user_data(ctx)};
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
   char *why = NULL, *saved = NULL, err[HM_ERRLEN];
   hm_config cfg;
   hm_keep_statements(&x);
   int rc = hm_check_store(x.db, x.conn, &why);
   if (rc != SQLITE_OK) hf_fail(&x, rc, "%s", why ? why : "out of memory");
   sqlite3_free(why);
+  const char *text = NULL;
   if (!rc && sqlite3_value_type(argv[0]) != SQLITE_TEXT)
     rc = hf_fail(&x, SQLITE_MISMATCH, "config must be text such as 'w_usefulness=0.5'");
-  if (!rc && hm_config_parse((const char *)sqlite3_value_text(argv[0]), &cfg, err,
-                             sizeof err) != HM_OK)
+  if (!rc && hm_arg_text(argv[0], "config", 0, hm_limits.MAX_TEXT_BYTES, &text, err, sizeof err))
+    rc = hf_fail(&x, SQLITE_ERROR, "%s", err);
+  if (!rc && hm_config_parse(text, &cfg, err, sizeof err) != HM_OK)
     rc = hf_fail(&x, SQLITE_ERROR, "%s", err);
   if (!rc && sqlite3_db_readonly(x.db, "main") == 1)
     rc = hf_fail(&x, SQLITE_READONLY, "the store is read-only here");
@@ -1608,12 +1614,19 @@ static void heap_save_config(sqlite3_context *ctx, int argc, sqlite3_value **arg
 
 #define HT_TAKEOVER 8
 
-static i64 ht_next_point(i64 point) { return point < HT_MIN_RECALLS ? HT_MIN_RECALLS : 2 * point; }
+/* The most a count or a point of the schedule can be (2^62): the state
+ * read from the file is untrusted, and past this it is damage, so that no
+ * doubling or count below can overflow. */
+#define HT_MAX_COUNT ((i64)1 << 62)
+
+static i64 ht_next_point(i64 point) {
+  return point < HT_MIN_RECALLS ? HT_MIN_RECALLS : point > HT_MAX_COUNT / 2 ? INT64_MAX : 2 * point;
+}
 
 static i64 ht_schedule_point(i64 judged) {
   if (judged < HT_MIN_RECALLS) return 0;
   i64 point = HT_MIN_RECALLS;
-  while (point * 2 <= judged) point *= 2;
+  while (point <= judged / 2) point *= 2;
   return point;
 }
 
@@ -1625,9 +1638,12 @@ typedef struct {
   i64 tpoint, tjudged, events, recalls, epoch, idle;
 } ht_state;
 
-/* the state when it is what ht_state_write writes (exactly those keys) */
+/* the state when it is what ht_state_write writes (exactly those keys, each
+ * count at most HT_MAX_COUNT: past it, damage, recounted) */
+#define HT_MAX_COUNT_SQL "4611686018427387904"
 #define HT_TUNE_INT(K)                                                                         \
-  "json_type(v, '$.tune." K "') = 'integer' AND json_extract(v, '$.tune." K "') >= 0"
+  "json_type(v, '$.tune." K "') = 'integer' AND json_extract(v, '$.tune." K "') BETWEEN 0 "   \
+  "AND " HT_MAX_COUNT_SQL
 static const char ht_sql_state[] =
     "SELECT json_extract(v, '$.point'), json_extract(v, '$.judged'), "
     "json_type(v, '$.tune') = 'object', json_extract(v, '$.tune.point'), "
@@ -1636,8 +1652,9 @@ static const char ht_sql_state[] =
     "json_extract(v, '$.tune.idle') "
     "FROM (SELECT value AS v FROM heapmem_meta WHERE key = '" HM_META_AUTOTUNE "') "
     "WHERE json_valid(v) AND json_type(v) = 'object' AND json_type(v, '$.point') = 'integer' "
-    "AND json_extract(v, '$.point') >= 0 AND (json_type(v, '$.judged') = 'null' OR "
-    "(json_type(v, '$.judged') = 'integer' AND json_extract(v, '$.judged') >= 0)) "
+    "AND json_extract(v, '$.point') BETWEEN 0 AND " HT_MAX_COUNT_SQL " AND "
+    "(json_type(v, '$.judged') = 'null' OR (json_type(v, '$.judged') = 'integer' AND "
+    "json_extract(v, '$.judged') BETWEEN 0 AND " HT_MAX_COUNT_SQL ")) "
     "AND (SELECT count(*) FROM json_each(v)) = 2 + (json_type(v, '$.tune') IS NOT NULL) "
     "AND (json_type(v, '$.tune') IS NULL OR ((SELECT count(*) FROM json_each(v, '$.tune')) = 6 "
     "AND " HT_TUNE_INT("point") " AND " HT_TUNE_INT("judged") " AND " HT_TUNE_INT("events")

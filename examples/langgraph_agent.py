@@ -1,7 +1,7 @@
 """A LangGraph agent whose memory is heapmem: it recalls, answers, and reports
 what its answer used, and the store learns from every report.
 
-Needs the extra: pip install 'heapmem[langgraph]'.  No network, no model: the
+Needs the extra: pip install "heapmem[langgraph]".  No network, no model: the
 "model" is a stand-in that answers from the memory that looks like an answer
 (one with a clock time for a "when" question).  The clock is fixed, so the
 output is the same on every run.
@@ -27,7 +27,7 @@ try:
     from langgraph.config import get_store
     from langgraph.graph import END, START, StateGraph
 except ImportError:
-    sys.exit("this example needs LangGraph: pip install 'heapmem[langgraph]'")
+    sys.exit("this example needs LangGraph: pip install \"heapmem[langgraph]\"")
 
 import heapmem
 from heapmem.langgraph_store import HeapmemStore

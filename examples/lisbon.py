@@ -10,8 +10,9 @@ first, on her very first recall.
 
     python examples/lisbon.py [path/to/store.db]
 
-The store is left on disk (default ./agent.db) for the raw-SQL sample in the
-README.  The clock is fixed, so the output is the same on every run.
+The store is left on disk (default ./agent.db) for `heapmem report` and the
+samples in docs/ (made anew on every run).  The clock is fixed, so the output
+is the same on every run.
 """
 import os
 import sys
@@ -63,6 +64,7 @@ OTHERS = [
       ("Wedding gift ideas under $100", "tool_result", "tool", 3)], 0),
 ]
 QUESTION = "When is my flight to Lisbon?"
+ROUNDS = 3  # days on which the other users ask
 
 
 def show(title, rows):
@@ -79,9 +81,10 @@ def build(path):
     mem = heapmem.open(path, clock=lambda: NOW)
     mem.add_many([{"text": t, "kind": k, "source": s, "namespace": "user:maya",
                    "created_at": NOW - age * DAY} for t, k, s, age in MAYA])
-    for ns, _, memories, _ in OTHERS:
+    for ns, _, memories, _ in OTHERS:  # (ages as on the first of the 3 days of feedback)
         mem.add_many([{"text": t, "kind": k, "source": s, "namespace": ns,
-                       "created_at": NOW - age * DAY} for t, k, s, age in memories])
+                       "created_at": NOW - (age + ROUNDS - 1) * DAY}
+                      for t, k, s, age in memories])
     return mem
 
 
@@ -96,22 +99,26 @@ def main(path="agent.db"):
     show("\nheapmem, day one (no feedback yet):",
          [(r.rank, r.text, r.explain()) for r in res])
 
-    # Other users ask their own questions; their agents report what they used.
-    for _ in range(3):
+    # Other users ask their own questions, once a day for three days; their
+    # agents report what they used.
+    for day in range(ROUNDS):
+        when = NOW - (ROUNDS - 1 - day) * DAY
         for ns, question, memories, answer in OTHERS:
-            res = mem.recall(question, k=3, namespace=ns)
+            res = mem.recall(question, k=3, namespace=ns, now=when)
             used = [r.id for r in res if r.text == memories[answer][0]]
-            mem.feedback(used=used, recall_id=res.recall_id)
-    print(f"\n{len(OTHERS)} other users gave feedback on their own questions, 3 times each.")
+            mem.feedback(used=used, recall_id=res.recall_id, now=when)
+    print(f"\n{len(OTHERS)} other users gave feedback on their own questions, once a day for "
+          f"{ROUNDS} days.")
 
-    res = mem.recall(QUESTION, k=3, namespace="user:maya", track=False)
+    # Maya's recall is tracked: `heapmem report` shows the newest tracked recall
+    res = mem.recall(QUESTION, k=3, namespace="user:maya")
     show("\nheapmem, after other users' feedback:",
          [(r.rank, r.text, r.explain()) for r in res])
     print("\nStrongest learned links (pooled over all users):")
     for link in mem.explain_usefulness("*")[:5]:
         print(f"  {link.feature:<22} strength {link.strength:.2f}  from {link.n} events")
     mem.close()
-    print(f"\nThe store is {path}; try the raw-SQL sample in the README on it.")
+    print(f"\nThe store is {path}: `heapmem report {path}` draws what it learned.")
 
 
 if __name__ == "__main__":

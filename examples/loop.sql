@@ -1,5 +1,5 @@
--- The whole loop in SQL: a store, memories, feedback, recall (README "Raw SQL").
---   sqlite3 loop.db -cmd ".load $(heapmem path)" < examples/loop.sql
+-- The whole loop in SQL: a store, memories, feedback, recall (docs/sql.md).
+--   sqlite3 -cmd ".load $(heapmem path)" < examples/loop.sql
 -- Every call takes the demo's fixed time (2025-03-14, 1741910400), so the output
 -- is the same on every run.
 SELECT heap_init();

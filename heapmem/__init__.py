@@ -12,17 +12,21 @@ the statements, the choice of connection), the core here (Memory in store,
 its config, results, errors, input checks and embedders), heapmem.learning
 (what feedback teaches, read from Python), heapmem.io (export, import, the
 report page), heapmem.remote (libSQL server) and heapmem.adapters (the CLI,
-MCP, LangGraph, Datasette).  The old module paths (heapmem.cli,
+MCP, LangGraph, LlamaIndex, LangChain, the OpenAI Agents SDK, Datasette);
+heapmem.tools is the tool table every tool door is built from, and
+heapmem.aio's AsyncMemory every verb as a coroutine.  The old module paths (heapmem.cli,
 heapmem.schema, ...) still import (heapmem._moved).
 """
 from . import _moved
 from ._version import __version__
+from .aio import AsyncMemory, open_async
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
 from .db._native import load, loadable_path
 from .errors import (
     AutoTuneWarning,
     CorruptStoreError,
     DuplicateIdError,
+    ForeignAnswerError,
     HeapmemError,
     NotAStoreError,
     ReadOnlyError,
@@ -50,6 +54,7 @@ from .validate import MAX_TEXT_BYTES
 _moved.install()
 
 __all__ = [
+    "AsyncMemory",
     "AutoTuneWarning",
     "CheckReport",
     "CorruptStoreError",
@@ -57,6 +62,7 @@ __all__ = [
     "DuplicateIdError",
     "Event",
     "Feedback",
+    "ForeignAnswerError",
     "HeapmemError",
     "ImportReport",
     "Item",
@@ -81,4 +87,5 @@ __all__ = [
     "load",
     "loadable_path",
     "open",
+    "open_async",
 ]

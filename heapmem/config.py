@@ -14,18 +14,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from .db import _native
 
-#: Importance a memory gets from its kind when none is given.
-KIND_IMPORTANCE: dict[str, float] = {
-    "instruction": 1.5,
-    "preference": 1.3,
-    "summary": 1.2,
-    "fact": 1.0,
-    "note": 1.0,
-    "episode": 0.8,
-    "tool_result": 0.6,
-}
-#: Importance must lie in (0, MAX_IMPORTANCE].
-MAX_IMPORTANCE = 10.0
+#: Importance a memory gets from its kind when none is given (csrc/heapmem.h's
+#: HM_KINDS; another kind gets 1).
+KIND_IMPORTANCE: dict[str, float] = dict(_native.VOCABULARY.kinds)
+#: A memory's kind when none is given (heapmem.h's HM_DEFAULT_KIND).
+DEFAULT_KIND = _native.VOCABULARY.default_kind
+#: Importance must lie in (0, MAX_IMPORTANCE] (heapmem.h's HM_LIMITS).
+MAX_IMPORTANCE = float(_native.LIMITS["MAX_IMPORTANCE"])
 
 # The fields the C core reads, in the order of its config string, and their
 # defaults (csrc/heapmem.h).
@@ -38,7 +33,7 @@ class ScoringConfig:
     """How recall scores a candidate:
 
     score = relevance^w_relevance x recency^w_recency x importance^w_importance
-            x usefulness^w_usefulness x rules
+            x usefulness^w_usefulness x rules x context x thread x time
 
     A weight of 0 switches its factor off.
 
@@ -99,9 +94,12 @@ class ScoringConfig:
       w_usefulness here is where a store starts, and an explicit config
       keeps its weights (auto-tune does not run).
       However strong the evidence, usefulness^exponent is bounded to
-      [1 / max_lift, max_lift]: what a prior merged from elsewhere, or
-      tenants colluding past the trimmed pool, can do to a ranking is
-      bounded too (explain() says when the bound applied).
+      [1 / max_lift, max_lift], and so is the product of every learned
+      factor on a score (usefulness's, context's and exploration's,
+      Result.lift): what a prior merged from elsewhere, tenants colluding
+      past the trimmed pool, or one user judging one memory again and again
+      can do to a ranking is bounded too (explain() says when either bound
+      applied; bench/RESULTS.md 22 measured bounding them together).
     - context (w_context, 1; every store, with vectors or without): the
       memory's own record in this namespace, each past judgement of it
       weighted by how similar its question was to this one (the library's
@@ -116,6 +114,23 @@ class ScoringConfig:
       ctx:1, whose link (learned and pooled like every link) must beat the
       base rate by gate_z standard errors before any memory's record counts;
       until then ctx:1 can lift only through its own learned usefulness.
+    - thread (w_thread, 0.5; thread_turns, 2): a memory added with a thread
+      (add(thread=..., turn=...): a turn of a conversation) is lifted by its
+      neighbours there, the memories of its thread at most thread_turns
+      turns before or after it: its relevance counts as its own plus
+      w_thread x the best relevance among those neighbours that are
+      candidates, so a reply is found by the words of the turn it answers;
+      and the neighbours of the 10 best candidates join the candidates (with
+      vectors: relevance from their cosine).  explain() shows it as "x thread
+      1.21 (m41, 1 turn before)".  No effect where memories have no thread
+      (the ranking is exactly as without it), and none with w_thread 0.
+      LoCoMo, chosen on conversations 0-4: bench/RESULTS.md 21.
+    - time (w_time, 1): a question that names a time ("last week", "in May
+      2023", "yesterday", "two days ago", "on 18 August, 2023"; English, read
+      as of the recall's now, heap_time_window) multiplies by 1 + w_time the
+      memories created in that window (or the day after it, when it was told
+      of); never a filter.  explain() shows it as 'x time 2.00 ("May 2023":
+      2023-05-01 to 2023-05-31)'.
     - rules: a memory superseded by a newer one with the same key is
       multiplied by superseded_factor.
     - explore (0 to 4; 0, the default, is off): damped Thompson sampling, in
@@ -133,7 +148,7 @@ class ScoringConfig:
       lift stays within max_lift's bounds.  ctx:1 stays a boost under
       exploration too: a draw below the base rate counts as the base rate.
       The draws are seeded by the recall's inputs (question, namespace,
-      now, and how many recalls the store has logged), never the clock's
+      now, and how many recalls the namespace has logged), never the clock's
       entropy: the same inputs rank the same.  explain() shows the factor
       as "x explore 1.23".
       bench/RESULTS.md 14.1: in a simulation where BM25 keeps the useful kind
@@ -167,6 +182,9 @@ class ScoringConfig:
     max_lift: float = _C["max_lift"]
     w_evidence: float = _C["w_evidence"]
     explore: float = _C["explore"]
+    w_thread: float = _C["w_thread"]
+    thread_turns: int = int(_C["thread_turns"])
+    w_time: float = _C["w_time"]
     if TYPE_CHECKING:  # set on each instance by __post_init__; ClassVar keeps them out of
         _sql: ClassVar[str]  # the fields, as mypy's dataclass plugin would count them
         _c: ClassVar[Any]

@@ -42,6 +42,13 @@ class StoreBusyError(HeapmemError):
     """Another connection held the store's write lock past the busy timeout."""
 
 
+class ForeignAnswerError(HeapmemError):
+    """A heap_* function answered with a value heapmem's library never gives
+    (a hostile or broken libSQL server: valid Hrana, wrong values).  Nothing
+    of the answer is believed and the verb's transaction is rolled back:
+    nothing was written (heapmem.answers)."""
+
+
 class AutoTuneWarning(RuntimeWarning):
     """Auto-tune failed after a feedback (Memory.feedback): the feedback was
     saved, the weights in force did not change, and Feedback.auto_tune's

@@ -35,6 +35,10 @@ class Item:
     last_used_at: float | None
     metadata: dict | None
     features: tuple[str, ...]
+    #: its place in a conversation: the thread it is a turn of, and the turn
+    #: (None and None: a memory of no thread)
+    thread: str | None = None
+    turn: int | None = None
 
 
 @dataclass
@@ -70,6 +74,23 @@ class Result:
     #: exploration (ScoringConfig.explore, tracked recalls only): the factor
     #: its sampled usefulness put on the score (1.0: none)
     explore: float = 1.0
+    #: its place in a conversation (Memory.add's thread and turn; None: none)
+    thread: str | None = None
+    turn: int | None = None
+    #: the thread's factor on the score (ScoringConfig.w_thread; 1.0: none),
+    #: the neighbour whose relevance lifted it, and that one's turn less its own
+    thread_lift: float = 1.0
+    thread_from: str | None = None
+    thread_offset: int | None = None
+    #: the factor for being created in the window of time the question names
+    #: (ScoringConfig.w_time; 1.0: none), and that window as explain() shows it
+    #: (None: the question names none)
+    time_lift: float = 1.0
+    time_window: str | None = None
+    #: every learned factor on the score together (usefulness's lift x context
+    #: x explore), within max_lift: score = relevance^w x recency^w x
+    #: importance^w x thread_lift x time_lift x lift x rules
+    lift: float = 1.0
     _recall: "Recall" = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
 
     def explain(self) -> str:
@@ -80,7 +101,10 @@ class Result:
         line = _native.explain(self.relevance, self.age_days, self.importance, self.superseded,
                                " ".join(self.features), r.qtype, r._link_set, r.config.cdata,
                                nan if self.lexical is None else self.lexical,
-                               nan if self.cosine is None else self.cosine)
+                               nan if self.cosine is None else self.cosine,
+                               self.context, self.context_n, self.explore,
+                               self.thread_lift, self.thread_from, self.thread_offset or 0,
+                               self.time_lift, self.time_window)
         if r.prior_features and r.config.w_usefulness > 0:
             # links a merged prior adds to: their lift is not only this store's
             hit = sorted(set(_native.active(" ".join(self.features), r.qtype, self.age_days))
@@ -88,11 +112,30 @@ class Result:
             if hit:
                 more = f" +{len(hit) - 3}" if len(hit) > 3 else ""
                 line += f" (prior in {' '.join(hit[:3])}{more}: see Memory.priors())"
-        if self.context != 1.0:  # as heap_recall's explain column words it
-            line += f" x context {self.context:.2f} ({self.context_n:.1f} similar judgements)"
-        if self.explore != 1.0:
-            line += f" x explore {self.explore:.2f}"
         return line
+
+    def factors(self) -> dict[str, float | None]:
+        """What each factor multiplies the score by, as applied: relevance,
+        recency and importance to their weights (None: weight 0, off); the
+        place's factors, thread and time; the learned ones, usefulness (its
+        lift, to its weight and the evidence's exponent), context and
+        explore, as the score carries them (together within max_lift: any
+        bound is usefulness's share, read off the core's lift, never worked
+        out again); and rules.  The values multiply to the score."""
+        cfg = self._recall.config
+        out: dict[str, float | None] = {}
+        for name, w in (("relevance", cfg.w_relevance), ("recency", cfg.w_recency),
+                        ("importance", cfg.w_importance)):
+            v = getattr(self, name)
+            out[name] = None if w == 0 else (v ** w if v > 0 else 0.0)
+        out["thread"] = self.thread_lift
+        out["time"] = self.time_lift
+        share = self.lift / (self.context * self.explore)  # usefulness's, bound and all
+        out["usefulness"] = None if cfg.w_usefulness == 0 and abs(share - 1) < 1e-12 else share
+        out["context"] = self.context
+        out["explore"] = self.explore
+        out["rules"] = self.rules
+        return out
 
 
 #: RECALL's columns that are a Result's field as they are read (the others are

@@ -16,6 +16,7 @@ import math
 import os
 import re
 import stat
+import sys
 import threading
 import time
 import urllib.parse
@@ -26,8 +27,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import apsw
 import numpy as np
 
-from . import embedders
-from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
+from . import answers, embedders
+from .config import DEFAULT_KIND, KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
 from .db import _native, connect, schema, sql
 from .db.sql import RECALL_SQL
 from .errors import (
@@ -67,6 +68,8 @@ from .validate import (
     check_name,
     check_namespace,
     check_text,
+    check_thread,
+    python_text,
     seconds,
 )
 
@@ -74,6 +77,22 @@ __all__ = ["Memory", "open", "RECALL_SQL", "MAX_K", "MAX_TEXT_BYTES", "POOLED"]
 
 #: update()'s "leave this field as it is".
 _KEEP: Any = object()
+
+
+#: a row of _prepare's as heap_add's arguments, in heap_add's order (heap_add_many's items)
+def _ADD_ARGS(r: Mapping[str, Any]) -> list[Any]:
+    """A row as heap_add's arguments, in its order (copy's place null: the
+    batch's)."""
+    return [r["text"], r["namespace"], r["kind"], r["source"], r["id"], r["created_at"],
+            r["importance"], r["key"], r["metadata"], None, r["thread"], r["turn"]]
+
+
+def _item_sentence(e: BaseException, offset: int) -> str:
+    """heap_add_many's sentence, its item numbered in the whole batch (the
+    core numbers them in its call: item 3 of the call at offset 100_000 is
+    item 100_003)."""
+    text = _c_sentence(e)
+    return re.sub(r"^item (\d+)", lambda m: f"item {int(m[1]) + offset}", text)
 
 
 def _item(r: tuple) -> Item:
@@ -116,6 +135,9 @@ def _locked(method: Callable) -> Callable:
 #: What SQLite can raise inside a verb; each reaches the caller as a
 #: HeapmemError (errors.from_sqlite), never as itself.
 _DAMAGE = (apsw.Error,)
+#: a namespace's vector index built on open says so on stderr from this many
+#: memories on (about a second's work)
+VECTOR_INDEX_PROGRESS = 50_000
 #: What decoding a value read from the file can raise when the value is
 #: damaged (text where a number belongs, a log that is not JSON, a number past
 #: int64): inside _from_file only, so that an argument's error stays a
@@ -225,8 +247,12 @@ class Memory:
                  embedder: Callable[[list[str]], Any] | None = DEFAULT_EMBEDDER,
                  reembed: bool = False,
                  durable: bool = False, verify: bool = False, auth_token: str | None = None,
-                 database: str | None = None, auto_tune: bool = True):
+                 database: str | None = None, auto_tune: bool = True, vfs: str | None = None):
         path = _check_path(path)
+        if vfs is not None and not isinstance(vfs, str):
+            raise TypeError(f"vfs must be the name of a SQLite VFS (a string), got "
+                            f"{type(vfs).__name__}")
+        self.vfs = vfs
         if not isinstance(auto_tune, bool):
             raise TypeError(f"auto_tune must be True or False, got {auto_tune!r}")
         if not callable(clock):
@@ -249,9 +275,12 @@ class Memory:
         self._dim = 0
         self._lock = threading.RLock()
         self._remote = False  # on a libSQL server (chosen at open: db.connect)
+        self._release_wal = False  # close() takes away the -wal/-shm a reader made
         self._links_gen = 0  # bumped by every write of this connection to links
         self._prior_feats: frozenset[str] = frozenset()
         self._prior_version: Any = None
+        #: reads what the core's write functions answer (a server's, checked)
+        self._answers = answers.Reader(path)
         self._conn: schema.Connection
         self._connect(path, auth_token=auth_token, database=database,
                       embedder=None if _is_builtin(embedder) else embedder)
@@ -265,6 +294,7 @@ class Memory:
         if self._embedder is not None:
             try:
                 self._attach_embedder(reembed)
+                self._index_vectors()
             except BaseException:
                 self._conn.close()
                 raise
@@ -277,10 +307,18 @@ class Memory:
         flags = apsw.SQLITE_OPEN_READONLY if self.readonly else (
             apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
         flags |= apsw.SQLITE_OPEN_URI
+        plain = path != ":memory:" and not path.startswith("file:") \
+            and not connect.is_server(path)
+        if self.readonly and plain and not os.path.exists(path):
+            raise HeapmemError(f"cannot open {path!r} read-only: there is no such file "
+                               "(readonly=True opens an existing store; without it, open() "
+                               "creates one)")
+        #: a reader that finds no -wal/-shm beside the file takes away those it makes
+        self._release_wal = self.readonly and plain and not connect.wal_files(path)
         try:
             self._conn, self._remote = connect.connect(
                 path, flags=flags, auth_token=auth_token, database=database,
-                durable=self.durable, embedder=embedder)
+                durable=self.durable, embedder=embedder, vfs=self.vfs)
         except apsw.CantOpenError as e:
             raise HeapmemError(f"cannot open {path!r}: {e}") from None
         try:
@@ -295,7 +333,8 @@ class Memory:
             # mount): SQLite cannot make its -shm file there, and with no -wal
             # file nothing is pending, so read the file as immutable
             uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?immutable=1"
-            self._conn = apsw.Connection(uri, flags=flags)
+            self._conn = connect.connect(uri, flags=flags, auth_token=None, database=None,
+                                         durable=False, embedder=None, vfs=self.vfs)[0]
             try:
                 self._open_file()
             except BaseException:
@@ -318,6 +357,56 @@ class Memory:
                 f"{self.path!r} holds tuned weights heapmem cannot read ({e}); open it with "
                 "config=heapmem.ScoringConfig() to ignore them, then set_config(..., "
                 "save=True) replaces them") from None
+
+    def _index_vectors(self) -> None:
+        """On a writable open, build the vector index of each namespace past
+        the threshold that has none (a store written before schema 10), one
+        transaction each, with a line on stderr when one may take a second
+        (VECTOR_INDEX_PROGRESS memories) and when it took longer."""
+        if self.readonly or self._remote or not self._builtin:
+            return
+        for ns, n in self.connection.execute(sql.VECTOR_INDEX_DUE).fetchall():
+            if n >= VECTOR_INDEX_PROGRESS:
+                print(f"heapmem: building the vector index of namespace {ns!r} ({n:,} "
+                      "memories), once", file=sys.stderr, flush=True)
+            t0 = time.monotonic()
+            with self._write() as w:
+                w.execute(sql.VECTOR_INDEX, {"namespace": ns}).fetchall()
+            took = time.monotonic() - t0
+            if took > 1.0:
+                print(f"heapmem: built the vector index of namespace {ns!r} in {took:.1f} s",
+                      file=sys.stderr, flush=True)
+
+    @_guarded
+    def vector_index(self, namespace: str) -> list[dict[str, Any]]:
+        """Build namespace's vector index again from scratch, now (seeded
+        k-means: the same vectors give the same partitions), or drop it when
+        the namespace holds fewer vectors than the threshold; what was built,
+        as [{"namespace", "vectors", "partitions"}].  Adds keep an index
+        current by themselves: this is for after a change of settings.  A
+        store without the library's own embedder: HeapmemError."""
+        namespace = check_namespace(namespace)
+        with self._write() as w:
+            out = w.execute(sql.VECTOR_INDEX, {"namespace": namespace}).fetchall()[0][0]
+        return list(json.loads(out))
+
+    @_guarded
+    def vector_settings(self, **settings: Any) -> dict[str, Any]:
+        """The vector index's settings (threshold: vectors a namespace holds
+        before it is indexed; size: vectors a partition holds; probe: the
+        share of an indexed namespace recall scans; seed: k-means' seed),
+        changed and saved first when any are given.  Bad names or values:
+        ValueError, nothing written."""
+        if not settings:
+            with self.snapshot() as c:
+                return dict(json.loads(c.execute(sql.VECTOR_SETTINGS).fetchall()[0][0]))
+        try:
+            with self._write() as w:
+                out = w.execute(sql.SET_VECTOR_SETTINGS,
+                                {"settings": json.dumps(settings)}).fetchall()[0][0]
+        except apsw.SQLError as e:  # the C core's one sentence
+            raise ValueError(str(e).removeprefix("SQLError: ")) from None
+        return dict(json.loads(out))
 
     # -- embeddings ----------------------------------------------------------------
 
@@ -495,6 +584,8 @@ class Memory:
             pass
         conn.close()
         self._conn = None  # type: ignore[assignment]  # closed: `connection` checks for None
+        if self._release_wal:
+            connect.release_wal_files(self.path)
 
     def __enter__(self) -> "Memory":
         return self
@@ -539,15 +630,29 @@ class Memory:
 
     # -- adding ------------------------------------------------------------------
 
-    def _prepare(self, text: Any, *, kind: Any = "fact", source: Any = None, id: Any = None,
+    def _prepare(self, text: Any, *, kind: Any = DEFAULT_KIND, source: Any = None, id: Any = None,
                  namespace: Any = "default", created_at: Any = None, importance: Any = None,
-                 key: Any = None, metadata: Any = None) -> dict[str, Any]:
-        text = check_text(text)
-        kind = check_name(kind, "kind")
-        source = check_name(source, "source", optional=True)
-        id = check_name(id, "id", optional=True)
-        namespace = check_namespace(namespace)
-        key = check_name(key, "key", optional=True)
+                 key: Any = None, metadata: Any = None, thread: Any = None,
+                 turn: Any = None, core: bool = False) -> dict[str, Any]:
+        """One memory's fields as heap_add takes them.  core: the C core checks
+        their values (heap_add, heap_add_many), so only what it cannot see is
+        checked here: Python's types, lone surrogates, datetimes, the
+        metadata's dict; else (update()'s UPDATE) every value here too."""
+        if core:
+            text = python_text(text, "text")
+            kind = python_text(kind, "kind")
+            source = python_text(source, "source", optional=True)
+            id = python_text(id, "id", optional=True)
+            namespace = python_text(namespace, "namespace")
+            key = python_text(key, "key", optional=True)
+        else:
+            text = check_text(text)
+            kind = check_name(kind, "kind")
+            source = check_name(source, "source", optional=True)
+            id = check_name(id, "id", optional=True)
+            namespace = check_namespace(namespace)
+            key = check_name(key, "key", optional=True)
+        thread, turn = check_thread(thread, turn)
         created = seconds(created_at, "created_at") if created_at is not None else self.now(None)
         if importance is None:
             importance = KIND_IMPORTANCE.get(kind, 1.0)
@@ -573,93 +678,59 @@ class Memory:
             except RecursionError:
                 raise ValueError("metadata is nested too deeply to store as JSON") from None
         return {"text": text, "kind": kind, "source": source, "id": id, "namespace": namespace,
-                "created_at": created, "importance": importance, "key": key, "metadata": meta}
+                "created_at": created, "importance": importance, "key": key, "metadata": meta,
+                "thread": thread, "turn": turn}
 
     def _insert(self, c: schema.Connection, rows: list[dict[str, Any]],
                 copy: bool = False) -> list[Item]:
-        """Insert rows (checked by _prepare) in one statement per table; without
-        copy, a row with no id whose text and key its namespace holds already
-        (or an earlier row of the batch holds) is that memory instead."""
-        if copy:
-            return self._insert_rows(c, rows)
-        out: list[Any] = [None] * len(rows)
-        first: dict[tuple, int] = {}
-        keep = []
-        for i, r in enumerate(rows):
-            if r["id"] is not None:
-                keep.append(i)
+        """Add rows (checked by _prepare) through the C core's batch form of
+        heap_add (heap_add_many, csrc/store.c): the same checks, ids, same-text
+        rule and features as add(), the FTS index taken once at the end; at
+        most MAX_IDS rows a call, so a longer batch is several calls in this
+        one transaction.  Returns the Items in the rows' order: a row that is
+        a memory the namespace held already (or an earlier row's) is that
+        memory, as it is."""
+        last = c.execute(sql.LAST_SEQ).fetchall()[0][0]
+        step = int(_native.LIMITS["MAX_IDS"])
+        ids: list[str] = []
+        for at in range(0, len(rows), step):
+            # each row as heap_add's arguments, in its order
+            items = json.dumps([_ADD_ARGS(r) for r in rows[at:at + step]], ensure_ascii=False,
+                               separators=(",", ":"), check_circular=False)
+            try:
+                out = c.execute(sql.ADD_MANY, {"items": items, "copy": int(copy)}).fetchall()
+            except apsw.ConstraintError as e:  # an id given that a memory has
+                raise DuplicateIdError(_item_sentence(e, at)) from None
+            except apsw.SQLError as e:  # the C core's sentence: a bad argument
+                raise ValueError("add_many: " + _item_sentence(e, at)) from None
+            ids += json.loads(out[0][0])
+        # the rows the batch made, as they were given (with the core's features);
+        # a row that is a memory held already is that memory, as it is
+        made = {i: (seq, f, t) for i, seq, f, t in c.execute(sql.ADDED_SINCE, {"seq": last})}
+        by_id: dict[str, Item] = {}
+        for r, i in zip(rows, ids):
+            if i in by_id:
                 continue
-            k = (r["namespace"], r["text"], r["key"])
-            if k in first:
-                out[i] = first[k]  # the batch's own earlier row: filled in below
-                continue
-            same = _same_text(c, r)
-            if same is not None:
-                out[i] = same
+            if i in made:
+                by_id[i] = Item(i, r["text"], r["namespace"], r["kind"], r["source"], r["key"],
+                                r["importance"], r["created_at"], None,
+                                json.loads(r["metadata"]) if r["metadata"] else None,
+                                tuple(made[i][1].split()), r["thread"], made[i][2])
             else:
-                first[k] = i
-                keep.append(i)
-        for i, it in zip(keep, self._insert_rows(c, [rows[i] for i in keep]) if keep else []):
-            out[i] = it
-        return [out[o] if isinstance(o, int) else o for o in out]
-
-    def _insert_rows(self, c: schema.Connection, rows: list[dict[str, Any]]) -> list[Item]:
-        given = [r["id"] for r in rows if r["id"] is not None]
-        if len(set(given)) != len(given):
-            raise DuplicateIdError("the same id is given twice")
-        if given:
-            taken = c.execute(sql.TAKEN_IDS, {"ids": json.dumps(given)}).fetchall()
-            if taken:
-                raise DuplicateIdError(f"a memory with id {taken[0][0]!r} already exists; "
-                                       "it was not changed")
-        # never reuse the seq (and so the automatic id) of a forgotten memory
-        seq = c.execute(sql.LAST_SEQ).fetchall()[0][0]
-        if not isinstance(seq, int) or not 0 <= seq < (1 << 63) - len(rows):
-            raise CorruptStoreError(f"add: the store's last memory number ({seq!r}) is damaged "
-                                    "or spent; nothing was added")
-        auto = [r for r in rows if r["id"] is None]
-        for r in rows:
-            seq += 1
-            r["seq"] = seq
-        for r in auto:
-            r["id"] = f"m{r['seq']}"
-        # the shape features, the namespace tag and the token count are worked
-        # out by the C core inside the INSERT; the FTS index takes the rows in
-        # one statement afterwards (the 'fts_deferred' row never commits)
-        schema.defer_fts(c)
-        c.execute("SAVEPOINT heapmem_ids")
-        try:
-            feats = [f for (f,) in c.executemany(sql.INSERT_MEMORY, rows)]
-        except apsw.ConstraintError:
-            # an automatic id "m<seq>" is already some memory's explicit id:
-            # give each automatic id a free name, checking one by one
-            c.execute("ROLLBACK TO heapmem_ids")
-            names = set(given)
-            for r in auto:
-                mid = f"m{r['seq']}"
-                while mid in names or c.execute(sql.ID_EXISTS, {"id": mid}).fetchall():
-                    mid = f"m{r['seq']}-{len(names)}"
-                    names.add(mid)
-                r["id"] = mid
-            feats = [f for (f,) in c.executemany(sql.INSERT_MEMORY, rows)]
-        finally:
-            c.execute("RELEASE heapmem_ids")
-        schema.index_deferred(c, rows[0]["seq"])
+                by_id[i] = _item(c.execute(sql.GET_MEMORY, {"id": i}).fetchall()[0])
         if self._embedder is not None and not self._builtin:
-            vecs = self._embed([r["text"] for r in rows])
+            new = sorted((seq, by_id[i].text) for i, (seq, _, _) in made.items())
+            vecs = self._embed([t for _, t in new])
             c.executemany(sql.INSERT_VECTOR,
-                          [(r["seq"], vecs[j].tobytes()) for j, r in enumerate(rows)])
-        return [Item(r["id"], r["text"], r["namespace"], r["kind"], r["source"], r["key"],
-                     r["importance"], r["created_at"], None,
-                     json.loads(r["metadata"]) if r["metadata"] else None, tuple(f.split()))
-                for r, f in zip(rows, feats)]
+                          [(seq, vecs[j].tobytes()) for j, (seq, _) in enumerate(new)])
+        return [by_id[i] for i in ids]
 
     @_guarded
-    def add(self, text: str, *, kind: str = "fact", source: str | None = None,
+    def add(self, text: str, *, kind: str = DEFAULT_KIND, source: str | None = None,
             id: str | None = None, namespace: str = "default",
             created_at: Timestamp | None = None, importance: float | None = None,
             key: str | None = None, metadata: Mapping[str, Any] | None = None,
-            copy: bool = False) -> Item:
+            copy: bool = False, thread: str | None = None, turn: int | None = None) -> Item:
         """Store one memory and return it (with its id).
 
         kind sets the default importance (instruction 1.5, preference 1.3,
@@ -668,33 +739,44 @@ class Memory:
         key supersedes older memories of the namespace with the same key.
         Adding, without an id, a text the namespace holds already (with the
         same key) stores nothing and returns that memory, as it is;
-        copy=True stores a second one.  Bad input raises ValueError/TypeError;
+        copy=True stores a second one.  thread names the conversation (a chat,
+        a session) this memory is a turn of, and turn its place there (a whole
+        number; without one, the thread's next turn): recall then lifts a
+        memory whose neighbours in the thread match the question, and brings
+        in the neighbours of its best matches (ScoringConfig.w_thread).  A
+        thread's turn is never taken for an earlier memory of the same text.
+        Bad input raises ValueError/TypeError;
         a duplicate id raises DuplicateIdError.  Nothing is written on error.
         """
         if not isinstance(copy, bool):
             raise TypeError(f"copy must be True or False, got {type(copy).__name__}")
         row = self._prepare(text, kind=kind, source=source, id=id, namespace=namespace,
                             created_at=created_at, importance=importance, key=key,
-                            metadata=metadata)
+                            metadata=metadata, thread=thread, turn=turn, core=True)
         with self._write() as c:
             # the C core adds it (heap_add, csrc/store.c): its seq and id, its
             # shape features, namespace tag and token count, the FTS index
-            if row["id"] is None and not copy:  # heap_add's own rule, asked first
+            if row["id"] is None and not copy and row["thread"] is None:
+                # heap_add's own rule, asked first
                 same = _same_text(c, row)
                 if same is not None:  # the memory that holds this text already
                     return same
             try:
-                mid = c.execute(sql.ADD, {**row, "copy": 1}).fetchall()[0][0]
+                added = c.execute(sql.ADD, {**row, "copy": 1}).fetchall()
             except apsw.ConstraintError:
                 raise DuplicateIdError(f"a memory with id {row['id']!r} already exists; "
                                        "it was not changed") from None
-            seq, feats = c.execute(sql.ADDED, {"id": mid}).fetchall()[0]
+            except apsw.SQLError as e:  # the C core's sentence: a bad argument
+                raise ValueError(_c_sentence(e)) from None
+            mid = self._answers.added(added)[0]
+            mid, seq, feats, turn = self._answers.added(added, c.execute(sql.ADDED, {"id": mid})
+                                                        .fetchall())
             if self._embedder is not None and not self._builtin:
                 c.execute(sql.INSERT_VECTOR, (seq, self._embed([row["text"]])[0].tobytes()))
         return Item(mid, row["text"], row["namespace"], row["kind"], row["source"], row["key"],
                     row["importance"], row["created_at"], None,
                     json.loads(row["metadata"]) if row["metadata"] else None,
-                    tuple(feats.split()))
+                    tuple(feats.split()), row["thread"], turn)
 
     @_guarded
     def add_many(self, items: Iterable[Mapping[str, Any]], *, copy: bool = False) -> list[Item]:
@@ -712,13 +794,13 @@ class Memory:
             if not isinstance(it, Mapping):
                 raise TypeError(f"add_many: item {n} must be a dict, got {type(it).__name__}")
             unknown = set(it) - {"text", "kind", "source", "id", "namespace", "created_at",
-                                 "importance", "key", "metadata"}
+                                 "importance", "key", "metadata", "thread", "turn"}
             if unknown:
                 raise ValueError(f"add_many: item {n} has unknown field(s) {sorted(unknown)}")
             if "text" not in it:
                 raise ValueError(f"add_many: item {n} has no text")
             try:
-                rows.append(self._prepare(**it))
+                rows.append(self._prepare(**it, core=True))
             except (TypeError, ValueError) as e:
                 raise type(e)(f"add_many: item {n}: {e}") from None
         if not rows:
@@ -740,7 +822,7 @@ class Memory:
         """Change a memory in place and return it.  Only the fields given
         change (source=None, key=None or metadata=None clear them; importance
         None goes back to the kind's default).  Its id, namespace, creation
-        time, recall log and what it taught the links stay.  Its shape
+        time, thread and turn, recall log and what it taught the links stay.  Its shape
         features, FTS index entry, namespace statistics and (with an embedder)
         its vector follow the new text in the same transaction.  Unknown id:
         ValueError; bad values: ValueError/TypeError; nothing is written."""
@@ -769,7 +851,7 @@ class Memory:
             return Item(id, row["text"], old.namespace, row["kind"], row["source"], row["key"],
                         row["importance"], old.created_at, old.last_used_at,
                         json.loads(row["metadata"]) if row["metadata"] else None,
-                        tuple(feats.split()))
+                        tuple(feats.split()), old.thread, old.turn)
 
     @_guarded
     @_locked
@@ -854,7 +936,7 @@ class Memory:
         try:
             query.encode("utf-8")
         except UnicodeEncodeError:
-            raise ValueError("query is not valid Unicode (it holds a lone surrogate)") from None
+            raise ValueError("query must be valid UTF-8 (it holds a lone surrogate)") from None
         qt = _native.qtype(query)
         match = _native.match(query, namespace)
         c = self.connection
@@ -942,16 +1024,20 @@ class Memory:
                         "ignored": None if rest_ignored else json.dumps(ignored_ids),
                         "now": t, "namespace": namespace, "config": config,
                         "tune": autotune})
-                out = json.loads(row.fetchall()[0][0])
+                rows = row.fetchall()
             except apsw.SQLError as e:  # the C core's sentence: a bad argument
                 raise ValueError(_c_sentence(e)) from None
             finally:
                 self._links_gen += 1
+            # read inside the transaction: an answer that is not the core's rolls it back
+            function = "heap_feedback" if answer is None else "heap_answer"
+            out = self._answers.feedback(rows, function)
             judgements: tuple[Judgement, ...] = ()
             if out["attribution"] is not None:
-                shown = json.loads(c.execute(sql.RECALL_SHOWN, {"id": out["recall_id"]})
-                                   .fetchall()[0][0])
-                judgements = self._judgements(out["attribution"], shown)
+                shown = self._answers.shown(
+                    c.execute(sql.RECALL_SHOWN, {"id": out["recall_id"]}).fetchall(), function)
+                judgements = self._judgements(
+                    self._answers.attribution(out["attribution"], len(shown), function), shown)
         ran = out["auto_tune"]
         if ran is None and out["claimed"] and self._remote:
             # a server's connections are not this store's to step a tune with
@@ -983,10 +1069,11 @@ class Memory:
     @staticmethod
     def _judgements(rows: builtins.list, shown: builtins.list[str]) -> tuple[Judgement, ...]:
         """Each shown memory's judgement from heap_attribute's verdicts."""
-        used = [i for i, r in enumerate(rows) if r[0] == 1]
-        close = [shown[i] for i, r in enumerate(rows) if r[6]]  # shares reaching the bar
+        used = [i for i, r in enumerate(rows) if r["verdict"] == 1]
+        close = [shown[i] for i, r in enumerate(rows) if r["candidate"]]  # reaching the bar
         out = []
-        for mid, (verdict, share, _qshare, words, dated, present, _) in zip(shown, rows):
+        for mid, r in zip(shown, rows):
+            verdict, share, words, dated = r["verdict"], r["share"], r["matched"], r["dated"]
             carried = ", ".join(words) if words else ""
             what = f"carries {share:.0%} of the answer's evidence" + (
                 f" ({carried})" if carried else "") + (
@@ -997,7 +1084,7 @@ class Memory:
                 v, why = "ignored", "carries none of the answer's words, nor its date"
             else:
                 v = "unjudged"
-                if not present:
+                if not r["present"]:
                     why = "forgotten since the recall"
                 elif used:
                     why = what + ": neither clearly used nor clearly unused"
@@ -1188,11 +1275,12 @@ class Memory:
             # high-water marks so that no id is given out again
             try:
                 if namespace is not None:
-                    n = c.execute(sql.FORGET_NAMESPACE, {"namespace": namespace}).fetchall()[0][0]
+                    rows = c.execute(sql.FORGET_NAMESPACE, {"namespace": namespace}).fetchall()
                 else:
-                    n = c.execute(sql.FORGET, {"ids": json.dumps(id_list)}).fetchall()[0][0]
+                    rows = c.execute(sql.FORGET, {"ids": json.dumps(id_list)}).fetchall()
             except apsw.SQLError as e:  # the C core's sentence: a bad argument
                 raise ValueError(_c_sentence(e)) from None
+            n = self._answers.count(rows, "heap_forget")
         # the WAL still holds the old pages: copy the erased ones into the file
         # and empty the WAL.  A TRUNCATE checkpoint stalls every writer while it
         # waits for readers, so it waits 0.25 s at most; if other connections
@@ -1415,17 +1503,23 @@ class Memory:
                             "for every writer (delete that row)")
         problems += [f"heapmem_meta: {m}" for m in schema.meta_problems(c)]
         problems += [f"heapmem_meta: {m}" for m in priors.problems(c)]
-        # each namespace's BM25 statistics against its memories
-        odd = c.execute(sql.WRONG_NTOK).fetchall()[0][0]
-        if odd:
-            problems.append(f"namespace statistics: {odd} memories have a wrong token count")
-        odd = c.execute(sql.WRONG_NSTAG).fetchall()[0][0]
-        if odd:
-            problems.append(f"FTS index: {odd} memories carry another namespace's tag, so "
-                            "recall in their namespace cannot find them")
-        odd = c.execute(sql.WRONG_NAMESPACE_STATS).fetchall()[0][0]
-        if odd:
-            problems.append(f"namespace statistics: {odd} namespaces disagree with their memories")
+        problems += _memory_problems(c)
+        # each namespace's BM25 statistics against its memories (the C core's
+        # functions refuse a value that is not UTF-8: said above, and here)
+        for statement, said in ((sql.WRONG_NTOK, "namespace statistics: {} memories have a wrong "
+                                 "token count"),
+                                (sql.WRONG_NSTAG, "FTS index: {} memories carry another "
+                                 "namespace's tag, so recall in their namespace cannot find them"),
+                                (sql.WRONG_NAMESPACE_STATS, "namespace statistics: {} namespaces "
+                                 "disagree with their memories")):
+            try:
+                odd = c.execute(statement).fetchall()[0][0]
+            except apsw.SQLError as e:
+                problems.append(said.split(":")[0] + f": cannot be checked ({_c_sentence(e)})")
+                continue
+            if odd:
+                problems.append(said.format(odd))
+        problems += _vector_index_problems(c)
         objects = c.execute(sql.SCHEMA_OBJECTS).fetchall()
         problems += [f"schema: {m}" for m in schema.foreign_objects(
             objects, schema.user_version(c))]
@@ -1453,17 +1547,93 @@ class Memory:
         return nmem, nevents, len(stored)
 
 
+#: check() names at most this many memories of one kind of problem, then counts the rest
+_NAMED = 5
+
+
+def _memory_problems(c: Any) -> list[str]:
+    """What check() finds in the memories table itself: a field that is not
+    UTF-8 (or a name holding a NUL byte), which heap_add refuses and only a
+    raw write can leave; and stored shape features that are not what the C
+    core gives the memory's text, kind and source now (a raw UPDATE of them
+    leaves recall and learning with the old shape: issue 33)."""
+    bad_text: list[str] = []
+    stale: list[str] = []
+    names = ("id", "namespace", "kind", "source", "key")
+    for seq, *fields, meta, stored in c.execute(sql.STORED_MEMORIES):
+        row = dict(zip((*names, "text"), fields))
+        try:
+            text = {k: None if v is None else bytes(v).decode("utf-8") for k, v in row.items()}
+            if meta is not None:
+                bytes(meta).decode("utf-8")
+            shape = bytes(stored or b"").decode("utf-8")
+            if any("\x00" in (text[k] or "") for k in names):
+                raise UnicodeError
+        except UnicodeError:
+            bad_text.append(f"#{seq}")
+            continue
+        if text["text"] is None or text["kind"] is None:
+            continue  # NOT NULL columns: integrity_check says it
+        now = _native.features(text["text"], text["kind"], text["source"])
+        if now != shape:
+            stale.append(repr(text["id"]))
+    out = []
+    for found, said in ((bad_text, "a field that is not valid UTF-8 (or a name with a NUL "
+                         "byte), which heapmem never writes: memories"),
+                        (stale, "stored features that are not what their text, kind and source "
+                         "give now (a raw UPDATE changed them; recall and learning use the "
+                         "stored ones; update() rewrites both): memories")):
+        if found:
+            more = f" and {len(found) - _NAMED} more" if len(found) > _NAMED else ""
+            out.append(f"{len(found)} memories hold {said} {', '.join(found[:_NAMED])}{more}")
+    return out
+
+
 def _is_builtin(embedder: Any) -> bool:
     """Whether embedder is the library's own (the store embeds in SQL)."""
     return (getattr(embedder, "builtin", False) is True
             and getattr(embedder, "name", None) == schema.BUILTIN_EMBEDDER)
 
 
+def _vector_index_problems(c: schema.Connection) -> builtins.list[str]:
+    """check(): every vector of an indexed namespace in exactly one partition
+    of its namespace (vector_parts' key makes it at most one), no partition
+    row astray, and each index's version and digest those of its centroids
+    (csrc/vindex.c, hv_cents_digest)."""
+    out = []
+    for statement, what in ((sql.VECTORS_UNPARTITIONED,
+                             "vectors of indexed namespaces are in no partition"),
+                            (sql.PARTS_ASTRAY, "partition rows name no vector, or a partition "
+                                               "of another namespace"),
+                            (sql.CENTROIDS_ASTRAY, "centroids belong to no namespace's index")):
+        odd = c.execute(statement).fetchall()[0][0]
+        if odd:
+            out.append(f"vector index: {odd} {what}")
+    for ns, version, digest, cents in c.execute(sql.VECTOR_INDEXES).fetchall():
+        parts = json.loads(cents)
+        if not parts or version != parts[-1][0] or digest != _vector_digest(parts):
+            out.append(f"vector index of namespace {ns!r}: its version or digest is not that "
+                       "of its centroids (heap_vector_index rebuilds it)")
+    return out
+
+
+def _vector_digest(parts: builtins.list[builtins.list[Any]]) -> int:
+    """FNV-1a 64 over each partition's id (8 bytes, little-endian) and
+    centroid, in id order, as a signed integer (never 0): hv_cents_digest."""
+    h = 1469598103934665603
+    for part, hexc in parts:
+        for b in int(part).to_bytes(8, "little", signed=True) + bytes.fromhex(hexc):
+            h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    h = h or 1
+    return h - (1 << 64) if h >= 1 << 63 else h
+
+
 def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
          config: ScoringConfig | None = None, readonly: bool = False,
          embedder: Callable[[list[str]], Any] | None = DEFAULT_EMBEDDER, reembed: bool = False,
          durable: bool = False, verify: bool = False, auth_token: str | None = None,
-         database: str | None = None, auto_tune: bool = True) -> Memory:
+         database: str | None = None, auto_tune: bool = True, vfs: str | None = None
+         ) -> Memory:
     """Open (or create) the heapmem store at path.
 
     The connection runs in WAL mode with a busy timeout, and the schema is
@@ -1531,7 +1701,9 @@ def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
     config= is given (the caller chose the weights; set_config(save=True)
     and tune() still work).  On a libSQL server it runs there, inside the
     feedback's own request (the server's heapmem library).
-    """
+
+    vfs: a SQLite VFS registered in this process (an apsw.VFS) to open the file through (None:
+    the default; tests/_faults.py's fails chosen I/O calls); unknown: HeapmemError."""
     return Memory(path, clock=clock, config=config, readonly=readonly, embedder=embedder,
                   reembed=reembed, durable=durable, verify=verify, auth_token=auth_token,
-                  database=database, auto_tune=auto_tune)
+                  database=database, auto_tune=auto_tune, vfs=vfs)

@@ -1,10 +1,13 @@
 """What valid input is: the checks every entry point runs on its arguments,
 and the limits they enforce.
 
-Owns: the limits (MAX_TEXT_BYTES, MAX_ANSWER_BYTES, MAX_NAME_CHARS, MAX_K, MIN_TIME and
-MAX_TIME), the reserved name of the pooled layer (POOLED), and one check per
-kind of argument (a name, a namespace, a database's name on a server, a
-memory's text, a list of ids, a timestamp).  Each raises TypeError or
+Owns: the limits' Python names (MAX_TEXT_BYTES, MAX_ANSWER_BYTES, MAX_NAME_CHARS, MAX_K,
+MIN_TIME, MAX_TIME and MAX_TURN; their values are csrc/heapmem.h's HM_LIMITS, read through
+db._native, and the C entry points check the same), the reserved name of the
+pooled layer (POOLED), and one check per kind of argument (a name, a
+namespace, a database's name on a server, a memory's text, its thread and
+turn, a list of ids, a timestamp).  It keeps what the C core cannot see: Python's types and
+datetimes; every bound it checks, the core checks too.  Each raises TypeError or
 ValueError with a sentence that tells the caller what to do.
 """
 from __future__ import annotations
@@ -15,12 +18,17 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Union
 
+from .db import _native
+from .db._native import LIMITS
+
 #: Longest memory text accepted, in UTF-8 bytes.
-MAX_TEXT_BYTES = 1 << 20
+MAX_TEXT_BYTES = int(LIMITS["MAX_TEXT_BYTES"])
 #: Longest id, namespace, kind, source or key, in characters.
-MAX_NAME_CHARS = 256
+MAX_NAME_CHARS = int(LIMITS["MAX_NAME_CHARS"])
 #: Most memories one recall may return.
-MAX_K = 1000
+MAX_K = int(LIMITS["MAX_K"])
+#: The highest turn a memory may have in its thread (csrc/heapmem.h's HM_MAX_TURN).
+MAX_TURN: int = _native.lib.HM_MAX_TURN
 #: The namespace name of the pooled layer of links (reserved).
 POOLED = "*"
 
@@ -30,12 +38,12 @@ Timestamp = Union[int, float, datetime]
 #: The earliest time accepted, in unix seconds: 1970-01-01T00:00:00Z.  A
 #: memory is stated, used or recalled by a running program, never before the
 #: epoch.
-MIN_TIME = 0.0
+MIN_TIME = float(LIMITS["MIN_TIME"])
 #: The latest time accepted, in unix seconds: 9999-12-31T23:59:59Z, the last
 #: whole second Python's datetime can show (year 10000 is out of its range).
 #: Every time the store keeps and the C library's day arithmetic reads is in
 #: [MIN_TIME, MAX_TIME].
-MAX_TIME = 253402300799.0
+MAX_TIME = float(LIMITS["MAX_TIME"])
 
 
 def seconds(x: Any, what: str) -> float:
@@ -75,6 +83,35 @@ def seconds(x: Any, what: str) -> float:
     return v
 
 
+def _check_encoding(value: str, what: str) -> int:
+    """value's size in bytes of UTF-8, after checking it has one (no lone
+    surrogate: what Python's str can hold and no UTF-8 can) and no NUL byte,
+    in the core's words (csrc/sqlfuncs.c hm_check_text)."""
+    try:
+        data = value.encode("utf-8")
+    except UnicodeEncodeError:
+        data = b"\x00"
+    if b"\x00" in data:
+        raise ValueError(f"{what} must be valid UTF-8 without NUL bytes")
+    return len(data)
+
+
+def python_text(value: Any, what: str, *, optional: bool = False) -> Any:
+    """What the C core cannot see of a text argument it checks itself
+    (heap_add, heap_add_many): that it is a str (or None where optional),
+    and one UTF-8 can hold (no lone surrogate).  Its value (empty, too long,
+    a NUL in a name) is the core's to refuse."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a string, got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} must be valid UTF-8 without NUL bytes") from None
+    return value
+
+
 def check_name(value: Any, what: str, *, optional: bool = False) -> str | None:
     if value is None and optional:
         return None
@@ -84,13 +121,26 @@ def check_name(value: Any, what: str, *, optional: bool = False) -> str | None:
         raise ValueError(f"{what} must not be empty")
     if len(value) > MAX_NAME_CHARS:
         raise ValueError(f"{what} is longer than {MAX_NAME_CHARS} characters")
-    if "\x00" in value:
-        raise ValueError(f"{what} must not contain a NUL character")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"{what} is not valid Unicode (it holds a lone surrogate)") from None
+    _check_encoding(value, what)
     return value
+
+
+def check_thread(thread: Any, turn: Any) -> tuple[str | None, int | None]:
+    """A memory's place in a conversation: thread (a name, or None: no thread)
+    and turn (a whole number from 0 to MAX_TURN, or None: with a thread, its
+    next turn).  A turn needs a thread."""
+    thread = check_name(thread, "thread", optional=True)
+    if turn is None:
+        return thread, None
+    if isinstance(turn, bool) or not isinstance(turn, int):
+        raise TypeError(f"turn must be a whole number (the memory's place in its thread), got "
+                        f"{type(turn).__name__}")
+    if not 0 <= turn <= MAX_TURN:
+        raise ValueError(f"turn must be a whole number from 0 to {MAX_TURN} (the memory's place "
+                         f"in its thread), got {turn}")
+    if thread is None:
+        raise ValueError("turn needs a thread: name the conversation the memory is a turn of")
+    return thread, turn
 
 
 def check_namespace(ns: Any) -> str:
@@ -128,12 +178,7 @@ def _check_string(value: Any, what: str, limit: int, typename: str, hint: str) -
         raise TypeError(f"{what} must be a string{typename}, got {type(value).__name__}")
     if not value.strip():
         raise ValueError(f"{what} must not be empty or only whitespace")
-    if "\x00" in value:
-        raise ValueError(f"{what} must not contain a NUL character")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise ValueError(f"{what} is not valid Unicode (it holds a lone surrogate)") from None
+    size = _check_encoding(value, what)
     if size > limit:
         raise ValueError(f"{what} is {size} bytes of UTF-8; the limit is {limit}{hint}")
     return value
@@ -144,7 +189,7 @@ def check_text(text: Any) -> str:
 
 
 #: The longest answer feedback(answer=...) reads (an answer, not a document).
-MAX_ANSWER_BYTES = 64 * 1024
+MAX_ANSWER_BYTES = int(LIMITS["MAX_ANSWER_BYTES"])
 
 
 def check_answer(answer: Any) -> str:

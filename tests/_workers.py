@@ -1,6 +1,6 @@
 """Subprocess workers for the reliability tests (not a test module).
 
-    python tests/_workers.py stress   PATH OUTDIR PROC THREADS SECONDS SEED START_AT
+    python tests/_workers.py stress   PATH OUTDIR PROC THREADS OPS SECONDS SEED
     python tests/_workers.py zygote              (forks crash writers on request)
     python tests/_workers.py readonly PATH       (probes a store on read-only media)
 
@@ -48,13 +48,19 @@ def question(rnd: random.Random) -> str:
 
 class Acks:
     """Append-only acknowledgement log: one os.write per line, so a line is
-    either complete or (killed mid-write) cut, never interleaved."""
+    either complete or (killed mid-write) cut, never interleaved.  With
+    progress (a file descriptor), each line written is also reported there
+    as "ack\\n" (one os.write of 4 bytes: atomic on a pipe), so a parent can
+    wait for the Nth acknowledgement instead of guessing how long it takes."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, progress: int | None = None):
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.progress = progress
 
     def write(self, *fields: object) -> None:
         os.write(self.fd, (json.dumps(list(fields)) + "\n").encode())
+        if self.progress is not None:
+            os.write(self.progress, b"ack\n")
 
 
 def read_acks(path: str) -> list[list]:
@@ -69,14 +75,20 @@ def read_acks(path: str) -> list[list]:
 
 # -- stress: several processes x threads on one file ------------------------------
 
-def stress(path: str, outdir: str, proc: int, threads: int, seconds: float, seed: int,
-           start_at: float) -> None:
+def stress(path: str, outdir: str, proc: int, threads: int, ops: int, seconds: float,
+           seed: int) -> None:
     """Threads of one process adding, recalling, judging and forgetting on one
-    file until the deadline.  Threads 0 and 1 share one Memory (heapmem must be
-    thread-safe); the others open their own; the last thread also closes and
-    reopens its store now and then.  Every exception is an error: the parent
-    asserts there are none."""
-    stop_at = start_at + seconds
+    file: ops calls each (ops 0: until seconds have passed, the soak).  Threads
+    0 and 1 share one Memory (heapmem must be thread-safe); the others open
+    their own; the last thread also closes and reopens its store now and then.
+    Every exception is an error: the parent asserts there are none.  The
+    process prints "ready" once it has imported heapmem and starts its
+    threads when the parent sends a line on stdin, so every process's threads
+    race to open (and create) the store at once, however long their imports
+    took."""
+    print("ready", flush=True)
+    sys.stdin.readline()
+    stop_at = time.time() + seconds
     shared: list = []
     shared_lock = threading.Lock()
     stats = {"ops": 0, "adds": 0, "recalls": 0, "feedbacks": 0, "forgets": 0, "reopens": 0,
@@ -105,10 +117,8 @@ def stress(path: str, outdir: str, proc: int, threads: int, seconds: float, seed
             with stats_lock:
                 stats["errors"] += 1
             return
-        while time.time() < start_at:
-            time.sleep(0.001)
         n = 0
-        while time.time() < stop_at:
+        while n < ops if ops else time.time() < stop_at:
             n += 1
             op = rnd.random()
             try:
@@ -195,18 +205,24 @@ def stress(path: str, outdir: str, proc: int, threads: int, seconds: float, seed
 
 # -- crash: a writer killed at a random point ------------------------------------------
 
+#: How many calls a crash writer makes at most: far more than any kill
+#: waits for (the parent kills after the Nth acknowledgement, not after a
+#: time), so a writer ends by itself only if the parent is broken.
+CRASH_CALLS = 100_000
+
+
 def crash_writer(path: str, ackpath: str, seed: int, trial: int) -> None:
     """Write until killed: add_many batches, tracked recalls and feedback, and
     the odd forget.  Before a forget it logs its intent ('x'), after each call
-    returns its acknowledgement ('B' batch, 'R' recall, 'F' feedback, 'X')."""
+    returns its acknowledgement ('B' batch, 'R' recall, 'F' feedback, 'X');
+    every line is also reported on stdout (the zygote's pipe to the parent)."""
     rnd = random.Random(seed * 7919 + trial)
-    acks = Acks(ackpath)
+    acks = Acks(ackpath, progress=sys.stdout.fileno())
     mem = heapmem.open(path)
     acks.write("O", trial)
     batch = 0
     live: list[str] = []  # ids of acknowledged batches, to forget from
-    deadline = time.time() + 20
-    while time.time() < deadline:
+    for _ in range(CRASH_CALLS):
         op = rnd.random()
         if op < 0.45:
             batch += 1
@@ -238,8 +254,11 @@ def crash_writer(path: str, ackpath: str, seed: int, trial: int) -> None:
 def zygote() -> None:
     """Fork crash writers on request, so that each trial starts in
     milliseconds with heapmem already imported.  Commands on stdin, one JSON
-    object a line: {"cmd": "crash", ...} -> prints the child's pid;
-    {"cmd": "reap", "pid": n} -> prints its wait status; {"cmd": "exit"}."""
+    object a line: {"cmd": "crash", ...} -> prints "pid <n>"; {"cmd": "reap",
+    "pid": n} -> prints "status <n>", its wait status; {"cmd": "exit"}.  A
+    writer shares the zygote's stdout: it prints "ack" after each
+    acknowledgement and "end" if it ever stops by itself, so the parent kills
+    it after the Nth acknowledgement, whatever the machine's speed."""
     for line in sys.stdin:
         cmd = json.loads(line)
         if cmd["cmd"] == "crash":
@@ -253,11 +272,12 @@ def zygote() -> None:
                     traceback.print_exc()
                     code = 1
                 finally:
+                    os.write(sys.stdout.fileno(), b"end\n")
                     os._exit(code)
-            print(pid, flush=True)
+            print(f"pid {pid}", flush=True)
         elif cmd["cmd"] == "reap":
             _, status = os.waitpid(cmd["pid"], 0)
-            print(status, flush=True)
+            print(f"status {status}", flush=True)
         elif cmd["cmd"] == "exit":
             return
 
@@ -314,8 +334,8 @@ def readonly_probe(path: str) -> None:
 if __name__ == "__main__":
     verb = sys.argv[1]
     if verb == "stress":
-        p, out, proc, threads, secs, seed, start = sys.argv[2:9]
-        stress(p, out, int(proc), int(threads), float(secs), int(seed), float(start))
+        p, out, proc, threads, ops, secs, seed = sys.argv[2:9]
+        stress(p, out, int(proc), int(threads), int(ops), float(secs), int(seed))
     elif verb == "zygote":
         zygote()
     elif verb == "readonly":

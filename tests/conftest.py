@@ -50,15 +50,29 @@ def db():
     conn.close()
 
 
-def back_to_schema_7(c):
-    """Take schema 10's, 9's and 8's objects out of a store (the pooled
-    layer's pending changes, folded into its rows first; the filters' index;
-    vector stamps, the triggers that keep vectors with their memories): what
-    a test that makes a file of an older schema from a new store runs before
-    it sets user_version."""
+def back_to_schema_9(c):
+    """Take schema 10's objects out of a store (the pooled layer's pending
+    changes, folded into its rows first; the vector index's tables and
+    triggers; threads and their index): a file as schema 9 wrote it, but for
+    its user_version."""
     heapmem.load(c)
     c.execute("SELECT heap_fold_pool()")
     c.execute("DROP TABLE pool_pending")
+    c.execute("DROP TRIGGER vectors_part_ai; DROP TRIGGER vectors_part_au; "
+              "DROP TRIGGER vectors_part_ad; DROP TRIGGER memories_part_move; "
+              "DROP TABLE vector_parts; DROP TABLE vector_centroids; DROP TABLE vector_index")
+    c.execute("DELETE FROM heapmem_meta WHERE key IN ('vector_index', 'last_part')")
+    c.execute("DROP INDEX memories_thread; ALTER TABLE memories DROP COLUMN turn; "
+              "ALTER TABLE memories DROP COLUMN thread")
+
+
+def back_to_schema_7(c):
+    """Take schema 10's, 9's and 8's objects out of a store (the vector index;
+    threads and their index; the pooled layer's pending changes; the filters'
+    index; vector stamps, the triggers that keep vectors with their memories):
+    what a test that makes a file of an older schema from a new store runs
+    before it sets user_version."""
+    back_to_schema_9(c)
     c.execute("DROP INDEX memories_filter")
     c.execute("DROP TRIGGER memories_embed; DROP TRIGGER memories_reembed; "
               "DROP TRIGGER memories_vector_move; DROP TRIGGER memories_vector_ad; "
@@ -80,3 +94,37 @@ def stop(proc):
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=20)
+
+
+def tables_digest(path):
+    """A digest of every row of every table of the SQLite file at path (its
+    WAL included; FTS5's shadow tables stand for the index; not SQLite's own
+    sqlite_stat tables, the planner's, which PRAGMA optimize rewrites at a
+    close): equal before and after a call that wrote nothing, however SQLite
+    laid out the pages."""
+    c = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return connection_digest(c)
+    finally:
+        c.close()
+
+
+def connection_digest(c):
+    """tables_digest of the database a connection (apsw's, or a server
+    store's heapmem.remote connection) reads."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name, ddl in c.execute("SELECT name, sql FROM sqlite_schema WHERE type = 'table' "
+                               "ORDER BY name").fetchall():
+        if ddl.upper().startswith("CREATE VIRTUAL") or name.startswith(("sqlite_", "libsql_",
+                                                                        "_litestream")):
+            continue
+        q = name.replace('"', '""')
+        cols = [r[1].replace('"', '""') for r in c.execute(
+            "SELECT * FROM pragma_table_info(?)", (name,)).fetchall()]
+        # each value as its type and bytes: text that is not UTF-8 digests too
+        exprs = ", ".join(f'typeof("{col}"), CAST("{col}" AS BLOB)' for col in cols)
+        h.update(repr((name, sorted(repr(r) for r in c.execute(
+            f'SELECT {exprs} FROM "{q}"').fetchall()))).encode())
+    return h.hexdigest()

@@ -191,8 +191,12 @@ def test_heap_attribute_leaves_out_a_missing_memory():
         "SELECT heap_attribute('Pixel the cat', 'Which cat?', p, t, 0) FROM (SELECT 0 AS p, "
         "'Sam adopted Pixel' AS t UNION ALL SELECT 1, NULL UNION ALL SELECT 2, 'Sam hikes')"
     ).fetchall()[0][0])
-    assert [g[0] for g in got] == [1, None, 0] and [g[5] for g in got] == [1, 0, 1]
-    assert [g[6] for g in got] == [1, 0, 0]  # which shares reach the bar for "used"
+    assert [g["verdict"] for g in got] == [1, None, 0]
+    assert [g["present"] for g in got] == [1, 0, 1]
+    assert [g["candidate"] for g in got] == [1, 0, 0]  # which shares reach the bar for "used"
+    # each entry names its values (friction 4: they were arrays of unnamed values)
+    assert set(got[0]) == {"verdict", "share", "question_share", "matched", "dated", "present",
+                           "candidate"}
 
 
 def test_raw_sql_attributes_as_feedback_does(lisbon):
@@ -203,9 +207,9 @@ def test_raw_sql_attributes_as_feedback_does(lisbon):
     got = json.loads(lisbon.connection.execute(
         sql, (answer, "When is my flight to Lisbon?", json.dumps(r.ids))).fetchall()[0][0])
     fb = lisbon.feedback(recall_id=r.recall_id, answer=answer)
-    assert [{1: "used", 0: "ignored", None: "unjudged"}[g[0]] for g in got] == \
+    assert [{1: "used", 0: "ignored", None: "unjudged"}[g["verdict"]] for g in got] == \
         [j.verdict for j in fb.judgements]
-    assert [g[1] for g in got] == [j.share for j in fb.judgements]
+    assert [g["share"] for g in got] == [j.share for j in fb.judgements]
 
 
 def test_heap_attribute_refuses_bad_rows():

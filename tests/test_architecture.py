@@ -330,13 +330,13 @@ def test_buffer_sizes_come_from_the_header():
     assert _native.lib.HM_ACTIVE_LEN == 2 * _native.lib.HM_MAX_FEATURES * (
         2 * _native.lib.HM_MAX_WORD + 16)
     assert _native.MAX_FEATURES == 2 * _native.lib.HM_MAX_FEATURES
-    assert _native.lib.HM_SCORE_COLUMNS == 7 == len(_native.SCORE_COLUMN_NAMES)
+    assert _native.lib.HM_SCORE_COLUMNS == 8 == len(_native.SCORE_COLUMN_NAMES)
     # score_batch's named columns are the header's, in its order (the shipped copy)
     with open(_native.HEADER_PATH, encoding="utf-8") as f:
-        said = re.search(r"per candidate \(n x HM_SCORE_COLUMNS in all\): ([^.]*?), and rest",
+        said = re.search(r"per candidate \(n x HM_SCORE_COLUMNS in all\): ([^.]*?), and lift",
                          " ".join(f.read().split()))
     assert said, "csrc/heapmem.h no longer lists hm_score_batch's columns"
-    listed = [w.strip(" *") for w in said.group(1).split(",")] + ["rest"]
+    listed = [w.strip(" *") for w in said.group(1).split(",")] + ["lift"]
     assert tuple(listed) == _native.SCORE_COLUMN_NAMES
 
 
@@ -347,7 +347,7 @@ def test_config_fields_are_the_headers():
                      "prior_beta", "model", "gate_z", "combine", "backoff", "max_lift",
                      "w_evidence", "candidates", "lexical_weight", "min_cosine", "w_context",
                      "context_min_sim", "context_z", "context_prior", "pooled_pseudocount",
-                     "explore"]
+                     "explore", "w_thread", "thread_turns", "w_time"]
     cfg = ScoringConfig()
     mine = {f.name for f in fields(ScoringConfig)}
     for f in _native.CONFIG_FIELDS:
@@ -359,6 +359,65 @@ def test_config_fields_are_the_headers():
         assert getattr(c, f.name) == f.default
     # every C field reaches the C parser through to_sql(), in the header's order
     assert [kv.split("=")[0] for kv in cfg.to_sql().split()] == names
+
+
+#: String constants that are a vocabulary word by chance, each with its reason.
+VOCABULARY_WORDS_ALLOWED = {
+    ("io.report", "base"): "the CSS class of the base-rate line, not the feature",
+    ("tools", "why"): "a key of the feedback tool's JSON answer",
+    ("adapters.llamaindex", "note"): "the kind this door gives a user's message it keeps (a "
+                                     "field the caller sets)",
+    ("adapters.llamaindex", "user"): "the source this door records for the user's own "
+                                     "words, as LlamaIndex's role names them",
+}
+_OPS = {ast.LShift: lambda a, b: a << b, ast.Mult: lambda a, b: a * b,
+        ast.Pow: lambda a, b: a ** b}
+
+
+def _constant(node: ast.AST) -> object:
+    """node's value when it is a constant or arithmetic on constants (1 << 20)."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        a, b = _constant(node.left), _constant(node.right)
+        if isinstance(a, int) and isinstance(b, int):
+            return _OPS[type(node.op)](a, b)
+    return None
+
+
+def test_the_vocabulary_is_spelled_only_in_the_header():
+    """issue 33: the limits, the kinds, the question types and the feature
+    grammar are csrc/heapmem.h's tables; Python reads them through
+    _native.VOCABULARY and spells none of them: no string constant is a kind, a
+    question type, a source role or a feature; no name of a limit is assigned
+    a number; and the distinctive limits (the text and metadata size, the
+    latest time) appear in no constant."""
+    from heapmem.io import transfer
+    v = _native.VOCABULARY
+    words = (set(v.kinds) | set(v.qtypes) | set(v.source_roles) | set(transfer.FEATURES)
+             | {v.default_kind, v.ctx_feature, v.base_feature, v.relate_slot})
+    numbers = {v.limits[n] for n in ("MAX_TEXT_BYTES", "MAX_METADATA_BYTES", "MAX_TIME")}
+    found = []
+    for mod in MODULES:
+        if mod == "db._native":
+            continue
+        for node in ast.walk(_tree(mod)):
+            value = _constant(node)
+            if isinstance(value, str) and value in words \
+                    and (mod, value) not in VOCABULARY_WORDS_ALLOWED:
+                found.append(f"{_where(mod)}:{node.lineno} spells {value!r}")
+            elif isinstance(value, (int, float)) and not isinstance(value, bool) \
+                    and value in numbers and isinstance(node, (ast.Constant, ast.BinOp)):
+                found.append(f"{_where(mod)}:{node.lineno} spells the limit {value!r}")
+            if isinstance(node, ast.Assign) and _constant(node.value) is not None:
+                for t in node.targets:
+                    if isinstance(t, ast.Name) and t.id in v.limits:
+                        found.append(f"{_where(mod)}:{node.lineno} sets {t.id} itself")
+    assert not found, ("read these from heapmem.h through _native.VOCABULARY: "
+                       + "; ".join(found))
+    # and what Python reads is what C makes
+    assert transfer.QTYPES == v.qtypes and set(v.qtypes) >= {_native.qtype("When?")}
+    assert _native.features("Paid $5 on 3/14", "fact", "Ana").split()[0] == "kind:fact"
 
 
 def test_a_bad_config_value_gets_the_headers_message():
@@ -486,7 +545,8 @@ def test_one_name_one_meaning_in_the_values_verbs_return():
     for cls in (results.Feedback, results.Stats, results.CheckReport):
         names = {f.name: f.type for f in fields(cls)}
         assert "features" not in names and "links" not in names, cls
-    assert fields(results.Item)[-1].name == "features"
+    assert fields(results.Item)[10].name == "features" and fields(results.Item)[10].type in (
+        "tuple[str, ...]", tuple[str, ...])
     fb = results.Feedback(1, ("a",), (), 7)
     st = results.Stats(schema=8, memories=1, recalls=1, events=1, used=1, pooled_features=3,
                        link_rows=9, prior_links=0, by_namespace=())

@@ -273,7 +273,7 @@ def public_native_functions():
     for name, f in vars(_native).items():
         if name.startswith("_") or not inspect.isfunction(f) or f.__module__ != _native.__name__:
             continue
-        if name in ("loadable_path", "load", "read_header"):  # no C call behind them
+        if name in ("loadable_path", "load", "read_header", "read_vocabulary"):  # no C call
             continue
         out.append((name, f))
     return sorted(out)
@@ -287,13 +287,19 @@ def test_native_functions_with_hostile_arguments():
         for _ in range(60 * (10 if SOAK else 1)):
             n = rnd.choice([0, 1, 3])
             try:
+                # the required arguments in order, an optional one by its name (or
+                # left out): dropping one must not shift the rest into its place
                 args = [hostile_arg(p.annotation, rnd, n) for p in sig.parameters.values()
-                        if p.default is inspect.Parameter.empty or rnd.random() < 0.5]
+                        if p.default is inspect.Parameter.empty]
+                kwargs = {p.name: hostile_arg(p.annotation, rnd, n)
+                          for p in sig.parameters.values()
+                          if p.default is not inspect.Parameter.empty and rnd.random() < 0.5}
             except LookupError as e:
                 pytest.fail(f"_native.{name}: no hostile values for annotation {e}")
-            valid_text = all(not isinstance(a, str) or _encodable(a) for a in args)
+            valid_text = all(not isinstance(a, str) or _encodable(a)
+                             for a in [*args, *kwargs.values()])
             try:
-                f(*args)
+                f(*args, **kwargs)
             except OK_ERRORS as e:
                 if isinstance(e, UnicodeError) and valid_text:
                     raise AssertionError(f"_native.{name} broke valid UTF-8: {e!r}") from e
@@ -356,6 +362,12 @@ def test_raw_c_functions_null_pointers_and_small_buffers():
         attempt(lib.hm_match, s, s, NULL, 0)
         attempt(lib.hm_active, s, b"when", 1.0, NULL, 0, NULL, 0)
         attempt(lib.hm_config_parse, s, ffi.new("hm_config *"), NULL, 0)
+    lo, hi, at, n = (ffi.new("double *"), ffi.new("double *"), ffi.new("int *"),
+                     ffi.new("int *"))
+    for s in (NULL, b"", b"on 18 August, 2023", b"\xff\xfe" * 100, b"2 days ago " * 500):
+        for v in HOSTILE_FLOAT + [1.7e9]:
+            attempt(lib.hm_time_window, s, v, lo, hi, at, n)
+            attempt(lib.hm_time_window, s, v, NULL, NULL, NULL, NULL)
     attempt(lib.hm_noisy_or, NULL, 0)
     attempt(lib.hm_noisy_or, NULL, -5)
     for v in HOSTILE_FLOAT:
@@ -484,7 +496,9 @@ def test_fuzz_heap_match_is_always_a_valid_fts5_query(conn, q, ns):
         try:
             expr = one(conn, sql, *args)
         except apsw.Error:
-            assert not isinstance(q, str) or not isinstance(args[-1], str)
+            # or a namespace with a NUL byte: a name never holds one (issue 33)
+            assert not isinstance(q, str) or not isinstance(args[-1], str) or (
+                len(args) == 2 and "\x00" in args[-1])
             continue
         if expr is None:
             continue
@@ -505,7 +519,8 @@ def test_fuzz_heap_features_and_qtype(conn, text, kind, source):
             assert re.fullmatch(r"[a-z_]+(:[a-z0-9_]+)?", f), f
     except apsw.Error:
         assert not (isinstance(text, str) and isinstance(kind, str)
-                    and (source is None or isinstance(source, str)))
+                    and (source is None or isinstance(source, str))) \
+            or "\x00" in kind or "\x00" in (source or "")  # names hold no NUL (issue 33)
     try:
         qt = one(conn, "SELECT heap_qtype(?)", text)
         assert qt in QTYPES
@@ -540,3 +555,19 @@ def test_cached_config_never_leaks_between_rows(conn):
     whole = conn.execute(f"SELECT i, heap_score({args}, c) FROM cf WHERE i IN "
                          f"({','.join(map(str, ok_rows))}) ORDER BY i").fetchall()
     assert [s for _, s in whole] == [single[i] for i in ok_rows]
+
+
+@hsettings(300)
+@given(q=st.one_of(sql_text, st.lists(st.sampled_from(
+    ["on", "in", "the", "last", "this", "past", "of", "ago", "a", "few", "couple", "2", "18th",
+     "31", "May", "August", "2023", "1999", "summer", "week", "weekend", "days", "years",
+     "Friday", "yesterday", "mid-", "end", "first", "two", "-", "/", ",", "2023-05-08"]),
+    max_size=12).map(" ".join)), now=st.one_of(st.floats(-1e12, 3e11), st.just(math.nan)))
+def test_fuzz_time_window(q, now):
+    """A window is days [from, until), from before until, named by a span of the question."""
+    got = _native.time_window(q, now)
+    if got is None:
+        return
+    lo, hi, words = got
+    assert lo < hi and lo % 86400 == 0 and hi % 86400 == 0
+    assert words and words in q.encode("utf-8", "surrogatepass").decode("utf-8", "replace")

@@ -9,15 +9,15 @@ forgotten) is present, every acknowledged forget is gone, every acknowledged
 feedback is recorded, and mem.check() passes (integrity_check, FTS index,
 links == a replay of the event log).
 
-CI runs 3 processes x 3 threads for 4 s; HEAPMEM_SOAK=1 runs the soak
-variant (HEAPMEM_SOAK_PROCS x HEAPMEM_SOAK_THREADS for HEAPMEM_SOAK_SECONDS,
-default 4 x 4 x 60 s).
+CI runs 3 processes x 3 threads x 80 calls (a number of calls, not a time,
+so what the test covers does not depend on the machine's speed);
+HEAPMEM_SOAK=1 runs the soak variant (HEAPMEM_SOAK_PROCS x
+HEAPMEM_SOAK_THREADS for HEAPMEM_SOAK_SECONDS, default 4 x 4 x 60 s).
 """
 import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -30,18 +30,26 @@ WORKERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_workers.py"
 SOAK = os.environ.get("HEAPMEM_SOAK") == "1"
 
 
-def run_stress(tmp_path, procs, threads, seconds, seed):
+def run_stress(tmp_path, procs, threads, seed, *, ops=0, seconds=0.0):
+    """procs processes x threads threads, each making ops calls (or, with
+    ops 0, calls for seconds), all starting together once every process
+    has imported heapmem."""
     path = str(tmp_path / "shared.db")
     out = tmp_path / "out"
     out.mkdir()
-    start_at = time.time() + 1.5  # after every worker has imported heapmem
     ps = [subprocess.Popen([sys.executable, WORKERS, "stress", path, str(out), str(p),
-                            str(threads), str(seconds), str(seed), repr(start_at)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            str(threads), str(ops), str(seconds), str(seed)],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
           for p in range(procs)]
+    for p in ps:  # every process has imported heapmem: start them all at once
+        assert p.stdout.readline() == "ready\n", p.stderr.read()
+    for p in ps:
+        p.stdin.write("go\n")
+        p.stdin.flush()
     stats = []
     for p in ps:
-        so, se = p.communicate(timeout=seconds + 120)
+        so, se = p.communicate(timeout=seconds + 600)
         assert p.returncode == 0, se
         stats.append(json.loads(so.strip().splitlines()[-1]))
     errors = []
@@ -88,11 +96,11 @@ def run_stress(tmp_path, procs, threads, seconds, seed):
 
 
 def test_processes_and_threads_on_one_file(tmp_path):
-    total, nadded, nforgot, nfb = run_stress(tmp_path, procs=3, threads=3, seconds=4, seed=1)
-    # the run did real work in every kind of call
+    total, nadded, nforgot, nfb = run_stress(tmp_path, procs=3, threads=3, seed=1, ops=80)
+    # the run did real work in every kind of call (the seeded mix of 720 calls)
     assert total["adds"] > 50 and total["recalls"] > 50 and total["feedbacks"] > 20, total
     assert total["forgets"] > 0, total
-    print(f"\nstress: 3 processes x 3 threads x 4 s: {total}; {nadded} adds acknowledged, "
+    print(f"\nstress: 3 processes x 3 threads x 80 calls: {total}; {nadded} adds acknowledged, "
           f"{nforgot} forgotten, {nfb} feedbacks, nothing lost")
 
 
@@ -102,7 +110,7 @@ def test_soak_processes_and_threads(tmp_path):
     procs = int(os.environ.get("HEAPMEM_SOAK_PROCS", "4"))
     threads = int(os.environ.get("HEAPMEM_SOAK_THREADS", "4"))
     seconds = float(os.environ.get("HEAPMEM_SOAK_SECONDS", "60"))
-    total, nadded, nforgot, nfb = run_stress(tmp_path, procs, threads, seconds, seed=2)
+    total, nadded, nforgot, nfb = run_stress(tmp_path, procs, threads, seed=2, seconds=seconds)
     print(f"\nsoak: {procs} processes x {threads} threads x {seconds:g} s: {total}; "
           f"{nadded} adds acknowledged, {nforgot} forgotten, {nfb} feedbacks, nothing lost")
 

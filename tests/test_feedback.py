@@ -186,8 +186,12 @@ def test_bad_feedback_changes_nothing(mem, kwargs, exc, msg):
 def test_feedback_with_nothing_to_find_it_by(mem):
     with pytest.raises(ValueError, match="needs a recall_id"):
         mem.feedback()
-    with pytest.raises(ValueError, match="no tracked recall showed"):
+    with pytest.raises(ValueError, match="unknown memory id 'nope'"):
         mem.feedback(used=["nope"])
+    it = mem.add("A memory no recall has shown yet")
+    with pytest.raises(ValueError, match="no tracked recall showed all of these ids; say which "
+                                         "recall"):
+        mem.feedback(used=[it.id])
 
 
 def test_used_memory_forgotten_since(mem):

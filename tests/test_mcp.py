@@ -24,7 +24,7 @@ from heapmem import mcp_server  # noqa: E402
 from conftest import stop  # noqa: E402
 
 NOW = "2026-11-30T12:00:00Z"
-TOOLS = {"add", "remember", "recall", "report_answer", "mark_used", "mark_ignored", "forget",
+TOOLS = {"add", "recall", "report_answer", "mark_used", "mark_ignored", "forget",
          "list"}
 
 
@@ -70,9 +70,7 @@ async def conversation(session, db, init_instructions):
     for text, kind in [("Booked the flight: SFO to LIS, departs March 14, 9:40am", "fact"),
                        ("Lisbon! I'd love to visit Lisbon someday", "preference"),
                        ("Flights to Lisbon from SFO cost around $700 in spring", "tool_result")]:
-        # add, and remember (its older name) do the same
-        out, err = await call(session, "add" if kind != "preference" else "remember",
-                              text=text, kind=kind)
+        out, err = await call(session, "add", text=text, kind=kind)
         assert not err and out["id"].startswith("m")
     assert links(db) == {}
     out, err = await call(session, "recall", query="When is my flight to Lisbon?")
@@ -90,7 +88,7 @@ async def conversation(session, db, init_instructions):
     assert err and "already has feedback" in msg
     msg, err = await call(session, "mark_ignored", ids=["m99"], recall_id=1)
     assert err and "unknown memory id" in msg
-    msg, err = await call(session, "remember", text="   ")
+    msg, err = await call(session, "add", text="   ")
     assert err and "empty" in msg
     msg, err = await call(session, "recall", query="x", k=0)
     assert err and "k must be" in msg

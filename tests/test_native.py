@@ -120,6 +120,10 @@ def test_config_parse_rejects_bad_values():
     for bad, msg in [("w_recency=-1", "w_recency must be a number from 0 to 100"),
                      ("half_life_days=0", "half_life_days must be a positive number"),
                      ("recency_floor=nan", "recency_floor must be between 0 and 1"),
+                     ("w_usefulness=inf", "w_usefulness must be a number from 0 to 100"),
+                     # a decimal number only: hex is not (issue 33: a tuned row said 0x3e8)
+                     ("candidates=0x3e8", "config value of 'candidates' is not a number"),
+                     ("candidates=infinity", "config value of 'candidates' is not a number"),
                      ("colour=3", "unknown config key 'colour'"),
                      ("w_usefulness=lots", "config value of 'w_usefulness' is not a number"),
                      ("w_usefulness", "expected key=value")]:
@@ -156,12 +160,13 @@ def test_score_batch_is_the_product_of_factors():
     cfg = n.config("w_recency=1")
     out = n.score_batch(np.array([1.0, 0.5]), np.array([0.0, 30.0]), np.array([1.0, 1.5]),
                         np.array([0, 1]), ["kind:fact", "kind:note date:1"], "what", b"", cfg)
-    rel, rec, imp, use, rules, score, rest = out[1]
+    rel, rec, imp, use, rules, score, rest, lift = out[1]
     assert (rel, rec, imp, rules) == pytest.approx((0.5, 0.75, 1.5, 0.1))
     assert use == 1.0  # no evidence: usefulness is neutral, whatever the features
     assert out[0][3] == 1.0
     assert score == pytest.approx(rel * rec * imp * use * rules)
     assert rest == pytest.approx(rel * rec * imp * rules)  # the score without usefulness
+    assert score == pytest.approx(rest * lift)  # lift: usefulness's factor
     ref = n.score_batch(np.array([1.0]), np.array([30.0]), np.array([1.0]), np.array([0]),
                         ["kind:note date:1"], "what", b"", n.config("model=0"))
     assert ref[0][3] == pytest.approx(1 - 0.99 ** 8)  # base, 2 features, age; crossed

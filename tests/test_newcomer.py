@@ -38,14 +38,13 @@ def test_a_directory_as_the_store_says_so(tmp_path, capsys):
     assert "it is a directory" in err and "\n" == err[-1] and err.count("\n") == 1
 
 
-def test_the_readme_names_every_mcp_tool_and_report_answer_needs_no_pydantic(tmp_path):
+def test_the_docs_name_every_mcp_tool_and_report_answer_requires_its_recall_id(tmp_path):
     pytest.importorskip("mcp")
     import asyncio
     from pathlib import Path
 
     from heapmem import mcp_server
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme.split("## MCP server")[1].split("\n## ")[0]
+    section = (Path(__file__).resolve().parent.parent / "docs" / "mcp.md").read_text()
     with heapmem.open(str(tmp_path / "a.db"), clock=lambda: 1741910400) as mem:
         server = mcp_server.build_server(mem, "user:maya")
 
@@ -61,7 +60,9 @@ def test_the_readme_names_every_mcp_tool_and_report_answer_needs_no_pydantic(tmp
             text = str(out)
         except Exception as e:  # the SDK may raise the tool's error
             text = str(e)
-        assert "report_answer needs the recall_id" in text and "Field required" not in text
+        # the schema says recall_id is required (it said: default null), and the
+        # refusal names it
+        assert "recall_id" in text and "Field required" in text
 
 
 def test_a_mistyped_verb_gets_a_did_you_mean(tmp_path, capsys):
@@ -153,9 +154,9 @@ def test_mcp_over_http_prints_the_url_it_serves(tmp_path, token):
                         f"heapmem: warning: {where} with no token required: any program on "
                         "this machine can use the store; set $HEAPMEM_MCP_TOKEN (or --token) "
                         "to require one\n")
-        if token:  # docs/CLI.md shows the line (of port 8765)
+        if token:  # docs/cli.md shows the line (of port 8765)
             from pathlib import Path
-            doc = (Path(__file__).resolve().parent.parent / "docs" / "CLI.md").read_text()
+            doc = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
             assert line.replace(f":{port}/", ":8765/") in doc
         socket.create_connection(("127.0.0.1", port), timeout=5).close()  # it listens
     finally:
@@ -185,11 +186,11 @@ def test_mcp_on_a_port_in_use_says_so_in_one_sentence_and_exits_2(tmp_path):
     assert not db.exists()  # nothing was written: not even a new store
 
 
-# -- item 8: the README's API list and verb list name everything there is ----------------
+# -- item 8: the docs' API list and verb list name everything there is ----------------
 
-def _readme():
+def _readme(doc="docs/python.md"):
     from pathlib import Path
-    return (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    return (Path(__file__).resolve().parent.parent / doc).read_text()
 
 
 def _calls(block, name):
@@ -225,20 +226,20 @@ def test_the_readme_api_list_names_every_public_memory_method_and_its_options():
 
 def test_the_readme_names_every_cli_verb():
     from heapmem import cli
-    line = _readme().split("## The `heapmem` command")[1].split("```text\n")[1].split("```")[0]
+    line = _readme("docs/cli.md").split("```text\n")[1].split("```")[0]
     listed = {w.strip() for w in line.split("VERB ...")[1].replace("\n", " ").split(",")}
     verbs = set(cli.build_parser()._subparsers._group_actions[0].choices)
     assert listed == verbs
 
 
 def test_the_cli_doc_shows_the_export_header_the_file_has():
-    """docs/CLI.md prints the head of a real export (examples/cli_doc.py runs it), so
+    """docs/cli.md prints the head of a real export (examples/cli_doc.py runs it), so
     the schema and meta counts it shows are the file's, not figures typed once."""
     import json
     from pathlib import Path
 
     from heapmem import schema
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "CLI.md").read_text()
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
     assert "\n$ head -n 7 backup.jsonl | cut -c 1-" in doc
     head = json.loads(next(ln for ln in doc.splitlines() if ln.startswith('{"heapmem":"export"')))
     assert head["schema"] == schema.SCHEMA_VERSION

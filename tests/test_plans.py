@@ -129,5 +129,29 @@ def test_filtered_candidates_look_each_hit_up_by_its_key(tmp_path):
         plan = _plan(m, "candidates", PARAMS[:5] + ('["fact"]', 1.0, None))
         assert GOOD in plan and "SEARCH f USING INTEGER PRIMARY KEY (rowid=?)" in plan, plan
         assert not any(BAD in p for p in plan)
-        allow = _plan(m, "allow", ("ns1", None, None, None, None, '["fact"]', None, None))
-        assert "SEARCH m USING COVERING INDEX memories_filter (namespace=?)" in allow, allow
+        # the vector cache applies the filters itself (csrc/embed.c); a row of a
+        # kind past the 65,535th is looked up by its key
+        allow = _plan(m, "allow", (5, None, None, None, None, '["fact"]', None, None))
+        assert "SEARCH m USING INTEGER PRIMARY KEY (rowid=?)" in allow, allow
+        # a partition of the vector index is read through vector_parts_part
+        part = _plan(m, "vpart", (1, "ns1"))
+        assert "SEARCH p USING COVERING INDEX vector_parts_part (part=?)" in part, part
+
+
+def test_a_candidates_place_and_neighbours_are_index_seeks(tmp_path):
+    """Schema 10: whether a namespace has threads is one seek on the partial
+    index memories_thread (a store without threads reads no row to learn it),
+    each candidate's place is read by its rowid, and its neighbours are a
+    range of memories_thread, never a scan of the namespace."""
+    with _fill(tmp_path / "a.db") as m:
+        m.add_many([{"text": f"turn {i}", "namespace": "ns1", "thread": f"t{i % 3}"}
+                     for i in range(30)])
+        plan = _plan(m, "threads", ("ns1",))
+        assert any("USING COVERING INDEX memories_thread (namespace=?" in p for p in plan), plan
+        plan = _plan(m, "place", ("[1, 2]",))
+        assert "SEARCH m USING INTEGER PRIMARY KEY (rowid=?)" in plan, plan
+        plan = _plan(m, "neighbours", ("[1, 2]", 2, None, None, None, None, None, None))
+        assert "SEARCH o USING INTEGER PRIMARY KEY (rowid=?)" in plan, plan
+        assert any("USING INDEX memories_thread (namespace=? AND thread=? AND turn>? AND "
+                   "turn<?)" in p for p in plan), plan
+        assert not any(BAD in p or p.startswith("SCAN m") for p in plan), plan

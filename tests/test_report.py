@@ -155,7 +155,7 @@ def test_the_page_shows_learning_links_factors_and_health(store, tmp_path):
     fa = page.charts["factors"]
     cfg = mem.config
     on = sum(1 for w in (cfg.w_relevance, cfg.w_recency, cfg.w_importance, cfg.w_usefulness)
-             if w > 0)
+             if w > 0) + 1  # + context, a factor of its own (it was folded into usefulness)
     newest = mem.logged_recall(learning.newest_recall(mem.connection))
     assert newest.namespace == EVIL_NS
     assert sum(v for k, v in fa.items() if k.startswith("rect.bar factor")) == \

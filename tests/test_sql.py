@@ -14,6 +14,7 @@ from conftest import DAY, T0, one
 FUNCTIONS = [
     ("heap_active", 2), ("heap_add", 2), ("heap_add", 3), ("heap_add", 4), ("heap_add", 5),
     ("heap_add", 6), ("heap_add", 7), ("heap_add", 8), ("heap_add", 9), ("heap_add", 10),
+    ("heap_add", 11), ("heap_add", 12), ("heap_add_many", 1), ("heap_add_many", 2),
     ("heap_answer", 2),
     ("heap_answer", 3), ("heap_answer", 4), ("heap_answer", 5), ("heap_answer", 6),
     ("heap_attribute", 5),
@@ -30,8 +31,11 @@ FUNCTIONS = [
     ("heap_recency", 1),
     ("heap_recency", 3), ("heap_relate", 2), ("heap_save_config", 1), ("heap_score", 7),
     ("heap_score", 8),
-    ("heap_statement", 1), ("heap_text_hash", 1), ("heap_tokens", 1), ("heap_tune", 0),
-    ("heap_tune", 1), ("heap_version", 0),
+    ("heap_statement", 1), ("heap_text_hash", 1), ("heap_time_window", 2), ("heap_tokens", 1),
+    ("heap_tune", 0), ("heap_tune", 1), ("heap_vector_index", 0), ("heap_vector_index", 1),
+    ("heap_vector_maintain", 2), ("heap_vector_part", 3), ("heap_vector_settings", 0),
+    ("heap_vector_settings", 1), ("heap_vector_top", 3), ("heap_vector_top", 4),
+    ("heap_version", 0),
 ]
 
 

@@ -94,26 +94,32 @@ def test_heap_init_makes_exactly_heapmems_schema(tmp_path):
 def test_heap_init_refuses_a_database_of_someone_elses(tmp_path):
     c = _raw(tmp_path / "a.db")
     c.execute("CREATE TABLE mine(x)")
-    with pytest.raises(apsw.SQLError, match="heap_init: this database is not empty, and not a "
-                                            "heapmem store"):
+    with pytest.raises(apsw.SQLError) as e:
         c.execute("SELECT heap_init()")
+    # one sentence (friction 5: it nested three inside each other)
+    assert str(e.value).endswith("heap_init: this database already holds tables of its own; "
+                                 "heap_init makes a store only in an empty database")
     assert c.execute("SELECT name FROM sqlite_schema").fetchall() == [("mine",)]
+    c.execute("PRAGMA user_version = 3")  # a store of an older schema: what to do about it
+    with pytest.raises(apsw.SQLError, match=r"heap_init: this store has schema 3; open it once "
+                                            r"with heapmem \(Python\) to upgrade it to \d+$"):
+        c.execute("SELECT heap_init()")
 
 
 # -- the loop, in three clients ----------------------------------------------------------
 
 @pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 shell on PATH")
 def test_the_loop_in_the_sqlite3_shell(tmp_path):
-    """README's sql-loop block, run by the real sqlite3 shell with nothing but
-    .load, gives the output the README shows, and Python agrees with it."""
+    """docs/sql.md's sql-loop block, run by the real sqlite3 shell with nothing
+    but .load, gives the output the doc shows, and Python agrees with it."""
     out = subprocess.run(["sqlite3", str(tmp_path / "loop.db"), "-cmd",
                           f".load {heapmem.loadable_path()}", "-cmd", ".mode box"],
                          input=LOOP, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("<!-- sql-loop-output -->")[1].split("```text\n")[1].split("```")[0]
+    doc = (ROOT / "docs" / "sql.md").read_text()
+    block = doc.split("<!-- sql-loop-output -->")[1].split("```text\n")[1].split("```")[0]
     assert out.stdout.strip() == block.strip()
-    assert LOOP.strip() in readme
+    assert LOOP.strip() in doc
     _ranks_like_python(tmp_path / "loop.db")
 
 

@@ -150,3 +150,29 @@ def test_the_cli_lists_and_removes_priors(maya, tmp_path, capsys):
     assert main(["--db", path, "prior", "remove", digest[:12]]) == 0
     assert "removed" in capsys.readouterr().out
     assert maya.priors() == []
+
+
+def test_a_full_import_never_files_a_prior_under_another_files_digest(maya, tmp_path):
+    """issue 33, seen 11: a full export's prior records are the file's claims.
+    One filed under the real five.jsonl's digest and name, with links of its
+    own, showed that provenance in priors() and made five.jsonl refused as
+    'already merged'.  Now it is filed under its links' own digest, its name
+    says so, and the real file merges."""
+    with heapmem.open(str(tmp_path / "donor.db"), clock=lambda: T0) as donor:
+        transfer.import_file(donor, str(tmp_path / "five.jsonl"))
+        real = donor.priors()[0].digest
+        transfer.export(donor, str(tmp_path / "all.jsonl"))
+    lines = [json.loads(x) for x in (tmp_path / "all.jsonl").read_text().splitlines() if x]
+    for rec in lines:
+        if rec.get("type") == "meta" and rec.get("key") == "prior_records":
+            recs = json.loads(rec["value"])
+            forged = {f: [1.0, 99.0, 100] for f in recs[real]["links"]}  # other links
+            recs[real]["links"] = forged
+            rec["value"] = json.dumps(recs)
+    (tmp_path / "forged.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    transfer.import_file(maya, str(tmp_path / "forged.jsonl"))
+    (p,) = maya.priors()
+    assert p.digest != real and "did not match" in p.name
+    transfer.import_file(maya, str(tmp_path / "five.jsonl"))  # the real file: merged
+    assert sorted(x.digest for x in maya.priors()) == sorted([p.digest, real])
+    assert maya.check().ok

@@ -144,7 +144,7 @@ def test_heap_attribute_takes_any_created_at(conn):
             assert len(out) == len(MEMORY_TEXTS)
             far = created not in ("0", "-0.0", "4.9e-324", "-1")
             if far:  # a memory stated ~2.9e11 years away or more overlaps no answer's date
-                assert all(entry[4] == 0 for entry in out), (created, answer, out)
+                assert all(entry["dated"] == 0 for entry in out), (created, answer, out)
 
 
 def test_heap_attribute_still_dates_a_memory_of_its_own_day(conn):
@@ -154,14 +154,14 @@ def test_heap_attribute_still_dates_a_memory_of_its_own_day(conn):
         out = json.loads(conn.execute(
             "SELECT heap_attribute('7 May 2023', 'When did I book it?', 0, "
             "'booked the flight yesterday', ?)", (created,)).fetchall()[0][0])
-        assert out[0][4] == dated, (created, out)
+        assert out[0]["dated"] == dated, (created, out)
     # "last year" from a day clamped far out never lands in 1900-2099
     for created in (1e300, -1e300, 9.2e18, -9.2e18, 1e19):
         for text in ("booked it last year", "going next year"):
             out = json.loads(conn.execute(
                 "SELECT heap_attribute('2023', 'When?', 0, ?, ?)", (text, created)
             ).fetchall()[0][0])
-            assert out[0][4] == 0, (created, text, out)
+            assert out[0]["dated"] == 0, (created, text, out)
 
 
 SCORE_ARGS = "1.0, {age}, 1.0, 0, 'kind:fact src:none len:s date', 'when', NULL"

@@ -26,6 +26,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Sequence
 
 from .._version import __version__
+from ..config import DEFAULT_KIND
 from ..validate import MAX_TIME, MIN_TIME
 
 DEFAULT_DB = "heapmem.db"
@@ -52,7 +53,8 @@ examples:
 The store is --db PATH, else $HEAPMEM_DB, else ./heapmem.db (or a libSQL
 server's URL, with --database NAME for one of its databases); the namespace
 is --namespace NAME, else $HEAPMEM_NAMESPACE, else "default".  Global options
-may come before or after the verb.  Docs: docs/CLI.md.
+may come before or after the verb.  Each verb's own options and examples:
+heapmem VERB --help.
 """
 
 
@@ -233,8 +235,11 @@ class Context:
         self.database = getattr(args, "database", None) or env.get("HEAPMEM_DATABASE") or None
         self.lexical = bool(getattr(args, "lexical", False))
         ns = getattr(args, "namespace", None)
-        self.namespace_given = bool(ns or env.get("HEAPMEM_NAMESPACE"))
-        self.namespace = ns or env.get("HEAPMEM_NAMESPACE") or DEFAULT_NAMESPACE
+        # -n "" is a namespace given (and refused by the store as empty), never
+        # "default": a script's unset variable must not write to another namespace
+        self.namespace_given = ns is not None or bool(env.get("HEAPMEM_NAMESPACE"))
+        self.namespace = ns if ns is not None else \
+            env.get("HEAPMEM_NAMESPACE") or DEFAULT_NAMESPACE
         self.json = bool(getattr(args, "json", False))
         now = getattr(args, "now", None)
         self.clock = (lambda: now) if now is not None else clock
@@ -328,7 +333,8 @@ def _item(it: Any) -> dict[str, Any]:
     return {"id": it.id, "text": it.text, "namespace": it.namespace, "kind": it.kind,
             "source": it.source, "key": it.key, "importance": it.importance,
             "created_at": it.created_at, "last_used_at": it.last_used_at,
-            "metadata": it.metadata, "features": list(it.features)}
+            "metadata": it.metadata, "features": list(it.features),
+            **({"thread": it.thread, "turn": it.turn} if it.thread is not None else {})}
 
 
 # -- verbs ---------------------------------------------------------------------------
@@ -336,7 +342,7 @@ def _item(it: Any) -> dict[str, Any]:
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("text", metavar="TEXT", help="the memory's text ('-': read standard input)")
-    p.add_argument("--kind", default="fact",
+    p.add_argument("--kind", default=DEFAULT_KIND,
                    help="fact (default), preference, instruction, summary, note, episode, "
                         "tool_result, or a kind of your own; it sets the default importance")
     p.add_argument("--source", help="who or what said it (a user's name, 'tool', ...)")
@@ -346,6 +352,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metadata", metavar="JSON", help="a JSON object kept with the memory")
     p.add_argument("--created-at", metavar="TIME", type=_time,
                    help="when it was said (default: now)")
+    p.add_argument("--thread", help="the conversation (a chat, a session) it is a turn of: "
+                                    "recall finds a reply by the words of the turn it answers")
+    p.add_argument("--turn", type=int, metavar="N",
+                   help="its place in the thread, a whole number (default: the thread's next)")
 
 
 @verb("add", "store a memory", "Store a memory and print its id.  TEXT '-' reads the "
@@ -362,12 +372,14 @@ def cmd_add(ctx: Context) -> int:
         try:
             meta = json.loads(a.metadata)
         except ValueError:
-            raise CLIError("--metadata is not valid JSON") from None
+            raise CLIError('--metadata must be a JSON object, like {"topic": "travel"}: it is '
+                           "not valid JSON") from None
         if not isinstance(meta, dict):
             raise CLIError('--metadata must be a JSON object, like {"topic": "travel"}')
     with ctx.open(create=True) as mem:
         it = mem.add(text, kind=a.kind, source=a.source, id=a.id, namespace=ctx.namespace,
-                     importance=a.importance, key=a.key, metadata=meta, created_at=a.created_at)
+                     importance=a.importance, key=a.key, metadata=meta, created_at=a.created_at,
+                     thread=a.thread, turn=a.turn)
     if ctx.json:
         ctx.emit(_item(it))
     else:
@@ -377,11 +389,14 @@ def cmd_add(ctx: Context) -> int:
 
 def _no_namespace(ctx: Context, others: list[str]) -> None:
     """The hint for a namespace the store does not have (a typo, or no -n)."""
-    if ctx.namespace not in others:
+    if not others:
+        ctx.print(f"(the store holds no memories yet: `heapmem -n {ctx.namespace} add TEXT` "
+                  "adds one)")
+    elif ctx.namespace not in others:
         shown = ", ".join(others[:10]) + (f" (and {len(others) - 10} more)"
                                            if len(others) > 10 else "")
         ctx.print(f"(the store has no namespace {ctx.namespace!r}; it has: "
-                  f"{shown or 'none yet'}; pick one with -n NAME)")
+                  f"{shown}; pick one with -n NAME)")
 
 
 def _list_arguments(p: argparse.ArgumentParser) -> None:
@@ -505,7 +520,8 @@ def cmd_update(ctx: Context) -> int:
             try:
                 meta = json.loads(a.metadata)
             except ValueError:
-                raise CLIError("--metadata is not valid JSON") from None
+                raise CLIError('--metadata must be a JSON object, like {"topic": "travel"}: it is '
+                           "not valid JSON") from None
             if not isinstance(meta, dict):
                 raise CLIError('--metadata must be a JSON object, like {"topic": "travel"}, or '
                                "'' to clear it")
@@ -565,20 +581,13 @@ def cmd_recall(ctx: Context) -> int:
         ctx.print(f"no memory of {ctx.namespace}{within} matches {a.query!r}")
         _no_namespace(ctx, others)  # a typo, or no -n: say which namespaces there are
         return 0
-    head = ["#", "id", "score", "relevance", "recency", "importance", "usefulness", "rules"]
-    cfg = res.config
-
-    def factor(value: float, weight: float) -> str:
-        return "off" if weight == 0 else f"{value:.2f}"  # a weight of 0 switches it off
-
-    rows = [[r.rank, r.id, f"{r.score:.3f}", factor(r.relevance, cfg.w_relevance),
-             factor(r.recency, cfg.w_recency), factor(r.importance, cfg.w_importance),
-             factor(r.usefulness, cfg.w_usefulness), f"{r.rules:g}"] for r in res]
+    head, rows = _factor_rows(res)
+    n = len(head) - 2
     lines = _table(head + ["text"], [row + [""] for row in rows],
-                   right=[True, False] + [True] * 6 + [False])
+                   right=[True, False] + [True] * n + [False])
     room = max(20, _width(ctx.out) - len(lines[0]) - 2)
     lines = _table(head + ["text"], [row + [_cut(r.text, room)] for row, r in zip(rows, res)],
-                   right=[True, False] + [True] * 6 + [False])
+                   right=[True, False] + [True] * n + [False])
     ctx.print(lines[0])
     for line, e in zip(lines[1:], explains):
         ctx.print(line)
@@ -587,6 +596,24 @@ def cmd_recall(ctx: Context) -> int:
         ctx.print(f"\nrecall_id {res.recall_id} (question type: {res.qtype}); after answering: "
                   f"heapmem feedback {res.recall_id} --used ID ... (or --answer TEXT)")
     return 0
+
+
+def _factor_rows(res: Any) -> tuple[list[str], list[list[Any]]]:
+    """recall's table: each result's score and every factor that multiplies
+    into it, as applied (Result.factors: a weight's power taken, usefulness
+    as bounded by max_lift; "off" for a weight of 0), so that a row's
+    factors multiply to its score; context where contextual utility is on
+    (w_context > 0), explore where exploration is (explore > 0)."""
+    cfg = res.config
+    names = ["relevance", "recency", "importance", "usefulness"]
+    names += ["context"] * (cfg.w_context > 0) + ["explore"] * (cfg.explore > 0)
+    rows = []
+    for r in res:
+        f = r.factors()
+        rows.append([r.rank, r.id, f"{r.score:.3f}",
+                     *("off" if f[n] is None else f"{f[n]:.2f}" for n in names),
+                     f"{r.rules:g}"])
+    return ["#", "id", "score", *names, "rules"], rows
 
 
 def _feedback_arguments(p: argparse.ArgumentParser) -> None:
@@ -617,16 +644,20 @@ def cmd_feedback(ctx: Context) -> int:
             raise CLIError("give either --answer or --used/--ignored/--only, not both")
         if a.recall_id is None:
             raise CLIError("feedback --answer needs the RECALL_ID the answer was written from")
-        with ctx.open() as mem:
+        with ctx.open() as mem:  # -n given: only that namespace's recalls
             before = mem.pending_tune
-            fb = _tuned(mem, before, mem.feedback(recall_id=a.recall_id, answer=a.answer))
+            fb = _tuned(mem, before, mem.feedback(
+                recall_id=a.recall_id, answer=a.answer,
+                namespace=ctx.namespace if ctx.namespace_given else None))
     else:
         if not a.used and not a.ignored:
             raise CLIError("feedback needs --used ID ..., --ignored ID ... or --answer TEXT")
         ignored = a.ignored if a.ignored is not None else ([] if a.only else None)
         with ctx.open() as mem:
             before = mem.pending_tune
-            fb = _tuned(mem, before, mem.feedback(a.used, recall_id=a.recall_id, ignored=ignored))
+            fb = _tuned(mem, before, mem.feedback(
+                a.used, recall_id=a.recall_id, ignored=ignored,
+                namespace=ctx.namespace if ctx.namespace_given else None))
     if ctx.json:
         out: dict[str, Any] = {"recall_id": fb.recall_id, "used": list(fb.used),
                                "ignored": list(fb.ignored), "links_updated": fb.links_updated}
@@ -812,7 +843,7 @@ def cmd_stats(ctx: Context) -> int:
     ctx.print(f"memories   {total} in {len(per_ns)} namespace{'s' * (len(per_ns) != 1)}")
     ctx.print(f"recalls    {st.recalls} logged")
     ctx.print(f"feedback   {nev} judgements ({used} used, {nev - used} ignored)")
-    ctx.print(f"links      {nlinks} features learned (pooled over all namespaces), {nrows} "
+    ctx.print(f"links      {nlinks} links learned (pooled over all namespaces), {nrows} "
               "rows in all" + (f"; {nprior} carry a merged prior" if nprior else ""))
     ctx.print(f"readers    SQLite {st.oldest_reader} or later; forget "
               + ("erases in place (FTS5 secure-delete)" if st.erases_in_place
@@ -1216,22 +1247,23 @@ def _mcp_arguments(p: argparse.ArgumentParser) -> None:
 
 
 @verb("mcp", "serve the store to models over MCP",
-      "Serve the store over the Model Context Protocol, with the tools add (remember), "
-      "recall,\nreport_answer, mark_used, mark_ignored, forget and list.  The server "
+      "Serve the store over the Model Context Protocol, with the tools add, recall,"
+      "\nreport_answer, mark_used, mark_ignored, forget and list.  The server "
       "tells the model to\ncall report_answer with its answer (or mark_used with the ids "
       "it used), so heapmem\nlearns from every answer.\n"
       "Over http every request's Host must name the address served and its Origin, if "
       "any,\nbe http://HOST:PORT (else 403), and with a token it must carry it (else "
       "401).\nOver http it prints the URL it serves on standard error once it "
       "listens; a port in use\nis one sentence and exit status 2.\n"
-      "Needs the mcp package: pip install 'heapmem[mcp]'.", arguments=_mcp_arguments, creates=True)
+      'Needs the mcp package: pip install "heapmem[mcp]".', arguments=_mcp_arguments,
+      creates=True)
 def cmd_mcp(ctx: Context) -> int:
     a = ctx.args
     try:
         from ..adapters import mcp_server
     except ImportError as e:  # the mcp package is missing
         raise CLIError(f"the MCP server needs the mcp package ({e}); install it with: "
-                       "pip install 'heapmem[mcp]'") from None
+                       "pip install \"heapmem[mcp]\"") from None
     token = a.token if a.token is not None else ctx.env.get(mcp_server.TOKEN_ENV) or None
     if a.transport == "http":
         mcp_server.check_token(token)

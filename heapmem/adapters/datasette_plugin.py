@@ -1,6 +1,6 @@
 """Datasette plugin: browse a heapmem store in Datasette, and rank from its SQL page.
 
-    pip install 'heapmem[datasette]'
+    pip install "heapmem[datasette]"
     datasette agent.db
     # then, on the SQL page of agent.db:
     SELECT rank, id, score, text, explain FROM heap_recall
@@ -33,7 +33,7 @@ def prepare_connection(conn: Any) -> None:
         raise HeapmemError(
             "heapmem's Datasette plugin cannot load its SQLite extension: this Python's sqlite3 "
             "module was built without extension loading; pip install pysqlite3-binary (Datasette "
-            "uses it when installed; pip install 'heapmem[datasette]' brings it on Linux x86-64) "
+            "uses it when installed; pip install \"heapmem[datasette]\" brings it on Linux x86-64) "
             "or run Datasette on a Python whose sqlite3 can load extensions")
     _native.load(conn)
 

@@ -1,4 +1,4 @@
-"""A LangGraph store backed by heapmem (pip install 'heapmem[langgraph]').
+"""A LangGraph store backed by heapmem (pip install "heapmem[langgraph]").
 
 Owns: the mapping between LangGraph's BaseStore (namespaces as tuples, items
 as keyed JSON values, TTLs) and heapmem's namespaces and memories.  It changes
@@ -42,6 +42,11 @@ Mapping:
 - heapmem's kind and source (which feed what it learns) come from the value
   only when the store is built with kind_field= / source_field= (a value
   that is not a usable name is ignored); otherwise every item is a "fact";
+  likewise a memory's place in a conversation (Memory.add's thread and turn:
+  recall then finds a reply by the words of the turn it answers) with
+  thread_field= / turn_field= (a thread that is not a usable name is
+  ignored; without a usable turn, a whole number, the item is its thread's
+  next turn), set when an item is first put and kept by later puts;
 - search(query=...) ranks with heapmem's recall in every namespace under the
   prefix, then returns every other item that matches the filter, newest
   first with score None, as LangGraph's stores do.  The filter applies
@@ -103,11 +108,12 @@ from langgraph.store.base import (
     get_text_at_path,
 )
 
+from ..config import DEFAULT_KIND
 from ..errors import CorruptStoreError, DuplicateIdError
 from ..results import Feedback
 from ..store import Memory
 from ..store import open as _open
-from ..validate import MAX_K, MAX_NAME_CHARS
+from ..validate import MAX_K, MAX_NAME_CHARS, MAX_TURN
 
 try:  # langgraph-checkpoint >= 2.1
     from langgraph.store.base import validate_op_namespace as _validate_op
@@ -284,7 +290,9 @@ class HeapmemStore(BaseStore):
     the memory's text is made of, and its "embed" (with a path only) turns on
     heapmem's hybrid recall with those embeddings.  text_fields: the same as
     index["fields"].  ttl: LangGraph's TTLConfig.  kind_field, source_field:
-    the value fields that give heapmem's kind and source, if any.
+    the value fields that give heapmem's kind and source, if any;
+    thread_field, turn_field: those that give its thread (a conversation's
+    id) and turn there, if any.
     """
 
     supports_ttl = True
@@ -293,7 +301,8 @@ class HeapmemStore(BaseStore):
                  text_fields: Sequence[str] | None = None,
                  index: Mapping[str, Any] | None = None,
                  ttl: TTLConfig | Mapping[str, Any] | None = None,
-                 kind_field: str | None = None, source_field: str | None = None):
+                 kind_field: str | None = None, source_field: str | None = None,
+                 thread_field: str | None = None, turn_field: str | None = None):
         if index is not None and not isinstance(index, Mapping):
             raise TypeError("index must be a dict (LangGraph's IndexConfig)")
         index = dict(index or {})
@@ -317,7 +326,8 @@ class HeapmemStore(BaseStore):
             self._owned = True
         else:
             raise TypeError("HeapmemStore takes a heapmem.Memory or the path of a store")
-        for what, f in (("kind_field", kind_field), ("source_field", source_field)):
+        for what, f in (("kind_field", kind_field), ("source_field", source_field),
+                        ("thread_field", thread_field), ("turn_field", turn_field)):
             if f is not None and not isinstance(f, str):
                 raise TypeError(f"{what} must be a field name or None")
         if ttl is not None and not isinstance(ttl, Mapping):
@@ -331,6 +341,8 @@ class HeapmemStore(BaseStore):
             self._check_ttl(self.ttl_config["default_ttl"])
         self.kind_field = kind_field
         self.source_field = source_field
+        self.thread_field = thread_field
+        self.turn_field = turn_field
         #: the recall_id of the latest search in each heapmem namespace
         self.last_recalls: dict[str, int] = {}
         self._pages: dict[int, list[str]] = {}  # recall_id -> the ids its search returned
@@ -610,14 +622,14 @@ class HeapmemStore(BaseStore):
         if text is None:
             text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
         kind = (_usable_name(_path(value, self.kind_field)) if self.kind_field else None) \
-            or "fact"
+            or DEFAULT_KIND
         source = _usable_name(_path(value, self.source_field)) if self.source_field else None
         fields: dict[str, Any] = {"text": text, "kind": kind, "source": source, "metadata": meta}
         if existing is not None and existing.id != mid:
             existing = None  # a memory added by other means: the put makes the adapter's own
         if existing is None:
             try:
-                mem.add(id=mid, namespace=home, created_at=now, **fields)
+                mem.add(id=mid, namespace=home, created_at=now, **self._place(value), **fields)
                 return
             except DuplicateIdError:  # another connection put it just now
                 existing = mem.get(mid)
@@ -626,9 +638,19 @@ class HeapmemStore(BaseStore):
         if existing.namespace == home:
             # an update: same memory, new text and value (its recall log and links stay)
             mem.update(mid, importance=None, **fields)
-        else:  # into or out of the unindexed twin: same id and creation time
+        else:  # into or out of the unindexed twin: same id, creation time and thread
             mem.forget([mid])
-            mem.add(id=mid, namespace=home, created_at=existing.created_at, **fields)
+            place = {"thread": existing.thread, "turn": existing.turn}
+            mem.add(id=mid, namespace=home, created_at=existing.created_at, **place, **fields)
+
+    def _place(self, value: Mapping[str, Any]) -> dict[str, Any]:
+        """The thread and turn a new item's value gives (thread_field,
+        turn_field): a turn only with a thread, a usable one only."""
+        thread = _usable_name(_path(value, self.thread_field)) if self.thread_field else None
+        turn = _path(value, self.turn_field) if self.turn_field and thread else None
+        if isinstance(turn, bool) or not isinstance(turn, int) or not 0 <= turn <= MAX_TURN:
+            turn = None
+        return {"thread": thread, "turn": turn}
 
     def _spaces(self, prefix: Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
         """(heapmem name, namespace tuple) of every namespace under prefix,

@@ -1,10 +1,11 @@
 """heapmem as an MCP server: `heapmem mcp` (the official `mcp` SDK, an extra:
-pip install 'heapmem[mcp]').
+pip install "heapmem[mcp]").
 
-Owns: the MCP tools, the server's instructions to the model, and who may reach
-them over HTTP.  Each tool is a thin call of the Memory method it is named
-after (add, recall, mark_used, mark_ignored, forget, list; `remember` is add's
-older name; report_answer is feedback(recall_id, answer=...)).  The server's
+Owns: the MCP server built from heapmem.tools (one tool per verb: add,
+recall, report_answer, mark_used, mark_ignored, forget, list, each a thin
+call of the Memory method it is named after; their schemas, descriptions and
+checks are heapmem.tools', so the schema a client reads is the one every
+other tool door gives), and who may reach them over HTTP.  The server's
 instructions ask the model to call report_answer with its answer right after
 answering: that feedback is what heapmem learns from, and a model that never
 reports ids still teaches it.
@@ -28,16 +29,18 @@ Works with mcp 1.x (FastMCP) and 2.x (MCPServer, FastMCP's new name).
 """
 from __future__ import annotations
 
+import copy
 import errno
 import hmac
+import inspect
 import ipaddress
 import json
 import socket
 import sys
-import types
 from contextlib import contextmanager
-from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable, Iterator, Optional
+from typing import Annotated, Any, Awaitable, Callable, Iterator, Optional
+
+from pydantic import Field  # the mcp SDK's own dependency
 
 try:  # mcp >= 2: FastMCP was renamed MCPServer
     from mcp.server.mcpserver import MCPServer as _Server
@@ -46,32 +49,15 @@ except ImportError:  # mcp 1.x
     from mcp.server.fastmcp import FastMCP as _Server
     from mcp.server.fastmcp.exceptions import ToolError
 
+from .. import tools
 from ..errors import AddressInUseError, HeapmemError
 from ..store import Memory
-from ..validate import MAX_K, check_namespace
+from ..validate import check_namespace
 
-#: The most memories `list` returns in one call.
-MAX_LIST = 200
-
-INSTRUCTIONS = """\
-heapmem is the user's long-term memory (namespace {namespace}).
-
-- Before answering anything that may depend on what you were told before, call
-  recall with the user's question in their words.  It returns the most useful
-  memories, each with its id and a one-line explanation of its rank, and a
-  recall_id.
-- Right after you answer, call report_answer with the recall_id and your
-  answer's text, every time: heapmem works out from it which of the shown
-  memories you used.  This is how heapmem learns which kinds of memory answer
-  which kinds of question.  (If you know exactly which ids you used, mark_used
-  with those ids and the recall_id does the same; mark_ignored reports the
-  ones that did not help.)
-- Call add for each fact, preference, instruction or event worth keeping,
-  one per call, in plain words (kind: fact, preference, instruction, episode or
-  note).
-- forget erases memories by id (when the user asks you to); list shows the
-  newest memories.
-"""
+#: The most memories `list` returns in one call; the server's instructions
+#: to the model (heapmem.tools owns both, for every tool door).
+MAX_LIST = tools.MAX_LIST
+INSTRUCTIONS = tools.INSTRUCTIONS
 
 
 #: The environment variable that holds the HTTP transport's bearer token.
@@ -207,173 +193,44 @@ def _told() -> Iterator[None]:
         raise ToolError(" ".join(str(e).split())) from None
 
 
-def _iso(t: Optional[float]) -> Optional[str]:
-    """A Unix time as ISO 8601 in UTC; one no datetime holds (before year 1,
-    after 9999, infinite: a value from the file) is the earliest or latest."""
-    if t is None:
-        return None
-    try:
-        when = datetime.fromtimestamp(t, timezone.utc)
-    except (OverflowError, ValueError, OSError, TypeError):
-        when = (datetime.max if isinstance(t, (int, float)) and t > 0 else datetime.min
-                ).replace(tzinfo=timezone.utc)
-    return when.isoformat(timespec="seconds")
+def _annotation(p: tools.Param) -> Any:
+    """A tool parameter's type for the SDK, which writes the tool's schema
+    from the function's signature: any value (heapmem.tools checks each, and
+    says what is wrong in one sentence), whose schema is the parameter's
+    schema in heapmem.tools, word for word."""
+    def schema(s: dict[str, Any]) -> None:
+        s.clear()
+        s.update(copy.deepcopy(p.schema))
+    return Annotated[Any, Field(json_schema_extra=schema)]
 
 
-ToolMethod = Callable[..., dict[str, Any]]
-
-#: The tools, in the order the server lists them: (name, description, the
-#: _Tools method); a description of None is the method's docstring.
-_TOOLS: list[tuple[str, Optional[str], ToolMethod]] = []
-
-
-def _tool(name: str, *, older_name: Optional[str] = None) -> Callable[[ToolMethod], ToolMethod]:
-    """Make the _Tools method it decorates the tool name (its docstring the
-    tool's description, its signature the tool's schema); older_name: the
-    same tool under that name too, described as name's older name.  The
-    method itself is returned unchanged."""
-    def register(method: ToolMethod) -> ToolMethod:
-        _TOOLS.append((name, None, method))
-        if older_name is not None:
-            _TOOLS.append((older_name, f"{name} under its older name. " + (method.__doc__ or ""),
-                           method))
-        return method
-    return register
-
-
-class _Tools:
-    """The MCP tools over one Memory, in one namespace: each @_tool method is
-    a tool, a thin call of the Memory method it is named after; an id or a
-    recall_id of another namespace is as unknown as one never made."""
-
-    def __init__(self, mem: Memory, namespace: str):
-        self.mem = mem
-        self.namespace = namespace
-
-    def _own(self, ids: list[str]) -> list[str]:
-        """ids, after checking each is a memory of this namespace."""
-        if isinstance(ids, str):
-            ids = [ids]
-        for i in ids:
-            it = self.mem.get(i) if isinstance(i, str) else None
-            if it is None or it.namespace != self.namespace:
-                raise ValueError(f"unknown memory id {i!r}")
-        return list(ids)
-
-    def _own_recall(self, recall_id: Optional[int]) -> None:
-        """Every tool that takes a recall_id checks it first: a recall of
-        another namespace is as unknown as one never made."""
-        if recall_id is None:
-            return
-        logged = self.mem.logged_recall(recall_id) if isinstance(recall_id, int) else None
-        if logged is None or logged.namespace != self.namespace:
-            raise ValueError(f"unknown recall_id {recall_id}")
-
-    @_tool("add", older_name="remember")
-    def add(self, text: str, kind: str = "fact", source: Optional[str] = None,
-            key: Optional[str] = None, importance: Optional[float] = None) -> dict[str, Any]:
-        """Store one memory: a fact, preference, instruction, episode or note, in plain
-        words.  kind sets its default importance (instruction 1.5, preference 1.3,
-        fact 1.0, episode 0.8); source says who said it (the user's name, "tool");
-        a newer memory with the same key supersedes an older one.  Returns its id."""
+def _tool_function(t: tools.Tool, mem: Memory, namespace: str) -> Callable[..., dict[str, Any]]:
+    """The function the SDK registers as the tool t: its signature is t's
+    parameters (required ones without a default, the others None: left
+    out), its body tools.call."""
+    def run(**arguments: Any) -> dict[str, Any]:
         with _told():
-            it = self.mem.add(text, kind=kind, source=source, key=key, importance=importance,
-                              namespace=self.namespace)
-            return {"id": it.id, "kind": it.kind, "importance": it.importance}
+            return tools.call(mem, t.name, arguments, namespace=namespace)
 
-    @_tool("recall")
-    def recall(self, query: str, k: int = 5, kinds: Optional[list[str]] = None,
-               since: Optional[str] = None, until: Optional[str] = None) -> dict[str, Any]:
-        """The k memories most worth knowing to answer query, best first, each with its
-        id, text, score and a one-line explanation of the score.  kinds (e.g. ["fact"]),
-        since and until (ISO 8601 dates: created at or after since, before until) keep
-        only those memories.  After answering, call report_answer with your answer and
-        this recall_id."""
-        with _told():
-            if not 1 <= k <= MAX_K:
-                raise ValueError(f"k must be from 1 to {MAX_K}")
-            res = self.mem.recall(query, k=k, namespace=self.namespace, kinds=kinds,
-                                  since=since, until=until)
-            out: dict[str, Any] = {
-                "recall_id": res.recall_id,
-                "memories": [{"id": r.id, "text": r.text, "score": round(r.score, 6),
-                              "explain": r.explain()} for r in res]}
-            if res.recall_id is not None:
-                out["next"] = (f"after answering, call report_answer(recall_id="
-                               f"{res.recall_id}, answer=<your answer>)")
-            return out
-
-    @_tool("report_answer")
-    def report_answer(self, answer: str, recall_id: Optional[int] = None) -> dict[str, Any]:
-        """Report your answer, right after answering, with the recall_id of the recall it
-        was written from.  heapmem judges from its text which of the shown memories it
-        used (and learns from that); the reply says, for each, what was decided and why.
-        Each recall takes one report."""
-        with _told():
-            if recall_id is None:  # one sentence, not the SDK's "Field required"
-                raise ValueError("report_answer needs the recall_id of the recall your answer "
-                                 "was written from: recall's reply gives it")
-            self._own_recall(recall_id)
-            fb = self.mem.feedback(recall_id=recall_id, answer=answer, namespace=self.namespace)
-            return {"recall_id": fb.recall_id, "used": list(fb.used),
-                    "ignored": list(fb.ignored), "links_updated": fb.links_updated,
-                    "judgements": [{"id": j.id, "verdict": j.verdict, "why": j.reason}
-                                   for j in fb.judgements]}
-
-    @_tool("mark_used")
-    def mark_used(self, ids: list[str], recall_id: Optional[int] = None) -> dict[str, Any]:
-        """Report the memories your answer used (ids from recall), right after answering.
-        recall_id: the recall that showed them (default: the newest that showed them all).
-        heapmem learns from this which kinds of memory answer which questions."""
-        with _told():
-            self._own_recall(recall_id)
-            fb = self.mem.mark_used(self._own(ids), recall_id=recall_id,
-                                    namespace=self.namespace)
-            return {"recall_id": fb.recall_id, "used": list(fb.used),
-                    "links_updated": fb.links_updated}
-
-    @_tool("mark_ignored")
-    def mark_ignored(self, ids: list[str], recall_id: Optional[int] = None) -> dict[str, Any]:
-        """Report memories that recall showed but your answer did not use."""
-        with _told():
-            self._own_recall(recall_id)
-            fb = self.mem.mark_ignored(self._own(ids), recall_id=recall_id,
-                                       namespace=self.namespace)
-            return {"recall_id": fb.recall_id, "ignored": list(fb.ignored),
-                    "links_updated": fb.links_updated}
-
-    @_tool("forget")
-    def forget(self, ids: list[str]) -> dict[str, Any]:
-        """Erase memories by id, for good (their text leaves the store)."""
-        with _told():
-            n = self.mem.forget(self._own(ids))
-            return {"forgotten": n}
-
-    @_tool("list")
-    def list_memories(self, limit: int = 20, offset: int = 0) -> dict[str, Any]:
-        """The newest memories, newest first (limit at most 200), and how many there are."""
-        with _told():
-            if not 1 <= limit <= MAX_LIST:
-                raise ValueError(f"limit must be from 1 to {MAX_LIST}")
-            if offset < 0:
-                raise ValueError("offset must be 0 or more")
-            total = self.mem.stats().namespace(self.namespace).memories
-            rows = self.mem.list(self.namespace, limit=limit, offset=offset)
-            return {"total": total, "memories": [
-                {"id": it.id, "text": it.text, "kind": it.kind, "source": it.source,
-                 "created_at": _iso(it.created_at), "last_used_at": _iso(it.last_used_at)}
-                for it in rows]}
+    params = [inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY,
+                                annotation=_annotation(p),
+                                default=inspect.Parameter.empty if p.required else None)
+              for p in sorted(t.params, key=lambda p: not p.required)]
+    run.__signature__ = inspect.Signature(params,  # type: ignore[attr-defined]
+                                          return_annotation=dict[str, Any])
+    run.__name__ = t.name
+    run.__doc__ = t.description
+    return run
 
 
 def build_server(mem: Memory, namespace: str = "default") -> Any:
-    """An MCP server (FastMCP / MCPServer) whose tools (the @_tool methods of
-    _Tools, in their order) act on mem, in namespace."""
+    """An MCP server (FastMCP / MCPServer) whose tools (heapmem.tools.TOOLS,
+    in their order, one per verb) act on mem, in namespace."""
     namespace = check_namespace(namespace)
     server = _Server("heapmem", instructions=INSTRUCTIONS.format(namespace=namespace),
                      log_level="WARNING")
-    tools = _Tools(mem, namespace)
-    for name, description, method in _TOOLS:
-        server.tool(name=name, description=description)(types.MethodType(method, tools))
+    for t in tools.TOOLS:
+        server.tool(name=t.name, description=t.description)(_tool_function(t, mem, namespace))
     return server
 
 

@@ -2,7 +2,8 @@
 connections, and its cffi (ABI mode) bindings.
 
 Owns: the library's path (loadable_path), load(conn), the cffi declarations
-(read from csrc/heapmem.h, shipped beside the library, never copied here) and
+and the vocabulary (limits, kinds, question types, the feature grammar: all
+read from csrc/heapmem.h, shipped beside the library, never copied here) and
 one thin, typed Python function per hm_* entry point.  The library SQLite
 loads as an extension is the one dlopened here, so Python and raw SQL rank
 with the very same C code.  numpy arrays are checked at the boundary.
@@ -84,19 +85,23 @@ class ConfigField:
 _FIELD_RE = re.compile(r'X\((\w+),\s*([^,]+),\s*([^,]+),\s*([^,]+),\s*(HM_RULE_\w+),\s*"([^"]*)"\)')
 
 
-def read_header(path: str = HEADER_PATH) -> tuple[str, tuple[ConfigField, ...]]:
-    """The cffi declarations and the config fields, from the C header: the
-    text between its cdef markers, with HM_API dropped and the config struct's
-    field list written out."""
+def _header_text(path: str) -> str:
     try:
         with io.open(path, encoding="utf-8") as f:
-            text = f.read()
+            return f.read()
     except OSError as e:
         raise ImportError(
             f"heapmem: the C header {path} is missing ({e}). If this is heapmem's source tree, "
             "it has no build: run from another folder to use the installed heapmem, or build "
             "it here with `pip install -e .`; otherwise reinstall heapmem (`pip install .` "
             "copies the header beside the library)") from None
+
+
+def read_header(path: str = HEADER_PATH) -> tuple[str, tuple[ConfigField, ...]]:
+    """The cffi declarations and the config fields, from the C header: the
+    text between its cdef markers, with HM_API dropped and the config struct's
+    field list written out."""
+    text = _header_text(path)
     fields = tuple(ConfigField(m[1], float(m[2]), float(m[3]), float(m[4]), m[5], m[6])
                    for m in _FIELD_RE.finditer(text))
     try:
@@ -109,7 +114,72 @@ def read_header(path: str = HEADER_PATH) -> tuple[str, tuple[ConfigField, ...]]:
     return cdef, fields
 
 
+def _xtable(text: str, name: str) -> list[list[str]]:
+    """The rows of the header's X-macro table `name`: each X(...)'s arguments,
+    as text (a string argument without its quotes)."""
+    m = re.search(r"^#define " + name + r"\(X\)((?:.*\\\n)*.*)$", text, re.M)
+    if not m:
+        raise ImportError(f"heapmem: the C header has no table {name}")
+    body = m.group(1).replace("\\\n", " ")
+    rows = []
+    for args in re.findall(r'X\(((?:[^()"]|"[^"]*")*)\)', body):
+        rows.append([a.strip().strip('"') for a in re.findall(r'"[^"]*"|[^,]+', args)])
+    return rows
+
+
+def _xstring(text: str, name: str) -> str:
+    m = re.search(r"^#define " + name + r' "([^"]*)"', text, re.M)
+    if not m:
+        raise ImportError(f"heapmem: the C header has no {name}")
+    return m.group(1)
+
+
+def _number(v: str) -> int | float:
+    return float(v) if any(c in v for c in ".eE") else int(v)
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The words and bounds every door shares, as csrc/heapmem.h's tables
+    state them (HM_LIMITS, HM_KINDS, HM_QTYPES and the feature grammar)."""
+
+    limits: dict[str, int | float]       # name -> value (MAX_K, MAX_TEXT_BYTES, ...)
+    kinds: dict[str, float]              # kind -> its default importance
+    default_kind: str                    # a memory's kind when none is given
+    qtypes: tuple[str, ...]              # hm_qtype's names, "other" first
+    source_roles: tuple[str, ...]        # src:<role>
+    len_buckets: tuple[str, ...]         # len:<bucket>
+    flag_slots: tuple[str, ...]          # <slot>:0 / <slot>:1
+    age_buckets: tuple[str, ...]         # age:<bucket>
+    other_value: str                     # kind:/src: of what heapmem does not know
+    no_source: str                       # src: of a memory without a source
+    relate_slot: str                     # hm_relate's slot (srcq)
+    ctx_feature: str                     # the feature a recall adds (ctx:1)
+    base_feature: str                    # every memory's (base)
+
+
+def read_vocabulary(path: str = HEADER_PATH) -> Vocabulary:
+    text = _header_text(path)
+    return Vocabulary(
+        limits={r[0]: _number(r[1]) for r in _xtable(text, "HM_LIMITS")},
+        kinds={r[0]: float(r[1]) for r in _xtable(text, "HM_KINDS")},
+        default_kind=_xstring(text, "HM_DEFAULT_KIND"),
+        qtypes=tuple(r[0] for r in _xtable(text, "HM_QTYPES")),
+        source_roles=tuple(r[0] for r in _xtable(text, "HM_SOURCE_ROLES")),
+        len_buckets=tuple(r[0] for r in _xtable(text, "HM_LEN_BUCKETS")),
+        flag_slots=tuple(r[0] for r in _xtable(text, "HM_FLAG_SLOTS")),
+        age_buckets=tuple(r[0] for r in _xtable(text, "HM_AGE_BUCKETS")),
+        other_value=_xstring(text, "HM_OTHER_VALUE"),
+        no_source=_xstring(text, "HM_NO_SOURCE"),
+        relate_slot=_xstring(text, "HM_RELATE_SLOT"),
+        ctx_feature=_xstring(text, "HM_CTX_FEATURE"),
+        base_feature=_xstring(text, "HM_BASE_FEATURE"))
+
+
 CDEF, CONFIG_FIELDS = read_header()
+#: The vocabulary every door shares (heapmem.h): limits, kinds, question types, features.
+VOCABULARY = read_vocabulary()
+LIMITS = VOCABULARY.limits
 
 def load(conn: Any) -> None:
     """Load the heapmem SQL functions into an apsw or sqlite3 connection."""
@@ -241,6 +311,18 @@ def match(question: str, namespace: str | None = None) -> str | None:
     return ffi.string(out).decode() if n > 0 else None
 
 
+def time_window(question: str, now: float) -> tuple[float, float, str] | None:
+    """The window of time a question names, read as of now (unix seconds):
+    (from, until, the words that name it), from inclusive and until exclusive,
+    whole UTC days; None when it names none (csrc/when.c)."""
+    q = _cstr(question)
+    lo, hi = ffi.new("double *"), ffi.new("double *")
+    start, length = ffi.new("int *"), ffi.new("int *")
+    if not lib.hm_time_window(q, float(now), lo, hi, start, length):
+        return None
+    return lo[0], hi[0], q[start[0]:start[0] + length[0]].decode("utf-8", "replace")
+
+
 def link_view(own_a: float, own_b: float, pool_a: float, pool_b: float,
               pseudocount: float) -> tuple[float, float]:
     a = ffi.new("double *")
@@ -282,7 +364,7 @@ def config(text: str) -> "FFI.CData":
 #: score_batch's columns, in hm_score_batch's order (csrc/heapmem.h): index
 #: its output by name (out[:, SCORE_COLUMN["score"]]), never by number
 SCORE_COLUMN_NAMES = ("relevance", "recency", "importance", "usefulness", "rules", "score",
-                      "rest")
+                      "rest", "lift")
 SCORE_COLUMN = {name: i for i, name in enumerate(SCORE_COLUMN_NAMES)}
 
 
@@ -334,7 +416,13 @@ def score_batch(relevance: np.ndarray, age_days: np.ndarray, importance: np.ndar
 
 def explain(relevance: float, age_days: float, importance: float, superseded: bool,
             features: str, qt: str, links: bytes, cfg: "FFI.CData",
-            bm25_part: float = math.nan, cos_part: float = math.nan) -> str:
+            bm25_part: float = math.nan, cos_part: float = math.nan, context: float = 1.0,
+            context_n: float = 0.0, explore: float = 1.0, thread: float = 1.0,
+            thread_from: str | None = None, thread_offset: int = 0, time: float = 1.0,
+            time_window: str | None = None) -> str:
+    """The line that explains a score (hm_explain): its factors, contextual
+    utility's and exploration's among them, the thread's and the time's
+    (with the neighbour and the window they name), and the score they make."""
     bufs = getattr(_local, "explain_bufs", None)
     if bufs is None:  # one input struct and two output buffers per thread, reused
         bufs = _local.explain_bufs = (ffi.new("hm_input *"),
@@ -349,6 +437,16 @@ def explain(relevance: float, age_days: float, importance: float, superseded: bo
     inp.features = ffi.cast("const char *", fb)
     inp.bm25_part = bm25_part
     inp.cos_part = cos_part
+    inp.context = context
+    inp.context_n = context_n
+    inp.explore = explore
+    inp.thread = thread
+    inp.time = time
+    inp.thread_offset = thread_offset
+    tf = ffi.from_buffer(_cstr(thread_from) + b"\0") if thread_from is not None else None
+    tw = ffi.from_buffer(_cstr(time_window) + b"\0") if time_window is not None else None
+    inp.thread_from = ffi.cast("const char *", tf) if tf is not None else ffi.NULL
+    inp.time_window = ffi.cast("const char *", tw) if tw is not None else ffi.NULL
     if lib.hm_explain(inp, _cstr(qt), links, len(links), cfg, out, lib.HM_EXPLAIN_LEN, err,
                       _ERRLEN) != 0:
         raise ValueError("heapmem: " + ffi.string(err).decode())

@@ -95,12 +95,26 @@ AUTOTUNE_RECOUNT = (f"UPDATE heapmem_meta SET value = json_set(value, '$.judged'
 #: The keys of META_AUTOTUNE's "tune" (csrc/tune.c, ht_state_write).
 AUTOTUNE_TUNE_KEYS = ("point", "judged", "events", "recalls", "epoch", "idle")
 
+#: the vector index's settings (JSON, see VECTOR_INDEX_DEFAULTS; absent: the
+#: defaults), written by heap_vector_settings (csrc/vindex.c)
+META_VECTOR_INDEX = "vector_index"
+#: the highest partition id the vector index has given (never reused, so a
+#: connection's cache can keep a partition by its id)
+META_LAST_PART = "last_part"
+#: The vector index (csrc/vindex.c): a namespace of at least `threshold`
+#: vectors gets partitions of about `size` vectors (k-means, seeded by
+#: `seed`); recall scans the partitions nearest the question until it has
+#: scanned `probe` of the namespace's vectors (a share), or `size` x 8 if
+#: more; a namespace below the threshold is scanned whole, exactly.
+VECTOR_INDEX_DEFAULTS = {"threshold": 20000, "size": 512, "probe": 0.25, "seed": 0}
+
 #: Keys the file records about itself; never exported or imported.
-META_OWN = (META_FORMAT, META_CREATED_WITH, META_AUTOTUNE)
+META_OWN = (META_FORMAT, META_CREATED_WITH, META_AUTOTUNE, META_VECTOR_INDEX, META_LAST_PART)
 #: Every key heapmem writes.
 META_KEYS = (META_FORMAT, META_CREATED_WITH, META_TUNED, META_EMBEDDER, META_EMBEDDING_DIM,
              META_LAST_SEQ, META_LAST_RECALL, META_LINKS_PRIOR, META_LINKS_PRIOR_FILES,
-             META_FTS_DEFERRED, META_POOL, META_PRIORS, META_AUTOTUNE)
+             META_FTS_DEFERRED, META_POOL, META_PRIORS, META_AUTOTUNE, META_VECTOR_INDEX,
+             META_LAST_PART)
 
 
 class Cursor(Protocol):
@@ -177,11 +191,11 @@ def meta_problems(c: Connection) -> list[str]:
             out.append(f"unknown key {k!r}")
             continue
         try:
-            if k in (META_LAST_SEQ, META_LAST_RECALL, META_EMBEDDING_DIM):
+            if k in (META_LAST_SEQ, META_LAST_RECALL, META_EMBEDDING_DIM, META_LAST_PART):
                 int(v)
             elif k == META_TUNED:
                 ScoringConfig.from_dict(json.loads(v))
-            elif k in (META_POOL, META_LINKS_PRIOR, META_PRIORS):
+            elif k in (META_POOL, META_LINKS_PRIOR, META_PRIORS, META_VECTOR_INDEX):
                 if not isinstance(json.loads(v), dict):
                     raise ValueError("not a JSON object")
             elif k == META_LINKS_PRIOR_FILES:
@@ -196,8 +210,8 @@ def meta_problems(c: Connection) -> list[str]:
 
 def meta_items(c: Connection) -> list[tuple[str, str]]:
     """Every meta key and value but the file's own (format, created_with)."""
-    return c.execute("SELECT key, value FROM heapmem_meta WHERE key NOT IN (?, ?, ?) "
-                     "ORDER BY key", META_OWN).fetchall()
+    return c.execute(f"SELECT key, value FROM heapmem_meta WHERE key NOT IN "
+                     f"({', '.join('?' * len(META_OWN))}) ORDER BY key", META_OWN).fetchall()
 
 
 def _autotune_value(v: str) -> tuple[int, int | None]:
@@ -574,16 +588,97 @@ _SCHEMA_V9 = """
 CREATE INDEX memories_filter ON memories(namespace, kind, created_at);
 """
 
-# Version 10: a feedback folds the pooled layer lazily (issue 34).  It wrote
-# the pooled row ('*') of each feature it touched (45 rows a feedback on
-# LoCoMo); now what it adds to them goes into one row of pool_pending
-# (csrc/pool.c: the blob's format), every eight such rows are folded into the
-# pooled rows at once by the feedback that adds the eighth (a feature a batch
-# touches written once), and every reader applies the pending rows to the
-# stored ones (recall in C; Python through heap_pool_now), so it reads what an
-# eager fold would have written.  heap_fold_pool() folds them at once.  A
-# store of version 9 has none pending.
-_SCHEMA_V10 = """
+# Version 10, this round's one step, in three parts.
+#
+# A vector index for big namespaces (csrc/vindex.c).  A namespace
+# of VECTOR_INDEX_DEFAULTS' threshold or more vectors is cut into partitions
+# by seeded k-means: vector_centroids holds each partition's centroid (int8)
+# under an id never given twice (META_LAST_PART), vector_parts each vector's
+# partition, and vector_index per namespace the newest partition id
+# (version: it moves when partitions are made) and a digest of the centroids,
+# by which a connection keeps them; a partition's stamp moves when a vector
+# leaves it (or joins it among older ones), so that a connection's cache reads
+# that partition again, not the namespace.  The triggers put a new (or re-embedded,
+# or moved) vector into its nearest partition (heap_vector_part, innocuous:
+# it reads the centroids of the digest it is given) and take a deleted one
+# out; splitting a partition grown past twice the size, and the first
+# build, are heapmem's writes' (heap_add, add_many, open), never a trigger's.
+_VECTOR_PART_OF = ("SELECT {seq}, heap_vector_part(x.namespace, x.digest, {v}) "
+                   "FROM {src} CROSS JOIN vector_index AS x ON x.namespace = {ns} "
+                   "WHERE {where}")
+# the stamp of the partition holding seq moves (a connection's cache reads
+# that partition again); on insert only when seq lands among older rows
+_STAMP = ("UPDATE vector_centroids SET stamp = stamp + 1 "
+          "WHERE part = (SELECT part FROM vector_parts WHERE seq = {seq})")
+_STAMP_OUT_OF_ORDER = (_STAMP + " AND EXISTS (SELECT 1 FROM vector_parts AS o "
+                       "WHERE o.part = vector_centroids.part AND o.seq > {seq})")
+#
+# A memory's place in a conversation.  thread names the conversation (or
+# session, or document) a memory is a turn of, turn its order there (NULL both: a
+# memory of no thread, as every memory before this step).  Recall lifts a candidate
+# whose neighbours in its thread match the question, and brings in the neighbours
+# of its best candidates (csrc/recall.c, hr_thread): memories_thread finds a turn's
+# neighbours, and the next turn of a thread, with one seek; being partial, it costs
+# nothing to a store whose memories have no thread.
+#
+# The pooled layer folded lazily (issue 34).  A feedback wrote the pooled row
+# ('*') of each feature it touched (45 rows a feedback on LoCoMo); now what it
+# adds to them goes into one row of pool_pending (csrc/pool.c: the blob's
+# format), every eight such rows are folded into the pooled rows at once by
+# the feedback that adds the eighth (a feature a batch touches written once),
+# and every reader applies the pending rows to the stored ones (recall in C;
+# Python through heap_pool_now), so it reads what an eager fold would have
+# written.  heap_fold_pool() folds them at once.  A store of version 9 has none
+# pending.
+_SCHEMA_V10 = f"""
+CREATE TABLE vector_index(
+  namespace TEXT PRIMARY KEY,
+  version   INTEGER NOT NULL,         -- its newest partition id: moves at a build or split
+  digest    INTEGER NOT NULL          -- FNV-1a of its partitions' ids and centroids
+) WITHOUT ROWID;
+CREATE TABLE vector_centroids(
+  part      INTEGER PRIMARY KEY,      -- never given twice (heapmem_meta last_part)
+  namespace TEXT NOT NULL,
+  centroid  BLOB NOT NULL,            -- int8, the vectors' dimension
+  stamp     INTEGER NOT NULL DEFAULT 0 -- moves when a vector leaves it, or joins out of order
+);
+CREATE INDEX vector_centroids_namespace ON vector_centroids(namespace);
+CREATE TABLE vector_parts(
+  seq  INTEGER PRIMARY KEY,           -- the vector's memory
+  part INTEGER NOT NULL               -- its partition (vector_centroids.part)
+);
+CREATE INDEX vector_parts_part ON vector_parts(part);
+CREATE TRIGGER vectors_part_ai AFTER INSERT ON vectors BEGIN
+  INSERT OR IGNORE INTO vector_parts(seq, part)
+    {_VECTOR_PART_OF.format(seq="new.seq", v="new.v", src="memories AS m", ns="m.namespace",
+                            where="m.seq = new.seq")};
+  {_STAMP_OUT_OF_ORDER.format(seq="new.seq")};
+END;
+CREATE TRIGGER vectors_part_au AFTER UPDATE ON vectors BEGIN
+  {_STAMP.format(seq="old.seq")};
+  DELETE FROM vector_parts WHERE seq IN (old.seq, new.seq);
+  INSERT OR IGNORE INTO vector_parts(seq, part)
+    {_VECTOR_PART_OF.format(seq="new.seq", v="new.v", src="memories AS m", ns="m.namespace",
+                            where="m.seq = new.seq")};
+  {_STAMP.format(seq="new.seq")};
+END;
+CREATE TRIGGER vectors_part_ad AFTER DELETE ON vectors BEGIN
+  {_STAMP.format(seq="old.seq")};
+  DELETE FROM vector_parts WHERE seq = old.seq;
+END;
+CREATE TRIGGER memories_part_move AFTER UPDATE OF namespace ON memories BEGIN
+  {_STAMP.format(seq="new.seq")};
+  DELETE FROM vector_parts WHERE seq = new.seq;
+  INSERT OR IGNORE INTO vector_parts(seq, part)
+    {_VECTOR_PART_OF.format(seq="v.seq", v="v.v", src="vectors AS v", ns="new.namespace",
+                            where="v.seq = new.seq")};
+  {_STAMP.format(seq="new.seq")};
+END;
+
+ALTER TABLE memories ADD COLUMN thread TEXT;
+ALTER TABLE memories ADD COLUMN turn INTEGER;
+CREATE INDEX memories_thread ON memories(namespace, thread, turn) WHERE thread IS NOT NULL;
+
 CREATE TABLE pool_pending(
   id  INTEGER PRIMARY KEY,
   ops BLOB NOT NULL                   -- what one feedback added to the pooled rows
@@ -665,7 +760,7 @@ def wait_for_lock(c: Connection, ms: int) -> None:
     at first and every 2 ms at most.  SQLite's own busy timeout sleeps 1, 2,
     5, 10, ... 100 ms between tries, so a feedback held up by another
     process's write of a millisecond could sleep 25 ms more (bench/RESULTS.md
-    20).  A server's connection keeps its own rule (setbusytimeout)."""
+    23).  A server's connection keeps its own rule (setbusytimeout)."""
     if not isinstance(c, apsw.Connection):
         c.setbusytimeout(ms)
         return
@@ -753,16 +848,14 @@ def create_statements(version: int = SCHEMA_VERSION) -> list[tuple[str, str, str
 def c_header() -> str:
     """csrc/schema.h: the current schema for the C core (heap_init makes a
     store from it, and the heap_* entry points compare a file with it), the
-    meta keys it reads, the pool's defaults, a prior's support and the kinds'
-    default importance: one source for both sides.  Regenerate with
+    meta keys it reads, the pool's defaults and a prior's support: one source
+    for both sides (the kinds and their importance are heapmem.h's HM_KINDS).  Regenerate with
     `python -c "from heapmem import schema; print(schema.c_header(), end='')" > csrc/schema.h`;
     tests/test_sql_loop.py checks it is current."""
     def lit(text: str) -> str:
         out = text.replace("\\", "\\\\").replace('"', '\\"').split("\n")
         return ("\n".join(f'    "{line}\\n"' for line in out[:-1])
                 + ("\n" if len(out) > 1 else "") + f'    "{out[-1]}"')
-    from ..config import KIND_IMPORTANCE
-
     lines = ["/* schema.h: generated by heapmem.schema.c_header() from heapmem/db/schema.py's",
              " * migrations and constants; do not edit (tests/test_sql_loop.py checks it is",
              " * current). */",
@@ -773,17 +866,13 @@ def c_header() -> str:
              f"#define HM_POOL_TRIM {POOL_DEFAULTS['trim']}",
              f"#define HM_PRIOR_SUPPORT {PRIOR_SUPPORT}"]
     for name in ("FORMAT", "CREATED_WITH", "TUNED", "LAST_SEQ", "LAST_RECALL", "LINKS_PRIOR",
-                 "POOL", "EMBEDDER", "EMBEDDING_DIM", "AUTOTUNE"):
+                 "POOL", "EMBEDDER", "EMBEDDING_DIM", "AUTOTUNE", "VECTOR_INDEX", "LAST_PART",
+                 "FTS_DEFERRED"):
         lines.append(f'#define HM_META_{name} "{globals()["META_" + name]}"')
     lines.append(f'#define HM_BUILTIN_EMBEDDER "{BUILTIN_EMBEDDER}"')
+    for k, v in VECTOR_INDEX_DEFAULTS.items():
+        lines.append(f"#define HM_VINDEX_{k.upper()} {v!r}")
     lines.append("#define HM_AUTOTUNE_RECOUNT " + json.dumps(AUTOTUNE_RECOUNT))
-    lines.append("/* a kind's default importance (heapmem.config.KIND_IMPORTANCE); others 1 */")
-    lines.append("static const struct {")
-    lines.append("  const char *kind;")
-    lines.append("  double importance;")
-    lines.append("} hm_kind_importance[] = {")
-    lines += [f'  {{"{k}", {v!r}}},' for k, v in KIND_IMPORTANCE.items()]
-    lines.append("};")
     lines.append("static const struct {")
     lines.append("  const char *type, *name, *tbl, *sql;")
     lines.append("} hm_schema_objects[] = {")
@@ -820,7 +909,7 @@ KNOWN_SCHEMAS = {
     7: "12dc3f91101aa478d6d705433396ac4eb4302bb51b10548e25ce5e2704a2db91",
     8: "3109c26dc44c733a160f3dbb3a2389b18bad00824898557e9a17c50687874ecd",
     9: "6286cf02f5b5e332081edae7c74949ed5d5c0fa68a882b6533e3f3fa01b98ef0",
-    10: "a84d1958bebe3040dfa8523e7e7c522cbdcdeea85436c4193b0f0d205f06da66",
+    10: "352f0ae5f73d330cc4069aa417d6d6feaa34049f68aa702b9aab8f34619354f2",
 }
 
 
@@ -961,15 +1050,17 @@ def _migrate(c: Connection, path: str, rebuild_pool: Any) -> None:
             # (no embedder yet: heapmem.open() attaches the one it is given)
             c.execute("SELECT heap_init(0)").fetchall()
             version = SCHEMA_VERSION
+        rebuild = False
         while version < SCHEMA_VERSION:
             c.execute(MIGRATIONS[version])
             version += 1
             if version == 1:
                 meta_set(c, META_FORMAT, "heapmem")
                 meta_set(c, META_CREATED_WITH, __version__)
-            if version == 4 and rebuild_pool is not None:
-                rebuild_pool(c)
+            rebuild |= version == 4 and rebuild_pool is not None
         c.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        if rebuild:  # the pool of schema 4, once the file is this schema (heap_rebuild_pool
+            rebuild_pool(c)  # checks it, as every write of the C core does)
         c.execute("COMMIT")
     except BaseException:
         if not c.getautocommit():

@@ -8,28 +8,65 @@ always bound, never formatted in.
 """
 from __future__ import annotations
 
-from ..db.schema import META_LAST_RECALL, META_LAST_SEQ, ntok_sql
-
-# One new memory; the C core works out its shape features, namespace tag and
-# FTS5 token count.
-INSERT_MEMORY = f"""
-INSERT INTO memories(seq, id, namespace, nstag, text, kind, source, key, importance, features,
-                     created_at, metadata, ntok)
-VALUES (:seq, :id, :namespace, heap_ns_tag(:namespace), :text, :kind, :source, :key, :importance,
-        heap_features(:text, :kind, :source), :created_at, :metadata,
-        {ntok_sql("heap_ns_tag(:namespace)", ":text")})
-RETURNING features
-"""
+from ..db.schema import (
+    META_LAST_RECALL,
+    META_LAST_SEQ,
+    META_VECTOR_INDEX,
+    VECTOR_INDEX_DEFAULTS,
+    ntok_sql,
+)
 
 # add(): the C core's heap_add (csrc/store.c) returns the new memory's id;
-# add_many() inserts its batch with INSERT_MEMORY and indexes it at once.
 ADD = """SELECT heap_add(:text, :namespace, :kind, :source, :id, :created_at, :importance,
-                :key, :metadata, :copy)"""
+                :key, :metadata, :copy, :thread, :turn)"""
+# add_many(): heap_add_many (csrc/store.c), heap_add for each item (JSON objects
+# with heap_add's arguments as fields), the FTS index taken once at the end;
+# the ids, a JSON array.  Then what they are, with their seq.
+ADD_MANY = "SELECT heap_add_many(:items, :copy)"
 # the oldest memory of the namespace with this text and key (memories_text)
 SAME_TEXT = """SELECT id FROM memories WHERE namespace = :namespace
 AND heap_text_hash(text) = heap_text_hash(:text) AND text = :text AND key IS :key
 ORDER BY seq LIMIT 1"""
-ADDED = "SELECT seq, features FROM memories WHERE id = :id"
+ADDED = "SELECT seq, features, turn FROM memories WHERE id = :id"
+
+# -- the vector index of a big namespace (csrc/vindex.c; schema 10 describes it)
+
+# What add_many's batch (its namespace's memories from :seq on) owes the index:
+# its build past the threshold, the splits of partitions grown past twice the
+# size (heap_add does the same for one memory, in C).
+VECTOR_MAINTAIN = "SELECT heap_vector_maintain(:namespace, :seq)"
+# One namespace's index built again from scratch (or dropped below the
+# threshold): a JSON array of what was built.
+VECTOR_INDEX = "SELECT heap_vector_index(:namespace)"
+# The settings in force, and changed (a JSON object)
+VECTOR_SETTINGS = "SELECT heap_vector_settings()"
+SET_VECTOR_SETTINGS = "SELECT heap_vector_settings(:settings)"
+# The namespaces past the threshold without an index (a store written before
+# schema 10, or one whose threshold was lowered), with their memories
+VECTOR_INDEX_DUE = f"""SELECT n.namespace, n.docs FROM namespaces AS n
+WHERE n.docs >= coalesce((SELECT json_extract(value, '$.threshold') FROM heapmem_meta
+                          WHERE key = '{META_VECTOR_INDEX}' AND json_valid(value)),
+                         {VECTOR_INDEX_DEFAULTS["threshold"]})
+  AND NOT EXISTS (SELECT 1 FROM vector_index AS x WHERE x.namespace = n.namespace)
+ORDER BY n.namespace"""
+# check(): vectors of an indexed namespace in no partition
+VECTORS_UNPARTITIONED = """SELECT count(*) FROM vectors AS v
+CROSS JOIN memories AS m ON m.seq = v.seq CROSS JOIN vector_index AS x ON x.namespace = m.namespace
+WHERE NOT EXISTS (SELECT 1 FROM vector_parts AS p WHERE p.seq = v.seq)"""
+# check(): partition rows of no vector, or of a partition not of the memory's namespace
+PARTS_ASTRAY = """SELECT count(*) FROM vector_parts AS p
+LEFT JOIN vectors AS v ON v.seq = p.seq LEFT JOIN memories AS m ON m.seq = p.seq
+LEFT JOIN vector_centroids AS c ON c.part = p.part
+WHERE v.seq IS NULL OR m.seq IS NULL OR c.part IS NULL OR c.namespace IS NOT m.namespace"""
+# check(): each index's version and digest, with its centroids in id order
+VECTOR_INDEXES = """SELECT x.namespace, x.version, x.digest,
+  (SELECT json_group_array(json_array(part, hex(centroid))) FROM
+    (SELECT part, centroid FROM vector_centroids AS c WHERE c.namespace = x.namespace
+     ORDER BY part))
+FROM vector_index AS x ORDER BY x.namespace"""
+# check(): centroids of a namespace without an index row
+CENTROIDS_ASTRAY = """SELECT count(*) FROM vector_centroids AS c
+WHERE NOT EXISTS (SELECT 1 FROM vector_index AS x WHERE x.namespace = c.namespace)"""
 
 # -- the pooled layer (the C core keeps it: csrc/feedback.c; schema 4 describes it)
 
@@ -50,7 +87,8 @@ RECALL_COLUMNS = (
     "rank", "id", "text", "score", "kind", "source", "key", "relevance", "recency",
     "importance", "usefulness", "rules", "bm25", "age_days", "superseded", "features",
     "created_at", "last_used_at", "metadata", "lexical", "cosine", "rest", "links", "context",
-    "context_n", "explore")
+    "context_n", "explore", "lift", "thread", "turn", "thread_lift", "thread_from",
+    "thread_offset", "time_lift", "time_window")
 _RECALL_EXPRESSIONS = {"links": "CASE WHEN rank = 1 THEN links END AS links"}
 RECALL = ("SELECT " + ", ".join(_RECALL_EXPRESSIONS.get(c, c) for c in RECALL_COLUMNS) + """
 FROM heap_recall(:question, :namespace, :k, :now, :config, 0, :qvec, :tracked, :kinds, :since,
@@ -184,18 +222,18 @@ SELECT max(coalesce((SELECT max(id) FROM recalls), 0),
 
 LAST_EVENT_ID = "SELECT coalesce(max(id), 0) FROM events"
 
-TAKEN_IDS = "SELECT id FROM memories WHERE id IN (SELECT value FROM json_each(:ids)) LIMIT 1"
-
 ID_EXISTS = "SELECT 1 FROM memories WHERE id = :id"
 
 
 #: GET_MEMORY's and LIST_MEMORIES' columns, in their order (store._item reads
 #: each row by these names: they are heapmem.Item's fields)
 ITEM_COLUMNS = ("id", "text", "namespace", "kind", "source", "key", "importance",
-                "created_at", "last_used_at", "metadata", "features")
+                "created_at", "last_used_at", "metadata", "features", "thread", "turn")
 _ITEM_COLUMNS = ", ".join(ITEM_COLUMNS)
 
 GET_MEMORY = f"SELECT {_ITEM_COLUMNS} FROM memories WHERE id = :id"
+# add_many(): the memories made since the high-water mark :seq (heap_add_many's)
+ADDED_SINCE = "SELECT id, seq, features, turn FROM memories WHERE seq > :seq"
 
 # A namespace's memories, newest first.
 LIST_MEMORIES = f"""
@@ -252,6 +290,8 @@ FORGET_NAMESPACE = "SELECT heap_forget_namespace(:namespace)"
 DATA_VERSION = "PRAGMA data_version"
 # run at close: gathers the statistics the planner uses
 OPTIMIZE = "PRAGMA optimize"
+# read the schema, so that a connection opens the file's WAL (connect.release_wal_files)
+READ_SCHEMA = "SELECT 1 FROM sqlite_schema LIMIT 1"
 
 # -- tuning ----------------------------------------------------------------------
 
@@ -280,6 +320,12 @@ WHERE t.docs IS NOT s.docs OR t.tokens IS NOT s.tokens
 """
 NTOK_OF = f"SELECT {ntok_sql(':nstag', ':text')}"
 FEATURES_OF = "SELECT heap_features(:text, :kind, :source)"
+# check(): every memory's fields as their bytes (each must be UTF-8, its names
+# without NUL), and its stored features (each must be what its text, kind and
+# source give now)
+STORED_MEMORIES = """SELECT seq, CAST(id AS BLOB), CAST(namespace AS BLOB), CAST(kind AS BLOB),
+CAST(source AS BLOB), CAST(key AS BLOB), CAST(text AS BLOB), CAST(metadata AS BLOB),
+CAST(features AS BLOB) FROM memories ORDER BY seq"""
 
 # -- stats -------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from .._version import __version__
+from ..db import _native
 from ..learning import links as learning
 from ..results import LearningDay, LinkRow, Recall
 from ..store import Memory
@@ -282,7 +283,7 @@ def links_chart(rows: list[LinkRow], view: str, pooled_min: int | None = None) -
                    "`heapmem import`.")
         return _figure("links", title, _empty(why))
     total = sum(r.alpha + r.beta for r in links)
-    base = next((r.strength for r in links if r.feature == "base"), None)
+    base = next((r.strength for r in links if r.feature == _native.VOCABULARY.base_feature), None)
     top = links[:TOP_LINKS]
     row = 22
     svg = _Svg(title, height=_MT + row * len(top) + 48)
@@ -304,7 +305,7 @@ def links_chart(rows: list[LinkRow], view: str, pooled_min: int | None = None) -
                  f"{r.feature}: strength {r.strength:.3f} (alpha {r.alpha:.2f}, beta "
                  f"{r.beta:.2f}, n {r.n})")
         svg.text(s1 + 6, y + 14, f"α {_num(round(r.alpha, 2))} β {_num(round(r.beta, 2))}"
-                                 f" n {r.n}", "value")
+                                 f", {r.n} own", "value")
         svg.rect(p0, y + 3, (p1 - p0) * share / smax, row - 8, "bar share",
                  f"{r.feature}: {100 * share:.1f}% of the evidence")
     if base is not None:
@@ -315,9 +316,9 @@ def links_chart(rows: list[LinkRow], view: str, pooled_min: int | None = None) -
     svg.text((p0 + p1) / 2, y_end + 32, "share of the pool", "axis-label", "middle")
     note = (f"The {len(top)} strongest of {len(links)} links with evidence. "
             "α: times a memory with the feature was used, β: ignored (counts, borrowed "
-            "evidence included); n: the "
-            "judgements behind it here. Share of the pool: the link's α + β as a part of all "
-            "the evidence these links hold."
+            "evidence included); own: how many of those judgements were made here (the rest "
+            "is borrowed from the pool or a prior). Share of the pool: the link's α + β as a "
+            "part of all the evidence these links hold."
             + (f" Base rate {base:.3f}: a link above it lifts a memory's score, below it "
                "lowers it, once the evidence is beyond chance." if base is not None else ""))
     return _figure("links", title, svg.render(), note)
@@ -331,26 +332,21 @@ _FACTORS = (("relevance", "rel", "w_relevance"), ("recency", "recency", "w_recen
 
 def _multipliers(r: Any, cfg: Any) -> list[tuple[str, str, float | None]]:
     """Each factor of a result: its name, its value as explain() words it,
-    and what it multiplies the score by (None: switched off)."""
+    and what it multiplies the score by (Result.factors; None: switched
+    off); context always, explore where exploration is on."""
+    f = r.factors()
     out: list[tuple[str, str, float | None]] = []
-    fixed = r.rules
-    for name, word, wname in _FACTORS[:3]:
+    for name, word, wname in _FACTORS:
         w = getattr(cfg, wname)
         v = getattr(r, name)
-        if w == 0:
-            out.append((name, f"{word} off", None))
-            continue
-        m = v ** w if v > 0 else 0.0
-        fixed *= m
-        out.append((name, f"{word} {v:.2f}" + (f"^{w:g}" if w != 1 else ""), m))
-    w = cfg.w_usefulness
-    if w == 0:
-        out.append(("usefulness", "useful off", None))
-    else:
-        # the lift as the score carries it (max_lift bounds it): the score over the rest
-        m = r.score / fixed if fixed > 0 else r.usefulness ** w
-        out.append(("usefulness", f"useful {r.usefulness:.2f}" + (f"^{w:g}" if w != 1 else ""),
-                    m))
+        out.append((name, f"{word} off" if w == 0 else f"{word} {v:.2f}"
+                    + (f"^{w:g}" if w != 1 else ""), f[name]))
+    for name in ("thread", "time"):  # a thread's neighbour, the question's window (place.c)
+        if f[name] != 1.0:
+            out.append((name, f"{name} {f[name]:.2f}", f[name]))
+    out.append(("context", f"context {r.context:.2f}", f["context"]))
+    if cfg.explore > 0:
+        out.append(("explore", f"explore {r.explore:.2f}", f["explore"]))
     return out
 
 
@@ -366,7 +362,7 @@ def factors_chart(rec: Recall | None, why_none: str, caption: str) -> str:
     # the axis ends on a power of two past the largest effect (at most 2^20 either way)
     extent = math.log(2) * min(20, max(1, math.ceil(max(vals, default=0) / math.log(2) - 1e-9)))
     head, bar = 18, 15
-    group = head + bar * len(_FACTORS) + 10
+    group = head + bar * len(mults[0]) + 10
     svg = _Svg(title, height=_MT + group * len(results) + 40)
     c0, c1 = 250, WIDTH - 90           # the bar area; its middle is x1
     mid = (c0 + c1) / 2
@@ -379,7 +375,10 @@ def factors_chart(rec: Recall | None, why_none: str, caption: str) -> str:
     y_end = _MT + group * len(results)
     for t in sorted({1.0, *(2.0 ** k for k in range(-12, 13) if abs(k * math.log(2)) <= extent)}):
         if abs(math.log(t)) <= extent and (abs(math.log2(t)) % 1 == 0):
-            svg.line(xs(t), _MT, xs(t), y_end, "axis" if t == 1 else "grid")
+            for i in range(len(results)):  # beside each memory's bars, never through its title
+                top = _MT + i * group + head
+                svg.line(xs(t), top, xs(t), top + bar * len(mults[0]), "axis" if t == 1
+                         else "grid")
             if abs(math.log2(t)) % (1 if extent < 3 else 2) == 0 or t == 1:
                 svg.text(xs(t), y_end + 14, f"x{t:g}", "tick", "middle")
     for i, (r, ms) in enumerate(zip(results, mults)):
@@ -402,10 +401,16 @@ def factors_chart(rec: Recall | None, why_none: str, caption: str) -> str:
                               "effect)", "axis-label", "middle")
     lines = "".join(f"<li><code>{_e(r.id)}</code> “{_e(r.text)}”<br>{_e(r.explain())}</li>"
                     for r in results)
+    lw = rec.config.lexical_weight
+    rel = ("its BM25 over the best candidate's" if rec.config.w_relevance and not any(
+        r.cosine is not None for r in results) else
+        f"{lw:g} x its BM25 + {1 - lw:g} x its cosine to the question, each as a share of the "
+        "best candidate's (hybrid recall)")
     how = ("Score = relevance x recency x importance x usefulness, each to its weight (x "
-           "rules: a superseded memory's penalty). Relevance is the memory's BM25 over the best "
-           "candidate's; usefulness is the learned lift over the base rate, the product of the "
-           "links that pass the confidence gate. Each memory, and its explain():")
+           "context: this memory's own record on similar questions; x rules: a superseded "
+           f"memory's penalty). Relevance is {rel}; usefulness is the learned lift over the "
+           "base rate, the product of the links that pass the confidence gate. Each memory, "
+           "and its explain():")
     return _figure("factors", title, svg.render(), caption,
                    f'<p class="note">{_e(how)}</p><ul class="explain">{lines}</ul>')
 
@@ -435,7 +440,7 @@ def health_table(mem: Memory, namespace: str | None) -> str:
     rows.append(("recalls", f"{st.recalls} logged"))
     rows.append(("feedback", f"{st.events} judgements ({st.used} used, {st.ignored} ignored)"))
     prior = f"; {st.prior_links} carry a merged prior" if st.prior_links else ""
-    rows.append(("links", f"{st.pooled_features} features learned in the pooled layer, "
+    rows.append(("links", f"{st.pooled_features} links learned in the pooled layer, "
                  f"{st.link_rows} rows in all{prior}"))
     if rep.ok:
         check = (f'<span class="ok">ok</span>: {rep.memories} memories, {rep.events} events and '

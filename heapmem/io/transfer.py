@@ -85,7 +85,16 @@ from ..learning import links as learning
 from ..learning import priors
 from ..results import ImportReport
 from ..store import Memory
-from ..validate import MAX_K, MAX_TIME, MIN_TIME, POOLED, check_name, check_namespace, check_text
+from ..validate import (
+    MAX_K,
+    MAX_TIME,
+    MIN_TIME,
+    POOLED,
+    check_name,
+    check_namespace,
+    check_text,
+    check_thread,
+)
 
 #: Version of the JSON Lines layout written by export().
 FORMAT = 1
@@ -450,33 +459,33 @@ def _finite(x: Any) -> bool:
 # in every shape slot, hm_relate adds srcq, a recall adds ctx:1 to a memory
 # judged used for a question like its own (csrc/recall.c hr_context), hm_active
 # adds "base" and the age bucket and then each of those crossed with the
-# question type (hm_qtype's names).  The lists below are those of the C core,
-# value for value; the test tests/test_trust2_doors.py holds them to it both
-# ways (everything C makes is here, everything here C makes).  A file's link,
+# question type (hm_qtype's names).  The lists below are built from
+# csrc/heapmem.h's tables (the grammar), read through db._native; the test
+# tests/test_trust2_doors.py holds them to what C makes both ways (everything
+# C makes is here, everything here C makes).  A file's link,
 # prior, delta or logged feature outside them is refused: no made-up feature
 # reaches the links, so the links table holds at most len(FEATURES) features
 # per namespace.
 
+_V = _native.VOCABULARY
 #: The question types, as hm_qtype names them.
-QTYPES = ("other", "when", "who", "where", "what", "how", "how_many", "why", "yes_no")
+QTYPES = _V.qtypes
 #: Each shape slot's values: hm_features' kind, src, len and yes/no slots, and
 #: hm_relate's srcq.
 _SLOTS: dict[str, tuple[str, ...]] = {
-    "kind": ("fact", "preference", "instruction", "summary", "note", "episode", "tool_result",
-             "other"),
-    "src": ("none", "user", "assistant", "agent", "system", "tool", "document", "web", "other"),
-    "len": ("xs", "s", "m", "l", "xl"),
-    **{slot: ("0", "1") for slot in ("date", "clock", "num", "money", "entity", "self",
-                                     "question", "url", "srcq")}}
+    "kind": (*_V.kinds, _V.other_value),
+    "src": (_V.no_source, *_V.source_roles, _V.other_value),
+    "len": _V.len_buckets,
+    **{slot: ("0", "1") for slot in (*_V.flag_slots, _V.relate_slot)}}
 #: hm_active's age buckets.
-_AGES = ("day", "week", "month", "quarter", "year", "old")
+_AGES = _V.age_buckets
 #: The feature a recall adds to a memory judged used for a question like its own
-#: (csrc/score.c HM_CTX_FEATURE).
-CONTEXT_FEATURE = "ctx:1"
+#: (csrc/heapmem.h HM_CTX_FEATURE).
+CONTEXT_FEATURE = _V.ctx_feature
 #: The features a recall logs for each memory it shows (its shape, srcq and ctx:1).
 SHAPE_FEATURES = frozenset({f"{slot}:{v}" for slot, vs in _SLOTS.items() for v in vs}
                            | {CONTEXT_FEATURE})
-_OWN = SHAPE_FEATURES | {"base"} | {f"age:{a}" for a in _AGES}
+_OWN = SHAPE_FEATURES | {_V.base_feature} | {f"age:{a}" for a in _AGES}
 #: Every feature a link, a prior or an event's delta can name: 480.
 FEATURES = frozenset(_OWN | {f"{q}/{f}" for q in QTYPES for f in _OWN})
 
@@ -678,6 +687,8 @@ def import_file(mem: Memory, source: PathOrFile, *, progress: Progress | None = 
         if header["heapmem"] == "links":
             return _import_links(mem, it, lines, header, progress)
         return _import_export(mem, it, lines, header, progress, _Ids(remap_ids))
+    except apsw.Error as e:  # the disk, not the file: a failed read, write or sync
+        raise from_sqlite(e, "import") from e
     finally:
         lines.close()
 
@@ -921,7 +932,7 @@ def _shown_lists(rec: dict, where: str) -> list[str]:
                          "each shown memory")
     for fs in feats:  # feedback on this recall will read them: they must parse
         try:
-            _native.active(fs, "other", 0.0)
+            _native.active(fs, QTYPES[0], 0.0)
         except (ValueError, HeapmemError) as e:
             raise ValueError(f"{where}: a shown memory's features do not parse "
                              f"({e})") from None
@@ -1062,7 +1073,7 @@ def _apply_meta(st: _Import, mem: Memory, fresh: bool) -> list[str]:
         elif k == schema.META_LAST_RECALL:
             schema.meta_set(c, k, str(max(schema.meta_int(c, k), st.rec_off + int(v))))
         elif k == schema.META_PRIORS:
-            priors.adopt(c, st.file_priors)
+            priors.adopt(c, st.file_priors, os.path.basename(name))
         elif k == PRIOR_KEY and schema.META_PRIORS not in meta_in:
             # an export from before schema 7: its priors summed as one
             d = priors.digest_of(st.file_prior)
@@ -1072,9 +1083,8 @@ def _apply_meta(st: _Import, mem: Memory, fresh: bool) -> list[str]:
         elif k in _EMBEDDER_KEYS:
             schema.meta_set(c, k, v)  # checked against the store's above
         elif k == PRIOR_FILES_KEY:
-            seen = schema.meta_json(c, k, [])
-            schema.meta_set(c, k, json.dumps(seen + [d for d in json.loads(v)
-                                                     if d not in seen]))
+            pass  # adopt() lists the digests of the records it takes: a list alone is a
+            # claim without content, which would refuse a file never merged (issue 33)
         elif k == schema.META_TUNED:
             # a restore into a new store takes the file's tuned weights; a
             # merge never changes the weights of a store in use
@@ -1157,6 +1167,12 @@ def _memory_row(c: Any, rec: dict, where: str, seqs: set, ids: set) -> dict[str,
     if meta is not None and not isinstance(meta, dict):
         raise ValueError(f"{where}: metadata must be a JSON object or null")
     text = _named(check_text, rec.get("text"), "text", where)
+    try:
+        thread, turn = check_thread(rec.get("thread"), rec.get("turn"))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{where}: {e}") from None
+    if thread is not None and turn is None:
+        raise ValueError(f"{where}: a memory of thread {thread!r} needs its turn")
     nstag = _native.ns_tag(ns)
     row = {
         "seq": seq, "id": mid, "namespace": ns, "nstag": nstag, "text": text,
@@ -1169,7 +1185,8 @@ def _memory_row(c: Any, rec: dict, where: str, seqs: set, ids: set) -> dict[str,
         "created_at": float(_num(rec, "created_at", where, lo=MIN_TIME, hi=MAX_TIME)),
         "last_used_at": None if used is None else float(used),
         "metadata": None if meta is None else json.dumps(meta, allow_nan=False,
-                                                         ensure_ascii=False, sort_keys=True)}
+                                                         ensure_ascii=False, sort_keys=True),
+        "thread": thread, "turn": turn}
     # a memory's shape is worked out from its text here, never taken from the file
     _str(rec, "features", where, empty=True)
     row["features"] = c.execute(sql.FEATURES_OF, row).fetchall()[0][0]

@@ -76,7 +76,8 @@ def merge(c: Any, digest: str, name: str | None, rows: Mapping[str, Any],
     pooled rows (learning.rebuild_pool)."""
     recs = records(c)
     files = merged(c)
-    if digest in recs or digest in files:
+    held = {_content(r["links"]) for r in recs.values()}  # what each record counts
+    if digest in recs or digest in files or _content(_bounded(rows)) in held:
         raise ValueError(f"{name or 'this prior'} was already merged into this store as a "
                          "prior; merging it again would count its evidence twice")
     recs[digest] = {"name": name, "merged_at": merged_at, "links": _bounded(rows)}
@@ -91,15 +92,37 @@ def digest_of(rows: Mapping[str, Any]) -> str:
                                             in rows.items())).encode()).hexdigest()
 
 
-def adopt(c: Any, recs: Mapping[str, Mapping[str, Any]]) -> int:
+def _content(links: Mapping[str, Any]) -> str:
+    """The digest of what a record counts (its links as stored, bounded)."""
+    return digest_of(_bounded(links))
+
+
+def adopt(c: Any, recs: Mapping[str, Mapping[str, Any]], source: str = "the file") -> int:
     """Take in another store's records (a full export's, checked by the
     caller), inside the caller's transaction: those this store has not
-    merged yet.  Returns how many were new."""
+    merged yet.  Returns how many were new.
+
+    A record's digest and name are the file's claims; its links are what it
+    counts.  A record whose digest is not its links' own (digest_of) is
+    filed under its links' digest instead, and its name says so: an import
+    never files a prior under another file's digest or name, which would
+    show a provenance it does not have and refuse that file as merged
+    (issue 33).  A record of links this store counts already (merged here,
+    or adopted before) is not taken again."""
     have = records(c)
     files = merged(c)
-    new = {d: {"name": r.get("name"), "merged_at": r.get("merged_at"),
-               "links": _bounded(r["links"])}
-           for d, r in recs.items() if d not in have}
+    held = {_content(r["links"]) for r in have.values()}
+    new: dict[str, dict[str, Any]] = {}
+    for d, r in recs.items():
+        links = _bounded(r["links"])
+        name = r.get("name")
+        if d != LEGACY and d != digest_of(r["links"]) and d != digest_of(links):
+            d = _content(links)
+            name = (f"{name or 'a prior'} (as {source} names it: its digest did not match "
+                    "its links, so it is filed under theirs)")
+        if d in have or d in new or (d != LEGACY and _content(links) in held):
+            continue
+        new[d] = {"name": name, "merged_at": r.get("merged_at"), "links": links}
     if new:
         have.update(new)
         _write(c, have)

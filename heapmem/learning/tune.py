@@ -39,6 +39,7 @@ from typing import Any, Sequence
 
 import apsw
 
+from .. import answers
 from ..config import ScoringConfig
 from ..db import sql
 from ..errors import from_sqlite
@@ -69,14 +70,16 @@ def tune(mem: Any, *, grid: Sequence[float] | None = None, boot: int = 2000, see
     options = options_json(mem.config, grid=grid, boot=boot, seed=seed, deploy=deploy,
                            newest=newest, against=against, level=level)
     # deploying writes meta 'tuned': one write transaction around the whole tune
-    with (mem.transaction() if deploy else mem.snapshot()) as c:
-        try:
-            out = json.loads(c.execute(sql.TUNE, {"options": options}).fetchall()[0][0])
-        except apsw.SQLError as e:  # the C core's sentence: a bad option
-            raise ValueError(str(e).split("heap_tune: ", 1)[-1]) from None
-        except apsw.Error as e:
-            raise from_sqlite(e, "tune") from e
-    report = from_json(out)
+    try:
+        with (mem.transaction() if deploy else mem.snapshot()) as c:
+            try:
+                rows = c.execute(sql.TUNE, {"options": options}).fetchall()
+            except apsw.SQLError as e:  # the C core's sentence: a bad option
+                raise ValueError(str(e).split("heap_tune: ", 1)[-1]) from None
+            # read inside the transaction: an answer that is not heap_tune's rolls it back
+            report = from_json(answers.Reader(mem.path).tune(rows))
+    except apsw.Error as e:  # the statement, or the COMMIT (a full disk, a failed sync)
+        raise from_sqlite(e, "tune") from e
     if report.deployed:
         mem.set_config(w_usefulness=report.after)  # saved by heap_tune; in force here too
     return report
@@ -110,17 +113,19 @@ def options_json(config: ScoringConfig, *, grid: Sequence[float] | None, boot: i
 
 
 def from_json(d: dict[str, Any]) -> TuneReport:
-    """The TuneReport heap_tune's JSON describes (null MRR: nothing replayed)."""
-    def mrr(v: Any) -> float:
+    """The TuneReport heap_tune's JSON describes, as answers.Reader.tune
+    checked it (null: a number the core had as NaN, such as the MRR of
+    nothing replayed; against null: none)."""
+    def num(v: Any) -> float:
         return math.nan if v is None else float(v)
 
     return TuneReport(bool(d["deployed"]), str(d["reason"]), int(d["recalls"]), str(d["folds"]),
-                      {"w_usefulness": float(d["current"]["w_usefulness"]),
-                       "mrr": mrr(d["current"]["mrr"])},
-                      {"w_usefulness": float(d["best"]["w_usefulness"]),
-                       "mrr": mrr(d["best"]["mrr"])},
-                      (float(d["gain"][0]), float(d["gain"][1]), float(d["gain"][2])),
-                      tuple((float(w), float(m)) for w, m in d["table"]), float(d["after"]),
+                      {"w_usefulness": num(d["current"]["w_usefulness"]),
+                       "mrr": num(d["current"]["mrr"])},
+                      {"w_usefulness": num(d["best"]["w_usefulness"]),
+                       "mrr": num(d["best"]["mrr"])},
+                      (num(d["gain"][0]), num(d["gain"][1]), num(d["gain"][2])),
+                      tuple((num(w), num(m)) for w, m in d["table"]), num(d["after"]),
                       None if d["against"] is None else float(d["against"]))
 
 

@@ -114,7 +114,9 @@ def _sqlite_error(err: dict[str, Any]) -> Exception:
     # a heap_* function's own sentence, forwarded by a replica from its primary
     inner = msg.split("error executing a request on the primary: ", 1)[-1]
     if re.match(r"heap_[a-z_]+: ", inner) and not code.startswith("SQLITE_"):
-        return apsw.SQLError(inner)
+        # the forward loses the code: a taken id is the one constraint a heap_* says
+        taken = re.search(r"a memory with id '.*' already exists; it was not changed", inner)
+        return (apsw.ConstraintError if taken else apsw.SQLError)(inner)
     if "UNIQUE constraint failed" in msg or "constraint failed" in msg.lower():
         return apsw.ConstraintError(msg)
     if code.startswith(("SQLITE", "SQL_")):
