@@ -1509,24 +1509,17 @@ static void heap_tune(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   if (!rc && o.deploy && sqlite3_db_readonly(x.db, "main") == 1)
     rc = hf_fail(&x, SQLITE_READONLY, "the store is read-only here; tune deploys into it "
                                       "(pass '{\"deploy\": false}' to measure only)");
-  if (!rc && (rc = sqlite3_exec(x.db, "SAVEPOINT heap_tune", NULL, NULL, NULL)) != SQLITE_OK)
+  if (!rc && (rc = sqlite3_exec(x.db, "SAVEPOINT heap_tune", NULL, NULL, NULL)) != SQLITE_OK) {
     hf_sqlfail(&x, rc);
-  else if (!rc && o.pending) {
-    rc = ht_pending(&x, &o, &out);
-    if (rc == SQLITE_OK && (rc = sqlite3_exec(x.db, "RELEASE heap_tune", NULL, NULL, NULL)))
-      hf_sqlfail(&x, rc);
-    if (rc != SQLITE_OK) {
-      sqlite3_exec(x.db, "ROLLBACK TO heap_tune", NULL, NULL, NULL);
-      sqlite3_exec(x.db, "RELEASE heap_tune", NULL, NULL, NULL);
-    }
-    if (rc == SQLITE_OK) {
-      sqlite3_result_text(ctx, out, -1, sqlite3_free);
-      return;
-    }
   } else if (!rc) {
-    rc = ht_bounds_now(&x, &b);
-    if (!rc && !(j = ht_job_new(&o, &b))) rc = hf_fail(&x, SQLITE_NOMEM, "out of memory");
-    if (!rc) rc = ht_step(&x, j, INT64_MAX);
+    if (o.pending) {
+      rc = ht_pending(&x, &o, &out);
+    } else {
+      rc = ht_bounds_now(&x, &b);
+      if (!rc && !(j = ht_job_new(&o, &b))) rc = hf_fail(&x, SQLITE_NOMEM, "out of memory");
+      if (!rc) rc = ht_step(&x, j, INT64_MAX);
+      if (!rc) out = j->out, j->out = NULL;
+    }
     if (rc == SQLITE_OK && (rc = sqlite3_exec(x.db, "RELEASE heap_tune", NULL, NULL, NULL)))
       hf_sqlfail(&x, rc);
     if (rc != SQLITE_OK) {
@@ -1534,14 +1527,12 @@ static void heap_tune(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
       sqlite3_exec(x.db, "RELEASE heap_tune", NULL, NULL, NULL);
     }
   }
+  ht_job_free(j);
   if (rc == SQLITE_OK) {
-    out = j->out;
-    j->out = NULL;
-    ht_job_free(j);
     sqlite3_result_text(ctx, out, -1, sqlite3_free);
     return;
   }
-  ht_job_free(j);
+  sqlite3_free(out);
   hf_result_fail(ctx, &x, "heap_tune", rc);
 }
 
