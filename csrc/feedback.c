@@ -1549,7 +1549,8 @@ static int hf_credit_links(hf_ctx *x, const hf_judgment *j, unsigned char **link
                           linkslen)))
       rc = rc == SQLITE_CORRUPT
                ? hf_fail(x, SQLITE_CORRUPT, "the learned links are damaged (counts that are "
-                                            "not finite and >= 0)")
+                                            "not finite and >= 0, or a feature name that is "
+                                            "not UTF-8)")
                : hf_sqlfail(x, rc);
   hp_free(&ops);
   hf_done(x, pending);

@@ -758,14 +758,19 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
 /* One link of a namespace's set: its own counts (oa, ob), its share of the
  * pooled row (sa, sb) and the pooled row as pending changes leave it
  * (pa, pb), viewed as heap_links views them (the pooled row less the
- * namespace's share, borrowed up to pseudocount).  0, or -1 for counts
- * heap_links would refuse (a damaged row). */
+ * namespace's share, borrowed up to pseudocount), its feature hashed as
+ * heap_links hashes it (up to a NUL).  0, or -1 for what heap_links would
+ * refuse (a damaged row): counts not finite and >= 0, a feature name that
+ * is not UTF-8. */
 static int hr_link(const char *f, int flen, double oa, double ob, double sa, double sb, double pa,
                    double pb, double pseudocount, hm_link *l) {
   double x[4] = {oa, ob, oa + (pa - sa > 0 ? pa - sa : 0), ob + (pb - sb > 0 ? pb - sb : 0)};
+  i64 chars;
   for (int i = 0; i < 4; i++)
     if (!isfinite(x[i]) || x[i] < 0) return -1;
-  l->h = hm_fnv64(f, (size_t)flen);
+  if (!hm_utf8_ok((const unsigned char *)f, flen, 1, &chars)) return -1;
+  const char *nul = memchr(f, 0, (size_t)flen);
+  l->h = hm_fnv64(f, nul ? (size_t)(nul - f) : (size_t)flen);
   hm_link_view(x[0], x[1], x[2], x[3], pseudocount, &l->a, &l->b);
   return 0;
 }
@@ -775,7 +780,7 @@ static int hr_link(const char *f, int flen, double oa, double ob, double sa, dou
  * pending changes (ops) applied and the namespace's own row (links: the
  * statement hr_sql_links, own: hr_sql_own, both prepared by the caller),
  * as heap_links() makes it: *blob (sqlite3_malloc'ed), *len.  SQLITE_CORRUPT
- * for counts heap_links would refuse. */
+ * for a row heap_links would refuse (hr_link). */
 static int hr_link_set(sqlite3_stmt *links, sqlite3_stmt *own, const hp_ops *ops,
                        const char *qt, const char *ns, double pseudocount, unsigned char **blob,
                        int *len) {
@@ -857,7 +862,8 @@ static int hr_read_links(hr_vtab *t, hr_cursor *c, const char *ns) {
     hp_free(&ops);
     if (rc == SQLITE_CORRUPT) {
       hr_fail(t, "heap_recall: %s", "the learned links are damaged (a pooled row or a pending "
-                                    "change of one holds counts that are not finite and >= 0)");
+                                    "change of one holds counts that are not finite and >= 0, "
+                                    "or a feature name that is not UTF-8)");
       return rc;
     }
     return hr_sqlfail(t, rc);

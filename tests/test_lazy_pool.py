@@ -137,3 +137,18 @@ def test_a_damaged_pending_row_is_one_sentence(mem):
     with pytest.raises(heapmem.HeapmemError, match="damaged"):
         mem.recall(QUESTIONS[0], namespace="t0")
     assert any("damaged" in p for p in mem.check().problems)
+
+
+def test_a_pooled_row_heap_links_would_refuse_is_refused_by_recall_too(mem):
+    """Recall builds its link set in C (hr_link_set), not through heap_links;
+    a pooled row whose feature name is not UTF-8 is damage to both."""
+    for k in range(3):
+        _judge(mem, f"t{k}", QUESTIONS[k], k)
+    with mem.transaction() as c:
+        c.execute("INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support) "
+                  "VALUES ('*', CAST(x'6b696e643aff' AS TEXT), '', 1, 1, 1, 5)")
+        with pytest.raises(Exception, match="UTF-8"):
+            c.execute("SELECT heap_links(feature, alpha, beta, alpha, beta) FROM links "
+                      "WHERE namespace = '*'").fetchall()
+    with pytest.raises(heapmem.HeapmemError, match="damaged"):
+        mem.recall(QUESTIONS[0], namespace="t0")
