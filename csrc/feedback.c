@@ -773,6 +773,7 @@ static int hf_pooled_now(hf_ctx *x, sqlite3_stmt *row, const hp_ops *ops, const 
  * each feature's stored row with its ops applied (hp_apply), written once;
  * the pending rows deleted.  *folded: how many there were. */
 static int hf_pool_flush(hf_ctx *x, i64 *folded) {
+  HM_API_HERE; /* sqlite3_* calls for every feature of the batch */
   sqlite3_stmt *st = NULL, *row = NULL, *put = NULL, *del = NULL;
   hp_ops ops = {0};
   i64 maxid = 0;

@@ -178,6 +178,7 @@ static void hp_encode(sqlite3_str *s, const char *f, int flen, double a, double 
  * reset) read into o, indexed by feature; *maxid the newest row's id (0:
  * none). */
 static int hp_read(sqlite3_stmt *st, hp_ops *o, i64 *maxid) {
+  HM_API_HERE; /* sqlite3_* calls for every pending row */
   int rc;
   *maxid = 0;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {

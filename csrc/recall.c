@@ -784,6 +784,7 @@ static int hr_link(const char *f, int flen, double oa, double ob, double sa, dou
 static int hr_link_set(sqlite3_stmt *links, sqlite3_stmt *own, const hp_ops *ops,
                        const char *qt, const char *ns, double pseudocount, unsigned char **blob,
                        int *len) {
+  HM_API_HERE; /* sqlite3_* calls for every pooled row, as heap_links_step had */
   hm_link *v = NULL;
   i64 n = 0, cap = 0;
   unsigned char *seen = ops->nslot ? sqlite3_malloc64((sqlite3_uint64)ops->nslot) : NULL;

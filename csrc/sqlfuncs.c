@@ -536,10 +536,6 @@ static int hm_sql_credit(sqlite3_context *ctx, int argc, sqlite3_value **argv, c
   return k;
 }
 
-/* heap_credit(features, qtype, age_days, used, links [, config]) -> what
- * judging one shown memory teaches, as JSON [[feature, d_alpha, d_beta], ...]
- * (the events table's deltas); links matter only to the reference learner
- * (model=0). */
 /* hm_credit's k names (space-separated) and deltas as an event's deltas,
  * [["feature", d_alpha, d_beta], ...], appended to str (heap_credit's
  * result; feedback.c writes events with it). */
@@ -565,6 +561,10 @@ static void hm_credit_json(sqlite3_str *str, const char *names, const double *da
   sqlite3_str_appendchar(str, 1, ']');
 }
 
+/* heap_credit(features, qtype, age_days, used, links [, config]) -> what
+ * judging one shown memory teaches, as JSON [[feature, d_alpha, d_beta], ...]
+ * (the events table's deltas); links matter only to the reference learner
+ * (model=0). */
 static void heap_credit(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   char names[HM_ACTIVE_LEN];
   double da[2 * HM_MAX_FEATURES], db[2 * HM_MAX_FEATURES];
