@@ -266,4 +266,9 @@ static const struct {
     "END"},
   {"index", "memories_thread", "memories",
     "CREATE INDEX memories_thread ON memories(namespace, thread, turn) WHERE thread IS NOT NULL"},
+  {"table", "pool_pending", "pool_pending",
+    "CREATE TABLE pool_pending(\n"
+    "  id  INTEGER PRIMARY KEY,\n"
+    "  ops BLOB NOT NULL                   -- what one feedback added to the pooled rows\n"
+    ")"},
 };

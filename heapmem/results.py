@@ -251,10 +251,11 @@ class Feedback:
     links_updated: int  # distinct features whose links changed
     #: with answer=...: each shown memory's judgement, in rank order
     judgements: tuple[Judgement, ...] = ()
-    #: what auto-tune did after this feedback (Memory.feedback): None when it
-    #: did not run (no point of its schedule reached, or auto-tune off), else
-    #: tune()'s report (deployed or not, and why; its reason says so if tune
-    #: failed, the feedback being saved either way)
+    #: what auto-tune did with this feedback (Memory.feedback): None unless
+    #: this feedback's step ended a tune (auto-tune runs in steps, one after
+    #: each feedback, from the feedback that claims a point of its schedule),
+    #: else tune()'s report (deployed or not, and why; its reason says so if
+    #: tune failed, the feedback being saved either way)
     auto_tune: TuneReport | None = None
 
 

@@ -175,6 +175,7 @@ def test_check_reports_problems(run):
     run("recall", "When is my flight?", "-n", "user:maya")
     run("feedback", "1", "--used", "m1")
     with heapmem.open(run.db) as mem:
+        mem.connection.execute("SELECT heap_fold_pool()")  # the pooled rows, written now
         mem.connection.execute("UPDATE links SET alpha = alpha + 5 WHERE namespace = '*'")
     r = run("check")
     assert r.code == 1 and "the event log gives" in r.out

@@ -860,10 +860,13 @@ def test_feedback_from_an_answer_through_a_replica(cluster, tmp_path):
 
 
 def test_feedback_through_a_replica_auto_tunes_as_a_local_file(cluster, tmp_path):
-    """Auto-tune runs in the server's library, inside the feedback's own
-    request: the 30th judged recall through a replica tunes as the same
-    feedback on a local file does, deploys the same weight into the primary's
-    file, and every later open through the server starts from it."""
+    """Auto-tune runs in the server's library: the 30th judged recall through
+    a replica claims the point, and since a server's connections are not the
+    client's to step a tune with, the client ends it at once
+    (finish_auto_tune); it tunes as the same feedback on a local file does
+    (whose tune runs in steps, ended here by finish_auto_tune too), deploys
+    the same weight into the primary's file, and every later open through
+    the server starts from it."""
     from test_autotune import _world  # an authority world: clean feedback deploys
 
     def at(path):
@@ -873,7 +876,8 @@ def test_feedback_through_a_replica_auto_tunes_as_a_local_file(cluster, tmp_path
     try:
         runs = [_world(m, 10) for m in (local, replica)]
         assert [i for i, r in enumerate(runs[1], 1) if r is not None] == [30]
-        mine, theirs = runs[0][29], runs[1][29]
+        assert local.pending_tune == 30 and replica.pending_tune is None
+        mine, theirs = local.finish_auto_tune(), runs[1][29]
         assert theirs.deployed and (theirs.recalls, theirs.best, theirs.gain, theirs.after) == \
             (mine.recalls, mine.best, mine.gain, mine.after)
         assert replica.config == local.config and replica.config.w_usefulness > 0.3

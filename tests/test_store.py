@@ -263,6 +263,7 @@ def test_a_schema_5_store_with_learned_links_migrates_to_the_rate_index(tmp_path
         assert m.check().ok
         for i in (2, 0, 5, 3):
             judge(m, f"t{i}")
+        m.connection.execute("SELECT heap_fold_pool()")  # the pending changes, into the rows
         stored = m.connection.execute("SELECT * FROM links ORDER BY 1, 2").fetchall()
         with m.transaction() as t:
             heapmem.learning.rebuild_pool(t)

@@ -47,6 +47,7 @@ def populate(mem):
 
 def dump(mem):
     c = mem.connection
+    c.execute("SELECT heap_fold_pool()")  # the pooled layer's pending changes, into its rows
     out = {t: c.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in TABLES
            if c.execute("SELECT 1 FROM sqlite_schema WHERE name = ?", (t,)).fetchall()}
     # (the file's own records, which an export does not carry: created_with, and
@@ -377,6 +378,7 @@ USERS_B = [("user:chen", "When is my haircut?",
 
 
 def _links(mem):
+    mem.connection.execute("SELECT heap_fold_pool()")  # the pending changes, into the rows
     return {(ns, f): (a, b, n, s, pa, pb) for ns, f, a, b, n, s, pa, pb in mem.connection.execute(
         "SELECT namespace, feature, alpha, beta, n, support, pool_alpha, pool_beta FROM links")}
 

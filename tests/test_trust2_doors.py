@@ -349,6 +349,7 @@ def test_an_import_whose_events_credit_nothing_is_refused(tmp_path, spaces, delt
 
 
 def _pool_rows(mem):
+    mem.connection.execute("SELECT heap_fold_pool()")  # the pending changes, into the rows
     return {r[0]: r[1:] for r in mem.connection.execute(
         "SELECT feature, alpha, beta, pool_alpha, pool_beta, low_rate, high_rate FROM links "
         "WHERE namespace = '*' ORDER BY 1")}
@@ -356,6 +357,7 @@ def _pool_rows(mem):
 
 def _all_links(mem):
     """Every row's pool numbers: alpha, beta, n, support, its share, the rates."""
+    mem.connection.execute("SELECT heap_fold_pool()")  # the pending changes, into the rows
     return {r[:2]: tuple(-2.0 if v is None else v for v in r[2:]) for r in mem.connection.execute(
         "SELECT namespace, feature, alpha, beta, n, support, pool_alpha, pool_beta, low_rate, "
         "high_rate FROM links ORDER BY 1, 2")}

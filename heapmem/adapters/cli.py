@@ -21,7 +21,7 @@ import os
 import re
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Sequence
 
@@ -630,7 +630,7 @@ def _feedback_arguments(p: argparse.ArgumentParser) -> None:
       "is given.\nEach shown memory can be judged once.  Or pass the answer itself with "
       "--answer: heapmem\njudges from its text which shown memories it used, and says "
       "why.  The feedback that brings\nthe store's judged recalls to 30, 60, 120, ... also "
-      "runs tune() (heapmem.open's auto_tune)\nand says what it did.",
+      "runs tune() to its end (heapmem.open's\nauto_tune) and says what it did.",
       arguments=_feedback_arguments)
 def cmd_feedback(ctx: Context) -> int:
     a = ctx.args
@@ -640,15 +640,19 @@ def cmd_feedback(ctx: Context) -> int:
         if a.recall_id is None:
             raise CLIError("feedback --answer needs the RECALL_ID the answer was written from")
         with ctx.open() as mem:  # -n given: only that namespace's recalls
-            fb = mem.feedback(recall_id=a.recall_id, answer=a.answer,
-                              namespace=ctx.namespace if ctx.namespace_given else None)
+            before = mem.pending_tune
+            fb = _tuned(mem, before, mem.feedback(
+                recall_id=a.recall_id, answer=a.answer,
+                namespace=ctx.namespace if ctx.namespace_given else None))
     else:
         if not a.used and not a.ignored:
             raise CLIError("feedback needs --used ID ..., --ignored ID ... or --answer TEXT")
         ignored = a.ignored if a.ignored is not None else ([] if a.only else None)
         with ctx.open() as mem:
-            fb = mem.feedback(a.used, recall_id=a.recall_id, ignored=ignored,
-                              namespace=ctx.namespace if ctx.namespace_given else None)
+            before = mem.pending_tune
+            fb = _tuned(mem, before, mem.feedback(
+                a.used, recall_id=a.recall_id, ignored=ignored,
+                namespace=ctx.namespace if ctx.namespace_given else None))
     if ctx.json:
         out: dict[str, Any] = {"recall_id": fb.recall_id, "used": list(fb.used),
                                "ignored": list(fb.ignored), "links_updated": fb.links_updated}
@@ -671,6 +675,15 @@ def cmd_feedback(ctx: Context) -> int:
         ctx.print(f"auto-tune after {t.recalls} judged recalls: "
                   + ("deployed: " if t.deployed else "not deployed: ") + t.reason)
     return 0
+
+
+def _tuned(mem: Any, before: int | None, fb: Any) -> Any:
+    """fb, with the report of the tune it claimed when it claimed one: auto-
+    tune runs in steps after each feedback, and a command line is not there
+    for the next, so it ends the tune now (Memory.finish_auto_tune)."""
+    if fb.auto_tune is None and before is None and mem.pending_tune is not None:
+        return replace(fb, auto_tune=mem.finish_auto_tune())
+    return fb
 
 
 def _tune_json(t: Any) -> dict[str, Any]:

@@ -187,22 +187,23 @@ ON CONFLICT(namespace, feature) DO UPDATE SET
   alpha = alpha + excluded.alpha, beta = beta + excluded.beta, n = n + excluded.n
 """
 
-POOLED_LINKS = "SELECT feature, alpha, beta, n, support FROM links WHERE namespace = '*'"
+# The pooled rows as stored (heapmem.learning.pooled_rows puts the pending
+# changes over them: POOL_NOW).
+POOLED_ROWS = """SELECT feature, qtype, alpha, beta, n, support, low_rate, high_rate FROM links
+WHERE namespace = '*'"""
 
-# Each pooled link with the namespace's own share of it.
-NAMESPACE_LINKS = """
-SELECT p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0),
-       coalesce(o.alpha, 0) + max(p.alpha - coalesce(o.pool_alpha, 0), 0),
-       coalesce(o.beta, 0) + max(p.beta - coalesce(o.pool_beta, 0), 0),
-       coalesce(o.n, 0), p.support - (o.feature IS NOT NULL)
-FROM links AS p LEFT JOIN links AS o ON o.namespace = :namespace AND o.feature = p.feature
-WHERE p.namespace = '*'
-"""
+# The pooled rows pending changes touch, as readers see them (csrc/feedback.c).
+POOL_NOW = "SELECT heap_pool_now()"
 
-ALL_LINKS = "SELECT namespace, feature, alpha, beta, n, support FROM links"
+# Fold the pending changes into the pooled rows now (csrc/feedback.c).
+FOLD_POOL = "SELECT heap_fold_pool()"
 
-EXPORT_LINKS = """SELECT feature, qtype, alpha, beta, n FROM links WHERE namespace = '*'
-ORDER BY feature"""
+# A namespace's own rows, with its share of each pooled row.
+OWN_LINKS = """SELECT feature, alpha, beta, pool_alpha, pool_beta, n FROM links
+WHERE namespace = :namespace"""
+
+# The namespaces' own rows (the pooled ones: POOLED_ROWS).
+OWN_ROWS = "SELECT namespace, feature, alpha, beta, n, support FROM links WHERE namespace != '*'"
 
 # -- memories ----------------------------------------------------------------------
 

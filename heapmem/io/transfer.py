@@ -204,6 +204,7 @@ def _counts(c: Any) -> dict[str, int]:
     for _, table, _ in schema.TABLES:
         out[table] = (c.execute(sql.count_rows(table)).fetchall()[0][0]
                       if table != "vectors" or _has_vectors(c) else 0)
+    out["links"] = len(learning.link_rows(c, ["namespace", "feature"]))
     return out
 
 
@@ -224,7 +225,9 @@ def _records(c: Any) -> Iterator[dict[str, Any]]:
         if table == "vectors" and not _has_vectors(c):
             continue
         cols = schema.columns(c, table)
-        for row in c.execute(sql.select_all(table, cols, order)):
+        rows = learning.link_rows(c, cols) if table == "links" else \
+            c.execute(sql.select_all(table, cols, order))
+        for row in rows:
             rec = {"type": typ}
             for col, v in zip(cols, row):
                 rec[col] = _out(table, col, v)
@@ -278,7 +281,7 @@ def export_links(mem: Memory, target: PathOrFile) -> int:
     to target as JSON Lines: no text, no memory ids, no namespaces, no
     queries.  Returns the number of links written."""
     with mem.snapshot() as c:
-        rows = c.execute(sql.EXPORT_LINKS).fetchall()
+        rows = [(f, qt, a, b, n) for f, qt, a, b, n, _, _, _ in learning.pooled_rows(c)]
         header = {"heapmem": "links", "format": FORMAT, "version": __version__,
                   "exported_at": mem.now(), "count": len(rows)}
         with _Sink(target) as fp:
