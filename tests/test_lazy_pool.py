@@ -9,7 +9,7 @@ import json
 import pytest
 
 import heapmem
-from heapmem import transfer
+from heapmem.io import transfer
 from heapmem.learning import links as learning
 
 T = 1_700_000_000.0
