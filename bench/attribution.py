@@ -5,7 +5,7 @@ the gold evidence among a question's shown memories, and what the statement cost
 One store holds every LoCoMo turn (as bench/locomo.py builds it); each question with an
 answer (the adversarial category has none) is recalled with relevance only (k=10, no
 feedback), and the shown ids go through the statement feedback(answer=...) runs
-(heapmem.sql.ATTRIBUTE's heap_attribute over the shown memories), timed alone.
+(heapmem.db.sql.ATTRIBUTE's heap_attribute over the shown memories), timed alone.
 
     python bench/attribution.py            # about 20 s
 

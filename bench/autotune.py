@@ -1,13 +1,16 @@
-"""What auto-tune costs the feedback that runs it (issue 24, bench/RESULTS.md 17).
+"""What auto-tune costs the feedbacks that run it (issues 24 and 34, bench/RESULTS.md 17, 23).
 
 For each size N, a store (heapmem.open's defaults, 20 namespaces of 60
 memories, k=5) gets N - 1 judged recalls with auto_tune=False (the count is
 kept), is reopened with auto-tune on, and its next feedback, the Nth judged
-recall, runs tune() (the point claimed is the schedule's last at or below N:
-N itself when N is one).  That call is timed, and so are the feedbacks just
-before it (their median), which only count.  Past auto-tune's window
+recall, claims the schedule's point (its last at or below N: N itself when N
+is one).  Since issue 34 the tune runs in steps (csrc/tune.c HT_STEP_WORK),
+one after each feedback, so the feedbacks from the claim on are timed until
+the one that returns the report: how many there were, their median and the
+slowest.  The plain feedbacks (auto-tune off, on a copy of the store) give
+the median a feedback costs without any tune.  Past auto-tune's window
 (csrc/tune.c HT_AUTO_WINDOW, 2,000) judged recalls tune replays the newest
-2,000, so the time stops growing.
+2,000, so the work stops growing.
 
     python bench/autotune.py                  # N = 30, 240, 1920, 3840, 7680
     python bench/autotune.py --sizes 30,240
@@ -41,9 +44,10 @@ def build(path: str, n: int, rng: random.Random) -> None:
             mem.feedback(used=[rng.choice(list(res.ids))], recall_id=res.recall_id)
 
 
-def measure(path: str, rng: random.Random) -> tuple[float, float, tune.TuneReport]:
-    """(the median of 20 plain feedbacks, ms; the triggering one, ms; its report),
-    the plain ones on a copy of the store so that the triggering one is the Nth."""
+def measure(path: str, rng: random.Random) -> tuple[float, list[float], tune.TuneReport]:
+    """(the median of 20 plain feedbacks, ms; each feedback from the claim to
+    the report, ms; the report), the plain ones on a copy of the store so that
+    the claiming one is the Nth."""
     copy = path + ".copy.db"
     shutil.copyfile(path, copy)
     plain = []
@@ -53,11 +57,15 @@ def measure(path: str, rng: random.Random) -> tuple[float, float, tune.TuneRepor
             t = time.perf_counter()
             mem.feedback(used=[res.ids[0]], recall_id=res.recall_id)
             plain.append((time.perf_counter() - t) * 1000)
+    took = []
     with heapmem.open(path, clock=lambda: NOW) as mem:
-        res = mem.recall(" ".join(rng.sample(WORDS, 3)), namespace="ns0", k=5)
-        t = time.perf_counter()
-        fb = mem.feedback(used=[res.ids[0]], recall_id=res.recall_id)
-        took = (time.perf_counter() - t) * 1000
+        while True:
+            res = mem.recall(" ".join(rng.sample(WORDS, 3)), namespace="ns0", k=5)
+            t = time.perf_counter()
+            fb = mem.feedback(used=[res.ids[0]], recall_id=res.recall_id)
+            took.append((time.perf_counter() - t) * 1000)
+            if fb.auto_tune is not None or len(took) > 100_000:
+                break
     assert fb.auto_tune is not None, "auto-tune did not run"
     return statistics.median(plain), took, fb.auto_tune
 
@@ -68,15 +76,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma-separated numbers of judged recalls at the triggering feedback")
     a = ap.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="heapmem-autotune-")
-    rows = ["| judged recalls | replayed | plain feedback p50 ms | triggering feedback ms | "
-            "deployed |", "|---|---|---|---|---|"]
+    rows = ["| judged recalls | replayed | plain feedback p50 ms | feedbacks the tune took | "
+            "their p50 ms | the slowest ms | all of them ms | deployed |",
+            "|---|---|---|---|---|---|---|---|"]
     try:
         for n in (int(x) for x in a.sizes.split(",")):
             rng = random.Random(n)
             path = os.path.join(tmp, f"s{n}.db")
             build(path, n - 1, rng)
             plain, took, rep = measure(path, rng)
-            rows.append(f"| {n} | {rep.recalls} | {plain:.2f} | {took:.0f} | "
+            rows.append(f"| {n} | {rep.recalls} | {plain:.2f} | {len(took)} | "
+                        f"{statistics.median(took):.2f} | {max(took):.2f} | {sum(took):.0f} | "
                         f"{'yes' if rep.deployed else 'no'} |")
             print(rows[-1], flush=True)
     finally:

@@ -372,6 +372,15 @@ class HeapmemStore:
             self.tuned.append(f"{rep.recalls}:{'deployed ' if rep.deployed else ''}{w:g}")
 
     def prepare_eval(self, train_namespaces: Sequence[str], config: str) -> dict[str, Any]:
+        """Before the held-out questions: the auto-tune a feedback claimed and
+        that still runs in steps (issue 34) ends now, as the tune that ran
+        inside the claiming feedback had (an older heapmem has none)."""
+        finish = getattr(self.mem, "finish_auto_tune", None)
+        if finish is not None:
+            rep = finish()
+            if rep is not None:
+                self.tuned.append(f"{rep.recalls}:{'deployed ' if rep.deployed else ''}"
+                                  f"{rep.after:g} (ended before the evaluation)")
         return {}
 
     def close(self) -> None:

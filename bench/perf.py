@@ -26,7 +26,7 @@ peak RSS does not mix sizes and build and serve figures stay apart):
                   (only the add_many calls are timed, not making the dicts)
   add p50         one add() into an existing namespace (its own transaction)
   recall p50/p95  recall(track=False) + explain() on each result
-  floor p50       the bare FTS5 query: heapmem._native.match(question, namespace), then
+  floor p50       the bare FTS5 query: heapmem.db._native.match(question, namespace), then
                   SELECT rowid, rank FROM memories_fts WHERE memories_fts MATCH ?
                   ORDER BY bm25() LIMIT 50 on mem.connection (only the SQL is timed)
   ratio           recall p50 / floor p50 (floor and recall passes alternate, twice);
@@ -333,7 +333,7 @@ def job_build_heapmem(job: dict[str, Any]) -> dict[str, Any]:
 
 def job_serve_heapmem(job: dict[str, Any]) -> dict[str, Any]:
     import heapmem
-    from heapmem import _native
+    from heapmem.db import _native
 
     rss_import = maxrss_mb()
     with open(job["queries"], encoding="utf-8") as fh:

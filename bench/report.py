@@ -42,7 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import heapmem  # noqa: E402
-from heapmem import learning, report  # noqa: E402
+from heapmem import learning  # noqa: E402
+from heapmem.io import report  # noqa: E402
 
 DAY = 86400.0
 START = 1_767_225_600.0  # 2026-01-01 00:00 UTC: the first day of feedback
@@ -145,7 +146,7 @@ def median_max(xs: list[float]) -> str:
 def measure(path: str, out: str, runs: int, now: str | None) -> dict:
     cli = [str(Path(sys.executable).with_name("heapmem"))]
     if not os.path.exists(cli[0]):
-        cli = [sys.executable, "-m", "heapmem.cli"]
+        cli = [sys.executable, "-m", "heapmem"]
     args = cli + ["report", path, "-o", out] + (["--now", now] if now else [])
     subprocess.run(args, check=True, capture_output=True)  # warm the page cache
     t_cli = []

@@ -38,8 +38,8 @@ sys.path.insert(0, os.path.join(REPO, "tests"))
 from perf import DEFAULT_DATA, Base, batched, iter_memories, make_queries, pct  # noqa: E402
 
 import heapmem  # noqa: E402
-from heapmem import hrana, sqld  # noqa: E402
-from heapmem import sql as statements  # noqa: E402
+from heapmem.db import sql as statements  # noqa: E402
+from heapmem.remote import hrana, sqld  # noqa: E402
 
 from _sqld import Cluster, wait_for  # noqa: E402
 

@@ -48,7 +48,7 @@ sys.path.insert(0, os.path.join(REPO, "tests"))
 from perf import DEFAULT_DATA, Base, iter_memories, make_queries, pct  # noqa: E402
 
 import heapmem  # noqa: E402
-from heapmem import sqld  # noqa: E402
+from heapmem.remote import sqld  # noqa: E402
 
 from _sqld import Cluster  # noqa: E402
 

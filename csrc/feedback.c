@@ -19,8 +19,11 @@
  * heap_answer return JSON: the recall judged, the ids judged used and
  * ignored, how many of the namespace's links changed, and (heap_answer) each
  * shown memory's verdict as heap_attribute gives it, and auto_tune: null, or
- * what the auto-tune this feedback ran did (tune.c: autotune 1, the default,
- * runs heap_tune at 30, 60, 120, ... judged recalls; 0 only counts them).
+ * what auto-tune did: the report (or error) of the tune this call's step
+ * ended, else null (tune.c: autotune 1, the default, claims the points 30,
+ * 60, 120, ... of judged recalls and runs each point's tune in steps, one
+ * after each feedback; 0 only counts them), and claimed: the point this call
+ * claimed, or null.
  * The feedback runs inside one savepoint: an error writes nothing; the
  * auto-tune after it in another, whose failure is in the result.
  *
@@ -139,12 +142,6 @@ static int hf_exec(hf_ctx *x, sqlite3_stmt *st) {
 }
 
 static double hf_rate(double a, double b) { return a + b > 0 ? a / (a + b) : -1.0; }
-
-/* a + b, held at INT64_MAX (counts read from the file may be anything) */
-static i64 hf_add_counts(i64 a, i64 b) {
-  i64 s;
-  return __builtin_add_overflow(a, b, &s) ? (b < 0 ? INT64_MIN : INT64_MAX) : s;
-}
 
 static void hf_cap(double a, double b, double cap, double *ca, double *cb) {
   double s = a + b > cap ? cap / (a + b) : 1.0;
@@ -337,7 +334,7 @@ static int hf_pool_feature(hf_ctx *x, const char *f, hf_rows *rows, const hf_poo
   sqlite3_free(sorted);
   i64 n = 0;
   for (int i = 0; i < rows->n; i++) {
-    n = hf_add_counts(n, rows->v[i].n);
+    n = hp_add_counts(n, rows->v[i].n);
     hf_row *r = &rows->v[i];
     if (sa_of[2 * i] != r->pa || sa_of[2 * i + 1] != r->pb) {
       sqlite3_reset(set_share);
@@ -353,14 +350,17 @@ static int hf_pool_feature(hf_ctx *x, const char *f, hf_rows *rows, const hf_poo
   if (has_prior) {
     sa += pa0;
     sb += pb0;
-    n = hf_add_counts(n, pn);
+    n = hp_add_counts(n, pn);
     support += HM_PRIOR_SUPPORT; /* a links-only prior counts as that many namespaces */
   }
   return hf_pooled_row(x, insert_pooled, f, sa, sb, n, support, pooled, lo, hi);
 }
 
+static int hf_pool_flush(hf_ctx *x, i64 *folded);
+
 /* Rebuild the pooled rows of the features in the JSON array features (every
- * feature when NULL), inside the caller's transaction. */
+ * feature when NULL), inside the caller's transaction, the pending changes
+ * folded first. */
 static int hf_rebuild(hf_ctx *x, const char *features, const hf_pool *p) {
   sqlite3_stmt *own = NULL, *del = NULL, *prior = NULL, *share = NULL, *ins = NULL,
                *wanted = NULL;
@@ -382,6 +382,16 @@ static int hf_rebuild(hf_ctx *x, const char *features, const hf_pool *p) {
                  "heapmem_meta AS m, json_each(m.value) AS j WHERE m.key = '"
                  HM_META_LINKS_PRIOR "' AND "
                  "json_valid(m.value) AND json_type(m.value) = 'object' ORDER BY 1";
+  i64 folded;
+  /* the rows as the pending changes leave them (a store being migrated from
+   * before schema 10 has none: heap_rebuild_pool runs at step 4) */
+  sqlite3_stmt *has = NULL;
+  if ((rc = hf_prepare(x, "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND "
+                          "name = 'pool_pending'", &has)))
+    return rc;
+  int pending = sqlite3_step(has) == SQLITE_ROW;
+  hf_done(x, has);
+  if (pending && (rc = hf_pool_flush(x, &folded))) return rc;
   if ((rc = hf_prepare(x, sel, &own)) || (rc = hf_prepare(x, want, &wanted)) ||
       (rc = hf_prepare(x, features ? "DELETE FROM links WHERE namespace = '*' AND feature IN "
                                      "(SELECT value FROM json_each(?1))"
@@ -455,9 +465,12 @@ done:
 /* -- after a fold: the pooled rows in place, reworked, or in full ------------------- */
 
 typedef struct {
-  sqlite3_stmt *edges, *all, *share, *add;
+  sqlite3_stmt *edges, *all, *share, *before, *own, *own_new, *count;
   sqlite3_str *full; /* JSON array of the features to work out in full */
   int nfull;
+  sqlite3_str *ops;  /* what this feedback adds to the pooled rows (csrc/pool.c) */
+  int nops;
+  hp_ops pending;    /* the pooled layer's pending changes before this feedback */
 } hf_fold_st;
 
 static void hf_full(hf_fold_st *s, const char *f) {
@@ -475,10 +488,14 @@ static int hf_share(hf_ctx *x, hf_fold_st *s, const char *ns, const char *f, dou
   return hf_exec(x, s->share);
 }
 
-/* Add to feature f's pooled row (made with nothing pooled if missing). */
+/* Add to feature f's pooled row (made with nothing pooled if missing): one
+ * op of this feedback's pending change (csrc/pool.c), folded into the row
+ * later (hf_pool_flush). */
 static int hf_add(hf_ctx *x, hf_fold_st *s, const char *f, double da, double db, i64 dn,
                   i64 dsupport, int has_rates, double lo, double hi) {
-  return hf_pooled_row(x, s->add, f, da, db, dn, dsupport, has_rates, lo, hi);
+  hp_encode(s->ops, f, (int)strlen(f), da, db, dn, dsupport, has_rates, lo, hi);
+  s->nops++;
+  return sqlite3_str_errcode(s->ops) ? hf_fail(x, SQLITE_NOMEM, "out of memory") : SQLITE_OK;
 }
 
 /* Rework feature f's pooled row after ns's own row changed, from the rows
@@ -573,23 +590,29 @@ static const char hf_sql_edges[] =
 static const char hf_sql_all[] =
     "SELECT namespace, alpha, beta, pool_alpha, pool_beta FROM links "
     "WHERE feature = ?1 AND namespace != '*'";
-static const char hf_sql_add[] =
-    "INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support, low_rate, high_rate) "
-    "VALUES ('*', ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(namespace, feature) DO UPDATE SET "
-    "alpha = alpha + excluded.alpha, beta = beta + excluded.beta, n = n + excluded.n, "
-    "support = support + excluded.support, low_rate = excluded.low_rate, "
-    "high_rate = excluded.high_rate";
-/* ?1 namespace, ?2 features (JSON array), ?3 least */
+/* ?1 namespace, ?2 feature: its own row and the stored pooled row, before the fold */
 static const char hf_sql_before[] =
-    "SELECT t.value, o.alpha, o.beta, o.pool_alpha, o.pool_beta, p.feature IS NOT NULL, "
-    "p.low_rate, p.high_rate, CASE WHEN o.feature IS NULL THEN (SELECT count(*) FROM ("
-    "SELECT 1 FROM links AS q WHERE q.feature = t.value AND q.namespace != '*' LIMIT ?3)) END "
-    "FROM json_each(?2) AS t "
-    "LEFT JOIN links AS o ON o.namespace = ?1 AND o.feature = t.value "
-    "LEFT JOIN links AS p ON p.namespace = '*' AND p.feature = t.value";
+    "SELECT o.alpha, o.beta, o.pool_alpha, o.pool_beta, p.alpha, p.beta, p.n, p.support, "
+    "p.low_rate, p.high_rate, p.feature IS NOT NULL FROM (SELECT ?2 AS f) AS q "
+    "LEFT JOIN links AS o ON o.namespace = ?1 AND o.feature = q.f "
+    "LEFT JOIN links AS p ON p.namespace = '*' AND p.feature = q.f";
+/* ?1 feature, ?2 least: how many namespaces back it, up to least */
+static const char hf_sql_backers[] =
+    "SELECT count(*) FROM (SELECT 1 FROM links WHERE feature = ?1 AND namespace != '*' LIMIT ?2)";
+/* ?1 namespace, ?2 feature, ?3 qtype, ?4-?6 alpha, beta, n: the namespace's
+ * first row of the feature (its share of the pooled row 0) */
+static const char hf_sql_own_new[] =
+    "INSERT INTO links(namespace, feature, qtype, alpha, beta, n) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+/* ?1 namespace, ?2 feature, ?4-?6 alpha, beta, n added; ?7, ?8 its share of the
+ * pooled row (NULL: as it is) */
+static const char hf_sql_own[] =
+    "UPDATE links SET alpha = alpha + ?4, beta = beta + ?5, n = n + ?6, "
+    "pool_alpha = coalesce(?7, pool_alpha), pool_beta = coalesce(?8, pool_beta) "
+    "WHERE namespace = ?1 AND feature = ?2";
+static const char hf_sql_pending[] = "SELECT id, ops FROM pool_pending ORDER BY id";
 
 /* One feature of a fold: its deltas, and the namespace's own row and the
- * pooled row as hf_sql_before read them before the fold. */
+ * pooled row (with its pending changes) before the fold. */
 typedef struct {
   char *f;
   double da, db;
@@ -601,71 +624,255 @@ typedef struct {
   i64 k_before;
 } hf_touch;
 
-/* After the namespace's own links took the fold (t: its nt features), keep
- * the pooled rows current.  Where the namespace's place among the others
- * cannot have changed (its rate stays on the same side of the pooled row's
- * lowest and highest kept rates, or exactly where it was), or too few
- * namespaces back the feature to pool it, its share and the pooled row
- * change in place.  Elsewhere (a rate crossing a boundary, one namespace
- * more behind a pooled feature) the pooled row is reworked from the rows
- * around its trim boundaries (hf_rework), or worked out in full (hf_rebuild)
- * where that cannot be done: a feature whose pooled row is missing, a row
- * without evidence joining or leaving the pool.  heapmem.learning.pool()
- * replays the full rule for check(). */
+/* u's rows before the fold: the namespace's own, and the pooled row as its
+ * pending changes leave it; with no own row, how many namespaces back it. */
+static int hf_before(hf_ctx *x, hf_fold_st *s, const char *ns, hf_touch *u, const hf_pool *p) {
+  sqlite3_reset(s->before);
+  sqlite3_bind_text(s->before, 1, ns, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(s->before, 2, u->f, -1, SQLITE_TRANSIENT);
+  int rc = sqlite3_step(s->before);
+  if (rc != SQLITE_ROW) return hf_sqlfail(x, rc);
+  u->has_own = sqlite3_column_type(s->before, 0) != SQLITE_NULL;
+  u->a0 = sqlite3_column_double(s->before, 0);
+  u->b0 = sqlite3_column_double(s->before, 1);
+  u->pa0 = sqlite3_column_double(s->before, 2);
+  u->pb0 = sqlite3_column_double(s->before, 3);
+  hp_row r = {.exists = sqlite3_column_int(s->before, 10),
+              .has_rates = sqlite3_column_type(s->before, 8) != SQLITE_NULL,
+              .a = sqlite3_column_double(s->before, 4), .b = sqlite3_column_double(s->before, 5),
+              .n = sqlite3_column_int64(s->before, 6),
+              .support = sqlite3_column_int64(s->before, 7),
+              .lo = sqlite3_column_double(s->before, 8),
+              .hi = sqlite3_column_double(s->before, 9)};
+  sqlite3_reset(s->before);
+  hp_apply(&s->pending, u->f, (int)strlen(u->f), &r);
+  u->exists = r.exists;
+  u->has_rates = r.exists && r.has_rates;
+  u->lo = r.lo;
+  u->hi = r.hi;
+  u->k_before = 0;
+  if (u->has_own) return SQLITE_OK;
+  sqlite3_reset(s->count);
+  sqlite3_bind_text(s->count, 1, u->f, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int(s->count, 2, p->least);
+  if ((rc = sqlite3_step(s->count)) == SQLITE_ROW) u->k_before = sqlite3_column_int64(s->count, 0);
+  sqlite3_reset(s->count);
+  return rc == SQLITE_ROW ? SQLITE_OK : hf_sqlfail(x, rc);
+}
+
+/* The namespace's own row of u takes the fold (and, has_share, its new share
+ * of the pooled row: sa, sb). */
+static int hf_own(hf_ctx *x, hf_fold_st *s, const char *ns, const hf_touch *u, int has_share,
+                  double sa, double sb) {
+  int qlen;
+  sqlite3_stmt *st = u->has_own ? s->own : s->own_new;
+  hf_qtype_of(u->f, &qlen);
+  sqlite3_reset(st);
+  sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 2, u->f, -1, SQLITE_TRANSIENT);
+  if (!u->has_own) sqlite3_bind_text(st, 3, u->f, qlen, SQLITE_TRANSIENT);
+  sqlite3_bind_double(st, 4, u->da);
+  sqlite3_bind_double(st, 5, u->db);
+  sqlite3_bind_int64(st, 6, u->dn);
+  if (u->has_own && has_share) {
+    sqlite3_bind_double(st, 7, sa);
+    sqlite3_bind_double(st, 8, sb);
+  } else if (u->has_own) {
+    sqlite3_bind_null(st, 7);
+    sqlite3_bind_null(st, 8);
+  }
+  return hf_exec(x, st);
+}
+
+/* Feature u of the fold: the namespace's own row takes it, and its pooled
+ * row is kept current.  Where the namespace's place among the others cannot
+ * have changed (its rate stays on the same side of the pooled row's lowest
+ * and highest kept rates, or exactly where it was), or too few namespaces
+ * back the feature to pool it, its share changes with its own row (one
+ * write) and the pooled row by an op of this feedback's pending change.
+ * Elsewhere (a rate crossing a boundary, one namespace more behind a pooled
+ * feature) the pooled row is reworked from the rows around its trim
+ * boundaries (hf_rework), or worked out in full (hf_rebuild, after the loop:
+ * hf_full) where that cannot be done: a feature whose pooled row is missing,
+ * a row without evidence joining or leaving the pool.
+ * heapmem.learning.pool() replays the full rule for check(). */
+static int hf_fold_feature(hf_ctx *x, hf_fold_st *s, const char *ns, const hf_touch *u,
+                           const hf_pool *p) {
+  double da = u->da, db = u->db;
+  if (u->has_own && !(u->a0 + u->b0 > 0 && u->a0 + da + u->b0 + db > 0)) {
+    hf_full(s, u->f); /* a row without evidence joins or leaves the pool */
+    return hf_own(x, s, ns, u, 0, 0, 0);
+  }
+  int rc = !u->has_own || !u->exists || !u->has_rates ? hf_own(x, s, ns, u, 0, 0, 0) : SQLITE_OK;
+  if (rc) return rc;
+  if (!u->has_own) { /* one more namespace backs it */
+    if (!u->exists && p->least > 1) return hf_add(x, s, u->f, 0, 0, u->dn, 1, 0, 0, 0);
+    if (u->exists && !u->has_rates && u->k_before + 1 < p->least)
+      return hf_add(x, s, u->f, 0, 0, u->dn, 1, 0, 0, 0);
+    if (u->exists) return hf_rework(x, s, ns, u->f, u->dn, 1, u->has_rates, p);
+    hf_full(s, u->f);
+    return SQLITE_OK;
+  }
+  if (!u->exists) {
+    hf_full(s, u->f);
+    return SQLITE_OK;
+  }
+  if (!u->has_rates) return hf_add(x, s, u->f, 0, 0, u->dn, 0, 0, 0, 0); /* only n moves */
+  double ca, cb, sa, sb, lo = u->lo, hi = u->hi;
+  hf_cap(u->a0 + da, u->b0 + db, p->cap, &ca, &cb);
+  double r0 = hf_rate(u->a0, u->b0), r1 = hf_rate(u->a0 + da, u->b0 + db);
+  if (lo < r0 && r0 < hi && lo < r1 && r1 < hi) {
+    sa = ca; sb = cb;
+  } else if (r0 < lo && r1 < lo) {
+    hf_at(ca, cb, lo, &sa, &sb);
+  } else if (r0 > hi && r1 > hi) {
+    hf_at(ca, cb, hi, &sa, &sb);
+  } else if (r0 == r1 && (r1 == lo || r1 == hi)) { /* on a boundary, and staying */
+    hf_at(ca, cb, r1, &sa, &sb);
+  } else if (r0 == r1) {
+    sa = ca; sb = cb;
+  } else {
+    if ((rc = hf_own(x, s, ns, u, 0, 0, 0))) return rc;
+    return hf_rework(x, s, ns, u->f, u->dn, 0, 1, p);
+  }
+  rc = hf_own(x, s, ns, u, sa != u->pa0 || sb != u->pb0, sa, sb);
+  if (!rc) rc = hf_add(x, s, u->f, sa - u->pa0, sb - u->pb0, u->dn, 0, 1, lo, hi);
+  return rc;
+}
+
+/* ?1 feature: its stored pooled row */
+static const char hf_sql_pooled[] =
+    "SELECT alpha, beta, n, support, low_rate, high_rate FROM links "
+    "WHERE namespace = '*' AND feature = ?1";
+
+/* Op's feature (into *f, a copy sqlite3_malloc'ed, the old one freed) and
+ * its pooled row as readers see it (*r): the stored one (row: hf_sql_pooled)
+ * with every pending op of the feature applied. */
+static int hf_pooled_now(hf_ctx *x, sqlite3_stmt *row, const hp_ops *ops, const hp_op *op,
+                         char **f, hp_row *r) {
+  sqlite3_free(*f);
+  if (!(*f = sqlite3_mprintf("%.*s", op->flen, op->f)))
+    return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  memset(r, 0, sizeof *r);
+  sqlite3_bind_text(row, 1, *f, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(row);
+  if (rc == SQLITE_ROW) {
+    *r = (hp_row){.exists = 1, .has_rates = sqlite3_column_type(row, 4) != SQLITE_NULL,
+                  .a = sqlite3_column_double(row, 0), .b = sqlite3_column_double(row, 1),
+                  .n = sqlite3_column_int64(row, 2), .support = sqlite3_column_int64(row, 3),
+                  .lo = sqlite3_column_double(row, 4), .hi = sqlite3_column_double(row, 5)};
+    rc = SQLITE_DONE;
+  }
+  sqlite3_reset(row);
+  if (rc != SQLITE_DONE) return hf_sqlfail(x, rc);
+  hp_apply(ops, *f, op->flen, r);
+  return SQLITE_OK;
+}
+
+/* The pooled layer's pending changes folded into the pooled rows at once:
+ * each feature's stored row with its ops applied (hp_apply), written once;
+ * the pending rows deleted.  *folded: how many there were. */
+static int hf_pool_flush(hf_ctx *x, i64 *folded) {
+  HM_API_HERE; /* sqlite3_* calls for every feature of the batch */
+  sqlite3_stmt *st = NULL, *row = NULL, *put = NULL, *del = NULL;
+  hp_ops ops = {0};
+  i64 maxid = 0;
+  char *f = NULL;
+  int rc;
+  *folded = 0;
+  if ((rc = hf_prepare(x, hf_sql_pending, &st))) return rc;
+  rc = hp_read(st, &ops, &maxid);
+  hf_done(x, st);
+  if (rc == SQLITE_CORRUPT)
+    return hf_fail(x, SQLITE_CORRUPT, "a pending change of the pooled layer is damaged");
+  if (rc) return hf_sqlfail(x, rc);
+  if (!maxid) return SQLITE_OK;
+  if ((rc = hf_prepare(x, hf_sql_pooled, &row)) ||
+      (rc = hf_prepare(x, "INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support, "
+                          "low_rate, high_rate) VALUES ('*', ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
+                          "ON CONFLICT(namespace, feature) DO UPDATE SET alpha = excluded.alpha, "
+                          "beta = excluded.beta, n = excluded.n, support = excluded.support, "
+                          "low_rate = excluded.low_rate, high_rate = excluded.high_rate", &put)) ||
+      (rc = hf_prepare(x, "DELETE FROM pool_pending WHERE id <= ?1", &del)))
+    goto done;
+  for (int k = 0; !rc && k < ops.n; k++) {
+    const hp_op *op = &ops.v[k];
+    if (ops.first[hp_slot(&ops, op->f, op->flen)] != k) continue; /* once a feature */
+    hp_row r;
+    if ((rc = hf_pooled_now(x, row, &ops, op, &f, &r))) break;
+    rc = hf_pooled_row(x, put, f, r.a, r.b, r.n, r.support, r.has_rates, r.lo, r.hi);
+  }
+  if (!rc) {
+    sqlite3_bind_int64(del, 1, maxid);
+    rc = hf_exec(x, del);
+    *folded = sqlite3_changes64(x->db);
+  }
+done:
+  sqlite3_free(f);
+  hp_free(&ops);
+  hf_done(x, row);
+  hf_done(x, put);
+  hf_done(x, del);
+  return rc;
+}
+
+/* Once this many feedbacks' changes of the pooled layer are pending, the
+ * feedback that adds one folds them all (hf_pool_flush): each pooled row a
+ * batch touches is written once, at most every feature of the grammar. */
+#define HF_POOL_BATCH 8
+
+/* This feedback's changes of the pooled layer (s->ops) as one pending row;
+ * the batch folded once HF_POOL_BATCH rows are pending. */
+static int hf_pool_pend(hf_ctx *x, hf_fold_st *s) {
+  sqlite3_stmt *st = NULL;
+  int len = sqlite3_str_length(s->ops);
+  char *blob = sqlite3_str_finish(s->ops);
+  int rc = SQLITE_OK;
+  i64 folded = 0;
+  s->ops = NULL;
+  if (!s->nops) {
+    sqlite3_free(blob);
+    return SQLITE_OK;
+  }
+  if (!blob) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!(rc = hf_prepare(x, "INSERT INTO pool_pending(ops) VALUES (?1)", &st))) {
+    sqlite3_bind_blob(st, 1, blob, len, SQLITE_STATIC);
+    rc = hf_exec(x, st);
+  }
+  hf_done(x, st);
+  sqlite3_free(blob);
+  if (!rc && s->pending.nblobs + 1 >= HF_POOL_BATCH) rc = hf_pool_flush(x, &folded);
+  return rc;
+}
+
+/* After the namespace's own links took the fold (t: its nt features, in
+ * the fold's order), keep the pooled rows current (hf_fold_feature). */
 static int hf_fold_pool(hf_ctx *x, const char *ns, hf_touch *t, int nt, const hf_pool *p) {
   hf_fold_st s = {0};
+  sqlite3_stmt *pending = NULL;
+  i64 maxid;
   int rc;
   s.full = sqlite3_str_new(x->db);
+  s.ops = sqlite3_str_new(x->db);
   if ((rc = hf_prepare(x, hf_sql_edges, &s.edges)) || (rc = hf_prepare(x, hf_sql_all, &s.all)) ||
       (rc = hf_prepare(x, "UPDATE links SET pool_alpha = ?1, pool_beta = ?2 WHERE namespace = ?3 "
                           "AND feature = ?4", &s.share)) ||
-      (rc = hf_prepare(x, hf_sql_add, &s.add)))
+      (rc = hf_prepare(x, hf_sql_before, &s.before)) || (rc = hf_prepare(x, hf_sql_own, &s.own)) ||
+      (rc = hf_prepare(x, hf_sql_own_new, &s.own_new)) ||
+      (rc = hf_prepare(x, hf_sql_backers, &s.count)) ||
+      (rc = hf_prepare(x, hf_sql_pending, &pending)))
     goto done;
-  for (int i = 0; i < nt && !rc; i++) {
-    hf_touch *u = &t[i];
-    double da = u->da, db = u->db;
-    if (u->has_own && !(u->a0 + u->b0 > 0 && u->a0 + da + u->b0 + db > 0)) {
-      hf_full(&s, u->f); /* a row without evidence joins or leaves the pool */
-      continue;
-    }
-    if (!u->has_own) { /* one more namespace backs it */
-      if (!u->exists && p->least > 1)
-        rc = hf_add(x, &s, u->f, 0, 0, u->dn, 1, 0, 0, 0);
-      else if (u->exists && !u->has_rates && u->k_before + 1 < p->least)
-        rc = hf_add(x, &s, u->f, 0, 0, u->dn, 1, 0, 0, 0);
-      else if (u->exists)
-        rc = hf_rework(x, &s, ns, u->f, u->dn, 1, u->has_rates, p);
-      else
-        hf_full(&s, u->f);
-      continue;
-    }
-    if (!u->exists) {
-      hf_full(&s, u->f);
-      continue;
-    }
-    if (!u->has_rates) { /* nothing pooled yet: only n moves */
-      rc = hf_add(x, &s, u->f, 0, 0, u->dn, 0, 0, 0, 0);
-      continue;
-    }
-    double ca, cb, sa, sb, lo = u->lo, hi = u->hi;
-    hf_cap(u->a0 + da, u->b0 + db, p->cap, &ca, &cb);
-    double r0 = hf_rate(u->a0, u->b0), r1 = hf_rate(u->a0 + da, u->b0 + db);
-    if (lo < r0 && r0 < hi && lo < r1 && r1 < hi) {
-      sa = ca; sb = cb;
-    } else if (r0 < lo && r1 < lo) {
-      hf_at(ca, cb, lo, &sa, &sb);
-    } else if (r0 > hi && r1 > hi) {
-      hf_at(ca, cb, hi, &sa, &sb);
-    } else if (r0 == r1) { /* on a boundary, and staying */
-      if (r1 == lo || r1 == hi) hf_at(ca, cb, r1, &sa, &sb);
-      else { sa = ca; sb = cb; }
-    } else {
-      rc = hf_rework(x, &s, ns, u->f, u->dn, 0, 1, p);
-      continue;
-    }
-    if (sa != u->pa0 || sb != u->pb0) rc = hf_share(x, &s, ns, u->f, sa, sb);
-    if (!rc) rc = hf_add(x, &s, u->f, sa - u->pa0, sb - u->pb0, u->dn, 0, 1, lo, hi);
+  if ((rc = hp_read(pending, &s.pending, &maxid))) {
+    rc = rc == SQLITE_CORRUPT
+             ? hf_fail(x, SQLITE_CORRUPT, "a pending change of the pooled layer is damaged")
+             : hf_sqlfail(x, rc);
+    goto done;
   }
+  for (int i = 0; i < nt && !rc; i++) {
+    rc = hf_before(x, &s, ns, &t[i], p);
+    if (!rc) rc = hf_fold_feature(x, &s, ns, &t[i], p);
+  }
+  if (!rc) rc = hf_pool_pend(x, &s);
 done:;
   sqlite3_str_appendchar(s.full, 1, s.nfull ? ']' : ' ');
   char *full = sqlite3_str_finish(s.full);
@@ -674,10 +881,16 @@ done:;
     else rc = hf_rebuild(x, full, p);
   }
   sqlite3_free(full);
+  sqlite3_free(sqlite3_str_finish(s.ops));
+  hp_free(&s.pending);
   hf_done(x, s.edges);
   hf_done(x, s.all);
   hf_done(x, s.share);
-  hf_done(x, s.add);
+  hf_done(x, s.before);
+  hf_done(x, s.own);
+  hf_done(x, s.own_new);
+  hf_done(x, s.count);
+  hf_done(x, pending);
   return rc;
 }
 
@@ -1009,11 +1222,10 @@ typedef struct {
   int rest_ignored;       /* no ignored given: every other shown memory is */
   hf_recall r;
   char *attribution;      /* heap_answer: heap_attribute's verdicts (JSON) */
-  char *judged_json;      /* [[position, used, features, age], ...] */
+  int *jpos, *jused;      /* each judged row's position and verdict (1 used) */
   char *used_json, *ignored_json;
   int njudged, nu;        /* rows judged (of memories that still exist), used among them */
-  char *fold;             /* heap_fold's sum of the credits (JSON) */
-  hf_touch *touch;        /* the fold's features */
+  hf_touch *touch;        /* the fold: each feature the judged rows credit, summed */
   int ntouch;
   i64 nfeatures;          /* the namespace's links the fold changed */
 } hf_judgment;
@@ -1025,10 +1237,9 @@ static void hf_judgment_free(hf_judgment *j) {
   sqlite3_free(j->touch);
   sqlite3_free(j->attribution);
   sqlite3_free(j->cfgtext);
-  sqlite3_free(j->judged_json);
+  sqlite3_free(j->jpos);
   sqlite3_free(j->used_json);
   sqlite3_free(j->ignored_json);
-  sqlite3_free(j->fold);
   hf_recall_free(&j->r);
 }
 
@@ -1291,200 +1502,155 @@ static int hf_judge_alive(hf_ctx *x, const hf_judgment *j, int **alive_out) {
   return SQLITE_OK;
 }
 
-/* The judged rows that still exist, as the recall scored them (judged_json:
- * [[position, used, features, age]]), and their ids, used and ignored. */
+/* The judged rows that still exist, as the recall scored them (their
+ * positions and verdicts: jpos, jused), and their ids, used and ignored. */
 static int hf_judged_rows(hf_ctx *x, hf_judgment *j, const int *alive) {
   hf_recall *r = &j->r;
   sqlite3 *db = x->db;
-  sqlite3_str *js = sqlite3_str_new(db), *ujs = sqlite3_str_new(db), *ijs = sqlite3_str_new(db);
-  sqlite3_str_appendchar(js, 1, '[');
+  sqlite3_str *ujs = sqlite3_str_new(db), *ijs = sqlite3_str_new(db);
   sqlite3_str_appendchar(ujs, 1, '[');
   sqlite3_str_appendchar(ijs, 1, '[');
+  j->jpos = sqlite3_malloc64((sqlite3_uint64)(j->nused + j->nignored + 1) * 2 * sizeof(int));
+  j->jused = j->jpos ? j->jpos + j->nused + j->nignored + 1 : NULL;
   int ni = 0;
-  for (int i = 0; i < j->nused + j->nignored; i++) {
+  for (int i = 0; j->jpos && i < j->nused + j->nignored; i++) {
     const char *id = i < j->nused ? j->used[i] : j->ignored[i - j->nused];
     if (!alive[i]) continue;
-    int pos = hf_last_pos(r, id);
-    char num[32];
-    hm_repr(r->ages[pos], num);
-    sqlite3_str_appendf(js, "%s[%d,%d,", j->njudged++ ? "," : "", pos, i < j->nused);
-    hm_json_string(js, r->feats[pos], (int)strlen(r->feats[pos]));
-    sqlite3_str_appendf(js, ",%s]", num);
+    j->jpos[j->njudged] = hf_last_pos(r, id);
+    j->jused[j->njudged++] = i < j->nused;
     sqlite3_str *w = i < j->nused ? ujs : ijs;
     if (i < j->nused ? j->nu++ : ni++) sqlite3_str_appendchar(w, 1, ',');
     hm_json_string(w, id, (int)strlen(id));
   }
-  sqlite3_str_appendchar(js, 1, ']');
   sqlite3_str_appendchar(ujs, 1, ']');
   sqlite3_str_appendchar(ijs, 1, ']');
-  j->judged_json = sqlite3_str_finish(js);
   j->used_json = sqlite3_str_finish(ujs);
   j->ignored_json = sqlite3_str_finish(ijs);
-  if (!j->judged_json || !j->used_json || !j->ignored_json)
+  if (!j->jpos || !j->used_json || !j->ignored_json)
     return hf_fail(x, SQLITE_NOMEM, "out of memory");
   return SQLITE_OK;
 }
 
 /* The namespace's link set, for the reference credit (model 0), which
- * depends on current strengths: *links, sqlite3_malloc'ed. */
+ * depends on current strengths: *links, sqlite3_malloc'ed (recall.c's
+ * hr_link_set, the pooled layer's pending changes applied). */
 static int hf_credit_links(hf_ctx *x, const hf_judgment *j, unsigned char **links,
                            int *linkslen) {
-  sqlite3_stmt *st = NULL;
+  sqlite3_stmt *st = NULL, *own = NULL, *pending = NULL;
+  hp_ops ops = {0};
+  i64 maxid;
   int rc;
-  if ((rc = hf_prepare(x, hr_sql_links, &st))) return rc;
-  sqlite3_bind_text(st, 1, j->r.qtype, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, 2, j->r.ns, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_double(st, 3, j->cfg.pooled_pseudocount);
-  rc = sqlite3_step(st);
-  if (rc != SQLITE_ROW) { rc = hf_sqlfail(x, rc); hf_done(x, st); return rc; }
-  *linkslen = sqlite3_column_bytes(st, 0);
-  *links = sqlite3_malloc64((sqlite3_uint64)*linkslen + 1);
-  if (*links && *linkslen) memcpy(*links, sqlite3_column_blob(st, 0), (size_t)*linkslen);
+  if (!(rc = hf_prepare(x, hf_sql_pending, &pending)) &&
+      (rc = hp_read(pending, &ops, &maxid)))
+    rc = rc == SQLITE_CORRUPT
+             ? hf_fail(x, SQLITE_CORRUPT, "a pending change of the pooled layer is damaged")
+             : hf_sqlfail(x, rc);
+  if (!rc && !(rc = hf_prepare(x, hr_sql_links, &st)) && !(rc = hf_prepare(x, hr_sql_own, &own)))
+    if ((rc = hr_link_set(st, own, &ops, j->r.qtype, j->r.ns, j->cfg.pooled_pseudocount, links,
+                          linkslen)))
+      rc = rc == SQLITE_CORRUPT
+               ? hf_fail(x, SQLITE_CORRUPT, "the learned links are damaged (counts that are "
+                                            "not finite and >= 0, or a feature name that is "
+                                            "not UTF-8)")
+               : hf_sqlfail(x, rc);
+  hp_free(&ops);
+  hf_done(x, pending);
   hf_done(x, st);
-  return *links ? SQLITE_OK : hf_fail(x, SQLITE_NOMEM, "out of memory");
+  hf_done(x, own);
+  return rc;
 }
 
-/* The events, one per judged memory, each with heap_credit's deltas; then
- * the same credits summed per feature (heap_fold) into j->fold. */
-static int hf_events_and_fold(hf_ctx *x, hf_judgment *j, const unsigned char *links,
-                              int linkslen) {
+/* Feature name (len bytes) credited (da, db) by one judged memory, added to
+ * the fold (j->touch, in first-seen order, sums from 0 in the judged order,
+ * as heap_fold sums them; slot: nslot places by hash, -1 empty, nslot at
+ * least twice the features the judged memories can have). */
+static int hf_fold_add(hf_ctx *x, hf_judgment *j, const char *name, int len, double da,
+                       double db, int *cap, int *slot, u64 nslot) {
+  u64 h = hm_fnv64(name, (size_t)len) & (nslot - 1);
+  for (; slot[h] >= 0; h = (h + 1) & (nslot - 1)) {
+    hf_touch *u = &j->touch[slot[h]];
+    if (!strncmp(u->f, name, (size_t)len) && u->f[len] == 0) {
+      u->da += da;
+      u->db += db;
+      u->dn++;
+      return SQLITE_OK;
+    }
+  }
+  slot[h] = j->ntouch;
+  if (j->ntouch == *cap) {
+    *cap = *cap ? 2 * *cap : 64;
+    hf_touch *g = sqlite3_realloc64(j->touch, (sqlite3_uint64)*cap * sizeof *g);
+    if (!g) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    j->touch = g;
+  }
+  hf_touch *u = &j->touch[j->ntouch];
+  memset(u, 0, sizeof *u);
+  if (!(u->f = sqlite3_mprintf("%.*s", len, name))) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  j->ntouch++;
+  u->da = 0.0 + da;
+  u->db = 0.0 + db;
+  u->dn = 1;
+  return SQLITE_OK;
+}
+
+/* The events, one per judged memory, each with the deltas hm_credit gives
+ * it (as heap_credit writes them), and the same credits summed per feature
+ * (as heap_fold sums them) into j->touch. */
+static int hf_events(hf_ctx *x, hf_judgment *j, const unsigned char *links, int linkslen) {
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, "INSERT INTO events(recall_id, position, namespace, qtype, used, "
-                         "deltas, created_at) SELECT ?1, json_extract(j.value, '$[0]'), "
-                         "?2, ?3, json_extract(j.value, '$[1]'), heap_credit("
-                         "json_extract(j.value, '$[2]'), ?3, json_extract(j.value, "
-                         "'$[3]'), json_extract(j.value, '$[1]'), ?4, ?5), ?6 "
-                         "FROM json_each(?7) AS j", &st);
-  if (!rc) {
+  char names[HM_ACTIVE_LEN], err[HM_ERRLEN] = "";
+  double da[2 * HM_MAX_FEATURES], db[2 * HM_MAX_FEATURES];
+  int rc, cap = 0;
+  u64 nslot = 64;
+  while (nslot < (u64)(j->njudged + 1) * 4 * HM_MAX_FEATURES) nslot *= 2;
+  if (!hm_qtype_valid(j->r.qtype))
+    return hf_fail(x, SQLITE_ERROR, "heap_credit: unknown question type");
+  int *slot = sqlite3_malloc64(nslot * sizeof *slot);
+  if (!slot) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  for (u64 i = 0; i < nslot; i++) slot[i] = -1;
+  if ((rc = hf_prepare(x, "INSERT INTO events(recall_id, position, namespace, qtype, used, "
+                          "deltas, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", &st))) {
+    sqlite3_free(slot);
+    return rc;
+  }
+  for (int i = 0; !rc && i < j->njudged; i++) {
+    int pos = j->jpos[i];
+    int k = hm_credit(j->r.feats[pos], j->r.qtype, j->r.ages[pos], j->jused[i], links, linkslen,
+                      &j->cfg, names, sizeof names, da, db, 2 * HM_MAX_FEATURES, err, sizeof err);
+    if (k < 0) {
+      rc = hf_fail(x, SQLITE_ERROR, "heap_credit: %s", err);
+      break;
+    }
+    sqlite3_str *d = sqlite3_str_new(x->db);
+    hm_credit_json(d, names, da, db, k);
+    int dlen = sqlite3_str_length(d);
+    char *deltas = sqlite3_str_finish(d);
+    if (!deltas) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); break; }
+    sqlite3_reset(st);
     sqlite3_bind_int64(st, 1, j->rid);
-    sqlite3_bind_text(st, 2, j->r.ns, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 3, j->r.qtype, -1, SQLITE_TRANSIENT);
-    if (links) sqlite3_bind_blob(st, 4, links, linkslen, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 5, j->cfgtext, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_double(st, 6, j->now);
-    sqlite3_bind_text(st, 7, j->judged_json, -1, SQLITE_TRANSIENT);
-    rc = hf_run(x, st);
-    hf_done(x, st);
-    st = NULL;
-  }
-  if (!rc) rc = hf_prepare(x, "SELECT heap_fold(json_extract(j.value, '$[2]'), ?1, "
-                              "json_extract(j.value, '$[3]'), json_extract(j.value, '$[1]'), "
-                              "?2, ?3) FROM json_each(?4) AS j", &st);
-  if (!rc) {
-    sqlite3_bind_text(st, 1, j->r.qtype, -1, SQLITE_TRANSIENT);
-    if (links) sqlite3_bind_blob(st, 2, links, linkslen, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 3, j->cfgtext, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 4, j->judged_json, -1, SQLITE_TRANSIENT);
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-      j->fold = sqlite3_mprintf("%s", sqlite3_column_text(st, 0));
-      rc = j->fold ? SQLITE_OK : hf_fail(x, SQLITE_NOMEM, "out of memory");
-    } else {
-      rc = hf_sqlfail(x, rc);
-    }
-    hf_done(x, st);
-  }
-  return rc;
-}
-
-/* The fold's features, in its order, and their deltas: j->touch. */
-static int hf_read_touches(hf_ctx *x, hf_judgment *j) {
-  sqlite3_stmt *fs = NULL;
-  int rc = hf_prepare(x, "SELECT t.key, json_extract(t.value, '$[0]'), json_extract(t.value, "
-                         "'$[1]'), json_extract(t.value, '$[2]') FROM json_each(?1) AS t", &fs);
-  if (rc) return rc;
-  sqlite3_bind_text(fs, 1, j->fold, -1, SQLITE_STATIC);
-  int capt = 0;
-  while ((rc = sqlite3_step(fs)) == SQLITE_ROW) {
-    if (j->ntouch == capt) {
-      capt = capt ? 2 * capt : 64;
-      hf_touch *g = sqlite3_realloc64(j->touch, (sqlite3_uint64)capt * sizeof *g);
-      if (!g) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); break; }
-      j->touch = g;
-    }
-    hf_touch *u = &j->touch[j->ntouch];
-    memset(u, 0, sizeof *u);
-    u->f = sqlite3_mprintf("%s", sqlite3_column_text(fs, 0));
-    u->da = sqlite3_column_double(fs, 1);
-    u->db = sqlite3_column_double(fs, 2);
-    u->dn = sqlite3_column_int64(fs, 3);
-    j->ntouch++;
-    if (!u->f) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); break; }
-  }
-  if (rc == SQLITE_DONE) rc = SQLITE_OK;
-  else if (!x->err) rc = hf_sqlfail(x, rc);
-  hf_done(x, fs);
-  return rc;
-}
-
-/* The namespace's own rows and the pooled rows of the fold's features, as
- * they are before the fold (hf_sql_before), into j->touch. */
-static int hf_read_before(hf_ctx *x, hf_judgment *j, const hf_pool *pool) {
-  sqlite3_stmt *st = NULL;
-  int rc = SQLITE_OK;
-  sqlite3_str *fl = sqlite3_str_new(x->db);
-  sqlite3_str_appendchar(fl, 1, '[');
-  for (int i = 0; i < j->ntouch; i++) {
-    if (i) sqlite3_str_appendchar(fl, 1, ',');
-    hm_json_string(fl, j->touch[i].f, (int)strlen(j->touch[i].f));
-  }
-  sqlite3_str_appendchar(fl, 1, ']');
-  char *feature_list = sqlite3_str_finish(fl);
-  if (!feature_list) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
-  if (!rc && j->ntouch) {
-    rc = hf_prepare(x, hf_sql_before, &st);
-    if (!rc) {
-      sqlite3_bind_text(st, 1, j->r.ns, -1, SQLITE_TRANSIENT);
-      sqlite3_bind_text(st, 2, feature_list, -1, SQLITE_TRANSIENT);
-      sqlite3_bind_int(st, 3, pool->least);
-      while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *name = (const char *)sqlite3_column_text(st, 0);
-        hf_touch *u = NULL;
-        for (int i = 0; i < j->ntouch && !u; i++)
-          if (name && !strcmp(j->touch[i].f, name)) u = &j->touch[i];
-        if (!u) continue;
-        u->has_own = sqlite3_column_type(st, 1) != SQLITE_NULL;
-        u->a0 = sqlite3_column_double(st, 1);
-        u->b0 = sqlite3_column_double(st, 2);
-        u->pa0 = sqlite3_column_double(st, 3);
-        u->pb0 = sqlite3_column_double(st, 4);
-        u->exists = sqlite3_column_int(st, 5);
-        u->has_rates = sqlite3_column_type(st, 6) != SQLITE_NULL;
-        u->lo = sqlite3_column_double(st, 6);
-        u->hi = sqlite3_column_double(st, 7);
-        u->k_before = sqlite3_column_int64(st, 8);
-      }
-      if (rc == SQLITE_DONE) rc = SQLITE_OK;
-      else rc = hf_sqlfail(x, rc);
-      hf_done(x, st);
+    sqlite3_bind_int(st, 2, pos);
+    sqlite3_bind_text(st, 3, j->r.ns, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, j->r.qtype, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 5, j->jused[i]);
+    sqlite3_bind_text(st, 6, deltas, dlen, sqlite3_free);
+    sqlite3_bind_double(st, 7, j->now);
+    rc = hf_exec(x, st);
+    const char *name = names;
+    for (int f = 0; !rc && f < k; f++) {
+      while (*name == ' ') name++;
+      int len = (int)strcspn(name, " ");
+      rc = hf_fold_add(x, j, name, len, da[f], db[f], &cap, slot, nslot);
+      name += len;
     }
   }
-  sqlite3_free(feature_list);
-  return rc;
-}
-
-/* The namespace's own links take the fold; j->nfeatures: the rows changed. */
-static int hf_own_links(hf_ctx *x, hf_judgment *j) {
-  sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, "INSERT INTO links(namespace, feature, qtype, alpha, beta, n) "
-                         "SELECT ?1, t.key, CASE WHEN instr(t.key, '/') > 0 THEN "
-                         "substr(t.key, 1, instr(t.key, '/') - 1) ELSE '' END, "
-                         "json_extract(t.value, '$[0]'), json_extract(t.value, '$[1]'), "
-                         "json_extract(t.value, '$[2]') FROM json_each(?2) AS t WHERE "
-                         "true ON CONFLICT(namespace, feature) DO UPDATE SET alpha = "
-                         "alpha + excluded.alpha, beta = beta + excluded.beta, n = n + "
-                         "excluded.n", &st);
-  if (rc) return rc;
-  sqlite3_bind_text(st, 1, j->r.ns, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, 2, j->fold, -1, SQLITE_STATIC);
-  rc = hf_run(x, st);
-  j->nfeatures = sqlite3_changes64(x->db);
   hf_done(x, st);
+  sqlite3_free(slot);
   return rc;
 }
 
 /* What a feedback that judges something writes: the events, the fold into
- * the namespace's own links, and the pooled layer kept current. */
+ * the namespace's own links, and the pooled layer kept current
+ * (hf_fold_pool, feature by feature). */
 static int hf_judge_write(hf_ctx *x, hf_judgment *j) {
   hf_pool pool;
   unsigned char *links = NULL;
@@ -1492,12 +1658,10 @@ static int hf_judge_write(hf_ctx *x, hf_judgment *j) {
   int rc = hf_pool_read(x, &pool);
   if (rc) return rc;
   if (j->cfg.model == 0) rc = hf_credit_links(x, j, &links, &linkslen);
-  if (!rc) rc = hf_events_and_fold(x, j, links, linkslen);
+  if (!rc) rc = hf_events(x, j, links, linkslen);
   sqlite3_free(links);
-  if (!rc) rc = hf_read_touches(x, j);
-  if (!rc) rc = hf_read_before(x, j, &pool);
-  if (!rc) rc = hf_own_links(x, j);
   if (!rc) rc = hf_fold_pool(x, j->r.ns, j->touch, j->ntouch, &pool);
+  j->nfeatures = j->ntouch;
   return rc;
 }
 
@@ -1515,14 +1679,16 @@ static int hf_mark_used(hf_ctx *x, const hf_judgment *j) {
 }
 
 /* auto-tune's count and its run after the feedback (tune.c) */
-static int ht_count(hf_ctx *x, i64 rid, int nused, int on, i64 *claim, i64 *judged);
-static char *ht_autotune(hf_ctx *x, const char *config, i64 point, i64 judged);
+static int ht_count(hf_ctx *x, i64 rid, int nused, int on, i64 *claim, i64 *judged,
+                    int *tuning);
+static char *ht_autotune(hf_ctx *x, const char *config, i64 claim, i64 judged);
 
 /* The whole of one feedback, inside the caller's savepoint, step by step:
- * auto-tune's count kept last (on: a point may be claimed, into *claim).
- * out: the JSON result, less its closing brace. */
+ * auto-tune's count kept last (on: a point may be claimed, into *claim;
+ * *tuning: a tune is under way).  out: the JSON result, less its closing
+ * brace. */
 static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, int on,
-                    i64 *claim, i64 *judged, char **out) {
+                    i64 *claim, i64 *judged, int *tuning, char **out) {
   hf_judgment j = {.answer_mode = answer_mode};
   int *alive = NULL;
   int rc = hf_judge_args(x, argv, argc, &j);
@@ -1534,7 +1700,7 @@ static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, 
   sqlite3_free(alive);
   if (!rc && j.njudged) rc = hf_judge_write(x, &j);
   if (!rc && j.nu) rc = hf_mark_used(x, &j);
-  if (!rc) rc = ht_count(x, j.rid, j.nu, on, claim, judged);
+  if (!rc) rc = ht_count(x, j.rid, j.nu, on, claim, judged, tuning);
   if (!rc) {
     *out = sqlite3_mprintf("{\"recall_id\":%lld,\"used\":%s,\"ignored\":%s,\"links_updated\":"
                            "%lld,\"attribution\":%s", (long long)j.rid, j.used_json,
@@ -1570,15 +1736,16 @@ static int hf_autotune_arg(hf_ctx *x, sqlite3_value **argv, int argc, int i, int
 }
 
 /* heap_feedback / heap_answer: hf_judge inside a savepoint of its own, so
- * that an error anywhere leaves nothing written; then auto-tune, when the
- * feedback claimed a point, in a savepoint of its own (its failure is in the
- * result, never the feedback's). */
+ * that an error anywhere leaves nothing written; then, when the feedback
+ * claimed a point or a tune is under way, auto-tune's next step, in a
+ * savepoint of its own (its failure is in the result, never the
+ * feedback's). */
 static void hf_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv, int answer_mode) {
   const char *fname = answer_mode ? "heap_answer" : "heap_feedback";
   hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
   char *out = NULL, *tuned = NULL;
   i64 claim = 0, judged = 0;
-  int on = 1, icfg = answer_mode ? 4 : 5;
+  int on = 1, tuning = 0, icfg = answer_mode ? 4 : 5;
   hm_keep_statements(&x);
   if (sqlite3_db_readonly(x.db, "main") == 1) {
     char *m = sqlite3_mprintf("%s: the store is read-only here; feedback writes events and "
@@ -1598,7 +1765,7 @@ static void hf_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv, int ans
     hf_sqlfail(&x, rc);
   } else {
     rc = hf_autotune_arg(&x, argv, argc, icfg + 1, &on);
-    if (!rc) rc = hf_judge(&x, argv, argc, answer_mode, on, &claim, &judged, &out);
+    if (!rc) rc = hf_judge(&x, argv, argc, answer_mode, on, &claim, &judged, &tuning, &out);
     if (rc == SQLITE_OK) {
       rc = sqlite3_exec(x.db, "RELEASE heap_feedback", NULL, NULL, NULL);
       if (rc != SQLITE_OK) hf_sqlfail(&x, rc);
@@ -1608,13 +1775,16 @@ static void hf_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv, int ans
       sqlite3_exec(x.db, "RELEASE heap_feedback", NULL, NULL, NULL);
     }
   }
-  if (rc == SQLITE_OK && claim) {
+  if (rc == SQLITE_OK && on && (claim || tuning)) { /* the claim's tune, or its next step */
     const char *cfg = argc > icfg && sqlite3_value_type(argv[icfg]) == SQLITE_TEXT
                           ? (const char *)sqlite3_value_text(argv[icfg]) : NULL;
     tuned = ht_autotune(&x, cfg, claim, judged);
   }
   if (rc == SQLITE_OK) {
-    char *full = sqlite3_mprintf("%s,\"auto_tune\":%s}", out, tuned ? tuned : "null");
+    char claimed[24] = "null";
+    if (claim) snprintf(claimed, sizeof claimed, "%lld", (long long)claim);
+    char *full = sqlite3_mprintf("%s,\"auto_tune\":%s,\"claimed\":%s}", out,
+                                 tuned ? tuned : "null", claimed);
     sqlite3_free(out);
     sqlite3_free(tuned);
     if (full) {
@@ -1713,6 +1883,90 @@ static void heap_rebuild_pool(sqlite3_context *ctx, int argc, sqlite3_value **ar
     return;
   }
   hf_result_fail(ctx, &x, "heap_rebuild_pool", rc);
+}
+
+/* heap_fold_pool(): the pooled layer's pending changes folded into its rows
+ * now (feedback folds them every HF_POOL_BATCH feedbacks; every reader
+ * applies them meanwhile), for a reader of the links table itself.  Returns
+ * how many feedbacks' changes it folded. */
+static void heap_fold_pool(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc;
+  (void)argv;
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
+  char *why = NULL;
+  i64 folded = 0;
+  hm_keep_statements(&x);
+  int rc = hm_check_store(x.db, x.conn, &why);
+  if (rc != SQLITE_OK) hf_fail(&x, rc, "%s", why ? why : "out of memory");
+  sqlite3_free(why);
+  if (!rc && sqlite3_db_readonly(x.db, "main") == 1)
+    rc = hf_fail(&x, SQLITE_READONLY, "the store is read-only here (readers apply the pending "
+                                      "changes themselves: heap_pool_now)");
+  if (!rc && (rc = sqlite3_exec(x.db, "SAVEPOINT heap_fold_pool", NULL, NULL, NULL)))
+    hf_sqlfail(&x, rc);
+  else if (!rc) {
+    rc = hf_pool_flush(&x, &folded);
+    if (rc) sqlite3_exec(x.db, "ROLLBACK TO heap_fold_pool", NULL, NULL, NULL);
+    sqlite3_exec(x.db, "RELEASE heap_fold_pool", NULL, NULL, NULL);
+  }
+  if (rc == SQLITE_OK) sqlite3_result_int64(ctx, folded);
+  else hf_result_fail(ctx, &x, "heap_fold_pool", rc);
+}
+
+/* heap_pool_now(): the pooled rows that pending changes touch, as readers
+ * see them (stored row and pending changes applied): a JSON object
+ * {"feature": [alpha, beta, n, support, low_rate, high_rate], ...}, the
+ * rates null while nothing is pooled.  Python's readers of the links table
+ * put these over the rows they read (heapmem.learning.pooled_now). */
+static void heap_pool_now(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc;
+  (void)argv;
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
+  sqlite3_stmt *pending = NULL, *row = NULL;
+  hp_ops ops = {0};
+  i64 maxid = 0;
+  char *why = NULL, *f = NULL;
+  sqlite3_str *out = sqlite3_str_new(x.db);
+  hm_keep_statements(&x);
+  int rc = hm_check_store(x.db, x.conn, &why), n = 0;
+  if (rc != SQLITE_OK) hf_fail(&x, rc, "%s", why ? why : "out of memory");
+  sqlite3_free(why);
+  if (!rc && !(rc = hf_prepare(&x, hf_sql_pending, &pending)) &&
+      (rc = hp_read(pending, &ops, &maxid)))
+    rc = rc == SQLITE_CORRUPT
+             ? hf_fail(&x, SQLITE_CORRUPT, "a pending change of the pooled layer is damaged")
+             : hf_sqlfail(&x, rc);
+  if (!rc) rc = hf_prepare(&x, hf_sql_pooled, &row);
+  sqlite3_str_appendchar(out, 1, '{');
+  for (int k = 0; !rc && k < ops.n; k++) {
+    const hp_op *op = &ops.v[k];
+    if (ops.first[hp_slot(&ops, op->f, op->flen)] != k) continue;
+    hp_row r;
+    if ((rc = hf_pooled_now(&x, row, &ops, op, &f, &r))) break;
+    char a[32], b[32], lo[32], hi[32];
+    hm_repr(r.a, a);
+    hm_repr(r.b, b);
+    hm_repr(r.lo, lo);
+    hm_repr(r.hi, hi);
+    if (n++) sqlite3_str_appendchar(out, 1, ',');
+    hm_json_string(out, f, op->flen);
+    sqlite3_str_appendf(out, ":[%s,%s,%lld,%lld,%s,%s]", a, b, (long long)r.n,
+                        (long long)r.support, r.has_rates ? lo : "null", r.has_rates ? hi : "null");
+  }
+  sqlite3_str_appendchar(out, 1, '}');
+  sqlite3_free(f);
+  hp_free(&ops);
+  hf_done(&x, pending);
+  hf_done(&x, row);
+  char *json = sqlite3_str_finish(out);
+  if (!rc && !json) rc = SQLITE_NOMEM;
+  if (rc == SQLITE_OK) {
+    sqlite3_result_text(ctx, json, -1, sqlite3_free);
+    return;
+  }
+  sqlite3_free(json);
+  if (rc == SQLITE_NOMEM && !x.err) sqlite3_result_error_nomem(ctx);
+  else hf_result_fail(ctx, &x, "heap_pool_now", rc);
 }
 
 #pragma endregion

@@ -33,6 +33,8 @@
  *   attribute.c  heap_attribute: which shown memories an answer used
  *   bm25.c       BM25 over one namespace: heap_bm25_row, heap_bm25_top,
  *                heap_ntokens
+ *   pool.c       the pooled layer's pending changes: their blob, reading and
+ *                applying them
  *   recall.c     heap_recall, recall as an eponymous virtual table, and the
  *                connection's kept statements
  *   place.c      recall's step for a candidate's place: its thread's
@@ -150,6 +152,8 @@ static int hm_errf(char *err, int errlen, const char *fmt, ...) {
 #include "embed.c"
 #include "attribute.c"
 #include "bm25.c"
+/* the pooled layer's pending changes, which recall and feedback apply */
+#include "pool.c"
 /* the loop: recall as a table, feedback and the pooled layer as calls, the store */
 #include "recall.c"
 #include "place.c"

@@ -157,13 +157,18 @@ static const char hr_sql_vpart[] =
     "WHERE p.part = ?1 AND m.namespace = ?2 ORDER BY p.seq";
 /* ?1 seq: its vector's partition */
 static const char hr_sql_vpart_of[] = "SELECT part FROM vector_parts WHERE seq = ?1";
-/* ?1 qtype, ?2 namespace, ?3 pseudocount */
+/* ?1 qtype, ?2 namespace: the pooled rows the namespace sees (the plain
+ * features and those crossed with the question type) with its own row of
+ * each (hr_link_set makes the link set of them) */
 static const char hr_sql_links[] =
-    "SELECT heap_links(p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0), "
-    "coalesce(o.alpha, 0) + max(p.alpha - coalesce(o.pool_alpha, 0), 0), "
-    "coalesce(o.beta, 0) + max(p.beta - coalesce(o.pool_beta, 0), 0), ?3) "
+    "SELECT p.feature, p.alpha, p.beta, o.alpha, o.beta, o.pool_alpha, o.pool_beta "
     "FROM links AS p LEFT JOIN links AS o ON o.namespace = ?2 AND o.feature = p.feature "
     "WHERE p.namespace = '*' AND p.qtype IN ('', ?1)";
+/* ?1 namespace, ?2 feature: its own row (a pooled row the pending changes made) */
+static const char hr_sql_own[] =
+    "SELECT alpha, beta, pool_alpha, pool_beta FROM links WHERE namespace = ?1 AND feature = ?2";
+/* the pooled layer's pending changes (csrc/pool.c), oldest first */
+static const char hr_sql_pending[] = "SELECT id, ops FROM pool_pending ORDER BY id";
 static const char hr_sql_show[] =
     "SELECT id, text, kind, source, key, created_at, last_used_at, metadata, thread, turn "
     "FROM memories WHERE seq = ?1";
@@ -212,8 +217,8 @@ static const char hr_sql_log[] =
 enum { HR_ST_CAND, HR_ST_HYBRID, HR_ST_LINKS, HR_ST_SHOW, HR_ST_TUNED, HR_ST_LOG,
        HR_ST_VROWS, HR_ST_VSTATE, HR_ST_VLOAD, HR_ST_JUDGED, HR_ST_ALLOW, HR_ST_KINDS,
        HR_ST_LOGGED, HR_ST_VPART, HR_ST_VPART_OF, HR_ST_VCENTS, HR_ST_KINDLIST, HR_ST_THREADS,
-       HR_ST_PLACE, HR_ST_NEIGHBOURS, HR_ST_NROWS, HR_ST_KIND_EACH, HR_ST_LEX_NS,
-       HR_ST_LEX_TERM, HR_ST_LEX_MATCH, HR_ST_LEX_PASS, HR_ST_LEX_KINDS, HR_NST };
+       HR_ST_PLACE, HR_ST_NEIGHBOURS, HR_ST_NROWS, HR_ST_KIND_EACH, HR_ST_OWN, HR_ST_PENDING,
+       HR_ST_LEX_NS, HR_ST_LEX_TERM, HR_ST_LEX_MATCH, HR_ST_LEX_PASS, HR_ST_LEX_KINDS, HR_NST };
 /* The lexical search's (hr_lexical).  ?1 namespace: its documents and FTS5
  * tokens, and whether it is alone in the file (no memory of another
  * namespace: then the FTS5 tag filters nothing and is left out) */
@@ -241,20 +246,38 @@ static const char *const hr_sql[HR_NST] = {
     hr_sql_log,     hr_sql_vrows,      hr_sql_vstate, hr_sql_vload,    hr_sql_judged,
     hr_sql_allow,   hr_sql_kinds,      hr_sql_logged, hr_sql_vpart,    hr_sql_vpart_of,
     hv_sql_cents,   hr_sql_kindlist,   hr_sql_threads, hr_sql_place,   hr_sql_neighbours,
-    hr_sql_nrows,   hr_sql_kind_each,  hr_sql_lex_ns, hr_sql_lex_term, hr_sql_lex_match,
-    hr_sql_lex_pass, hr_sql_lex_kinds};
+    hr_sql_nrows,   hr_sql_kind_each,  hr_sql_own,    hr_sql_pending,  hr_sql_lex_ns,
+    hr_sql_lex_term, hr_sql_lex_match, hr_sql_lex_pass, hr_sql_lex_kinds};
 
 /* The statements the loop's functions run, prepared once per connection:
  * kept by the connection's heap_recall table, whose xDisconnect (run before
  * SQLite checks for unfinalized statements at close) finalizes them. */
 #define HM_CACHE 40
 typedef struct hr_vtab hr_vtab;
+
+/* The carried model's unit vectors of logged questions, by their text
+ * (contextual utility compares each candidate's judged questions with the
+ * new one, and the same questions come back recall after recall): direct
+ * mapped, a slot per hash of the text, the text kept to compare, so that two
+ * texts of one hash never share a vector. */
+#define HR_QCACHE 512
+typedef struct {
+  char *text;  /* NULL: an empty slot */
+  int len, ok; /* ok 0: the model knows none of its words */
+  float v[HM_EMBED_DIM];
+} hr_qvec;
+
+typedef struct ht_job ht_job; /* tune.c: a tune run in steps */
+static void ht_job_free(ht_job *j);
+
 typedef struct {
   const sqlite3_api_routines *api; /* the SQLite library of the connection */
   hr_vtab *vt;      /* the connection's heap_recall, once connected */
   int checked;      /* the file's schema was found heapmem's own ... */
   long long cookie; /* ... at this schema cookie (store.c, hs_check) */
   hv_cache *vc;     /* the namespaces' vectors (embed.c), once a recall needs them */
+  hr_qvec *qc;      /* HR_QCACHE logged questions' vectors, once a recall needs them */
+  ht_job *job;      /* the auto-tune this connection steps after its feedback (tune.c) */
   hm_stemmer *stem; /* porter over unicode61, as memories_fts tokenizes (register.c) */
 } hm_conn;
 
@@ -264,6 +287,9 @@ static void hm_conn_free(void *p) {
   if (!conn) return;
   sqlite3_api = conn->api;
   hv_free(conn->vc);
+  for (int i = 0; conn->qc && i < HR_QCACHE; i++) sqlite3_free(conn->qc[i].text);
+  sqlite3_free(conn->qc);
+  ht_job_free(conn->job);
   hm_stemmer_free(conn->stem);
   sqlite3_free(conn);
 }
@@ -1216,21 +1242,121 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
   return hr_read_filters(t, arg, a);
 }
 
+/* One link of a namespace's set: its own counts (oa, ob), its share of the
+ * pooled row (sa, sb) and the pooled row as pending changes leave it
+ * (pa, pb), viewed as heap_links views them (the pooled row less the
+ * namespace's share, borrowed up to pseudocount), its feature hashed as
+ * heap_links hashes it (up to a NUL).  0, or -1 for what heap_links would
+ * refuse (a damaged row): counts not finite and >= 0, a feature name that
+ * is not UTF-8. */
+static int hr_link(const char *f, int flen, double oa, double ob, double sa, double sb, double pa,
+                   double pb, double pseudocount, hm_link *l) {
+  double x[4] = {oa, ob, oa + (pa - sa > 0 ? pa - sa : 0), ob + (pb - sb > 0 ? pb - sb : 0)};
+  i64 chars;
+  for (int i = 0; i < 4; i++)
+    if (!isfinite(x[i]) || x[i] < 0) return -1;
+  if (!hm_utf8_ok((const unsigned char *)f, flen, 1, &chars)) return -1;
+  const char *nul = memchr(f, 0, (size_t)flen);
+  l->h = hm_fnv64(f, nul ? (size_t)(nul - f) : (size_t)flen);
+  hm_link_view(x[0], x[1], x[2], x[3], pseudocount, &l->a, &l->b);
+  return 0;
+}
+
+/* The link set namespace ns sees for question type qt: every pooled row of
+ * the plain features and those crossed with qt, with the pooled layer's
+ * pending changes (ops) applied and the namespace's own row (links: the
+ * statement hr_sql_links, own: hr_sql_own, both prepared by the caller),
+ * as heap_links() makes it: *blob (sqlite3_malloc'ed), *len.  SQLITE_CORRUPT
+ * for a row heap_links would refuse (hr_link). */
+static int hr_link_set(sqlite3_stmt *links, sqlite3_stmt *own, const hp_ops *ops,
+                       const char *qt, const char *ns, double pseudocount, unsigned char **blob,
+                       int *len) {
+  HM_API_HERE; /* sqlite3_* calls for every pooled row, as heap_links_step had */
+  hm_link *v = NULL;
+  i64 n = 0, cap = 0;
+  unsigned char *seen = ops->nslot ? sqlite3_malloc64((sqlite3_uint64)ops->nslot) : NULL;
+  int rc = SQLITE_OK;
+  if (ops->nslot && !seen) return SQLITE_NOMEM;
+  if (seen) memset(seen, 0, (size_t)ops->nslot);
+  sqlite3_bind_text(links, 1, qt, -1, SQLITE_STATIC);
+  sqlite3_bind_text(links, 2, ns, -1, SQLITE_STATIC);
+  for (int pass = 0; pass < 2 && !rc; pass++) {
+    /* pass 0: the stored pooled rows; 1: those only pending changes made */
+    for (int k = 0; !rc; k++) {
+      hp_row p = {.exists = 1};
+      double o[4] = {0, 0, 0, 0};
+      const char *f;
+      int flen;
+      if (pass == 0) {
+        int step = sqlite3_step(links);
+        if (step != SQLITE_ROW) {
+          rc = step == SQLITE_DONE ? SQLITE_OK : step;
+          break;
+        }
+        f = (const char *)sqlite3_column_text(links, 0);
+        flen = sqlite3_column_bytes(links, 0);
+        if (!f) { rc = SQLITE_NOMEM; break; }
+        p.a = sqlite3_column_double(links, 1);
+        p.b = sqlite3_column_double(links, 2);
+        for (int i = 0; i < 4; i++) o[i] = sqlite3_column_double(links, 3 + i);
+        int slot = hp_slot(ops, f, flen);
+        if (slot >= 0) seen[slot] = 1, hp_apply(ops, f, flen, &p);
+      } else {
+        if (k >= ops->nslot) break;
+        if (ops->first[k] < 0 || seen[k]) continue;
+        const hp_op *op = &ops->v[ops->first[k]];
+        const char *slash = memchr(op->f, '/', (size_t)op->flen);
+        int qlen = slash ? (int)(slash - op->f) : 0;
+        if (qlen && ((int)strlen(qt) != qlen || memcmp(op->f, qt, (size_t)qlen))) continue;
+        f = op->f, flen = op->flen, p.exists = 0;
+        hp_apply(ops, f, flen, &p);
+        sqlite3_reset(own);
+        sqlite3_bind_text(own, 1, ns, -1, SQLITE_STATIC);
+        sqlite3_bind_text(own, 2, f, flen, SQLITE_STATIC);
+        if ((rc = sqlite3_step(own)) == SQLITE_ROW)
+          for (int i = 0; i < 4; i++) o[i] = sqlite3_column_double(own, i);
+        rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+        sqlite3_reset(own);
+        if (rc) break;
+      }
+      if (n == cap) {
+        cap = cap ? 2 * cap : 256;
+        hm_link *g = sqlite3_realloc64(v, (sqlite3_uint64)cap * sizeof *g);
+        if (!g) { rc = SQLITE_NOMEM; break; }
+        v = g;
+      }
+      if (hr_link(f, flen, o[0], o[1], o[2], o[3], p.a, p.b, pseudocount, &v[n]))
+        rc = SQLITE_CORRUPT;
+      else n++;
+    }
+  }
+  sqlite3_reset(links);
+  sqlite3_free(seen);
+  if (!rc && !(*blob = hm_links_blob(v, n, len))) rc = SQLITE_NOMEM;
+  sqlite3_free(v);
+  return rc;
+}
+
 /* The link set the namespace sees, into c->links. */
 static int hr_read_links(hr_vtab *t, hr_cursor *c, const char *ns) {
-  sqlite3_stmt *st = NULL;
+  sqlite3_stmt *st = NULL, *own = NULL, *pending = NULL;
+  hp_ops ops = {0};
+  i64 maxid;
   int rc;
-  if ((rc = hr_stmt(t, HR_ST_LINKS, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
-  sqlite3_bind_text(st, 1, c->qtype, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 2, ns, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_double(st, 3, c->cfg.pooled_pseudocount);
-  rc = sqlite3_step(st);
-  if (rc != SQLITE_ROW) return hr_sqlfail(t, rc);
-  c->linkslen = sqlite3_column_bytes(st, 0);
-  c->links = sqlite3_malloc64(c->linkslen ? (sqlite3_uint64)c->linkslen : 1);
-  if (!c->links) return SQLITE_NOMEM;
-  if (c->linkslen) memcpy(c->links, sqlite3_column_blob(st, 0), (size_t)c->linkslen);
-  sqlite3_reset(st);
+  if ((rc = hr_stmt(t, HR_ST_PENDING, &pending)) || (rc = hp_read(pending, &ops, &maxid)) ||
+      (rc = hr_stmt(t, HR_ST_LINKS, &st)) || (rc = hr_stmt(t, HR_ST_OWN, &own)) ||
+      (rc = hr_link_set(st, own, &ops, c->qtype, ns, c->cfg.pooled_pseudocount, &c->links,
+                        &c->linkslen))) {
+    hp_free(&ops);
+    if (rc == SQLITE_CORRUPT) {
+      hr_fail(t, "heap_recall: %s", "the learned links are damaged (a pooled row or a pending "
+                                    "change of one holds counts that are not finite and >= 0, "
+                                    "or a feature name that is not UTF-8)");
+      return rc;
+    }
+    return hr_sqlfail(t, rc);
+  }
+  hp_free(&ops);
   return SQLITE_OK;
 }
 
@@ -1773,6 +1899,32 @@ static int hr_question_vector(const hr_cursor *c, const char *query, float *out)
  * (hm_link_ratio > 1).  Until then a record can move a memory only through
  * the feature's learned usefulness, which feedback that tells nothing
  * (shuffled) never lets through (bench/RESULTS.md 18). */
+/* A logged question's unit vector by the carried model, from the
+ * connection's cache or embedded (and kept) now; NULL when the model knows
+ * none of its words.  Without a cache (out of memory) it is embedded into
+ * a buffer of the thread's, good until the next call. */
+static const float *hr_logged_vector(hm_conn *conn, const char *q, int len) {
+  static __thread float spare[HM_EMBED_DIM];
+  char err[HM_ERRLEN];
+  if (conn && !conn->qc) {
+    conn->qc = sqlite3_malloc64((sqlite3_uint64)HR_QCACHE * sizeof *conn->qc);
+    if (conn->qc) memset(conn->qc, 0, (size_t)HR_QCACHE * sizeof *conn->qc);
+  }
+  hr_qvec *e = conn && conn->qc ? &conn->qc[hm_fnv64(q, (size_t)len) % HR_QCACHE] : NULL;
+  if (e && e->text && e->len == len && !memcmp(e->text, q, (size_t)len))
+    return e->ok ? e->v : NULL;
+  float *v = e ? e->v : spare;
+  int ok = hm_embed(q, len, v, HM_EMBED_DIM, err, sizeof err) > 0;
+  if (e) {
+    sqlite3_free(e->text);
+    e->text = sqlite3_malloc64((sqlite3_uint64)len + 1);
+    if (e->text) memcpy(e->text, q, (size_t)len), e->text[len] = 0;
+    e->len = len;
+    e->ok = ok;
+  }
+  return ok ? v : NULL;
+}
+
 static int hr_context(hr_vtab *t, hr_cursor *c, const char *query) {
   for (int i = 0; i < c->n; i++) c->rows[i].ctx = 1.0, c->rows[i].ctx_n = 0.0;
   float qv[HM_EMBED_DIM];
@@ -1794,15 +1946,13 @@ static int hr_context(hr_vtab *t, hr_cursor *c, const char *query) {
   if (!ua) { sqlite3_reset(st); return SQLITE_NOMEM; }
   double *ub = ua + c->n, *best = ub + c->n;
   for (int i = 0; i < 3 * c->n; i++) ua[i] = i < 2 * c->n ? 0 : -1;
-  float v[HM_EMBED_DIM];
-  char err[HM_ERRLEN];
   double lo = c->cfg.context_min_sim;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     i64 seq = sqlite3_column_int64(st, 0);
     int used = sqlite3_column_int(st, 1) != 0;
     const char *q = (const char *)sqlite3_column_text(st, 2);
-    if (!q || hm_embed(q, sqlite3_column_bytes(st, 2), v, HM_EMBED_DIM, err, sizeof err) <= 0)
-      continue;
+    const float *v = q ? hr_logged_vector(t->conn, q, sqlite3_column_bytes(st, 2)) : NULL;
+    if (!v) continue;
     double sim = 0;
     for (int d = 0; d < HM_EMBED_DIM; d++) sim += (double)v[d] * qv[d];
     if (!(sim > lo)) continue;

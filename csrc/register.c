@@ -14,8 +14,9 @@
 
 /* heap_statement(name): the text of a statement heap_recall, heap_feedback or
  * heap_tune runs ('candidates', 'hybrid', 'links', 'show', 'log', 'edges', 'threads', ...,
- * 'tune_recalls', 'tune_events', 'autotune_used', 'autotune_count'), for EXPLAIN QUERY PLAN and for readers who
- * want to see what runs. */
+ * 'tune_recalls', 'tune_events', 'tune_first_event', 'autotune_used',
+ * 'autotune_count'), for EXPLAIN QUERY PLAN and for readers who want to see
+ * what runs. */
 static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
   static const struct { const char *name, *sql; } all[] = {
@@ -26,10 +27,10 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
       {"threads", hr_sql_threads}, {"place", hr_sql_place},
       {"neighbours", hr_sql_neighbours}, {"nrows", hr_sql_nrows},
       {"tune_recalls", ht_sql_recalls},
-      {"tune_events", ht_sql_events_from}, {"autotune_used", ht_sql_used},
-      {"autotune_count", ht_sql_count}, {"bm25_namespace", hr_sql_lex_ns},
-      {"bm25_term", hr_sql_lex_term}, {"bm25_match", hr_sql_lex_match},
-      {"bm25_pass", hr_sql_lex_pass},
+      {"tune_events", ht_sql_events}, {"tune_first_event", ht_sql_first_event},
+      {"autotune_used", ht_sql_used}, {"autotune_count", ht_sql_count},
+      {"bm25_namespace", hr_sql_lex_ns}, {"bm25_term", hr_sql_lex_term},
+      {"bm25_match", hr_sql_lex_match}, {"bm25_pass", hr_sql_lex_pass},
   };
   const char *name = (const char *)sqlite3_value_text(argv[0]);
   for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
@@ -41,8 +42,8 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
                             "heap_feedback's or heap_tune's statements: candidates, hybrid, "
                             "links, show, log, edges, before, vrows, vectors, allow, vpart, "
                             "threads, place, neighbours, nrows, "
-                            "tune_recalls, tune_events, autotune_used, autotune_count, "
-                            "bm25_namespace, bm25_term, bm25_match, bm25_pass", -1);
+                            "tune_recalls, tune_events, tune_first_event, autotune_used, "
+                            "autotune_count, bm25_namespace, bm25_term, bm25_match, bm25_pass", -1);
 }
 
 #pragma endregion
@@ -282,6 +283,8 @@ static const struct {
     HM_SCALAR("heap_forget", 1, HM_WRITE, heap_forget),
     HM_SCALAR("heap_forget_namespace", 1, HM_WRITE, heap_forget_namespace),
     HM_SCALAR("heap_rebuild_pool", 0, HM_WRITE, heap_rebuild_pool),
+    HM_SCALAR("heap_fold_pool", 0, HM_WRITE, heap_fold_pool),
+    HM_SCALAR("heap_pool_now", 0, HM_WRITE, heap_pool_now),
     HM_SCALAR("heap_rebuild_pool", 1, HM_WRITE, heap_rebuild_pool),
     HM_SCALAR("heap_tune", 0, HM_WRITE, heap_tune),
     HM_SCALAR("heap_tune", 1, HM_WRITE, heap_tune),

@@ -530,9 +530,56 @@ HM_API int hm_explore(int n, const char *const *features, const double *age_days
   return HM_OK;
 }
 
+/* One memory of a batch as hm_score_one reads it: no part of relevance to
+ * explain, no factor but usefulness (heap_recall puts the others on after). */
+static hm_input hm_batch_input(double relevance, double age_days, double importance,
+                               int superseded, const char *features) {
+  return (hm_input){.relevance = relevance, .age_days = age_days, .importance = importance,
+                    .superseded = superseded, .features = features, .bm25_part = NAN,
+                    .cos_part = NAN, .context = 1.0, .explore = 1.0, .thread = 1.0,
+                    .time = 1.0};
+}
+
+/* The scores hm_score_batch gives n memories (its column 5) under each of nw
+ * weights of w_usefulness (w[0..nw), the rest of c as it is), into
+ * score[k * n + i]: each memory's usefulness and evidence worked out once,
+ * since they do not depend on the weight, then hm_finish under each weight
+ * (what tune's replay needs: the same numbers as nw calls of hm_score_batch).
+ * bad and err as hm_score_batch's. */
+static int hm_score_weights(int n, const double *relevance, const double *age_days,
+                            const double *importance, const int *superseded,
+                            const char *const *features, const char *qtype,
+                            const unsigned char *links, i64 linkslen, const hm_config *c,
+                            const double *w, int nw, double *score, int *bad, char *err,
+                            int errlen) {
+  static __thread char active[HM_ACTIVE_LEN];
+  double eff[2 * HM_MAX_FEATURES];
+  if (bad) *bad = -1;
+  i64 count = hm_batch_links(links, linkslen, c, err, errlen);
+  if (count < 0) return HM_ERROR;
+  for (int i = 0; i < n; i++) {
+    hm_input in = hm_batch_input(relevance[i], age_days[i], importance[i], superseded[i],
+                                 features[i]);
+    hm_factors f;
+    int k;
+    if (hm_score_one(&in, qtype, links, count, c, &f, active, sizeof active, eff, &k, err,
+                     errlen)) {
+      if (bad) *bad = i;
+      return HM_ERROR;
+    }
+    for (int j = 0; j < nw; j++) {
+      hm_config cw = *c;
+      cw.w_usefulness = w[j];
+      hm_finish(&in, f.usefulness, f.evidence, &cw, &f);
+      score[(i64)j * n + i] = f.score;
+    }
+  }
+  return HM_OK;
+}
+
 /* Score n candidates.  out receives n x HM_SCORE_COLUMNS doubles: relevance,
- * recency, importance, usefulness, rules, score, rest.  Returns HM_OK, or HM_ERROR with the
- * failing row's index in *bad and a message in err. */
+ * recency, importance, usefulness, rules, score, rest, lift.  Returns HM_OK, or HM_ERROR with
+ * the failing row's index in *bad and a message in err. */
 HM_API int hm_score_batch(int n, const double *relevance, const double *age_days,
                           const double *importance, const int *superseded,
                           const char *const *features, const char *qtype,
@@ -548,10 +595,8 @@ HM_API int hm_score_batch(int n, const double *relevance, const double *age_days
   struct { u64 h; const char *features, *bucket; double use, evidence; } memo[64];
   int nmemo = 0;
   for (int i = 0; i < n; i++) {
-    hm_input in = {.relevance = relevance[i], .age_days = age_days[i],
-                   .importance = importance[i], .superseded = superseded[i],
-                   .features = features[i], .bm25_part = NAN, .cos_part = NAN,
-                   .context = 1.0, .explore = 1.0, .thread = 1.0, .time = 1.0};
+    hm_input in = hm_batch_input(relevance[i], age_days[i], importance[i], superseded[i],
+                                 features[i]);
     hm_factors f;
     int k, hit = -1;
     u64 h = 0;

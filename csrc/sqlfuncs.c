@@ -313,30 +313,36 @@ cleanup:
   acc->failed = 1;
 }
 
-static void heap_links_final(sqlite3_context *ctx) {
-  hm_links_acc *acc = sqlite3_aggregate_context(ctx, 0);
-  unsigned char *blob = NULL;
-  if (acc && acc->failed) goto cleanup;
-  i64 n = acc ? acc->n : 0;
-  if (n > 0) qsort(acc->v, (size_t)n, sizeof(hm_link), hm_link_cmp);
-  /* a feature listed twice keeps its last row: fold duplicates */
+/* The link-set blob of v[0..n) (sorted here by hash; a feature listed
+ * twice keeps its last row), sqlite3_malloc'ed, its size in *len; NULL when
+ * out of memory.  heap_links and heap_recall's link set (recall.c) make it. */
+static unsigned char *hm_links_blob(hm_link *v, i64 n, int *len) {
+  if (n > 0) qsort(v, (size_t)n, sizeof(hm_link), hm_link_cmp);
   i64 m = 0;
   for (i64 i = 0; i < n; i++) {
-    if (m > 0 && acc->v[m - 1].h == acc->v[i].h) acc->v[m - 1] = acc->v[i];
-    else acc->v[m++] = acc->v[i];
+    if (m > 0 && v[m - 1].h == v[i].h) v[m - 1] = v[i];
+    else v[m++] = v[i];
   }
   i64 size = HM_LINKS_HEADER + m * (i64)sizeof(hm_link);
-  blob = sqlite3_malloc64((sqlite3_uint64)size);
-  if (!blob) { sqlite3_result_error_nomem(ctx); goto cleanup; }
+  unsigned char *blob = sqlite3_malloc64((sqlite3_uint64)size);
+  if (!blob) return NULL;
   memcpy(blob, HM_LINKS_MAGIC, 4);
   u32 count = (u32)m;
   memcpy(blob + 4, &count, 4);
-  if (m > 0) memcpy(blob + HM_LINKS_HEADER, acc->v, (size_t)m * sizeof(hm_link));
-  sqlite3_result_blob64(ctx, blob, (sqlite3_uint64)size, sqlite3_free);
-  blob = NULL;
+  if (m > 0) memcpy(blob + HM_LINKS_HEADER, v, (size_t)m * sizeof(hm_link));
+  *len = (int)size;
+  return blob;
+}
+
+static void heap_links_final(sqlite3_context *ctx) {
+  hm_links_acc *acc = sqlite3_aggregate_context(ctx, 0);
+  int size = 0;
+  if (acc && acc->failed) goto cleanup;
+  unsigned char *blob = hm_links_blob(acc ? acc->v : NULL, acc ? acc->n : 0, &size);
+  if (!blob) sqlite3_result_error_nomem(ctx);
+  else sqlite3_result_blob64(ctx, blob, (sqlite3_uint64)size, sqlite3_free);
 cleanup:
   if (acc) sqlite3_free(acc->v);
-  sqlite3_free(blob);
 }
 
 /* The optional config argument argv[i] ('w_recency=0 ...', NULL or absent:
@@ -530,16 +536,11 @@ static int hm_sql_credit(sqlite3_context *ctx, int argc, sqlite3_value **argv, c
   return k;
 }
 
-/* heap_credit(features, qtype, age_days, used, links [, config]) -> what
- * judging one shown memory teaches, as JSON [[feature, d_alpha, d_beta], ...]
- * (the events table's deltas); links matter only to the reference learner
- * (model=0). */
-static void heap_credit(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  char names[HM_ACTIVE_LEN];
-  double da[2 * HM_MAX_FEATURES], db[2 * HM_MAX_FEATURES];
-  int k = hm_sql_credit(ctx, argc, argv, "heap_credit", names, sizeof names, da, db);
-  if (k < 0) return;
-  sqlite3_str *str = sqlite3_str_new(NULL);
+/* hm_credit's k names (space-separated) and deltas as an event's deltas,
+ * [["feature", d_alpha, d_beta], ...], appended to str (heap_credit's
+ * result; feedback.c writes events with it). */
+static void hm_credit_json(sqlite3_str *str, const char *names, const double *da,
+                           const double *db, int k) {
   sqlite3_str_appendchar(str, 1, '[');
   const char *name = names;
   for (int i = 0; i < k; i++) {
@@ -558,6 +559,19 @@ static void heap_credit(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     name += len;
   }
   sqlite3_str_appendchar(str, 1, ']');
+}
+
+/* heap_credit(features, qtype, age_days, used, links [, config]) -> what
+ * judging one shown memory teaches, as JSON [[feature, d_alpha, d_beta], ...]
+ * (the events table's deltas); links matter only to the reference learner
+ * (model=0). */
+static void heap_credit(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  char names[HM_ACTIVE_LEN];
+  double da[2 * HM_MAX_FEATURES], db[2 * HM_MAX_FEATURES];
+  int k = hm_sql_credit(ctx, argc, argv, "heap_credit", names, sizeof names, da, db);
+  if (k < 0) return;
+  sqlite3_str *str = sqlite3_str_new(NULL);
+  hm_credit_json(str, names, da, db, k);
   int rc = sqlite3_str_errcode(str);
   char *out = sqlite3_str_finish(str);
   if (rc != SQLITE_OK || !out) {

@@ -17,6 +17,9 @@
  * force, as heap_score takes it; the store's tuned config) and auto (true:
  * auto-tune's settings, ht_auto_opts, for every option not given, so that
  * '{"auto": true, "deploy": false}' says what auto-tune would do now).
+ * '{"pending": true}' (with config, if any, and nothing else) ends the
+ * auto-tune under way in this call instead (ht_pending, in the auto-tune
+ * region below) and returns what a feedback's auto_tune would say, or null.
  *
  * Every tracked recall logs what it showed (features, ages, the score
  * without usefulness); feedback logs which were used.  heap_tune replays the
@@ -192,6 +195,8 @@ typedef struct {
   int deploy, has_against;
   double against, level;
   hm_config cfg; /* the config in force */
+  int pending;   /* heap_tune('{"pending": true}'): auto-tune's tune under way, ended now */
+  int given;     /* how many options were given */
 } ht_opts;
 
 static const double ht_grid[] = {0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0};
@@ -291,7 +296,7 @@ static int ht_config(hf_ctx *x, const char *text, hm_config *cfg) {
 }
 
 static const char ht_keys[] =
-    "against, auto, boot, config, deploy, grid, level, newest, seed";
+    "against, auto, boot, config, deploy, grid, level, newest, pending, seed";
 
 /* Read one option (st's row: key, type, value) into o. */
 static int ht_opt(hf_ctx *x, sqlite3_stmt *st, const char *json, ht_opts *o,
@@ -299,6 +304,13 @@ static int ht_opt(hf_ctx *x, sqlite3_stmt *st, const char *json, ht_opts *o,
   const char *k = (const char *)sqlite3_column_text(st, 0);
   const char *type = (const char *)sqlite3_column_text(st, 1);
   if (!k || !type) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  o->given++;
+  if (!strcmp(k, "pending")) {
+    if (strcmp(type, "true") && strcmp(type, "false"))
+      return hf_fail(x, SQLITE_ERROR, "pending must be true or false");
+    o->pending = !strcmp(type, "true");
+    return SQLITE_OK;
+  }
   if (!strcmp(k, "auto")) {
     if (strcmp(type, "true") && strcmp(type, "false"))
       return hf_fail(x, SQLITE_ERROR, "auto must be true or false");
@@ -408,6 +420,7 @@ static int ht_read_opts(hf_ctx *x, sqlite3_value *v, ht_opts *o) {
   o->deploy = 1;
   o->has_against = 0;
   o->level = 0.95;
+  o->pending = o->given = 0;
   int rc = SQLITE_OK, autotune = 0;
   char *config = NULL;
   if (v && sqlite3_value_type(v) != SQLITE_NULL) {
@@ -423,8 +436,12 @@ static int ht_read_opts(hf_ctx *x, sqlite3_value *v, ht_opts *o) {
                      hm_limits.MAX_JSON_DEPTH);
     rc = ht_apply_opts(x, json, o, &config, &autotune);
     i64 judged = 0;
+    if (!rc && o->pending && o->given > 1 + (config != NULL))
+      rc = hf_fail(x, SQLITE_ERROR, "pending takes no other option but config: it ends the "
+                                    "auto-tune under way with auto-tune's own settings");
     if (!rc && autotune && !(rc = ht_judged(x, &judged))) {
       ht_auto_opts(o, judged);
+      o->given = 0;
       rc = ht_apply_opts(x, json, o, &config, &autotune); /* what was given wins */
     }
   }
@@ -474,15 +491,35 @@ static void ht_log_free(ht_log *l) {
   ht_sums_free(&l->hpooled);
 }
 
-/* ?1: how many of the newest (-1: all).  One row per shown memory, each
- * recall's in position order, the recalls oldest first. */
+/* The log a tune reads: the events and the recalls of these ids at most
+ * (auto-tune's is the log as it was when its point was claimed; heap_tune's,
+ * the log as it is when it starts). */
+typedef struct {
+  i64 max_event, max_recall;
+} ht_bounds;
+
+/* How much of a tune's work one step does at least, in units of about a
+ * nanosecond each on the machine of bench/RESULTS.md 23 (the work is
+ * counted, never timed): auto-tune runs in steps, one after each feedback,
+ * so that no feedback waits for a whole tune, each step the rest of the tune
+ * spread over half the feedbacks until the next point (ht_recalls_read), and
+ * HT_STEP_WORK at least; heap_tune runs every step at once. */
+#define HT_STEP_WORK 1000000
+#define HT_RECALL_CHUNK 16 /* judged recalls read by one statement */
+#define HT_EVENT_SPAN 32   /* event ids read by one statement */
+#define HT_BOOT_CHUNK 64   /* bootstrap resamples between two looks at the budget */
+
+/* ?1 the newest id to read, ?2 how many recalls, ?3 the newest event that
+ * counts.  One row per shown memory, each recall's in position order, the
+ * recalls newest first: the judged recalls (a used memory's event within the
+ * log) read a chunk at a time, from the newest down. */
 static const char ht_sql_recalls[] =
     "SELECT r.id, r.namespace, r.qtype, json_array_length(r.features), f.value, "
     "json_extract(r.ages, '$[' || f.key || ']'), json_extract(r.rest, '$[' || f.key || ']'), "
     "f.type FROM (SELECT id, namespace, qtype, ages, features, rest FROM recalls AS q "
-    "WHERE EXISTS (SELECT 1 FROM events AS e WHERE e.recall_id = q.id AND e.used = 1) "
-    "ORDER BY q.id DESC LIMIT ?1) AS r LEFT JOIN json_each(r.features) AS f "
-    "ORDER BY r.id, f.key";
+    "WHERE q.id <= ?1 AND EXISTS (SELECT 1 FROM events AS e WHERE e.recall_id = q.id "
+    "AND e.used = 1 AND e.id <= ?3) ORDER BY q.id DESC LIMIT ?2) AS r "
+    "LEFT JOIN json_each(r.features) AS f ORDER BY r.id DESC, f.key";
 
 static int ht_is_num(sqlite3_stmt *st, int i) {
   int t = sqlite3_column_type(st, i);
@@ -520,42 +557,65 @@ static int ht_recall_new(hf_ctx *x, ht_log *l, sqlite3_stmt *st, int n) {
   return SQLITE_OK;
 }
 
-/* The judged recalls (the newest o->newest, or all), oldest first. */
-static int ht_read_recalls(hf_ctx *x, const ht_opts *o, ht_log *l) {
+/* One shown memory's row of ht_sql_recalls added to the recall read last
+ * (the recall made first when the row starts one: *last its id). */
+static int ht_recall_row(hf_ctx *x, ht_log *l, sqlite3_stmt *st, i64 *last, int *want) {
+  i64 id = sqlite3_column_int64(st, 0);
+  int rc;
+  if (!l->n || id != *last) {
+    *want = sqlite3_column_int(st, 3);
+    if (*want < 0 || *want > 100000) return ht_damaged(x);
+    if ((rc = ht_recall_new(x, l, st, *want))) return rc;
+    *last = id;
+  }
+  ht_recall *r = &l->r[l->n - 1];
+  if (sqlite3_column_type(st, 7) == SQLITE_NULL) return SQLITE_OK; /* shown nothing */
+  const char *f = (const char *)sqlite3_column_text(st, 4);
+  const char *type = (const char *)sqlite3_column_text(st, 7);
+  if (r->n >= *want || !f || !type || strcmp(type, "text") || !ht_is_num(st, 5) ||
+      !ht_is_num(st, 6))
+    return ht_damaged(x);
+  if (!(r->features[r->n] = sqlite3_mprintf("%s", f)))
+    return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  r->ages[r->n] = sqlite3_column_double(st, 5);
+  double rest = sqlite3_column_double(st, 6);
+  r->rest[r->n] = rest < 0 ? 0.0 : rest; /* as the replay always took it */
+  r->n++;
+  return SQLITE_OK;
+}
+
+/* The judged recalls within b (the newest o->newest, or all), newest first,
+ * HT_RECALL_CHUNK at a time while *work is below budget: *cursor the newest
+ * id still to read.  *done once they are all read, then oldest first. */
+static int ht_read_recalls(hf_ctx *x, const ht_opts *o, const ht_bounds *b, ht_log *l,
+                           i64 *cursor, i64 budget, i64 *work, int *done) {
   sqlite3_stmt *st = NULL;
   int rc = hf_prepare(x, ht_sql_recalls, &st), want = 0;
-  if (rc) return rc;
-  sqlite3_bind_int64(st, 1, o->newest);
-  i64 last = 0;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    i64 id = sqlite3_column_int64(st, 0);
-    if (!l->n || id != last) {
-      want = sqlite3_column_int(st, 3);
-      if (want < 0 || want > 100000) { rc = ht_damaged(x); break; }
-      if ((rc = ht_recall_new(x, l, st, want))) break;
-      last = id;
+  while (!rc && !*done && *work < budget) {
+    i64 chunk = HT_RECALL_CHUNK, had = l->n, last = 0;
+    if (o->newest >= 0 && o->newest - l->n < chunk) chunk = o->newest - l->n;
+    if (chunk <= 0) { *done = 1; break; }
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, *cursor);
+    sqlite3_bind_int64(st, 2, chunk);
+    sqlite3_bind_int64(st, 3, b->max_event);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      *work += 2200;
+      if ((rc = ht_recall_row(x, l, st, &last, &want))) break;
     }
-    ht_recall *r = &l->r[l->n - 1];
-    if (sqlite3_column_type(st, 7) == SQLITE_NULL) continue; /* shown nothing */
-    const char *f = (const char *)sqlite3_column_text(st, 4);
-    const char *type = (const char *)sqlite3_column_text(st, 7);
-    if (r->n >= want || !f || !type || strcmp(type, "text") || !ht_is_num(st, 5) ||
-        !ht_is_num(st, 6)) {
-      rc = ht_damaged(x);
-      break;
-    }
-    if (!(r->features[r->n] = sqlite3_mprintf("%s", f))) {
-      rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
-      break;
-    }
-    r->ages[r->n] = sqlite3_column_double(st, 5);
-    double rest = sqlite3_column_double(st, 6);
-    r->rest[r->n] = rest < 0 ? 0.0 : rest; /* as the replay always took it */
-    r->n++;
+    if (rc != SQLITE_DONE) break;
+    rc = SQLITE_OK;
+    if (l->n > had) *cursor = l->r[l->n - 1].id - 1;
+    if (l->n - had < chunk) *done = 1;
   }
   hf_done(x, st);
-  if (rc == SQLITE_DONE) rc = SQLITE_OK;
-  else if (!x->err) rc = hf_sqlfail(x, rc);
+  if (rc != SQLITE_OK && !x->err) rc = hf_sqlfail(x, rc);
+  if (!rc && *done) /* oldest first */
+    for (int i = 0, j = l->n - 1; i < j; i++, j--) {
+      ht_recall t = l->r[i];
+      l->r[i] = l->r[j];
+      l->r[j] = t;
+    }
   return rc;
 }
 
@@ -611,13 +671,16 @@ static u64 ht_key3(int fold, int ns, int f) {
   return ((u64)fold << 60) | ((u64)(u32)ns << 30) | (u32)f;
 }
 
-/* ?1: the first recall whose events count (all without it), in the log's
- * order. */
+/* ?1 after this event id, ?2 up to this one, ?3 the first recall whose
+ * events count (NULL: all): a span of the log, in its order (by rowid, so a
+ * step reads only the span it is given). */
 static const char ht_sql_events[] =
-    "SELECT id, recall_id, namespace, used, position, deltas FROM events ORDER BY id";
-static const char ht_sql_events_from[] =
-    "SELECT id, recall_id, namespace, used, position, deltas "
-    "FROM events INDEXED BY sqlite_autoindex_events_1 WHERE recall_id >= ?1 ORDER BY id";
+    "SELECT id, recall_id, namespace, used, position, deltas FROM events "
+    "WHERE id > ?1 AND id <= ?2 AND (?3 IS NULL OR recall_id >= ?3) ORDER BY id";
+/* ?1 the first recall whose events count: the first of their events (through
+ * the UNIQUE(recall_id, position) index), where the span reads start */
+static const char ht_sql_first_event[] =
+    "SELECT min(id) FROM events INDEXED BY sqlite_autoindex_events_1 WHERE recall_id >= ?1";
 /* one event's deltas through SQLite's JSON, where ht_parse_deltas declines */
 static const char ht_sql_deltas[] =
     "SELECT json_extract(d.value, '$[0]'), json_extract(d.value, '$[1]'), "
@@ -718,60 +781,110 @@ static int ht_deltas(hf_ctx *x, ht_log *l, const char *text, int ns, int fold) {
   return x->err ? rc : hf_sqlfail(x, rc);
 }
 
-/* The event log (all of it, or from the oldest replayed recall on): the
- * counts, and the positions each judged recall's feedback marked used. */
-static int ht_read_events(hf_ctx *x, const ht_opts *o, ht_log *l) {
+/* One event's row of ht_sql_events: its deltas counted, and the position it
+ * marked used if its recall is replayed. */
+static int ht_event_row(hf_ctx *x, ht_log *l, sqlite3_stmt *st) {
+  const char *name = (const char *)sqlite3_column_text(st, 2);
+  int ns = ht_intern(&l->names, name ? name : "");
+  if (ns < 0) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  int has_rid = sqlite3_column_type(st, 1) != SQLITE_NULL;
+  i64 rid = sqlite3_column_int64(st, 1);
+  /* a forgotten recall's event, or one of a namespace no replayed recall is
+   * in: every fold learns from it */
+  int ranked = ns < l->nrank && l->rank[ns] >= 0;
+  int fold = !has_rid || (l->by_ns && !ranked) ? -1 : ht_fold(l, rid, ns);
+  int at = has_rid && sqlite3_column_int(st, 3) ? ht_recall_at(l, rid) : -1;
+  i64 pos = sqlite3_column_int64(st, 4);
+  if (at >= 0 && pos >= 0 && pos < l->r[at].n) l->r[at].used[pos] = 1;
+  return ht_deltas(x, l, (const char *)sqlite3_column_text(st, 5), ns, fold);
+}
+
+/* Where the event log's reading starts (*cursor: after this id): the first
+ * event of the oldest replayed recall on, or the beginning. */
+static int ht_first_event(hf_ctx *x, const ht_opts *o, const ht_log *l, i64 *cursor,
+                          i64 *work) {
+  *cursor = 0;
+  if (o->newest < 0) return SQLITE_OK;
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, o->newest < 0 ? ht_sql_events : ht_sql_events_from, &st);
+  int rc = hf_prepare(x, ht_sql_first_event, &st);
   if (rc) return rc;
-  if (o->newest >= 0) sqlite3_bind_int64(st, 1, l->n ? l->r[0].id : 0);
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    const char *name = (const char *)sqlite3_column_text(st, 2);
-    int ns = ht_intern(&l->names, name ? name : "");
-    if (ns < 0) {
-      rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
-      break;
-    }
-    int has_rid = sqlite3_column_type(st, 1) != SQLITE_NULL;
-    i64 rid = sqlite3_column_int64(st, 1);
-    /* a forgotten recall's event, or one of a namespace no replayed recall is
-     * in: every fold learns from it */
-    int ranked = ns < l->nrank && l->rank[ns] >= 0;
-    int fold = !has_rid || (l->by_ns && !ranked) ? -1 : ht_fold(l, rid, ns);
-    int at = has_rid && sqlite3_column_int(st, 3) ? ht_recall_at(l, rid) : -1;
-    i64 pos = sqlite3_column_int64(st, 4);
-    if (at >= 0 && pos >= 0 && pos < l->r[at].n) l->r[at].used[pos] = 1;
-    if ((rc = ht_deltas(x, l, (const char *)sqlite3_column_text(st, 5), ns, fold))) break;
+  sqlite3_bind_int64(st, 1, l->n ? l->r[0].id : 0);
+  rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    *cursor = sqlite3_column_int64(st, 0) - 1;
+    rc = SQLITE_OK;
+  } else {
+    rc = hf_sqlfail(x, rc);
   }
   hf_done(x, st);
-  if (rc == SQLITE_DONE) rc = SQLITE_OK;
-  else if (!x->err) rc = hf_sqlfail(x, rc);
+  *work += 20 * (i64)l->n;
+  return rc;
+}
+
+/* The event log within b (all of it, or from the oldest replayed recall on),
+ * HT_EVENT_SPAN ids at a time while *work is below budget (*cursor: read up
+ * to this id): the counts, and the positions each judged recall's feedback
+ * marked used.  *done at the end of the log. */
+static int ht_read_events(hf_ctx *x, const ht_opts *o, const ht_bounds *b, ht_log *l,
+                          i64 *cursor, i64 budget, i64 *work, int *done) {
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, ht_sql_events, &st);
+  while (!rc && !*done && *work < budget) {
+    i64 upto = b->max_event - *cursor > HT_EVENT_SPAN ? *cursor + HT_EVENT_SPAN : b->max_event;
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, *cursor);
+    sqlite3_bind_int64(st, 2, upto);
+    if (o->newest >= 0) sqlite3_bind_int64(st, 3, l->n ? l->r[0].id : 0);
+    else sqlite3_bind_null(st, 3);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      *work += 1500 + 7 * (i64)sqlite3_column_bytes(st, 5);
+      if ((rc = ht_event_row(x, l, st))) break;
+    }
+    if (rc != SQLITE_DONE) break;
+    rc = SQLITE_OK;
+    *work += 200;
+    *cursor = upto;
+    if (upto >= b->max_event) *done = 1;
+  }
+  hf_done(x, st);
+  if (rc != SQLITE_OK && !x->err) rc = hf_sqlfail(x, rc);
   return rc;
 }
 
 /* The pooled sums (a plain sum of the namespaces' own counts) and each
- * fold's, and each feature's question type. */
-static int ht_pool(hf_ctx *x, ht_log *l) {
+ * fold's, and each feature's question type, while *work is below budget:
+ * *cursor runs over the own sums, the held-out sums, then the features.
+ * *done when all are made. */
+static int ht_pool(hf_ctx *x, ht_log *l, i64 *cursor, i64 budget, i64 *work, int *done) {
   int rc = SQLITE_OK;
-  for (int i = 0; !rc && i < l->own.n; i++)
+  for (; !rc && *cursor < l->own.n && *work < budget; ++*cursor, *work += 20) {
+    i64 i = *cursor;
     rc = ht_add(&l->pooled, l->own.key[i] & 0xFFFFFFFFu, l->own.a[i], l->own.b[i]);
-  for (int i = 0; !rc && i < l->held.n; i++) {
+  }
+  for (; !rc && *cursor < l->own.n + l->held.n && *work < budget; ++*cursor, *work += 20) {
+    i64 i = *cursor - l->own.n;
     u64 k = l->held.key[i];
     rc = ht_add(&l->hpooled, ht_key2((int)(k >> 60), (int)(k & 0x3FFFFFFFu)), l->held.a[i],
                 l->held.b[i]);
   }
-  l->fqt = sqlite3_malloc64((sqlite3_uint64)(l->feats.n + 1) * sizeof *l->fqt);
-  if (rc || !l->fqt) return hf_fail(x, SQLITE_NOMEM, "out of memory");
-  for (int f = 0; f < l->feats.n; f++) {
+  if (rc) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (*cursor < l->own.n + l->held.n) return SQLITE_OK;
+  if (!l->fqt && !(l->fqt = sqlite3_malloc64((sqlite3_uint64)(l->feats.n + 1) * sizeof *l->fqt)))
+    return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  for (; *work < budget && *cursor < l->own.n + l->held.n + l->feats.n; ++*cursor) {
+    int f = (int)(*cursor - l->own.n - l->held.n);
     const char *name = l->feats.s[f], *slash = strchr(name, '/');
     l->fqt[f] = -1;
+    *work += 40;
     if (slash && slash > name) {
       char *q = sqlite3_mprintf("%.*s", (int)(slash - name), name);
       l->fqt[f] = q ? ht_intern(&l->qtypes, q) : -1;
       sqlite3_free(q);
       if (l->fqt[f] < 0) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+      *work += 150;
     }
   }
+  *done = *cursor >= l->own.n + l->held.n + l->feats.n;
   return SQLITE_OK;
 }
 
@@ -855,16 +968,16 @@ static int ht_dbl_cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* The reciprocal rank of the first used memory in score order (ties by
- * position), 0 when none was used. */
-static double ht_rr(const double *out, const unsigned char *used, int n) {
+/* The reciprocal rank of the first used memory in the order of scores
+ * score[0..n) (ties by position), 0 when none was used. */
+static double ht_rr(const double *score, const unsigned char *used, int n) {
   int best = 0;
   for (int u = 0; u < n; u++) {
     if (!used[u]) continue;
-    double s = out[HM_SCORE_COLUMNS * u + 5];
+    double s = score[u];
     int rank = 1;
     for (int j = 0; j < n; j++) {
-      double t = out[HM_SCORE_COLUMNS * j + 5];
+      double t = score[j];
       if (t > s || (t == s && j < u) || (isnan(s) && !isnan(t))) rank++;
     }
     if (!best || rank < best) best = rank;
@@ -872,14 +985,15 @@ static double ht_rr(const double *out, const unsigned char *used, int n) {
   return best ? 1.0 / best : 0.0;
 }
 
-/* Every judged recall scored again under each weight w[0..nw) with the link
- * set its fold learns: rr[iw * l->n + i], recall i's reciprocal rank. */
-static int ht_replay(hf_ctx *x, const ht_log *l, const ht_opts *o, const double *w, int nw,
-                     double *rr) {
-  ht_blobs blobs = {0};
+/* The judged recalls from *next on scored again under each weight w[0..nw)
+ * with the link set its fold learns (made once per fold, namespace and
+ * question type, into blobs), while *work is below budget:
+ * rr[iw * l->n + i], recall i's reciprocal rank. */
+static int ht_replay(hf_ctx *x, const ht_log *l, const ht_opts *o, ht_blobs *blobs,
+                     const double *w, int nw, double *rr, i64 *next, i64 budget, i64 *work) {
   int rc = SQLITE_OK, maxn = 1;
   for (int i = 0; i < l->n; i++) maxn = l->r[i].n > maxn ? l->r[i].n : maxn;
-  double *out = sqlite3_malloc64((sqlite3_uint64)maxn * HM_SCORE_COLUMNS * sizeof *out);
+  double *out = sqlite3_malloc64((sqlite3_uint64)maxn * (HT_MAX_GRID + 2) * sizeof *out);
   double *ones = sqlite3_malloc64((sqlite3_uint64)maxn * sizeof *ones);
   int *zeros = sqlite3_malloc64((sqlite3_uint64)maxn * sizeof *zeros);
   if (!out || !ones || !zeros) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
@@ -891,74 +1005,104 @@ static int ht_replay(hf_ctx *x, const ht_log *l, const ht_opts *o, const double 
   cfg.w_relevance = 1.0;
   cfg.w_recency = 0.0;
   cfg.w_importance = 1.0;
-  for (int i = 0; !rc && i < l->n; i++) {
-    const ht_recall *r = &l->r[i];
-    int at;
-    rc = ht_blob(x, l, &blobs, ht_fold(l, r->id, r->ns), r->ns, r->qt,
+  for (; !rc && *next < l->n && *work < budget; ++*next) {
+    const ht_recall *r = &l->r[*next];
+    int at, made = blobs->n;
+    rc = ht_blob(x, l, blobs, ht_fold(l, r->id, r->ns), r->ns, r->qt,
                  o->cfg.pooled_pseudocount, &at);
-    for (int k = 0; !rc && k < nw; k++) {
-      char err[HM_ERRLEN] = "";
-      int bad = -1;
-      cfg.w_usefulness = w[k];
-      if (hm_score_batch(r->n, r->rest, r->ages, ones, zeros, (const char *const *)r->features,
-                         l->qtypes.s[r->qt], blobs.blob[at], blobs.len[at], &cfg, out, &bad,
-                         err, sizeof err) != HM_OK) {
-        rc = hf_fail(x, SQLITE_CORRUPT, "recall %lld of the log cannot be replayed (%s)",
-                     (long long)r->id, err);
-        break;
-      }
-      rr[(i64)k * l->n + i] = ht_rr(out, r->used, r->n);
+    if (blobs->n > made) *work += 1000 * (i64)l->feats.n;
+    *work += 1800 * (i64)(r->n + 1) + 60 * (i64)nw * (r->n + 1);
+    char err[HM_ERRLEN] = "";
+    int bad = -1;
+    if (!rc && hm_score_weights(r->n, r->rest, r->ages, ones, zeros,
+                                (const char *const *)r->features, l->qtypes.s[r->qt],
+                                blobs->blob[at], blobs->len[at], &cfg, w, nw, out, &bad, err,
+                                sizeof err) != HM_OK) {
+      rc = hf_fail(x, SQLITE_CORRUPT, "recall %lld of the log cannot be replayed (%s)",
+                   (long long)r->id, err);
+      break;
     }
+    for (int k = 0; !rc && k < nw; k++)
+      rr[(i64)k * l->n + *next] = ht_rr(out + (i64)k * r->n, r->used, r->n);
   }
   sqlite3_free(out);
   sqlite3_free(ones);
   sqlite3_free(zeros);
-  ht_blobs_free(&blobs);
   return rc;
 }
 
-/* The paired bootstrap's interval (coverage o->level) for the mean of
- * diff[0..n), resampling whole groups (group[i] is recall i's, 0..ng). */
-static int ht_bootstrap(hf_ctx *x, const double *diff, const int *group, int n, int ng,
-                        const ht_opts *o, double *lo, double *hi) {
-  double *gsum = sqlite3_malloc64((sqlite3_uint64)ng * 2 * sizeof(double));
-  double *means = sqlite3_malloc64((sqlite3_uint64)o->boot * sizeof(double));
-  if (!gsum || !means) {
-    sqlite3_free(gsum);
-    sqlite3_free(means);
-    return hf_fail(x, SQLITE_NOMEM, "out of memory");
-  }
+/* The paired bootstrap over groups (group[i] is recall i's, 0..ng) of the
+ * mean of diff[0..n): each group's sum and count, into gsum[0..2ng). */
+static void ht_boot_groups(const double *diff, const int *group, int n, int ng, double *gsum) {
   double *gcnt = gsum + ng;
   for (int g = 0; g < ng; g++) gsum[g] = gcnt[g] = 0.0;
   for (int i = 0; i < n; i++) {
     gsum[group[i]] += diff[i];
     gcnt[group[i]] += 1.0;
   }
-  u64 s = (u64)o->seed, limit = UINT64_MAX - UINT64_MAX % (u64)ng;
-  for (i64 b = 0; b < o->boot; b++) {
-    double sum = 0.0, cnt = 0.0;
-    for (int g = 0; g < ng; g++) {
-      u64 v;
-      do v = hm_splitmix64(&s); while (v >= limit); /* no modulo bias */
-      int k = (int)(v % (u64)ng);
-      sum += gsum[k];
-      cnt += gcnt[k];
+}
+
+/* Resamples *b on (of boot) into means, drawing from *s, while *work is
+ * below budget. */
+static void ht_boot(const double *gsum, int ng, u64 *s, double *means, i64 *b, i64 boot,
+                    i64 budget, i64 *work) {
+  const double *gcnt = gsum + ng;
+  u64 limit = UINT64_MAX - UINT64_MAX % (u64)ng;
+  while (*b < boot && *work < budget) {
+    i64 end = *b + HT_BOOT_CHUNK < boot ? *b + HT_BOOT_CHUNK : boot;
+    for (; *b < end; ++*b) {
+      double sum = 0.0, cnt = 0.0;
+      for (int g = 0; g < ng; g++) {
+        u64 v;
+        do v = hm_splitmix64(s); while (v >= limit); /* no modulo bias */
+        int k = (int)(v % (u64)ng);
+        sum += gsum[k];
+        cnt += gcnt[k];
+      }
+      means[*b] = sum / (cnt > 1.0 ? cnt : 1.0);
     }
-    means[b] = sum / (cnt > 1.0 ? cnt : 1.0);
+    *work += 4 * (i64)ng * HT_BOOT_CHUNK;
   }
-  qsort(means, (size_t)o->boot, sizeof *means, ht_dbl_cmp);
-  double tail = (1.0 - o->level) / 2, q[2] = {tail, 1.0 - tail}, r[2];
-  for (int j = 0; j < 2; j++) { /* numpy's default quantile: linear between order statistics */
-    double h = q[j] * (double)(o->boot - 1);
+}
+
+/* The k-th smallest of v[0..n) (0-based), v reordered around it. */
+static double ht_nth(double *v, i64 n, i64 k) {
+  i64 lo = 0, hi = n - 1;
+  while (lo < hi) {
+    double pivot = v[lo + (hi - lo) / 2];
+    i64 i = lo, j = hi;
+    while (i <= j) {
+      while (v[i] < pivot) i++;
+      while (v[j] > pivot) j--;
+      if (i <= j) {
+        double t = v[i];
+        v[i++] = v[j];
+        v[j--] = t;
+      }
+    }
+    if (k <= j) hi = j;
+    else if (k >= i) lo = i;
+    else return v[k];
+  }
+  return v[k];
+}
+
+/* The interval of coverage level from the resampled means (numpy's default
+ * quantile: linear between order statistics). */
+static void ht_boot_interval(double *means, i64 boot, double level, double *lo, double *hi) {
+  double tail = (1.0 - level) / 2, q[2] = {tail, 1.0 - tail}, r[2];
+  for (int j = 0; j < 2; j++) {
+    double h = q[j] * (double)(boot - 1);
     i64 at = (i64)floor(h);
-    if (at >= o->boot - 1) r[j] = means[o->boot - 1];
-    else r[j] = means[at] + (h - (double)at) * (means[at + 1] - means[at]);
+    if (at >= boot - 1) {
+      r[j] = ht_nth(means, boot, boot - 1);
+    } else {
+      double a = ht_nth(means, boot, at), b = ht_nth(means, boot, at + 1);
+      r[j] = a + (h - (double)at) * (b - a);
+    }
   }
   *lo = r[0];
   *hi = r[1];
-  sqlite3_free(gsum);
-  sqlite3_free(means);
-  return SQLITE_OK;
 }
 
 /* -- the decision, the report and the deployment ---------------------------------- */
@@ -1138,90 +1282,225 @@ static int ht_best(const double *w, const double *mrr, int nw, double ref) {
   return best;
 }
 
-/* Replay, measure, decide (see the unit's opening comment) into rep. */
-static int ht_measure(hf_ctx *x, const ht_opts *o, ht_log *l, ht_report *rep) {
+/* -- a tune in steps -------------------------------------------------------------- */
+
+enum { HT_RECALLS, HT_FIRST_EVENT, HT_EVENTS, HT_POOL, HT_REPLAY, HT_MEASURE, HT_BOOT,
+       HT_DECIDE, HT_REPORT, HT_DONE };
+
+/* One tune (see the unit's opening comment), done in steps by ht_step:
+ * heap_tune's all in one call, auto-tune's a step after each feedback (the
+ * connection keeps it between them: hm_conn's job).  Every step's work is
+ * counted, never timed, so the same calls make the same steps. */
+struct ht_job {
+  ht_opts o;
+  ht_bounds b;
+  int phase;
+  i64 cursor;                       /* the phase's place */
+  ht_log l;
+  ht_report rep;
+  ht_blobs blobs;                   /* each fold's link sets */
+  double *rr, *diff, *gsum, *means; /* the replay's reciprocal ranks, ...; the bootstrap's */
+  int *group, ng, cur, iref, best;
+  u64 s;                            /* the bootstrap's draws */
+  char *out;                        /* the report (JSON), once done */
+  i64 point, judged, epoch;         /* auto-tune's: its point, the count then, its claim */
+  i64 step;                         /* auto-tune's work a step, at least HT_STEP_WORK */
+};
+
+static void ht_job_free(ht_job *j) {
+  if (!j) return;
+  ht_log_free(&j->l);
+  ht_blobs_free(&j->blobs);
+  sqlite3_free(j->rep.reason);
+  sqlite3_free(j->rep.w);
+  sqlite3_free(j->rr);
+  sqlite3_free(j->diff);
+  sqlite3_free(j->gsum);
+  sqlite3_free(j->means);
+  sqlite3_free(j->group);
+  sqlite3_free(j->out);
+  sqlite3_free(j);
+}
+
+/* A tune of the log within b with options o (NULL: out of memory). */
+static ht_job *ht_job_new(const ht_opts *o, const ht_bounds *b) {
+  ht_job *j = sqlite3_malloc64(sizeof *j);
+  if (!j) return NULL;
+  memset(j, 0, sizeof *j);
+  j->o = *o;
+  j->b = *b;
+  j->phase = HT_RECALLS;
+  j->cursor = b->max_recall;
+  j->rep = (ht_report){.n = 0, .folds = "-", .cur_w = o->cfg.w_usefulness, .cur_mrr = NAN,
+                       .best_w = o->cfg.w_usefulness, .best_mrr = NAN,
+                       .after = o->cfg.w_usefulness, .has_against = o->has_against,
+                       .against = o->against};
+  return j;
+}
+
+/* The log as it is now: its newest event and recall. */
+static int ht_bounds_now(hf_ctx *x, ht_bounds *b) {
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, "SELECT coalesce((SELECT max(id) FROM events), 0), "
+                         "coalesce((SELECT max(id) FROM recalls), 0)", &st);
+  if (rc) return rc;
+  if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    b->max_event = sqlite3_column_int64(st, 0);
+    b->max_recall = sqlite3_column_int64(st, 1);
+    rc = SQLITE_OK;
+  } else {
+    rc = hf_sqlfail(x, rc);
+  }
+  hf_done(x, st);
+  return rc;
+}
+
+/* After the log is read: the weights replayed and room for what they give. */
+static int ht_replay_start(hf_ctx *x, ht_job *j) {
+  ht_log *l = &j->l;
+  double ref = j->o.has_against ? j->o.against : j->o.cfg.w_usefulness;
+  j->rep.w = sqlite3_malloc64((HT_MAX_GRID + 2) * 2 * sizeof(double));
+  j->rr = sqlite3_malloc64((sqlite3_uint64)(HT_MAX_GRID + 2) * (l->n + 1) * sizeof *j->rr);
+  j->diff = sqlite3_malloc64((sqlite3_uint64)(l->n + 1) * sizeof *j->diff);
+  j->group = sqlite3_malloc64((sqlite3_uint64)(l->n + 1) * sizeof *j->group);
+  if (!j->rep.w || !j->rr || !j->diff || !j->group)
+    return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  j->rep.mrr = j->rep.w + HT_MAX_GRID + 2;
+  j->rep.nw = ht_weights(&j->o, ref, j->rep.w);
+  return SQLITE_OK;
+}
+
+/* After the replay: each weight's MRR, the best, its gain over the
+ * reference recall by recall, and the bootstrap's groups. */
+static int ht_measure(hf_ctx *x, ht_job *j) {
+  ht_log *l = &j->l;
+  ht_report *rep = &j->rep;
+  const ht_opts *o = &j->o;
   double ref = o->has_against ? o->against : o->cfg.w_usefulness;
-  rep->w = sqlite3_malloc64((HT_MAX_GRID + 2) * 2 * sizeof(double));
-  double *rr = sqlite3_malloc64((sqlite3_uint64)(HT_MAX_GRID + 2) * (l->n + 1) * sizeof *rr);
-  double *diff = sqlite3_malloc64((sqlite3_uint64)(l->n + 1) * sizeof *diff);
-  int *group = sqlite3_malloc64((sqlite3_uint64)(l->n + 1) * sizeof *group);
-  int rc = rep->w && rr && diff && group ? SQLITE_OK : hf_fail(x, SQLITE_NOMEM, "out of memory");
-  if (!rc) {
-    rep->mrr = rep->w + HT_MAX_GRID + 2;
-    rep->nw = ht_weights(o, ref, rep->w);
-    rc = ht_replay(x, l, o, rep->w, rep->nw, rr);
-  }
-  int cur = 0, iref = 0, best = 0;
-  for (int k = 0; !rc && k < rep->nw; k++) {
+  for (int k = 0; k < rep->nw; k++) {
     double sum = 0.0;
-    for (int i = 0; i < l->n; i++) sum += rr[(i64)k * l->n + i];
+    for (int i = 0; i < l->n; i++) sum += j->rr[(i64)k * l->n + i];
     rep->mrr[k] = sum / l->n;
-    if (rep->w[k] == o->cfg.w_usefulness) cur = k;
-    if (rep->w[k] == ref) iref = k;
+    if (rep->w[k] == o->cfg.w_usefulness) j->cur = k;
+    if (rep->w[k] == ref) j->iref = k;
   }
-  if (!rc) {
-    best = ht_best(rep->w, rep->mrr, rep->nw, ref);
-    double sum = 0.0;
-    for (int i = 0; i < l->n; i++) {
-      diff[i] = rr[(i64)best * l->n + i] - rr[(i64)iref * l->n + i];
-      sum += diff[i];
-      group[i] = l->by_ns ? l->rank[l->r[i].ns] : i;
+  j->best = ht_best(rep->w, rep->mrr, rep->nw, ref);
+  double sum = 0.0;
+  for (int i = 0; i < l->n; i++) {
+    j->diff[i] = j->rr[(i64)j->best * l->n + i] - j->rr[(i64)j->iref * l->n + i];
+    sum += j->diff[i];
+    j->group[i] = l->by_ns ? l->rank[l->r[i].ns] : i;
+  }
+  rep->gain[0] = sum / l->n;
+  /* the best of nw - 1 weights is tested, so each at level split among them
+   * (Bonferroni), as auto-tune has been since 17.7: picking the best of
+   * eight at 95% each would pass by chance far more often than 5% */
+  rep->each = rep->nw > 2 ? 1.0 - (1.0 - o->level) / (rep->nw - 1) : o->level;
+  j->ng = l->by_ns ? l->nranked : l->n;
+  j->gsum = sqlite3_malloc64((sqlite3_uint64)j->ng * 2 * sizeof(double));
+  j->means = sqlite3_malloc64((sqlite3_uint64)o->boot * sizeof(double));
+  if (!j->gsum || !j->means) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  ht_boot_groups(j->diff, j->group, l->n, j->ng, j->gsum);
+  j->s = (u64)o->seed;
+  rep->folds = l->by_ns ? "namespace" : "recall";
+  rep->cur_w = rep->w[j->cur];
+  rep->cur_mrr = rep->mrr[j->cur];
+  rep->best_w = rep->w[j->best];
+  rep->best_mrr = rep->mrr[j->best];
+  return SQLITE_OK;
+}
+
+/* Once every judged recall is read: too few to tune (the report says so),
+ * else the folds. */
+static int ht_recalls_read(hf_ctx *x, ht_job *j) {
+  j->rep.n = j->l.n;
+  /* auto-tune's steps: the rest of the tune spread over point / 2 feedbacks,
+   * so that it ends before the next point of the schedule can be reached
+   * (point feedbacks at the very least, each judging one more recall), and
+   * each feedback carries a small share of it */
+  i64 shown = 0, ng = j->l.names.n >= HT_FOLDS ? j->l.names.n : j->l.n;
+  for (int i = 0; i < j->l.n; i++) shown += j->l.r[i].n;
+  i64 rest = (1800 + 60 * (i64)(j->o.ngrid + 2)) * (shown + j->l.n) + 4 * j->o.boot * ng +
+             12000 * shown;
+  j->step = rest / (j->point > 2 ? j->point / 2 : 1);
+  if (j->step < HT_STEP_WORK) j->step = HT_STEP_WORK;
+  if (j->l.n >= HT_MIN_RECALLS) {
+    j->phase = HT_FIRST_EVENT;
+    return ht_folds(x, &j->l);
+  }
+  j->rep.has_against = 0; /* nothing replayed, nothing measured against */
+  j->rep.reason = sqlite3_mprintf("only %d judged recalls in the log; tune() needs %d", j->l.n,
+                                  HT_MIN_RECALLS);
+  j->phase = HT_REPORT;
+  return j->rep.reason ? SQLITE_OK : hf_fail(x, SQLITE_NOMEM, "out of memory");
+}
+
+/* The tune's next step, of about budget units of work (see HT_STEP_WORK),
+ * inside the caller's savepoint: j->phase is HT_DONE, and j->out the report,
+ * once the decision is taken (and deployed, when o.deploy). */
+static int ht_step(hf_ctx *x, ht_job *j, i64 budget) {
+  i64 work = 0;
+  if (budget < j->step) budget = j->step;
+  int rc = SQLITE_OK;
+  while (!rc && j->phase != HT_DONE && work < budget) {
+    int done = 0;
+    switch (j->phase) {
+    case HT_RECALLS:
+      rc = ht_read_recalls(x, &j->o, &j->b, &j->l, &j->cursor, budget, &work, &done);
+      if (!rc && done) rc = ht_recalls_read(x, j);
+      break;
+    case HT_FIRST_EVENT:
+      rc = ht_first_event(x, &j->o, &j->l, &j->cursor, &work);
+      j->phase = HT_EVENTS;
+      break;
+    case HT_EVENTS:
+      rc = ht_read_events(x, &j->o, &j->b, &j->l, &j->cursor, budget, &work, &done);
+      if (done) j->phase = HT_POOL, j->cursor = 0;
+      break;
+    case HT_POOL:
+      rc = ht_pool(x, &j->l, &j->cursor, budget, &work, &done);
+      if (!rc && done && !(rc = ht_replay_start(x, j))) j->phase = HT_REPLAY, j->cursor = 0;
+      break;
+    case HT_REPLAY:
+      rc = ht_replay(x, &j->l, &j->o, &j->blobs, j->rep.w, j->rep.nw, j->rr, &j->cursor,
+                     budget, &work);
+      if (j->cursor >= j->l.n) j->phase = HT_MEASURE;
+      break;
+    case HT_MEASURE:
+      rc = ht_measure(x, j);
+      work += 10 * (i64)j->rep.nw * j->l.n;
+      j->phase = HT_BOOT, j->cursor = 0;
+      break;
+    case HT_BOOT:
+      ht_boot(j->gsum, j->ng, &j->s, j->means, &j->cursor, j->o.boot, budget, &work);
+      if (j->cursor < j->o.boot) break;
+      ht_boot_interval(j->means, j->o.boot, j->rep.each, &j->rep.gain[1], &j->rep.gain[2]);
+      work += 40 * j->o.boot;
+      j->phase = HT_DECIDE;
+      break;
+    case HT_DECIDE:
+      rc = ht_decide(x, &j->o, &j->rep);
+      j->phase = HT_REPORT;
+      break;
+    default: /* HT_REPORT */
+      if (!(j->out = ht_report_json(&j->rep))) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+      j->phase = HT_DONE;
     }
-    rep->gain[0] = sum / l->n;
-    /* the best of nw - 1 weights is tested, so each at level split among them
-     * (Bonferroni), as auto-tune has been since 17.7: picking the best of
-     * eight at 95% each would pass by chance far more often than 5% */
-    ht_opts each = *o;
-    if (rep->nw > 2) each.level = 1.0 - (1.0 - o->level) / (rep->nw - 1);
-    rep->each = each.level;
-    rc = ht_bootstrap(x, diff, group, l->n, l->by_ns ? l->nranked : l->n, &each, &rep->gain[1],
-                      &rep->gain[2]);
   }
-  if (!rc) {
-    rep->folds = l->by_ns ? "namespace" : "recall";
-    rep->cur_w = rep->w[cur];
-    rep->cur_mrr = rep->mrr[cur];
-    rep->best_w = rep->w[best];
-    rep->best_mrr = rep->mrr[best];
-    rc = ht_decide(x, o, rep);
-  }
-  sqlite3_free(rr);
-  sqlite3_free(diff);
-  sqlite3_free(group);
   return rc;
 }
 
-/* The whole of one heap_tune, inside the caller's savepoint: out, the JSON. */
-static int ht_run(hf_ctx *x, const ht_opts *o, char **out) {
-  ht_log l = {0};
-  ht_report rep = {.n = 0, .folds = "-", .cur_w = o->cfg.w_usefulness, .cur_mrr = NAN,
-                   .best_w = o->cfg.w_usefulness, .best_mrr = NAN,
-                   .after = o->cfg.w_usefulness, .has_against = o->has_against,
-                   .against = o->against};
-  int rc = ht_read_recalls(x, o, &l);
-  rep.n = l.n;
-  if (!rc && l.n < HT_MIN_RECALLS) {
-    rep.has_against = 0; /* nothing replayed, nothing measured against */
-    rep.reason = sqlite3_mprintf("only %d judged recalls in the log; tune() needs %d", l.n,
-                                 HT_MIN_RECALLS);
-    if (!rep.reason) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
-  } else if (!rc) {
-    if (!(rc = ht_folds(x, &l)) && !(rc = ht_read_events(x, o, &l)) && !(rc = ht_pool(x, &l)))
-      rc = ht_measure(x, o, &l, &rep);
-  }
-  if (!rc && !(*out = ht_report_json(&rep))) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
-  sqlite3_free(rep.reason);
-  sqlite3_free(rep.w);
-  ht_log_free(&l);
-  return rc;
-}
+static int ht_pending(hf_ctx *x, const ht_opts *given, char **out);
 
-/* heap_tune([options]): ht_run inside a savepoint of its own, so that an
- * error leaves nothing written. */
+/* heap_tune([options]): every step of a tune of the log as it is now (or,
+ * with "pending", of the auto-tune under way: ht_pending), inside a
+ * savepoint of its own, so that an error leaves nothing written. */
 static void heap_tune(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
   char *out = NULL, *why = NULL;
   ht_opts o;
+  ht_bounds b;
+  ht_job *j = NULL;
   hm_keep_statements(&x);
   int rc = hm_check_store(x.db, x.conn, &why);
   if (rc != SQLITE_OK) hf_fail(&x, rc, "%s", why ? why : "out of memory");
@@ -1230,10 +1509,17 @@ static void heap_tune(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   if (!rc && o.deploy && sqlite3_db_readonly(x.db, "main") == 1)
     rc = hf_fail(&x, SQLITE_READONLY, "the store is read-only here; tune deploys into it "
                                       "(pass '{\"deploy\": false}' to measure only)");
-  if (!rc && (rc = sqlite3_exec(x.db, "SAVEPOINT heap_tune", NULL, NULL, NULL)) != SQLITE_OK)
+  if (!rc && (rc = sqlite3_exec(x.db, "SAVEPOINT heap_tune", NULL, NULL, NULL)) != SQLITE_OK) {
     hf_sqlfail(&x, rc);
-  else if (!rc) {
-    rc = ht_run(&x, &o, &out);
+  } else if (!rc) {
+    if (o.pending) {
+      rc = ht_pending(&x, &o, &out);
+    } else {
+      rc = ht_bounds_now(&x, &b);
+      if (!rc && !(j = ht_job_new(&o, &b))) rc = hf_fail(&x, SQLITE_NOMEM, "out of memory");
+      if (!rc) rc = ht_step(&x, j, INT64_MAX);
+      if (!rc) out = j->out, j->out = NULL;
+    }
     if (rc == SQLITE_OK && (rc = sqlite3_exec(x.db, "RELEASE heap_tune", NULL, NULL, NULL)))
       hf_sqlfail(&x, rc);
     if (rc != SQLITE_OK) {
@@ -1241,6 +1527,7 @@ static void heap_tune(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
       sqlite3_exec(x.db, "RELEASE heap_tune", NULL, NULL, NULL);
     }
   }
+  ht_job_free(j);
   if (rc == SQLITE_OK) {
     sqlite3_result_text(ctx, out, -1, sqlite3_free);
     return;
@@ -1286,20 +1573,37 @@ static void heap_save_config(sqlite3_context *ctx, int argc, sqlite3_value **arg
 
 #pragma region auto-tune
 
-/* Auto-tune: heap_feedback and heap_answer run heap_tune themselves after the
- * feedback that brings the store's judged recalls to the next point of a
- * doubling schedule (HT_MIN_RECALLS, then twice that, ...), seeded with 0,
- * against the default w_usefulness, at 99% split among the grid's other
- * weights, on the newest HT_AUTO_WINDOW judged recalls at most
- * (ht_auto_opts).
+/* Auto-tune: heap_feedback and heap_answer tune the store themselves once its
+ * judged recalls reach the next point of a doubling schedule (HT_MIN_RECALLS,
+ * then twice that, ...), seeded with 0, against the default w_usefulness, at
+ * 99% split among the grid's other weights, on the newest HT_AUTO_WINDOW
+ * judged recalls at most (ht_auto_opts).
+ *
  * Its place is meta 'autotune', {"point": the last point claimed, "judged":
- * the judged recalls as counted, null when unknown}, kept in the feedback's
- * own savepoint: the running count goes up by one when the feedback judged a
- * recall's first used memory (an index lookup), and the exact count (every
- * event) is taken only when the count is unknown or says a point is
- * reached.  Claiming a point there means two connections never tune for the
- * same one; the tune itself runs after, in a savepoint of its own, and its
- * failure leaves the feedback as it is. */
+ * the judged recalls as counted, null when unknown[, "tune": the tune under
+ * way]}, kept in the feedback's own savepoint: the running count goes up by
+ * one when the feedback judged a recall's first used memory (an index
+ * lookup), and the exact count (every event) is taken only when the count is
+ * unknown or says a point is reached.  Claiming a point there means two
+ * connections never tune for the same one.
+ *
+ * The tune runs in small steps (ht_step: HT_STEP_WORK at least), one after each feedback
+ * with auto-tune on, each in a savepoint of its own, so that no feedback
+ * waits for a whole tune.  The feedback that claims the point pins the log
+ * ("tune": {"point", "judged", "events" and "recalls": the newest event and
+ * recall then, "epoch", "idle"}): every step reads the log as it was then,
+ * so the report is the one heap_tune('{"auto": true}') gives right after that
+ * feedback, and the feedback whose step finishes it returns the report (and
+ * has deployed the weight).  The connection that claimed it keeps the tune
+ * in memory (hm_conn's job, tagged with the claim's epoch) and steps it; a
+ * feedback from another connection counts "idle", and after HT_TAKEOVER of
+ * those in a row (the owner closed, or judges no more) it takes the tune
+ * over, epoch + 1, from the start of the same pinned log.  A forget or an
+ * import (the count marked unknown) restarts it the same way at the next
+ * feedback.  A failed step ends the tune: its error is in that feedback's
+ * result, the point stays claimed, and the feedback is never undone. */
+
+#define HT_TAKEOVER 8
 
 /* The most a count or a point of the schedule can be (2^62): the state
  * read from the file is untrusted, and past this it is damage, so that no
@@ -1317,68 +1621,75 @@ static i64 ht_schedule_point(i64 judged) {
   return point;
 }
 
-/* the state when it is what ht_count writes (exactly the two keys) */
+/* meta 'autotune' read; judged -1 when unknown, tuning 0 when no tune is
+ * under way */
+typedef struct {
+  i64 point, judged;
+  int tuning;
+  i64 tpoint, tjudged, events, recalls, epoch, idle;
+} ht_state;
+
+/* the state when it is what ht_state_write writes (exactly those keys, each
+ * count at most HT_MAX_COUNT: past it, damage, recounted) */
+#define HT_MAX_COUNT_SQL "4611686018427387904"
+#define HT_TUNE_INT(K)                                                                         \
+  "json_type(v, '$.tune." K "') = 'integer' AND json_extract(v, '$.tune." K "') BETWEEN 0 "   \
+  "AND " HT_MAX_COUNT_SQL
 static const char ht_sql_state[] =
-    "SELECT json_extract(m.value, '$.point'), json_extract(m.value, '$.judged') "
-    "FROM heapmem_meta AS m WHERE m.key = '" HM_META_AUTOTUNE "' AND json_valid(m.value) "
-    "AND json_type(m.value) = 'object' AND (SELECT count(*) FROM json_each(m.value)) = 2 "
-    "AND json_type(m.value, '$.point') = 'integer' AND json_extract(m.value, '$.point') "
-    "BETWEEN 0 AND 4611686018427387904 AND (json_type(m.value, '$.judged') = 'null' OR "
-    "(json_type(m.value, '$.judged') = 'integer' AND json_extract(m.value, '$.judged') "
-    "BETWEEN 0 AND 4611686018427387904))"; /* HT_MAX_COUNT: past it, damage (recounted) */
+    "SELECT json_extract(v, '$.point'), json_extract(v, '$.judged'), "
+    "json_type(v, '$.tune') = 'object', json_extract(v, '$.tune.point'), "
+    "json_extract(v, '$.tune.judged'), json_extract(v, '$.tune.events'), "
+    "json_extract(v, '$.tune.recalls'), json_extract(v, '$.tune.epoch'), "
+    "json_extract(v, '$.tune.idle') "
+    "FROM (SELECT value AS v FROM heapmem_meta WHERE key = '" HM_META_AUTOTUNE "') "
+    "WHERE json_valid(v) AND json_type(v) = 'object' AND json_type(v, '$.point') = 'integer' "
+    "AND json_extract(v, '$.point') BETWEEN 0 AND " HT_MAX_COUNT_SQL " AND "
+    "(json_type(v, '$.judged') = 'null' OR (json_type(v, '$.judged') = 'integer' AND "
+    "json_extract(v, '$.judged') BETWEEN 0 AND " HT_MAX_COUNT_SQL ")) "
+    "AND (SELECT count(*) FROM json_each(v)) = 2 + (json_type(v, '$.tune') IS NOT NULL) "
+    "AND (json_type(v, '$.tune') IS NULL OR ((SELECT count(*) FROM json_each(v, '$.tune')) = 6 "
+    "AND " HT_TUNE_INT("point") " AND " HT_TUNE_INT("judged") " AND " HT_TUNE_INT("events")
+    " AND " HT_TUNE_INT("recalls") " AND " HT_TUNE_INT("epoch") " AND " HT_TUNE_INT("idle") "))";
+#undef HT_TUNE_INT
 static const char ht_sql_used[] = "SELECT count(*) FROM events WHERE recall_id = ?1 AND used = 1";
 static const char ht_sql_set_state[] =
     "INSERT INTO heapmem_meta(key, value) VALUES ('" HM_META_AUTOTUNE "', ?1) "
     "ON CONFLICT(key) DO UPDATE SET value = excluded.value";
 
-/* One integer from sql (bound to rid when rid > 0); *has: whether a row came. */
-static int ht_one(hf_ctx *x, const char *sql, i64 rid, i64 *v, int *has, int *null2, i64 *v2) {
+/* The state (a value heapmem cannot read counts as none: point 0, count
+ * unknown, no tune under way). */
+static int ht_state_read(hf_ctx *x, ht_state *s) {
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, sql, &st);
+  memset(s, 0, sizeof *s);
+  s->judged = -1;
+  int rc = hf_prepare(x, ht_sql_state, &st);
   if (rc) return rc;
-  if (rid > 0) sqlite3_bind_int64(st, 1, rid);
-  rc = sqlite3_step(st);
-  *has = rc == SQLITE_ROW;
-  if (rc == SQLITE_ROW) {
-    *v = sqlite3_column_int64(st, 0);
-    if (v2) {
-      *null2 = sqlite3_column_type(st, 1) == SQLITE_NULL;
-      *v2 = sqlite3_column_int64(st, 1);
-    }
+  if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    s->point = sqlite3_column_int64(st, 0);
+    s->judged = sqlite3_column_type(st, 1) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 1);
+    s->tuning = sqlite3_column_int(st, 2);
+    i64 *f[6] = {&s->tpoint, &s->tjudged, &s->events, &s->recalls, &s->epoch, &s->idle};
+    for (int i = 0; s->tuning && i < 6; i++) *f[i] = sqlite3_column_int64(st, 3 + i);
     rc = SQLITE_DONE;
   }
   hf_done(x, st);
   return rc == SQLITE_DONE ? SQLITE_OK : hf_sqlfail(x, rc);
 }
 
-/* Keep the count after a feedback on recall rid that judged nused memories
- * used, and claim the schedule's next point when it is reached and on (auto-
- * tune allowed): *claim, the point claimed (0: none), *judged, the count. */
-static int ht_count(hf_ctx *x, i64 rid, int nused, int on, i64 *claim, i64 *judged) {
-  i64 point = 0, n = 0, used = 0;
-  int has = 0, unknown = 1, rc;
-  *claim = 0;
-  if ((rc = ht_one(x, ht_sql_state, 0, &point, &has, &unknown, &n))) return rc;
-  if (!has) point = 0, unknown = 1;
-  if (unknown) {
-    if ((rc = ht_one(x, ht_sql_count, 0, &n, &has, NULL, NULL))) return rc;
-  } else if (nused > 0) {
-    if ((rc = ht_one(x, ht_sql_used, rid, &used, &has, NULL, NULL))) return rc;
-    if (used != nused) return (*judged = n), SQLITE_OK; /* not the recall's first use */
-    n++;
-  } else {
-    return (*judged = n), SQLITE_OK;
-  }
-  if (on && n >= ht_next_point(point)) {
-    if ((rc = ht_one(x, ht_sql_count, 0, &n, &has, NULL, NULL))) return rc; /* exact */
-    if (n >= ht_next_point(point)) *claim = point = ht_schedule_point(n);
-  }
-  *judged = n;
-  char *json = sqlite3_mprintf("{\"point\": %lld, \"judged\": %lld}", (long long)point,
-                               (long long)n);
+static int ht_state_write(hf_ctx *x, const ht_state *s) {
+  char judged[24] = "null";
+  if (s->judged >= 0) snprintf(judged, sizeof judged, "%lld", (long long)s->judged);
+  char *json = s->tuning
+      ? sqlite3_mprintf("{\"point\": %lld, \"judged\": %s, \"tune\": {\"point\": %lld, "
+                        "\"judged\": %lld, \"events\": %lld, \"recalls\": %lld, \"epoch\": %lld, "
+                        "\"idle\": %lld}}", (long long)s->point, judged, (long long)s->tpoint,
+                        (long long)s->tjudged, (long long)s->events, (long long)s->recalls,
+                        (long long)s->epoch, (long long)s->idle)
+      : sqlite3_mprintf("{\"point\": %lld, \"judged\": %s}", (long long)s->point, judged);
   sqlite3_stmt *st = NULL;
   if (!json) return hf_fail(x, SQLITE_NOMEM, "out of memory");
-  if (!(rc = hf_prepare(x, ht_sql_set_state, &st))) {
+  int rc = hf_prepare(x, ht_sql_set_state, &st);
+  if (!rc) {
     sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
     rc = hf_exec(x, st);
   }
@@ -1387,43 +1698,185 @@ static int ht_count(hf_ctx *x, i64 rid, int nused, int on, i64 *claim, i64 *judg
   return rc;
 }
 
-/* Auto-tune at point (judged recalls counted), with config (NULL: the
- * store's tuned one), in a savepoint of its own: the JSON of what it did,
- * {"point", "judged", "report"} or {"point", "judged", "error"}; an error
- * never reaches the feedback (x's error is taken back). */
-static char *ht_autotune(hf_ctx *x, const char *config, i64 point, i64 judged) {
-  ht_opts o;
-  hf_ctx t = {.db = x->db, .conn = x->conn};
-  char *report = NULL, *out;
-  ht_auto_opts(&o, judged);
-  o.deploy = 1;
-  int rc = ht_config(&t, config, &o.cfg);
-  if (!rc && (rc = sqlite3_exec(t.db, "SAVEPOINT heap_autotune", NULL, NULL, NULL)))
-    hf_sqlfail(&t, rc);
-  else if (!rc) {
-    rc = ht_run(&t, &o, &report);
-    if (!rc && (rc = sqlite3_exec(t.db, "RELEASE heap_autotune", NULL, NULL, NULL)))
-      hf_sqlfail(&t, rc);
-    if (rc) {
-      sqlite3_exec(t.db, "ROLLBACK TO heap_autotune", NULL, NULL, NULL);
-      sqlite3_exec(t.db, "RELEASE heap_autotune", NULL, NULL, NULL);
-    }
+/* One integer from sql (bound to rid when rid > 0). */
+static int ht_one(hf_ctx *x, const char *sql, i64 rid, i64 *v) {
+  sqlite3_stmt *st = NULL;
+  int rc = hf_prepare(x, sql, &st);
+  if (rc) return rc;
+  if (rid > 0) sqlite3_bind_int64(st, 1, rid);
+  if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    *v = sqlite3_column_int64(st, 0);
+    rc = SQLITE_DONE;
   }
-  if (!rc) {
-    out = sqlite3_mprintf("{\"point\":%lld,\"judged\":%lld,\"report\":%s}", (long long)point,
-                          (long long)judged, report);
+  hf_done(x, st);
+  return rc == SQLITE_DONE ? SQLITE_OK : hf_sqlfail(x, rc);
+}
+
+/* Keep the count after a feedback on recall rid that judged nused memories
+ * used, and claim the schedule's next point when it is reached and on (auto-
+ * tune allowed): *claim, the point claimed (0: none), *judged, the count,
+ * *tuning whether a tune is under way.  A count found unknown (a forget, an
+ * import) restarts a tune under way. */
+static int ht_count(hf_ctx *x, i64 rid, int nused, int on, i64 *claim, i64 *judged,
+                    int *tuning) {
+  ht_state s;
+  i64 n = 0, used = 0;
+  int rc;
+  *claim = 0;
+  if ((rc = ht_state_read(x, &s))) return rc;
+  *tuning = s.tuning;
+  n = s.judged;
+  if (s.judged < 0) {
+    if ((rc = ht_one(x, ht_sql_count, 0, &n))) return rc;
+    if (s.tuning) s.epoch++, s.idle = HT_TAKEOVER; /* the next feedback starts it again */
+  } else if (nused > 0) {
+    if ((rc = ht_one(x, ht_sql_used, rid, &used))) return rc;
+    if (used != nused) return (*judged = n), SQLITE_OK; /* not the recall's first use */
+    n++;
   } else {
-    sqlite3_str *s = sqlite3_str_new(NULL);
-    const char *why = t.err ? t.err : sqlite3_errstr(rc);
-    sqlite3_str_appendf(s, "{\"point\":%lld,\"judged\":%lld,\"error\":", (long long)point,
-                        (long long)judged);
-    hm_json_string(s, why, (int)strlen(why));
-    sqlite3_str_appendchar(s, 1, '}');
-    out = sqlite3_str_finish(s);
+    return (*judged = n), SQLITE_OK;
   }
-  sqlite3_free(report);
+  if (on && n >= ht_next_point(s.point)) {
+    if ((rc = ht_one(x, ht_sql_count, 0, &n))) return rc; /* exact */
+    if (n >= ht_next_point(s.point)) *claim = s.point = ht_schedule_point(n);
+  }
+  *judged = s.judged = n;
+  return ht_state_write(x, &s);
+}
+
+/* The end of a tune as the feedback's auto_tune: {"point", "judged",
+ * "report"} (report: the JSON), or {"point", "judged", "error"}. */
+static char *ht_outcome(i64 point, i64 judged, const char *report, const char *why) {
+  if (!why)
+    return sqlite3_mprintf("{\"point\":%lld,\"judged\":%lld,\"report\":%s}", (long long)point,
+                           (long long)judged, report);
+  sqlite3_str *s = sqlite3_str_new(NULL);
+  sqlite3_str_appendf(s, "{\"point\":%lld,\"judged\":%lld,\"error\":", (long long)point,
+                      (long long)judged);
+  hm_json_string(s, why, (int)strlen(why));
+  sqlite3_str_appendchar(s, 1, '}');
+  return sqlite3_str_finish(s);
+}
+
+/* The tune this connection is to step now, into *out (NULL: none): the one
+ * just claimed (claim > 0), the one under way that it owns, or one it takes
+ * over (see the region's opening comment); s is updated to say so. */
+static int ht_take(hf_ctx *x, const char *config, i64 claim, i64 judged, ht_state *s,
+                   ht_job **out) {
+  hm_conn *conn = x->conn;
+  ht_job *mine = conn ? conn->job : NULL;
+  *out = NULL;
+  if (claim) {
+    ht_bounds b;
+    int rc = ht_bounds_now(x, &b);
+    if (rc) return rc;
+    *s = (ht_state){.point = s->point, .judged = s->judged, .tuning = 1, .tpoint = claim,
+                    .tjudged = judged, .events = b.max_event, .recalls = b.max_recall,
+                    .epoch = s->tuning ? s->epoch + 1 : 1};
+  } else if (!s->tuning) {
+    if (conn) ht_job_free(conn->job), conn->job = NULL; /* ended elsewhere: heap_tune's pending */
+    return SQLITE_OK;
+  } else if (mine && mine->point == s->tpoint && mine->epoch == s->epoch) {
+    s->idle = 0;
+    *out = mine;
+    return SQLITE_OK;
+  } else if (++s->idle < HT_TAKEOVER) {
+    return SQLITE_OK;
+  } else {
+    s->epoch++, s->idle = 0;
+  }
+  ht_opts o;
+  ht_bounds b = {.max_event = s->events, .max_recall = s->recalls};
+  ht_auto_opts(&o, s->tjudged);
+  o.deploy = 1;
+  int rc = ht_config(x, config, &o.cfg);
+  if (rc) return rc;
+  ht_job *j = ht_job_new(&o, &b);
+  if (!j) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  j->point = s->tpoint, j->judged = s->tjudged, j->epoch = s->epoch;
+  if (conn) {
+    ht_job_free(conn->job);
+    conn->job = j;
+  }
+  *out = j;
+  return SQLITE_OK;
+}
+
+/* Auto-tune's part of a feedback with auto-tune on (claim: the point it
+ * claimed, 0 for none; judged, the count; config the feedback's, NULL for
+ * the store's tuned one): the next step of the tune under way, in a
+ * savepoint of its own.  Returns what a step that ended the tune did
+ * (ht_outcome), else NULL; an error never reaches the feedback (x's error is
+ * taken back). */
+static int ht_state_same(const ht_state *a, const ht_state *b) {
+  return a->point == b->point && a->judged == b->judged && a->tuning == b->tuning &&
+         (!a->tuning || (a->tpoint == b->tpoint && a->tjudged == b->tjudged &&
+                         a->events == b->events && a->recalls == b->recalls &&
+                         a->epoch == b->epoch && a->idle == b->idle));
+}
+
+static char *ht_autotune(hf_ctx *x, const char *config, i64 claim, i64 judged) {
+  hf_ctx t = {.db = x->db, .conn = x->conn};
+  ht_state s, before;
+  ht_job *j = NULL;
+  char *out = NULL;
+  int rc = sqlite3_exec(t.db, "SAVEPOINT heap_autotune", NULL, NULL, NULL);
+  if (rc) return sqlite3_free(t.err), NULL; /* nothing tuned: the next feedback tries */
+  if (!(rc = ht_state_read(&t, &s))) {
+    before = s;
+    rc = ht_take(&t, config, claim, judged, &s, &j);
+  }
+  if (!rc && j) rc = ht_step(&t, j, t.conn ? HT_STEP_WORK : INT64_MAX);
+  if (rc) { /* the tune ends: its work undone, its error said, the point kept */
+    sqlite3_exec(t.db, "ROLLBACK TO heap_autotune", NULL, NULL, NULL);
+    if (s.tuning) out = ht_outcome(s.tpoint, s.tjudged, NULL, t.err ? t.err : sqlite3_errstr(rc));
+    s.tuning = 0;
+    sqlite3_free(t.err);
+    t.err = NULL;
+    rc = ht_state_write(&t, &s);
+  } else if (j && j->phase == HT_DONE) {
+    out = ht_outcome(j->point, j->judged, j->out, NULL);
+    s.tuning = 0;
+    rc = ht_state_write(&t, &s);
+  } else if (!ht_state_same(&s, &before)) {
+    rc = ht_state_write(&t, &s);
+  }
+  if (rc) sqlite3_exec(t.db, "ROLLBACK TO heap_autotune", NULL, NULL, NULL);
+  sqlite3_exec(t.db, "RELEASE heap_autotune", NULL, NULL, NULL);
+  if (j && (j->phase == HT_DONE || !s.tuning || !t.conn)) {
+    if (t.conn && t.conn->job == j) t.conn->job = NULL;
+    ht_job_free(j);
+  }
   sqlite3_free(t.err);
   return out;
+}
+
+/* heap_tune('{"pending": true}'): the auto-tune under way run to its end in
+ * this call, from the start of the log it pinned, with auto-tune's settings
+ * and the config in force (given's), deploying as auto-tune does: *out its
+ * outcome (ht_outcome), or null when no tune is under way. */
+static int ht_pending(hf_ctx *x, const ht_opts *given, char **out) {
+  ht_state s;
+  ht_opts o;
+  int rc = ht_state_read(x, &s);
+  if (rc || !s.tuning) {
+    if (!rc && !(*out = sqlite3_mprintf("null"))) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+    return rc;
+  }
+  ht_bounds b = {.max_event = s.events, .max_recall = s.recalls};
+  ht_auto_opts(&o, s.tjudged);
+  o.deploy = 1;
+  o.cfg = given->cfg;
+  ht_job *j = ht_job_new(&o, &b);
+  if (!j) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  j->point = s.tpoint, j->judged = s.tjudged;
+  rc = ht_step(x, j, INT64_MAX);
+  s.tuning = 0;
+  if (!rc) rc = ht_state_write(x, &s);
+  if (!rc && !(*out = ht_outcome(j->point, j->judged, j->out, NULL)))
+    rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+  ht_job_free(j);
+  return rc;
 }
 
 #pragma endregion

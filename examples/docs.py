@@ -56,7 +56,7 @@ from typing import Optional
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ["README.md"] + [f"docs/{n}.md" for n in (
     "python", "sql", "cli", "mcp", "frameworks", "servers", "security", "benchmarks")]
-HEAPMEM = [sys.executable, "-m", "heapmem.cli"]
+HEAPMEM = [sys.executable, "-m", "heapmem"]
 DIRECTIVE = re.compile(r"<!-- (run|output|not run|setup|sql-reference|/sql-reference)"
                        r"(?::\s*(.*?))? -->\s*$")
 
@@ -105,7 +105,7 @@ def sqld(code: str, tmp: str, namespaces: bool) -> str:
     loopback ports, put in place of the addresses the docs show: the
     primary's 127.0.0.1:8080 (HTTP) and 127.0.0.1:9090 (admin, with
     namespaces), the replica's 127.0.0.1:8081."""
-    from heapmem import sqld as server
+    from heapmem.remote import sqld as server
     http, grpc, admin, replica = (server.free_port() for _ in range(4))
     procs = []
     try:

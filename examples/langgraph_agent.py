@@ -30,7 +30,7 @@ except ImportError:
     sys.exit("this example needs LangGraph: pip install \"heapmem[langgraph]\"")
 
 import heapmem
-from heapmem.langgraph_store import HeapmemStore
+from heapmem.adapters.langgraph_store import HeapmemStore
 
 NOW = 1_796_040_000.0  # 2026-11-30 12:00 UTC, the clock of this whole example
 DAY = 86400.0

@@ -15,7 +15,7 @@ from mcp.client.stdio import stdio_client
 
 async def main(db: str) -> None:
     server = StdioServerParameters(command=sys.executable, args=[
-        "-m", "heapmem.cli", "--db", db, "--now", "2025-03-14", "-n", "user:maya", "mcp"])
+        "-m", "heapmem", "--db", db, "--now", "2025-03-14", "-n", "user:maya", "mcp"])
     async with stdio_client(server) as (read, write):
         async with ClientSession(read, write) as session:
             init = await session.initialize()

@@ -32,7 +32,7 @@ def page(tmp: str) -> str:
     """The demo's report page, made in tmp (report.html); returns its path."""
     subprocess.run([sys.executable, str(ROOT / "examples" / "lisbon.py")], cwd=tmp,
                    check=True, capture_output=True)
-    subprocess.run([sys.executable, "-m", "heapmem.cli", "report", "agent.db", "--now",
+    subprocess.run([sys.executable, "-m", "heapmem", "report", "agent.db", "--now",
                     "2025-03-14"], cwd=tmp, check=True, capture_output=True)
     return os.path.join(tmp, "report.html")
 

@@ -39,8 +39,11 @@ WORDS: dict[str, tuple[list[str], str]] = {
     "heap_feedback": (["recall_id", "used", "ignored", "now", "namespace", "config", "tune"],
                       "Judge a logged recall's memories: used and ignored are JSON arrays of "
                       "ids (ignored NULL: every other memory shown; '[]': the rest unjudged). "
-                      "Returns what it did as JSON; tune 0 keeps auto-tune's count but never "
-                      "tunes."),
+                      "Returns what it did as JSON (auto_tune: the report of the tune this "
+                      "call's step ended; claimed: the point of auto-tune's schedule it "
+                      "claimed); tune 1, the default, claims the points 30, 60, 120, ... and "
+                      "runs each point's tune in steps, one after each feedback; tune 0 keeps "
+                      "auto-tune's count but never tunes."),
     "heap_answer": (["recall_id", "answer", "now", "namespace", "config", "tune"],
                     "Judge a logged recall from the answer's text: which shown memories carry "
                     "its evidence. Returns JSON with each memory's attribution, by name "
@@ -48,13 +51,21 @@ WORDS: dict[str, tuple[list[str], str]] = {
     "heap_tune": (["options"], "Replay the judged recalls under other usefulness weights and "
                   "deploy a better one if it is significantly better; options a JSON object "
                   "('{\"deploy\": false, \"seed\": 1}'; '{\"auto\": true, \"deploy\": false}' "
-                  "says what auto-tune would decide now); returns the report as JSON. What "
+                  "says what auto-tune would decide now; '{\"pending\": true}' ends the "
+                  "auto-tune under way in steps and returns what it did, {point, judged, "
+                  "report}, or null when none is); returns the report as JSON. What "
                   "mem.tune() runs."),
     "heap_save_config": (["config"], "Save a config (JSON) as the store's weights, used by "
                          "heap_recall and every open without a config (what mem.set_config(..., "
                          "save=True) runs)."),
     "heap_rebuild_pool": (["features"], "Work the pooled layer's rows out afresh (a JSON array "
-                          "of features; all when absent)."),
+                          "of features; all when absent), the pending changes folded first."),
+    "heap_fold_pool": ([], "Fold the pooled layer's pending changes (pool_pending: feedback "
+                       "folds them eight at a time) into its rows in the links table now, for "
+                       "a reader of that table itself; returns how many there were."),
+    "heap_pool_now": ([], "The pooled rows that pending changes touch, as every reader sees "
+                      "them (the stored row with the changes applied), as JSON {feature: "
+                      "[alpha, beta, n, support, low_rate, high_rate]}."),
     "heap_vector_settings": (["settings"], "The vector index's settings for big namespaces "
                              "(threshold, size, probe, seed) as JSON; with settings (a JSON "
                              "object), change those fields and return the whole."),

@@ -14,10 +14,8 @@ its config, results, errors, input checks and embedders), heapmem.learning
 report page), heapmem.remote (libSQL server) and heapmem.adapters (the CLI,
 MCP, LangGraph, LlamaIndex, LangChain, the OpenAI Agents SDK, Datasette);
 heapmem.tools is the tool table every tool door is built from, and
-heapmem.aio's AsyncMemory every verb as a coroutine.  The old module paths (heapmem.cli,
-heapmem.schema, ...) still import (heapmem._moved).
+heapmem.aio's AsyncMemory every verb as a coroutine.
 """
-from . import _moved
 from ._version import __version__
 from .aio import AsyncMemory, open_async
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
@@ -50,8 +48,6 @@ from .results import (
 )
 from .store import DEFAULT_EMBEDDER, Memory, open
 from .validate import MAX_TEXT_BYTES
-
-_moved.install()
 
 __all__ = [
     "AsyncMemory",

@@ -213,6 +213,12 @@ class AsyncMemory:
         connection from the next call on)."""
         return await self._call(Memory.tune, **kwargs)
 
+    async def finish_auto_tune(self) -> Optional[TuneReport]:
+        """Memory.finish_auto_tune, as a coroutine: the auto-tune under way
+        ended now, on whichever connection (a deployed weight is in force on
+        every connection from the next call on)."""
+        return await self._call(Memory.finish_auto_tune)
+
     async def set_config(self, config: Optional[ScoringConfig] = None,
                          **kwargs: Any) -> ScoringConfig:
         """Memory.set_config, as a coroutine: in force on every connection."""
@@ -267,6 +273,10 @@ class AsyncMemory:
     async def pool(self) -> dict[str, Any]:
         """Memory.pool: how the pooled layer is built."""
         return await self._call(lambda m: m.pool)
+
+    async def pending_tune(self) -> Optional[int]:
+        """Memory.pending_tune: the point whose auto-tune runs in steps, or None."""
+        return await self._call(lambda m: m.pending_tune)
 
     async def prior_features(self) -> frozenset[str]:
         """Memory.prior_features."""

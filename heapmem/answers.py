@@ -140,12 +140,13 @@ class Reader:
                  ) -> dict[str, Any]:
         """heap_feedback's or heap_answer's JSON: recall_id, used, ignored,
         links_updated, attribution (null, or a list of verdict rows: see
-        attribution()) and auto_tune (null, or {point, judged, and report or
-        error})."""
+        attribution()), auto_tune (null, or {point, judged, and report or
+        error}) and claimed (the point of the schedule this call claimed, or
+        null)."""
         try:
             out = _object(_json(_one(rows, function)), "JSON",
                           ("recall_id", "used", "ignored", "links_updated", "attribution",
-                           "auto_tune"))
+                           "auto_tune", "claimed"))
             _int(out["recall_id"], "a recall_id", -(1 << 63))
             _texts(out["used"], "used ids")
             _texts(out["ignored"], "ignored ids")
@@ -153,6 +154,8 @@ class Reader:
             if out["attribution"] is not None:
                 _need(type(out["attribution"]) is list,
                       f"an attribution that is not a list: {_show(out['attribution'])}")
+            if out["claimed"] is not None:
+                _int(out["claimed"], "a claimed point", 1)
             ran = out["auto_tune"]
             if ran is not None:
                 _object(ran, "an auto_tune", ("point", "judged"))

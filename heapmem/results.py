@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from .db import _native, sql
@@ -114,6 +114,24 @@ class Result:
                 line += f" (prior in {' '.join(hit[:3])}{more}: see Memory.priors())"
         return line
 
+    def to_dict(self, fields: Sequence[str] | None = None) -> dict[str, Any]:
+        """This result as JSON-ready data: every field (features as a list)
+        and "explain", its explain() line; or only the named ones, in that
+        order.  What the CLI's --json, the tool doors (MCP, tool calling)
+        and the framework adapters give out, so no door builds it again."""
+        names = [f.name for f in _RESULT_FIELDS] + ["explain"] if fields is None else fields
+        out: dict[str, Any] = {}
+        for name in names:
+            if name == "explain":
+                out[name] = self.explain()
+            elif name == "features":
+                out[name] = list(self.features)
+            elif name in _RESULT_NAMES:
+                out[name] = getattr(self, name)
+            else:
+                raise ValueError(f"a Result has no field {name!r}")
+        return out
+
     def factors(self) -> dict[str, float | None]:
         """What each factor multiplies the score by, as applied: relevance,
         recency and importance to their weights (None: weight 0, off); the
@@ -137,6 +155,10 @@ class Result:
         out["rules"] = self.rules
         return out
 
+
+#: a Result's public fields, in order (to_dict)
+_RESULT_FIELDS = tuple(f for f in fields(Result) if not f.name.startswith("_"))
+_RESULT_NAMES = frozenset(f.name for f in _RESULT_FIELDS)
 
 #: RECALL's columns that are a Result's field as they are read (the others are
 #: decoded in recalled, or are not a result's: rest, links)
@@ -229,17 +251,12 @@ class Feedback:
     links_updated: int  # distinct features whose links changed
     #: with answer=...: each shown memory's judgement, in rank order
     judgements: tuple[Judgement, ...] = ()
-    #: what auto-tune did after this feedback (Memory.feedback): None when it
-    #: did not run (no point of its schedule reached, or auto-tune off), else
-    #: tune()'s report (deployed or not, and why; its reason says so if tune
-    #: failed, the feedback being saved either way)
+    #: what auto-tune did with this feedback (Memory.feedback): None unless
+    #: this feedback's step ended a tune (auto-tune runs in steps, one after
+    #: each feedback, from the feedback that claims a point of its schedule),
+    #: else tune()'s report (deployed or not, and why; its reason says so if
+    #: tune failed, the feedback being saved either way)
     auto_tune: TuneReport | None = None
-
-    @property
-    def features(self) -> int:
-        """links_updated's name before 0.2 (Item.features is a memory's
-        features, a tuple: one name, one meaning)."""
-        return self.links_updated
 
 
 @dataclass(frozen=True)
@@ -263,11 +280,6 @@ class CheckReport:
     memories: int
     events: int
     link_rows: int  # link rows checked against the event log, in all layers
-
-    @property
-    def links(self) -> int:
-        """link_rows' name before 0.2 ("links" alone names LinkRows)."""
-        return self.link_rows
 
 
 @dataclass(frozen=True)
@@ -297,11 +309,6 @@ class Stats:
     by_namespace: tuple[NamespaceStats, ...]
     erases_in_place: bool = True   # forget erases with FTS5's secure-delete (else merges)
     oldest_reader: str = "3.37"    # the oldest SQLite that can query the FTS index
-
-    @property
-    def links(self) -> int:
-        """pooled_features' name before 0.2 ("links" alone names LinkRows)."""
-        return self.pooled_features
 
     @property
     def namespaces(self) -> int:
@@ -418,7 +425,7 @@ class Prior:
     digest: str              # SHA-256 of its links (priors.LEGACY: all merged before schema 7)
     name: str | None         # the file it was read from
     merged_at: float | None  # unix seconds
-    links: int               # how many links it holds
+    link_rows: int           # how many learned links it holds
     observations: float      # their alpha + beta, each link bounded
 
     def to_dict(self) -> dict[str, Any]:
@@ -433,7 +440,7 @@ class ImportReport:
     memories: int = 0
     recalls: int = 0
     events: int = 0
-    links: int = 0
+    link_rows: int = 0  # learned links merged (a prior) or imported
     seq_offset: int = 0     # added to every imported seq (0 into a new store)
     recall_offset: int = 0  # added to every imported recall id (0 into a new store)
     notes: tuple[str, ...] = ()  # what the import chose not to apply, and why

@@ -5,7 +5,7 @@ Owns: the connection and its lock, every transaction (none is ever left
 open), the verbs (add, update, get, list, recall, feedback, forget, links,
 stats, check, tune, set_config), the learned-link cache, and the embedder.
 Other modules reach the file only through Memory's public methods; the SQL
-it runs is in heapmem.sql, the schema and meta keys in heapmem.schema.
+it runs is in heapmem.db.sql, the schema and meta keys in heapmem.db.schema.
 """
 from __future__ import annotations
 
@@ -537,7 +537,7 @@ class Memory:
     @contextmanager
     def transaction(self) -> Iterator[schema.Connection]:
         """A write transaction on the store's connection, for code that writes
-        rows heapmem's own verbs do not (heapmem.transfer's import): all or
+        rows heapmem's own verbs do not (heapmem.io.transfer's import): all or
         nothing, holding the store's lock.  Learned links cached for recall are
         dropped afterwards, as the transaction may have changed them."""
         try:
@@ -562,10 +562,21 @@ class Memory:
     @_guarded
     @_locked
     def close(self) -> None:
-        """Close the store (runs PRAGMA optimize first).  Safe to call twice."""
+        """Close the store (runs PRAGMA optimize first).  Safe to call twice.
+        An auto-tune under way in steps (see finish_auto_tune) ends first, so
+        that a connection that judged the point's recall and will judge no
+        more (one opened per request) does not leave it to later feedback."""
         conn = getattr(self, "_conn", None)
         if conn is None:
             return
+        try:
+            if not self.readonly and not self._remote and self.auto_tune and \
+                    schema.autotune_pending(conn) is not None:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", AutoTuneWarning)  # (no one to tell)
+                    self.finish_auto_tune()
+        except (apsw.Error, HeapmemError):
+            pass
         try:
             if not self.readonly:
                 conn.execute(sql.OPTIMIZE)
@@ -866,8 +877,9 @@ class Memory:
             per_ns = c.execute(sql.STATS_BY_NAMESPACE).fetchall()
             recalls = dict(c.execute(sql.RECALLS_BY_NAMESPACE).fetchall())
             ev = {ns: (u, t) for ns, u, t in c.execute(sql.EVENTS_BY_NAMESPACE)}
-            nlinks = c.execute(sql.COUNT_POOLED_LINKS).fetchall()[0][0]
-            nrows = c.execute(sql.COUNT_LINKS).fetchall()[0][0]
+            nlinks = len(learning.pooled_rows(c))
+            nrows = c.execute(sql.COUNT_LINKS).fetchall()[0][0] + nlinks - \
+                c.execute(sql.COUNT_POOLED_LINKS).fetchall()[0][0]
             prior = schema.prior(c)
             version = schema.user_version(c)
             in_place, reader = schema.erases_in_place(c), schema.oldest_reader(c)
@@ -1026,9 +1038,13 @@ class Memory:
                     c.execute(sql.RECALL_SHOWN, {"id": out["recall_id"]}).fetchall(), function)
                 judgements = self._judgements(
                     self._answers.attribution(out["attribution"], len(shown), function), shown)
+        ran = out["auto_tune"]
+        if ran is None and out["claimed"] and self._remote:
+            # a server's connections are not this store's to step a tune with
+            # (csrc/tune.c): the tune this feedback claimed ends now
+            ran = tune.finish(self)
         return Feedback(out["recall_id"], tuple(out["used"]), tuple(out["ignored"]),
-                        out["links_updated"], judgements,
-                        self._auto_tune(out["auto_tune"]) if out["auto_tune"] else None)
+                        out["links_updated"], judgements, self._auto_tune(ran) if ran else None)
 
     def _auto_tune(self, ran: dict[str, Any]) -> TuneReport:
         """The report of the auto-tune heap_feedback ran (csrc/tune.c: it kept the count
@@ -1159,17 +1175,21 @@ class Memory:
             raise TypeError("config must be a heapmem.ScoringConfig")
         if namespace != POOLED:
             namespace = check_namespace(namespace)
-        c = self.connection
         out: list[tuple[str, float, float, int, int]] = []
+        with self.snapshot() as c:
+            pooled = learning.pooled_rows(c)
+            own = {} if namespace == POOLED else {
+                r[0]: r[1:] for r in c.execute(sql.OWN_LINKS, {"namespace": namespace})}
         if namespace == POOLED:
-            out = c.execute(sql.POOLED_LINKS).fetchall()
+            out = [(f, a, b, n, k) for f, _, a, b, n, k, _, _ in pooled]
         else:
-            rows = c.execute(sql.NAMESPACE_LINKS,
-                             {"namespace": namespace, "cap": self.pool["cap"]}).fetchall()
             with _from_file("reading the learned links"):
-                for f, oa, ob, pa, pb, n, support in rows:
-                    a, b = _native.link_view(oa, ob, pa, pb, config.pooled_pseudocount)
-                    out.append((f, a, b, n, support))
+                # each pooled link less the namespace's own share of it, as recall views it
+                for f, _, pa, pb, _, support, _, _ in pooled:
+                    oa, ob, sa, sb, n = own.get(f, (0.0, 0.0, 0.0, 0.0, 0))
+                    a, b = _native.link_view(oa, ob, oa + max(pa - sa, 0), ob + max(pb - sb, 0),
+                                             config.pooled_pseudocount)
+                    out.append((f, a, b, n, support - (f in own)))
         pa, pb = config.prior_alpha, config.prior_beta
         with _from_file("reading the learned links"):
             res = [LinkRow(f, (pa + a) / (pa + pb + a + b), n, a, b, k) for f, a, b, n, k in out]
@@ -1192,7 +1212,7 @@ class Memory:
     @_guarded
     @_locked
     def priors(self) -> builtins.list[Prior]:
-        """The links-only priors merged into this store (heapmem.transfer's
+        """The links-only priors merged into this store (heapmem.io.transfer's
         import of a links file), oldest first: each one's digest, file name,
         when it was merged, and how much evidence it adds."""
         with _from_file("reading the priors"):
@@ -1268,13 +1288,13 @@ class Memory:
         # complete checkpoint (at the latest when the last connection closes)
         with self._lock:
             c = self.connection
-            c.setbusytimeout(250)
+            schema.wait_for_lock(c, 250)
             try:
                 c.execute(sql.CHECKPOINT).fetchall()
             except apsw.BusyError:
                 pass
             finally:
-                c.setbusytimeout(10_000)
+                schema.wait_for_lock(c, 10_000)
         return n
 
     def set_portable(self, portable: bool = True) -> None:
@@ -1309,6 +1329,30 @@ class Memory:
         raises ReadOnlyError; deploy=False measures only."""
         with self._lock:  # one view of the logs while it replays them
             return tune.tune(self, deploy=deploy, seed=seed)
+
+    @property
+    @_guarded
+    @_locked
+    def pending_tune(self) -> int | None:
+        """The point of auto-tune's schedule (judged recalls) whose tune is
+        under way in steps, or None (see finish_auto_tune)."""
+        pending = schema.autotune_pending(self.connection)
+        return None if pending is None else int(pending["point"])
+
+    @_guarded
+    def finish_auto_tune(self) -> TuneReport | None:
+        """End the auto-tune under way now.  A feedback that claims a point of
+        auto-tune's schedule starts a tune that runs in steps, one after each
+        feedback with auto-tune on (from any connection), so that no feedback
+        waits for a whole tune; the feedback whose step ends it returns the
+        report.  This runs its remaining work in one call (from the start of
+        the log it pinned), deploys as auto-tune does, and returns the report,
+        or None when no tune is under way.  The CLI calls it after a feedback
+        that claimed a point.  On a read-only store: ReadOnlyError."""
+        if self.readonly:
+            raise ReadOnlyError(f"{self.path!r} was opened with readonly=True; writes are refused")
+        ran = tune.finish(self)
+        return self._auto_tune(ran) if ran else None
 
     @_guarded
     def set_config(self, config: ScoringConfig | None = None, *, save: bool = False,
@@ -1484,12 +1528,14 @@ class Memory:
         events = [(ns, json.loads(d)) for _, _, _, ns, _, _, d in c.execute(sql.EVENTS)]
         # each namespace's links are what its events add up to; the pooled
         # layer is theirs, capped, plus any prior merged from a links-only
-        # export (heapmem.transfer), which has no events
+        # export (heapmem.io.transfer), which has no events
         prior = schema.prior(c)
         replayed: dict = learning.replay(events)
         replayed = learning.pool(replayed, self._reread_pool(c), prior, schema.PRIOR_SUPPORT)
-        stored = {(ns, f): (a, b, n, k) if ns == POOLED else (a, b, n)
-                  for ns, f, a, b, n, k in c.execute(sql.ALL_LINKS)}
+        stored: dict[tuple[str, str], tuple] = {
+            (ns, f): (a, b, n) for ns, f, a, b, n, _ in c.execute(sql.OWN_ROWS)}
+        stored.update({(POOLED, f): (a, b, n, k) for f, _, a, b, n, k, _, _ in
+                       learning.pooled_rows(c)})
         for (layer, f), s, r in learning.mismatches(stored, replayed):
             gives = "(" + ", ".join(f"{x:.6g}" for x in r) + ")" if r is not None else ""
             if s is None:
@@ -1637,14 +1683,14 @@ def open(path: str, *, clock: Callable[[], Timestamp] = time.time,
     database names one database of a server started with namespaces (sqld
     --enable-namespaces, `heapmem sqld --primary DIR --namespaces`): one
     database per tenant, each its own store, created first with
-    heapmem.sqld.create_database().  It is a lowercase DNS label ("acme",
+    heapmem.remote.sqld.create_database().  It is a lowercase DNS label ("acme",
     "tenant-42"); a database that does not exist raises
     heapmem.remote.DatabaseNotFoundError, database= on a server without
     namespaces ServerError, and nothing is written.  namespace= (of add,
     recall, ...) is another thing: tenants inside one store, which share its
     file, its write lock and its pooled layer of learned links; databases
     share nothing but the server (learning moves between them as links:
-    heapmem.transfer.export_links and import_file).
+    heapmem.io.transfer.export_links and import_file).
 
     auto_tune (True or False, else TypeError before anything is opened):
     with True, the default, feedback runs tune() by itself once the store's

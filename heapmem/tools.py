@@ -36,6 +36,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from .config import DEFAULT_KIND, KIND_IMPORTANCE
 from .errors import HeapmemError
+from .results import Result
 from .store import Memory
 from .validate import MAX_K, check_namespace
 
@@ -124,18 +125,6 @@ def _own(mem: Memory, namespace: str, ids: Any) -> list[str]:
     return list(ids)
 
 
-def _own_recall(mem: Memory, namespace: str, recall_id: Any) -> None:
-    """A recall_id given to a tool must be one of this namespace's recalls:
-    another's is as unknown as one never made."""
-    if recall_id is None:
-        return
-    if isinstance(recall_id, bool) or not isinstance(recall_id, int):
-        raise TypeError(f"recall_id must be an integer, got {type(recall_id).__name__}")
-    logged = mem.logged_recall(recall_id)
-    if logged is None or logged.namespace != namespace:
-        raise ValueError(f"unknown recall_id {recall_id}")
-
-
 def _int(args: Mapping[str, Any], name: str, default: int, lo: int, hi: int) -> int:
     v = args.get(name, default)
     if isinstance(v, bool) or not isinstance(v, int):
@@ -163,6 +152,14 @@ def _add(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _shown(r: Result) -> dict[str, Any]:
+    """What a tool's caller sees of a recalled memory: its id, text, score
+    (to 6 places) and the line that explains the score."""
+    d = r.to_dict(("id", "text", "score", "explain"))
+    d["score"] = round(d["score"], 6)
+    return d
+
+
 def _recall(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
     k = _int(a, "k", 5, 1, MAX_K)
     kinds = a.get("kinds")
@@ -174,8 +171,7 @@ def _recall(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
                      until=a.get("until"))
     out: dict[str, Any] = {
         "recall_id": res.recall_id,
-        "memories": [{"id": r.id, "text": r.text, "score": round(r.score, 6),
-                      "explain": r.explain()} for r in res]}
+        "memories": [_shown(r) for r in res]}
     if res.recall_id is not None:
         out["next"] = (f"after answering, call report_answer(recall_id={res.recall_id}, "
                        "answer=<your answer>)")
@@ -183,7 +179,6 @@ def _recall(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
 
 
 def _report_answer(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
-    _own_recall(mem, ns, a["recall_id"])
     fb = mem.feedback(recall_id=a["recall_id"], answer=a["answer"], namespace=ns)
     return {"recall_id": fb.recall_id, "used": list(fb.used), "ignored": list(fb.ignored),
             "links_updated": fb.links_updated,
@@ -192,13 +187,11 @@ def _report_answer(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
 
 
 def _mark_used(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
-    _own_recall(mem, ns, a.get("recall_id"))
     fb = mem.mark_used(_own(mem, ns, a["ids"]), recall_id=a.get("recall_id"), namespace=ns)
     return {"recall_id": fb.recall_id, "used": list(fb.used), "links_updated": fb.links_updated}
 
 
 def _mark_ignored(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
-    _own_recall(mem, ns, a.get("recall_id"))
     fb = mem.mark_ignored(_own(mem, ns, a["ids"]), recall_id=a.get("recall_id"), namespace=ns)
     return {"recall_id": fb.recall_id, "ignored": list(fb.ignored),
             "links_updated": fb.links_updated}

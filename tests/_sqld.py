@@ -10,7 +10,7 @@ import subprocess
 import time
 from typing import Callable
 
-from heapmem import sqld
+from heapmem.remote import sqld
 
 free_port, answers = sqld.free_port, sqld.answers
 

@@ -57,7 +57,7 @@ def test_the_memory_that_carries_the_answer_is_used(lisbon):
     quote = next(j for j in fb.judgements if j.id == "quote")
     assert quote.matched == ("march",) and 0 < quote.share < 0.4
     # and it taught what an explicit used=["booking"] would have taught
-    assert fb.features > 0
+    assert fb.links_updated > 0
     assert {r[0] for r in lisbon.connection.execute(
         "SELECT position FROM events WHERE used = 1")} == {r.ids.index("booking")}
 
@@ -85,7 +85,7 @@ def test_the_questions_own_words_never_count(lisbon):
     before = written(lisbon)
     # an answer that only repeats the question singles out nothing
     fb = lisbon.feedback(recall_id=r.recall_id, answer="Your flight to Lisbon, when it is.")
-    assert fb.used == () and fb.ignored == () and fb.features == 0
+    assert fb.used == () and fb.ignored == () and fb.links_updated == 0
     assert all(j.verdict == "unjudged" and j.share == 0 for j in fb.judgements)
     assert "nothing was judged" in fb.judgements[0].reason
     assert written(lisbon) == before

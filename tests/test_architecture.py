@@ -20,8 +20,8 @@ from dataclasses import fields
 import pytest
 
 import heapmem
-from heapmem import _native, schema
 from heapmem.config import ScoringConfig
+from heapmem.db import _native, schema
 
 PKG = os.path.dirname(os.path.abspath(heapmem.__file__))
 ROOT = os.path.dirname(PKG)
@@ -49,7 +49,7 @@ def _modules() -> dict[str, str]:
 
 FILES = _modules()
 MODULES = sorted(FILES)
-#: a module's own last name (_native, _version, _moved: private modules, fine to import)
+#: a module's own last name (_native, _version: private modules, fine to import)
 LEAVES = {m.rsplit(".", 1)[-1] for m in MODULES}
 #: the subpackages (their __init__ modules)
 PACKAGES = {m for m in MODULES if FILES[m].endswith(os.sep + "__init__.py") and m != "__init__"}
@@ -540,18 +540,16 @@ def test_rows_are_read_by_the_names_their_statements_give(tmp_path):
 def test_one_name_one_meaning_in_the_values_verbs_return():
     """issue 25: "features" is a memory's features (a tuple) and "links" the
     learned LinkRows; the counts have names of their own (links_updated,
-    pooled_features, link_rows), the old names kept as read-only aliases."""
+    pooled_features, link_rows), and the old names are gone (issue 37)."""
     from heapmem import results
     for cls in (results.Feedback, results.Stats, results.CheckReport):
         names = {f.name: f.type for f in fields(cls)}
         assert "features" not in names and "links" not in names, cls
     assert fields(results.Item)[10].name == "features" and fields(results.Item)[10].type in (
         "tuple[str, ...]", tuple[str, ...])
-    fb = results.Feedback(1, ("a",), (), 7)
-    st = results.Stats(schema=8, memories=1, recalls=1, events=1, used=1, pooled_features=3,
-                       link_rows=9, prior_links=0, by_namespace=())
-    ck = results.CheckReport(True, (), 1, 1, 9)
-    assert (fb.features, st.links, ck.links) == (fb.links_updated, 3, ck.link_rows)
+    # and no old name kept as an alias: an unreleased package has no one to keep it for
+    for cls in (results.Feedback, results.Stats, results.CheckReport):
+        assert not hasattr(cls, "features") and not hasattr(cls, "links"), cls
 
 
 def test_a_bug_surfaces_as_itself_not_as_damage(tmp_path, monkeypatch):
@@ -569,3 +567,13 @@ def test_a_bug_surfaces_as_itself_not_as_damage(tmp_path, monkeypatch):
         monkeypatch.setattr(store_module, "log_params", broken)
         with pytest.raises(IndexError, match="a bug"):
             m.recall("flight")
+
+
+@pytest.mark.parametrize("old", ["heapmem.cli", "heapmem.schema", "heapmem.sql", "heapmem._native",
+                                 "heapmem.langgraph_store", "heapmem.transfer", "heapmem.hrana"])
+def test_a_module_has_one_path(old):
+    """issue 37: no import hook serves the paths before the subpackages (issue 25)
+    in an unreleased package: each module is imported by its one path."""
+    import importlib
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)

@@ -1,8 +1,10 @@
-"""Auto-tune (issue 24): feedback runs tune() by itself when the store's judged
+"""Auto-tune (issues 24, 34): feedback tunes the store by itself when its judged
 recalls reach 30, 60, 120, ... (once per point and store, across reopens and
-processes), not with auto_tune=False or an explicit config; clean feedback in
-an authority world deploys a larger usefulness weight, shuffled feedback
-deploys nothing; a failed tune leaves the feedback saved and says so."""
+processes), not with auto_tune=False or an explicit config; the tune runs in
+steps, one after each feedback, and the feedback whose step ends it returns
+the report; clean feedback in an authority world deploys a larger usefulness
+weight, shuffled feedback deploys nothing; a failed tune leaves the feedback
+saved and says so."""
 import io
 import json
 import os
@@ -13,7 +15,7 @@ import pytest
 from test_authority import TOPICS, add_user
 
 import heapmem
-from heapmem import cli
+from heapmem.adapters import cli
 from heapmem.db import schema, sql
 from heapmem.io import transfer
 from heapmem.learning import tune
@@ -42,25 +44,82 @@ def _world(mem, users, mode="clean", seed=0, first=0):
 
 
 def _ran(reports):
-    """The feedbacks (1-based) after which auto-tune ran."""
+    """The feedbacks (1-based) whose step ended a tune (returned its report)."""
     return [i for i, r in enumerate(reports, 1) if r is not None]
+
+
+def _replayed(reports):
+    """How many judged recalls each tune that ended replayed, in order."""
+    return [r.recalls for r in reports if r is not None]
+
+
+def _finish(mem, recall_id):
+    """Feedback on recall_id that judges nothing (each one a step of the tune
+    under way) until a tune ends: (its report, how many calls it took)."""
+    assert schema.autotune_pending(mem.connection) is not None, "no tune under way"
+    for i in range(1, 100_000):
+        rep = mem.feedback(used=[], ignored=[], recall_id=recall_id).auto_tune
+        if rep is not None:
+            return rep, i
+    raise AssertionError("no tune under way ended")
 
 
 def test_the_schedule_30_60_120_and_nothing_in_between(tmp_path):
     mem = _open(tmp_path / "a.db", embedder=None)
-    reports = _world(mem, 42)  # 126 feedbacks, each judging a recall of its own
-    assert _ran(reports) == [30, 60, 120]
-    assert [reports[i - 1].recalls for i in (30, 60, 120)] == [30, 60, 120]
+    claimed = []
+    reports = []
+    for u in range(50):  # 150 feedbacks, each judging a recall of its own
+        reports += _world(mem, 1, first=u)
+        claimed.append(schema.autotune_state(mem.connection)[0])
+    assert sorted(set(claimed)) == [0, 30, 60, 120]
+    assert claimed.index(30) == 9 and claimed.index(60) == 19 and claimed.index(120) == 39
+    # each tune ends in steps after its point, and before the next one is reached
+    if schema.autotune_pending(mem.connection) is not None:  # (the last may run on)
+        reports.append(_finish(mem, mem.judged_recalls(newest=1)[0].id)[0])
+    ends = _ran(reports)
+    assert _replayed(reports) == [30, 60, 120] and 30 < ends[0] < 60 < ends[1] < 120 < ends[2]
+    assert schema.autotune_pending(mem.connection) is None
     mem.close()
 
 
-def test_reopening_does_not_tune_again(tmp_path):
+def test_reopening_does_not_tune_again_and_close_ends_the_tune(tmp_path):
+    """A tune under way when its Memory closes ends at the close (a
+    connection opened per request judges no more); its point is not claimed
+    again."""
     path = tmp_path / "a.db"
     with _open(path, embedder=None) as mem:
-        assert _ran(_world(mem, 11)) == [30]  # 33 judged recalls
+        assert _ran(_world(mem, 10)) == []  # 30 judged recalls: claimed by the last
+        pending = schema.autotune_pending(mem.connection)
+        assert pending["point"] == 30 and pending["epoch"] == 1
     with _open(path, embedder=None) as mem:
-        reports = _world(mem, 10, first=11)  # 34th .. 63rd
-        assert _ran(reports) == [60 - 33]
+        assert schema.autotune_pending(mem.connection) is None
+        assert schema.autotune_state(mem.connection) == (30, 30)
+        reports = _world(mem, 10, first=10)  # 31st .. 60th: the next point claimed
+        assert _replayed(reports) == [] and schema.autotune_state(mem.connection) == (60, 60)
+
+
+def test_a_tune_whose_owner_went_away_is_taken_over(tmp_path):
+    """A connection that claimed a point and went away without ending it (a
+    client that is not heapmem's Python, killed, or never back) leaves it
+    under way: another connection's feedback takes it over from the start of
+    the log it pinned, after HT_TAKEOVER (8) of its feedbacks, and ends it."""
+    import apsw
+    path = tmp_path / "a.db"
+    with _open(path, embedder=None, auto_tune=False) as mem:  # counted, never tuned
+        _world(mem, 9)  # 27
+        ns = add_user(mem, 9)
+        pending = [(mem.recall(q, namespace=ns, k=3).recall_id, f"{ns}-{t}-user")
+                   for t, (q, *_rest) in enumerate(TOPICS)]
+    c = apsw.Connection(str(path))
+    heapmem.load(c)
+    for rid, used in pending:  # the 30th claims the point, its first step done
+        c.execute("SELECT heap_feedback(?, ?)", (rid, json.dumps([used]))).fetchall()
+    c.close()
+    with _open(path, embedder=None) as mem:
+        assert mem.pending_tune == 30
+        reports = _world(mem, 9, first=10)  # 31st .. 57th
+        assert _replayed(reports) == [30] and _ran(reports)[0] > 8
+        assert schema.autotune_pending(mem.connection) is None
 
 
 def test_mark_used_counts_and_mark_ignored_does_not(tmp_path):
@@ -71,12 +130,14 @@ def test_mark_used_counts_and_mark_ignored_does_not(tmp_path):
         for t, (q, *_rest) in enumerate(TOPICS):
             res = mem.recall(q, namespace=ns, k=3)
             if t == 2:  # a recall judged only ignored is no judged recall
-                fb = mem.mark_ignored([res.ids[0]], recall_id=res.recall_id)
+                mem.mark_ignored([res.ids[0]], recall_id=res.recall_id)
             else:
-                fb = mem.mark_used([f"{ns}-{t}-user"], recall_id=res.recall_id)
-            ran.append(fb.auto_tune is not None)
-    assert sum(ran) == 1 and ran.index(True) == 14 * 3 + 1  # the 30th marked used
+                mem.mark_used([f"{ns}-{t}-user"], recall_id=res.recall_id)
+            ran.append(schema.autotune_state(mem.connection)[0])
+    assert ran.index(30) == 14 * 3 + 1  # claimed by the 30th marked used
     assert len(mem.judged_recalls()) == 30
+    rep, _ = _finish(mem, res.recall_id)
+    assert rep.recalls == 30
     mem.close()
 
 
@@ -93,7 +154,8 @@ def test_off_with_auto_tune_false_and_with_an_explicit_config(tmp_path):
     with _open(tmp_path / "off.db", embedder=None) as mem:
         assert mem.auto_tune is True
         reports = _world(mem, 1, first=21)
-        assert _ran(reports) == [1] and reports[0].recalls == 64
+        assert _replayed(reports) == [] and schema.autotune_state(mem.connection) == (60, 66)
+        assert _finish(mem, mem.judged_recalls(newest=1)[0].id)[0].recalls == 64
 
 
 @pytest.mark.parametrize("bad", [1, 0, "yes", None, 1.0])
@@ -114,8 +176,9 @@ def test_clean_feedback_deploys_a_larger_weight_and_the_report_says_so(tmp_path)
     default = heapmem.ScoringConfig().w_usefulness
     with _open(path) as mem:
         reports = _world(mem, 10)
-        rep = reports[29]
-        assert isinstance(rep, heapmem.TuneReport) and reports[:29] == [None] * 29
+        assert reports == [None] * 30  # claimed at the 30th, a step of it done
+        rep, _ = _finish(mem, mem.judged_recalls(newest=1)[0].id)
+        assert isinstance(rep, heapmem.TuneReport)
         assert rep.deployed and rep.recalls == 30 and rep.folds == "namespace"
         assert rep.current["w_usefulness"] == default
         assert rep.best["w_usefulness"] > default and rep.gain[1] > 0
@@ -132,7 +195,8 @@ def test_clean_feedback_deploys_a_larger_weight_and_the_report_says_so(tmp_path)
 def test_shuffled_feedback_deploys_nothing(tmp_path, seed):
     mem = _open(tmp_path / "a.db")
     reports = _world(mem, 20, mode="shuffled", seed=seed)
-    assert _ran(reports) == [30, 60]
+    reports.append(_finish(mem, mem.judged_recalls(newest=1)[0].id)[0])
+    assert _replayed(reports) == [30, 60]
     assert not any(r.deployed for r in reports if r is not None)
     assert mem.config == heapmem.ScoringConfig()
     assert schema.meta_get(mem.connection, schema.META_TUNED) is None
@@ -143,22 +207,37 @@ def test_runs_repeat_exactly(tmp_path):
     got = []
     for name in ("a", "b"):
         with _open(tmp_path / f"{name}.db") as mem:
-            got.append([r for r in _world(mem, 10, mode="shuffled") if r is not None])
-    assert got[0] == got[1] and len(got[0]) == 1
+            reports = _world(mem, 20, mode="shuffled")
+            got.append(([r for r in reports if r is not None], _ran(reports)))
+    assert got[0] == got[1] and _replayed(got[0][0])[:1] == [30]
 
 
 def test_two_connections_tune_once_for_a_point(tmp_path):
     a = _open(tmp_path / "a.db", embedder=None)
     b = _open(tmp_path / "a.db", embedder=None)
     ran = []
-    for u in range(14):
+    for u in range(10):  # the 30th judged recall is b's (user 9's last)
         m = (a, b)[u % 2]
         ns = add_user(m, u)
         for t, (q, *_rest) in enumerate(TOPICS):
             res = m.recall(q, namespace=ns, k=3)
             ran.append(m.feedback(used=[f"{ns}-{t}-user"], recall_id=res.recall_id).auto_tune)
-    assert _ran(ran) == [30]  # once, by whichever connection judged the 30th
-    assert schema.autotune_state(a.connection) == (30, 42)
+    assert _replayed(ran) == [] and schema.autotune_pending(a.connection)["point"] == 30
+    # claimed once, by whichever connection judged the 30th (b, user 9): its
+    # steps run after b's own feedbacks, a's count idle (3 at most in a row:
+    # no takeover), and b's step ends it
+    rid = a.judged_recalls(newest=1)[0].id
+    by = None
+    for i in range(300):
+        m = (a, b)[i // 3 % 2]
+        rep = m.feedback(used=[], ignored=[], recall_id=rid).auto_tune
+        ran.append(rep)
+        if rep is not None:
+            by = m
+            break
+    assert _replayed(ran) == [30] and by is b
+    assert schema.autotune_state(a.connection) == (30, 30)
+    assert schema.autotune_pending(a.connection) is None
     a.close()
     b.close()
 
@@ -170,14 +249,17 @@ def test_a_failed_tune_warns_and_keeps_the_feedback(tmp_path):
         c.execute("UPDATE recalls SET rest = '[\"x\"]' WHERE id = (SELECT min(id) FROM recalls)")
     with pytest.warns(heapmem.AutoTuneWarning, match="auto-tune at 30 judged recalls failed "
                       r"\(the recall log is damaged .*\); the feedback was saved"):
-        reports = _world(mem, 1, first=9)
-    rep = reports[-1]
+        reports = _world(mem, 1, first=9)  # the 30th claims the point
+        if schema.autotune_pending(mem.connection) is not None:
+            reports.append(_finish(mem, mem.judged_recalls(newest=1)[0].id)[0])
+        rep = [r for r in reports if r is not None][0]  # the step that read the damage
     assert not rep.deployed and rep.reason.startswith("auto-tune failed: the recall log is damaged")
     assert len(mem.judged_recalls()) == 30  # saved
     assert mem.config == heapmem.ScoringConfig()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the point stays claimed: no retry on each feedback
         assert _ran(_world(mem, 2, first=10)) == []
+    assert schema.autotune_pending(mem.connection) is None
     mem.close()
 
 
@@ -196,9 +278,10 @@ def test_past_the_window_it_replays_the_newest(tmp_path):
         with pytest.raises(TypeError, match="first_recall must be an integer"):
             mem.events(first_recall="1")
     with _open(path, embedder=None) as mem:
-        reports = _world(mem, 1, first=680)  # 2,041: the point 1,920 claimed, once
-        ran = [r for r in reports if r is not None]
-        assert len(ran) == 1 and ran[0].recalls == 2000  # csrc/tune.c's HT_AUTO_WINDOW
+        assert _ran(_world(mem, 1, first=680)) == []  # 2,041: the point 1,920 claimed, once
+        assert schema.autotune_pending(mem.connection)["point"] == 1920
+        rep, steps = _finish(mem, mem.judged_recalls(newest=1)[0].id)
+        assert rep.recalls == 2000 and steps > 10  # csrc/tune.c's HT_AUTO_WINDOW, in steps
 
 
 def test_an_import_is_counted_at_the_next_feedback(tmp_path):
@@ -209,8 +292,9 @@ def test_an_import_is_counted_at_the_next_feedback(tmp_path):
     with _open(tmp_path / "dst.db", embedder=None) as dst:
         assert _ran(_world(dst, 1)) == []  # 3 judged recalls, counted
         transfer.import_file(dst, io.StringIO(buf.getvalue()))
-        reports = _world(dst, 1, first=1)
-        assert _ran(reports) == [1] and reports[0].recalls == 34
+        _world(dst, 1, first=1)
+        assert schema.autotune_state(dst.connection) == (30, 36)
+        assert _finish(dst, dst.judged_recalls(newest=1)[0].id)[0].recalls == 34
 
 
 def test_the_state_is_checked_and_never_exported(tmp_path):
@@ -226,8 +310,14 @@ def test_the_state_is_checked_and_never_exported(tmp_path):
             schema.meta_set(c, schema.META_AUTOTUNE, '{"point": "x"}')
         assert any("autotune" in p for p in mem.check().problems)
         # a value heapmem cannot read: counted again, from the start of the schedule
-        reports = _world(mem, 1, first=10)
-        assert _ran(reports) == [1] and schema.autotune_state(mem.connection) == (30, 33)
+        _world(mem, 1, first=10)
+        assert schema.autotune_state(mem.connection) == (30, 33)
+        assert schema.autotune_pending(mem.connection)["point"] == 30
+        with mem.transaction() as c:  # a tune under way is checked too
+            state = json.loads(schema.meta_get(c, schema.META_AUTOTUNE))
+            state["tune"]["idle"] = -1
+            schema.meta_set(c, schema.META_AUTOTUNE, json.dumps(state))
+        assert any("tune must hold" in p for p in mem.check().problems)
 
 
 def test_counting_is_an_index_lookup(tmp_path):
@@ -309,9 +399,28 @@ def test_a_forget_is_counted_at_the_next_feedback(tmp_path):
     _world(mem, 9)  # 27 judged recalls
     mem.forget(namespace="user0")  # and the 3 recalls of user0 with it
     assert schema.autotune_state(mem.connection) == (0, None)
-    reports = _world(mem, 2, first=9)  # 25, 26, ... 30 at the 6th
-    assert _ran(reports) == [6] and reports[5].recalls == 30
+    _world(mem, 2, first=9)  # 25, 26, ... 30 at the 6th
+    assert schema.autotune_state(mem.connection) == (30, 30)
+    assert _finish(mem, mem.judged_recalls(newest=1)[0].id)[0].recalls == 30
     mem.close()
+
+
+def test_a_forget_while_it_runs_starts_it_again_on_the_log_left(tmp_path):
+    """A forget in the middle of a tune marks the count unknown: the next
+    feedback takes the tune over (a new epoch) from the start of the log it
+    pinned, less what was forgotten, and its report is heap_tune's on that
+    log."""
+    path = tmp_path / "a.db"
+    mem = _open(path, embedder=None)
+    _world(mem, 10)  # claimed by the 30th, the last
+    before = schema.autotune_pending(mem.connection)
+    mem.forget(namespace="user1")  # 3 recalls of the pinned log
+    rid = mem.judged_recalls(newest=1)[0].id
+    rep, _ = _finish(mem, rid)
+    assert rep.recalls == 27
+    after = schema.autotune_state(mem.connection)
+    mem.close()
+    assert before["epoch"] == 1 and after == (30, 27)
 
 
 def test_against_the_default_a_weight_nothing_supports_goes_back_to_it(tmp_path):
@@ -340,8 +449,9 @@ def test_its_interval_is_99_percent_split_among_the_grids_other_weights(tmp_path
     alone (nothing to split) gives a narrower interval."""
     path = tmp_path / "a.db"
     with _open(path) as mem:
-        rep = _world(mem, 10)[29]
-        assert rep is not None and rep.against == heapmem.ScoringConfig().w_usefulness
+        _world(mem, 10)
+        rep, _ = _finish(mem, mem.judged_recalls(newest=1)[0].id)
+        assert rep.against == heapmem.ScoringConfig().w_usefulness
         assert len(rep.table) == 9  # heap_tune's grid: 0 to 1, 0.3 among them
         same, alone = (tune.from_json(json.loads(mem.connection.execute(
             "SELECT heap_tune(?)", (json.dumps(dict(auto=True, deploy=False, **kw)),)

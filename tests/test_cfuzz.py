@@ -33,8 +33,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import heapmem
-from heapmem import _native
-from heapmem._native import ffi, lib
+from heapmem.db import _native
+from heapmem.db._native import ffi, lib
 
 SOAK = os.environ.get("HEAPMEM_SOAK") == "1"
 OK_ERRORS = (ValueError, TypeError, heapmem.HeapmemError)

@@ -11,7 +11,7 @@ import pytest
 
 import heapmem
 import heapmem.adapters
-from heapmem import cli
+from heapmem.adapters import cli
 
 T = 1_796_040_000.0  # 2026-11-30 12:00 UTC
 DAY = 86400.0
@@ -75,14 +75,14 @@ def test_help_reads_well(capsys):
         assert Run("x")(*argv, db=False).code == 0
         assert capsys.readouterr().out.startswith(("usage: heapmem", "heapmem "))
     # and as a process, as a person would run it
-    p = subprocess.run([sys.executable, "-m", "heapmem.cli", "--help"], capture_output=True,
+    p = subprocess.run([sys.executable, "-m", "heapmem", "--help"], capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 0
     for verb in ("add", "recall", "feedback", "links", "stats", "forget", "check", "report",
                  "export", "import", "sql", "path", "mcp"):
         assert f"\n    {verb} " in p.stdout, verb
     assert "HEAPMEM_DB" in p.stdout and "examples:" in p.stdout
-    p = subprocess.run([sys.executable, "-m", "heapmem.cli", "mcp", "--help"],
+    p = subprocess.run([sys.executable, "-m", "heapmem", "mcp", "--help"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0
     for word in ("add", "recall", "mark_used", "mark_ignored", "forget", "list", "stdio",
@@ -175,6 +175,7 @@ def test_check_reports_problems(run):
     run("recall", "When is my flight?", "-n", "user:maya")
     run("feedback", "1", "--used", "m1")
     with heapmem.open(run.db) as mem:
+        mem.connection.execute("SELECT heap_fold_pool()")  # the pooled rows, written now
         mem.connection.execute("UPDATE links SET alpha = alpha + 5 WHERE namespace = '*'")
     r = run("check")
     assert r.code == 1 and "the event log gives" in r.out
@@ -363,7 +364,7 @@ def test_mcp_http_is_loopback_only_without_a_token(run):
 
 @pytest.mark.parametrize("code", [
     "from heapmem.adapters.cli import main",  # the console script's entry point
-    "from heapmem.cli import main",  # its path before the subpackages (issue 25)
+    "from heapmem.adapters.cli import main",  # its path before the subpackages (issue 25)
 ])
 def test_console_script_entry_point(code):
     p = subprocess.run([sys.executable, "-c", f"import sys; {code}; "
@@ -372,7 +373,7 @@ def test_console_script_entry_point(code):
     assert p.returncode == 0 and p.stdout.strip() == f"heapmem {heapmem.__version__}"
 
 
-@pytest.mark.parametrize("module", ["heapmem", "heapmem.cli", "heapmem.adapters.cli"])
+@pytest.mark.parametrize("module", ["heapmem", "heapmem.adapters.cli"])
 def test_python_dash_m(module):
     p = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True,
                        text=True, timeout=60)

@@ -113,3 +113,33 @@ def test_soak_processes_and_threads(tmp_path):
     total, nadded, nforgot, nfb = run_stress(tmp_path, procs, threads, seed=2, seconds=seconds)
     print(f"\nsoak: {procs} processes x {threads} threads x {seconds:g} s: {total}; "
           f"{nadded} adds acknowledged, {nforgot} forgotten, {nfb} feedbacks, nothing lost")
+
+
+def test_a_writer_waits_for_the_lock_in_short_tries_and_no_longer_than_it_may(tmp_path,
+                                                                             monkeypatch):
+    """A write held up by another connection's write lock tries again after
+    sleeps of 50 microseconds at first and 2 ms at most (schema.wait_for_lock),
+    not SQLite's 1, 2, 5, ... 100 ms: released while it waits, the lock is
+    taken and the write done; held past the wait, the write fails with one
+    sentence and nothing is written.  (The sleeps are counted, never timed.)"""
+    import threading
+
+    from heapmem.db import schema
+    slept: list[float] = []
+    real = schema.time.sleep
+    monkeypatch.setattr(schema.time, "sleep", lambda s: (slept.append(s), real(s))[1])
+    path = str(tmp_path / "a.db")
+    with heapmem.open(path) as a, heapmem.open(path) as b:
+        a.add("first")
+        a.connection.execute("BEGIN IMMEDIATE")
+        release = threading.Timer(0.05, lambda: a.connection.execute("ROLLBACK"))
+        release.start()
+        b.add("second")  # waited for a's lock, then wrote
+        release.join()
+        assert b.count == 2 and slept and slept[0] <= 0.0001 and max(slept) <= 0.002
+        a.connection.execute("BEGIN IMMEDIATE")
+        schema.wait_for_lock(b.connection, 30)
+        with pytest.raises(heapmem.errors.StoreBusyError, match="another connection held"):
+            b.add("third")
+        a.connection.execute("ROLLBACK")
+        assert b.count == 2

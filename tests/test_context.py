@@ -9,7 +9,7 @@ import apsw
 import pytest
 
 import heapmem
-from heapmem import transfer
+from heapmem.io import transfer
 
 NS = "user:caroline"
 T = 1_700_000_000.0
@@ -151,3 +151,18 @@ def test_bad_context_settings_are_refused(mem):
     with pytest.raises(apsw.SQLError, match="context_min_sim"):
         mem.connection.execute("SELECT * FROM heap_recall(?, ?, 4, ?, 'context_min_sim=2', 0)",
                                (Q, NS, T)).fetchall()
+
+
+def test_a_connection_that_kept_the_questions_vectors_ranks_as_a_new_one(mem, tmp_path):
+    """heap_recall keeps each logged question's vector per connection: a
+    connection that has seen the questions (and texts that share a slot of
+    its cache) gives what a fresh one gives, to the digit."""
+    _teach(mem, 6)
+    _teach(mem, 2, used="t1", q="Did Melanie paint the kitchen green?")
+    qs = [Q, "What did Melanie paint last week by the lake?", "Did Melanie paint anything?"]
+    warm = [[(r.id, r.score, r.context, r.context_n) for r in mem.recall(
+        q, namespace=NS, k=4, track=False)] for q in qs * 3]
+    with heapmem.open(mem.path, clock=lambda: T) as fresh:
+        cold = [[(r.id, r.score, r.context, r.context_n) for r in fresh.recall(
+            q, namespace=NS, k=4, track=False)] for q in qs * 3]
+    assert warm == cold and any(c > 1.0 for row in warm for _, _, c, _ in row)

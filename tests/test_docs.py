@@ -38,7 +38,7 @@ def _needs(doc):
     if shutil.which("sqlite3") is None and "run: sqlite3" in text:
         return "no sqlite3 shell on PATH (apt-get install sqlite3)"
     if "run: sqld" in text:
-        from heapmem import sqld
+        from heapmem.remote import sqld
         try:
             sqld.binary()
         except sqld.SqldNotFound as e:

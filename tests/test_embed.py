@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import heapmem
-from heapmem import _native, embedders, schema
+from heapmem import embedders
+from heapmem.db import _native, schema
 
 from conftest import T0
 

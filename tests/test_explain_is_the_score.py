@@ -27,8 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import heapmem
-from heapmem import ScoringConfig, transfer
-from heapmem.io import report
+from heapmem import ScoringConfig
+from heapmem.io import report, transfer
 
 from conftest import DAY, T0
 

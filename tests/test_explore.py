@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import heapmem
-from heapmem import _native
+from heapmem.db import _native
 
 NS = "user:maya"
 T = 1_700_000_000.0

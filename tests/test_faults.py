@@ -44,7 +44,7 @@ import apsw
 import pytest
 
 import heapmem
-from heapmem import transfer
+from heapmem.io import transfer
 from heapmem.learning import tune as tuning
 
 sys.path.insert(0, os.path.dirname(__file__))

@@ -6,6 +6,9 @@ import heapmem
 
 
 def links(mem, ns):
+    """ns's rows of the links table, the pooled layer's pending changes folded
+    in first (heap_fold_pool: a feedback folds them a batch at a time)."""
+    mem.connection.execute("SELECT heap_fold_pool()")
     return {(f, ): (a, b, n) for f, a, b, n in mem.connection.execute(
         "SELECT feature, alpha, beta, n FROM links WHERE namespace = ?", (ns,))}
 

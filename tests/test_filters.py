@@ -138,7 +138,7 @@ def test_filters_in_the_sqlite3_shell(lexical_pile, tmp_path):
 def test_the_cli_filters(lexical_pile):
     path = lexical_pile.path
     lexical_pile.close()
-    base = [sys.executable, "-m", "heapmem.cli", "--db", str(path), "--lexical",
+    base = [sys.executable, "-m", "heapmem", "--db", str(path), "--lexical",
             "--now", str(T), "--json"]
     out = subprocess.run(base + ["recall", "flight to Lisbon", "-k", "10", "--no-track",
                                  "--kind", "preference", "--kind", "episode"],

@@ -21,7 +21,7 @@ NOW = "2025-03-14"
 
 
 def heapmem_cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "heapmem.cli", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "heapmem", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -176,7 +176,7 @@ def test_9_the_langgraph_docs_say_how_to_make_the_store_and_report(tmp_path):
     assert "HeapmemStore(memory, *," in doc
     assert "feedback(namespace, used_keys)" in doc and "report_answer(namespace, answer)" in doc
     assert "score `None`" in doc and "item.score is not None" in doc
-    from heapmem.langgraph_store import HeapmemStore
+    from heapmem.adapters.langgraph_store import HeapmemStore
     store = HeapmemStore(heapmem.open(str(tmp_path / "lg.db")))
     store.put(("users", "maya"), "flight", {"text": "Booked the flight, March 14 at 9:40am"})
     store.put(("users", "maya"), "seat", {"text": "Window seat, always"})
@@ -219,10 +219,10 @@ def test_11_one_install_form_help_that_stands_alone_every_option_documented():
             ok = spec.startswith(('"heapmem[', '\\"heapmem[')) or (
                 spec == '".[mcp]"' and path.name in ("README.md", "python.md"))
             assert ok, f"{path}: pip install {spec}"
-    r = subprocess.run([sys.executable, "-m", "heapmem.cli", "--help"], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "heapmem", "--help"], capture_output=True,
                        text=True, timeout=60)
     assert "docs/" not in r.stdout and "heapmem VERB --help" in r.stdout
-    from heapmem import cli
+    from heapmem.adapters import cli
     cli_md = (DOCS / "cli.md").read_text()
     for action in cli.build_parser()._actions:
         for opt in action.option_strings:

@@ -1,9 +1,9 @@
-"""heapmem.hrana without a server: URLs, values, statements."""
+"""heapmem.remote.hrana without a server: URLs, values, statements."""
 import math
 
 import pytest
 
-from heapmem import hrana
+from heapmem.remote import hrana
 
 
 def test_urls():

@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import heapmem
-from heapmem.schema import SCHEMA_VERSION
+from heapmem.db.schema import SCHEMA_VERSION
 
 SOAK = os.environ.get("HEAPMEM_SOAK") == "1"
 WORKERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_workers.py")

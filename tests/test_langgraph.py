@@ -24,7 +24,7 @@ from langgraph.store.base import (  # noqa: E402
 )
 
 import heapmem  # noqa: E402
-from heapmem.langgraph_store import HeapmemStore  # noqa: E402
+from heapmem.adapters.langgraph_store import HeapmemStore  # noqa: E402
 
 ROOT = Path(__file__).parent.parent
 T = 1_796_040_000.0  # 2026-11-30 12:00 UTC
@@ -480,7 +480,7 @@ def test_report_answer_learns_without_keys(store, mem):
     hits = store.search(MAYA, query="When is my flight to Lisbon?", limit=3)
     assert "flight" in [h.key for h in hits]
     fb = store.report_answer(MAYA, "Your flight departs March 14 at 9:40am, SFO to LIS.")
-    assert fb.used == ("users/maya.flight",) and fb.features > 0
+    assert fb.used == ("users/maya.flight",) and fb.links_updated > 0
     assert [j.id for j in fb.judgements] == [f"users/maya.{h.key}" for h in hits
                                             if h.score is not None][:len(fb.judgements)]
     with pytest.raises(ValueError, match="already has feedback"):

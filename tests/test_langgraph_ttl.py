@@ -9,7 +9,7 @@ pytest.importorskip("langgraph")
 
 from langgraph.store.base import GetOp, PutOp, SearchOp  # noqa: E402
 
-from heapmem.langgraph_store import HeapmemStore  # noqa: E402
+from heapmem.adapters.langgraph_store import HeapmemStore  # noqa: E402
 
 T = 1_796_040_000.0
 NS = ("session", "s1")

@@ -32,7 +32,7 @@ import apsw
 import pytest
 
 import heapmem
-from heapmem import cli
+from heapmem.adapters import cli
 from heapmem.learning import tune as tuning
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -295,7 +295,7 @@ class McpDoor:
 
         params = mcp.StdioServerParameters(
             command=sys.executable,
-            args=["-m", "heapmem.cli", "--db", path, "--now", NOW_ISO, "-n", MAYA, "mcp"],
+            args=["-m", "heapmem", "--db", path, "--now", NOW_ISO, "-n", MAYA, "mcp"],
             env=dict(os.environ))
         self._stack = contextlib.ExitStack()
         self.portal = self._stack.enter_context(start_blocking_portal())
@@ -394,7 +394,7 @@ class SqldDoor(PythonDoor):
     through it too (sqld's files are its own)."""
 
     def __init__(self, path: str):
-        from heapmem import sqld
+        from heapmem.remote import sqld
 
         try:
             sqld.binary()

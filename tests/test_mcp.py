@@ -19,7 +19,7 @@ from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
 import heapmem  # noqa: E402
-from heapmem import mcp_server  # noqa: E402
+from heapmem.adapters import mcp_server  # noqa: E402
 
 from conftest import stop  # noqa: E402
 
@@ -29,7 +29,7 @@ TOOLS = {"add", "recall", "report_answer", "mark_used", "mark_ignored", "forget"
 
 
 def server_args(db, *extra):
-    return ["-m", "heapmem.cli", "--db", db, "--now", NOW, "-n", "user:maya", "mcp", *extra]
+    return ["-m", "heapmem", "--db", db, "--now", NOW, "-n", "user:maya", "mcp", *extra]
 
 
 def run(main, timeout=120):

@@ -46,7 +46,7 @@ def test_schemas_are_true_through_the_official_client(tmp_path):
     with heapmem.open(db) as mem:  # one memory of another namespace, never to be seen
         other = mem.add("Ben's train leaves at 7:01am", namespace="user:ben").id
     params = StdioServerParameters(command=sys.executable, env=dict(os.environ), args=[
-        "-m", "heapmem.cli", "--db", db, "-n", "user:maya", "mcp"])
+        "-m", "heapmem", "--db", db, "-n", "user:maya", "mcp"])
     seen = {}
 
     async def call(session, name, args):

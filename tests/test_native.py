@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from heapmem import _native as n
+from heapmem.db import _native as n
 
 
 @pytest.mark.parametrize("q, qt", [

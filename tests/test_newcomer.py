@@ -4,7 +4,7 @@ import pytest
 
 import heapmem
 import heapmem.errors
-from heapmem.cli import main
+from heapmem.adapters.cli import main
 
 
 def test_times_take_iso_dates_as_the_cli_does(mem):
@@ -43,7 +43,7 @@ def test_the_docs_name_every_mcp_tool_and_report_answer_requires_its_recall_id(t
     import asyncio
     from pathlib import Path
 
-    from heapmem import mcp_server
+    from heapmem.adapters import mcp_server
     section = (Path(__file__).resolve().parent.parent / "docs" / "mcp.md").read_text()
     with heapmem.open(str(tmp_path / "a.db"), clock=lambda: 1741910400) as mem:
         server = mcp_server.build_server(mem, "user:maya")
@@ -140,7 +140,7 @@ def test_mcp_over_http_prints_the_url_it_serves(tmp_path, token):
     env = {k: v for k, v in os.environ.items() if k != "HEAPMEM_MCP_TOKEN"}
     if token is not None:
         env["HEAPMEM_MCP_TOKEN"] = token
-    proc = subprocess.Popen([sys.executable, "-m", "heapmem.cli", "--db",
+    proc = subprocess.Popen([sys.executable, "-m", "heapmem", "--db",
                              str(tmp_path / "a.db"), "-n", "user:maya", "mcp", "--transport",
                              "http", "--port", str(port)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, env=env)
@@ -225,7 +225,7 @@ def test_the_readme_api_list_names_every_public_memory_method_and_its_options():
 
 
 def test_the_readme_names_every_cli_verb():
-    from heapmem import cli
+    from heapmem.adapters import cli
     line = _readme("docs/cli.md").split("```text\n")[1].split("```")[0]
     listed = {w.strip() for w in line.split("VERB ...")[1].replace("\n", " ").split(",")}
     verbs = set(cli.build_parser()._subparsers._group_actions[0].choices)
@@ -238,7 +238,7 @@ def test_the_cli_doc_shows_the_export_header_the_file_has():
     import json
     from pathlib import Path
 
-    from heapmem import schema
+    from heapmem.db import schema
     doc = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
     assert "\n$ head -n 7 backup.jsonl | cut -c 1-" in doc
     head = json.loads(next(ln for ln in doc.splitlines() if ln.startswith('{"heapmem":"export"')))

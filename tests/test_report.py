@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 
 import heapmem
-from heapmem import cli, learning, report
+from heapmem import learning
+from heapmem.adapters import cli
+from heapmem.io import report
 
 ROOT = Path(__file__).resolve().parent.parent
 T0 = 1_700_006_400.0  # 2023-11-15 00:00 UTC
@@ -346,7 +348,7 @@ def test_the_readme_demo_report(tmp_path):
     """The README's command after the demo: `heapmem report agent.db`."""
     subprocess.run([sys.executable, str(ROOT / "examples" / "lisbon.py")], cwd=tmp_path,
                    check=True, capture_output=True, timeout=300)
-    p = subprocess.run([sys.executable, "-m", "heapmem.cli", "report", "agent.db"], cwd=tmp_path,
+    p = subprocess.run([sys.executable, "-m", "heapmem", "report", "agent.db"], cwd=tmp_path,
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and p.stdout == "report.html\n", p.stderr
     page = Page((tmp_path / "report.html").read_text(encoding="utf-8"))

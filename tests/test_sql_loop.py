@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import heapmem
-from heapmem import schema
+from heapmem.db import schema
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOP = (ROOT / "examples" / "loop.sql").read_text()

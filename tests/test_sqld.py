@@ -15,8 +15,9 @@ import threading
 import pytest
 
 import heapmem
-from heapmem import HeapmemError, SchemaVersionError, hrana, sqld, transfer
-from heapmem.remote import DatabaseNotFoundError, ServerError
+from heapmem import HeapmemError, SchemaVersionError
+from heapmem.io import transfer
+from heapmem.remote import DatabaseNotFoundError, ServerError, hrana, sqld
 
 from _sqld import Cluster, Server, free_port, wait_for
 
@@ -135,7 +136,8 @@ def test_replica_ranks_exactly_as_a_local_file(cluster, tmp_path):
                 used = [a[i % len(a)].id]
                 fa = local.feedback(used=used, recall_id=a.recall_id)
                 fb = r1.feedback(used=used, recall_id=b.recall_id)
-                assert (fa.used, fa.ignored, fa.features) == (fb.used, fb.ignored, fb.features)
+                assert ((fa.used, fa.ignored, fa.links_updated)
+                        == (fb.used, fb.ignored, fb.links_updated))
         wait_for(lambda: caught_up(r2, primary), what="replica 2 to catch up")
         assert local.stats().events == primary.stats().events > 0
         moved = 0
@@ -163,7 +165,7 @@ def test_feedback_through_a_replica_reaches_the_primary_and_the_other_replica(cl
         res = r1.recall("When is the adoption interview?", namespace="u")
         assert res.recall_id is not None and res[0].id == "u-8"
         fb = r1.feedback(used=["u-8"], recall_id=res.recall_id)
-        assert fb.features > 0
+        assert fb.links_updated > 0
         assert [e.recall_id for e in primary.events()] == [res.recall_id] * len(res)
         wait_for(lambda: len(r2.events()) == len(res), what="the events on replica 2")
         assert r2.events() == primary.events()
@@ -464,7 +466,7 @@ def test_learning_pooled_across_tenant_databases_by_shipping_links(tenants, tmp_
         day_one = m.recall(q, namespace="user:zoe", track=False)
         assert all(x.usefulness == 1 for x in day_one)
         for f in files:
-            assert transfer.import_file(m, str(f)).links > 0
+            assert transfer.import_file(m, str(f)).link_rows > 0
         after = m.recall(q, namespace="user:zoe", track=False)
         assert m.check().ok and m.stats().events == 0  # a prior, no events of its own
     assert "Flight booked" not in day_one[0].text and "Flight booked" in after[0].text
@@ -732,12 +734,12 @@ def test_unsupported_says_what(cluster):
 
 def test_cli_sqld_print(tmp_path):
     d = tmp_path / "srv"
-    out = subprocess.run([sys.executable, "-m", "heapmem.cli", "sqld", "--primary", str(d),
+    out = subprocess.run([sys.executable, "-m", "heapmem", "sqld", "--primary", str(d),
                           "--http", "127.0.0.1:9999", "--grpc", "127.0.0.1:9998", "--print"],
                          capture_output=True, text=True, check=True).stdout
     assert "--http-listen-addr 127.0.0.1:9999" in out and "--grpc-listen-addr 127.0.0.1:9998" in out
     assert (d / "extensions" / "trusted.lst").read_text().endswith("  heapmem0.so\n")
-    out = subprocess.run([sys.executable, "-m", "heapmem.cli", "sqld", "--replica-of",
+    out = subprocess.run([sys.executable, "-m", "heapmem", "sqld", "--replica-of",
                           "http://127.0.0.1:9998", "--dir", str(tmp_path / "r"), "--print"],
                          capture_output=True, text=True, check=True).stdout
     assert "--primary-grpc-url http://127.0.0.1:9998" in out
@@ -745,7 +747,7 @@ def test_cli_sqld_print(tmp_path):
 
 def test_cli_sqld_runs_a_primary(tmp_path):
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "heapmem.cli", "sqld", "--primary",
+    proc = subprocess.Popen([sys.executable, "-m", "heapmem", "sqld", "--primary",
                              str(tmp_path / "srv"), "--http", f"127.0.0.1:{port}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -756,7 +758,7 @@ def test_cli_sqld_runs_a_primary(tmp_path):
             m.add("Caroline likes tea.")
             assert m.count == 1
         # the other verbs take the server's URL as --db
-        cli = [sys.executable, "-m", "heapmem.cli", "--db", url, "-n", "u"]
+        cli = [sys.executable, "-m", "heapmem", "--db", url, "-n", "u"]
         subprocess.run(cli + ["add", "Melanie ran a charity race on Saturday."], check=True,
                        capture_output=True)
         out = subprocess.run(cli + ["--json", "recall", "When did Melanie run the race?"],
@@ -768,7 +770,7 @@ def test_cli_sqld_runs_a_primary(tmp_path):
 
 
 def test_cli_sqld_with_namespaces(tmp_path, tenants):
-    cli = [sys.executable, "-m", "heapmem.cli"]
+    cli = [sys.executable, "-m", "heapmem"]
     out = subprocess.run(cli + ["sqld", "--primary", str(tmp_path / "p"), "--namespaces",
                                 "--admin", "127.0.0.1:9090", "--print"],
                          capture_output=True, text=True, check=True).stdout
@@ -820,7 +822,7 @@ def test_learning_pooled_across_databases_by_shipping_links(cluster, tmp_path):
     r1 = heapmem.open(cluster.replicas[0].url)
     wait_for(lambda: r1.stats().events == events, what="the events on replica 1")
     r1.close()
-    cli = [sys.executable, "-m", "heapmem.cli"]
+    cli = [sys.executable, "-m", "heapmem"]
     subprocess.run(cli + ["--db", cluster.replicas[0].url, "export", "--links-only", str(out)],
                    check=True, capture_output=True)
     other = Server(str(tmp_path / "tenant2")).start()  # another tenant's own database
@@ -858,10 +860,13 @@ def test_feedback_from_an_answer_through_a_replica(cluster, tmp_path):
 
 
 def test_feedback_through_a_replica_auto_tunes_as_a_local_file(cluster, tmp_path):
-    """Auto-tune runs in the server's library, inside the feedback's own
-    request: the 30th judged recall through a replica tunes as the same
-    feedback on a local file does, deploys the same weight into the primary's
-    file, and every later open through the server starts from it."""
+    """Auto-tune runs in the server's library: the 30th judged recall through
+    a replica claims the point, and since a server's connections are not the
+    client's to step a tune with, the client ends it at once
+    (finish_auto_tune); it tunes as the same feedback on a local file does
+    (whose tune runs in steps, ended here by finish_auto_tune too), deploys
+    the same weight into the primary's file, and every later open through
+    the server starts from it."""
     from test_autotune import _world  # an authority world: clean feedback deploys
 
     def at(path):
@@ -871,7 +876,8 @@ def test_feedback_through_a_replica_auto_tunes_as_a_local_file(cluster, tmp_path
     try:
         runs = [_world(m, 10) for m in (local, replica)]
         assert [i for i, r in enumerate(runs[1], 1) if r is not None] == [30]
-        mine, theirs = runs[0][29], runs[1][29]
+        assert local.pending_tune == 30 and replica.pending_tune is None
+        mine, theirs = local.finish_auto_tune(), runs[1][29]
         assert theirs.deployed and (theirs.recalls, theirs.best, theirs.gain, theirs.after) == \
             (mine.recalls, mine.best, mine.gain, mine.after)
         assert replica.config == local.config and replica.config.w_usefulness > 0.3

@@ -7,7 +7,7 @@ import pytest
 
 import heapmem
 from heapmem.db import _native
-from heapmem.schema import SCHEMA_VERSION
+from heapmem.db.schema import SCHEMA_VERSION
 
 from conftest import T0, back_to_schema_7
 
@@ -190,7 +190,7 @@ def test_public_surface():
 
 def _old_store(path, version):
     """A store file as heapmem schema `version` wrote it, holding two memories."""
-    from heapmem.schema import MIGRATIONS as _MIGRATIONS
+    from heapmem.db.schema import MIGRATIONS as _MIGRATIONS
     conn = apsw.Connection(path)
     heapmem.load(conn)
     for v in range(version):
@@ -263,6 +263,7 @@ def test_a_schema_5_store_with_learned_links_migrates_to_the_rate_index(tmp_path
         assert m.check().ok
         for i in (2, 0, 5, 3):
             judge(m, f"t{i}")
+        m.connection.execute("SELECT heap_fold_pool()")  # the pending changes, into the rows
         stored = m.connection.execute("SELECT * FROM links ORDER BY 1, 2").fetchall()
         with m.transaction() as t:
             heapmem.learning.rebuild_pool(t)

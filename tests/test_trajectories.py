@@ -8,7 +8,8 @@ import os
 import pytest
 
 import heapmem
-from heapmem import cli, transfer
+from heapmem.adapters import cli
+from heapmem.io import transfer
 
 T = 1_796_040_000.0  # 2026-11-30 12:00 UTC
 DAY = 86400.0

@@ -1,4 +1,4 @@
-"""Export and import (heapmem.transfer): a lossless round trip, merging, the
+"""Export and import (heapmem.io.transfer): a lossless round trip, merging, the
 links-only prior, and bad files refused with nothing written."""
 import io
 import json
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import heapmem
-from heapmem import transfer
 from heapmem.db import schema
+from heapmem.io import transfer
 
 T = 1_796_040_000.0  # 2026-11-30 12:00 UTC
 DAY = 86400.0
@@ -47,6 +47,7 @@ def populate(mem):
 
 def dump(mem):
     c = mem.connection
+    c.execute("SELECT heap_fold_pool()")  # the pooled layer's pending changes, into its rows
     out = {t: c.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in TABLES
            if c.execute("SELECT 1 FROM sqlite_schema WHERE name = ?", (t,)).fetchall()}
     # (the file's own records, which an export does not carry: created_with, and
@@ -247,7 +248,7 @@ def test_links_only_import_is_a_prior(tmp_path):
         day_one = fresh.recall("When is my flight to Lisbon?", namespace="user:zoe",
                                track=False)
         rep = transfer.import_file(fresh, str(tmp_path / "links.jsonl"))
-        assert rep.kind == "links" and rep.links > 0
+        assert rep.kind == "links" and rep.link_rows > 0
         assert fresh.check().ok  # the prior is told apart from event evidence
         assert {(ln.feature, ln.alpha, ln.beta, ln.n)
                 for ln in fresh.explain_usefulness()} == pooled
@@ -377,6 +378,7 @@ USERS_B = [("user:chen", "When is my haircut?",
 
 
 def _links(mem):
+    mem.connection.execute("SELECT heap_fold_pool()")  # the pending changes, into the rows
     return {(ns, f): (a, b, n, s, pa, pb) for ns, f, a, b, n, s, pa, pb in mem.connection.execute(
         "SELECT namespace, feature, alpha, beta, n, support, pool_alpha, pool_beta FROM links")}
 

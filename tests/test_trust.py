@@ -14,8 +14,9 @@ import apsw
 import pytest
 
 import heapmem
-from heapmem import ScoringConfig, schema, transfer
-from heapmem.db import _native
+from heapmem import ScoringConfig
+from heapmem.db import _native, schema
+from heapmem.io import transfer
 
 T0 = 1_741_910_400
 
@@ -508,6 +509,7 @@ def test_check_catches_what_raw_sql_writes_break(tmp_path):
 
 
 def _links_table(m):
+    m.connection.execute("SELECT heap_fold_pool()")  # the pending changes, into the rows
     return {(r[0], r[1]): r[2:] for r in m.connection.execute(
         "SELECT namespace, feature, alpha, beta, n, support, pool_alpha, pool_beta, low_rate, "
         "high_rate FROM links ORDER BY 1, 2")}
@@ -586,6 +588,7 @@ def test_feedback_keeps_the_pool_equal_to_working_it_out_afresh(tmp_path, seed):
         ns = rnd.choice(namespaces)
         res = m.recall("When is my dentist appointment?", namespace=ns, k=5)
         m.feedback(used=[rnd.choice(res.ids)], recall_id=res.recall_id)
+    m.connection.execute("SELECT heap_fold_pool()")  # the pending changes, into the rows
     stored = {(r[0], r[1]): r[2:] for r in m.connection.execute(
         "SELECT namespace, feature, alpha, beta, n, support, pool_alpha, pool_beta "
         "FROM links ORDER BY 1, 2")}

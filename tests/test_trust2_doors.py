@@ -24,8 +24,10 @@ from datetime import datetime, timezone
 import pytest
 
 import heapmem
-from heapmem import _native, learning, transfer
-from heapmem.schema import SCHEMA_VERSION
+from heapmem import learning
+from heapmem.db import _native
+from heapmem.db.schema import SCHEMA_VERSION
+from heapmem.io import transfer
 
 T = 1_796_040_000.0  # 2026-11-30 12:00 UTC
 DAY = 86400.0
@@ -64,7 +66,7 @@ def header(**counts):
 @pytest.fixture
 def lg(tmp_path):
     pytest.importorskip("langgraph")
-    from heapmem.langgraph_store import HeapmemStore
+    from heapmem.adapters.langgraph_store import HeapmemStore
     m = heapmem.open(str(tmp_path / "lg.db"), clock=lambda: T)
     s = HeapmemStore(m)
     s.put(MAYA, "flight", {"text": "Booked the flight: SFO to LIS, departs March 14, 9:40am"})
@@ -97,7 +99,7 @@ def test_langgraph_refuses_a_recall_id_of_another_namespace(lg):
     judged ben's recall: they read back which of his memories matched (their
     words) and wrote events into his links.  Every method that takes a
     recall_id now refuses it, and nothing is written."""
-    from heapmem.langgraph_store import HeapmemStore
+    from heapmem.adapters.langgraph_store import HeapmemStore
     mem = lg.memory
     lg.search(MAYA, query="When is my flight?")
     lg.search(BEN, query="When does my train leave?")
@@ -135,8 +137,8 @@ def _tool_result(result):
 def test_mcp_refuses_a_recall_id_of_another_namespace_in_every_tool(tmp_path):
     pytest.importorskip("mcp")
     anyio = pytest.importorskip("anyio")
-    from heapmem import mcp_server
-    from heapmem.mcp_server import ToolError
+    from heapmem.adapters import mcp_server
+    from heapmem.adapters.mcp_server import ToolError
     with heapmem.open(str(tmp_path / "m.db"), clock=lambda: T) as mem:
         mine = mem.add("Booked the flight: SFO to LIS, March 14", namespace="user:maya")
         mem.add("Ben's door code is 4711", namespace="user:ben")
@@ -265,7 +267,7 @@ def test_the_attack_through_mcp_finds_nothing_to_report_on(tmp_path):
     server's report_answer on the imported recall id."""
     pytest.importorskip("mcp")
     anyio = pytest.importorskip("anyio")
-    from heapmem import mcp_server
+    from heapmem.adapters import mcp_server
     lines = _maya_export(tmp_path)
     _show(lines, "secret")
     path = write(tmp_path / "x.jsonl", lines)
@@ -347,6 +349,7 @@ def test_an_import_whose_events_credit_nothing_is_refused(tmp_path, spaces, delt
 
 
 def _pool_rows(mem):
+    mem.connection.execute("SELECT heap_fold_pool()")  # the pending changes, into the rows
     return {r[0]: r[1:] for r in mem.connection.execute(
         "SELECT feature, alpha, beta, pool_alpha, pool_beta, low_rate, high_rate FROM links "
         "WHERE namespace = '*' ORDER BY 1")}
@@ -354,6 +357,7 @@ def _pool_rows(mem):
 
 def _all_links(mem):
     """Every row's pool numbers: alpha, beta, n, support, its share, the rates."""
+    mem.connection.execute("SELECT heap_fold_pool()")  # the pending changes, into the rows
     return {r[:2]: tuple(-2.0 if v is None else v for v in r[2:]) for r in mem.connection.execute(
         "SELECT namespace, feature, alpha, beta, n, support, pool_alpha, pool_beta, low_rate, "
         "high_rate FROM links ORDER BY 1, 2")}
@@ -529,7 +533,7 @@ def test_a_prior_of_every_feature_heapmem_makes_is_merged(tmp_path):
     path = write(tmp_path / "prior.jsonl", [{"heapmem": "links", "format": 1,
                                              "count": len(rows)}] + rows)
     with heapmem.open(str(tmp_path / "dst.db"), clock=lambda: T) as dst:
-        assert transfer.import_file(dst, path).links == 480
+        assert transfer.import_file(dst, path).link_rows == 480
         assert {ln.feature for ln in dst.links()} == transfer.FEATURES
 
 
@@ -622,7 +626,7 @@ def test_langgraph_ignores_a_ttl_from_the_file_that_no_time_holds(lg):
 def test_mcp_lists_times_no_datetime_holds(tmp_path):
     pytest.importorskip("mcp")
     anyio = pytest.importorskip("anyio")
-    from heapmem import mcp_server
+    from heapmem.adapters import mcp_server
     with heapmem.open(str(tmp_path / "m.db"), clock=lambda: T) as mem:
         mem.add("Booked the flight: SFO to LIS, March 14", namespace="user:maya")
         mem.connection.execute("UPDATE memories SET created_at = 1e300, last_used_at = -9e999")

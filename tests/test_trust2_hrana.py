@@ -20,8 +20,9 @@ from typing import Any, Callable
 import pytest
 
 import heapmem
-from heapmem import HeapmemError, hrana
+from heapmem import HeapmemError
 from heapmem.remote import connection as remote
+from heapmem.remote import hrana
 
 #: How long a fake server lives at most, whatever its client does.
 LIFE = 10.0
@@ -524,7 +525,7 @@ def test_requests_after_a_real_open_refuse_answers_that_are_not_hrana(tmp_path):
     recall, get, stats and add fail with one sentence, write nothing, and
     the store works again once the answers are Hrana again (a write once the
     server has dropped the transaction whose answer was spoiled)."""
-    from heapmem import sqld
+    from heapmem.remote import sqld
 
     try:
         sqld.binary()

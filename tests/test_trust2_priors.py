@@ -8,8 +8,9 @@ import pytest
 from test_trust import T0, _prior, _store
 
 import heapmem
-from heapmem import ScoringConfig, transfer
-from heapmem.cli import main
+from heapmem import ScoringConfig
+from heapmem.adapters.cli import main
+from heapmem.io import transfer
 
 from conftest import back_to_schema_7
 
@@ -60,7 +61,7 @@ def test_a_prior_is_listed_marked_in_explain_and_removed_exactly(maya, tmp_path)
     assert maya.priors() == []
     rep = transfer.import_file(maya, str(tmp_path / "five.jsonl"))
     (p,) = maya.priors()
-    assert p.name == "five.jsonl" and p.links == 5 and p.observations == 500
+    assert p.name == "five.jsonl" and p.link_rows == 5 and p.observations == 500
     assert p.merged_at == T0 and len(p.digest) == 64
     spam = next(r for r in maya.recall(Q, namespace="user:maya", track=False, k=5)
                 if r.id == "spam")
@@ -69,7 +70,7 @@ def test_a_prior_is_listed_marked_in_explain_and_removed_exactly(maya, tmp_path)
     assert _scores(maya, UNBOUNDED) != day_one
     assert maya.check().ok
     gone = maya.remove_prior(p.digest[:10])
-    assert gone == p and maya.priors() == [] and rep.links == 5
+    assert gone == p and maya.priors() == [] and rep.link_rows == 5
     assert _scores(maya, UNBOUNDED) == day_one  # exactly: as if never merged
     assert "prior" not in maya.recall(Q, namespace="user:maya", track=False)[0].explain()
     assert maya.check().ok
@@ -131,7 +132,7 @@ def test_a_schema_6_prior_becomes_one_record_that_can_be_removed(tmp_path):
     c.close()
     with heapmem.open(str(path), clock=lambda: T0, embedder=None) as m:
         (p,) = m.priors()
-        assert p.digest == "merged-before-schema-7" and p.links == 5
+        assert p.digest == "merged-before-schema-7" and p.link_rows == 5
         m.remove_prior("merged-before-schema-7")
         assert _scores(m, UNBOUNDED) == day_one and m.check().ok
 

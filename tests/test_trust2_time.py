@@ -23,7 +23,8 @@ import apsw
 import pytest
 
 import heapmem
-from heapmem import cli, sqlguard, validate
+from heapmem import validate
+from heapmem.adapters import cli, sqlguard
 from heapmem.errors import ReadOnlyError
 
 T = 1_796_040_000.0  # 2026-11-30 12:00 UTC
@@ -372,7 +373,7 @@ def test_report_only_pragmas_are_read_pragmas_sqlite_calls_writes():
 def test_an_import_refuses_a_time_out_of_range(tmp_path, clock):
     import json as _json
 
-    from heapmem import transfer
+    from heapmem.io import transfer
     with heapmem.open(str(tmp_path / "src.db"), clock=clock) as src:
         src.add("Booked the flight", namespace="user:maya")
         transfer.export(src, str(tmp_path / "out.jsonl"))

@@ -1,6 +1,6 @@
 """The two doors that take input from outside heapmem's own verbs (issue 11):
 
-- `heapmem sql` without --write (heapmem.sqlguard): one statement, reading
+- `heapmem sql` without --write (heapmem.adapters.sqlguard): one statement, reading
   only; VACUUM INTO, ATTACH, a second statement, a PRAGMA with a value are
   refused before anything runs, and the connection is left as it was;
 - `heapmem mcp --transport http`: a bearer token, and the Host and Origin of
@@ -22,7 +22,7 @@ import apsw
 import pytest
 
 import heapmem
-from heapmem import cli, sqlguard
+from heapmem.adapters import cli, sqlguard
 from heapmem.errors import ReadOnlyError
 
 from conftest import stop
@@ -189,7 +189,7 @@ def test_write_runs_the_sql_as_it_is(store):
     assert code == 0 and out.strip() == "(no rows)"
     with heapmem.open(store, readonly=True) as mem:
         assert mem.get("m1").importance == 2
-    p = subprocess.run([sys.executable, "-m", "heapmem.cli", "sql", "--help"],
+    p = subprocess.run([sys.executable, "-m", "heapmem", "sql", "--help"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0
     text = " ".join(p.stdout.split())
@@ -218,7 +218,7 @@ def mcp_http(db, host="127.0.0.1", *extra, env=None):
     if env is None:  # only the token this test gives
         env = {k: v for k, v in os.environ.items() if k != "HEAPMEM_MCP_TOKEN"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "heapmem.cli", "--db", db, "-n", NS, "mcp", "--transport",
+        [sys.executable, "-m", "heapmem", "--db", db, "-n", NS, "mcp", "--transport",
          "http", "--host", host, "--port", str(port), *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         env=env)
@@ -464,7 +464,7 @@ def test_the_cli_refuses_bad_tokens_and_non_loopback_hosts_without_one(tmp_path)
 def test_the_gate_in_process():
     """Gate's decisions without a socket (and a wildcard address, which no test
     listens on: any Host, the Origin must match it, the token is the guard)."""
-    from heapmem import mcp_server
+    from heapmem.adapters import mcp_server
 
     def ask(gate, **headers):
         scope = {"type": "http", "scheme": "http", "headers": [

@@ -113,7 +113,9 @@ def test_the_sqlite3_shell_tunes_too(taught, tmp_path):
     ("[1]", "options must be a JSON object like '{\"seed\": 0, \"deploy\": false}'"),
     ("not json", "options must be a JSON object"),
     ('{"bogus": 1}', "unknown option 'bogus'; the options are against, auto, boot, config, "
-                     "deploy, grid, level, newest, seed"),
+                     "deploy, grid, level, newest, pending, seed"),
+    ('{"pending": 1}', "pending must be true or false"),
+    ('{"pending": true, "seed": 1}', "pending takes no other option but config"),
     ('{"auto": 1}', "auto must be true or false"),
     ('{"boot": 0}', "boot must be an integer from 1 to 100000"),
     ('{"seed": 1.5}', "seed must be an integer"),
@@ -194,9 +196,11 @@ def test_a_damaged_recall_log_is_one_sentence_and_writes_nothing(taught, tmp_pat
 
 
 def test_its_reads_use_the_events_index(taught, tmp_path):
-    """heap_tune reads the newest judged recalls from the newest by rowid, each
-    looked up in events by its recall_id, and the events of recalls from the
-    oldest on through the same index (heap_statement gives their text)."""
+    """heap_tune reads the newest judged recalls a chunk at a time from the
+    newest down by rowid, each looked up in events by its recall_id; the first
+    event of the recalls from the oldest replayed on through the same index,
+    and the events from there a span of rowids at a time (so that a step of
+    auto-tune reads only what it is given; heap_statement gives their text)."""
     c = _raw(_copy(taught, tmp_path, "plans.db"))
 
     def plan(name, *params):
@@ -204,10 +208,13 @@ def test_its_reads_use_the_events_index(taught, tmp_path):
         return [r[3] for r in c.execute("EXPLAIN QUERY PLAN " + statement, params)]
 
     idx = "USING INDEX sqlite_autoindex_events_1 (recall_id=?)"
-    recalls = plan("tune_recalls", 5)
-    assert "SCAN q" in recalls and "SEARCH e EXISTS " + idx in recalls
-    assert plan("tune_events", 4)[0] == (
-        "SEARCH events USING INDEX sqlite_autoindex_events_1 (recall_id>?)")
+    recalls = plan("tune_recalls", 1 << 40, 5, 1 << 40)
+    assert "SEARCH q USING INTEGER PRIMARY KEY (rowid<?)" in recalls
+    assert "SEARCH e EXISTS " + idx in recalls
+    assert plan("tune_first_event", 4) == [
+        "SEARCH events USING COVERING INDEX sqlite_autoindex_events_1 (recall_id>?)"]
+    assert plan("tune_events", 0, 32, 4) == [
+        "SEARCH events USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"]
     c.close()
 
 
@@ -230,21 +237,72 @@ def _almost_30(path):
 
 @pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 shell on PATH")
 def test_feedback_from_the_sqlite3_shell_runs_auto_tune(tmp_path):
+    """The sqlite3 shell's feedback claims the point and steps the tune as
+    Python's does: a session that keeps judging ends it (here with feedbacks
+    that judge nothing), or heap_tune('{"pending": true}') ends it at once;
+    both give Python's report and deploy its weight."""
     pending = _almost_30(tmp_path / "shell.db")
-    shutil.copy(tmp_path / "shell.db", tmp_path / "py.db")
+    for name in ("steps.db", "py.db"):
+        shutil.copy(tmp_path / "shell.db", tmp_path / name)
+    rid = pending[-1][0]
     calls = [f"SELECT heap_feedback({rid}, '[\"{used}\"]');" for rid, used in pending]
-    out = subprocess.run(["sqlite3", str(tmp_path / "shell.db"), "-cmd",
-                          f".load {heapmem.loadable_path()}", *calls],
-                         capture_output=True, text=True, check=True).stdout.splitlines()
-    ran = [json.loads(line)["auto_tune"] for line in out]
-    assert ran[:2] == [None, None] and ran[2]["point"] == 30 and ran[2]["judged"] == 30
+
+    def shell(name, *more):
+        out = subprocess.run(["sqlite3", str(tmp_path / name), "-cmd",
+                              f".load {heapmem.loadable_path()}", *calls, *more],
+                             capture_output=True, text=True, check=True).stdout.splitlines()
+        return [json.loads(line) for line in out]
+
+    now = shell("shell.db", "SELECT heap_tune('{\"pending\": true}');")
+    assert [r["auto_tune"] for r in now[:3]] == [None, None, None]
+    assert now[3]["point"] == 30 and now[3]["judged"] == 30
+    steps = [r["auto_tune"] for r in shell("steps.db", *[f"SELECT heap_feedback({rid}, '[]', "
+                                                         "'[]');"] * 60)]
+    done = [r for r in steps if r is not None]
+    assert len(done) == 1 and steps.index(done[0]) > 3 and done[0]["point"] == 30
     with heapmem.open(str(tmp_path / "py.db"), clock=lambda: 1_700_000_000.0) as mem:
         reports = [mem.feedback(used=[used], recall_id=rid).auto_tune for rid, used in pending]
-        assert reports[:2] == [None, None]
-    assert _what(ran[2]["report"]) == _what(reports[2])
-    assert _tuned(tmp_path / "shell.db") == _tuned(tmp_path / "py.db")
+        assert reports == [None, None, None] and mem.pending_tune == 30
+        report = mem.finish_auto_tune()
+        assert mem.pending_tune is None and mem.finish_auto_tune() is None
+    assert _what(now[3]["report"]) == _what(done[0]["report"]) == _what(report)
+    assert _tuned(tmp_path / "shell.db") == _tuned(tmp_path / "steps.db") == \
+        _tuned(tmp_path / "py.db")
     with heapmem.open(str(tmp_path / "shell.db")) as mem:  # claimed: not again
         assert schema.autotune_state(mem.connection) == (30, 30)
+
+
+def test_auto_tune_in_steps_decides_as_heap_tune_right_after_the_claim(tmp_path):
+    """Auto-tune's steps read the log as it was when the 30th judged recall
+    claimed the point: however many feedbacks later its last step comes, its
+    report and the weight it deploys are heap_tune('{"auto": true}')'s right
+    after that claim (in a copy where auto-tune only counted), and no step
+    takes more than a bounded share of the work (the tune takes many)."""
+    pending = _almost_30(tmp_path / "a.db")
+    shutil.copy(tmp_path / "a.db", tmp_path / "b.db")
+    with heapmem.open(str(tmp_path / "b.db"), clock=lambda: 1_700_000_000.0,
+                      auto_tune=False) as mem:
+        for rid, used in pending:
+            mem.feedback(used=[used], recall_id=rid)
+        now = tune.from_json(json.loads(mem.connection.execute(
+            "SELECT heap_tune('{\"auto\": true}')").fetchall()[0][0]))
+    from test_authority import TOPICS, add_user
+    with heapmem.open(str(tmp_path / "a.db"), clock=lambda: 1_700_000_000.0) as mem:
+        ran = [mem.feedback(used=[used], recall_id=rid).auto_tune for rid, used in pending]
+        for u in range(20, 30):  # more users judge meanwhile: the log grows past the claim
+            ns = add_user(mem, u)
+            for q, *_rest in TOPICS:
+                res = mem.recall(q, namespace=ns, k=3)
+                ran.append(mem.feedback(used=[res.ids[0]], recall_id=res.recall_id).auto_tune)
+                if ran[-1] is not None:
+                    tuned = _tuned(tmp_path / "a.db")
+                    break
+            if ran[-1] is not None:
+                break
+        assert [r for r in ran if r is not None] == [ran[-1]] and len(ran) > 4
+        assert _what(ran[-1]) == _what(now) and now.deployed
+        assert mem.config.w_usefulness == now.after
+    assert tuned == _tuned(tmp_path / "b.db")
 
 
 def test_a_bad_autotune_argument_is_one_sentence_and_writes_nothing(tmp_path):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import heapmem
-import heapmem.schema
+import heapmem.db.schema
 from heapmem import ScoringConfig
 from heapmem.db import _native
 
@@ -108,8 +108,8 @@ def test_stats_counts_what_the_store_holds(mem):
     mem.feedback(used=["booking"], recall_id=res.recall_id)
     st = mem.stats()
     assert (st.memories, st.namespaces, st.recalls, st.events, st.used) == (4, 2, 1, 3, 1)
-    assert st.ignored == 2 and st.links == len(mem.links())
-    assert st.schema == heapmem.schema.SCHEMA_VERSION
+    assert st.ignored == 2 and st.pooled_features == len(mem.links())
+    assert st.schema == heapmem.db.schema.SCHEMA_VERSION
     assert st.namespace(NS).memories == 3 and st.namespace("nobody").memories == 0
 
 
@@ -198,3 +198,32 @@ def test_tune_and_embedder_name_take_the_lock(mem):
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_a_result_as_data_is_every_field_and_its_explain_line(mem, tmp_path):
+    """issue 37: Result.to_dict() is what every door gives out (the CLI's
+    --json, the tool doors, the framework adapters): every public field,
+    features as a list, and explain(); or the fields named, in that order."""
+    import io
+    import json
+    from dataclasses import fields
+
+    from heapmem.adapters import cli
+
+    res = mem.recall("When is my flight to Lisbon?", namespace=NS, track=False)
+    r = res[0]
+    d = r.to_dict()
+    public = [f.name for f in fields(heapmem.Result) if not f.name.startswith("_")]
+    assert list(d) == public + ["explain"]
+    assert d["features"] == list(r.features) and d["explain"] == r.explain()
+    assert json.loads(json.dumps(d)) == d
+    assert list(r.to_dict(("explain", "id"))) == ["explain", "id"]
+    with pytest.raises(ValueError, match="no field 'secret'"):
+        r.to_dict(("id", "secret"))
+    # the CLI's --json recall is the same data as Python's, field for field
+    out = io.StringIO()
+    assert cli.main(["--db", mem.path, "--json", "-n", NS, "recall", "--no-track",
+                     "When is my flight to Lisbon?"], clock=lambda: 1_741_910_400,
+                    stdout=out) == 0
+    got = json.loads(out.getvalue())["results"]
+    assert got == [json.loads(json.dumps(x.to_dict())) for x in res]

@@ -5,7 +5,7 @@
     heapmem feedback 7 --used m1
 
 Owns: the command line: parsing, the verbs, how results are printed.  Each
-verb is a thin call of the Memory method (or heapmem.transfer function) it
+verb is a thin call of the Memory method (or heapmem.io.transfer function) it
 is named after; it holds no SQL and no store logic of its own.
 
 Run `heapmem --help` for the verbs and `heapmem VERB --help` for each.
@@ -21,7 +21,7 @@ import os
 import re
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Sequence
 
@@ -562,16 +562,11 @@ def cmd_recall(ctx: Context) -> int:
     with ctx.open() as mem:
         res = mem.recall(a.query, k=a.k, namespace=ctx.namespace, track=not a.no_track,
                          kinds=a.kind, since=a.since, until=a.until)
-        explains = [r.explain() for r in res]
+        found = [r.to_dict() for r in res]  # explain() reads the store: while it is open
         others = [] if len(res) else mem.namespaces
     if ctx.json:
         ctx.emit({"recall_id": res.recall_id, "query": res.query, "namespace": res.namespace,
-                  "qtype": res.qtype, "results": [
-                      {"rank": r.rank, "id": r.id, "score": r.score, "relevance": r.relevance,
-                       "recency": r.recency, "importance": r.importance,
-                       "usefulness": r.usefulness, "rules": r.rules, "text": r.text,
-                       "kind": r.kind, "source": r.source, "age_days": r.age_days,
-                       "explain": e} for r, e in zip(res, explains)]})
+                  "qtype": res.qtype, "results": found})
         return 0
     if not len(res):
         held = [f"kind {' or '.join(a.kind)}"] if a.kind else []
@@ -589,9 +584,9 @@ def cmd_recall(ctx: Context) -> int:
     lines = _table(head + ["text"], [row + [_cut(r.text, room)] for row, r in zip(rows, res)],
                    right=[True, False] + [True] * n + [False])
     ctx.print(lines[0])
-    for line, e in zip(lines[1:], explains):
+    for line, r in zip(lines[1:], found):
         ctx.print(line)
-        ctx.print("   " + e)
+        ctx.print("   " + r["explain"])
     if res.recall_id is not None:
         ctx.print(f"\nrecall_id {res.recall_id} (question type: {res.qtype}); after answering: "
                   f"heapmem feedback {res.recall_id} --used ID ... (or --answer TEXT)")
@@ -635,7 +630,7 @@ def _feedback_arguments(p: argparse.ArgumentParser) -> None:
       "is given.\nEach shown memory can be judged once.  Or pass the answer itself with "
       "--answer: heapmem\njudges from its text which shown memories it used, and says "
       "why.  The feedback that brings\nthe store's judged recalls to 30, 60, 120, ... also "
-      "runs tune() (heapmem.open's auto_tune)\nand says what it did.",
+      "runs tune() to its end (heapmem.open's\nauto_tune) and says what it did.",
       arguments=_feedback_arguments)
 def cmd_feedback(ctx: Context) -> int:
     a = ctx.args
@@ -645,15 +640,19 @@ def cmd_feedback(ctx: Context) -> int:
         if a.recall_id is None:
             raise CLIError("feedback --answer needs the RECALL_ID the answer was written from")
         with ctx.open() as mem:  # -n given: only that namespace's recalls
-            fb = mem.feedback(recall_id=a.recall_id, answer=a.answer,
-                              namespace=ctx.namespace if ctx.namespace_given else None)
+            before = mem.pending_tune
+            fb = _tuned(mem, before, mem.feedback(
+                recall_id=a.recall_id, answer=a.answer,
+                namespace=ctx.namespace if ctx.namespace_given else None))
     else:
         if not a.used and not a.ignored:
             raise CLIError("feedback needs --used ID ..., --ignored ID ... or --answer TEXT")
         ignored = a.ignored if a.ignored is not None else ([] if a.only else None)
         with ctx.open() as mem:
-            fb = mem.feedback(a.used, recall_id=a.recall_id, ignored=ignored,
-                              namespace=ctx.namespace if ctx.namespace_given else None)
+            before = mem.pending_tune
+            fb = _tuned(mem, before, mem.feedback(
+                a.used, recall_id=a.recall_id, ignored=ignored,
+                namespace=ctx.namespace if ctx.namespace_given else None))
     if ctx.json:
         out: dict[str, Any] = {"recall_id": fb.recall_id, "used": list(fb.used),
                                "ignored": list(fb.ignored), "links_updated": fb.links_updated}
@@ -676,6 +675,15 @@ def cmd_feedback(ctx: Context) -> int:
         ctx.print(f"auto-tune after {t.recalls} judged recalls: "
                   + ("deployed: " if t.deployed else "not deployed: ") + t.reason)
     return 0
+
+
+def _tuned(mem: Any, before: int | None, fb: Any) -> Any:
+    """fb, with the report of the tune it claimed when it claimed one: auto-
+    tune runs in steps after each feedback, and a command line is not there
+    for the next, so it ends the tune now (Memory.finish_auto_tune)."""
+    if fb.auto_tune is None and before is None and mem.pending_tune is not None:
+        return replace(fb, auto_tune=mem.finish_auto_tune())
+    return fb
 
 
 def _tune_json(t: Any) -> dict[str, Any]:
@@ -899,7 +907,7 @@ def cmd_prior(ctx: Context) -> int:
             ctx.print("no links-only prior was merged into this store")
         else:
             for line in _table(["digest", "file", "merged", "links", "observations"],
-                               [[p.digest[:16], p.name or "-", _when(p.merged_at), p.links,
+                               [[p.digest[:16], p.name or "-", _when(p.merged_at), p.link_rows,
                                  f"{p.observations:g}"] for p in rows],
                                right=[False, False, False, True, True]):
                 ctx.print(line)
@@ -912,7 +920,7 @@ def cmd_prior(ctx: Context) -> int:
         ctx.emit({"removed": p.to_dict()})
     else:
         ctx.print(f"removed prior {p.digest[:16]} ({p.name or 'no file name'}, "
-                  f"{_n(p.links, 'link')}): the pooled layer is as if it had never been merged")
+                  f"{_n(p.link_rows, 'link')}): the pooled layer is as if it had never been merged")
     return 0
 
 
@@ -1104,13 +1112,13 @@ def cmd_import(ctx: Context) -> int:
     if ctx.json:
         ctx.emit(rep.to_dict())
     elif rep.kind == "links":
-        ctx.print(f"merged {rep.links} learned links into the pooled layer '*' as a prior")
+        ctx.print(f"merged {rep.link_rows} learned links into the pooled layer '*' as a prior")
     else:
         shifted = (f" (sequence numbers shifted by {rep.seq_offset}, recall ids by "
                    f"{rep.recall_offset})" if rep.seq_offset or rep.recall_offset else "")
         ctx.print(f"imported {_n(rep.memories, 'memory', 'memories')}, "
                   f"{_n(rep.recalls, 'recall')}, {_n(rep.events, 'event')} and "
-                  f"{_n(rep.links, 'link')}{shifted}")
+                  f"{_n(rep.link_rows, 'link')}{shifted}")
         if rep.remapped:
             moved = ", ".join(f"{a} -> {b}" for a, b in rep.remapped[:5])
             more = f" and {len(rep.remapped) - 5} more" if len(rep.remapped) > 5 else ""
@@ -1126,7 +1134,7 @@ def _cell(v: Any) -> Any:
 
 
 def _read_sql(mem: Any, query: str) -> tuple[list[str], list[list[Any]]]:
-    """One statement in read mode (heapmem.sqlguard), in a read transaction."""
+    """One statement in read mode (heapmem.adapters.sqlguard), in a read transaction."""
     import apsw
 
     from ..adapters import sqlguard

@@ -57,7 +57,7 @@ class HeapmemRetriever(BaseRetriever):
         res = self.mem.recall(query, k=self.k, namespace=self.namespace)
         self._recall_id = res.recall_id
         return [Document(page_content=r.text, id=r.id, metadata={
-            "id": r.id, "score": r.score, "kind": r.kind, "recall_id": res.recall_id,
+            **r.to_dict(("id", "score", "kind")), "recall_id": res.recall_id,
             "explain": r.explain()}) for r in res]
 
     def report_answer(self, answer: str, *, recall_id: Optional[int] = None) -> Feedback:

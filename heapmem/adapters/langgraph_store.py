@@ -5,7 +5,7 @@ as keyed JSON values, TTLs) and heapmem's namespaces and memories.  It changes
 the store only through Memory's public verbs (add, update, get, list, recall,
 feedback, forget).
 
-    from heapmem.langgraph_store import HeapmemStore
+    from heapmem.adapters.langgraph_store import HeapmemStore
     store = HeapmemStore("agent.db")
     store.put(("users", "maya"), "flight", {"text": "Booked: SFO to LIS, March 14, 9:40am"})
     hits = store.search(("users", "maya"), query="When is my flight to Lisbon?", limit=3)
@@ -793,36 +793,20 @@ class HeapmemStore(BaseStore):
             ids.append(it.id)
         return ids
 
-    def _own_recall(self, namespace: Sequence[str], recall_id: Any) -> int | None:
-        """recall_id (None stays None), after checking that it is a search of
-        this namespace: a recall of another namespace is refused as unknown,
-        before anything is judged or written, as the MCP server refuses it."""
-        if recall_id is None:
-            return None
-        if isinstance(recall_id, str) and recall_id.strip().isdigit():
-            recall_id = int(recall_id)  # as Memory.feedback takes it
-        if isinstance(recall_id, bool) or not isinstance(recall_id, int):
-            raise TypeError(f"recall_id must be an integer, got {type(recall_id).__name__}")
-        logged = self.memory.logged_recall(recall_id)
-        if logged is None or logged.namespace != self.namespace_name(namespace):
-            raise ValueError(f"unknown recall_id {recall_id} for namespace {tuple(namespace)} "
-                             "(no search of it has that id)")
-        return recall_id
-
     def mark_used(self, namespace: Sequence[str], keys: Sequence[str], *,
                   recall_id: int | None = None) -> Feedback:
         """Report the items of a search that the answer used (heapmem learns
         from it).  recall_id (a search of this namespace) defaults to the
         newest search that showed them."""
         ids = self._ids(namespace, keys)
-        return self.memory.mark_used(ids, recall_id=self._own_recall(namespace, recall_id),
+        return self.memory.mark_used(ids, recall_id=recall_id,
                                      namespace=self.namespace_name(namespace))
 
     def mark_ignored(self, namespace: Sequence[str], keys: Sequence[str], *,
                      recall_id: int | None = None) -> Feedback:
         """Report items that a search showed and the answer did not use."""
         ids = self._ids(namespace, keys)
-        return self.memory.mark_ignored(ids, recall_id=self._own_recall(namespace, recall_id),
+        return self.memory.mark_ignored(ids, recall_id=recall_id,
                                         namespace=self.namespace_name(namespace))
 
     def feedback(self, namespace: Sequence[str], used: Sequence[str], *,
@@ -833,7 +817,6 @@ class HeapmemStore(BaseStore):
         ids = self._ids(namespace, used)
         if recall_id is None:
             recall_id = self.last_recalls.get(self.namespace_name(namespace))
-        recall_id = self._own_recall(namespace, recall_id)
         page = self._pages.get(recall_id) if recall_id is not None else None
         ignored = None if page is None else [i for i in page if i not in ids]
         return self.memory.feedback(ids, recall_id=recall_id, ignored=ignored,
@@ -851,7 +834,6 @@ class HeapmemStore(BaseStore):
             if recall_id is None:
                 raise ValueError(f"no search in namespace {tuple(namespace)} to report an "
                                  "answer on: search it first, or pass recall_id")
-        recall_id = self._own_recall(namespace, recall_id)
         return self.memory.feedback(recall_id=recall_id, answer=answer,
                                     namespace=self.namespace_name(namespace))
 

@@ -128,7 +128,7 @@ class HeapmemRetriever(BaseRetriever):
         res = self.mem.recall(query_bundle.query_str, k=self.k, namespace=self.namespace)
         self.recall_id = res.recall_id
         return [NodeWithScore(node=TextNode(id_=r.id, text=r.text, metadata={
-            "id": r.id, "kind": r.kind, "recall_id": res.recall_id, "explain": r.explain()}),
+            **r.to_dict(("id", "kind")), "recall_id": res.recall_id, "explain": r.explain()}),
             score=r.score) for r in res]
 
     def report_answer(self, answer: str, *, recall_id: Optional[int] = None) -> Feedback:

@@ -70,7 +70,7 @@ META_LINKS_PRIOR = "links_prior"
 #: the SHA-256 of each links-only file merged (JSON list).
 META_LINKS_PRIOR_FILES = "links_prior_files"
 #: each links-only prior merged, by digest: its file's name, when, its links
-#: (JSON object; heapmem.priors keeps links_prior their bounded sum).
+#: (JSON object; heapmem.learning.priors keeps links_prior their bounded sum).
 META_PRIORS = "prior_records"
 #: present only inside heapmem's own write transactions (never committed).
 META_FTS_DEFERRED = "fts_deferred"
@@ -78,7 +78,9 @@ META_FTS_DEFERRED = "fts_deferred"
 META_POOL = "pool"
 #: auto-tune's place on its schedule (JSON {"point": the last point of the
 #: doubling schedule claimed, 0 for none; "judged": the judged recalls as
-#: counted at the last feedback, null when unknown}).  The C core keeps it:
+#: counted at the last feedback, null when unknown; and while the tune a point
+#: claimed runs in steps, "tune": {"point", "judged", "events" and "recalls":
+#: the log it reads, "epoch", "idle"}, AUTOTUNE_TUNE_KEYS}).  The C core keeps it:
 #: heap_feedback and heap_answer count and claim points (csrc/tune.c),
 #: heap_forget marks the count unknown; an import marks it unknown too
 #: (autotune_recount, the same statement: AUTOTUNE_RECOUNT); autotune_state
@@ -89,6 +91,9 @@ META_AUTOTUNE = "autotune"
 AUTOTUNE_RECOUNT = (f"UPDATE heapmem_meta SET value = json_set(value, '$.judged', json('null')) "
                     f"WHERE key = '{META_AUTOTUNE}' AND json_valid(value) "
                     f"AND json_type(value) = 'object'")
+
+#: The keys of META_AUTOTUNE's "tune" (csrc/tune.c, ht_state_write).
+AUTOTUNE_TUNE_KEYS = ("point", "judged", "events", "recalls", "epoch", "idle")
 
 #: the vector index's settings (JSON, see VECTOR_INDEX_DEFAULTS; absent: the
 #: defaults), written by heap_vector_settings (csrc/vindex.c)
@@ -213,8 +218,13 @@ def _autotune_value(v: str) -> tuple[int, int | None]:
     """META_AUTOTUNE's value read: (point, judged or None); ValueError if it
     is not what heap_feedback writes (csrc/tune.c)."""
     d = json.loads(v)
-    if not (isinstance(d, dict) and set(d) == {"point", "judged"}):
-        raise ValueError("not a JSON object of point and judged")
+    if not (isinstance(d, dict) and set(d) in ({"point", "judged"}, {"point", "judged", "tune"})):
+        raise ValueError("not a JSON object of point and judged (and tune)")
+    tune = d.get("tune", {k: 0 for k in AUTOTUNE_TUNE_KEYS})
+    if not (isinstance(tune, dict) and set(tune) == set(AUTOTUNE_TUNE_KEYS)
+            and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                    for x in tune.values())):
+        raise ValueError(f"tune must hold the whole numbers {', '.join(AUTOTUNE_TUNE_KEYS)}")
     point, judged = d["point"], d["judged"]
     if isinstance(point, bool) or not isinstance(point, int) or point < 0:
         raise ValueError(f"point must be a whole number, got {point!r}")
@@ -236,6 +246,18 @@ def autotune_state(c: Connection) -> tuple[int, int | None]:
         return _autotune_value(v)
     except (ValueError, TypeError, RecursionError):
         return 0, None
+
+
+def autotune_pending(c: Connection) -> dict[str, int] | None:
+    """The tune under way in steps (META_AUTOTUNE's "tune": the point it
+    tunes for, the count then, the newest event and recall of the log it
+    reads, its epoch and the feedbacks since its owner's last step), or None."""
+    v = meta_get(c, META_AUTOTUNE)
+    try:
+        _autotune_value(v or "")
+        return dict(json.loads(v or "").get("tune")) if json.loads(v or "").get("tune") else None
+    except (ValueError, TypeError, RecursionError):
+        return None
 
 
 def autotune_recount(c: Connection) -> None:
@@ -464,7 +486,7 @@ DROP INDEX links_feature;
 # are written anew and the index rebuilt once, in one statement, with the
 # per-row trigger off meanwhile (it would delete and insert every row).
 # And each links-only prior is kept apart, with where it came from
-# (META_PRIORS, heapmem.priors), so that it can be listed and taken out: the
+# (META_PRIORS, heapmem.learning.priors), so that it can be listed and taken out: the
 # priors a store merged before, summed as they came, become one record.
 _SCHEMA_V7 = f"""
 DROP TRIGGER memories_au;
@@ -568,7 +590,7 @@ _SCHEMA_V9 = """
 CREATE INDEX memories_filter ON memories(namespace, kind, created_at);
 """
 
-# Version 10, this round's one step, in three parts.
+# Version 10, this round's one step, in four parts.
 #
 # A vector index for big namespaces (csrc/vindex.c).  A namespace
 # of VECTOR_INDEX_DEFAULTS' threshold or more vectors is cut into partitions
@@ -600,6 +622,16 @@ _STAMP_OUT_OF_ORDER = (_STAMP + " AND EXISTS (SELECT 1 FROM vector_parts AS o "
 # of its best candidates (csrc/recall.c, hr_thread): memories_thread finds a turn's
 # neighbours, and the next turn of a thread, with one seek; being partial, it costs
 # nothing to a store whose memories have no thread.
+#
+# The pooled layer folded lazily (issue 34).  A feedback wrote the pooled row
+# ('*') of each feature it touched (45 rows a feedback on LoCoMo); now what it
+# adds to them goes into one row of pool_pending (csrc/pool.c: the blob's
+# format), every eight such rows are folded into the pooled rows at once by
+# the feedback that adds the eighth (a feature a batch touches written once),
+# and every reader applies the pending rows to the stored ones (recall in C;
+# Python through heap_pool_now), so it reads what an eager fold would have
+# written.  heap_fold_pool() folds them at once.  A store of version 9 has none
+# pending.
 #
 # A BM25 top N that reads what it must, not every row holding a query word
 # (csrc/recall.c, hr_lexical).  bm25_terms holds, per namespace and FTS5 term
@@ -670,6 +702,11 @@ END;
 ALTER TABLE memories ADD COLUMN thread TEXT;
 ALTER TABLE memories ADD COLUMN turn INTEGER;
 CREATE INDEX memories_thread ON memories(namespace, thread, turn) WHERE thread IS NOT NULL;
+
+CREATE TABLE pool_pending(
+  id  INTEGER PRIMARY KEY,
+  ops BLOB NOT NULL                   -- what one feedback added to the pooled rows
+);
 
 CREATE TABLE bm25_terms(
   namespace TEXT NOT NULL,
@@ -797,6 +834,29 @@ def prior(c: Connection) -> dict[str, list]:
 # -- opening a file ----------------------------------------------------------------
 
 
+def wait_for_lock(c: Connection, ms: int) -> None:
+    """How long a statement waits for another connection's lock (the write
+    lock, mostly) before SQLITE_BUSY: ms, trying again every 50 microseconds
+    at first and every 2 ms at most.  SQLite's own busy timeout sleeps 1, 2,
+    5, 10, ... 100 ms between tries, so a feedback held up by another
+    process's write of a millisecond could sleep 25 ms more (bench/RESULTS.md
+    23).  A server's connection keeps its own rule (setbusytimeout)."""
+    if not isinstance(c, apsw.Connection):
+        c.setbusytimeout(ms)
+        return
+    start = [0.0]
+
+    def busy(count: int) -> bool:
+        now = time.monotonic()
+        if count == 0:
+            start[0] = now
+        if (now - start[0]) * 1000 >= ms:
+            return False
+        time.sleep(min(0.00005 * (count + 1), 0.002))
+        return True
+    c.setbusyhandler(busy)
+
+
 def configure(c: Connection) -> None:
     """What every connection gets before it reads the file: a busy timeout, no
     double-quoted string literals, plans that do not depend on bound values,
@@ -805,7 +865,7 @@ def configure(c: Connection) -> None:
     file on purpose (DEFENSIVE: no writable_schema, no writes to shadow
     tables), every page's cells checked as they are read, and the heap_*
     functions."""
-    c.setbusytimeout(10_000)
+    wait_for_lock(c, 10_000)
     for opt in (apsw.SQLITE_DBCONFIG_DQS_DML, apsw.SQLITE_DBCONFIG_DQS_DDL,
                 apsw.SQLITE_DBCONFIG_TRUSTED_SCHEMA):
         c.config(opt, 0)
@@ -870,13 +930,13 @@ def c_header() -> str:
     store from it, and the heap_* entry points compare a file with it), the
     meta keys it reads, the pool's defaults and a prior's support: one source
     for both sides (the kinds and their importance are heapmem.h's HM_KINDS).  Regenerate with
-    `python -c "from heapmem import schema; print(schema.c_header(), end='')" > csrc/schema.h`;
+    `python -c "from heapmem.db import schema; print(schema.c_header(), end='')" > csrc/schema.h`;
     tests/test_sql_loop.py checks it is current."""
     def lit(text: str) -> str:
         out = text.replace("\\", "\\\\").replace('"', '\\"').split("\n")
         return ("\n".join(f'    "{line}\\n"' for line in out[:-1])
                 + ("\n" if len(out) > 1 else "") + f'    "{out[-1]}"')
-    lines = ["/* schema.h: generated by heapmem.schema.c_header() from heapmem/db/schema.py's",
+    lines = ["/* schema.h: generated by heapmem.db.schema.c_header() from heapmem/db/schema.py's",
              " * migrations and constants; do not edit (tests/test_sql_loop.py checks it is",
              " * current). */",
              f"#define HM_SCHEMA_VERSION {SCHEMA_VERSION}",
@@ -931,7 +991,7 @@ KNOWN_SCHEMAS = {
     7: "12dc3f91101aa478d6d705433396ac4eb4302bb51b10548e25ce5e2704a2db91",
     8: "3109c26dc44c733a160f3dbb3a2389b18bad00824898557e9a17c50687874ecd",
     9: "6286cf02f5b5e332081edae7c74949ed5d5c0fa68a882b6533e3f3fa01b98ef0",
-    10: "4a2d795a7934d9fae4978fd308d4ba0bb22f36bf54bb76f0778bf14e8c84d8bf",
+    10: "cf6b940c4a5fd97d3a3f4a7cbc518a639ff99d9affd1fea3689fe933880238d1",
 }
 
 

@@ -3,7 +3,7 @@
 Owns: the text of each statement (the recall pipeline, feedback, adding,
 updating, listing, forgetting, checking, the logs, export and import).  The
 modules that run them hold no SQL of their own; the DDL and the meta keys
-live in heapmem.schema.  Named parameters (:name) everywhere; user text is
+live in heapmem.db.schema.  Named parameters (:name) everywhere; user text is
 always bound, never formatted in.
 """
 from __future__ import annotations
@@ -187,22 +187,23 @@ ON CONFLICT(namespace, feature) DO UPDATE SET
   alpha = alpha + excluded.alpha, beta = beta + excluded.beta, n = n + excluded.n
 """
 
-POOLED_LINKS = "SELECT feature, alpha, beta, n, support FROM links WHERE namespace = '*'"
+# The pooled rows as stored (heapmem.learning.pooled_rows puts the pending
+# changes over them: POOL_NOW).
+POOLED_ROWS = """SELECT feature, qtype, alpha, beta, n, support, low_rate, high_rate FROM links
+WHERE namespace = '*'"""
 
-# Each pooled link with the namespace's own share of it.
-NAMESPACE_LINKS = """
-SELECT p.feature, coalesce(o.alpha, 0), coalesce(o.beta, 0),
-       coalesce(o.alpha, 0) + max(p.alpha - coalesce(o.pool_alpha, 0), 0),
-       coalesce(o.beta, 0) + max(p.beta - coalesce(o.pool_beta, 0), 0),
-       coalesce(o.n, 0), p.support - (o.feature IS NOT NULL)
-FROM links AS p LEFT JOIN links AS o ON o.namespace = :namespace AND o.feature = p.feature
-WHERE p.namespace = '*'
-"""
+# The pooled rows pending changes touch, as readers see them (csrc/feedback.c).
+POOL_NOW = "SELECT heap_pool_now()"
 
-ALL_LINKS = "SELECT namespace, feature, alpha, beta, n, support FROM links"
+# Fold the pending changes into the pooled rows now (csrc/feedback.c).
+FOLD_POOL = "SELECT heap_fold_pool()"
 
-EXPORT_LINKS = """SELECT feature, qtype, alpha, beta, n FROM links WHERE namespace = '*'
-ORDER BY feature"""
+# A namespace's own rows, with its share of each pooled row.
+OWN_LINKS = """SELECT feature, alpha, beta, pool_alpha, pool_beta, n FROM links
+WHERE namespace = :namespace"""
+
+# The namespaces' own rows (the pooled ones: POOLED_ROWS).
+OWN_ROWS = "SELECT namespace, feature, alpha, beta, n, support FROM links WHERE namespace != '*'"
 
 # -- memories ----------------------------------------------------------------------
 
@@ -347,7 +348,7 @@ EVENTS_BY_NAMESPACE = ("SELECT namespace, coalesce(sum(used), 0), count(*) FROM 
 COUNT_POOLED_LINKS = "SELECT count(*) FROM links WHERE namespace = '*'"
 COUNT_LINKS = "SELECT count(*) FROM links"
 
-# -- the report page (heapmem.report, through heapmem.learning) --------------------
+# -- the report page (heapmem.io.report, through heapmem.learning) --------------------
 
 # Feedback per UTC day (days since 1970-01-01) and per judged recall in it:
 # its judgements, how many were used, and the position (rank - 1) of the best
@@ -370,7 +371,7 @@ FROM judged GROUP BY day ORDER BY day
 NEWEST_RECALL = "SELECT max(id) FROM recalls"
 NEWEST_RECALL_IN = "SELECT max(id) FROM recalls WHERE namespace = :namespace"
 
-# -- Datasette (heapmem.datasette_plugin) ------------------------------------------
+# -- Datasette (heapmem.adapters.datasette_plugin) ------------------------------------------
 
 # The canned query "recall" on Datasette's page of a heapmem store: heap_recall
 # with its arguments as hidden columns, untracked (Datasette reads through a

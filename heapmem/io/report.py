@@ -1,6 +1,6 @@
 """The report page: what a store (or one namespace) learned, as one HTML file.
 
-    heapmem.report.write_report(mem, "report.html", namespace="user:maya")
+    heapmem.io.report.write_report(mem, "report.html", namespace="user:maya")
 
 Owns: the page (its sections, the words of every empty chart, the health
 table), its charts drawn as inline SVG by the small drawing helpers below,

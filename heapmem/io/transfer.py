@@ -3,7 +3,7 @@
 Owns: the JSON Lines formats (a full export, a links-only export, the
 trajectories) and the checks of every record read from one.  It reaches the
 store only through Memory.snapshot() and Memory.transaction(), with
-statements from heapmem.sql and the layout and meta keys of heapmem.schema,
+statements from heapmem.db.sql and the layout and meta keys of heapmem.db.schema,
 and through Memory's public methods (logged_recall, events, get).
 
 A full export is lossless: importing it into a new file reproduces every
@@ -38,7 +38,7 @@ Importing it merges it as a prior: each row's alpha, beta and n are added to
 the pooled layer ('*') of the target store, which every namespace borrows from
 (up to ScoringConfig.pooled_pseudocount observations' worth).  Each prior is
 kept apart, with its digest (of its links), its file's name and when it was
-merged (heapmem.priors), so Memory.priors() lists it and remove_prior() takes
+merged (heapmem.learning.priors), so Memory.priors() lists it and remove_prior() takes
 it out again; their bounded sum is what the pool adds, and check() tells it
 from evidence that events produced.  Merging the same prior twice is refused.
 
@@ -204,6 +204,7 @@ def _counts(c: Any) -> dict[str, int]:
     for _, table, _ in schema.TABLES:
         out[table] = (c.execute(sql.count_rows(table)).fetchall()[0][0]
                       if table != "vectors" or _has_vectors(c) else 0)
+    out["links"] = len(learning.link_rows(c, ["namespace", "feature"]))
     return out
 
 
@@ -224,7 +225,9 @@ def _records(c: Any) -> Iterator[dict[str, Any]]:
         if table == "vectors" and not _has_vectors(c):
             continue
         cols = schema.columns(c, table)
-        for row in c.execute(sql.select_all(table, cols, order)):
+        rows = learning.link_rows(c, cols) if table == "links" else \
+            c.execute(sql.select_all(table, cols, order))
+        for row in rows:
             rec = {"type": typ}
             for col, v in zip(cols, row):
                 rec[col] = _out(table, col, v)
@@ -278,7 +281,7 @@ def export_links(mem: Memory, target: PathOrFile) -> int:
     to target as JSON Lines: no text, no memory ids, no namespaces, no
     queries.  Returns the number of links written."""
     with mem.snapshot() as c:
-        rows = c.execute(sql.EXPORT_LINKS).fetchall()
+        rows = [(f, qt, a, b, n) for f, qt, a, b, n, _, _, _ in learning.pooled_rows(c)]
         header = {"heapmem": "links", "format": FORMAT, "version": __version__,
                   "exported_at": mem.now(), "count": len(rows)}
         with _Sink(target) as fp:
@@ -738,7 +741,7 @@ def _import_links(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, hea
         learning.rebuild_pool(c)
     if progress is not None:
         progress(lines.total or lines.read, lines.total or lines.read)
-    return ImportReport("links", links=len(rows))
+    return ImportReport("links", link_rows=len(rows))
 
 
 @dataclass

@@ -5,8 +5,10 @@ Owns: the replay of the event log (and any merged prior) into link counts per
 tolerance), the rules of the pooled layer replayed in Python (how
 namespaces' links add up to it, robustly: what check() and import compare the
 stored rows with; the C core keeps the rows themselves, csrc/feedback.c),
-the split of a feature name into its question type, and the event log
-summed per day (by_day, with newest_recall: what the report page draws).
+the split of a feature name into its question type, the pooled rows as
+readers see them (pooled_rows, link_rows: the stored rows with the pooled
+layer's pending changes over them, csrc/pool.c), and the event log summed
+per day (by_day, with newest_recall: what the report page draws).
 check() and import go through here, so they cannot disagree about what the
 events mean; tune()'s replay of the log is the C core's (csrc/tune.c).  The
 credit each judged memory gives (which features, how much) is the C core's
@@ -26,6 +28,40 @@ from ..validate import POOLED
 Counts = dict[tuple[str, str], list]
 #: How far a stored link may lie from its replay, relative to max(1, |replay|).
 TOLERANCE = 1e-6
+
+
+#: A pooled row as readers see it: (feature, qtype, alpha, beta, n, support,
+#: low_rate, high_rate).
+PooledRow = tuple[str, str, float, float, int, int, "float | None", "float | None"]
+
+
+def pooled_rows(c: Any) -> list[PooledRow]:
+    """Every pooled row ('*') as readers see it, by feature: the stored rows
+    with the pooled layer's pending changes put over them.  A feedback folds
+    the pooled layer lazily (a batch at a time, csrc/feedback.c), so the
+    links table's pooled rows may lag; heap_pool_now gives the rows the
+    pending changes touch as an eager fold would have written them.  Inside
+    the caller's snapshot."""
+    rows = {r[0]: tuple(r) for r in c.execute(sql.POOLED_ROWS)}
+    for f, (a, b, n, k, lo, hi) in json.loads(c.execute(sql.POOL_NOW).fetchall()[0][0]).items():
+        rows[f] = (f, feature_qtype(f), a, b, n, k, lo, hi)
+    return [rows[f] for f in sorted(rows)]
+
+
+def link_rows(c: Any, cols: list[str]) -> list[tuple]:
+    """Every row of the links table as readers see it (pooled_rows for the
+    pooled ones), columns cols, in (namespace, feature) order: what an export
+    writes."""
+    at = {col: i for i, col in enumerate(cols)}
+    out = [tuple(r) for r in c.execute(sql.select_all("links", cols, "namespace, feature"))
+           if r[at["namespace"]] != POOLED]
+    for f, qt, a, b, n, k, lo, hi in pooled_rows(c):
+        row = {"namespace": POOLED, "feature": f, "qtype": qt, "alpha": a, "beta": b, "n": n,
+               "support": k, "pool_alpha": 0.0, "pool_beta": 0.0, "low_rate": lo,
+               "high_rate": hi}
+        out.append(tuple(row[col] for col in cols))
+    out.sort(key=lambda r: (r[at["namespace"]], r[at["feature"]]))
+    return out
 
 
 def feature_qtype(feature: str) -> str:
@@ -185,7 +221,7 @@ def mismatches(stored: Mapping[tuple[str, str], Iterable], replayed: Counts
     return out
 
 
-# -- the event log over time (heapmem.report) ----------------------------------------
+# -- the event log over time (heapmem.io.report) ----------------------------------------
 
 
 def by_day(c: Any, namespace: str | None = None) -> list[LearningDay]:

@@ -3,7 +3,7 @@
 Owns: the record of every prior merged (its digest, the file's name, when
 it was merged, its links' counts), the bounded sum of them that the pooled
 layer adds (heapmem.learning reads it as schema.prior()), and the list of
-digests that refuses the same file twice.  heapmem.transfer merges a prior
+digests that refuses the same file twice.  heapmem.io.transfer merges a prior
 through merge(); Memory.priors() and Memory.remove_prior() read and undo
 them.  Nothing else writes these meta keys.
 

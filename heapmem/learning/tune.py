@@ -21,12 +21,15 @@ interval above zero, for the choice as a whole (split among the grid's
 weights).  Otherwise nothing changes.
 
 Auto-tune (heap_feedback; from Python unless the store was opened with
-auto_tune=False or an explicit config): tune runs by itself after the
-feedback that brings the store's judged recalls to the next point of a
-doubling schedule (30, 60, 120, ...), seeded, against the default weight, at
-99% split among the grid's weights; past 2,000 judged recalls it replays only
-the newest 2,000 (with the links learned from the events of the recalls from
-the oldest of them on), so one feedback never replays more than that.
+auto_tune=False or an explicit config): the feedback that brings the store's
+judged recalls to the next point of a doubling schedule (30, 60, 120, ...)
+claims it, and tune runs in steps, one after each feedback (so that no
+feedback waits for a whole tune), on the log as it was at the claim, seeded,
+against the default weight, at 99% split among the grid's weights; past 2,000
+judged recalls it replays only the newest 2,000 (with the links learned from
+the events of the recalls from the oldest of them on).  The feedback whose
+step ends it returns the report; finish() ends it at once (a one-shot door
+such as the CLI, which will not be back for the next step).
 """
 from __future__ import annotations
 
@@ -80,6 +83,19 @@ def tune(mem: Any, *, grid: Sequence[float] | None = None, boot: int = 2000, see
     if report.deployed:
         mem.set_config(w_usefulness=report.after)  # saved by heap_tune; in force here too
     return report
+
+
+def finish(mem: Any) -> dict[str, Any] | None:
+    """End the auto-tune under way in mem's store now, in one call
+    (heap_tune('{"pending": true}'), with the config in force): what it did,
+    as heap_feedback's auto_tune says it ({"point", "judged", "report"}), or
+    None when no tune is under way."""
+    options = json.dumps({"pending": True, "config": mem.config.to_sql()})
+    with mem.transaction() as c:
+        try:
+            return json.loads(c.execute(sql.TUNE, {"options": options}).fetchall()[0][0])
+        except apsw.Error as e:
+            raise from_sqlite(e, "finish_auto_tune") from e
 
 
 def options_json(config: ScoringConfig, *, grid: Sequence[float] | None, boot: int, seed: int,

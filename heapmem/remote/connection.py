@@ -91,7 +91,7 @@ class ServerError(HeapmemError):
 
 class DatabaseNotFoundError(ServerError):
     """open(url, database=NAME) names a database the server does not have
-    (heapmem.sqld.create_database makes one), or a server with namespaces was
+    (heapmem.remote.sqld.create_database makes one), or a server with namespaces was
     opened without database=."""
 
 

@@ -485,7 +485,7 @@ class Client:
                         self._conn = None
                         raise HranaError(f"{self.url} sent an answer of more than "
                                          f"{MAX_RESPONSE >> 20} MiB, more than a request reads "
-                                         "(heapmem.hrana.MAX_RESPONSE)", "TOO_LARGE")
+                                         "(heapmem.remote.hrana.MAX_RESPONSE)", "TOO_LARGE")
                     if resp.getheader("connection", "").lower() == "close":
                         conn.close()
                         self._conn = None
@@ -574,8 +574,9 @@ class Client:
         missing = _NO_NAMESPACE.search(detail) if status in (400, 404) else None
         if missing and self.database is not None:
             return HranaError(f"{self.url} has no database {self.database!r} (sqld: {detail}): "
-                              "create it first on the primary's admin API, with heapmem.sqld."
-                              f"create_database(ADMIN_URL, {self.database!r}) or `heapmem sqld "
+                              "create it first on the primary's admin API, with "
+                              "heapmem.remote.sqld.create_database(ADMIN_URL, "
+                              f"{self.database!r}) or `heapmem sqld "
                               f"--create-database {self.database} --admin HOST:PORT`",
                               "NO_DATABASE")
         if missing:

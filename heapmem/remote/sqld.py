@@ -8,7 +8,7 @@ server directory's layout (DIR/extensions holding the library and its
 trusted.lst, DIR/data.sqld holding sqld's databases), the argument list of
 a primary or a replica (with namespaces: one database per tenant), and
 creating a database through the primary's admin API.  `heapmem sqld`
-(heapmem.cli) and the tests call it.
+(heapmem.adapters.cli) and the tests call it.
 """
 from __future__ import annotations
 

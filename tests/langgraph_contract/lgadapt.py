@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 from unittest import mock
 
-from heapmem.langgraph_store import HeapmemStore
+from heapmem.adapters.langgraph_store import HeapmemStore
 
 _DIRS: list[str] = []
 
