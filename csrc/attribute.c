@@ -56,6 +56,7 @@ typedef struct {
 typedef struct {
   fts5_tokenizer tok;
   Fts5Tokenizer *inst;          /* porter over unicode61 remove_diacritics 2 */
+  const sqlite3_api_routines *api; /* the SQLite library it was made in */
 } hm_stemmer;
 
 typedef struct {
@@ -501,7 +502,9 @@ done:
 
 static void hm_stemmer_free(void *p) {
   hm_stemmer *s = p;
-  if (s && s->inst) s->tok.xDelete(s->inst);
+  if (!s) return;
+  sqlite3_api = s->api; /* (a module's destructor: called on any thread) */
+  if (s->inst) s->tok.xDelete(s->inst);
   sqlite3_free(s);
 }
 

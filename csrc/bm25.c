@@ -1,13 +1,18 @@
 /*
- * bm25.c: BM25 over one namespace, in SQL: heap_bm25_row (an FTS5
- * auxiliary function), heap_bm25_top (an aggregate) and heap_ntokens (a
- * text's length as FTS5 counts it).
+ * bm25.c: BM25 over one namespace, in SQL: heap_bm25_row and heap_bm25_tail
+ * (FTS5 auxiliary functions), heap_bm25_top (an aggregate), heap_ntokens (a
+ * text's length as FTS5 counts it) and heap_terms (a text's FTS5 terms, a
+ * table-valued function); and what recall's pruned top N computes with.
  *
  * Owns: the BM25 constants and IDF, the row blob's format
- * (HM_BM25_ROW_SIZE), the top-n search that reads exact lengths from the
- * FTS5 table's %_docsize only for the rows that can still reach the top.
- * Relies on: sqlfuncs.c (hm_is_number, hm_result_err).  register.c makes
- * heap_ntokens' tokenizer (hm_counter) and registers all three.
+ * (HM_BM25_ROW_SIZE), the ranking that reads exact lengths from the FTS5
+ * table's %_docsize only for the rows that can still reach the top
+ * (hm_bm25_rank), a phrase's bound, the first threshold to try and the
+ * formula for a threshold (the pruned top N's arithmetic; recall.c's
+ * hr_lexical runs its rounds).
+ * Relies on: sqlfuncs.c (hm_is_number, hm_result_err), attribute.c
+ * (hm_stemmer).  register.c makes heap_ntokens' tokenizer (hm_counter) and
+ * heap_terms' (an hm_stemmer) and registers them all.
  */
 
 #pragma region namespace-local BM25
@@ -31,7 +36,7 @@
 
 #define HM_BM25_K1 1.2
 #define HM_BM25_B 0.75
-#define HM_BM25_MAX_PHRASES 64
+#define HM_BM25_MAX_PHRASES 128
 #define HM_BM25_MAGIC "HMB1"
 
 /* One matched row, as heap_bm25_row() encodes it:
@@ -114,6 +119,72 @@ static void heap_bm25_row(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3
   memcpy(buf + 16, freq, n * sizeof(double));
   memcpy(buf + 16 + n * sizeof(double), hit, n);
   sqlite3_result_blob(ctx, buf, HM_BM25_ROW_SIZE(nphrase), SQLITE_TRANSIENT);
+}
+
+/* heap_bm25_tail(fts_table, n [, weight of column 0, ...]): heap_bm25_row's
+ * blob for the query's last n phrases only (1 <= n <= the query's phrases),
+ * read phrase by phrase, so that a query naming other phrases first (recall's
+ * pruned search: the formula, then every word of the question) costs per row
+ * what its last n cost.  The length it records is the distinct positions
+ * those n phrases occupy. */
+static void heap_bm25_tail(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx,
+                           int nval, sqlite3_value **val) {
+  sqlite3_api = api->xUserData(fts); /* the routines of the library that called */
+  HM_API_HERE;
+  unsigned char buf[HM_BM25_ROW_SIZE(HM_BM25_MAX_PHRASES)];
+  double freq[HM_BM25_MAX_PHRASES];
+  u64 pos[256];
+  int npos = 0, spill = 0, most = 0;
+  int total = api->xPhraseCount(fts);
+  if (nval < 1 || sqlite3_value_type(val[0]) != SQLITE_INTEGER ||
+      sqlite3_value_int64(val[0]) < 1 || sqlite3_value_int64(val[0]) > total ||
+      sqlite3_value_int64(val[0]) > HM_BM25_MAX_PHRASES) {
+    hm_result_err(ctx, "heap_bm25_tail", "n must be an integer from 1 to the query's phrases "
+                                         "(at most 128)");
+    return;
+  }
+  for (int i = 1; i < nval; i++) { /* (hm_is_number, with this function's API pointer) */
+    int t = sqlite3_value_type(val[i]);
+    if (t != SQLITE_INTEGER && t != SQLITE_FLOAT) {
+      hm_result_err(ctx, "heap_bm25_tail", "column weights must be numbers");
+      return;
+    }
+  }
+  int n = sqlite3_value_int(val[0]);
+  memset(buf, 0, sizeof buf);
+  for (int j = 0; j < n; j++) {
+    Fts5PhraseIter it;
+    int ic = -1, io = -1, tf = 0;
+    int rc = api->xPhraseFirst(fts, total - n + j, &it, &ic, &io);
+    if (rc != SQLITE_OK) {
+      sqlite3_result_error_code(ctx, rc);
+      return;
+    }
+    freq[j] = 0.0;
+    for (; ic >= 0; api->xPhraseNext(fts, &it, &ic, &io), tf++) {
+      freq[j] += nval > ic + 1 ? sqlite3_value_double(val[ic + 1]) : 1.0;
+      if (npos < (int)(sizeof pos / sizeof pos[0])) pos[npos++] = (u64)ic << 32 | (u32)io;
+      else spill = 1;
+    }
+    if (tf) buf[16 + n * sizeof(double) + j] = 1;
+    if (tf > most) most = tf;
+  }
+  /* distinct positions: few instances a row, sorted by insertion */
+  for (int i = 1; i < npos; i++)
+    for (int k = i; k > 0 && pos[k - 1] > pos[k]; k--) {
+      u64 x = pos[k];
+      pos[k] = pos[k - 1];
+      pos[k - 1] = x;
+    }
+  int distinct = 0;
+  for (int i = 0; i < npos; i++) distinct += i == 0 || pos[i] != pos[i - 1];
+  u32 un = (u32)n;
+  double lower = spill ? (double)most : (double)distinct;
+  memcpy(buf, HM_BM25_MAGIC, 4);
+  memcpy(buf + 4, &un, 4);
+  memcpy(buf + 8, &lower, 8);
+  memcpy(buf + 16, freq, (size_t)n * sizeof(double));
+  sqlite3_result_blob(ctx, buf, HM_BM25_ROW_SIZE(n), SQLITE_TRANSIENT);
 }
 
 typedef struct {
@@ -267,6 +338,7 @@ static int hm_varint(const unsigned char *p, int n, u64 *v) {
  * through one blob handle moved from row to row. */
 static int hm_doclen(sqlite3 *db, const char *table, sqlite3_blob **blob, i64 rowid,
                      double *out) {
+  HM_API_HERE; /* (once a row) */
   int rc;
   if (!*blob) {
     const char *dot = strchr(table, '.');
@@ -298,22 +370,96 @@ static int hm_doclen(sqlite3 *db, const char *table, sqlite3_blob **blob, i64 ro
   return SQLITE_OK;
 }
 
-static void heap_bm25_top_final(sqlite3_context *ctx) {
-  HM_API_HERE;
-  hm_bm25_acc *acc = sqlite3_aggregate_context(ctx, 0);
-  hm_scored *todo = NULL, *top = NULL;
-  sqlite3_blob *blob = NULL;
-  char *out = NULL;
-  if (!acc || acc->n == 0) {
-    if (!acc || !acc->failed) sqlite3_result_text(ctx, "[]", -1, SQLITE_STATIC);
-    goto cleanup;
+/* Whether a row may rank (recall's filters): 0 or an SQLite code, *ok 1 or 0. */
+typedef int (*hm_bm25_pass)(void *ctx, i64 rowid, int *ok);
+
+/* The n best of rows (best first, ties by rowid) into top (room for limit),
+ * their count into *size.  Each row: its rowid, a lower bound of its length
+ * (or, exact = 1, its length) and np weighted phrase frequencies; idf: each
+ * phrase's.  Rows are scored at their shortest possible length first (every
+ * idf is > 0, so a phrase's part only shrinks as the length grows), best
+ * first, and a row's exact length is read from table's %_docsize (through
+ * *blob, one handle moved from row to row), and whether it may rank asked of
+ * pass (NULL: every row may), only while it can still reach the top.  0 or
+ * an SQLite code. */
+static int hm_bm25_rank(sqlite3 *db, const char *table, sqlite3_blob **blob,
+                        i64 n,              /* rows */
+                        int np,             /* phrases */
+                        const i64 *rowid,   /* n */
+                        const double *len,  /* n: lengths, or their lower bounds */
+                        int exact,          /* len holds exact lengths */
+                        const double *freq, /* n x np */
+                        const double *idf,  /* np */
+                        double avgdl,
+                        hm_bm25_pass pass, void *pctx,
+                        i64 limit, hm_scored *top, i64 *size) {
+  HM_API_HERE; /* (called once a search; its loop reads a length a row) */
+  int rc = SQLITE_OK;
+  *size = 0;
+  if (n <= 0 || limit <= 0) return SQLITE_OK;
+  hm_scored *todo = sqlite3_malloc64((sqlite3_uint64)n * sizeof(hm_scored));
+  if (!todo) return SQLITE_NOMEM;
+  for (i64 k = 0; k < n; k++) {
+    todo[k].score = hm_bm25(np, &freq[k * np], idf, len[k], avgdl);
+    todo[k].rowid = rowid[k];
+    todo[k].k = k;
   }
-  if (acc->failed) goto cleanup;
-  sqlite3 *db = sqlite3_context_db_handle(ctx);
+  for (i64 i = n / 2 - 1; i >= 0; i--) hm_heap_down(todo, n, i, 0);
+  /* exact scores, in that order, until no remaining row can reach the top */
+  for (i64 left = n; left > 0 && rc == SQLITE_OK; left--) {
+    hm_scored best = todo[0];
+    if (*size == limit && !hm_scored_before(&best, &top[0])) break;
+    todo[0] = todo[left - 1];
+    if (left > 1) hm_heap_down(todo, left - 1, 0, 0);
+    int ok = 1;
+    if (pass && ((rc = pass(pctx, best.rowid, &ok)) != SQLITE_OK || !ok)) continue;
+    double dl = len[best.k];
+    if (!exact) rc = hm_doclen(db, table, blob, best.rowid, &dl);
+    if (rc != SQLITE_OK) break;
+    hm_scored s = {.score = hm_bm25(np, &freq[best.k * np], idf, dl, avgdl),
+                   .rowid = best.rowid, .k = best.k};
+    if (*size < limit) {
+      top[(*size)++] = s;
+      hm_heap_up(top, *size - 1, 1);
+    } else if (hm_scored_before(&s, &top[0])) {
+      top[0] = s;
+      hm_heap_down(top, *size, 0, 1);
+    }
+  }
+  sqlite3_free(todo);
+  if (rc == SQLITE_OK) qsort(top, (size_t)*size, sizeof(hm_scored), hm_scored_cmp);
+  return rc;
+}
+
+/* A ranking as heap_bm25_top gives it: [[rowid, bm25], ...] (NULL: no memory). */
+static char *hm_bm25_json(const hm_scored *top, i64 size) {
+  sqlite3_str *str = sqlite3_str_new(NULL);
+  sqlite3_str_appendchar(str, 1, '[');
+  for (i64 i = 0; i < size; i++)
+    sqlite3_str_appendf(str, "%s[%lld,%!.17g]", i ? "," : "", (long long)top[i].rowid,
+                        top[i].score);
+  sqlite3_str_appendchar(str, 1, ']');
+  if (sqlite3_str_errcode(str) != SQLITE_OK) {
+    sqlite3_free(sqlite3_str_finish(str));
+    return NULL;
+  }
+  return sqlite3_str_finish(str);
+}
+
+/* The match set's top: acc's rows (those pass lets through, all when it is
+ * NULL) ranked with BM25 over a collection of acc->docs documents of
+ * acc->tokens tokens, each phrase's IDF from the rows holding it (every row
+ * counts, let through or not).  Missing or stale counts fall back to the
+ * rows' own: fewer documents than rows count the rows, no tokens take the
+ * rows' mean length (every length read).  top has room for acc->limit rows. */
+static int hm_bm25_top_of(sqlite3 *db, hm_bm25_acc *acc, hm_bm25_pass pass, void *pctx,
+                          sqlite3_blob **blob, hm_scored *top, i64 *size) {
   int np = acc->nphrase, rc = SQLITE_OK;
-  i64 n = acc->n, limit = acc->limit < n ? acc->limit : n, size = 0;
+  i64 n = acc->n;
   double idf[HM_BM25_MAX_PHRASES];
   double docs = acc->docs, tokens = acc->tokens;
+  *size = 0;
+  if (n == 0) return SQLITE_OK;
   /* stale or missing namespace counts: the rows are a lower bound */
   if (docs < (double)n) docs = (double)n;
   int exact = 0; /* acc->lower holds exact lengths, not bounds */
@@ -322,45 +468,44 @@ static void heap_bm25_top_final(sqlite3_context *ctx) {
     double sum = 0.0;
     exact = 1;
     for (i64 k = 0; k < n && rc == SQLITE_OK; k++) {
-      rc = hm_doclen(db, acc->table, &blob, acc->rowid[k], &acc->lower[k]);
+      rc = hm_doclen(db, acc->table, blob, acc->rowid[k], &acc->lower[k]);
       sum += acc->lower[k];
     }
+    if (rc != SQLITE_OK) return rc;
     tokens = sum / (double)n * docs;
   }
   double avgdl = tokens / docs;
   if (!(avgdl > 0.0)) avgdl = 1.0;
   for (int i = 0; i < np; i++) idf[i] = hm_bm25_idf(docs, (double)acc->nhit[i]);
-  todo = sqlite3_malloc64((sqlite3_uint64)n * sizeof(hm_scored));
+  return hm_bm25_rank(db, acc->table, blob, n, np, acc->rowid, acc->lower, exact, acc->freq,
+                      idf, avgdl, pass, pctx, acc->limit, top, size);
+}
+
+static void hm_bm25_acc_free(hm_bm25_acc *acc) {
+  sqlite3_free(acc->table);
+  sqlite3_free(acc->rowid);
+  sqlite3_free(acc->lower);
+  sqlite3_free(acc->freq);
+  sqlite3_free(acc->nhit);
+}
+
+static void heap_bm25_top_final(sqlite3_context *ctx) {
+  HM_API_HERE;
+  hm_bm25_acc *acc = sqlite3_aggregate_context(ctx, 0);
+  hm_scored *top = NULL;
+  sqlite3_blob *blob = NULL;
+  char *out = NULL;
+  i64 size = 0;
+  if (!acc || acc->n == 0) {
+    if (!acc || !acc->failed) sqlite3_result_text(ctx, "[]", -1, SQLITE_STATIC);
+    goto cleanup;
+  }
+  if (acc->failed) goto cleanup;
+  i64 limit = acc->limit < acc->n ? acc->limit : acc->n;
   top = sqlite3_malloc64((sqlite3_uint64)limit * sizeof(hm_scored));
-  if (!todo || !top) { sqlite3_result_error_nomem(ctx); goto cleanup; }
-  /* each row's best possible score (at its shortest possible length: every idf is
-   * > 0, since n_hit <= n <= docs, so a term's part only shrinks as the length
-   * grows), best first */
-  for (i64 k = 0; k < n; k++) {
-    todo[k].score = hm_bm25(np, &acc->freq[k * np], idf, acc->lower[k], avgdl);
-    todo[k].rowid = acc->rowid[k];
-    todo[k].k = k;
-  }
-  for (i64 i = n / 2 - 1; i >= 0; i--) hm_heap_down(todo, n, i, 0);
-  /* exact scores, in that order, until no remaining row can reach the top */
-  for (i64 left = n; left > 0 && rc == SQLITE_OK; left--) {
-    hm_scored best = todo[0];
-    if (size == limit && !hm_scored_before(&best, &top[0])) break;
-    todo[0] = todo[left - 1];
-    if (left > 1) hm_heap_down(todo, left - 1, 0, 0);
-    double dl = acc->lower[best.k];
-    if (!exact) rc = hm_doclen(db, acc->table, &blob, best.rowid, &dl);
-    if (rc != SQLITE_OK) break;
-    hm_scored s = {.score = hm_bm25(np, &acc->freq[best.k * np], idf, dl, avgdl),
-                   .rowid = best.rowid, .k = best.k};
-    if (size < limit) {
-      top[size++] = s;
-      hm_heap_up(top, size - 1, 1);
-    } else if (hm_scored_before(&s, &top[0])) {
-      top[0] = s;
-      hm_heap_down(top, size, 0, 1);
-    }
-  }
+  if (!top) { sqlite3_result_error_nomem(ctx); goto cleanup; }
+  acc->limit = limit;
+  int rc = hm_bm25_top_of(sqlite3_context_db_handle(ctx), acc, NULL, NULL, &blob, top, &size);
   if (rc != SQLITE_OK) {
     char *m = sqlite3_mprintf("heap_bm25_top: cannot read the row lengths of %s (%s)",
                               acc->table, sqlite3_errstr(rc));
@@ -369,28 +514,13 @@ static void heap_bm25_top_final(sqlite3_context *ctx) {
     sqlite3_free(m);
     goto cleanup;
   }
-  qsort(top, (size_t)size, sizeof(hm_scored), hm_scored_cmp);
-  sqlite3_str *str = sqlite3_str_new(NULL);
-  sqlite3_str_appendchar(str, 1, '[');
-  for (i64 i = 0; i < size; i++)
-    sqlite3_str_appendf(str, "%s[%lld,%!.17g]", i ? "," : "", (long long)top[i].rowid,
-                        top[i].score);
-  sqlite3_str_appendchar(str, 1, ']');
-  int err = sqlite3_str_errcode(str);
-  out = sqlite3_str_finish(str);
-  if (err != SQLITE_OK || !out) { sqlite3_result_error_nomem(ctx); goto cleanup; }
+  out = hm_bm25_json(top, size);
+  if (!out) { sqlite3_result_error_nomem(ctx); goto cleanup; }
   sqlite3_result_text(ctx, out, -1, sqlite3_free);
   out = NULL;
 cleanup:
-  if (acc) {
-    sqlite3_free(acc->table);
-    sqlite3_free(acc->rowid);
-    sqlite3_free(acc->lower);
-    sqlite3_free(acc->freq);
-    sqlite3_free(acc->nhit);
-  }
+  if (acc) hm_bm25_acc_free(acc);
   if (blob) sqlite3_blob_close(blob);
-  sqlite3_free(todo);
   sqlite3_free(top);
   sqlite3_free(out);
 }
@@ -427,6 +557,624 @@ static void hm_counter_free(void *p) {
   hm_counter *c = p;
   if (c && c->inst) c->tok.xDelete(c->inst);
   sqlite3_free(c);
+}
+
+#pragma endregion
+
+#pragma region the terms of a text: heap_terms
+
+/* heap_terms(text): a table-valued function, one row (term, tf) per distinct
+ * term FTS5 indexes for text in memories_fts's text column, with how many
+ * times it occurs there: porter over unicode61 remove_diacritics 2, a token
+ * cut at FTS5's 32,768 bytes, in byte order.  The bm25_terms triggers (schema
+ * 10) keep each namespace's term statistics with it; it reads nothing but its
+ * argument (innocuous), so the file's triggers may call it.
+ *   SELECT term, tf FROM heap_terms('Flights to Lisbon; the flight');
+ *   -> flight 2, lisbon 1, the 1, to 1 */
+
+#define HM_FTS5_MAX_TOKEN 32768
+
+typedef struct {
+  sqlite3_vtab base;
+  hm_stemmer *st; /* its tokenizer, and the SQLite library it was registered in */
+} ht_vtab;
+
+/* every method of heap_terms and heap_bm25_terms that calls SQLite first sets
+ * sqlite3_api to the routines of the library the module was registered in
+ * (heapmem.c) */
+#define HT_API(vt) (sqlite3_api = ((ht_vtab *)(vt))->st->api)
+#define HB_API(vt) (sqlite3_api = ((hb_vtab *)(vt))->st->api)
+
+typedef struct {
+  const char *p;
+  int n;
+} ht_span;
+
+typedef struct {
+  sqlite3_vtab_cursor base;
+  char *buf;       /* the tokens, back to back */
+  i64 used, cap;
+  i64 *tok;        /* each token: offset << 16 | length (lengths < 2^16) */
+  int ntok, captok;
+  ht_span *term;   /* the distinct terms, sorted */
+  int *tf;         /* how often each occurs */
+  int nterm, capterm, i;
+} ht_cursor;
+
+static int ht_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                      sqlite3_vtab **out, char **err) {
+  (void)argc; (void)argv; (void)err;
+  sqlite3_api = ((hm_stemmer *)aux)->api;
+  int rc = sqlite3_declare_vtab(db, "CREATE TABLE x(term TEXT, tf INTEGER, text HIDDEN)");
+  if (rc != SQLITE_OK) return rc;
+  ht_vtab *t = sqlite3_malloc64(sizeof *t);
+  if (!t) return SQLITE_NOMEM;
+  memset(t, 0, sizeof *t);
+  t->st = aux;
+  sqlite3_vtab_config(db, SQLITE_VTAB_INNOCUOUS);
+  *out = &t->base;
+  return SQLITE_OK;
+}
+
+static int ht_disconnect(sqlite3_vtab *vt) {
+  HT_API(vt); /* (hb_vtab too: its stemmer is in the same place) */
+  sqlite3_free(vt);
+  return SQLITE_OK;
+}
+
+/* text = ? is the argument (without one, xFilter says so). */
+static int ht_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
+  (void)vt;
+  info->idxNum = 0;
+  for (int i = 0; i < info->nConstraint; i++) {
+    const struct sqlite3_index_constraint *c = &info->aConstraint[i];
+    if (c->iColumn != 2) continue;
+    if (!c->usable) return SQLITE_CONSTRAINT; /* wait until the text is known */
+    if (c->op != SQLITE_INDEX_CONSTRAINT_EQ) continue;
+    info->aConstraintUsage[i].argvIndex = 1;
+    info->aConstraintUsage[i].omit = 1;
+    info->idxNum = 1;
+  }
+  info->estimatedCost = info->idxNum ? 10 : 1e12;
+  info->estimatedRows = 20;
+  return SQLITE_OK;
+}
+
+static int ht_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
+  HT_API(vt);
+  ht_cursor *c = sqlite3_malloc64(sizeof *c);
+  if (!c) return SQLITE_NOMEM;
+  memset(c, 0, sizeof *c);
+  *out = &c->base;
+  return SQLITE_OK;
+}
+
+static int ht_close(sqlite3_vtab_cursor *cur) {
+  HT_API(cur->pVtab);
+  ht_cursor *c = (ht_cursor *)cur;
+  sqlite3_free(c->buf);
+  sqlite3_free(c->tok);
+  sqlite3_free(c->term);
+  sqlite3_free(c->tf);
+  sqlite3_free(c);
+  return SQLITE_OK;
+}
+
+/* (the longest token FTS5 keeps is 32,768 bytes: its offset takes the rest) */
+static int ht_token(void *p, int flags, const char *t, int n, int start, int end) {
+  ht_cursor *c = p;
+  (void)flags; (void)start; (void)end;
+  if (n <= 0) return SQLITE_OK;
+  if (n > HM_FTS5_MAX_TOKEN) n = HM_FTS5_MAX_TOKEN;
+  if (c->used + n > c->cap) {
+    i64 cap = c->cap ? 2 * c->cap : 1024;
+    while (cap < c->used + n) cap *= 2;
+    char *b = sqlite3_realloc64(c->buf, (sqlite3_uint64)cap);
+    if (!b) return SQLITE_NOMEM;
+    c->buf = b;
+    c->cap = cap;
+  }
+  if (c->ntok == c->captok) {
+    int cap = c->captok ? 2 * c->captok : 64;
+    i64 *k = sqlite3_realloc64(c->tok, (sqlite3_uint64)cap * sizeof *k);
+    if (!k) return SQLITE_NOMEM;
+    c->tok = k;
+    c->captok = cap;
+  }
+  memcpy(c->buf + c->used, t, (size_t)n);
+  c->tok[c->ntok++] = c->used << 16 | n;
+  c->used += n;
+  return SQLITE_OK;
+}
+
+static int ht_cmp(const void *x, const void *y) {
+  const ht_span *a = x, *b = y;
+  int r = memcmp(a->p, b->p, (size_t)(a->n < b->n ? a->n : b->n));
+  return r ? r : (a->n > b->n) - (a->n < b->n);
+}
+
+/* One text's distinct terms and their frequencies, into c->term, c->tf and
+ * c->nterm (sorted, as FTS5 reads the text column). */
+static int ht_read(ht_cursor *c, hm_stemmer *st, const char *text, int len) {
+  c->used = 0;
+  c->ntok = c->nterm = c->i = 0;
+  int rc = st->tok.xTokenize(st->inst, c, FTS5_TOKENIZE_DOCUMENT, text, len, ht_token);
+  if (rc != SQLITE_OK || c->ntok == 0) return rc;
+  if (c->ntok > c->capterm) {
+    sqlite3_free(c->term);
+    sqlite3_free(c->tf);
+    c->term = sqlite3_malloc64((sqlite3_uint64)c->ntok * sizeof *c->term);
+    c->tf = sqlite3_malloc64((sqlite3_uint64)c->ntok * sizeof *c->tf);
+    c->capterm = c->term && c->tf ? c->ntok : 0;
+    if (!c->capterm) return SQLITE_NOMEM;
+  }
+  for (int j = 0; j < c->ntok; j++)
+    c->term[j] = (ht_span){.p = c->buf + (c->tok[j] >> 16), .n = (int)(c->tok[j] & 0xffff)};
+  qsort(c->term, (size_t)c->ntok, sizeof *c->term, ht_cmp);
+  for (int j = 0; j < c->ntok; j++) {
+    if (c->nterm && ht_cmp(&c->term[c->nterm - 1], &c->term[j]) == 0) {
+      c->tf[c->nterm - 1]++;
+      continue;
+    }
+    c->term[c->nterm] = c->term[j];
+    c->tf[c->nterm++] = 1;
+  }
+  return SQLITE_OK;
+}
+
+static int ht_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, int argc,
+                     sqlite3_value **argv) {
+  (void)idxStr;
+  ht_cursor *c = (ht_cursor *)cur;
+  ht_vtab *t = (ht_vtab *)cur->pVtab;
+  HT_API(t);
+  c->ntok = c->nterm = c->i = 0;
+  if (!idxNum || argc < 1) {
+    sqlite3_free(t->base.zErrMsg);
+    t->base.zErrMsg = sqlite3_mprintf("heap_terms: takes the text to read, as its argument: "
+                                      "SELECT term, tf FROM heap_terms('Flights to Lisbon')");
+    return SQLITE_ERROR;
+  }
+  if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return SQLITE_OK;
+  const char *text = (const char *)sqlite3_value_text(argv[0]);
+  if (!text) return SQLITE_NOMEM;
+  return ht_read(c, t->st, text, sqlite3_value_bytes(argv[0]));
+}
+
+static int ht_next(sqlite3_vtab_cursor *cur) {
+  ((ht_cursor *)cur)->i++;
+  return SQLITE_OK;
+}
+
+static int ht_eof(sqlite3_vtab_cursor *cur) {
+  ht_cursor *c = (ht_cursor *)cur;
+  return c->i >= c->nterm;
+}
+
+static int ht_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
+  HT_API(cur->pVtab);
+  ht_cursor *c = (ht_cursor *)cur;
+  if (col == 0)
+    sqlite3_result_text(ctx, c->term[c->i].p, c->term[c->i].n, SQLITE_TRANSIENT);
+  else if (col == 1)
+    sqlite3_result_int(ctx, c->tf[c->i]);
+  return SQLITE_OK;
+}
+
+static int ht_rowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *rowid) {
+  *rowid = ((ht_cursor *)cur)->i + 1;
+  return SQLITE_OK;
+}
+
+static sqlite3_module ht_module = {
+    .iVersion = 0,
+    .xCreate = NULL, /* eponymous only */
+    .xConnect = ht_connect,
+    .xBestIndex = ht_best_index,
+    .xDisconnect = ht_disconnect,
+    .xDestroy = ht_disconnect,
+    .xOpen = ht_open,
+    .xClose = ht_close,
+    .xFilter = ht_filter,
+    .xNext = ht_next,
+    .xEof = ht_eof,
+    .xColumn = ht_column,
+    .xRowid = ht_rowid,
+};
+
+/* heap_bm25_terms(first, last): bm25_terms' rows for the memories of seq
+ * first to last, summed in C (namespace, term, docs, maxtf, minlen): what
+ * add_many's batch and a migration add to the table in one statement, a row
+ * per term rather than per term and memory.  It reads the memories table, so
+ * a file's views and triggers cannot call it. */
+typedef struct {
+  sqlite3_vtab base;
+  hm_stemmer *st; /* as ht_vtab's (ht_disconnect frees both) */
+  sqlite3 *db;
+} hb_vtab;
+
+typedef struct {
+  int ns;              /* its namespace: an index into the cursor's names */
+  i64 off;             /* its term in the pool */
+  int n;
+  i64 docs, maxtf, minlen;
+} hb_entry;
+
+typedef struct {
+  sqlite3_vtab_cursor base;
+  ht_cursor words;     /* one memory's terms */
+  char *pool;          /* the terms and the namespaces' names, back to back */
+  i64 used, cap;
+  hb_entry *e;         /* the (namespace, term) rows */
+  i64 n, cape;
+  i64 *slot;           /* open addressing: 1 + an index into e, 0 empty */
+  i64 nslot;
+  i64 *name;           /* each namespace's name: its offset in the pool */
+  int *namelen, nname, capname;
+  i64 i;
+} hb_cursor;
+
+static int hb_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                      sqlite3_vtab **out, char **err) {
+  (void)argc; (void)argv; (void)err;
+  sqlite3_api = ((hm_stemmer *)aux)->api;
+  int rc = sqlite3_declare_vtab(db, "CREATE TABLE x(namespace TEXT, term TEXT, docs INTEGER, "
+                                    "maxtf INTEGER, minlen INTEGER, first HIDDEN, last HIDDEN)");
+  if (rc != SQLITE_OK) return rc;
+  hb_vtab *t = sqlite3_malloc64(sizeof *t);
+  if (!t) return SQLITE_NOMEM;
+  memset(t, 0, sizeof *t);
+  t->db = db;
+  t->st = aux;
+  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
+  *out = &t->base;
+  return SQLITE_OK;
+}
+
+/* first = ? and last = ? are the arguments, in that order (xFilter checks them). */
+static int hb_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
+  (void)vt;
+  int where[2] = {-1, -1};
+  for (int i = 0; i < info->nConstraint; i++) {
+    const struct sqlite3_index_constraint *c = &info->aConstraint[i];
+    if (c->iColumn != 5 && c->iColumn != 6) continue;
+    if (!c->usable) return SQLITE_CONSTRAINT;
+    if (c->op == SQLITE_INDEX_CONSTRAINT_EQ) where[c->iColumn - 5] = i;
+  }
+  info->idxNum = where[0] >= 0 && where[1] >= 0;
+  if (info->idxNum)
+    for (int j = 0; j < 2; j++) {
+      info->aConstraintUsage[where[j]].argvIndex = j + 1;
+      info->aConstraintUsage[where[j]].omit = 1;
+    }
+  info->estimatedCost = info->idxNum ? 1000 : 1e12;
+  return SQLITE_OK;
+}
+
+static int hb_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
+  HB_API(vt);
+  hb_cursor *c = sqlite3_malloc64(sizeof *c);
+  if (!c) return SQLITE_NOMEM;
+  memset(c, 0, sizeof *c);
+  *out = &c->base;
+  return SQLITE_OK;
+}
+
+static void hb_clear(hb_cursor *c) {
+  sqlite3_free(c->words.buf);
+  sqlite3_free(c->words.tok);
+  sqlite3_free(c->words.term);
+  sqlite3_free(c->words.tf);
+  sqlite3_free(c->pool);
+  sqlite3_free(c->e);
+  sqlite3_free(c->slot);
+  sqlite3_free(c->name);
+  sqlite3_free(c->namelen);
+  sqlite3_vtab_cursor base = c->base;
+  memset(c, 0, sizeof *c);
+  c->base = base;
+}
+
+static int hb_close(sqlite3_vtab_cursor *cur) {
+  HB_API(cur->pVtab);
+  hb_clear((hb_cursor *)cur);
+  sqlite3_free(cur);
+  return SQLITE_OK;
+}
+
+/* n bytes of p copied into the pool: their offset, or -1 out of memory. */
+static i64 hb_keep(hb_cursor *c, const char *p, int n) {
+  if (c->used + n > c->cap) {
+    i64 cap = c->cap ? 2 * c->cap : 65536;
+    while (cap < c->used + n) cap *= 2;
+    char *b = sqlite3_realloc64(c->pool, (sqlite3_uint64)cap);
+    if (!b) return -1;
+    c->pool = b;
+    c->cap = cap;
+  }
+  memcpy(c->pool + c->used, p, (size_t)n);
+  c->used += n;
+  return c->used - n;
+}
+
+/* The index of the namespace p[0..n) among the cursor's names (added). */
+static int hb_name(hb_cursor *c, const char *p, int n) {
+  for (int j = c->nname - 1; j >= 0; j--)
+    if (c->namelen[j] == n && !memcmp(c->pool + c->name[j], p, (size_t)n)) return j;
+  if (c->nname == c->capname) {
+    int cap = c->capname ? 2 * c->capname : 8;
+    i64 *a = sqlite3_realloc64(c->name, (sqlite3_uint64)cap * sizeof *a);
+    if (a) c->name = a;
+    int *b = sqlite3_realloc64(c->namelen, (sqlite3_uint64)cap * sizeof *b);
+    if (b) c->namelen = b;
+    if (!a || !b) return -1;
+    c->capname = cap;
+  }
+  i64 off = hb_keep(c, p, n);
+  if (off < 0) return -1;
+  c->name[c->nname] = off;
+  c->namelen[c->nname] = n;
+  return c->nname++;
+}
+
+static u64 hb_hash(int ns, const char *p, int n) {
+  u64 h = 1469598103934665603ULL ^ (u64)ns;
+  for (int i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+  return h;
+}
+
+static int hb_grow(hb_cursor *c) {
+  i64 nslot = c->nslot ? 2 * c->nslot : 4096;
+  i64 *slot = sqlite3_malloc64((sqlite3_uint64)nslot * sizeof *slot);
+  if (!slot) return SQLITE_NOMEM;
+  memset(slot, 0, (size_t)nslot * sizeof *slot);
+  for (i64 k = 0; k < c->n; k++) {
+    u64 h = hb_hash(c->e[k].ns, c->pool + c->e[k].off, c->e[k].n);
+    i64 s = (i64)(h & (u64)(nslot - 1));
+    while (slot[s]) s = (s + 1) & (nslot - 1);
+    slot[s] = k + 1;
+  }
+  sqlite3_free(c->slot);
+  c->slot = slot;
+  c->nslot = nslot;
+  return SQLITE_OK;
+}
+
+/* One memory's terms counted into the (namespace, term) rows. */
+static int hb_add(hb_cursor *c, int ns, i64 len) {
+  for (int j = 0; j < c->words.nterm; j++) {
+    const ht_span *w = &c->words.term[j];
+    if (2 * (c->n + 1) > c->nslot && hb_grow(c) != SQLITE_OK) return SQLITE_NOMEM;
+    u64 h = hb_hash(ns, w->p, w->n);
+    i64 s = (i64)(h & (u64)(c->nslot - 1));
+    hb_entry *e = NULL;
+    for (; c->slot[s]; s = (s + 1) & (c->nslot - 1)) {
+      hb_entry *x = &c->e[c->slot[s] - 1];
+      if (x->ns == ns && x->n == w->n && !memcmp(c->pool + x->off, w->p, (size_t)w->n)) {
+        e = x;
+        break;
+      }
+    }
+    if (!e) {
+      if (c->n == c->cape) {
+        i64 cap = c->cape ? 2 * c->cape : 1024;
+        hb_entry *grown = sqlite3_realloc64(c->e, (sqlite3_uint64)cap * sizeof *grown);
+        if (!grown) return SQLITE_NOMEM;
+        c->e = grown;
+        c->cape = cap;
+      }
+      i64 off = hb_keep(c, w->p, w->n);
+      if (off < 0) return SQLITE_NOMEM;
+      e = &c->e[c->n];
+      *e = (hb_entry){.ns = ns, .off = off, .n = w->n, .minlen = len};
+      c->slot[s] = ++c->n;
+    }
+    e->docs++;
+    if (c->words.tf[j] > e->maxtf) e->maxtf = c->words.tf[j];
+    if (len < e->minlen) e->minlen = len;
+  }
+  return SQLITE_OK;
+}
+
+static int hb_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, int argc,
+                     sqlite3_value **argv) {
+  (void)idxStr;
+  hb_cursor *c = (hb_cursor *)cur;
+  hb_vtab *t = (hb_vtab *)cur->pVtab;
+  HB_API(t);
+  hb_clear(c);
+  if (!idxNum || argc < 2 || sqlite3_value_type(argv[0]) != SQLITE_INTEGER ||
+      sqlite3_value_type(argv[1]) != SQLITE_INTEGER) {
+    sqlite3_free(t->base.zErrMsg);
+    t->base.zErrMsg = sqlite3_mprintf("heap_bm25_terms: takes the first and the last seq of "
+                                      "the memories to read, as integers: SELECT * FROM "
+                                      "heap_bm25_terms(1, 1000)");
+    return SQLITE_ERROR;
+  }
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(t->db, "SELECT namespace, text, ntok FROM memories "
+                                     "WHERE seq BETWEEN ?1 AND ?2", -1, &st, NULL);
+  if (rc != SQLITE_OK) {
+    sqlite3_free(t->base.zErrMsg);
+    t->base.zErrMsg = sqlite3_mprintf("heap_bm25_terms: %s", sqlite3_errmsg(t->db));
+    return rc;
+  }
+  sqlite3_bind_value(st, 1, argv[0]);
+  sqlite3_bind_value(st, 2, argv[1]);
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *ns = (const char *)sqlite3_column_text(st, 0);
+    int nsn = sqlite3_column_bytes(st, 0);
+    const char *text = (const char *)sqlite3_column_text(st, 1);
+    int len = sqlite3_column_bytes(st, 1);
+    if (!ns || !text) { rc = SQLITE_NOMEM; break; }
+    int k = hb_name(c, ns, nsn);
+    if (k < 0 || (rc = ht_read(&c->words, t->st, text, len)) != SQLITE_OK ||
+        (rc = hb_add(c, k, sqlite3_column_int64(st, 2))) != SQLITE_OK) {
+      rc = k < 0 ? SQLITE_NOMEM : rc;
+      break;
+    }
+  }
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static int hb_next(sqlite3_vtab_cursor *cur) {
+  ((hb_cursor *)cur)->i++;
+  return SQLITE_OK;
+}
+
+static int hb_eof(sqlite3_vtab_cursor *cur) {
+  hb_cursor *c = (hb_cursor *)cur;
+  return c->i >= c->n;
+}
+
+static int hb_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
+  HB_API(cur->pVtab);
+  hb_cursor *c = (hb_cursor *)cur;
+  const hb_entry *e = &c->e[c->i];
+  switch (col) {
+  case 0:
+    sqlite3_result_text(ctx, c->pool + c->name[e->ns], c->namelen[e->ns], SQLITE_TRANSIENT);
+    break;
+  case 1: sqlite3_result_text(ctx, c->pool + e->off, e->n, SQLITE_TRANSIENT); break;
+  case 2: sqlite3_result_int64(ctx, e->docs); break;
+  case 3: sqlite3_result_int64(ctx, e->maxtf); break;
+  case 4: sqlite3_result_int64(ctx, e->minlen); break;
+  default: break;
+  }
+  return SQLITE_OK;
+}
+
+static int hb_rowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *rowid) {
+  *rowid = ((hb_cursor *)cur)->i + 1;
+  return SQLITE_OK;
+}
+
+static sqlite3_module hb_module = {
+    .iVersion = 0,
+    .xCreate = NULL, /* eponymous only */
+    .xConnect = hb_connect,
+    .xBestIndex = hb_best_index,
+    .xDisconnect = ht_disconnect,
+    .xDestroy = ht_disconnect,
+    .xOpen = hb_open,
+    .xClose = hb_close,
+    .xFilter = hb_filter,
+    .xNext = hb_next,
+    .xEof = hb_eof,
+    .xColumn = hb_column,
+    .xRowid = hb_rowid,
+};
+
+#pragma endregion
+
+#pragma region the pruned top n: bounds, the first threshold, the formula
+
+/*
+ * heap_recall's BM25 top N (recall.c, hr_lexical) need not score every row
+ * that holds a query word.  Each phrase has a bound on what it can add to
+ * one row's score: its IDF times its part at the highest frequency and the
+ * shortest row any of the namespace's rows holding it has (bm25_terms keeps
+ * both, with the exact document count; BM25's part grows with the frequency
+ * and shrinks with the length).  A row whose phrases' bounds sum to less
+ * than a threshold t scores less than t.  So once n rows are known to score
+ * t or more, only the rows holding a set of phrases whose bounds reach t can
+ * still enter the top n: a boolean expression over the phrases (the
+ * formula), which FTS5 evaluates by moving each phrase's iterator to the
+ * next row its siblings could match, never reading what an AND rules out.
+ * This is block-max WAND's test done as a query: FTS5 keeps no per-block
+ * bounds, so the bound is the namespace's, and the skipping is FTS5's own.
+ */
+
+/* One query phrase as the pruned search sees it. */
+typedef struct {
+  const char *word;  /* as heap_match quotes it */
+  int len;
+  double df;         /* rows of the namespace holding it */
+  double idf;
+  double ub;         /* the most it can add to one row's score */
+  double w;          /* what it adds to a row of average length holding it once */
+} hm_bm25_phrase;
+
+/* The most a phrase of this idf adds to a row's score, given the highest
+ * frequency and the shortest length of the rows that hold it, a little over
+ * (so that no rounding puts a row's exact part above it). */
+static double hm_bm25_bound(double idf, double maxtf, double minlen, double avgdl) {
+  double part = (maxtf * (HM_BM25_K1 + 1.0)) /
+                (maxtf + HM_BM25_K1 * (1.0 - HM_BM25_B + HM_BM25_B * minlen / avgdl));
+  return idf * part * (1.0 + 1e-9) + 1e-12;
+}
+
+/* The threshold to try first: about the highest t such that `want` rows
+ * reach t if each held each phrase at random (in df / docs of the rows) and
+ * scored its typical part w.  Only a guess: any t gives the exact top n
+ * (recall.c tries again lower when fewer than n rows reach it), a good one
+ * in one round.  0 when no t is expected to have `want` rows. */
+#define HM_BM25_GUESS_STEPS 256
+static double hm_bm25_guess(int m, const hm_bm25_phrase *p, double docs, double want) {
+  double total = 0.0;
+  for (int i = 0; i < m; i++) total += p[i].w;
+  if (!(total > 0.0) || !(docs > 0.0)) return 0.0;
+  double step = total / HM_BM25_GUESS_STEPS;
+  double prob[HM_BM25_GUESS_STEPS + HM_MAX_QUERY_TERMS + 1];
+  int top = 0;
+  memset(prob, 0, sizeof prob);
+  prob[0] = 1.0;
+  for (int i = 0; i < m; i++) {
+    int k = (int)(p[i].w / step + 0.5);
+    double q = p[i].df / docs;
+    if (q > 1.0) q = 1.0;
+    for (int b = top; b >= 0; b--) {
+      prob[b + k] += prob[b] * q;
+      if (k) prob[b] *= 1.0 - q;
+    }
+    top += k;
+  }
+  double tail = 0.0;
+  for (int b = top; b > 0; b--) {
+    tail += prob[b];
+    if (tail * docs >= want) return b * step;
+  }
+  return 0.0;
+}
+
+/* The formula for rows holding phrases i.. (p sorted by ub, highest first;
+ * rest[i] the sum of ub from i on) whose bounds sum to t or more, appended
+ * to out: 0 when no row can (nothing appended), 1 when every row can (t <=
+ * 0), 2 when an expression was appended, -1 out of memory.  Past `depth`
+ * phrases named on one path, the rest of that path becomes "any phrase that
+ * could still be the next one" (more rows than needed, never fewer): with
+ * depth 0 the formula is MaxScore's set of essential phrases.  *refs counts
+ * the phrases named; past cap, 3: too long (out then holds a part of it). */
+static int hm_bm25_formula(const hm_bm25_phrase *p, const double *rest, int m, int i, double t,
+                           int depth, int cap, int *refs, sqlite3_str *out) {
+  if (*refs > cap) return 3;
+  if (t <= 0.0) return 1;
+  if (i >= m || rest[i] < t) return 0;
+  if (depth <= 0) { /* a row here holds a phrase j >= i with rest[j] >= t */
+    for (int j = i; j < m && rest[j] >= t; j++)
+      sqlite3_str_appendf(out, "%s\"%.*s\"", j > i ? " OR " : "", p[j].len, p[j].word);
+    for (int j = i; j < m && rest[j] >= t; j++) (*refs)++;
+    return 2;
+  }
+  sqlite3_str *with = sqlite3_str_new(NULL), *without = sqlite3_str_new(NULL);
+  (*refs)++;
+  int a = hm_bm25_formula(p, rest, m, i + 1, t - p[i].ub, depth - 1, cap, refs, with);
+  int b = a == 3 ? 3 : hm_bm25_formula(p, rest, m, i + 1, t, depth, cap, refs, without);
+  char *wa = sqlite3_str_finish(with), *wb = sqlite3_str_finish(without);
+  int r = 2;
+  if (a < 0 || b < 0 || (a == 2 && !wa) || (b == 2 && !wb)) r = -1;
+  else if (a == 3 || b == 3) r = 3;
+  else if (a == 0 && b == 0) r = 0;
+  else if (b == 1) r = 1;
+  else {
+    if (a == 1) sqlite3_str_appendf(out, "\"%.*s\"", p[i].len, p[i].word);
+    else if (a == 2) sqlite3_str_appendf(out, "(\"%.*s\" AND (%s))", p[i].len, p[i].word, wa);
+    if (b == 2) sqlite3_str_appendf(out, "%s%s", a ? " OR " : "", wb);
+  }
+  sqlite3_free(wa);
+  sqlite3_free(wb);
+  return r;
 }
 
 #pragma endregion

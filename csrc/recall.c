@@ -26,8 +26,9 @@
  * recency^w x importance^w x lift x rules).
  *
  * It is the one ranking: Memory.recall, on a file and on a server, runs it
- * (heapmem/db/sql.py's RECALL).  The candidate statement (the namespace's own
- * BM25, the superseded rule, the vector top N), the link set the namespace
+ * (heapmem/db/sql.py's RECALL).  The namespace's BM25 top N (hr_lexical: an
+ * exact, pruned search over FTS5, also heap_bm25_search), the candidate
+ * statement (the superseded rule, the vector top N), the link set the namespace
  * sees (its own links and the pooled layer's), hm_score_batch, then score
  * order with ties by seq; in a tracked recall with explore > 0, each score
  * times the factor exploration puts on it (hr_explore).  Every statement
@@ -36,8 +37,9 @@
  * Relies on: text.c (hm_qtype, hm_match, hm_fnv64), sample.c
  * (hm_splitmix64), score.c (hm_config_parse, hm_score_batch, hm_explain,
  * hm_explore), sqlfuncs.c (hm_is_number, hm_repr,
- * hm_json_string); heap_bm25_top (bm25.c), heap_links and heap_relate
- * (sqlfuncs.c) run inside its statements.  store.c's hm_check_store is
+ * hm_json_string), bm25.c (hm_bm25_rank, hm_bm25_bound, hm_bm25_guess,
+ * hm_bm25_formula; heap_bm25_tail and heap_bm25_top run inside its
+ * statements), heap_links and heap_relate (sqlfuncs.c) too.  store.c's hm_check_store is
  * declared here, ahead of its definition.
  */
 
@@ -78,14 +80,10 @@ static const char hr_schema[] =
 #define HR_FILTERED(SEQ)                                                                       \
   "(?6 IS NULL AND ?7 IS NULL AND ?8 IS NULL OR EXISTS (SELECT 1 FROM memories AS f WHERE "   \
   "f.seq = " SEQ " AND " HR_FILTER("f") "))"
+/* the lexical candidates, ?9: the namespace's BM25 top N as hr_lexical gives it */
 #define HR_LEX_TOP                                                                             \
   "SELECT json_extract(value, '$[0]') AS seq, json_extract(value, '$[1]') AS b "              \
-  "FROM json_each((SELECT heap_bm25_top(hit.seq, hit.row, "                                    \
-  "(SELECT docs FROM namespaces WHERE namespace = ?2), "                                        \
-  "(SELECT tokens FROM namespaces WHERE namespace = ?2), ?4, 'memories_fts') "                \
-  "FROM (SELECT rowid AS seq, heap_bm25_row(memories_fts, 0.0, 1.0) AS row "                   \
-  "FROM memories_fts WHERE memories_fts MATCH heap_match(?1, ?2) AND "                        \
-  HR_FILTERED("memories_fts.rowid") " LIMIT -1) AS hit))"
+  "FROM json_each(?9)"
 #define HR_SCORE_INPUTS HR_SCORE_INPUTS_OF("lex.b")
 #define HR_SCORE_INPUTS_OF(RANK)                                                               \
   "m.seq, m.importance, m.features || ' ' || heap_relate(?1, m.source) AS features, "         \
@@ -94,7 +92,8 @@ static const char hr_schema[] =
   "AND n.key = m.key AND (n.created_at > m.created_at OR (n.created_at = m.created_at AND "     \
   "n.seq > m.seq))) AS superseded"
 
-/* ?1 question, ?2 namespace, ?3 now, ?4 candidates [, ?5 qvec], ?6-?8 the filters */
+/* ?1 question, ?2 namespace, ?3 now, ?4 candidates [, ?5 qvec], ?6-?8 the filters,
+ * ?9 the BM25 top N (JSON, hr_lexical) */
 static const char hr_sql_cand[] =
     "WITH cand AS (SELECT " HR_SCORE_INPUTS " FROM (" HR_LEX_TOP ") AS lex "
     "CROSS JOIN memories AS m ON m.seq = lex.seq WHERE m.namespace = ?2) "
@@ -219,13 +218,36 @@ enum { HR_ST_CAND, HR_ST_HYBRID, HR_ST_LINKS, HR_ST_SHOW, HR_ST_TUNED, HR_ST_LOG
        HR_ST_VROWS, HR_ST_VSTATE, HR_ST_VLOAD, HR_ST_JUDGED, HR_ST_ALLOW, HR_ST_KINDS,
        HR_ST_LOGGED, HR_ST_VPART, HR_ST_VPART_OF, HR_ST_VCENTS, HR_ST_KINDLIST, HR_ST_THREADS,
        HR_ST_PLACE, HR_ST_NEIGHBOURS, HR_ST_NROWS, HR_ST_KIND_EACH, HR_ST_OWN, HR_ST_PENDING,
-       HR_NST };
+       HR_ST_LEX_NS, HR_ST_LEX_TERM, HR_ST_LEX_MATCH, HR_ST_LEX_PASS, HR_ST_LEX_KINDS, HR_NST };
+/* The lexical search's (hr_lexical).  ?1 namespace: its documents and FTS5
+ * tokens, and whether it is alone in the file (no memory of another
+ * namespace: then the FTS5 tag filters nothing and is left out) */
+static const char hr_sql_lex_ns[] =
+    "SELECT docs, tokens, NOT EXISTS (SELECT 1 FROM memories WHERE namespace < ?1) AND "
+    "NOT EXISTS (SELECT 1 FROM memories WHERE namespace > ?1) "
+    "FROM namespaces WHERE namespace = ?1";
+/* ?1 namespace, ?2 an FTS5 term: the rows holding it, its highest frequency
+ * and the shortest of those rows (schema 10) */
+static const char hr_sql_lex_term[] =
+    "SELECT docs, maxtf, minlen FROM bm25_terms WHERE namespace = ?1 AND term = ?2";
+/* ?1 a MATCH expression, ?2 how many of its phrases are the question's words
+ * (its last ones): the rows it matches, with their BM25 inputs for those words */
+static const char hr_sql_lex_match[] =
+    "SELECT rowid, heap_bm25_tail(memories_fts, ?2, 0.0, 1.0) FROM memories_fts "
+    "WHERE memories_fts MATCH ?1";
+/* ?1 a memory's seq: what the filters look at (asked of the rows that could
+ * still rank, best first, never of every row matched; hr_lex_pass) */
+static const char hr_sql_lex_pass[] = "SELECT kind, created_at FROM memories WHERE seq = ?1";
+/* ?1 the kinds filter (a JSON array of text, checked): its kinds */
+static const char hr_sql_lex_kinds[] = "SELECT value FROM json_each(?1)";
+
 static const char *const hr_sql[HR_NST] = {
     hr_sql_cand,    hr_sql_hybrid,     hr_sql_links,  hr_sql_show,     hr_sql_tuned,
     hr_sql_log,     hr_sql_vrows,      hr_sql_vstate, hr_sql_vload,    hr_sql_judged,
     hr_sql_allow,   hr_sql_kinds,      hr_sql_logged, hr_sql_vpart,    hr_sql_vpart_of,
     hv_sql_cents,   hr_sql_kindlist,   hr_sql_threads, hr_sql_place,   hr_sql_neighbours,
-    hr_sql_nrows,   hr_sql_kind_each,  hr_sql_own,    hr_sql_pending};
+    hr_sql_nrows,   hr_sql_kind_each,  hr_sql_own,    hr_sql_pending,  hr_sql_lex_ns,
+    hr_sql_lex_term, hr_sql_lex_match, hr_sql_lex_pass, hr_sql_lex_kinds};
 
 /* The statements the loop's functions run, prepared once per connection:
  * kept by the connection's heap_recall table, whose xDisconnect (run before
@@ -256,6 +278,7 @@ typedef struct {
   hv_cache *vc;     /* the namespaces' vectors (embed.c), once a recall needs them */
   hr_qvec *qc;      /* HR_QCACHE logged questions' vectors, once a recall needs them */
   ht_job *job;      /* the auto-tune this connection steps after its feedback (tune.c) */
+  hm_stemmer *stem; /* porter over unicode61, as memories_fts tokenizes (register.c) */
 } hm_conn;
 
 /* the module's client data goes with the connection */
@@ -267,6 +290,7 @@ static void hm_conn_free(void *p) {
   for (int i = 0; conn->qc && i < HR_QCACHE; i++) sqlite3_free(conn->qc[i].text);
   sqlite3_free(conn->qc);
   ht_job_free(conn->job);
+  hm_stemmer_free(conn->stem);
   sqlite3_free(conn);
 }
 
@@ -580,6 +604,469 @@ static void hr_bind_filters(sqlite3_stmt *st, const hr_args *a) {
   if (a->has_until) sqlite3_bind_double(st, 8, a->until);
   else sqlite3_bind_null(st, 8);
 }
+
+#pragma region the lexical candidates: an exact, pruned BM25 top N
+
+/*
+ * hr_lexical: the namespace's BM25 top N for a question, the rows heap_bm25_top
+ * would rank first over the whole match set, found without scoring most of
+ * them (bm25.c's "the pruned top n").  A round asks FTS5 for the rows the
+ * formula for a threshold t lets through, AND-ed with every phrase of the
+ * question (that part matches any row the formula does, and makes FTS5 report
+ * each phrase the row holds, moving each phrase's iterator only to those
+ * rows), and ranks them exactly; when n of them score t or more, they are the
+ * top n.  Otherwise the next round lowers t to the n-th best score found (the
+ * last round: those n rows are found again), or, with fewer than n rows
+ * found, to a quarter, then to nothing (the whole match set).  IDF, bounds
+ * and the namespace's size come from bm25_terms and namespaces, kept by
+ * triggers.  The whole match set is scored as before when the question has a
+ * phrase of several tokens (or the namespace's tag), when the namespace's
+ * statistics are missing, or when its words are rare enough that reading
+ * every row they match costs less than a round (HR_LEX_SMALL postings).
+ * A namespace alone in the file needs no tag in the MATCH expression: every
+ * row is its own.  The filters apply in every round (rows they refuse never
+ * count toward n); a word's IDF is the namespace's, filters or not.
+ */
+
+/* below this many postings in all, the whole match set is read */
+#define HR_LEX_SMALL 2048
+/* the first threshold: where about this many times n rows are expected */
+#define HR_LEX_WANT 2.0
+/* the most phrases a round's formula names (m: the question's) */
+#define HR_LEX_REFS(m) (4 * (m) + 16)
+
+typedef struct {
+  sqlite3 *db;
+  hr_vtab *vt;              /* keeps the statements; NULL: prepared for this call */
+  sqlite3_stmt *own[HR_NST];
+  hm_stemmer *stem;         /* porter over unicode61, as memories_fts tokenizes */
+  const hr_args *a;         /* the question, the namespace and the filters */
+  int n;                    /* how many rows: the candidates */
+  double small;             /* postings below which the whole match set is read */
+  char *err;                /* what failed, one sentence (sqlite3_malloc'd) */
+  sqlite3_blob *blob;       /* %_docsize, for exact lengths */
+  hm_bm25_acc acc;          /* one round's rows */
+  i64 fcap;                 /* room in acc.freq, in doubles */
+  sqlite3_stmt *pass;       /* a memory's kind and time, for the filters (NULL: none) */
+  char **kinds;             /* the kinds filter's kinds (nkinds; NULL: none) */
+  int nkinds;
+} hr_lex;
+
+static int hr_lex_stmt(hr_lex *x, int which, sqlite3_stmt **st) {
+  if (x->vt) return hr_stmt(x->vt, which, st);
+  if (!x->own[which]) {
+    int rc = sqlite3_prepare_v2(x->db, hr_sql[which], -1, &x->own[which], NULL);
+    if (rc != SQLITE_OK) return rc;
+  }
+  sqlite3_reset(x->own[which]);
+  sqlite3_clear_bindings(x->own[which]);
+  *st = x->own[which];
+  return SQLITE_OK;
+}
+
+/* rc, with the connection's words for it as x's error when it has none */
+static int hr_lex_sqlfail(hr_lex *x, int rc) {
+  if (!x->err && rc != SQLITE_NOMEM)
+    x->err = sqlite3_mprintf("%s", sqlite3_errmsg(x->db));
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_ERROR : rc;
+}
+
+/* The question's words, as heap_match quotes them, pointing into buf. */
+static int hr_lex_words(const char *query, char *buf, int buflen, const char **word, int *len) {
+  int nw = 0;
+  if (hm_match(query, NULL, buf, buflen) <= 0) return 0;
+  for (char *p = buf; nw < HM_MAX_QUERY_TERMS;) {
+    char *q = strchr(p, '"');
+    char *e = q ? strchr(q + 1, '"') : NULL;
+    if (!e) break;
+    word[nw] = q + 1;
+    len[nw++] = (int)(e - q - 1);
+    p = e + 1;
+  }
+  return nw;
+}
+
+typedef struct {
+  int n;
+  char tok[HM_MAX_WORD * 4 + 1];
+} hr_lex_tok;
+
+static int hr_lex_token(void *p, int flags, const char *t, int n, int start, int end) {
+  hr_lex_tok *x = p;
+  (void)flags; (void)start; (void)end;
+  if (x->n++ == 0 && n >= 0 && n < (int)sizeof x->tok) {
+    memcpy(x->tok, t, (size_t)n);
+    x->tok[n] = 0;
+  } else if (x->n == 1) {
+    x->n = 2; /* too long to keep: not one term the search can look up */
+  }
+  return SQLITE_OK;
+}
+
+/* Whether the filters let the memory of seq through (hm_bm25_pass): as
+ * HR_FILTER says, its kind among the kinds, created at or after since and
+ * before until. */
+static int hr_lex_pass(void *ctx, i64 seq, int *ok) {
+  HM_API_HERE; /* (once a row that could still rank) */
+  hr_lex *x = ctx;
+  const hr_args *a = x->a;
+  sqlite3_bind_int64(x->pass, 1, seq);
+  int rc = sqlite3_step(x->pass);
+  *ok = 0;
+  if (rc == SQLITE_ROW) {
+    const char *kind = (const char *)sqlite3_column_text(x->pass, 0);
+    double at = sqlite3_column_double(x->pass, 1);
+    int in = !x->kinds;
+    for (int i = 0; kind && !in && i < x->nkinds; i++) in = !strcmp(kind, x->kinds[i]);
+    int dated = sqlite3_column_type(x->pass, 1) != SQLITE_NULL;
+    *ok = in && (!a->has_since || (dated && at >= a->since)) &&
+          (!a->has_until || (dated && at < a->until));
+  }
+  sqlite3_reset(x->pass);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : hr_lex_sqlfail(x, rc);
+}
+
+/* The filters, read for hr_lex_pass: its statement, and the kinds as strings. */
+static int hr_lex_filters(hr_lex *x) {
+  int rc = hr_lex_stmt(x, HR_ST_LEX_PASS, &x->pass);
+  if (rc != SQLITE_OK || !x->a->kinds) return rc == SQLITE_OK ? rc : hr_lex_sqlfail(x, rc);
+  sqlite3_stmt *st = NULL;
+  if ((rc = hr_lex_stmt(x, HR_ST_LEX_KINDS, &st)) != SQLITE_OK) return hr_lex_sqlfail(x, rc);
+  sqlite3_bind_text(st, 1, x->a->kinds, -1, SQLITE_STATIC);
+  int cap = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (x->nkinds == cap) {
+      cap = cap ? 2 * cap : 8;
+      char **k = sqlite3_realloc64(x->kinds, (sqlite3_uint64)cap * sizeof *k);
+      if (!k) { rc = SQLITE_NOMEM; break; }
+      x->kinds = k;
+    }
+    const char *v = (const char *)sqlite3_column_text(st, 0);
+    if (!(x->kinds[x->nkinds] = sqlite3_mprintf("%s", v ? v : ""))) { rc = SQLITE_NOMEM; break; }
+    x->nkinds++;
+  }
+  sqlite3_reset(st);
+  if (!x->kinds && rc == SQLITE_DONE) x->kinds = sqlite3_malloc(sizeof *x->kinds); /* none */
+  if (rc == SQLITE_NOMEM || (rc == SQLITE_DONE && !x->kinds)) return SQLITE_NOMEM;
+  return rc == SQLITE_DONE ? SQLITE_OK : hr_lex_sqlfail(x, rc);
+}
+
+/* Read a round's rows from st (stepped here): each row's BM25 inputs for the
+ * np phrases of its blob (the question's words) and the rows holding each. */
+static int hr_lex_rows(hr_lex *x, sqlite3_stmt *st, int np) {
+  HM_API_HERE; /* (its loop steps once a matched row) */
+  hm_bm25_acc *acc = &x->acc;
+  int rc;
+  acc->n = 0;
+  acc->nphrase = np;
+  memset(acc->nhit, 0, sizeof(i64) * HM_MAX_QUERY_TERMS);
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const unsigned char *b = sqlite3_column_blob(st, 1);
+    int len = sqlite3_column_bytes(st, 1);
+    u32 all = 0;
+    if (len >= 16) memcpy(&all, b + 4, 4);
+    if (len < 16 || all < (u32)np || all > HM_BM25_MAX_PHRASES ||
+        len != HM_BM25_ROW_SIZE((int)all)) {
+      x->err = sqlite3_mprintf("the FTS index answered a row that is not heap_bm25_row's");
+      return SQLITE_CORRUPT;
+    }
+    if (acc->n == acc->cap) {
+      i64 cap = acc->cap ? 2 * acc->cap : 256;
+      i64 *r = sqlite3_realloc64(acc->rowid, (sqlite3_uint64)cap * sizeof(i64));
+      if (r) acc->rowid = r;
+      double *d = sqlite3_realloc64(acc->lower, (sqlite3_uint64)cap * sizeof(double));
+      if (d) acc->lower = d;
+      if (!r || !d) return SQLITE_NOMEM;
+      acc->cap = cap;
+    }
+    if ((acc->n + 1) * np > x->fcap) {
+      i64 fcap = 2 * (acc->n + 1) * np;
+      double *f = sqlite3_realloc64(acc->freq, (sqlite3_uint64)fcap * sizeof(double));
+      if (!f) return SQLITE_NOMEM;
+      acc->freq = f;
+      x->fcap = fcap;
+    }
+    i64 k = acc->n++;
+    int off = (int)all - np;
+    acc->rowid[k] = sqlite3_column_int64(st, 0);
+    memcpy(&acc->lower[k], b + 8, 8);
+    memcpy(&acc->freq[k * np], b + 16 + (size_t)off * sizeof(double), (size_t)np * sizeof(double));
+    for (int i = 0; i < np; i++) acc->nhit[i] += b[16 + all * sizeof(double) + off + i] != 0;
+  }
+  return rc == SQLITE_DONE ? SQLITE_OK : hr_lex_sqlfail(x, rc);
+}
+
+/* The whole match set, ranked as heap_bm25_top ranks it (the namespace's
+ * statistics, or the rows' own where they are missing), only the rows the
+ * filters let through: the top into top (room for x->n), its size *size. */
+static int hr_lex_full(hr_lex *x, int nw, int alone, double docs, double tokens,
+                       hm_scored *top, i64 *size) {
+  char match[HM_MATCH_LEN];
+  sqlite3_stmt *st = NULL;
+  if (hm_match(x->a->query, alone ? NULL : x->a->ns, match, sizeof match) <= 0) return SQLITE_OK;
+  int rc = hr_lex_stmt(x, HR_ST_LEX_MATCH, &st);
+  if (rc != SQLITE_OK) return hr_lex_sqlfail(x, rc);
+  sqlite3_bind_text(st, 1, match, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int(st, 2, nw);
+  rc = hr_lex_rows(x, st, nw);
+  sqlite3_reset(st);
+  if (rc != SQLITE_OK) return rc;
+  x->acc.docs = docs;
+  x->acc.tokens = tokens;
+  x->acc.limit = x->n;
+  return hm_bm25_top_of(x->db, &x->acc, x->pass ? hr_lex_pass : NULL, x, &x->blob, top, size);
+}
+
+/* One round at threshold t over the phrases p (m of them, in the question's
+ * order, as probe names them: the MATCH expression's part naming them all;
+ * ps: the same, highest bound first): the rows the formula lets through,
+ * ranked, into top and *size. */
+static int hr_lex_round(hr_lex *x, const hm_bm25_phrase *p, const hm_bm25_phrase *ps, int m,
+                        const char *tag, const char *probe, double avgdl, double t,
+                        hm_scored *top, i64 *size) {
+  double rest[HM_MAX_QUERY_TERMS + 1], idf[HM_MAX_QUERY_TERMS];
+  rest[m] = 0.0;
+  for (int i = m - 1; i >= 0; i--) rest[i] = rest[i + 1] + ps[i].ub;
+  /* the formula exact if it names few enough phrases, else cut shallower */
+  int budget = HR_LEX_REFS(m), r = 0;
+  char *match = NULL;
+  for (int depth = m; depth >= 0; depth = depth > 3 ? 3 : depth - 1) {
+    sqlite3_str *f = sqlite3_str_new(x->db);
+    if (tag) sqlite3_str_appendf(f, "nstag : \"%s\" AND (", tag);
+    else sqlite3_str_appendchar(f, 1, '(');
+    int refs = 0;
+    r = hm_bm25_formula(ps, rest, m, 0, t * (1.0 - 1e-9), depth, budget, &refs, f);
+    sqlite3_str_appendf(f, ") AND (%s)", probe);
+    int err = sqlite3_str_errcode(f);
+    sqlite3_free(match);
+    match = sqlite3_str_finish(f);
+    if (r < 0 || err || !match) { sqlite3_free(match); return SQLITE_NOMEM; }
+    if (r != 3 && refs <= budget) break;
+  }
+  *size = 0;
+  x->acc.n = 0;
+  if (r == 0) { sqlite3_free(match); return SQLITE_OK; } /* no row can reach t */
+  sqlite3_stmt *st = NULL;
+  int rc = hr_lex_stmt(x, HR_ST_LEX_MATCH, &st);
+  if (rc != SQLITE_OK) { sqlite3_free(match); return hr_lex_sqlfail(x, rc); }
+  sqlite3_bind_text(st, 1, match, -1, sqlite3_free);
+  sqlite3_bind_int(st, 2, m);
+  rc = hr_lex_rows(x, st, m);
+  sqlite3_reset(st);
+  if (rc != SQLITE_OK) return rc;
+  for (int i = 0; i < m; i++) idf[i] = p[i].idf;
+  return hm_bm25_rank(x->db, "memories_fts", &x->blob, x->acc.n, m, x->acc.rowid,
+                      x->acc.lower, 0, x->acc.freq, idf, avgdl, x->pass ? hr_lex_pass : NULL,
+                      x, x->n, top, size);
+}
+
+static int hr_lex_by_ub(const void *x, const void *y) {
+  const hm_bm25_phrase *a = x, *b = y;
+  return a->ub > b->ub ? -1 : a->ub < b->ub ? 1 : 0;
+}
+
+/* The pruned search over the phrases p (m, in the question's order, each one
+ * FTS5 term the namespace holds; nw: the question's words in all): rounds
+ * until n rows reach the round's threshold, else the whole match set. */
+static int hr_lex_pruned(hr_lex *x, const hm_bm25_phrase *p, int m, int nw, const char *tag,
+                         double docs, double tokens, hm_scored *top, i64 *size) {
+  double avgdl = tokens / docs;
+  hm_bm25_phrase ps[HM_MAX_QUERY_TERMS]; /* the formula names them by bound, highest first */
+  memcpy(ps, p, (size_t)m * sizeof *p);
+  qsort(ps, (size_t)m, sizeof *ps, hr_lex_by_ub);
+  sqlite3_str *pr = sqlite3_str_new(x->db);
+  for (int i = 0; i < m; i++)
+    sqlite3_str_appendf(pr, "%s\"%.*s\"", i ? " OR " : "", p[i].len, p[i].word);
+  int err = sqlite3_str_errcode(pr);
+  char *probe = sqlite3_str_finish(pr);
+  if (err || !probe) { sqlite3_free(probe); return SQLITE_NOMEM; }
+  int rc = SQLITE_OK;
+  double t = hm_bm25_guess(m, ps, docs, HR_LEX_WANT * x->n);
+  for (int round = 0; rc == SQLITE_OK; round++) {
+    if (!(t > ps[m - 1].ub) || round == 3) { /* the formula would let every row through */
+      sqlite3_free(probe);
+      return hr_lex_full(x, nw, !tag, docs, tokens, top, size);
+    }
+    rc = hr_lex_round(x, p, ps, m, tag, probe, avgdl, t, top, size);
+    if (rc != SQLITE_OK) break;
+    if (*size == x->n && -top[x->n - 1].score >= t) break; /* the top n */
+    t = *size == x->n ? -top[x->n - 1].score : round == 0 ? t / 4 : 0.0;
+  }
+  sqlite3_free(probe);
+  return rc;
+}
+
+/* The phrases of the question's words nw, looked up in bm25_terms into p
+ * (those the namespace holds, in order; *m of them, *postings their rows in
+ * all).  0, or 1 when the pruned search cannot take the question: a word of
+ * several FTS5 tokens (or none), or the namespace's own tag. */
+static int hr_lex_phrases(hr_lex *x, const char **word, const int *wlen, int nw, const char *tag,
+                          double docs, double avgdl, hm_bm25_phrase *p, int *m,
+                          double *postings, int *rc) {
+  sqlite3_stmt *st = NULL;
+  *m = 0;
+  *postings = 0;
+  for (int i = 0; i < nw; i++) {
+    hr_lex_tok tk = {0};
+    *rc = x->stem->tok.xTokenize(x->stem->inst, &tk, FTS5_TOKENIZE_QUERY, word[i], wlen[i],
+                                 hr_lex_token);
+    if (*rc != SQLITE_OK) return 0;
+    if (tk.n != 1 || !strcmp(tk.tok, tag)) return 1;
+    if ((*rc = hr_lex_stmt(x, HR_ST_LEX_TERM, &st)) != SQLITE_OK) {
+      *rc = hr_lex_sqlfail(x, *rc);
+      return 0;
+    }
+    sqlite3_bind_text(st, 1, x->a->ns, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, tk.tok, -1, SQLITE_TRANSIENT);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW && sqlite3_column_double(st, 0) >= 1) {
+      hm_bm25_phrase *q = &p[(*m)++];
+      q->word = word[i];
+      q->len = wlen[i];
+      q->df = sqlite3_column_double(st, 0);
+      q->idf = hm_bm25_idf(docs, q->df);
+      q->ub = hm_bm25_bound(q->idf, sqlite3_column_double(st, 1), sqlite3_column_double(st, 2),
+                            avgdl);
+      q->w = q->idf; /* its part at frequency 1 and the average length is 1 */
+      *postings += q->df;
+    }
+    sqlite3_reset(st);
+    if (step != SQLITE_ROW && step != SQLITE_DONE) {
+      *rc = hr_lex_sqlfail(x, step);
+      return 0;
+    }
+  }
+  return 0;
+}
+
+/* The namespace's BM25 top x->n for the question, into top and *size. */
+static int hr_lex_search(hr_lex *x, hm_scored *top, i64 *size) {
+  const char *word[HM_MAX_QUERY_TERMS];
+  int wlen[HM_MAX_QUERY_TERMS];
+  char wbuf[HM_MATCH_LEN], tag[HM_NS_TAG_LEN];
+  *size = 0;
+  int nw = hr_lex_words(x->a->query, wbuf, sizeof wbuf, word, wlen);
+  if (nw <= 0) return SQLITE_OK;
+  if (hm_ns_tag(x->a->ns, tag, sizeof tag) < 0) {
+    x->err = sqlite3_mprintf("the namespace is too long to search");
+    return SQLITE_ERROR;
+  }
+  sqlite3_stmt *st = NULL;
+  int rc = hr_lex_stmt(x, HR_ST_LEX_NS, &st);
+  if (rc != SQLITE_OK) return hr_lex_sqlfail(x, rc);
+  sqlite3_bind_text(st, 1, x->a->ns, -1, SQLITE_TRANSIENT);
+  rc = sqlite3_step(st);
+  int stats = rc == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_INTEGER &&
+              sqlite3_column_type(st, 1) == SQLITE_INTEGER;
+  double docs = rc == SQLITE_ROW ? sqlite3_column_double(st, 0) : 0.0;
+  double tokens = rc == SQLITE_ROW ? sqlite3_column_double(st, 1) : 0.0;
+  int alone = rc == SQLITE_ROW && sqlite3_column_int(st, 2);
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return hr_lex_sqlfail(x, rc);
+  x->acc.table = (char *)"memories_fts";
+  x->acc.nhit = sqlite3_malloc64(sizeof(i64) * HM_MAX_QUERY_TERMS);
+  if (!x->acc.nhit) return SQLITE_NOMEM;
+  if ((x->a->kinds || x->a->has_since || x->a->has_until) &&
+      (rc = hr_lex_filters(x)) != SQLITE_OK)
+    return rc;
+  if (!stats || !(docs >= 1) || !(tokens > 0)) /* statistics missing: as heap_bm25_top */
+    return hr_lex_full(x, nw, 0, stats ? docs : 0.0, stats ? tokens : 0.0, top, size);
+  hm_bm25_phrase p[HM_MAX_QUERY_TERMS];
+  int m = 0;
+  double postings = 0;
+  rc = SQLITE_OK;
+  if (hr_lex_phrases(x, word, wlen, nw, tag, docs, tokens / docs, p, &m, &postings, &rc))
+    return hr_lex_full(x, nw, alone, docs, tokens, top, size);
+  if (rc != SQLITE_OK) return rc;
+  if (m == 0 || postings <= x->small) /* (m 0: no word in bm25_terms; FTS5 says so at once) */
+    return hr_lex_full(x, nw, alone, docs, tokens, top, size);
+  return hr_lex_pruned(x, p, m, nw, alone ? NULL : tag, docs, tokens, top, size);
+}
+
+/* The namespace's BM25 top n for a's question, as JSON ([[seq, bm25], ...],
+ * best first: heap_bm25_top's) into *json, or an SQLite code with *err one
+ * sentence.  vt keeps the statements (NULL: prepared for this call); below
+ * `small` postings the whole match set is read (HR_LEX_SMALL). */
+static int hr_lexical(sqlite3 *db, hr_vtab *vt, hm_stemmer *stem, const hr_args *a, int n,
+                      double small, char **json, char **err) {
+  hr_lex x = {.db = db, .vt = vt, .stem = stem, .a = a, .n = n, .small = small};
+  hm_scored *top = sqlite3_malloc64((sqlite3_uint64)n * sizeof *top);
+  i64 size = 0;
+  int rc = top ? hr_lex_search(&x, top, &size) : SQLITE_NOMEM;
+  *json = NULL;
+  if (rc == SQLITE_OK && !(*json = hm_bm25_json(top, size))) rc = SQLITE_NOMEM;
+  if (x.blob) sqlite3_blob_close(x.blob);
+  for (int i = 0; i < HR_NST; i++) sqlite3_finalize(x.own[i]);
+  sqlite3_free(x.acc.rowid);
+  sqlite3_free(x.acc.lower);
+  sqlite3_free(x.acc.freq);
+  sqlite3_free(x.acc.nhit);
+  for (int i = 0; i < x.nkinds; i++) sqlite3_free(x.kinds[i]);
+  sqlite3_free(x.kinds);
+  sqlite3_free(top);
+  *err = x.err;
+  if (rc != SQLITE_OK && !*err)
+    *err = sqlite3_mprintf("%s", rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errstr(rc));
+  return rc;
+}
+
+/* heap_bm25_search(question, namespace, n [, small]) -> JSON [[seq, bm25],
+ * ...]: the namespace's BM25 top n (1 to 1000) for the question, best first,
+ * ties by seq, as heap_recall takes its lexical candidates (without
+ * filters): the same rows and scores heap_bm25_top gives over the whole
+ * match set.  small: the question's postings (rows holding one of its
+ * words, summed over its words) at or below which the whole match set is
+ * read rather than pruned (2048, heap_recall's; 0: always pruned, where the
+ * question allows). */
+static void heap_bm25_search(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  hm_conn *conn = hm_user_data(ctx);
+  hr_args a = {0};
+  double small = HR_LEX_SMALL;
+  char bad[HM_ERRLEN];
+  if (hm_arg_text(argv[0], "question", HM_ARG_NUL_OK, hm_limits.MAX_TEXT_BYTES, &a.query, bad,
+                  sizeof bad) ||
+      hm_arg_text(argv[1], "namespace", HM_ARG_NAME, 0, &a.ns, bad, sizeof bad)) {
+    hm_result_err(ctx, "heap_bm25_search", bad);
+    return;
+  }
+  if (!strcmp(a.ns, "*")) {
+    hm_result_err(ctx, "heap_bm25_search", "namespace '*' is reserved for the pooled layer of "
+                                           "learned links");
+    return;
+  }
+  if (sqlite3_value_type(argv[2]) != SQLITE_INTEGER || sqlite3_value_int64(argv[2]) < 1 ||
+      (double)sqlite3_value_int64(argv[2]) > hm_limits.MAX_K) {
+    hm_result_err(ctx, "heap_bm25_search", "n must be an integer from 1 to 1000");
+    return;
+  }
+  if (argc > 3) {
+    if (sqlite3_value_type(argv[3]) != SQLITE_INTEGER || sqlite3_value_int64(argv[3]) < 0) {
+      hm_result_err(ctx, "heap_bm25_search", "small must be an integer >= 0 (postings)");
+      return;
+    }
+    small = sqlite3_value_double(argv[3]);
+  }
+  if (!conn || !conn->stem) {
+    hm_result_err(ctx, "heap_bm25_search", "the library was not loaded with FTS5");
+    return;
+  }
+  sqlite3 *db = sqlite3_context_db_handle(ctx);
+  char *why = NULL, *need = NULL;
+  if (hm_check_store(db, conn, &need) != SQLITE_OK) {
+    hm_result_err(ctx, "heap_bm25_search", need ? need : "out of memory");
+    sqlite3_free(need);
+    return;
+  }
+  char *json = NULL;
+  int rc = hr_lexical(db, conn->vt, conn->stem, &a, sqlite3_value_int(argv[2]), small, &json,
+                      &why);
+  if (rc == SQLITE_OK) sqlite3_result_text(ctx, json, -1, sqlite3_free);
+  else if (rc == SQLITE_NOMEM) sqlite3_result_error_nomem(ctx);
+  else hm_result_err(ctx, "heap_bm25_search", why);
+  sqlite3_free(why);
+}
+
+#pragma endregion
 
 /* A 0-or-1 argument (track, tracked), read and checked into *out; NULL (or
  * not given) leaves *out as it is. */
@@ -1320,8 +1807,21 @@ static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a,
   int rc, cap = 0;
   if (c->hybrid == 2 && (rc = hr_vsync(t, a->ns, c->qdim, vs, &e)) != SQLITE_OK)
     return rc;
-  if ((rc = hr_stmt(t, c->hybrid == 1 ? HR_ST_HYBRID : HR_ST_CAND, &st)) != SQLITE_OK)
+  char *lex = NULL, *why = NULL;
+  if (!t->conn || !t->conn->stem)
+    return hr_fail(t, "heap_recall: the library was not loaded into this connection with "
+                      "FTS5%s", "");
+  if ((rc = hr_lexical(t->db, t, t->conn->stem, a, (int)c->cfg.candidates, HR_LEX_SMALL, &lex,
+                       &why))) {
+    if (rc != SQLITE_NOMEM) hr_fail(t, "heap_recall: %s", why);
+    sqlite3_free(why);
+    return rc;
+  }
+  if ((rc = hr_stmt(t, c->hybrid == 1 ? HR_ST_HYBRID : HR_ST_CAND, &st)) != SQLITE_OK) {
+    sqlite3_free(lex);
     return hr_sqlfail(t, rc);
+  }
+  sqlite3_bind_text(st, 9, lex, -1, sqlite3_free);
   sqlite3_bind_text(st, 1, a->query, -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(st, 2, a->ns, -1, SQLITE_TRANSIENT);
   sqlite3_bind_double(st, 3, a->now);

@@ -29,6 +29,8 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
       {"tune_recalls", ht_sql_recalls},
       {"tune_events", ht_sql_events}, {"tune_first_event", ht_sql_first_event},
       {"autotune_used", ht_sql_used}, {"autotune_count", ht_sql_count},
+      {"bm25_namespace", hr_sql_lex_ns}, {"bm25_term", hr_sql_lex_term},
+      {"bm25_match", hr_sql_lex_match}, {"bm25_pass", hr_sql_lex_pass},
   };
   const char *name = (const char *)sqlite3_value_text(argv[0]);
   for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
@@ -41,7 +43,7 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
                             "links, show, log, edges, before, vrows, vectors, allow, vpart, "
                             "threads, place, neighbours, nrows, "
                             "tune_recalls, tune_events, tune_first_event, autotune_used, "
-                            "autotune_count", -1);
+                            "autotune_count, bm25_namespace, bm25_term, bm25_match, bm25_pass", -1);
 }
 
 #pragma endregion
@@ -133,15 +135,38 @@ static fts5_api *hm_fts5(sqlite3 *db) {
   return api;
 }
 
-/* Registers heap_bm25_row (an FTS5 auxiliary function), heap_ntokens and
- * heap_attribute, with the FTS5 tokenizers the last two keep.  Without FTS5 (no heapmem store can exist then) it registers nothing, so
- * the other functions still load. */
-static int hm_register_fts5(sqlite3 *db, int slot, char **err) {
+/* A porter over unicode61 remove_diacritics 2 tokenizer, as memories_fts
+ * tokenizes (NULL: none, *err says why). */
+static hm_stemmer *hm_new_stemmer(fts5_api *api, char **err) {
+  hm_stemmer *st = sqlite3_malloc(sizeof *st);
+  if (!st) return NULL;
+  memset(st, 0, sizeof *st);
+  st->api = sqlite3_api;
+  void *ud = NULL;
+  const char *pargs[] = {"unicode61", "remove_diacritics", "2"};
+  int rc = api->xFindTokenizer(api, "porter", &ud, &st->tok);
+  if (rc == SQLITE_OK) rc = st->tok.xCreate(ud, pargs, 3, &st->inst);
+  if (rc != SQLITE_OK) {
+    sqlite3_free(st);
+    if (err) *err = sqlite3_mprintf("heapmem: FTS5 has no porter tokenizer");
+    return NULL;
+  }
+  return st;
+}
+
+/* Registers heap_bm25_row and heap_bm25_tail (FTS5 auxiliary functions), heap_ntokens,
+ * heap_attribute, heap_terms and heap_bm25_terms, with the FTS5 tokenizers
+ * the last four keep, and the connection's (conn: heap_recall's lexical search).  Without
+ * FTS5 (no heapmem store can exist then) it registers nothing, so the other
+ * functions still load. */
+static int hm_register_fts5(sqlite3 *db, int slot, hm_conn *conn, char **err) {
   fts5_api *api = hm_fts5(db);
   if (!api || api->iVersion < 2) return SQLITE_OK;
-  /* its user data: the routines of this SQLite (FTS5's own API, which is
+  /* their user data: the routines of this SQLite (FTS5's own API, which is
    * this library's, hands it back) */
   int rc = api->xCreateFunction(api, "heap_bm25_row", (void *)sqlite3_api, heap_bm25_row, NULL);
+  if (rc == SQLITE_OK)
+    rc = api->xCreateFunction(api, "heap_bm25_tail", (void *)sqlite3_api, heap_bm25_tail, NULL);
   if (rc != SQLITE_OK) return rc;
   hm_counter *c = sqlite3_malloc(sizeof *c);
   if (!c) return SQLITE_NOMEM;
@@ -159,21 +184,22 @@ static int hm_register_fts5(sqlite3 *db, int slot, char **err) {
                           SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, c,
                           hm_counter_free, heap_ntokens, NULL, NULL);
   if (rc != SQLITE_OK) return rc;
-  /* heap_attribute tokenizes as memories_fts does: porter over unicode61 */
-  hm_stemmer *st = sqlite3_malloc(sizeof *st);
-  if (!st) return SQLITE_NOMEM;
-  memset(st, 0, sizeof *st);
-  const char *pargs[] = {"unicode61", "remove_diacritics", "2"};
-  rc = api->xFindTokenizer(api, "porter", &ud, &st->tok);
-  if (rc == SQLITE_OK) rc = st->tok.xCreate(ud, pargs, 3, &st->inst);
-  if (rc != SQLITE_OK) {
-    sqlite3_free(st);
-    if (err) *err = sqlite3_mprintf("heapmem: FTS5 has no porter tokenizer");
-    return rc;
-  }
-  return hm_create_function(db, slot, "heap_attribute", 5,
-                            SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, st,
-                            hm_stemmer_free, NULL, heap_attribute_step, heap_attribute_final);
+  /* heap_attribute, heap_terms and the lexical search tokenize as
+   * memories_fts does: porter over unicode61 */
+  hm_stemmer *st = hm_new_stemmer(api, err);
+  if (!st) return SQLITE_ERROR;
+  rc = hm_create_function(db, slot, "heap_attribute", 5,
+                          SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, st,
+                          hm_stemmer_free, NULL, heap_attribute_step, heap_attribute_final);
+  if (rc != SQLITE_OK) return rc;
+  if (!(st = hm_new_stemmer(api, err))) return SQLITE_ERROR;
+  rc = sqlite3_create_module_v2(db, "heap_terms", &ht_module, st, hm_stemmer_free);
+  if (rc != SQLITE_OK) return rc;
+  if (!(st = hm_new_stemmer(api, err))) return SQLITE_ERROR;
+  rc = sqlite3_create_module_v2(db, "heap_bm25_terms", &hb_module, st, hm_stemmer_free);
+  if (rc != SQLITE_OK) return rc;
+  if (!(conn->stem = hm_new_stemmer(api, err))) return SQLITE_ERROR;
+  return SQLITE_OK;
 }
 
 #define HM_WRITE_FLAGS (SQLITE_UTF8 | SQLITE_DIRECTONLY)
@@ -223,7 +249,10 @@ static const struct {
     HM_AGGREGATE("heap_fold", 5, HM_PURE, heap_fold_step, heap_fold_final),
     HM_AGGREGATE("heap_fold", 6, HM_PURE, heap_fold_step, heap_fold_final),
     HM_AGGREGATE("heap_bm25_top", 6, SQLITE_UTF8, heap_bm25_top_step, heap_bm25_top_final),
-    /* the loop's writes: never from a file's views or triggers */
+    /* the loop's functions, which read the store and write it (never from a
+     * file's views or triggers; given the connection's hm_conn) */
+    HM_SCALAR("heap_bm25_search", 3, HM_WRITE, heap_bm25_search),
+    HM_SCALAR("heap_bm25_search", 4, HM_WRITE, heap_bm25_search),
     HM_SCALAR("heap_feedback", 2, HM_WRITE, heap_feedback),
     HM_SCALAR("heap_feedback", 3, HM_WRITE, heap_feedback),
     HM_SCALAR("heap_feedback", 4, HM_WRITE, heap_feedback),
@@ -315,7 +344,7 @@ HM_API int sqlite3_heapmem_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_
       return rc;
     }
   }
-  return hm_register_fts5(db, slot, pzErrMsg);
+  return hm_register_fts5(db, slot, conn, pzErrMsg);
 }
 
 #pragma endregion

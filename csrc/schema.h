@@ -26,6 +26,7 @@
 #define HM_VINDEX_PROBE 0.25
 #define HM_VINDEX_SEED 0
 #define HM_AUTOTUNE_RECOUNT "UPDATE heapmem_meta SET value = json_set(value, '$.judged', json('null')) WHERE key = 'autotune' AND json_valid(value) AND json_type(value) = 'object'"
+#define HM_SQL_BM25_TERMS_BUILD "INSERT INTO bm25_terms(namespace, term, docs, maxtf, minlen)\nSELECT namespace, term, docs, maxtf, minlen FROM heap_bm25_terms(?1, ?2) WHERE true\nON CONFLICT(namespace, term) DO UPDATE SET docs = docs + excluded.docs,\n  maxtf = max(maxtf, excluded.maxtf), minlen = min(minlen, excluded.minlen)"
 static const struct {
   const char *type, *name, *tbl, *sql;
 } hm_schema_objects[] = {
@@ -271,4 +272,39 @@ static const struct {
     "  id  INTEGER PRIMARY KEY,\n"
     "  ops BLOB NOT NULL                   -- what one feedback added to the pooled rows\n"
     ")"},
+  {"table", "bm25_terms", "bm25_terms",
+    "CREATE TABLE bm25_terms(\n"
+    "  namespace TEXT NOT NULL,\n"
+    "  term      TEXT NOT NULL,            -- an FTS5 term of the text column (heap_terms)\n"
+    "  docs      INTEGER NOT NULL,         -- the namespace's memories holding it\n"
+    "  maxtf     INTEGER NOT NULL,         -- its highest frequency in one of them (never lowered)\n"
+    "  minlen    INTEGER NOT NULL,         -- the shortest of them, in FTS5 tokens (never raised)\n"
+    "  PRIMARY KEY(namespace, term)\n"
+    ") WITHOUT ROWID"},
+  {"trigger", "bm25_terms_ai", "memories",
+    "CREATE TRIGGER bm25_terms_ai AFTER INSERT ON memories\n"
+    "  WHEN NOT EXISTS (SELECT 1 FROM heapmem_meta WHERE key = 'fts_deferred') BEGIN\n"
+    "  INSERT INTO bm25_terms(namespace, term, docs, maxtf, minlen)\n"
+    "    SELECT new.namespace, term, 1, tf, new.ntok FROM heap_terms(new.text) WHERE true\n"
+    "    ON CONFLICT(namespace, term) DO UPDATE SET docs = docs + 1,\n"
+    "      maxtf = max(maxtf, excluded.maxtf), minlen = min(minlen, excluded.minlen);\n"
+    "END"},
+  {"trigger", "bm25_terms_ad", "memories",
+    "CREATE TRIGGER bm25_terms_ad AFTER DELETE ON memories BEGIN\n"
+    "  DELETE FROM bm25_terms WHERE namespace = old.namespace AND docs <= 1\n"
+    "    AND term IN (SELECT term FROM heap_terms(old.text));\n"
+    "  UPDATE bm25_terms SET docs = docs - 1 WHERE namespace = old.namespace\n"
+    "    AND term IN (SELECT term FROM heap_terms(old.text));\n"
+    "END"},
+  {"trigger", "bm25_terms_au", "memories",
+    "CREATE TRIGGER bm25_terms_au AFTER UPDATE OF namespace, text ON memories BEGIN\n"
+    "  DELETE FROM bm25_terms WHERE namespace = old.namespace AND docs <= 1\n"
+    "    AND term IN (SELECT term FROM heap_terms(old.text));\n"
+    "  UPDATE bm25_terms SET docs = docs - 1 WHERE namespace = old.namespace\n"
+    "    AND term IN (SELECT term FROM heap_terms(old.text));\n"
+    "  INSERT INTO bm25_terms(namespace, term, docs, maxtf, minlen)\n"
+    "    SELECT new.namespace, term, 1, tf, new.ntok FROM heap_terms(new.text) WHERE true\n"
+    "    ON CONFLICT(namespace, term) DO UPDATE SET docs = docs + 1,\n"
+    "      maxtf = max(maxtf, excluded.maxtf), minlen = min(minlen, excluded.minlen);\n"
+    "END"},
 };

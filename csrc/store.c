@@ -735,8 +735,8 @@ static int hs_maintain_batch(hf_ctx *x, i64 first) {
  * importance, key, metadata (an object, or its text), thread, turn; or an
  * array of them in heap_add's order, copy's place NULL) added as heap_add adds
  * it (hs_add: its checks, its id, the same-text rule, its features), in one
- * savepoint, with the FTS index taken in one statement at the end (the
- * 'fts_deferred' meta row, never committed, turns the per-row trigger off
+ * savepoint, with the FTS index and bm25_terms taken in one statement each at
+ * the end (the 'fts_deferred' meta row, never committed, turns the per-row trigger off
  * meanwhile).  *out: the ids, a JSON array in the items' order. */
 static int hs_add_many(hf_ctx *x, sqlite3_value *items, sqlite3_value *copy, char **out) {
   char why[HM_ERRLEN];
@@ -780,6 +780,14 @@ static int hs_add_many(hf_ctx *x, sqlite3_value *items, sqlite3_value *copy, cha
                        "FROM memories WHERE seq >= ?1", &st);
   if (!rc) {
     sqlite3_bind_int64(st, 1, first);
+    rc = hf_exec(x, st);
+    hf_done(x, st);
+  }
+  /* and their terms into bm25_terms, a row per (namespace, term) (schema.py's
+   * BM25_TERMS_BUILD: the trigger it replaces costs a statement a row) */
+  if (!rc && !(rc = hf_prepare(x, HM_SQL_BM25_TERMS_BUILD, &st))) {
+    sqlite3_bind_int64(st, 1, first);
+    sqlite3_bind_int64(st, 2, (i64)1 << 62);
     rc = hf_exec(x, st);
     hf_done(x, st);
   }

@@ -120,6 +120,20 @@ WORDS: dict[str, tuple[list[str], str]] = {
     "heap_bm25_row": (["memories_fts", "weights"], "(FTS5 auxiliary function) one matching "
                       "row's term frequencies, for heap_bm25_top."),
     "heap_ntokens": (["text"], "FTS5's token count of the text."),
+    "heap_bm25_tail": (["memories_fts", "n", "weights"], "(FTS5 auxiliary function) "
+                       "heap_bm25_row's term frequencies for the query's last n phrases only "
+                       "(the pruned search's rounds: a threshold's formula, then the "
+                       "question's words)."),
+    "heap_bm25_search": (["question", "namespace", "n", "small"], "The namespace's exact BM25 "
+                         "top n as recall takes its lexical candidates, as JSON [[seq, bm25], "
+                         "...]: pruned by each word's bound in bm25_terms, not every matching "
+                         "row scored (small: postings at or below which the whole match set "
+                         "is read; 2048)."),
+    "heap_terms": (["text"], "(table-valued) each FTS5 term of the text and how often it "
+                   "occurs (term, tf): what bm25_terms is kept from."),
+    "heap_bm25_terms": (["first", "last"], "(table-valued) bm25_terms' rows for the memories "
+                        "of seq first to last, summed (namespace, term, docs, maxtf, minlen): "
+                        "what add_many and an upgrade add in one statement."),
     "heap_attribute": (["answer", "question", "position", "text", "created_at"], "Which of a "
                        "recall's shown memories an answer used: one object per position "
                        "(verdict, share, question_share, matched, dated, present, candidate)."),
@@ -164,8 +178,8 @@ COLUMNS: dict[str, str] = {
 
 def registered() -> dict[str, tuple[str, list[int], str]]:
     """The registration table of csrc/register.c: name -> (scalar or
-    aggregate, the numbers of arguments it takes, "reads" or "writes"), and
-    the FTS5 auxiliary function."""
+    aggregate, the numbers of arguments it takes, "reads" or "writes"), the
+    FTS5 auxiliary functions and the table-valued functions."""
     src = (ROOT / "csrc" / "register.c").read_text()
     table = src[src.index("hm_functions[] = {"):]
     out: dict[str, tuple[str, list[int], str]] = {}
@@ -175,6 +189,11 @@ def registered() -> dict[str, tuple[str, list[int], str]]:
         out[name] = (k, ns + [int(n)], "writes" if flags == "HM_WRITE" else w)
     for name in re.findall(r'xCreateFunction\([^,]+, "(heap_\w+)"', src):
         out[name] = ("FTS5 auxiliary", [], "reads")
+    # the table-valued functions beside heap_recall (its own section below):
+    # their arguments are their hidden columns, all required
+    for name in re.findall(r'sqlite3_create_module_v2\(db, "(heap_\w+)"', src):
+        if name != "heap_recall":
+            out[name] = ("table-valued", [len(WORDS.get(name, ([], ""))[0])], "reads")
     # the two registered beside FTS5's tokenizers (hm_register_fts5)
     for name, n in re.findall(r'hm_create_function\(db, slot, "(heap_\w+)", (\d+),', src):
         out[name] = ("aggregate" if "_step" in src[src.index(f'"{name}"'):][:300]
@@ -211,7 +230,7 @@ def reference() -> str:
         if ns and max(ns) > len(args):
             raise SystemExit(f"{name} takes up to {max(ns)} arguments in csrc/register.c; "
                              f"examples/sqlref.py names {len(args)}")
-        lo = min(ns) if ns else 1
+        lo = min(ns) if ns else max(1, len(args) - 1)  # (FTS5's: the weights optional)
         need, opt = args[:lo], args[lo:max(ns) if ns else len(args)]
         sig = ", ".join(need) + (f" [, {', '.join(opt)}]" if need and opt else
                                  f"[{', '.join(opt)}]" if opt else "")

@@ -1470,7 +1470,7 @@ class Memory:
     def check(self) -> CheckReport:
         """Check the store: SQLite's integrity_check, the schema against
         heapmem's own, the FTS index against the memories table, each
-        namespace's BM25 statistics against its memories, and the links
+        namespace's BM25 statistics (and its terms') against its memories, and the links
         against a replay of the event log.  Damage is reported, never raised:
         a check that cannot finish says where it stopped."""
         problems: list[str] = []
@@ -1511,7 +1511,9 @@ class Memory:
                                 (sql.WRONG_NSTAG, "FTS index: {} memories carry another "
                                  "namespace's tag, so recall in their namespace cannot find them"),
                                 (sql.WRONG_NAMESPACE_STATS, "namespace statistics: {} namespaces "
-                                 "disagree with their memories")):
+                                 "disagree with their memories"),
+                                (sql.WRONG_BM25_TERMS, "BM25 term statistics: {} (namespace, "
+                                 "term) rows of bm25_terms disagree with the memories")):
             try:
                 odd = c.execute(statement).fetchall()[0][0]
             except apsw.SQLError as e:

@@ -53,11 +53,13 @@ def db():
 def back_to_schema_9(c):
     """Take schema 10's objects out of a store (the pooled layer's pending
     changes, folded into its rows first; the vector index's tables and
-    triggers; threads and their index): a file as schema 9 wrote it, but for
-    its user_version."""
+    triggers; threads and their index; BM25 term statistics and their
+    triggers): a file as schema 9 wrote it, but for its user_version."""
     heapmem.load(c)
     c.execute("SELECT heap_fold_pool()")
     c.execute("DROP TABLE pool_pending")
+    c.execute("DROP TRIGGER bm25_terms_ai; DROP TRIGGER bm25_terms_ad; "
+              "DROP TRIGGER bm25_terms_au; DROP TABLE bm25_terms")
     c.execute("DROP TRIGGER vectors_part_ai; DROP TRIGGER vectors_part_au; "
               "DROP TRIGGER vectors_part_ad; DROP TRIGGER memories_part_move; "
               "DROP TABLE vector_parts; DROP TABLE vector_centroids; DROP TABLE vector_index")
@@ -68,10 +70,10 @@ def back_to_schema_9(c):
 
 def back_to_schema_7(c):
     """Take schema 10's, 9's and 8's objects out of a store (the vector index;
-    threads and their index; the pooled layer's pending changes; the filters'
-    index; vector stamps, the triggers that keep vectors with their memories):
-    what a test that makes a file of an older schema from a new store runs
-    before it sets user_version."""
+    threads and their index; the pooled layer's pending changes; BM25 term
+    statistics; the filters' index; vector stamps, the triggers that keep
+    vectors with their memories): what a test that makes a file of an older
+    schema from a new store runs before it sets user_version."""
     back_to_schema_9(c)
     c.execute("DROP INDEX memories_filter")
     c.execute("DROP TRIGGER memories_embed; DROP TRIGGER memories_reembed; "

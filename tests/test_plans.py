@@ -13,8 +13,9 @@ import heapmem
 
 GOOD = "SEARCH m USING INTEGER PRIMARY KEY (rowid=?)"
 BAD = "SEARCH m USING INDEX memories_namespace"
-# ?1 question, ?2 namespace, ?3 now, ?4 N, ?5 qvec, ?6-?8 the filters (kinds, since, until)
-PARAMS = ("flight to lisbon", "ns1", 1.7e9, 50, None, None, None, None)
+# ?1 question, ?2 namespace, ?3 now, ?4 N, ?5 qvec, ?6-?8 the filters (kinds, since, until),
+# ?9 the BM25 top N (JSON)
+PARAMS = ("flight to lisbon", "ns1", 1.7e9, 50, None, None, None, None, "[[1, -1.5]]")
 
 
 def _plan(mem, name, params):
@@ -121,14 +122,16 @@ def test_feedback_reads_a_features_trim_boundaries_from_the_rate_index(tmp_path,
 
 
 def test_filtered_candidates_look_each_hit_up_by_its_key(tmp_path):
-    """With a kind or time filter, each BM25 hit is looked up by its rowid
-    (no scan of the namespace), and the vector filter reads the namespace's
+    """With a kind or time filter, each BM25 hit that could still rank is
+    looked up by its rowid (no scan of the namespace), and the vector filter reads the namespace's
     kinds and times from the covering index alone (schema 9), never from the
     rows; without a filter the lookup is never planned into a scan."""
     with _fill(tmp_path / "a.db") as m:
-        plan = _plan(m, "candidates", PARAMS[:5] + ('["fact"]', 1.0, None))
-        assert GOOD in plan and "SEARCH f USING INTEGER PRIMARY KEY (rowid=?)" in plan, plan
-        assert not any(BAD in p for p in plan)
+        # the BM25 search asks about a memory by its seq, one at a time
+        plan = _plan(m, "bm25_pass", (1,))
+        assert plan == ["SEARCH memories USING INTEGER PRIMARY KEY (rowid=?)"], plan
+        plan = _plan(m, "candidates", PARAMS[:5] + ('["fact"]', 1.0, None) + PARAMS[8:])
+        assert GOOD in plan and not any(BAD in p for p in plan), plan
         # the vector cache applies the filters itself (csrc/embed.c); a row of a
         # kind past the 65,535th is looked up by its key
         allow = _plan(m, "allow", (5, None, None, None, None, '["fact"]', None, None))

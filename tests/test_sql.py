@@ -18,7 +18,9 @@ FUNCTIONS = [
     ("heap_answer", 2),
     ("heap_answer", 3), ("heap_answer", 4), ("heap_answer", 5), ("heap_answer", 6),
     ("heap_attribute", 5),
-    ("heap_bm25_row", -1), ("heap_bm25_top", 6), ("heap_cosine", 2), ("heap_credit", 5),
+    ("heap_bm25_row", -1), ("heap_bm25_search", 3), ("heap_bm25_search", 4),
+    ("heap_bm25_tail", -1),
+    ("heap_bm25_top", 6), ("heap_cosine", 2), ("heap_credit", 5),
     ("heap_credit", 6), ("heap_embed", 1), ("heap_embed", 2), ("heap_embedder", 0),
     ("heap_explain", 7), ("heap_explain", 8), ("heap_features", 3),
     ("heap_feedback", 2), ("heap_feedback", 3), ("heap_feedback", 4), ("heap_feedback", 5),
@@ -44,9 +46,11 @@ def test_registered_functions(db):
                       "ORDER BY name, narg").fetchall()
     assert rows == FUNCTIONS
     assert one(db, "SELECT heap_version()") == "v" + heapmem.__version__
-    # and the one table-valued function, heap_recall (an eponymous virtual table)
-    assert db.execute("SELECT name FROM pragma_module_list WHERE name LIKE 'heap%'"
-                      ).fetchall() == [("heap_recall",)]
+    # and the table-valued functions, heap_bm25_terms, heap_recall and
+    # heap_terms (eponymous virtual tables)
+    assert db.execute("SELECT name FROM pragma_module_list WHERE name LIKE 'heap%' "
+                      "ORDER BY name").fetchall() == [("heap_bm25_terms",), ("heap_recall",),
+                                                      ("heap_terms",)]
 
 
 def test_scalar_functions(db):

@@ -282,3 +282,28 @@ def test_the_cache_follows_a_vector_out_of_and_back_into_its_partition(tmp_path)
     c.execute("UPDATE memories SET namespace = 'big' WHERE seq = ?", (seq,))
     assert _top(m, q, 10, 1.0) == first
     m.close()
+
+
+def test_the_vector_top_n_outside_its_namespace(tmp_path):
+    """heap_vector_top ranks the namespace's own vectors only (another
+    namespace's closer vector is never among them), and answers [] for a
+    namespace without vectors, a question with no word the model knows and a
+    lexical store (bench/scale.py times it as recall's vector stage)."""
+    m = heapmem.open(str(tmp_path / "a.db"))
+    m.add_many([{"text": f"{t}, note {i}", "namespace": "big"}
+                for i in range(20) for t in QUESTIONS])
+    m.add_many([{"text": q, "namespace": "other"} for q in QUESTIONS])
+    mine = {r[0] for r in m.connection.execute(
+        "SELECT seq FROM memories WHERE namespace = 'big'").fetchall()}
+    for q in QUESTIONS[:3]:
+        got = _top(m, q, 50)
+        assert len(got) == 50 and set(got) <= mine and got == _reference(m, q, 50)
+    c = m.connection
+    assert c.execute("SELECT heap_vector_top('flight', 'nobody', 5)").fetchall()[0][0] == "[]"
+    assert c.execute("SELECT heap_vector_top('', 'big', 5)").fetchall()[0][0] == "[]"
+    m.close()
+    lex = heapmem.open(str(tmp_path / "lex.db"), embedder=None)
+    lex.add("a flight to Lisbon")
+    assert lex.connection.execute(
+        "SELECT heap_vector_top('flight', 'default', 5)").fetchall()[0][0] == "[]"
+    lex.close()

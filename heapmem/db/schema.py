@@ -411,9 +411,11 @@ def defer_fts(c: Connection) -> None:
 
 def index_deferred(c: Connection, first_seq: int) -> None:
     """Index, in one statement, the memories added since defer_fts() (every
-    seq >= first_seq), and switch the per-row trigger back on."""
+    seq >= first_seq), add their terms to bm25_terms, and switch the per-row
+    triggers back on."""
     c.execute("INSERT INTO memories_fts(rowid, nstag, text) SELECT seq, nstag, text "
               "FROM memories WHERE seq >= ?", (first_seq,))
+    c.execute(BM25_TERMS_BUILD, (first_seq, 1 << 62))
     c.execute("DELETE FROM heapmem_meta WHERE key = ?", (META_FTS_DEFERRED,))
 
 
@@ -588,7 +590,7 @@ _SCHEMA_V9 = """
 CREATE INDEX memories_filter ON memories(namespace, kind, created_at);
 """
 
-# Version 10, this round's one step, in three parts.
+# Version 10, this round's one step, in four parts.
 #
 # A vector index for big namespaces (csrc/vindex.c).  A namespace
 # of VECTOR_INDEX_DEFAULTS' threshold or more vectors is cut into partitions
@@ -630,6 +632,28 @@ _STAMP_OUT_OF_ORDER = (_STAMP + " AND EXISTS (SELECT 1 FROM vector_parts AS o "
 # Python through heap_pool_now), so it reads what an eager fold would have
 # written.  heap_fold_pool() folds them at once.  A store of version 9 has none
 # pending.
+#
+# A BM25 top N that reads what it must, not every row holding a query word
+# (csrc/recall.c, hr_lexical).  bm25_terms holds, per namespace and FTS5 term
+# of the text column (heap_terms: memories_fts's tokenizer), how many of its
+# memories hold the term (exact: the term's IDF without reading its rows), the
+# highest frequency and the shortest memory (FTS5 tokens, all columns) among
+# them: BM25's part grows with the one and shrinks with the other, so the pair
+# bounds what the term can add to any memory's score.  Deleting lowers docs,
+# never the bounds (still bounds).  Plain-SQL triggers keep it from any door;
+# inside add_many's transaction (the 'fts_deferred' switch, as for the FTS
+# index) heap_add_many adds the batch's terms in one statement instead
+# (BM25_TERMS_BUILD), a row per term rather than per term and memory.  A store
+# made before it gets its rows on its first writable open (build_bm25_terms,
+# with a progress line past a second).
+_BM25_TERMS_IN = """INSERT INTO bm25_terms(namespace, term, docs, maxtf, minlen)
+    SELECT {ns}, term, 1, tf, {ntok} FROM heap_terms({text}) WHERE true
+    ON CONFLICT(namespace, term) DO UPDATE SET docs = docs + 1,
+      maxtf = max(maxtf, excluded.maxtf), minlen = min(minlen, excluded.minlen);"""
+_BM25_TERMS_OUT = """DELETE FROM bm25_terms WHERE namespace = {ns} AND docs <= 1
+    AND term IN (SELECT term FROM heap_terms({text}));
+  UPDATE bm25_terms SET docs = docs - 1 WHERE namespace = {ns}
+    AND term IN (SELECT term FROM heap_terms({text}));"""
 _SCHEMA_V10 = f"""
 CREATE TABLE vector_index(
   namespace TEXT PRIMARY KEY,
@@ -683,12 +707,68 @@ CREATE TABLE pool_pending(
   id  INTEGER PRIMARY KEY,
   ops BLOB NOT NULL                   -- what one feedback added to the pooled rows
 );
+
+CREATE TABLE bm25_terms(
+  namespace TEXT NOT NULL,
+  term      TEXT NOT NULL,            -- an FTS5 term of the text column (heap_terms)
+  docs      INTEGER NOT NULL,         -- the namespace's memories holding it
+  maxtf     INTEGER NOT NULL,         -- its highest frequency in one of them (never lowered)
+  minlen    INTEGER NOT NULL,         -- the shortest of them, in FTS5 tokens (never raised)
+  PRIMARY KEY(namespace, term)
+) WITHOUT ROWID;
+CREATE TRIGGER bm25_terms_ai AFTER INSERT ON memories
+  WHEN NOT EXISTS (SELECT 1 FROM heapmem_meta WHERE key = '{META_FTS_DEFERRED}') BEGIN
+  {_BM25_TERMS_IN.format(ns="new.namespace", ntok="new.ntok", text="new.text")}
+END;
+CREATE TRIGGER bm25_terms_ad AFTER DELETE ON memories BEGIN
+  {_BM25_TERMS_OUT.format(ns="old.namespace", text="old.text")}
+END;
+CREATE TRIGGER bm25_terms_au AFTER UPDATE OF namespace, text ON memories BEGIN
+  {_BM25_TERMS_OUT.format(ns="old.namespace", text="old.text")}
+  {_BM25_TERMS_IN.format(ns="new.namespace", ntok="new.ntok", text="new.text")}
+END;
 """
 
-# Numbered schema steps: MIGRATIONS[v] takes a store from version v to v + 1.
+#: bm25_terms' rows for the memories of seq ?1 to ?2 (summed by the C core's
+#: heap_bm25_terms), added to what it holds
+BM25_TERMS_BUILD = """INSERT INTO bm25_terms(namespace, term, docs, maxtf, minlen)
+SELECT namespace, term, docs, maxtf, minlen FROM heap_bm25_terms(?1, ?2) WHERE true
+ON CONFLICT(namespace, term) DO UPDATE SET docs = docs + excluded.docs,
+  maxtf = max(maxtf, excluded.maxtf), minlen = min(minlen, excluded.minlen)"""
+#: how many memories build_bm25_terms reads per statement
+BM25_TERMS_CHUNK = 50_000
+
+
+def build_bm25_terms(c: Connection, path: str, *, err: Any = None,
+                     clock: Callable[[], float] = time.monotonic) -> None:
+    """Fill bm25_terms from the memories (in the caller's transaction): a
+    store made before schema 10, on its first writable open.  Past a second
+    (by clock) it says how far it is, one line on err (stderr) per chunk."""
+    import sys
+
+    err = err if err is not None else sys.stderr
+    top, total = c.execute("SELECT coalesce(max(seq), 0), count(*) FROM memories").fetchall()[0]
+    t0, done, shown = clock(), 0, False
+    for lo in range(0, top + 1, BM25_TERMS_CHUNK):
+        hi = lo + BM25_TERMS_CHUNK - 1
+        c.execute(BM25_TERMS_BUILD, (lo, hi))
+        done += c.execute("SELECT count(*) FROM memories WHERE seq BETWEEN ? AND ?",
+                          (lo, hi)).fetchall()[0][0]
+        if clock() - t0 > 1.0:
+            shown = True
+            print(f"heapmem: {path}: BM25 term statistics for {done:,} of {total:,} memories "
+                  f"({clock() - t0:.0f} s)", file=err, flush=True)
+    if shown:
+        print(f"heapmem: {path}: BM25 term statistics built", file=err, flush=True)
+
+
+# Numbered schema steps: MIGRATIONS[v] takes a store from version v to v + 1;
+# MIGRATION_WORK[v], where there is one, fills what that step made from the
+# rows already there (c, path).
 MIGRATIONS: dict[int, str] = {0: _SCHEMA_V1, 1: _SCHEMA_V2, 2: _SCHEMA_V3, 3: _SCHEMA_V4,
                               4: _SCHEMA_V5, 5: _SCHEMA_V6, 6: _SCHEMA_V7, 7: _SCHEMA_V8,
                               8: _SCHEMA_V9, 9: _SCHEMA_V10}
+MIGRATION_WORK: dict[int, Callable[[Connection, str], None]] = {9: build_bm25_terms}
 
 # -- how forget erases text from the FTS index ------------------------------------
 
@@ -873,6 +953,8 @@ def c_header() -> str:
     for k, v in VECTOR_INDEX_DEFAULTS.items():
         lines.append(f"#define HM_VINDEX_{k.upper()} {v!r}")
     lines.append("#define HM_AUTOTUNE_RECOUNT " + json.dumps(AUTOTUNE_RECOUNT))
+    # (heap_add_many's: the batch's terms into bm25_terms in one statement)
+    lines.append("#define HM_SQL_BM25_TERMS_BUILD " + json.dumps(BM25_TERMS_BUILD))
     lines.append("static const struct {")
     lines.append("  const char *type, *name, *tbl, *sql;")
     lines.append("} hm_schema_objects[] = {")
@@ -909,7 +991,7 @@ KNOWN_SCHEMAS = {
     7: "12dc3f91101aa478d6d705433396ac4eb4302bb51b10548e25ce5e2704a2db91",
     8: "3109c26dc44c733a160f3dbb3a2389b18bad00824898557e9a17c50687874ecd",
     9: "6286cf02f5b5e332081edae7c74949ed5d5c0fa68a882b6533e3f3fa01b98ef0",
-    10: "352f0ae5f73d330cc4069aa417d6d6feaa34049f68aa702b9aab8f34619354f2",
+    10: "cf6b940c4a5fd97d3a3f4a7cbc518a639ff99d9affd1fea3689fe933880238d1",
 }
 
 
@@ -1053,6 +1135,8 @@ def _migrate(c: Connection, path: str, rebuild_pool: Any) -> None:
         rebuild = False
         while version < SCHEMA_VERSION:
             c.execute(MIGRATIONS[version])
+            if version in MIGRATION_WORK:
+                MIGRATION_WORK[version](c, path)
             version += 1
             if version == 1:
                 meta_set(c, META_FORMAT, "heapmem")

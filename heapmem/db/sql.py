@@ -318,6 +318,15 @@ SELECT count(*) FROM (SELECT namespace, count(*) AS docs, sum(ntok) AS tokens
 FULL JOIN namespaces AS s USING (namespace)
 WHERE t.docs IS NOT s.docs OR t.tokens IS NOT s.tokens
 """
+# bm25_terms' rows against the memories: a document count that differs, a
+# bound a memory exceeds, a term no memory holds or one missing (schema 10)
+WRONG_BM25_TERMS = """
+SELECT count(*) FROM (SELECT m.namespace, t.term, count(*) AS docs, max(t.tf) AS maxtf,
+                             min(m.ntok) AS minlen
+                      FROM memories AS m, heap_terms(m.text) AS t GROUP BY 1, 2) AS t
+FULL JOIN bm25_terms AS s USING (namespace, term)
+WHERE t.docs IS NOT s.docs OR s.maxtf < t.maxtf OR s.minlen > t.minlen
+"""
 NTOK_OF = f"SELECT {ntok_sql(':nstag', ':text')}"
 FEATURES_OF = "SELECT heap_features(:text, :kind, :source)"
 # check(): every memory's fields as their bytes (each must be UTF-8, its names
