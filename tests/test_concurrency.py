@@ -19,9 +19,11 @@ import os
 import subprocess
 import sys
 
+import apsw
 import pytest
 
 import heapmem
+import heapmem.errors
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _workers import read_acks  # noqa: E402
@@ -143,3 +145,42 @@ def test_a_writer_waits_for_the_lock_in_short_tries_and_no_longer_than_it_may(tm
             b.add("third")
         a.connection.execute("ROLLBACK")
         assert b.count == 2
+
+
+class _BusyAtTheSwitch:
+    """A connection whose PRAGMA journal_mode=WAL answers BUSY `times` times
+    (as SQLite can, without calling the busy handler, when many processes
+    open a new file at once), then switches."""
+
+    def __init__(self, times):
+        self.times = times
+        self.tries = 0
+
+    def execute(self, statement):
+        assert statement == "PRAGMA journal_mode=WAL"
+        self.tries += 1
+        if self.tries <= self.times:
+            raise apsw.BusyError("database is locked")
+        return self
+
+    def fetchall(self):
+        return [("wal",)]
+
+
+def test_the_switch_to_wal_tries_again_and_then_says_busy_in_one_sentence(monkeypatch):
+    """The fresh clone's CI once saw open() raise apsw's raw BusyError from
+    PRAGMA journal_mode=WAL while processes opened one new file at once: the
+    switch is tried again as long as the busy handler would wait, then
+    refused with StoreBusyError (a virtual clock: no test waits)."""
+    from heapmem.db import schema
+    now = [0.0]
+    monkeypatch.setattr(schema.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(schema.time, "sleep", lambda s: now.__setitem__(0, now[0] + s))
+    c = _BusyAtTheSwitch(times=5)
+    schema._journal_wal(c, "shared.db")
+    assert c.tries == 6
+    c = _BusyAtTheSwitch(times=10**9)
+    with pytest.raises(heapmem.errors.StoreBusyError) as e:
+        schema._journal_wal(c, "shared.db")
+    assert "\n" not in str(e.value) and "busy" in str(e.value)
+    assert now[0] >= schema.BUSY_MS / 1000 and c.tries > 10

@@ -19,7 +19,13 @@ import apsw
 
 from .._version import __version__
 from ..db import _native
-from ..errors import CorruptStoreError, NotAStoreError, SchemaVersionError, UnsafeStoreError
+from ..errors import (
+    CorruptStoreError,
+    NotAStoreError,
+    SchemaVersionError,
+    StoreBusyError,
+    UnsafeStoreError,
+)
 
 #: The schema version this heapmem writes (PRAGMA user_version).
 SCHEMA_VERSION = 10
@@ -834,6 +840,10 @@ def prior(c: Connection) -> dict[str, list]:
 # -- opening a file ----------------------------------------------------------------
 
 
+#: how long a connection waits for another's lock before it gives up (ms)
+BUSY_MS = 10_000
+
+
 def wait_for_lock(c: Connection, ms: int) -> None:
     """How long a statement waits for another connection's lock (the write
     lock, mostly) before SQLITE_BUSY: ms, trying again every 50 microseconds
@@ -865,7 +875,7 @@ def configure(c: Connection) -> None:
     file on purpose (DEFENSIVE: no writable_schema, no writes to shadow
     tables), every page's cells checked as they are read, and the heap_*
     functions."""
-    wait_for_lock(c, 10_000)
+    wait_for_lock(c, BUSY_MS)
     for opt in (apsw.SQLITE_DBCONFIG_DQS_DML, apsw.SQLITE_DBCONFIG_DQS_DDL,
                 apsw.SQLITE_DBCONFIG_TRUSTED_SCHEMA):
         c.config(opt, 0)
@@ -1070,7 +1080,7 @@ def open_file(c: Connection, path: str, *, readonly: bool, durable: bool,
                 f"readonly=True to upgrade it to {SCHEMA_VERSION}")
         _migrate(c, path, rebuild_pool)
     if not readonly:
-        c.execute("PRAGMA journal_mode=WAL")
+        _journal_wal(c, path)
     # WAL with synchronous=NORMAL: a commit survives the process dying at
     # any point (kill -9 included); only an OS crash or power cut can lose
     # the last commits, never corrupt the file.  durable=True syncs every
@@ -1078,6 +1088,30 @@ def open_file(c: Connection, path: str, *, readonly: bool, durable: bool,
     c.execute("PRAGMA synchronous=" + ("FULL" if durable else "NORMAL"))
     c.execute("PRAGMA foreign_keys=ON")
     c.execute("PRAGMA secure_delete=ON")
+
+
+def _journal_wal(c: Connection, path: str) -> None:
+    """PRAGMA journal_mode=WAL: the first open of a new file switches it,
+    which takes the file's exclusive lock.  Opened by many processes at
+    once, SQLite can answer BUSY there without calling the busy handler
+    (another connection that opened the file in rollback mode still reading
+    it), so the switch is tried again, for as long as the busy handler
+    waits (BUSY_MS), and then refused in one sentence, never as apsw's
+    error."""
+    end = time.monotonic() + BUSY_MS / 1000
+    pause = 0.0005
+    while True:
+        try:
+            c.execute("PRAGMA journal_mode=WAL").fetchall()
+            return
+        except apsw.BusyError:
+            if time.monotonic() >= end:
+                raise StoreBusyError(
+                    f"opening {path!r}: the store is busy: another connection held its lock for "
+                    f"{BUSY_MS / 1000:g} s while the file was being switched to WAL; try again"
+                ) from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
 
 def _check_file(c: Connection, path: str, *, readonly: bool, verify: bool) -> None:
