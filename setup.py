@@ -52,7 +52,7 @@ class build_plain_library(build_ext):
     def get_export_symbols(self, ext):
         return ["sqlite3_heapmem_init"]
 
-    # The header ships beside the library: heapmem/db/_native.py reads its cffi
+    # The header ships beside the library: heapmem/db/native.py reads its cffi
     # declarations from it.  It goes wherever the library goes: build/ (then
     # the wheel) and, for in-place and editable builds, the source package.
     def _copy_header(self, folder):

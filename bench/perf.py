@@ -26,7 +26,7 @@ peak RSS does not mix sizes and build and serve figures stay apart):
                   (only the add_many calls are timed, not making the dicts)
   add p50         one add() into an existing namespace (its own transaction)
   recall p50/p95  recall(track=False) + explain() on each result
-  floor p50       the bare FTS5 query: heapmem.db._native.match(question, namespace), then
+  floor p50       the bare FTS5 query: heapmem.db.native.match(question, namespace), then
                   SELECT rowid, rank FROM memories_fts WHERE memories_fts MATCH ?
                   ORDER BY bm25() LIMIT 50 on mem.connection (only the SQL is timed)
   ratio           recall p50 / floor p50 (floor and recall passes alternate, twice);
@@ -333,7 +333,7 @@ def job_build_heapmem(job: dict[str, Any]) -> dict[str, Any]:
 
 def job_serve_heapmem(job: dict[str, Any]) -> dict[str, Any]:
     import heapmem
-    from heapmem.db import _native
+    from heapmem.db import native
 
     rss_import = maxrss_mb()
     with open(job["queries"], encoding="utf-8") as fh:
@@ -356,7 +356,7 @@ def job_serve_heapmem(job: dict[str, Any]) -> dict[str, Any]:
     def floor_pass(qs: Sequence[Sequence[str]], cpu_into: str | None = None) -> list[float]:
         out = []
         for q, ns in qs:
-            m = _native.match(q, ns)
+            m = native.match(q, ns)
             if m is None:
                 continue
             c, t = time.thread_time(), time.perf_counter()
@@ -371,7 +371,7 @@ def job_serve_heapmem(job: dict[str, Any]) -> dict[str, Any]:
                     cpu_into: str | None = None) -> list[float]:
         out = []
         for q, ns in qs:
-            if _native.match(q, ns) is None:
+            if native.match(q, ns) is None:
                 continue       # the same questions as the floor (none has no terms anyway)
             c, t = time.thread_time(), time.perf_counter()
             res = mem.recall(q, k=K, namespace=ns, now=now, track=track)
@@ -483,7 +483,7 @@ def job_serve_heapmem(job: dict[str, Any]) -> dict[str, Any]:
         emb = []
         for q, _ in queries[:nrec]:
             t = time.perf_counter()
-            _native.embed([q])
+            native.embed([q])
             emb.append(time.perf_counter() - t)
         out["embed_query"] = ms_stats(emb)
     out["open_first_ms"] = _ms(open_first)

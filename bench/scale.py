@@ -166,9 +166,9 @@ def _same_top(got: str | None, want: str | None) -> bool:
 
 def _words(q: str) -> str:
     """The question's words as heapmem matches them (heap_match), for tantivy."""
-    from heapmem.db import _native
+    from heapmem.db import native
 
-    m = _native.match(q, None) or ""
+    m = native.match(q, None) or ""
     return " ".join(w for w in m.replace(" OR ", " ").split('"') if w.strip())
 
 
@@ -199,11 +199,11 @@ def _tantivy(job: dict[str, Any], texts: Callable[[], Sequence[str]]) -> Any:
 def job_lexical(job: dict[str, Any]) -> dict[str, Any]:
     """The lexical store: recall, the BM25 stage (pruned, and as it was), the
     bare FTS5 top 50, then tantivy's top 50 question by question beside them."""
-    from heapmem.db import _native
+    from heapmem.db import native
 
     with open(job["queries"], encoding="utf-8") as fh:
         Q = json.load(fh)
-    qs = [q for q, _ in Q["queries"] if _native.match(q, NS) is not None]
+    qs = [q for q, _ in Q["queries"] if native.match(q, NS) is not None]
     mem = _open(job["path"], "lexical", Q["now"])
     c = mem.connection
     since = _median_time(c)
@@ -213,7 +213,7 @@ def job_lexical(job: dict[str, Any]) -> dict[str, Any]:
 
     def heapmem_pass(timer: Timer, check: bool = False) -> None:
         for q in qs:
-            m = _native.match(q, NS)
+            m = native.match(q, NS)
             timer.time("lexical", mem.recall, q, k=K, namespace=NS, track=False)
             timer.time("lexical filtered", mem.recall, q, k=K, namespace=NS, track=False,
                        kinds="fact", since=since)
@@ -269,14 +269,14 @@ def job_truth(job: dict[str, Any]) -> dict[str, Any]:
     (numpy, float32), kept beside the store; the vectors too, for usearch."""
     import numpy as np
 
-    from heapmem.db import _native
+    from heapmem.db import native
 
     with open(job["queries"], encoding="utf-8") as fh:
         Q = json.load(fh)
     seqs, v = _vectors(job["path"])
     np.save(job["vectors"], v)
     np.save(job["seqs"], seqs)
-    qv = _native.embed([q for q, _ in Q["queries"]]).astype(np.float32)
+    qv = native.embed([q for q, _ in Q["queries"]]).astype(np.float32)
     qv /= np.maximum(np.linalg.norm(qv, axis=1), 1e-12)[:, None]
     best = np.full((len(qv), N), -np.inf, dtype=np.float32)
     idx = np.zeros((len(qv), N), dtype=np.int64)
@@ -299,7 +299,7 @@ def job_hybrid(job: dict[str, Any]) -> dict[str, Any]:
     recall@50, then usearch's top 50 question by question beside them."""
     import numpy as np
 
-    from heapmem.db import _native
+    from heapmem.db import native
 
     with open(job["queries"], encoding="utf-8") as fh:
         Q = json.load(fh)
@@ -345,7 +345,7 @@ def job_hybrid(job: dict[str, Any]) -> dict[str, Any]:
     hnsw = []
 
     def search(q: str) -> Any:  # the question's vector, as heapmem's stage makes it, then HNSW
-        return index.search(_native.embed([q])[0].astype(np.float32), N, threads=1)
+        return index.search(native.embed([q])[0].astype(np.float32), N, threads=1)
 
     for i, q in enumerate(qs):
         res = tm.time("hnsw", search, q)

@@ -22,7 +22,7 @@ sys.path.append(os.path.dirname(HERE))
 import locomo  # noqa: E402
 
 import heapmem  # noqa: E402
-from heapmem.db import _native as n  # noqa: E402
+from heapmem.db import native as n  # noqa: E402
 
 SMALL_STOP = set("a an and are as at be by did do does for from had has have he her his how i "
                  "in is it its of on or she that the their them they this to was were what when "

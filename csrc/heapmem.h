@@ -4,12 +4,12 @@
  *
  * heapmem.c includes this file ahead of the units that define these
  * functions (text.c, when.c, links.c, sample.c, score.c, credit.c);
- * heapmem/db/_native.py reads the part between the "cdef" markers below as
+ * heapmem/db/native.py reads the part between the "cdef" markers below as
  * its cffi declarations (the header ships inside the Python package as
  * package data), so the C and Python sides cannot drift.
  * The marked part is therefore plain C that cffi's parser accepts: integer
  * #defines with literal values, typedefs, prototypes.  Two things are
- * rewritten by _native.py before cffi sees it: the HM_API prefix is dropped,
+ * rewritten by native.py before cffi sees it: the HM_API prefix is dropped,
  * and HM_CONFIG_FIELDS(HM_CONFIG_MEMBER) becomes one `double name;` per field.
  *
  * None of these functions calls sqlite3_*: they work without a database.
@@ -71,7 +71,7 @@
 #define HM_CONFIG_MEMBER(name, dflt, lo, hi, rule, msg) double name;
 
 /*
- * The vocabulary every door shares, written once.  heapmem/db/_native.py reads
+ * The vocabulary every door shares, written once.  heapmem/db/native.py reads
  * these tables from this header (validate.py's limits, config.py's kinds,
  * io/transfer.py's feature grammar); tests/test_architecture.py fails if
  * Python spells one of them itself.

@@ -19,7 +19,7 @@ heapmem.aio's AsyncMemory every verb as a coroutine.
 from ._version import __version__
 from .aio import AsyncMemory, open_async
 from .config import KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
-from .db._native import load, loadable_path
+from .db.native import load, loadable_path
 from .errors import (
     AutoTuneWarning,
     CorruptStoreError,

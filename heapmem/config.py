@@ -12,20 +12,20 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
-from .db import _native
+from .db import native
 
 #: Importance a memory gets from its kind when none is given (csrc/heapmem.h's
 #: HM_KINDS; another kind gets 1).
-KIND_IMPORTANCE: dict[str, float] = dict(_native.VOCABULARY.kinds)
+KIND_IMPORTANCE: dict[str, float] = dict(native.VOCABULARY.kinds)
 #: A memory's kind when none is given (heapmem.h's HM_DEFAULT_KIND).
-DEFAULT_KIND = _native.VOCABULARY.default_kind
+DEFAULT_KIND = native.VOCABULARY.default_kind
 #: Importance must lie in (0, MAX_IMPORTANCE] (heapmem.h's HM_LIMITS).
-MAX_IMPORTANCE = float(_native.LIMITS["MAX_IMPORTANCE"])
+MAX_IMPORTANCE = float(native.LIMITS["MAX_IMPORTANCE"])
 
 # The fields the C core reads, in the order of its config string, and their
 # defaults (csrc/heapmem.h).
-_C_FIELDS = tuple(f.name for f in _native.CONFIG_FIELDS)
-_C = {f.name: f.default for f in _native.CONFIG_FIELDS}
+_C_FIELDS = tuple(f.name for f in native.CONFIG_FIELDS)
+_C = {f.name: f.default for f in native.CONFIG_FIELDS}
 
 
 @dataclass(frozen=True)
@@ -209,7 +209,7 @@ class ScoringConfig:
         sql = " ".join(f"{name}={float(getattr(self, name))!r}" for name in _C_FIELDS)
         object.__setattr__(self, "_sql", sql)
         try:
-            object.__setattr__(self, "_c", _native.config(sql))
+            object.__setattr__(self, "_c", native.config(sql))
         except ValueError as e:
             raise ValueError(str(e).replace("heapmem: ", "ScoringConfig.")) from None
 

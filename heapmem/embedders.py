@@ -128,10 +128,10 @@ class Potion:
     builtin = True
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        from .db import _native
+        from .db import native
 
         items = _texts(texts, "Potion")
-        return _native.embed(items)
+        return native.embed(items)
 
     def __repr__(self) -> str:
         return "heapmem.embedders.Potion()"

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-from .db import _native, sql
+from .db import native, sql
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import ScoringConfig
@@ -98,7 +98,7 @@ class Result:
         strongest learned links behind its usefulness."""
         r = self._recall
         nan = math.nan
-        line = _native.explain(self.relevance, self.age_days, self.importance, self.superseded,
+        line = native.explain(self.relevance, self.age_days, self.importance, self.superseded,
                                " ".join(self.features), r.qtype, r._link_set, r.config.cdata,
                                nan if self.lexical is None else self.lexical,
                                nan if self.cosine is None else self.cosine,
@@ -107,7 +107,7 @@ class Result:
                                self.time_lift, self.time_window)
         if r.prior_features and r.config.w_usefulness > 0:
             # links a merged prior adds to: their lift is not only this store's
-            hit = sorted(set(_native.active(" ".join(self.features), r.qtype, self.age_days))
+            hit = sorted(set(native.active(" ".join(self.features), r.qtype, self.age_days))
                          & r.prior_features)
             if hit:
                 more = f" +{len(hit) - 3}" if len(hit) > 3 else ""

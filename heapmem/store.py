@@ -29,7 +29,7 @@ import numpy as np
 
 from . import answers, embedders
 from .config import DEFAULT_KIND, KIND_IMPORTANCE, MAX_IMPORTANCE, ScoringConfig
-from .db import _native, connect, schema, sql
+from .db import connect, native, schema, sql
 from .db.sql import RECALL_SQL
 from .errors import (
     AutoTuneWarning,
@@ -691,7 +691,7 @@ class Memory:
         a memory the namespace held already (or an earlier row's) is that
         memory, as it is."""
         last = c.execute(sql.LAST_SEQ).fetchall()[0][0]
-        step = int(_native.LIMITS["MAX_IDS"])
+        step = int(native.LIMITS["MAX_IDS"])
         ids: list[str] = []
         for at in range(0, len(rows), step):
             # each row as heap_add's arguments, in its order
@@ -937,8 +937,8 @@ class Memory:
             query.encode("utf-8")
         except UnicodeEncodeError:
             raise ValueError("query must be valid UTF-8 (it holds a lone surrogate)") from None
-        qt = _native.qtype(query)
-        match = _native.match(query, namespace)
+        qt = native.qtype(query)
+        match = native.match(query, namespace)
         c = self.connection
         if self._embedder is None and config.lexical_weight < 1:
             # opened with embedder=None: lexical recall, even where the library
@@ -1187,7 +1187,7 @@ class Memory:
                 # each pooled link less the namespace's own share of it, as recall views it
                 for f, _, pa, pb, _, support, _, _ in pooled:
                     oa, ob, sa, sb, n = own.get(f, (0.0, 0.0, 0.0, 0.0, 0))
-                    a, b = _native.link_view(oa, ob, oa + max(pa - sa, 0), ob + max(pb - sb, 0),
+                    a, b = native.link_view(oa, ob, oa + max(pa - sa, 0), ob + max(pb - sb, 0),
                                              config.pooled_pseudocount)
                     out.append((f, a, b, n, support - (f in own)))
         pa, pb = config.prior_alpha, config.prior_beta
@@ -1576,7 +1576,7 @@ def _memory_problems(c: Any) -> list[str]:
             continue
         if text["text"] is None or text["kind"] is None:
             continue  # NOT NULL columns: integrity_check says it
-        now = _native.features(text["text"], text["kind"], text["source"])
+        now = native.features(text["text"], text["kind"], text["source"])
         if now != shape:
             stale.append(repr(text["id"]))
     out = []

@@ -3,7 +3,7 @@ and the limits they enforce.
 
 Owns: the limits' Python names (MAX_TEXT_BYTES, MAX_ANSWER_BYTES, MAX_NAME_CHARS, MAX_K,
 MIN_TIME, MAX_TIME and MAX_TURN; their values are csrc/heapmem.h's HM_LIMITS, read through
-db._native, and the C entry points check the same), the reserved name of the
+db.native, and the C entry points check the same), the reserved name of the
 pooled layer (POOLED), and one check per kind of argument (a name, a
 namespace, a database's name on a server, a memory's text, its thread and
 turn, a list of ids, a timestamp).  It keeps what the C core cannot see: Python's types and
@@ -18,8 +18,8 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Union
 
-from .db import _native
-from .db._native import LIMITS
+from .db import native
+from .db.native import LIMITS
 
 #: Longest memory text accepted, in UTF-8 bytes.
 MAX_TEXT_BYTES = int(LIMITS["MAX_TEXT_BYTES"])
@@ -28,7 +28,7 @@ MAX_NAME_CHARS = int(LIMITS["MAX_NAME_CHARS"])
 #: Most memories one recall may return.
 MAX_K = int(LIMITS["MAX_K"])
 #: The highest turn a memory may have in its thread (csrc/heapmem.h's HM_MAX_TURN).
-MAX_TURN: int = _native.lib.HM_MAX_TURN
+MAX_TURN: int = native.lib.HM_MAX_TURN
 #: The namespace name of the pooled layer of links (reserved).
 POOLED = "*"
 

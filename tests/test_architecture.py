@@ -21,7 +21,7 @@ import pytest
 
 import heapmem
 from heapmem.config import ScoringConfig
-from heapmem.db import _native, schema
+from heapmem.db import native, schema
 
 PKG = os.path.dirname(os.path.abspath(heapmem.__file__))
 ROOT = os.path.dirname(PKG)
@@ -49,7 +49,7 @@ def _modules() -> dict[str, str]:
 
 FILES = _modules()
 MODULES = sorted(FILES)
-#: a module's own last name (_native, _version: private modules, fine to import)
+#: a module's own last name (_version: a private module, fine to import)
 LEAVES = {m.rsplit(".", 1)[-1] for m in MODULES}
 #: the subpackages (their __init__ modules)
 PACKAGES = {m for m in MODULES if FILES[m].endswith(os.sep + "__init__.py") and m != "__init__"}
@@ -91,7 +91,7 @@ def _defined_here(tree: ast.Module) -> set[str]:
 
 def _reached(tree: ast.Module) -> list[tuple[int, str]]:
     """Private names a module uses: x._name, getattr(x, "_name"), and
-    `from .mod import _name` (a private module itself, like _native, is fine)."""
+    `from .mod import _name` (a private module itself, like _version, is fine)."""
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and _private(node.attr):
@@ -104,7 +104,7 @@ def _reached(tree: ast.Module) -> list[tuple[int, str]]:
         elif isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(
                 "heapmem")):
             for a in node.names:
-                if _private(a.name) and a.name not in LEAVES:  # a module: _native, _version
+                if _private(a.name) and a.name not in LEAVES:  # a module: _version
                     out.append((node.lineno, a.name))
     return out
 
@@ -303,7 +303,7 @@ SOURCE = os.path.join(ROOT, "csrc", "heapmem.c")
 def test_the_shipped_header_is_csrc_heapmem_h():
     if not os.path.exists(HEADER):
         pytest.skip("no source tree here (an installed heapmem)")
-    with open(HEADER, encoding="utf-8") as a, open(_native.HEADER_PATH, encoding="utf-8") as b:
+    with open(HEADER, encoding="utf-8") as a, open(native.HEADER_PATH, encoding="utf-8") as b:
         assert a.read() == b.read(), "heapmem/heapmem.h is stale: rebuild (pip install -e .)"
 
 
@@ -316,32 +316,32 @@ def test_cdef_declares_every_exported_c_function_and_the_library_has_them():
         with open(path, encoding="utf-8") as f:
             src += f.read()
     defined = set(re.findall(r"^HM_API\s+[\w\s\*]+?\b(hm_\w+)\(", src, re.M))
-    declared = set(re.findall(r"\b(hm_\w+)\(", _native.CDEF))
+    declared = set(re.findall(r"\b(hm_\w+)\(", native.CDEF))
     assert defined, "no HM_API definitions found in csrc/*.c"
     assert defined == declared
     for name in declared:
-        assert getattr(_native.lib, name) is not None
+        assert getattr(native.lib, name) is not None
     # the C file declares no second copy of what the header holds
     assert "typedef struct {\n  double w_relevance" not in src
     assert "#define HM_MAX_FEATURES" not in src
 
 
 def test_buffer_sizes_come_from_the_header():
-    assert _native.lib.HM_ACTIVE_LEN == 2 * _native.lib.HM_MAX_FEATURES * (
-        2 * _native.lib.HM_MAX_WORD + 16)
-    assert _native.MAX_FEATURES == 2 * _native.lib.HM_MAX_FEATURES
-    assert _native.lib.HM_SCORE_COLUMNS == 8 == len(_native.SCORE_COLUMN_NAMES)
+    assert native.lib.HM_ACTIVE_LEN == 2 * native.lib.HM_MAX_FEATURES * (
+        2 * native.lib.HM_MAX_WORD + 16)
+    assert native.MAX_FEATURES == 2 * native.lib.HM_MAX_FEATURES
+    assert native.lib.HM_SCORE_COLUMNS == 8 == len(native.SCORE_COLUMN_NAMES)
     # score_batch's named columns are the header's, in its order (the shipped copy)
-    with open(_native.HEADER_PATH, encoding="utf-8") as f:
+    with open(native.HEADER_PATH, encoding="utf-8") as f:
         said = re.search(r"per candidate \(n x HM_SCORE_COLUMNS in all\): ([^.]*?), and lift",
                          " ".join(f.read().split()))
     assert said, "csrc/heapmem.h no longer lists hm_score_batch's columns"
     listed = [w.strip(" *") for w in said.group(1).split(",")] + ["lift"]
-    assert tuple(listed) == _native.SCORE_COLUMN_NAMES
+    assert tuple(listed) == native.SCORE_COLUMN_NAMES
 
 
 def test_config_fields_are_the_headers():
-    names = [f.name for f in _native.CONFIG_FIELDS]
+    names = [f.name for f in native.CONFIG_FIELDS]
     assert names == ["w_relevance", "w_recency", "w_importance", "w_usefulness",
                      "half_life_days", "recency_floor", "superseded_factor", "prior_alpha",
                      "prior_beta", "model", "gate_z", "combine", "backoff", "max_lift",
@@ -350,12 +350,12 @@ def test_config_fields_are_the_headers():
                      "explore", "w_thread", "thread_turns", "w_time"]
     cfg = ScoringConfig()
     mine = {f.name for f in fields(ScoringConfig)}
-    for f in _native.CONFIG_FIELDS:
+    for f in native.CONFIG_FIELDS:
         assert f.name in mine
         assert float(getattr(cfg, f.name)) == f.default
         # the C struct's default agrees, and its field is where the header says
-        c = _native.ffi.new("hm_config *")
-        _native.lib.hm_config_default(c)
+        c = native.ffi.new("hm_config *")
+        native.lib.hm_config_default(c)
         assert getattr(c, f.name) == f.default
     # every C field reaches the C parser through to_sql(), in the header's order
     assert [kv.split("=")[0] for kv in cfg.to_sql().split()] == names
@@ -388,18 +388,18 @@ def _constant(node: ast.AST) -> object:
 def test_the_vocabulary_is_spelled_only_in_the_header():
     """issue 33: the limits, the kinds, the question types and the feature
     grammar are csrc/heapmem.h's tables; Python reads them through
-    _native.VOCABULARY and spells none of them: no string constant is a kind, a
+    native.VOCABULARY and spells none of them: no string constant is a kind, a
     question type, a source role or a feature; no name of a limit is assigned
     a number; and the distinctive limits (the text and metadata size, the
     latest time) appear in no constant."""
     from heapmem.io import transfer
-    v = _native.VOCABULARY
+    v = native.VOCABULARY
     words = (set(v.kinds) | set(v.qtypes) | set(v.source_roles) | set(transfer.FEATURES)
              | {v.default_kind, v.ctx_feature, v.base_feature, v.relate_slot})
     numbers = {v.limits[n] for n in ("MAX_TEXT_BYTES", "MAX_METADATA_BYTES", "MAX_TIME")}
     found = []
     for mod in MODULES:
-        if mod == "db._native":
+        if mod == "db.native":
             continue
         for node in ast.walk(_tree(mod)):
             value = _constant(node)
@@ -413,17 +413,17 @@ def test_the_vocabulary_is_spelled_only_in_the_header():
                 for t in node.targets:
                     if isinstance(t, ast.Name) and t.id in v.limits:
                         found.append(f"{_where(mod)}:{node.lineno} sets {t.id} itself")
-    assert not found, ("read these from heapmem.h through _native.VOCABULARY: "
+    assert not found, ("read these from heapmem.h through native.VOCABULARY: "
                        + "; ".join(found))
     # and what Python reads is what C makes
-    assert transfer.QTYPES == v.qtypes and set(v.qtypes) >= {_native.qtype("When?")}
-    assert _native.features("Paid $5 on 3/14", "fact", "Ana").split()[0] == "kind:fact"
+    assert transfer.QTYPES == v.qtypes and set(v.qtypes) >= {native.qtype("When?")}
+    assert native.features("Paid $5 on 3/14", "fact", "Ana").split()[0] == "kind:fact"
 
 
 def test_a_bad_config_value_gets_the_headers_message():
-    for f in _native.CONFIG_FIELDS:
+    for f in native.CONFIG_FIELDS:
         with pytest.raises(ValueError) as e:
-            _native.config(f"{f.name}=nan")
+            native.config(f"{f.name}=nan")
         assert f.message in str(e.value)
 
 
@@ -570,10 +570,13 @@ def test_a_bug_surfaces_as_itself_not_as_damage(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("old", ["heapmem.cli", "heapmem.schema", "heapmem.sql", "heapmem._native",
-                                 "heapmem.langgraph_store", "heapmem.transfer", "heapmem.hrana"])
+                                 "heapmem.db._native", "heapmem.langgraph_store",
+                                 "heapmem.transfer", "heapmem.hrana"])
 def test_a_module_has_one_path(old):
     """issue 37: no import hook serves the paths before the subpackages (issue 25)
-    in an unreleased package: each module is imported by its one path."""
+    in an unreleased package: each module is imported by its one path (the
+    library's door is heapmem.db.native, public within db: config, embedders,
+    results and the store import it)."""
     import importlib
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module(old)

@@ -8,7 +8,7 @@
    and blobs (random bytes, 'HML1' link-set headers with lying counts),
    plus seeded random combinations.  An apsw.Error is a fine answer; a crash
    kills the test run.
-2. The cffi entry points: every public function of heapmem._native called
+2. The cffi entry points: every public function of heapmem.native called
    with hostile arguments picked from its annotations, and the raw hm_*
    functions with NULL pointers and output buffers from 0 bytes to 4 KiB.
 3. A hypothesis fuzz of heap_score, heap_explain, heap_links, heap_match,
@@ -33,8 +33,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import heapmem
-from heapmem.db import _native
-from heapmem.db._native import ffi, lib
+from heapmem.db import native
+from heapmem.db.native import ffi, lib
 
 SOAK = os.environ.get("HEAPMEM_SOAK") == "1"
 OK_ERRORS = (ValueError, TypeError, heapmem.HeapmemError)
@@ -264,14 +264,14 @@ def hostile_arg(annotation, rnd, n):
     if a == "Sequence[str]":
         return [rnd.choice(HOSTILE_STR[:-3]) for _ in range(n)]
     if "CData" in a:
-        return _native.config("")
+        return native.config("")
     raise LookupError(a)
 
 
 def public_native_functions():
     out = []
-    for name, f in vars(_native).items():
-        if name.startswith("_") or not inspect.isfunction(f) or f.__module__ != _native.__name__:
+    for name, f in vars(native).items():
+        if name.startswith("_") or not inspect.isfunction(f) or f.__module__ != native.__name__:
             continue
         if name in ("loadable_path", "load", "read_header", "read_vocabulary"):  # no C call
             continue
@@ -295,14 +295,14 @@ def test_native_functions_with_hostile_arguments():
                           for p in sig.parameters.values()
                           if p.default is not inspect.Parameter.empty and rnd.random() < 0.5}
             except LookupError as e:
-                pytest.fail(f"_native.{name}: no hostile values for annotation {e}")
+                pytest.fail(f"native.{name}: no hostile values for annotation {e}")
             valid_text = all(not isinstance(a, str) or _encodable(a)
                              for a in [*args, *kwargs.values()])
             try:
                 f(*args, **kwargs)
             except OK_ERRORS as e:
                 if isinstance(e, UnicodeError) and valid_text:
-                    raise AssertionError(f"_native.{name} broke valid UTF-8: {e!r}") from e
+                    raise AssertionError(f"native.{name} broke valid UTF-8: {e!r}") from e
             tried[name] = tried.get(name, 0) + 1
     assert len(tried) >= 10, tried
 
@@ -333,8 +333,8 @@ def attempt(f, *args):
 
 def test_raw_c_functions_null_pointers_and_small_buffers():
     NULL = ffi.NULL
-    cfg = _native.config("")
-    cfg_recency = _native.config("w_recency=1")
+    cfg = native.config("")
+    cfg_recency = native.config("w_recency=1")
     for s in (NULL, b"", b"When is my flight to Lisbon?", b"\xff\xfe" * 100, b"q" * 5000):
         attempt(lib.hm_qtype, s)
         attempt(lib.hm_is_stop_word, s)
@@ -565,7 +565,7 @@ def test_cached_config_never_leaks_between_rows(conn):
     max_size=12).map(" ".join)), now=st.one_of(st.floats(-1e12, 3e11), st.just(math.nan)))
 def test_fuzz_time_window(q, now):
     """A window is days [from, until), from before until, named by a span of the question."""
-    got = _native.time_window(q, now)
+    got = native.time_window(q, now)
     if got is None:
         return
     lo, hi, words = got

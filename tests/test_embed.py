@@ -12,7 +12,7 @@ import pytest
 
 import heapmem
 from heapmem import embedders
-from heapmem.db import _native, schema
+from heapmem.db import native, schema
 
 from conftest import T0
 
@@ -108,7 +108,7 @@ def test_vectors_are_the_published_models_within_rounding(raw):
         pytest.skip(f"the published model is not at {MODEL_DIR}")
     texts = [t for t in _texts()[:3000] if _tokens(raw, t)]
     ref = _reference(texts)
-    mine = _native.embed(texts)
+    mine = native.embed(texts)
     cos = (ref * mine).sum(axis=1)
     assert cos.min() > 0.995 and cos.mean() > 0.999
     # the stored int4 form keeps the cosines between texts to about 0.025 (on
@@ -138,7 +138,7 @@ def test_the_licence_goes_beside_the_library():
     lib_dir = pathlib.Path(heapmem.loadable_path()).parent
     text = (lib_dir / "ATTRIBUTION-potion-base-8M.txt").read_text()
     assert "MIT" in text and "MinishLab" in text
-    assert _native.embedder_info().startswith("potion-base-8M (MinishLab, MIT licence)")
+    assert native.embedder_info().startswith("potion-base-8M (MinishLab, MIT licence)")
 
 
 def test_embed_is_deterministic_unit_length_and_zero_for_nothing_known():

@@ -27,7 +27,7 @@ import apsw
 import pytest
 
 import heapmem
-from heapmem.db import _native
+from heapmem.db import native
 
 from conftest import T0
 
@@ -167,7 +167,7 @@ def test_id_lists_are_bounded_and_said_in_one_short_sentence(store):
     assert "and 49995 more" in msg
     msg = _refused(c, "SELECT heap_feedback(?, ?)", (rid, ids), match="used lists 50000 ids")
     assert "at most 1000" in msg
-    too_many = json.dumps([f"m{i}" for i in range(int(_native.LIMITS["MAX_IDS"]) + 1)])
+    too_many = json.dumps([f"m{i}" for i in range(int(native.LIMITS["MAX_IDS"]) + 1)])
     _refused(c, "SELECT heap_forget(?)", (too_many,), match="at most 100000")
     # a duplicate at the two ends of a long list is found
     twice = json.dumps(["m1"] + [f"x{i}" for i in range(30_000)] + ["m1"])

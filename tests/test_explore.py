@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import heapmem
-from heapmem.db import _native
+from heapmem.db import native
 
 NS = "user:maya"
 T = 1_700_000_000.0
@@ -150,7 +150,7 @@ def test_exploration_fades_as_evidence_grows_and_stays_bounded():
 
     def spread(links, e, max_lift=3.0):
         cfg = heapmem.ScoringConfig(explore=e, max_lift=max_lift).cdata
-        f = np.array([_native.explore(feats, ages, "other", links, cfg, s) for s in range(300)])
+        f = np.array([native.explore(feats, ages, "other", links, cfg, s) for s in range(300)])
         assert np.isfinite(f).all() and (f > 0).all()
         # the explored lift (the lift is 1 here: no link past its gate) within max_lift
         assert (f <= max_lift + 1e-12).all() and (f >= 1 / max_lift - 1e-12).all()
@@ -162,7 +162,7 @@ def test_exploration_fades_as_evidence_grows_and_stays_bounded():
     assert spread(little, 0.5) < spread(little, 1.0) < spread(little, 4.0)
     assert spread(b"", 4.0, max_lift=1.5) > 0  # no evidence at all, a tight bound
     off = heapmem.ScoringConfig().cdata
-    assert list(_native.explore(feats, ages, "other", little, off, 7)) == [1.0, 1.0, 1.0]
+    assert list(native.explore(feats, ages, "other", little, off, 7)) == [1.0, 1.0, 1.0]
 
 
 def test_a_draw_never_pushes_ctx_1_below_one():
@@ -175,7 +175,7 @@ def test_a_draw_never_pushes_ctx_1_below_one():
     cfg = heapmem.ScoringConfig(explore=4).cdata
     for ctx in ((30.0, 70.0), (0.0, 1000.0)):
         links = _link_set([(n, 30.0, 70.0) for n in names] + [("ctx:1",) + ctx])
-        f = np.array([_native.explore(twins, [3.0, 3.0], "other", links, cfg, s)
+        f = np.array([native.explore(twins, [3.0, 3.0], "other", links, cfg, s)
                       for s in range(200)])
         assert (f[:, 0] >= f[:, 1] - 1e-12).all()
         assert (f[:, 0] > f[:, 1] + 1e-3).any() or ctx[0] == 0  # draws above still lift
@@ -183,17 +183,17 @@ def test_a_draw_never_pushes_ctx_1_below_one():
 
 def test_the_sampler_is_a_seeded_beta():
     for a, b in ((0.1, 9.9), (2.5, 7.5), (1.0, 1.0), (300.0, 700.0)):
-        x = _native.beta_samples(a, b, 42, 20000)
+        x = native.beta_samples(a, b, 42, 20000)
         assert ((x >= 0) & (x <= 1)).all()
         assert abs(x.mean() - a / (a + b)) < 0.01
         assert abs(x.var() - a * b / ((a + b) ** 2 * (a + b + 1))) < 0.1 * x.var() + 1e-4
-    assert (_native.beta_samples(2, 3, 9, 50) == _native.beta_samples(2, 3, 9, 50)).all()
-    assert (_native.beta_samples(2, 3, 9, 50) != _native.beta_samples(2, 3, 10, 50)).any()
-    tiny = _native.beta_samples(1e-300, 1e300, 1, 100)
+    assert (native.beta_samples(2, 3, 9, 50) == native.beta_samples(2, 3, 9, 50)).all()
+    assert (native.beta_samples(2, 3, 9, 50) != native.beta_samples(2, 3, 10, 50)).any()
+    tiny = native.beta_samples(1e-300, 1e300, 1, 100)
     assert np.isfinite(tiny).all() and ((tiny >= 0) & (tiny <= 1)).all()
     for a, b in ((0, 1), (-1, 1), (math.nan, 1), (math.inf, 1)):
         with pytest.raises(ValueError, match="positive finite"):
-            _native.beta_samples(a, b, 1, 3)
+            native.beta_samples(a, b, 1, 3)
 
 
 @pytest.mark.parametrize("bad", [-0.5, 4.5, math.nan, math.inf])

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from heapmem.db import _native as n
+from heapmem.db import native as n
 
 
 @pytest.mark.parametrize("q, qt", [

@@ -160,7 +160,7 @@ def test_cli_line_from_the_repository_root(installed):
 def test_python_sample_from_the_repository_root(installed):
     repo, _, _ = installed
     # after a non-editable install, `import heapmem` from the root finds the source
-    # tree; it uses the installed library of the same version (heapmem._native)
+    # tree; it uses the installed library of the same version (heapmem.native)
     r = bash(".venv/bin/python -", repo, clean_env(), stdin=block("python-sample"))
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == block("python-output").strip()

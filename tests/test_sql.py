@@ -7,7 +7,7 @@ import apsw
 import pytest
 
 import heapmem
-from heapmem.db import _native
+from heapmem.db import native
 
 from conftest import DAY, T0, one
 
@@ -65,7 +65,7 @@ def test_scalar_functions(db):
     assert one(db, "SELECT heap_match('the', 'ns')") == '""'
     assert one(db, "SELECT heap_active('date:1', 'when')") == "base date:1 when/base when/date:1"
     assert one(db, "SELECT heap_recency(30)") == pytest.approx(0.75)
-    assert one(db, "SELECT heap_ns_tag('user:maya')") == _native.ns_tag("user:maya")
+    assert one(db, "SELECT heap_ns_tag('user:maya')") == native.ns_tag("user:maya")
 
 
 def test_score_and_explain_in_sql(db):
@@ -209,7 +209,7 @@ def test_heap_credit_and_heap_fold_match_the_native_credit(db, model):
             ("kind:fact src:user len:xs date:1 srcq:0", 0.5, 1)]
     total = {}
     for features, age, used in rows:
-        want = _native.credit(features, "when", age, bool(used), links, cfg._c)
+        want = native.credit(features, "when", age, bool(used), links, cfg._c)
         got = json.loads(one(db, "SELECT heap_credit(?, 'when', ?, ?, ?, ?)", features, age, used,
                              links, cfg.to_sql()))
         assert [tuple(r) for r in got] == [(f, pytest.approx(a, abs=1e-15), pytest.approx(

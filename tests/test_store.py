@@ -6,7 +6,7 @@ import apsw
 import pytest
 
 import heapmem
-from heapmem.db import _native
+from heapmem.db import native
 from heapmem.db.schema import SCHEMA_VERSION
 
 from conftest import T0, back_to_schema_7
@@ -185,7 +185,7 @@ def test_load_into_stdlib_sqlite3():
 def test_public_surface():
     assert sorted(heapmem.__all__) == heapmem.__all__
     assert heapmem.loadable_path().endswith("heapmem0")
-    assert os.path.exists(heapmem.loadable_path() + _native.SUFFIX)
+    assert os.path.exists(heapmem.loadable_path() + native.SUFFIX)
 
 
 def _old_store(path, version):
@@ -200,8 +200,8 @@ def _old_store(path, version):
                                       ("b", "another namespace, older still")], 1):
         conn.execute("INSERT INTO memories(seq, id, namespace, nstag, text, kind, importance,"
                      " features, created_at) VALUES (?, ?, ?, ?, ?, 'fact', 1, ?, 0)",
-                     (seq, f"old{seq}", ns, _native.ns_tag(ns), text,
-                      _native.features(text, "fact", None)))
+                     (seq, f"old{seq}", ns, native.ns_tag(ns), text,
+                      native.features(text, "fact", None)))
     if version >= 3:  # what schema 3's add() computed
         conn.execute("UPDATE memories SET ntok = heap_ntokens(nstag) + heap_ntokens(text)")
     conn.execute(f"PRAGMA user_version={version}")

@@ -9,7 +9,7 @@ import json
 import apsw
 import pytest
 
-from heapmem.db import _native
+from heapmem.db import native
 
 NOW = dt.datetime(2023, 11, 15, 15, 0, tzinfo=dt.timezone.utc).timestamp()  # a Wednesday
 
@@ -77,7 +77,7 @@ WINDOWS = [  # question, (first day, last day, the words that name it)
 
 @pytest.mark.parametrize("question, want", WINDOWS)
 def test_the_window_a_question_names(question, want):
-    assert _days(_native.time_window(question, NOW)) == want
+    assert _days(native.time_window(question, NOW)) == want
 
 
 @pytest.mark.parametrize("question", [
@@ -86,13 +86,13 @@ def test_the_window_a_question_names(question, want):
     "year 12345 and 2023-13-01", "",
 ])
 def test_no_window(question):
-    assert _native.time_window(question, NOW) is None
+    assert native.time_window(question, NOW) is None
 
 
 def test_sql_gives_the_same_window(db):
     for question, _ in WINDOWS[:5] + WINDOWS[-6:]:
         got = db.execute("SELECT heap_time_window(?, ?)", (question, NOW)).fetchall()[0][0]
-        lo, hi, words = _native.time_window(question, NOW)
+        lo, hi, words = native.time_window(question, NOW)
         assert json.loads(got) == {"from": lo, "until": hi, "text": words}
     assert db.execute("SELECT heap_time_window('Where should we eat?', ?)",
                       (NOW,)).fetchall() == [(None,)]

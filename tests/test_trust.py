@@ -15,7 +15,7 @@ import pytest
 
 import heapmem
 from heapmem import ScoringConfig
-from heapmem.db import _native, schema
+from heapmem.db import native, schema
 from heapmem.io import transfer
 
 T0 = 1_741_910_400
@@ -357,7 +357,7 @@ def test_an_import_works_features_out_from_the_text(tmp_path):
     path = _export(tmp_path, fake)
     with heapmem.open(str(tmp_path / "dst.db"), embedder=None) as dst:
         transfer.import_file(dst, path)
-        assert dst.get("booking").features == tuple(_native.features(
+        assert dst.get("booking").features == tuple(native.features(
             dst.get("booking").text, "fact", None).split())
         assert dst.recall("When is my flight to Lisbon?", namespace="user:maya", track=False) \
             .ids == ["booking", "quote", "wish", "hood", "spam"]

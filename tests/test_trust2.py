@@ -8,7 +8,7 @@ import apsw
 import pytest
 
 import heapmem
-from heapmem.db import _native, schema
+from heapmem.db import native, schema
 
 from conftest import back_to_schema_7
 
@@ -30,7 +30,7 @@ NAMES = ["users\x1fbob", "users\x01bob", "users bob", "usersbob", "Users:bob", "
 
 
 def test_every_name_has_its_own_tag_spelled_from_the_name_itself():
-    tags = [_native.ns_tag(n) for n in NAMES]
+    tags = [native.ns_tag(n) for n in NAMES]
     assert len(set(tags)) == len(NAMES)
     for name, tag in zip(NAMES, tags):
         assert tag.startswith("ns") and tag[2:].isdigit()
@@ -41,21 +41,21 @@ def test_every_name_has_its_own_tag_spelled_from_the_name_itself():
 
 def test_fts5_reads_each_tag_as_one_token_the_stemmer_leaves_alone(db):
     for name in NAMES:
-        tag = _native.ns_tag(name)
+        tag = native.ns_tag(name)
         assert db.execute("SELECT heap_ntokens(?)", (tag,)).fetchall()[0][0] == 1
     db.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='porter unicode61 "
                "remove_diacritics 2')")
-    db.executemany("INSERT INTO t(x) VALUES (?)", [(_native.ns_tag(n),) for n in NAMES])
+    db.executemany("INSERT INTO t(x) VALUES (?)", [(native.ns_tag(n),) for n in NAMES])
     for name in NAMES:
         assert db.execute("SELECT count(*) FROM t WHERE t MATCH ?",
-                          (f'x : "{_native.ns_tag(name)}"',)).fetchall()[0][0] == 1
+                          (f'x : "{native.ns_tag(name)}"',)).fetchall()[0][0] == 1
 
 
 def test_a_name_longer_than_the_limit_gets_no_tag_but_one_sentence(db):
     with pytest.raises(apsw.SQLError, match="heap_ns_tag: a namespace is at most 1024 bytes"):
         db.execute("SELECT heap_ns_tag(?)", ("x" * 1025,)).fetchall()
     with pytest.raises(ValueError, match="at most 1024 bytes"):
-        _native.ns_tag("x" * 1025)
+        native.ns_tag("x" * 1025)
 
 
 def _plant(mem, victim_tag_of, attacker: str, victim: str, n: int) -> None:
@@ -77,7 +77,7 @@ def test_a_collided_tag_is_what_broke_isolation_and_check_now_names_it(tmp_path,
         before = mem.recall("lisbon flight", namespace="users:bob")
         assert [r.text for r in before] == ["Booked the flight: SFO to LIS"]
         # the attack as it worked: the attacker's rows under the victim's tag
-        _plant(mem, _native.ns_tag, "users\x1fbob", "users:bob", 61)
+        _plant(mem, native.ns_tag, "users\x1fbob", "users:bob", 61)
         # 61 planted rows take every candidate slot: the victim finds nothing
         assert len(mem.recall("lisbon flight", namespace="users:bob", k=100)) == 0
         report = mem.check()

@@ -25,7 +25,7 @@ import pytest
 
 import heapmem
 from heapmem import learning
-from heapmem.db import _native
+from heapmem.db import native
 from heapmem.db.schema import SCHEMA_VERSION
 from heapmem.io import transfer
 
@@ -450,7 +450,7 @@ def _recalled_features(tmp_path):
     out = set()
     for fs in feats.values():
         for q in QUESTIONS:
-            out.update(_native.active(" ".join(fs), _native.qtype(q), 1.0))
+            out.update(native.active(" ".join(fs), native.qtype(q), 1.0))
     return out
 
 
@@ -470,11 +470,11 @@ def _corpus_features():
     for text in texts:
         for kind in kinds:
             for src in sources:
-                shape = _native.features(text, kind, src)
+                shape = native.features(text, kind, src)
                 for q in questions:
-                    feats = shape + " " + _native.relate(q, src)
+                    feats = shape + " " + native.relate(q, src)
                     for age in ages:
-                        out.update(_native.active(feats, _native.qtype(q), age))
+                        out.update(native.active(feats, native.qtype(q), age))
     return out
 
 
@@ -488,7 +488,7 @@ def test_the_feature_grammar_is_what_the_c_core_makes(tmp_path):
     assert len({f for f in ctx if f.endswith("ctx:1")}) == 1 + len(transfer.QTYPES)
     assert {f.split("/")[0] for f in made if "/" in f} == set(transfer.QTYPES)
     for q in transfer.QTYPES:
-        _native.active("", q)  # each is a question type the C core takes
+        native.active("", q)  # each is a question type the C core takes
 
 
 MADE_UP = ["made0:1", "when/date:2", "sometimes/date:1", "when/when/date:1", "base:1",

@@ -26,7 +26,7 @@ import pytest
 SCRIPT = textwrap.dedent("""
     import json, os, sys, threading
     import heapmem
-    from heapmem.db import _native
+    from heapmem.db import native
     other_name, order, path = sys.argv[1], sys.argv[2], sys.argv[3]
     if other_name == "pysqlite3":
         from pysqlite3 import dbapi2 as other_sqlite
@@ -37,7 +37,7 @@ SCRIPT = textwrap.dedent("""
         # as Datasette's plugin: a read-only connection, the library loaded into it
         c = other_sqlite.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
         c.enable_load_extension(True)
-        c.load_extension(_native.loadable_path())
+        c.load_extension(native.loadable_path())
         rows = []
         for _ in range(10):
             rows = c.execute("SELECT id, round(score, 9), explain FROM heap_recall("

@@ -12,7 +12,7 @@ import pytest
 import heapmem
 import heapmem.db.schema
 from heapmem import ScoringConfig
-from heapmem.db import _native
+from heapmem.db import native
 
 NS = "user:maya"
 
@@ -48,7 +48,7 @@ def test_update_keeps_the_index_the_statistics_and_the_features_consistent(mem):
                                "WHERE m.id = 'booking'").fetchall()[0][0]
     assert v == mem.connection.execute("SELECT heap_embed(?)", (it.text,)).fetchall()[0][0]
     # features follow the text, and so do the namespace's statistics
-    assert it.features == tuple(_native.features(it.text, "fact", None).split())
+    assert it.features == tuple(native.features(it.text, "fact", None).split())
     assert mem.stats().namespace(NS).memories == before.memories
     assert mem.check().ok, mem.check().problems
 

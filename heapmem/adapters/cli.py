@@ -1213,7 +1213,7 @@ def cmd_path(ctx: Context) -> int:
     import heapmem
     path = heapmem.loadable_path()
     if ctx.json:
-        from ..db._native import SUFFIX
+        from ..db.native import SUFFIX
         ctx.emit({"path": path, "file": path + SUFFIX})
     else:
         ctx.print(path)

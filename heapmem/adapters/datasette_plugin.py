@@ -22,7 +22,7 @@ from typing import Any
 
 from datasette import hookimpl
 
-from ..db import _native, schema, sql
+from ..db import native, schema, sql
 from ..errors import HeapmemError
 
 
@@ -35,7 +35,7 @@ def prepare_connection(conn: Any) -> None:
             "module was built without extension loading; pip install pysqlite3-binary (Datasette "
             "uses it when installed; pip install \"heapmem[datasette]\" brings it on Linux x86-64) "
             "or run Datasette on a Python whose sqlite3 can load extensions")
-    _native.load(conn)
+    native.load(conn)
 
 
 #: The canned query each heapmem store gets, as Datasette's metadata spells one.

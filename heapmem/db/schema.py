@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Iterator, Protocol
 import apsw
 
 from .._version import __version__
-from ..db import _native
+from ..db import native
 from ..errors import (
     CorruptStoreError,
     NotAStoreError,
@@ -886,7 +886,7 @@ def configure(c: Connection) -> None:
     # comparing an indexed column with a parameter (m.namespace =
     # :namespace, ...) each time the value changes: a fifth of a recall.
     c.config(apsw.SQLITE_DBCONFIG_ENABLE_QPSG, 1)
-    _native.load(c)
+    native.load(c)
 
 
 # The tables FTS5 makes for memories_fts: their text is FTS5's (it may vary
@@ -908,7 +908,7 @@ def expected_objects(version: int) -> dict[tuple[str, str], tuple[str, str | Non
     up to version create: what a store of that version holds, exactly."""
     c = apsw.Connection(":memory:")
     try:
-        _native.load(c)
+        native.load(c)
         for v in range(version):
             c.execute(MIGRATIONS[v])
         return {(t, n): (tbl, _norm(sql)) for t, n, tbl, sql in
@@ -925,7 +925,7 @@ def create_statements(version: int = SCHEMA_VERSION) -> list[tuple[str, str, str
     c_header())."""
     c = apsw.Connection(":memory:")
     try:
-        _native.load(c)
+        native.load(c)
         for v in range(version):
             c.execute(MIGRATIONS[v])
         return [(t, n, tbl, sql) for t, n, tbl, sql in c.execute(

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from .._version import __version__
-from ..db import _native
+from ..db import native
 from ..learning import links as learning
 from ..results import LearningDay, LinkRow, Recall
 from ..store import Memory
@@ -283,7 +283,7 @@ def links_chart(rows: list[LinkRow], view: str, pooled_min: int | None = None) -
                    "`heapmem import`.")
         return _figure("links", title, _empty(why))
     total = sum(r.alpha + r.beta for r in links)
-    base = next((r.strength for r in links if r.feature == _native.VOCABULARY.base_feature), None)
+    base = next((r.strength for r in links if r.feature == native.VOCABULARY.base_feature), None)
     top = links[:TOP_LINKS]
     row = 22
     svg = _Svg(title, height=_MT + row * len(top) + 48)

@@ -78,7 +78,7 @@ import apsw
 
 from .._version import __version__
 from ..config import MAX_IMPORTANCE, ScoringConfig
-from ..db import _native, schema, sql
+from ..db import native, schema, sql
 from ..db.schema import META_LINKS_PRIOR, META_LINKS_PRIOR_FILES, SCHEMA_VERSION
 from ..errors import HeapmemError, from_sqlite
 from ..learning import links as learning
@@ -460,14 +460,14 @@ def _finite(x: Any) -> bool:
 # judged used for a question like its own (csrc/recall.c hr_context), hm_active
 # adds "base" and the age bucket and then each of those crossed with the
 # question type (hm_qtype's names).  The lists below are built from
-# csrc/heapmem.h's tables (the grammar), read through db._native; the test
+# csrc/heapmem.h's tables (the grammar), read through db.native; the test
 # tests/test_trust2_doors.py holds them to what C makes both ways (everything
 # C makes is here, everything here C makes).  A file's link,
 # prior, delta or logged feature outside them is refused: no made-up feature
 # reaches the links, so the links table holds at most len(FEATURES) features
 # per namespace.
 
-_V = _native.VOCABULARY
+_V = native.VOCABULARY
 #: The question types, as hm_qtype names them.
 QTYPES = _V.qtypes
 #: Each shape slot's values: hm_features' kind, src, len and yes/no slots, and
@@ -619,8 +619,8 @@ def _named(check: Callable, value: Any, what: str, where: str) -> Any:
 def _deltas(v: Any, where: str) -> list:
     if not isinstance(v, list):
         raise ValueError(f"{where}: deltas must be a list of [feature, d_alpha, d_beta]")
-    if len(v) > _native.MAX_FEATURES:
-        raise ValueError(f"{where}: an event credits at most {_native.MAX_FEATURES} features")
+    if len(v) > native.MAX_FEATURES:
+        raise ValueError(f"{where}: an event credits at most {native.MAX_FEATURES} features")
     for d in v:
         # one judged memory gives each feature at most one observation
         if not (isinstance(d, list) and len(d) == 3 and isinstance(d[0], str) and d[0]
@@ -932,7 +932,7 @@ def _shown_lists(rec: dict, where: str) -> list[str]:
                          "each shown memory")
     for fs in feats:  # feedback on this recall will read them: they must parse
         try:
-            _native.active(fs, QTYPES[0], 0.0)
+            native.active(fs, QTYPES[0], 0.0)
         except (ValueError, HeapmemError) as e:
             raise ValueError(f"{where}: a shown memory's features do not parse "
                              f"({e})") from None
@@ -1173,7 +1173,7 @@ def _memory_row(c: Any, rec: dict, where: str, seqs: set, ids: set) -> dict[str,
         raise ValueError(f"{where}: {e}") from None
     if thread is not None and turn is None:
         raise ValueError(f"{where}: a memory of thread {thread!r} needs its turn")
-    nstag = _native.ns_tag(ns)
+    nstag = native.ns_tag(ns)
     row = {
         "seq": seq, "id": mid, "namespace": ns, "nstag": nstag, "text": text,
         "ntok": c.execute(sql.NTOK_OF, {"nstag": nstag, "text": text}).fetchall()[0][0],

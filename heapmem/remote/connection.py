@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Iterator
 import apsw
 
 from .. import validate
-from ..db import _native, sql
+from ..db import native, sql
 from ..errors import HeapmemError
 from ..remote import hrana
 
@@ -626,7 +626,7 @@ def _local_library() -> tuple[str, list[str]]:
     """heap_version() and the heap_* function names of this heapmem's library."""
     c = apsw.Connection(":memory:")
     try:
-        _native.load(c)
+        native.load(c)
         return _library_facts(c)
     finally:
         c.close()

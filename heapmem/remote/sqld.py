@@ -23,7 +23,7 @@ import subprocess
 from typing import Sequence
 
 from .. import validate
-from ..db import _native
+from ..db import native
 from ..errors import HeapmemError
 from ..remote import hrana
 
@@ -141,7 +141,7 @@ def prepare(directory: str) -> str:
     what that list names).  Returns the extensions directory."""
     ext = os.path.join(os.path.abspath(directory), EXTENSIONS)
     os.makedirs(ext, exist_ok=True)
-    lib = _native.loadable_path() + _native.SUFFIX
+    lib = native.loadable_path() + native.SUFFIX
     name = os.path.basename(lib)
     dest = os.path.join(ext, name)
     with open(lib, "rb") as f:
