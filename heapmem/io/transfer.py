@@ -461,7 +461,7 @@ def _finite(x: Any) -> bool:
 # adds "base" and the age bucket and then each of those crossed with the
 # question type (hm_qtype's names).  The lists below are built from
 # csrc/heapmem.h's tables (the grammar), read through db.native; the test
-# tests/test_trust2_doors.py holds them to what C makes both ways (everything
+# tests/test_doors_from_elsewhere.py holds them to what C makes both ways (everything
 # C makes is here, everything here C makes).  A file's link,
 # prior, delta or logged feature outside them is refused: no made-up feature
 # reaches the links, so the links table holds at most len(FEATURES) features

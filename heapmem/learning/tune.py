@@ -46,7 +46,7 @@ from ..errors import from_sqlite
 from ..results import TuneReport
 
 #: Fewer judged recalls than this and tune() does not try (heap_tune's
-#: HT_MIN_RECALLS; tests/test_tune_sql.py checks that the two agree).
+#: HT_MIN_RECALLS; tests/test_tune.py checks that the two agree).
 MIN_RECALLS = 30
 
 
