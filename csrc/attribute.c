@@ -6,8 +6,8 @@
  * porter tokenizer through hm_stemmer), the dates an answer names and the
  * time a memory speaks of (hm_answer_span, hm_memory_overlaps), each memory's share and the verdicts.
  * Relies on: text.c (the word scanner, hm_in_list, hm_all_digits,
- * hm_is_stop_word), when.c (the civil-date helpers), sqlfuncs.c (hm_is_number, hm_result_err, hm_repr,
- * hm_json_string).  register.c makes its tokenizer and registers it.
+ * hm_is_stop_word), when.c (the civil-date helpers), sqlfuncs.c (hq_is_number, hq_result_err, hm_repr,
+ * hq_json_string).  register.c makes its tokenizer and registers it.
  */
 
 #pragma region attribution
@@ -91,7 +91,7 @@ typedef struct {
 
 /* The text's words, lowercased (at most HM_ATTR_MAX_WORDS); SQLITE_NOMEM when
  * out of memory (out->w, kept, is the caller's to free). */
-static int hm_words_of(const char *text, hm_words *out) {
+static int ha_words_of(const char *text, hm_words *out) {
   hm_scanner sc = {.s = (const unsigned char *)text, .n = (int)strlen(text)};
   char buf[HM_MAX_WORD + 1];
   int cap = 64;
@@ -237,18 +237,18 @@ static void heap_attribute_step(sqlite3_context *ctx, int argc, sqlite3_value **
   if (!acc->answer) {
     if (sqlite3_value_type(argv[0]) != SQLITE_TEXT || sqlite3_value_type(argv[1]) != SQLITE_TEXT) {
       acc->failed = 1;
-      hm_result_err(ctx, "heap_attribute", "answer and question must be text");
+      hq_result_err(ctx, "heap_attribute", "answer and question must be text");
       return;
     }
     acc->answer = sqlite3_mprintf("%s", (const char *)sqlite3_value_text(argv[0]));
     acc->question = sqlite3_mprintf("%s", (const char *)sqlite3_value_text(argv[1]));
     if (!acc->answer || !acc->question) { acc->failed = 1; sqlite3_result_error_nomem(ctx); return; }
   }
-  if (!hm_is_number(argv[2]) || sqlite3_value_double(argv[2]) < 0 ||
+  if (!hq_is_number(argv[2]) || sqlite3_value_double(argv[2]) < 0 ||
       (sqlite3_value_type(argv[3]) != SQLITE_TEXT && sqlite3_value_type(argv[3]) != SQLITE_NULL) ||
-      (sqlite3_value_type(argv[3]) == SQLITE_TEXT && !hm_is_number(argv[4]))) {
+      (sqlite3_value_type(argv[3]) == SQLITE_TEXT && !hq_is_number(argv[4]))) {
     acc->failed = 1;
-    hm_result_err(ctx, "heap_attribute",
+    hq_result_err(ctx, "heap_attribute",
                   "each row needs a position >= 0, a text (or NULL) and a created_at number");
     return;
   }
@@ -289,7 +289,7 @@ typedef struct {
   int k;                       /* the memories still present (not forgotten) */
 } hm_attr_work;
 
-static int hm_attr_alloc(hm_attr_work *w, i64 n) {
+static int ha_attr_alloc(hm_attr_work *w, i64 n) {
   w->ans = sqlite3_malloc(sizeof *w->ans);
   w->qs = sqlite3_malloc(sizeof *w->qs);
   w->seen = sqlite3_malloc64((sqlite3_uint64)n * HM_ATTR_MAX_TERMS);
@@ -305,7 +305,7 @@ static int hm_attr_alloc(hm_attr_work *w, i64 n) {
   return SQLITE_OK;
 }
 
-static void hm_attr_free(hm_attr_work *w) {
+static void ha_attr_free(hm_attr_work *w) {
   sqlite3_free(w->ans);
   sqlite3_free(w->qs);
   sqlite3_free(w->seen);
@@ -317,7 +317,7 @@ static void hm_attr_free(hm_attr_work *w) {
 
 /* The question's terms (stop words dropped), then the answer's, less every
  * word of the question. */
-static int hm_attr_terms(hm_stemmer *st, const hm_attr_acc *acc, hm_attr_work *w) {
+static int ha_attr_terms(hm_stemmer *st, const hm_attr_acc *acc, hm_attr_work *w) {
   hm_tokctx x = {.text = acc->question, .terms = w->qs, .collect = 1};
   int rc = st->tok.xTokenize(st->inst, &x, FTS5_TOKENIZE_DOCUMENT, acc->question,
                              (int)strlen(acc->question), hm_attr_token);
@@ -349,9 +349,9 @@ static int hm_attr_terms(hm_stemmer *st, const hm_attr_acc *acc, hm_attr_work *w
 /* The answer's date, then for each present memory the terms it holds
  * (their document frequencies counted) and whether its time overlaps that
  * date. */
-static int hm_attr_mark(hm_stemmer *st, const hm_attr_acc *acc, hm_attr_work *w) {
+static int ha_attr_mark(hm_stemmer *st, const hm_attr_acc *acc, hm_attr_work *w) {
   hm_words aw = {0}, mw = {0};
-  int rc = hm_words_of(acc->answer, &aw);
+  int rc = ha_words_of(acc->answer, &aw);
   if (rc == SQLITE_OK) w->has_span = hm_answer_span(&aw, &w->lo, &w->hi);
   for (i64 i = 0; rc == SQLITE_OK && i < acc->n; i++) {
     hm_shown *r = &acc->rows[i];
@@ -369,7 +369,7 @@ static int hm_attr_mark(hm_stemmer *st, const hm_attr_acc *acc, hm_attr_work *w)
     if (w->has_span) {
       sqlite3_free(mw.w);
       mw.w = NULL;
-      rc = hm_words_of(r->text, &mw);
+      rc = ha_words_of(r->text, &mw);
       if (rc != SQLITE_OK) break;
       w->dated[i] = hm_memory_overlaps(&mw, r->created, w->lo, w->hi);
     }
@@ -432,7 +432,7 @@ static int hm_attr_best(const hm_attr_acc *acc, const hm_attr_work *w) {
 }
 
 /* The JSON array heap_attribute returns, as the result of ctx. */
-static int hm_attr_result(sqlite3_context *ctx, const hm_attr_acc *acc, const hm_attr_work *w,
+static int ha_attr_result(sqlite3_context *ctx, const hm_attr_acc *acc, const hm_attr_work *w,
                           int best) {
   const hm_aterms *ans = w->ans;
   sqlite3_str *out = sqlite3_str_new(sqlite3_context_db_handle(ctx));
@@ -451,7 +451,7 @@ static int hm_attr_result(sqlite3_context *ctx, const hm_attr_acc *acc, const hm
     for (int j = 0; acc->rows[i].text && j < ans->n; j++)
       if (seen[j] || (w->dated[i] && ans->t[j].date)) {
         if (!first) sqlite3_str_appendchar(out, 1, ',');
-        hm_json_string(out, ans->t[j].raw, (int)strlen(ans->t[j].raw));
+        hq_json_string(out, ans->t[j].raw, (int)strlen(ans->t[j].raw));
         first = 0;
       }
     sqlite3_str_appendf(out, "],\"dated\":%d,\"present\":%d,\"candidate\":%d}", w->dated[i],
@@ -471,7 +471,7 @@ static int hm_attr_result(sqlite3_context *ctx, const hm_attr_acc *acc, const hm
 
 static void heap_attribute_final(sqlite3_context *ctx) {
   hm_attr_acc *acc = sqlite3_aggregate_context(ctx, 0);
-  hm_stemmer *st = hm_user_data(ctx);
+  hm_stemmer *st = hq_user_data(ctx);
   hm_attr_work w = {0};
   int rc = SQLITE_OK;
   if (!acc || acc->failed) goto done;
@@ -479,18 +479,18 @@ static void heap_attribute_final(sqlite3_context *ctx) {
   qsort(acc->rows, (size_t)acc->n, sizeof(hm_shown), hm_shown_cmp);
   for (i64 i = 0; i < acc->n; i++)
     if (acc->rows[i].pos != (double)i) {
-      hm_result_err(ctx, "heap_attribute", "positions must be 0, 1, ... n-1, each once");
+      hq_result_err(ctx, "heap_attribute", "positions must be 0, 1, ... n-1, each once");
       goto done;
     }
-  if ((rc = hm_attr_alloc(&w, acc->n)) == SQLITE_OK &&
-      (rc = hm_attr_terms(st, acc, &w)) == SQLITE_OK &&
-      (rc = hm_attr_mark(st, acc, &w)) == SQLITE_OK) {
+  if ((rc = ha_attr_alloc(&w, acc->n)) == SQLITE_OK &&
+      (rc = ha_attr_terms(st, acc, &w)) == SQLITE_OK &&
+      (rc = ha_attr_mark(st, acc, &w)) == SQLITE_OK) {
     hm_attr_share(acc, &w);
-    rc = hm_attr_result(ctx, acc, &w, hm_attr_best(acc, &w));
+    rc = ha_attr_result(ctx, acc, &w, hm_attr_best(acc, &w));
   }
 done:
   if (rc != SQLITE_OK) sqlite3_result_error_code(ctx, rc);
-  hm_attr_free(&w);
+  ha_attr_free(&w);
   if (acc) { /* left empty: a second final call must find nothing to free */
     sqlite3_free(acc->answer);
     sqlite3_free(acc->question);
@@ -500,7 +500,7 @@ done:
   }
 }
 
-static void hm_stemmer_free(void *p) {
+static void ha_stemmer_free(void *p) {
   hm_stemmer *s = p;
   if (!s) return;
   sqlite3_api = s->api; /* (a module's destructor: called on any thread) */

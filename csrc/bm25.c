@@ -7,10 +7,10 @@
  * Owns: the BM25 constants and IDF, the row blob's format
  * (HM_BM25_ROW_SIZE), the ranking that reads exact lengths from the FTS5
  * table's %_docsize only for the rows that can still reach the top
- * (hm_bm25_rank), a phrase's bound, the first threshold to try and the
+ * (hb_bm25_rank), a phrase's bound, the first threshold to try and the
  * formula for a threshold (the pruned top N's arithmetic; recall.c's
  * hr_lexical runs its rounds).
- * Relies on: sqlfuncs.c (hm_is_number, hm_result_err), attribute.c
+ * Relies on: sqlfuncs.c (hq_is_number, hq_result_err), attribute.c
  * (hm_stemmer).  register.c makes heap_ntokens' tokenizer (hm_counter) and
  * heap_terms' (an hm_stemmer) and registers them all.
  */
@@ -82,13 +82,13 @@ static void heap_bm25_row(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3
   int ninst = 0, npos = 0, lastcol = -1, lastoff = -1;
   int nphrase = api->xPhraseCount(fts);
   if (nphrase > HM_BM25_MAX_PHRASES) {
-    hm_result_err(ctx, "heap_bm25_row", "too many phrases in the query");
+    hq_result_err(ctx, "heap_bm25_row", "too many phrases in the query");
     return;
   }
-  for (int i = 0; i < nval; i++) { /* (hm_is_number, with this function's API pointer) */
+  for (int i = 0; i < nval; i++) { /* (hq_is_number, with this function's API pointer) */
     int t = sqlite3_value_type(val[i]);
     if (t != SQLITE_INTEGER && t != SQLITE_FLOAT) {
-      hm_result_err(ctx, "heap_bm25_row", "column weights must be numbers");
+      hq_result_err(ctx, "heap_bm25_row", "column weights must be numbers");
       return;
     }
   }
@@ -139,14 +139,14 @@ static void heap_bm25_tail(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite
   if (nval < 1 || sqlite3_value_type(val[0]) != SQLITE_INTEGER ||
       sqlite3_value_int64(val[0]) < 1 || sqlite3_value_int64(val[0]) > total ||
       sqlite3_value_int64(val[0]) > HM_BM25_MAX_PHRASES) {
-    hm_result_err(ctx, "heap_bm25_tail", "n must be an integer from 1 to the query's phrases "
+    hq_result_err(ctx, "heap_bm25_tail", "n must be an integer from 1 to the query's phrases "
                                          "(at most 128)");
     return;
   }
-  for (int i = 1; i < nval; i++) { /* (hm_is_number, with this function's API pointer) */
+  for (int i = 1; i < nval; i++) { /* (hq_is_number, with this function's API pointer) */
     int t = sqlite3_value_type(val[i]);
     if (t != SQLITE_INTEGER && t != SQLITE_FLOAT) {
-      hm_result_err(ctx, "heap_bm25_tail", "column weights must be numbers");
+      hq_result_err(ctx, "heap_bm25_tail", "column weights must be numbers");
       return;
     }
   }
@@ -215,7 +215,7 @@ static void heap_bm25_top_step(sqlite3_context *ctx, int argc, sqlite3_value **a
   if (acc->failed) return;
   if (sqlite3_value_type(argv[0]) != SQLITE_INTEGER ||
       sqlite3_value_type(argv[1]) != SQLITE_BLOB) {
-    hm_result_err(ctx, "heap_bm25_top",
+    hq_result_err(ctx, "heap_bm25_top",
                   "takes (rowid, heap_bm25_row(fts), docs, tokens, n, fts table name)");
     goto fail;
   }
@@ -225,14 +225,14 @@ static void heap_bm25_top_step(sqlite3_context *ctx, int argc, sqlite3_value **a
   if (len >= 16) memcpy(&np, b + 4, 4);
   if (len < 16 || memcmp(b, HM_BM25_MAGIC, 4) != 0 || np > HM_BM25_MAX_PHRASES ||
       len != HM_BM25_ROW_SIZE((int)np)) {
-    hm_result_err(ctx, "heap_bm25_top", "the second argument is not a heap_bm25_row() blob");
+    hq_result_err(ctx, "heap_bm25_top", "the second argument is not a heap_bm25_row() blob");
     goto fail;
   }
   if (!acc->started) {
     acc->started = 1;
     for (int i = 2; i < 5; i++)
-      if (sqlite3_value_type(argv[i]) != SQLITE_NULL && !hm_is_number(argv[i])) {
-        hm_result_err(ctx, "heap_bm25_top", "docs, tokens and n must be numbers");
+      if (sqlite3_value_type(argv[i]) != SQLITE_NULL && !hq_is_number(argv[i])) {
+        hq_result_err(ctx, "heap_bm25_top", "docs, tokens and n must be numbers");
         goto fail;
       }
     acc->docs = sqlite3_value_double(argv[2]);
@@ -240,12 +240,12 @@ static void heap_bm25_top_step(sqlite3_context *ctx, int argc, sqlite3_value **a
     acc->limit = sqlite3_value_int64(argv[4]);
     if (!(acc->limit >= 1 && acc->limit <= 100000) || !isfinite(acc->docs) ||
         !isfinite(acc->tokens)) {
-      hm_result_err(ctx, "heap_bm25_top", "n must be from 1 to 100000, docs and tokens finite");
+      hq_result_err(ctx, "heap_bm25_top", "n must be from 1 to 100000, docs and tokens finite");
       goto fail;
     }
     const char *t = (const char *)sqlite3_value_text(argv[5]);
     if (sqlite3_value_type(argv[5]) != SQLITE_TEXT || !t || !*t || strlen(t) > 200) {
-      hm_result_err(ctx, "heap_bm25_top", "the FTS5 table name must be text");
+      hq_result_err(ctx, "heap_bm25_top", "the FTS5 table name must be text");
       goto fail;
     }
     acc->table = sqlite3_mprintf("%s", t);
@@ -254,7 +254,7 @@ static void heap_bm25_top_step(sqlite3_context *ctx, int argc, sqlite3_value **a
     if (!acc->table || !acc->nhit) { sqlite3_result_error_nomem(ctx); goto fail; }
     memset(acc->nhit, 0, sizeof(i64) * (np ? np : 1));
   } else if ((int)np != acc->nphrase) {
-    hm_result_err(ctx, "heap_bm25_top", "rows of different queries");
+    hq_result_err(ctx, "heap_bm25_top", "rows of different queries");
     goto fail;
   }
   if (acc->n == acc->cap) {
@@ -336,7 +336,7 @@ static int hm_varint(const unsigned char *p, int n, u64 *v) {
 
 /* The exact length of a row (all columns), from the table's %_docsize row,
  * through one blob handle moved from row to row. */
-static int hm_doclen(sqlite3 *db, const char *table, sqlite3_blob **blob, i64 rowid,
+static int hb_doclen(sqlite3 *db, const char *table, sqlite3_blob **blob, i64 rowid,
                      double *out) {
   HM_API_HERE; /* (once a row) */
   int rc;
@@ -382,7 +382,7 @@ typedef int (*hm_bm25_pass)(void *ctx, i64 rowid, int *ok);
  * *blob, one handle moved from row to row), and whether it may rank asked of
  * pass (NULL: every row may), only while it can still reach the top.  0 or
  * an SQLite code. */
-static int hm_bm25_rank(sqlite3 *db, const char *table, sqlite3_blob **blob,
+static int hb_bm25_rank(sqlite3 *db, const char *table, sqlite3_blob **blob,
                         i64 n,              /* rows */
                         int np,             /* phrases */
                         const i64 *rowid,   /* n */
@@ -414,7 +414,7 @@ static int hm_bm25_rank(sqlite3 *db, const char *table, sqlite3_blob **blob,
     int ok = 1;
     if (pass && ((rc = pass(pctx, best.rowid, &ok)) != SQLITE_OK || !ok)) continue;
     double dl = len[best.k];
-    if (!exact) rc = hm_doclen(db, table, blob, best.rowid, &dl);
+    if (!exact) rc = hb_doclen(db, table, blob, best.rowid, &dl);
     if (rc != SQLITE_OK) break;
     hm_scored s = {.score = hm_bm25(np, &freq[best.k * np], idf, dl, avgdl),
                    .rowid = best.rowid, .k = best.k};
@@ -432,7 +432,7 @@ static int hm_bm25_rank(sqlite3 *db, const char *table, sqlite3_blob **blob,
 }
 
 /* A ranking as heap_bm25_top gives it: [[rowid, bm25], ...] (NULL: no memory). */
-static char *hm_bm25_json(const hm_scored *top, i64 size) {
+static char *hb_bm25_json(const hm_scored *top, i64 size) {
   sqlite3_str *str = sqlite3_str_new(NULL);
   sqlite3_str_appendchar(str, 1, '[');
   for (i64 i = 0; i < size; i++)
@@ -468,7 +468,7 @@ static int hm_bm25_top_of(sqlite3 *db, hm_bm25_acc *acc, hm_bm25_pass pass, void
     double sum = 0.0;
     exact = 1;
     for (i64 k = 0; k < n && rc == SQLITE_OK; k++) {
-      rc = hm_doclen(db, acc->table, blob, acc->rowid[k], &acc->lower[k]);
+      rc = hb_doclen(db, acc->table, blob, acc->rowid[k], &acc->lower[k]);
       sum += acc->lower[k];
     }
     if (rc != SQLITE_OK) return rc;
@@ -477,11 +477,11 @@ static int hm_bm25_top_of(sqlite3 *db, hm_bm25_acc *acc, hm_bm25_pass pass, void
   double avgdl = tokens / docs;
   if (!(avgdl > 0.0)) avgdl = 1.0;
   for (int i = 0; i < np; i++) idf[i] = hm_bm25_idf(docs, (double)acc->nhit[i]);
-  return hm_bm25_rank(db, acc->table, blob, n, np, acc->rowid, acc->lower, exact, acc->freq,
+  return hb_bm25_rank(db, acc->table, blob, n, np, acc->rowid, acc->lower, exact, acc->freq,
                       idf, avgdl, pass, pctx, acc->limit, top, size);
 }
 
-static void hm_bm25_acc_free(hm_bm25_acc *acc) {
+static void hb_bm25_acc_free(hm_bm25_acc *acc) {
   sqlite3_free(acc->table);
   sqlite3_free(acc->rowid);
   sqlite3_free(acc->lower);
@@ -514,12 +514,12 @@ static void heap_bm25_top_final(sqlite3_context *ctx) {
     sqlite3_free(m);
     goto cleanup;
   }
-  out = hm_bm25_json(top, size);
+  out = hb_bm25_json(top, size);
   if (!out) { sqlite3_result_error_nomem(ctx); goto cleanup; }
   sqlite3_result_text(ctx, out, -1, sqlite3_free);
   out = NULL;
 cleanup:
-  if (acc) hm_bm25_acc_free(acc);
+  if (acc) hb_bm25_acc_free(acc);
   if (blob) sqlite3_blob_close(blob);
   sqlite3_free(top);
   sqlite3_free(out);
@@ -541,7 +541,7 @@ static int hm_count_token(void *ctx, int flags, const char *t, int n, int start,
 
 static void heap_ntokens(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   HM_API_HERE;
-  hm_counter *c = hm_user_data(ctx);
+  hm_counter *c = hq_user_data(ctx);
   (void)argc;
   if (sqlite3_value_type(argv[0]) == SQLITE_NULL) { sqlite3_result_int(ctx, 0); return; }
   const char *text = (const char *)sqlite3_value_text(argv[0]);
@@ -553,7 +553,7 @@ static void heap_ntokens(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   sqlite3_result_int64(ctx, n);
 }
 
-static void hm_counter_free(void *p) {
+static void hb_counter_free(void *p) {
   hm_counter *c = p;
   if (c && c->inst) c->tok.xDelete(c->inst);
   sqlite3_free(c);
@@ -1146,7 +1146,7 @@ static double hm_bm25_guess(int m, const hm_bm25_phrase *p, double docs, double 
  * could still be the next one" (more rows than needed, never fewer): with
  * depth 0 the formula is MaxScore's set of essential phrases.  *refs counts
  * the phrases named; past cap, 3: too long (out then holds a part of it). */
-static int hm_bm25_formula(const hm_bm25_phrase *p, const double *rest, int m, int i, double t,
+static int hb_bm25_formula(const hm_bm25_phrase *p, const double *rest, int m, int i, double t,
                            int depth, int cap, int *refs, sqlite3_str *out) {
   if (*refs > cap) return 3;
   if (t <= 0.0) return 1;
@@ -1159,8 +1159,8 @@ static int hm_bm25_formula(const hm_bm25_phrase *p, const double *rest, int m, i
   }
   sqlite3_str *with = sqlite3_str_new(NULL), *without = sqlite3_str_new(NULL);
   (*refs)++;
-  int a = hm_bm25_formula(p, rest, m, i + 1, t - p[i].ub, depth - 1, cap, refs, with);
-  int b = a == 3 ? 3 : hm_bm25_formula(p, rest, m, i + 1, t, depth, cap, refs, without);
+  int a = hb_bm25_formula(p, rest, m, i + 1, t - p[i].ub, depth - 1, cap, refs, with);
+  int b = a == 3 ? 3 : hb_bm25_formula(p, rest, m, i + 1, t, depth, cap, refs, without);
   char *wa = sqlite3_str_finish(with), *wb = sqlite3_str_finish(without);
   int r = 2;
   if (a < 0 || b < 0 || (a == 2 && !wa) || (b == 2 && !wb)) r = -1;

@@ -325,7 +325,7 @@ static int he_tokens_json(const char *text, int len, sqlite3_str *out) {
   for (int k = 0; k < n; k++) {
     if (k) sqlite3_str_appendchar(out, 1, ',');
     const char *tok = m->vocab + m->offs[ids[k]];
-    hm_json_string(out, tok, (int)strlen(tok));
+    hq_json_string(out, tok, (int)strlen(tok));
   }
   sqlite3_str_appendchar(out, 1, ']');
   return n;
@@ -1084,13 +1084,13 @@ static void heap_embed(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (f && !strcmp(f, "float32")) format = 32;
     else if (f && !strcmp(f, "int8")) format = 8;
     else if (!f || strcmp(f, "int4")) {
-      hm_result_err(ctx, "heap_embed", "format must be 'int4' (the store's), 'int8' or "
+      hq_result_err(ctx, "heap_embed", "format must be 'int4' (the store's), 'int8' or "
                                        "'float32'");
       return;
     }
   }
   if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
-    hm_result_err(ctx, "heap_embed", "the text to embed must be text");
+    hq_result_err(ctx, "heap_embed", "the text to embed must be text");
     return;
   }
   const char *text = (const char *)sqlite3_value_text(argv[0]);
@@ -1098,7 +1098,7 @@ static void heap_embed(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   float v[HM_EMBED_DIM];
   char err[HM_ERRLEN];
   if (hm_embed(text, sqlite3_value_bytes(argv[0]), v, HM_EMBED_DIM, err, sizeof err) < 0) {
-    hm_result_err(ctx, "heap_embed", err);
+    hq_result_err(ctx, "heap_embed", err);
     return;
   }
   if (format == 32) {
@@ -1117,7 +1117,7 @@ static void heap_tokens(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
   if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return;
   if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
-    hm_result_err(ctx, "heap_tokens", "the text must be text");
+    hq_result_err(ctx, "heap_tokens", "the text must be text");
     return;
   }
   const char *text = (const char *)sqlite3_value_text(argv[0]);
@@ -1127,7 +1127,7 @@ static void heap_tokens(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   char *js = sqlite3_str_finish(out);
   if (n < 0) {
     sqlite3_free(js);
-    hm_result_err(ctx, "heap_tokens", "this heapmem library was built without its embedding "
+    hq_result_err(ctx, "heap_tokens", "this heapmem library was built without its embedding "
                                       "model (potion-base-8M)");
     return;
   }
@@ -1160,7 +1160,7 @@ static void heap_cosine(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   HM_API_HERE;
   (void)argc;
   if (sqlite3_value_type(argv[0]) != SQLITE_BLOB || sqlite3_value_type(argv[1]) != SQLITE_BLOB) {
-    hm_result_err(ctx, "heap_cosine", "both vectors must be blobs (float32, or heap_embed's)");
+    hq_result_err(ctx, "heap_cosine", "both vectors must be blobs (float32, or heap_embed's)");
     return;
   }
   int na = sqlite3_value_bytes(argv[0]), nb = sqlite3_value_bytes(argv[1]), da = 0, db = 0;

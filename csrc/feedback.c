@@ -1,8 +1,8 @@
 /*
  * feedback.c: feedback as one SQL call, and the robust pooled layer it keeps.
- * Relies on: score.c (the config fields' table), sqlfuncs.c (hm_is_number,
- * hm_repr, hm_json_string), recall.c (hm_conn and its statement cache,
- * hr_now, the recall's statements) and store.c's hm_check_store
+ * Relies on: score.c (the config fields' table), sqlfuncs.c (hq_is_number,
+ * hm_repr, hq_json_string), recall.c (hm_conn and its statement cache,
+ * hr_now, the recall's statements) and store.c's hs_check_store
  * (declared in recall.c); heap_credit, heap_fold (sqlfuncs.c) and
  * heap_attribute (attribute.c) run inside its statements.  store.c uses its
  * hf_* helpers.
@@ -475,7 +475,7 @@ typedef struct {
 
 static void hf_full(hf_fold_st *s, const char *f) {
   sqlite3_str_appendchar(s->full, 1, s->nfull++ ? ',' : '[');
-  hm_json_string(s->full, f, (int)strlen(f));
+  hq_json_string(s->full, f, (int)strlen(f));
 }
 
 static int hf_share(hf_ctx *x, hf_fold_st *s, const char *ns, const char *f, double a,
@@ -896,7 +896,7 @@ done:;
 
 /* -- the arguments every write takes ------------------------------------------------- */
 
-/* A name argument (kind, source, id, key, namespace): hm_arg_text's name,
+/* A name argument (kind, source, id, key, namespace): hq_arg_text's name,
  * or NULL where optional.  Returns 0, or the error set. */
 static int hf_name(hf_ctx *x, sqlite3_value *v, const char *what, int optional,
                    const char **out) {
@@ -906,7 +906,7 @@ static int hf_name(hf_ctx *x, sqlite3_value *v, const char *what, int optional,
     if (optional) return SQLITE_OK;
     return hf_fail(x, SQLITE_ERROR, "%s is required", what);
   }
-  if (hm_arg_text(v, what, HM_ARG_NAME, 0, out, why, sizeof why) != HM_OK)
+  if (hq_arg_text(v, what, HM_ARG_NAME, 0, out, why, sizeof why) != HM_OK)
     return hf_fail(x, SQLITE_ERROR, "%s", why);
   return SQLITE_OK;
 }
@@ -950,7 +950,7 @@ static int hf_has(const char **set, int n, const char *id) {
 }
 
 /* A JSON array of at most `most` ids, as a list (NULL: an empty one): each
- * a name (hm_arg_text), none twice (found by sorting: linear in the list,
+ * a name (hq_arg_text), none twice (found by sorting: linear in the list,
  * whatever its length).  Returns the count, or -1 with the error set (and
  * *out NULL). */
 static int hf_ids(hf_ctx *x, sqlite3_value *v, const char *what, double most, char ***out) {
@@ -1181,7 +1181,7 @@ static int hf_newest(hf_ctx *x, char **ids, int n, const char *ns, i64 *rid) {
   sqlite3_str_appendchar(js, 1, '[');
   for (int i = 0; i < n; i++) {
     if (i) sqlite3_str_appendchar(js, 1, ',');
-    hm_json_string(js, ids[i], (int)strlen(ids[i]));
+    hq_json_string(js, ids[i], (int)strlen(ids[i]));
   }
   sqlite3_str_appendchar(js, 1, ']');
   char *j = sqlite3_str_finish(js);
@@ -1256,7 +1256,7 @@ static int hf_judge_config(hf_ctx *x, sqlite3_value **argv, int argc, int i, hf_
     if (!j->cfgtext) return hf_fail(x, SQLITE_NOMEM, "out of memory");
   } else {
     if ((rc = hf_prepare(x, hr_sql_tuned, &st))) return rc;
-    rc = hm_tuned_read(st, &j->cfg, err, sizeof err);
+    rc = hr_tuned_read(st, &j->cfg, err, sizeof err);
     if (rc == SQLITE_CORRUPT) hf_fail(x, rc, "the store's tuned config is damaged (%s)", err);
     else if (rc) hf_sqlfail(x, rc);
     hf_done(x, st);
@@ -1301,7 +1301,7 @@ static int hf_judge_args(hf_ctx *x, sqlite3_value **argv, int argc, hf_judgment 
   }
   if (argc > i_now && sqlite3_value_type(argv[i_now]) != SQLITE_NULL) {
     j->now = sqlite3_value_double(argv[i_now]);
-    if (!hm_is_number(argv[i_now]) ||
+    if (!hq_is_number(argv[i_now]) ||
         !(j->now >= hm_limits.MIN_TIME && j->now <= hm_limits.MAX_TIME))
       return hf_fail(x, SQLITE_ERROR, "now must be unix seconds from %.0f to %.0f (1970 to the "
                                       "year 9999)", hm_limits.MIN_TIME, hm_limits.MAX_TIME);
@@ -1318,7 +1318,7 @@ static int hf_judge_args(hf_ctx *x, sqlite3_value **argv, int argc, hf_judgment 
     if (sqlite3_value_bytes(argv[1]) > hm_limits.MAX_ANSWER_BYTES)
       return hf_fail(x, SQLITE_ERROR, "the answer is longer than %.0f bytes (64 KiB): pass the "
                                       "answer, not a document", hm_limits.MAX_ANSWER_BYTES);
-    if (hm_arg_text(argv[1], "the answer", HM_ARG_NOTBLANK, 0, &j->answer, why, sizeof why))
+    if (hq_arg_text(argv[1], "the answer", HM_ARG_NOTBLANK, 0, &j->answer, why, sizeof why))
       return hf_fail(x, SQLITE_ERROR, "%s", why);
     return SQLITE_OK;
   }
@@ -1520,7 +1520,7 @@ static int hf_judged_rows(hf_ctx *x, hf_judgment *j, const int *alive) {
     j->jused[j->njudged++] = i < j->nused;
     sqlite3_str *w = i < j->nused ? ujs : ijs;
     if (i < j->nused ? j->nu++ : ni++) sqlite3_str_appendchar(w, 1, ',');
-    hm_json_string(w, id, (int)strlen(id));
+    hq_json_string(w, id, (int)strlen(id));
   }
   sqlite3_str_appendchar(ujs, 1, ']');
   sqlite3_str_appendchar(ijs, 1, ']');
@@ -1622,7 +1622,7 @@ static int hf_events(hf_ctx *x, hf_judgment *j, const unsigned char *links, int 
       break;
     }
     sqlite3_str *d = sqlite3_str_new(x->db);
-    hm_credit_json(d, names, da, db, k);
+    hq_credit_json(d, names, da, db, k);
     int dlen = sqlite3_str_length(d);
     char *deltas = sqlite3_str_finish(d);
     if (!deltas) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); break; }
@@ -1714,7 +1714,7 @@ static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, 
 
 /* The connection's heap_recall table keeps the statements: connect it (an
  * eponymous table is made when a statement first names it). */
-static void hm_keep_statements(hf_ctx *x) {
+static void hf_keep_statements(hf_ctx *x) {
   if (!x->conn || x->conn->vt) return;
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(x->db, "SELECT rank FROM heap_recall WHERE 0", -1, &st, NULL) ==
@@ -1742,11 +1742,11 @@ static int hf_autotune_arg(hf_ctx *x, sqlite3_value **argv, int argc, int i, int
  * feedback's). */
 static void hf_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv, int answer_mode) {
   const char *fname = answer_mode ? "heap_answer" : "heap_feedback";
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
   char *out = NULL, *tuned = NULL;
   i64 claim = 0, judged = 0;
   int on = 1, tuning = 0, icfg = answer_mode ? 4 : 5;
-  hm_keep_statements(&x);
+  hf_keep_statements(&x);
   if (sqlite3_db_readonly(x.db, "main") == 1) {
     char *m = sqlite3_mprintf("%s: the store is read-only here; feedback writes events and "
                               "links", fname);
@@ -1756,7 +1756,7 @@ static void hf_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv, int ans
     return;
   }
   char *why = NULL;
-  int rc = hm_check_store(x.db, x.conn, &why);
+  int rc = hs_check_store(x.db, x.conn, &why);
   if (rc != SQLITE_OK) {
     hf_fail(&x, rc, "%s", why ? why : "out of memory");
     sqlite3_free(why);
@@ -1815,7 +1815,7 @@ static int hf_features_arg(hf_ctx *x, sqlite3_value *v) {
                             "such as '[\"kind:fact\", \"when/date:1\"]'";
   char why[HM_ERRLEN];
   const char *text;
-  if (hm_arg_text(v, "features", 0, hm_limits.MAX_TEXT_BYTES, &text, why, sizeof why))
+  if (hq_arg_text(v, "features", 0, hm_limits.MAX_TEXT_BYTES, &text, why, sizeof why))
     return hf_fail(x, SQLITE_ERROR, "%s", sqlite3_value_type(v) == SQLITE_TEXT ? why : bad);
   sqlite3_stmt *st = NULL;
   int rc = hf_prepare(x, "SELECT json_valid(?1) AND json_type(?1) = 'array', "
@@ -1850,15 +1850,15 @@ static int hf_features_arg(hf_ctx *x, sqlite3_value *v) {
  * check every write makes: a file with a foreign trigger on links is
  * refused before the rebuild writes a row. */
 static void heap_rebuild_pool(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
   const char *features = NULL;
   char *why = NULL;
   hf_pool pool;
   int rc;
-  hm_keep_statements(&x);
+  hf_keep_statements(&x);
   if (sqlite3_db_readonly(x.db, "main") == 1) {
     rc = hf_fail(&x, SQLITE_READONLY, "the store is read-only here");
-  } else if ((rc = hm_check_store(x.db, x.conn, &why)) != SQLITE_OK) {
+  } else if ((rc = hs_check_store(x.db, x.conn, &why)) != SQLITE_OK) {
     hf_fail(&x, rc, "%s", why ? why : "out of memory");
   } else if (argc > 0 && sqlite3_value_type(argv[0]) != SQLITE_NULL &&
              (rc = hf_features_arg(&x, argv[0])) != SQLITE_OK) {
@@ -1892,11 +1892,11 @@ static void heap_rebuild_pool(sqlite3_context *ctx, int argc, sqlite3_value **ar
 static void heap_fold_pool(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
   (void)argv;
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
   char *why = NULL;
   i64 folded = 0;
-  hm_keep_statements(&x);
-  int rc = hm_check_store(x.db, x.conn, &why);
+  hf_keep_statements(&x);
+  int rc = hs_check_store(x.db, x.conn, &why);
   if (rc != SQLITE_OK) hf_fail(&x, rc, "%s", why ? why : "out of memory");
   sqlite3_free(why);
   if (!rc && sqlite3_db_readonly(x.db, "main") == 1)
@@ -1921,14 +1921,14 @@ static void heap_fold_pool(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 static void heap_pool_now(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
   (void)argv;
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
   sqlite3_stmt *pending = NULL, *row = NULL;
   hp_ops ops = {0};
   i64 maxid = 0;
   char *why = NULL, *f = NULL;
   sqlite3_str *out = sqlite3_str_new(x.db);
-  hm_keep_statements(&x);
-  int rc = hm_check_store(x.db, x.conn, &why), n = 0;
+  hf_keep_statements(&x);
+  int rc = hs_check_store(x.db, x.conn, &why), n = 0;
   if (rc != SQLITE_OK) hf_fail(&x, rc, "%s", why ? why : "out of memory");
   sqlite3_free(why);
   if (!rc && !(rc = hf_prepare(&x, hf_sql_pending, &pending)) &&
@@ -1949,7 +1949,7 @@ static void heap_pool_now(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
     hm_repr(r.lo, lo);
     hm_repr(r.hi, hi);
     if (n++) sqlite3_str_appendchar(out, 1, ',');
-    hm_json_string(out, f, op->flen);
+    hq_json_string(out, f, op->flen);
     sqlite3_str_appendf(out, ":[%s,%s,%lld,%lld,%s,%s]", a, b, (long long)r.n,
                         (long long)r.support, r.has_rates ? lo : "null", r.has_rates ? hi : "null");
   }

@@ -15,7 +15,7 @@
  * pointer, one per thread, the integer typedefs, hm_utf8_cut and hm_seterr) and includes the
  * units, in this order; each opens with what it owns and what it relies on,
  * and uses only what comes before it (except that recall.c declares store.c's
- * hm_check_store and place.c's entry points ahead):
+ * hs_check_store and place.c's entry points ahead):
  *   text.c       words, stop words, question types, a memory's shape
  *                features, the namespace tag, the FTS5 MATCH expression
  *   when.c       civil dates, and the window of time a question names
@@ -49,6 +49,14 @@
  *   register.c   heap_statement, the function table and sqlite3_heapmem_init
  * text.c to credit.c make no sqlite3_* call: they hold every function
  * heapmem.h exports to Python.
+ *
+ * Names: hm_ is pure code, with no sqlite3_* call in its body (a test in
+ * tests/test_architecture.py holds it), whatever the unit; the rest carry
+ * their unit's prefix: ha_ attribute.c, hb_ bm25.c, he_ and hv_ embed.c,
+ * hg_ register.c, hp_ pool.c, hq_ sqlfuncs.c, hr_ recall.c and place.c,
+ * hs_ store.c, ht_ tune.c, hw_ when.c, hx_ vindex.c; hf_ is feedback.c's and
+ * also the call context store.c, tune.c and vindex.c share (a call runtime
+ * of its own is still to come).
  */
 #include "sqlite3ext.h"
 /* SQLITE_EXTENSION_INIT1, but one pointer per thread.  Every sqlite3_* call

@@ -36,10 +36,10 @@
  * that feedback.c and store.c prepare into live here too.
  * Relies on: text.c (hm_qtype, hm_match, hm_fnv64), sample.c
  * (hm_splitmix64), score.c (hm_config_parse, hm_score_batch, hm_explain,
- * hm_explore), sqlfuncs.c (hm_is_number, hm_repr,
- * hm_json_string), bm25.c (hm_bm25_rank, hm_bm25_bound, hm_bm25_guess,
- * hm_bm25_formula; heap_bm25_tail and heap_bm25_top run inside its
- * statements), heap_links and heap_relate (sqlfuncs.c) too.  store.c's hm_check_store is
+ * hm_explore), sqlfuncs.c (hq_is_number, hm_repr,
+ * hq_json_string), bm25.c (hb_bm25_rank, hm_bm25_bound, hm_bm25_guess,
+ * hb_bm25_formula; heap_bm25_tail and heap_bm25_top run inside its
+ * statements), heap_links and heap_relate (sqlfuncs.c) too.  store.c's hs_check_store is
  * declared here, ahead of its definition.
  */
 
@@ -194,7 +194,7 @@ static const char hr_sql_nrows[] =
     "FROM vectors AS v WHERE v.seq = m.seq) AS cos FROM json_each(?4) AS j "
     "CROSS JOIN memories AS m ON m.seq = j.value WHERE m.namespace = ?2) "
     "SELECT seq, rank, importance, age_days, superseded, features, cos FROM cand";
-/* the store's tuned config (hm_tuned_read): whether it is a JSON object, then
+/* the store's tuned config (hr_tuned_read): whether it is a JSON object, then
  * each of its keys with its JSON type and value (no row: none saved) */
 static const char hr_sql_tuned[] =
     "SELECT o.ok, j.key, j.type, j.value FROM (SELECT CASE WHEN json_valid(value) THEN "
@@ -282,7 +282,7 @@ typedef struct {
 } hm_conn;
 
 /* the module's client data goes with the connection */
-static void hm_conn_free(void *p) {
+static void hr_conn_free(void *p) {
   hm_conn *conn = p;
   if (!conn) return;
   sqlite3_api = conn->api;
@@ -290,7 +290,7 @@ static void hm_conn_free(void *p) {
   for (int i = 0; conn->qc && i < HR_QCACHE; i++) sqlite3_free(conn->qc[i].text);
   sqlite3_free(conn->qc);
   ht_job_free(conn->job);
-  hm_stemmer_free(conn->stem);
+  ha_stemmer_free(conn->stem);
   sqlite3_free(conn);
 }
 
@@ -352,7 +352,7 @@ typedef struct {
 
 /* store.c: 0 when the database is a heapmem store of this schema, else an
  * error code with *err one sentence (sqlite3_malloc'ed). */
-static int hm_check_store(sqlite3 *db, hm_conn *conn, char **err);
+static int hs_check_store(sqlite3 *db, hm_conn *conn, char **err);
 
 static int hr_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                       sqlite3_vtab **out, char **err) {
@@ -513,11 +513,11 @@ static int hr_log(hr_vtab *t, hr_cursor *c, const char *query, const char *ns, d
     hr_row *r = &c->rows[i];
     for (int j = 0; j < 4; j++)
       if (i) sqlite3_str_appendchar(js[j], 1, ',');
-    hm_json_string(js[0], (const char *)sqlite3_value_text(r->shown[0]),
+    hq_json_string(js[0], (const char *)sqlite3_value_text(r->shown[0]),
                    sqlite3_value_bytes(r->shown[0]));
     hm_repr(r->age_days, num);
     sqlite3_str_appendall(js[1], num);
-    hm_json_string(js[2], r->features, (int)strlen(r->features));
+    hq_json_string(js[2], r->features, (int)strlen(r->features));
     hm_repr(r->f[6], num);
     sqlite3_str_appendall(js[3], num);
   }
@@ -554,7 +554,7 @@ static int hr_log(hr_vtab *t, hr_cursor *c, const char *query, const char *ns, d
  * apart, never spliced into config text: a key that is not one config
  * field, a value that is not a JSON number or a field out of its bounds is
  * damage (SQLITE_CORRUPT, why set), as Python's open() finds it. */
-static int hm_tuned_read(sqlite3_stmt *st, hm_config *c, char *why, int whylen) {
+static int hr_tuned_read(sqlite3_stmt *st, hm_config *c, char *why, int whylen) {
   int rc;
   hm_config_default(c);
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -835,7 +835,7 @@ static int hr_lex_round(hr_lex *x, const hm_bm25_phrase *p, const hm_bm25_phrase
     if (tag) sqlite3_str_appendf(f, "nstag : \"%s\" AND (", tag);
     else sqlite3_str_appendchar(f, 1, '(');
     int refs = 0;
-    r = hm_bm25_formula(ps, rest, m, 0, t * (1.0 - 1e-9), depth, budget, &refs, f);
+    r = hb_bm25_formula(ps, rest, m, 0, t * (1.0 - 1e-9), depth, budget, &refs, f);
     sqlite3_str_appendf(f, ") AND (%s)", probe);
     int err = sqlite3_str_errcode(f);
     sqlite3_free(match);
@@ -855,7 +855,7 @@ static int hr_lex_round(hr_lex *x, const hm_bm25_phrase *p, const hm_bm25_phrase
   sqlite3_reset(st);
   if (rc != SQLITE_OK) return rc;
   for (int i = 0; i < m; i++) idf[i] = p[i].idf;
-  return hm_bm25_rank(x->db, "memories_fts", &x->blob, x->acc.n, m, x->acc.rowid,
+  return hb_bm25_rank(x->db, "memories_fts", &x->blob, x->acc.n, m, x->acc.rowid,
                       x->acc.lower, 0, x->acc.freq, idf, avgdl, x->pass ? hr_lex_pass : NULL,
                       x, x->n, top, size);
 }
@@ -994,7 +994,7 @@ static int hr_lexical(sqlite3 *db, hr_vtab *vt, hm_stemmer *stem, const hr_args 
   i64 size = 0;
   int rc = top ? hr_lex_search(&x, top, &size) : SQLITE_NOMEM;
   *json = NULL;
-  if (rc == SQLITE_OK && !(*json = hm_bm25_json(top, size))) rc = SQLITE_NOMEM;
+  if (rc == SQLITE_OK && !(*json = hb_bm25_json(top, size))) rc = SQLITE_NOMEM;
   if (x.blob) sqlite3_blob_close(x.blob);
   for (int i = 0; i < HR_NST; i++) sqlite3_finalize(x.own[i]);
   sqlite3_free(x.acc.rowid);
@@ -1019,41 +1019,41 @@ static int hr_lexical(sqlite3 *db, hr_vtab *vt, hm_stemmer *stem, const hr_args 
  * read rather than pruned (2048, heap_recall's; 0: always pruned, where the
  * question allows). */
 static void heap_bm25_search(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  hm_conn *conn = hm_user_data(ctx);
+  hm_conn *conn = hq_user_data(ctx);
   hr_args a = {0};
   double small = HR_LEX_SMALL;
   char bad[HM_ERRLEN];
-  if (hm_arg_text(argv[0], "question", HM_ARG_NUL_OK, hm_limits.MAX_TEXT_BYTES, &a.query, bad,
+  if (hq_arg_text(argv[0], "question", HM_ARG_NUL_OK, hm_limits.MAX_TEXT_BYTES, &a.query, bad,
                   sizeof bad) ||
-      hm_arg_text(argv[1], "namespace", HM_ARG_NAME, 0, &a.ns, bad, sizeof bad)) {
-    hm_result_err(ctx, "heap_bm25_search", bad);
+      hq_arg_text(argv[1], "namespace", HM_ARG_NAME, 0, &a.ns, bad, sizeof bad)) {
+    hq_result_err(ctx, "heap_bm25_search", bad);
     return;
   }
   if (!strcmp(a.ns, "*")) {
-    hm_result_err(ctx, "heap_bm25_search", "namespace '*' is reserved for the pooled layer of "
+    hq_result_err(ctx, "heap_bm25_search", "namespace '*' is reserved for the pooled layer of "
                                            "learned links");
     return;
   }
   if (sqlite3_value_type(argv[2]) != SQLITE_INTEGER || sqlite3_value_int64(argv[2]) < 1 ||
       (double)sqlite3_value_int64(argv[2]) > hm_limits.MAX_K) {
-    hm_result_err(ctx, "heap_bm25_search", "n must be an integer from 1 to 1000");
+    hq_result_err(ctx, "heap_bm25_search", "n must be an integer from 1 to 1000");
     return;
   }
   if (argc > 3) {
     if (sqlite3_value_type(argv[3]) != SQLITE_INTEGER || sqlite3_value_int64(argv[3]) < 0) {
-      hm_result_err(ctx, "heap_bm25_search", "small must be an integer >= 0 (postings)");
+      hq_result_err(ctx, "heap_bm25_search", "small must be an integer >= 0 (postings)");
       return;
     }
     small = sqlite3_value_double(argv[3]);
   }
   if (!conn || !conn->stem) {
-    hm_result_err(ctx, "heap_bm25_search", "the library was not loaded with FTS5");
+    hq_result_err(ctx, "heap_bm25_search", "the library was not loaded with FTS5");
     return;
   }
   sqlite3 *db = sqlite3_context_db_handle(ctx);
   char *why = NULL, *need = NULL;
-  if (hm_check_store(db, conn, &need) != SQLITE_OK) {
-    hm_result_err(ctx, "heap_bm25_search", need ? need : "out of memory");
+  if (hs_check_store(db, conn, &need) != SQLITE_OK) {
+    hq_result_err(ctx, "heap_bm25_search", need ? need : "out of memory");
     sqlite3_free(need);
     return;
   }
@@ -1062,7 +1062,7 @@ static void heap_bm25_search(sqlite3_context *ctx, int argc, sqlite3_value **arg
                       &why);
   if (rc == SQLITE_OK) sqlite3_result_text(ctx, json, -1, sqlite3_free);
   else if (rc == SQLITE_NOMEM) sqlite3_result_error_nomem(ctx);
-  else hm_result_err(ctx, "heap_bm25_search", why);
+  else hq_result_err(ctx, "heap_bm25_search", why);
   sqlite3_free(why);
 }
 
@@ -1084,7 +1084,7 @@ static int hr_read_time(hr_vtab *t, sqlite3_value *v, const char *name, double *
   *has = 0;
   if (!v || sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
   double x = sqlite3_value_double(v);
-  if (!hm_is_number(v) || !(x >= hm_limits.MIN_TIME && x <= hm_limits.MAX_TIME)) {
+  if (!hq_is_number(v) || !(x >= hm_limits.MIN_TIME && x <= hm_limits.MAX_TIME)) {
     char why[HM_ERRLEN];
     hm_errf(why, sizeof why, "%s must be unix seconds from %.0f to %.0f (1970 to the year 9999)",
             name, hm_limits.MIN_TIME, hm_limits.MAX_TIME);
@@ -1112,14 +1112,14 @@ static int hr_read_filters(hr_vtab *t, sqlite3_value **arg, hr_args *a) {
   if (sqlite3_value_type(v) != SQLITE_TEXT || !len)
     return hr_fail(t, "heap_recall: kinds must be a kind ('fact') or a JSON array of kinds "
                       "('[\"fact\", \"preference\"]')%s", "");
-  if (hm_arg_text(v, "kinds", 0, hm_limits.MAX_TEXT_BYTES, &kinds, why, sizeof why))
+  if (hq_arg_text(v, "kinds", 0, hm_limits.MAX_TEXT_BYTES, &kinds, why, sizeof why))
     return hr_fail(t, "heap_recall: %s", why);
   if (kinds[0] != '[') { /* one kind */
-    if (hm_arg_text(v, "a kind", HM_ARG_NAME, 0, &kinds, why, sizeof why))
+    if (hq_arg_text(v, "a kind", HM_ARG_NAME, 0, &kinds, why, sizeof why))
       return hr_fail(t, "heap_recall: %s", why);
     sqlite3_str *js = sqlite3_str_new(t->db);
     sqlite3_str_appendchar(js, 1, '[');
-    hm_json_string(js, kinds, len);
+    hq_json_string(js, kinds, len);
     sqlite3_str_appendchar(js, 1, ']');
     a->kinds = sqlite3_str_finish(js);
     return a->kinds ? SQLITE_OK : SQLITE_NOMEM;
@@ -1167,7 +1167,7 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
     return hr_fail(t, "heap_recall: the question must be text, as the first argument: "
                       "heap_recall('When is my flight?', 'user:maya')%s", "");
   const char *query, *ns = "default";
-  if (hm_arg_text(q, "the question", HM_ARG_NUL_OK, hm_limits.MAX_TEXT_BYTES, &query, why,
+  if (hq_arg_text(q, "the question", HM_ARG_NUL_OK, hm_limits.MAX_TEXT_BYTES, &query, why,
                   sizeof why))
     return hr_fail(t, "heap_recall: %s", why);
   int qlen = sqlite3_value_bytes(q);
@@ -1179,7 +1179,7 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
   }
   sqlite3_value *v = arg[HR_NAMESPACE - HR_QUERY];
   if (v && sqlite3_value_type(v) != SQLITE_NULL &&
-      hm_arg_text(v, "namespace", HM_ARG_NAME, 0, &ns, why, sizeof why))
+      hq_arg_text(v, "namespace", HM_ARG_NAME, 0, &ns, why, sizeof why))
     return hr_fail(t, "heap_recall: %s", why);
   if (!strcmp(ns, "*"))
     return hr_fail(t, "heap_recall: '%s' is not a namespace ('*' names the pooled layer)", ns);
@@ -1208,7 +1208,7 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
   } else {
     /* the store's tuned weights, as Memory opens with them */
     if ((rc = hr_stmt(t, HR_ST_TUNED, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
-    rc = hm_tuned_read(st, &c->cfg, err, sizeof err);
+    rc = hr_tuned_read(st, &c->cfg, err, sizeof err);
     if (rc == SQLITE_CORRUPT) {
       sqlite3_reset(st);
       hr_fail(t, "heap_recall: the store's tuned config is damaged (%s)", err);
@@ -1332,7 +1332,7 @@ static int hr_link_set(sqlite3_stmt *links, sqlite3_stmt *own, const hp_ops *ops
   }
   sqlite3_reset(links);
   sqlite3_free(seen);
-  if (!rc && !(*blob = hm_links_blob(v, n, len))) rc = SQLITE_NOMEM;
+  if (!rc && !(*blob = hq_links_blob(v, n, len))) rc = SQLITE_NOMEM;
   sqlite3_free(v);
   return rc;
 }
@@ -1688,7 +1688,7 @@ static void heap_vector_top(sqlite3_context *ctx, int argc, sqlite3_value **argv
   memset(t, 0, sizeof *t);
   memset(c, 0, sizeof *c);
   t->db = sqlite3_context_db_handle(ctx);
-  t->conn = hm_user_data(ctx);
+  t->conn = hq_user_data(ctx);
   hr_args a = {0};
   if (sqlite3_value_type(argv[0]) != SQLITE_TEXT || sqlite3_value_type(argv[1]) != SQLITE_TEXT ||
       sqlite3_value_type(argv[2]) != SQLITE_INTEGER || sqlite3_value_int64(argv[2]) < 1 ||
@@ -1700,19 +1700,19 @@ static void heap_vector_top(sqlite3_context *ctx, int argc, sqlite3_value **argv
   double probe = -1;
   if (argc > 3) {
     probe = sqlite3_value_double(argv[3]);
-    if (!hm_is_number(argv[3]) || !(probe > 0 && probe <= 1)) {
+    if (!hq_is_number(argv[3]) || !(probe > 0 && probe <= 1)) {
       rc = hr_fail(t, "heap_vector_top: probe must be a number above 0 and at most 1%s", "");
       goto done;
     }
   }
   char bad[HM_ERRLEN];
-  if (hm_arg_text(argv[0], "question", HM_ARG_NUL_OK, hm_limits.MAX_TEXT_BYTES, &a.query, bad,
+  if (hq_arg_text(argv[0], "question", HM_ARG_NUL_OK, hm_limits.MAX_TEXT_BYTES, &a.query, bad,
                   sizeof bad) ||
-      hm_arg_text(argv[1], "namespace", HM_ARG_NAME, 0, &a.ns, bad, sizeof bad)) {
+      hq_arg_text(argv[1], "namespace", HM_ARG_NAME, 0, &a.ns, bad, sizeof bad)) {
     rc = hr_fail(t, "heap_vector_top: %s", bad);
     goto done;
   }
-  if ((rc = hm_check_store(t->db, t->conn, &why)) != SQLITE_OK) {
+  if ((rc = hs_check_store(t->db, t->conn, &why)) != SQLITE_OK) {
     hr_fail(t, "heap_vector_top: %s", why ? why : "out of memory");
     goto done;
   }
@@ -2164,7 +2164,7 @@ static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, i
   hr_vtab *t = (hr_vtab *)cur->pVtab;
   hr_clear(c);
   char *why = NULL;
-  if (hm_check_store(t->db, t->conn, &why) != SQLITE_OK) {
+  if (hs_check_store(t->db, t->conn, &why) != SQLITE_OK) {
     sqlite3_free(t->base.zErrMsg);
     t->base.zErrMsg = sqlite3_mprintf("heap_recall: %s", why ? why : "out of memory");
     sqlite3_free(why);

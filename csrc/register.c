@@ -3,7 +3,7 @@
  *
  * Owns: heap_statement (the text of the statements heap_recall, heap_feedback
  * and heap_tune run), the table of heap_* SQL functions (hm_functions), the FTS5 ones
- * (hm_register_fts5: heap_bm25_row, heap_ntokens and heap_attribute, with
+ * (hg_register_fts5: heap_bm25_row, heap_ntokens and heap_attribute, with
  * the tokenizers the last two keep) and the entry point
  * sqlite3_heapmem_init, which also makes the connection's hm_conn and the
  * heap_recall module.
@@ -97,7 +97,7 @@ static int hm_slot(const sqlite3_api_routines *api) {
 
 /* An hm_fn's destructor: its own user data's, with sqlite3_api set first
  * (SQLite calls it on whatever thread closes the connection). */
-static void hm_fn_free(void *p) {
+static void hg_fn_free(void *p) {
   hm_fn *f = p;
   sqlite3_api = f->api;
   if (f->destroy && f->ud) f->destroy(f->ud);
@@ -105,9 +105,9 @@ static void hm_fn_free(void *p) {
 }
 
 /* sqlite3_create_function_v2 through the slot's trampolines: ud is what the
- * function reads with hm_user_data, destroy its destructor (called once,
+ * function reads with hq_user_data, destroy its destructor (called once,
  * also when the registration fails). */
-static int hm_create_function(sqlite3 *db, int slot, const char *name, int nargs, int flags,
+static int hg_create_function(sqlite3 *db, int slot, const char *name, int nargs, int flags,
                               void *ud, void (*destroy)(void *), hm_xfunc func, hm_xfunc step,
                               void (*final)(sqlite3_context *)) {
   hm_fn *f = sqlite3_malloc(sizeof *f);
@@ -120,11 +120,11 @@ static int hm_create_function(sqlite3 *db, int slot, const char *name, int nargs
   return sqlite3_create_function_v2(db, name, nargs, flags, f,
                                     func ? hm_slot_fns[slot].func : NULL,
                                     step ? hm_slot_fns[slot].step : NULL,
-                                    final ? hm_slot_fns[slot].final : NULL, hm_fn_free);
+                                    final ? hm_slot_fns[slot].final : NULL, hg_fn_free);
 }
 
 /* The connection's fts5_api, or NULL when SQLite was built without FTS5. */
-static fts5_api *hm_fts5(sqlite3 *db) {
+static fts5_api *hg_fts5(sqlite3 *db) {
   fts5_api *api = NULL;
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(db, "SELECT fts5(?1)", -1, &st, NULL) == SQLITE_OK) {
@@ -137,7 +137,7 @@ static fts5_api *hm_fts5(sqlite3 *db) {
 
 /* A porter over unicode61 remove_diacritics 2 tokenizer, as memories_fts
  * tokenizes (NULL: none, *err says why). */
-static hm_stemmer *hm_new_stemmer(fts5_api *api, char **err) {
+static hm_stemmer *hg_new_stemmer(fts5_api *api, char **err) {
   hm_stemmer *st = sqlite3_malloc(sizeof *st);
   if (!st) return NULL;
   memset(st, 0, sizeof *st);
@@ -159,8 +159,8 @@ static hm_stemmer *hm_new_stemmer(fts5_api *api, char **err) {
  * the last four keep, and the connection's (conn: heap_recall's lexical search).  Without
  * FTS5 (no heapmem store can exist then) it registers nothing, so the other
  * functions still load. */
-static int hm_register_fts5(sqlite3 *db, int slot, hm_conn *conn, char **err) {
-  fts5_api *api = hm_fts5(db);
+static int hg_register_fts5(sqlite3 *db, int slot, hm_conn *conn, char **err) {
+  fts5_api *api = hg_fts5(db);
   if (!api || api->iVersion < 2) return SQLITE_OK;
   /* their user data: the routines of this SQLite (FTS5's own API, which is
    * this library's, hands it back) */
@@ -180,25 +180,25 @@ static int hm_register_fts5(sqlite3 *db, int slot, hm_conn *conn, char **err) {
     if (err) *err = sqlite3_mprintf("heapmem: FTS5 has no unicode61 tokenizer");
     return rc;
   }
-  rc = hm_create_function(db, slot, "heap_ntokens", 1,
+  rc = hg_create_function(db, slot, "heap_ntokens", 1,
                           SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, c,
-                          hm_counter_free, heap_ntokens, NULL, NULL);
+                          hb_counter_free, heap_ntokens, NULL, NULL);
   if (rc != SQLITE_OK) return rc;
   /* heap_attribute, heap_terms and the lexical search tokenize as
    * memories_fts does: porter over unicode61 */
-  hm_stemmer *st = hm_new_stemmer(api, err);
+  hm_stemmer *st = hg_new_stemmer(api, err);
   if (!st) return SQLITE_ERROR;
-  rc = hm_create_function(db, slot, "heap_attribute", 5,
+  rc = hg_create_function(db, slot, "heap_attribute", 5,
                           SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, st,
-                          hm_stemmer_free, NULL, heap_attribute_step, heap_attribute_final);
+                          ha_stemmer_free, NULL, heap_attribute_step, heap_attribute_final);
   if (rc != SQLITE_OK) return rc;
-  if (!(st = hm_new_stemmer(api, err))) return SQLITE_ERROR;
-  rc = sqlite3_create_module_v2(db, "heap_terms", &ht_module, st, hm_stemmer_free);
+  if (!(st = hg_new_stemmer(api, err))) return SQLITE_ERROR;
+  rc = sqlite3_create_module_v2(db, "heap_terms", &ht_module, st, ha_stemmer_free);
   if (rc != SQLITE_OK) return rc;
-  if (!(st = hm_new_stemmer(api, err))) return SQLITE_ERROR;
-  rc = sqlite3_create_module_v2(db, "heap_bm25_terms", &hb_module, st, hm_stemmer_free);
+  if (!(st = hg_new_stemmer(api, err))) return SQLITE_ERROR;
+  rc = sqlite3_create_module_v2(db, "heap_bm25_terms", &hb_module, st, ha_stemmer_free);
   if (rc != SQLITE_OK) return rc;
-  if (!(conn->stem = hm_new_stemmer(api, err))) return SQLITE_ERROR;
+  if (!(conn->stem = hg_new_stemmer(api, err))) return SQLITE_ERROR;
   return SQLITE_OK;
 }
 
@@ -324,13 +324,13 @@ HM_API int sqlite3_heapmem_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_
   if (!conn) return SQLITE_NOMEM;
   memset(conn, 0, sizeof *conn);
   conn->api = pApi;
-  int rc = sqlite3_create_module_v2(db, "heap_recall", &hr_module, conn, hm_conn_free);
+  int rc = sqlite3_create_module_v2(db, "heap_recall", &hr_module, conn, hr_conn_free);
   if (rc != SQLITE_OK) {
     if (pzErrMsg) *pzErrMsg = sqlite3_mprintf("heapmem: could not register heap_recall");
     return rc;
   }
   for (size_t i = 0; i < sizeof(hm_functions) / sizeof(hm_functions[0]); i++) {
-    rc = hm_create_function(db, slot, hm_functions[i].name, hm_functions[i].nargs,
+    rc = hg_create_function(db, slot, hm_functions[i].name, hm_functions[i].nargs,
                             hm_functions[i].flags,
                             hm_functions[i].flags == HM_WRITE_FLAGS ||
                                     hm_functions[i].flags == HM_READS_FLAGS
@@ -344,7 +344,7 @@ HM_API int sqlite3_heapmem_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_
       return rc;
     }
   }
-  return hm_register_fts5(db, slot, conn, pzErrMsg);
+  return hg_register_fts5(db, slot, conn, pzErrMsg);
 }
 
 #pragma endregion

@@ -6,8 +6,8 @@
  * turns SQL values into hm_* arguments and hm_* errors into SQL errors.
  *
  * Owns also the helpers the units after it share for SQL values (the region
- * "SQL values"): HM_TEXT_ARG, hm_is_number, hm_result_err, hm_repr (a double
- * as Python's repr() writes it) and hm_json_string.
+ * "SQL values"): HM_TEXT_ARG, hq_is_number, hq_result_err, hm_repr (a double
+ * as Python's repr() writes it) and hq_json_string.
  * Relies on: text.c, links.c, score.c, credit.c.  The first unit that calls
  * sqlite3_*.
  */
@@ -15,9 +15,9 @@
 #pragma region SQL values
 
 /* What every heap_* function is registered with as its user data
- * (register.c, hm_create_function): the C function SQLite's call goes on to
+ * (register.c, hg_create_function): the C function SQLite's call goes on to
  * (through the trampoline of its SQLite library, which sets sqlite3_api
- * first), the function's own user data (hm_user_data), and its destructor. */
+ * first), the function's own user data (hq_user_data), and its destructor. */
 typedef void (*hm_xfunc)(sqlite3_context *, int, sqlite3_value **);
 typedef struct {
   const sqlite3_api_routines *api; /* the SQLite library it was registered in */
@@ -28,12 +28,12 @@ typedef struct {
 } hm_fn;
 
 /* A heap_* function's own user data (sqlite3_user_data is its hm_fn). */
-static void *hm_user_data(sqlite3_context *ctx) {
+static void *hq_user_data(sqlite3_context *ctx) {
   const hm_fn *f = sqlite3_user_data(ctx);
   return f ? f->ud : NULL;
 }
 
-/* What hm_arg_text asks of a text argument besides being text, valid UTF-8
+/* What hq_arg_text asks of a text argument besides being text, valid UTF-8
  * and free of NUL bytes: */
 #define HM_ARG_NAME 1     /* a name: 1 to MAX_NAME_CHARS characters, not blank */
 #define HM_ARG_NOTBLANK 2 /* not empty, nor white space alone */
@@ -66,7 +66,7 @@ static int hm_check_text(int type, const unsigned char *s, i64 n, const char *wh
   return HM_OK;
 }
 
-static int hm_arg_text(sqlite3_value *v, const char *what, int flags, double maxbytes,
+static int hq_arg_text(sqlite3_value *v, const char *what, int flags, double maxbytes,
                        const char **out, char *why, int whylen) {
   *out = NULL;
   if (!v) return hm_errf(why, whylen, "%s must be text", what);
@@ -85,24 +85,24 @@ static int hm_is_name_arg(const char *what) {
   return !strcmp(what, "namespace") || !strcmp(what, "kind") || !strncmp(what, "source", 6);
 }
 
-/* A text argument of a small heap_* function, checked by hm_arg_text; on a
+/* A text argument of a small heap_* function, checked by hq_arg_text; on a
  * bad one, its sentence as the SQL error and on to cleanup. */
 #define HM_TEXT_ARG(ctx, argv, i, fname, what, out)                                     \
   do {                                                                                  \
     char why_[HM_ERRLEN];                                                               \
-    if (hm_arg_text(argv[i], what, hm_is_name_arg(what) ? 0 : HM_ARG_NUL_OK, 0, &out,   \
+    if (hq_arg_text(argv[i], what, hm_is_name_arg(what) ? 0 : HM_ARG_NUL_OK, 0, &out,   \
                     why_, sizeof why_) != HM_OK) {                                      \
-      hm_result_err(ctx, fname, why_);                                                  \
+      hq_result_err(ctx, fname, why_);                                                  \
       goto cleanup;                                                                     \
     }                                                                                   \
   } while (0)
 
-static int hm_is_number(sqlite3_value *v) {
+static int hq_is_number(sqlite3_value *v) {
   int t = sqlite3_value_type(v);
   return t == SQLITE_INTEGER || t == SQLITE_FLOAT;
 }
 
-static void hm_result_err(sqlite3_context *ctx, const char *fname, const char *msg) {
+static void hq_result_err(sqlite3_context *ctx, const char *fname, const char *msg) {
   char *m = sqlite3_mprintf("%s: %s", fname, msg);
   if (!m) { sqlite3_result_error_nomem(ctx); return; }
   sqlite3_result_error(ctx, m, -1);
@@ -127,7 +127,7 @@ static void hm_repr(double x, char out[32]) {
 }
 
 /* s[0..len) as a JSON string */
-static void hm_json_string(sqlite3_str *str, const char *s, int len) {
+static void hq_json_string(sqlite3_str *str, const char *s, int len) {
   sqlite3_str_appendchar(str, 1, '"');
   int plain = 0; /* the run of bytes that need no escape, appended in one call */
   for (int i = 0; i < len; i++) {
@@ -173,7 +173,7 @@ static void heap_features(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
   if (sqlite3_value_type(argv[2]) != SQLITE_NULL)
     HM_TEXT_ARG(ctx, argv, 2, "heap_features", "source (or NULL)", source);
   if (hm_features(text, kind, source, out, sizeof out) != HM_OK) {
-    hm_result_err(ctx, "heap_features", "too many features");
+    hq_result_err(ctx, "heap_features", "too many features");
     goto cleanup;
   }
   sqlite3_result_text(ctx, out, -1, SQLITE_TRANSIENT);
@@ -188,7 +188,7 @@ static void heap_match(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   HM_TEXT_ARG(ctx, argv, 0, "heap_match", "the question", q);
   if (argc > 1) HM_TEXT_ARG(ctx, argv, 1, "heap_match", "namespace", ns);
   int n = hm_match(q, ns, out, sizeof out);
-  if (n < 0) { hm_result_err(ctx, "heap_match", "query too long"); goto cleanup; }
+  if (n < 0) { hq_result_err(ctx, "heap_match", "query too long"); goto cleanup; }
   if (n == 0) sqlite3_result_text(ctx, "\"\"", -1, SQLITE_STATIC);
   else sqlite3_result_text(ctx, out, -1, SQLITE_TRANSIENT);
 cleanup:;
@@ -202,8 +202,8 @@ static void heap_time_window(sqlite3_context *ctx, int argc, sqlite3_value **arg
   (void)argc;
   HM_TEXT_ARG(ctx, argv, 0, "heap_time_window", "the question", q);
   double now = sqlite3_value_double(argv[1]), lo, hi;
-  if (!hm_is_number(argv[1]) || !(now >= 0 && now <= 253402300799.0)) {
-    hm_result_err(ctx, "heap_time_window", "now must be unix seconds from 0 to 253402300799 "
+  if (!hq_is_number(argv[1]) || !(now >= 0 && now <= 253402300799.0)) {
+    hq_result_err(ctx, "heap_time_window", "now must be unix seconds from 0 to 253402300799 "
                                            "(1970 to the year 9999)");
     goto cleanup;
   }
@@ -215,7 +215,7 @@ static void heap_time_window(sqlite3_context *ctx, int argc, sqlite3_value **arg
   sqlite3_str_appendf(js, "{\"from\": %s, ", num);
   hm_repr(hi, num);
   sqlite3_str_appendf(js, "\"until\": %s, \"text\": ", num);
-  hm_json_string(js, q + start, len);
+  hq_json_string(js, q + start, len);
   sqlite3_str_appendchar(js, 1, '}');
   if (sqlite3_str_errcode(js)) {
     sqlite3_free(sqlite3_str_finish(js));
@@ -233,7 +233,7 @@ static void heap_ns_tag(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
   HM_TEXT_ARG(ctx, argv, 0, "heap_ns_tag", "namespace", ns);
   if (hm_ns_tag(ns, tag, sizeof tag) < 0) {
-    hm_result_err(ctx, "heap_ns_tag", "a namespace is at most 1024 bytes of UTF-8");
+    hq_result_err(ctx, "heap_ns_tag", "a namespace is at most 1024 bytes of UTF-8");
     goto cleanup;
   }
   sqlite3_result_text(ctx, tag, -1, SQLITE_TRANSIENT);
@@ -263,7 +263,7 @@ static void heap_active(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   HM_TEXT_ARG(ctx, argv, 0, "heap_active", "features", features);
   HM_TEXT_ARG(ctx, argv, 1, "heap_active", "the question type", qt);
   if (hm_active(features, qt, NAN, out, sizeof out, err, sizeof err) != HM_OK) {
-    hm_result_err(ctx, "heap_active", err[0] ? err : "too many features");
+    hq_result_err(ctx, "heap_active", err[0] ? err : "too many features");
     goto cleanup;
   }
   sqlite3_result_text(ctx, out, -1, SQLITE_TRANSIENT);
@@ -288,13 +288,13 @@ static void heap_links_step(sqlite3_context *ctx, int argc, sqlite3_value **argv
   double x[5];
   x[4] = 1e9; /* no cap: borrow all the other namespaces' evidence */
   for (int i = 1; i < argc; i++) {
-    if (!hm_is_number(argv[i])) {
-      hm_result_err(ctx, "heap_links", "counts and pseudocount must be numbers");
+    if (!hq_is_number(argv[i])) {
+      hq_result_err(ctx, "heap_links", "counts and pseudocount must be numbers");
       goto cleanup;
     }
     x[i - 1] = sqlite3_value_double(argv[i]);
     if (!isfinite(x[i - 1]) || x[i - 1] < 0) {
-      hm_result_err(ctx, "heap_links", "counts and pseudocount must be finite and >= 0");
+      hq_result_err(ctx, "heap_links", "counts and pseudocount must be finite and >= 0");
       goto cleanup;
     }
   }
@@ -316,7 +316,7 @@ cleanup:
 /* The link-set blob of v[0..n) (sorted here by hash; a feature listed
  * twice keeps its last row), sqlite3_malloc'ed, its size in *len; NULL when
  * out of memory.  heap_links and heap_recall's link set (recall.c) make it. */
-static unsigned char *hm_links_blob(hm_link *v, i64 n, int *len) {
+static unsigned char *hq_links_blob(hm_link *v, i64 n, int *len) {
   if (n > 0) qsort(v, (size_t)n, sizeof(hm_link), hm_link_cmp);
   i64 m = 0;
   for (i64 i = 0; i < n; i++) {
@@ -338,7 +338,7 @@ static void heap_links_final(sqlite3_context *ctx) {
   hm_links_acc *acc = sqlite3_aggregate_context(ctx, 0);
   int size = 0;
   if (acc && acc->failed) goto cleanup;
-  unsigned char *blob = hm_links_blob(acc ? acc->v : NULL, acc ? acc->n : 0, &size);
+  unsigned char *blob = hq_links_blob(acc ? acc->v : NULL, acc ? acc->n : 0, &size);
   if (!blob) sqlite3_result_error_nomem(ctx);
   else sqlite3_result_blob64(ctx, blob, (sqlite3_uint64)size, sqlite3_free);
 cleanup:
@@ -347,13 +347,13 @@ cleanup:
 
 /* The optional config argument argv[i] ('w_recency=0 ...', NULL or absent:
  * the defaults), parsed once per statement when it is a constant. */
-static int hm_sql_config(sqlite3_context *ctx, int argc, sqlite3_value **argv, int i,
+static int hq_sql_config(sqlite3_context *ctx, int argc, sqlite3_value **argv, int i,
                          const char *fname, hm_config *c) {
   char err[HM_ERRLEN] = "";
   const char *cfg = "";
   if (argc > i && sqlite3_value_type(argv[i]) != SQLITE_NULL) {
     if (sqlite3_value_type(argv[i]) != SQLITE_TEXT) {
-      hm_result_err(ctx, fname, "config must be text like 'w_recency=0 half_life_days=14'");
+      hq_result_err(ctx, fname, "config must be text like 'w_recency=0 half_life_days=14'");
       return HM_ERROR;
     }
     cfg = (const char *)sqlite3_value_text(argv[i]);
@@ -364,7 +364,7 @@ static int hm_sql_config(sqlite3_context *ctx, int argc, sqlite3_value **argv, i
     *c = *cached;
   } else {
     if (hm_config_parse(cfg, c, err, sizeof err) != HM_OK) {
-      hm_result_err(ctx, fname, err);
+      hq_result_err(ctx, fname, err);
       return HM_ERROR;
     }
     if (argc > i) {
@@ -380,12 +380,12 @@ static int hm_sql_config(sqlite3_context *ctx, int argc, sqlite3_value **argv, i
 
 /* Shared argument handling of heap_score and heap_explain:
  * (relevance, age_days, importance, superseded, features, qtype, links [, config]) */
-static int hm_sql_score_args(sqlite3_context *ctx, int argc, sqlite3_value **argv,
+static int hq_sql_score_args(sqlite3_context *ctx, int argc, sqlite3_value **argv,
                              const char *fname, hm_input *in, const char **qt,
                              const unsigned char **links, i64 *linkslen, hm_config *c) {
   const char *names[4] = {"relevance", "age_days", "importance", "superseded"};
   for (int i = 0; i < 4; i++)
-    if (!hm_is_number(argv[i])) {
+    if (!hq_is_number(argv[i])) {
       char *m = sqlite3_mprintf("%s: %s must be a number", fname, names[i]);
       if (!m) { sqlite3_result_error_nomem(ctx); return HM_ERROR; }
       sqlite3_result_error(ctx, m, -1);
@@ -404,12 +404,12 @@ static int hm_sql_score_args(sqlite3_context *ctx, int argc, sqlite3_value **arg
   in->thread_from = in->time_window = NULL;
   in->thread_offset = 0;
   if (sqlite3_value_type(argv[4]) != SQLITE_TEXT) {
-    hm_result_err(ctx, fname, "features must be text");
+    hq_result_err(ctx, fname, "features must be text");
     return HM_ERROR;
   }
   in->features = (const char *)sqlite3_value_text(argv[4]);
   if (sqlite3_value_type(argv[5]) != SQLITE_TEXT) {
-    hm_result_err(ctx, fname, "the question type must be text");
+    hq_result_err(ctx, fname, "the question type must be text");
     return HM_ERROR;
   }
   *qt = (const char *)sqlite3_value_text(argv[5]);
@@ -429,14 +429,14 @@ static int hm_sql_score_args(sqlite3_context *ctx, int argc, sqlite3_value **arg
     *links = sqlite3_value_blob(argv[6]);
     *linkslen = sqlite3_value_bytes(argv[6]);
     if (hm_links_count(*links, *linkslen) < 0) {
-      hm_result_err(ctx, fname, "links must be a link set made by heap_links() or NULL");
+      hq_result_err(ctx, fname, "links must be a link set made by heap_links() or NULL");
       return HM_ERROR;
     }
   } else {
-    hm_result_err(ctx, fname, "links must be a link set made by heap_links() or NULL");
+    hq_result_err(ctx, fname, "links must be a link set made by heap_links() or NULL");
     return HM_ERROR;
   }
-  return hm_sql_config(ctx, argc, argv, 7, fname, c);
+  return hq_sql_config(ctx, argc, argv, 7, fname, c);
 }
 
 /* heap_score(relevance, age_days, importance, superseded, features, qtype,
@@ -450,12 +450,12 @@ static void heap_score(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   char err[HM_ERRLEN] = "";
   double out[HM_SCORE_COLUMNS];
   int bad;
-  if (hm_sql_score_args(ctx, argc, argv, "heap_score", &in, &qt, &links, &linkslen, &c))
+  if (hq_sql_score_args(ctx, argc, argv, "heap_score", &in, &qt, &links, &linkslen, &c))
     return;
   int sup = in.superseded;
   if (hm_score_batch(1, &in.relevance, &in.age_days, &in.importance, &sup, &in.features, qt,
                      links, linkslen, &c, out, &bad, err, sizeof err) != HM_OK) {
-    hm_result_err(ctx, "heap_score", err);
+    hq_result_err(ctx, "heap_score", err);
     return;
   }
   sqlite3_result_double(ctx, out[5]);
@@ -469,10 +469,10 @@ static void heap_explain(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   i64 linkslen;
   hm_config c;
   char err[HM_ERRLEN] = "", out[HM_EXPLAIN_LEN];
-  if (hm_sql_score_args(ctx, argc, argv, "heap_explain", &in, &qt, &links, &linkslen, &c))
+  if (hq_sql_score_args(ctx, argc, argv, "heap_explain", &in, &qt, &links, &linkslen, &c))
     return;
   if (hm_explain(&in, qt, links, linkslen, &c, out, sizeof out, err, sizeof err) != HM_OK) {
-    hm_result_err(ctx, "heap_explain", err);
+    hq_result_err(ctx, "heap_explain", err);
     return;
   }
   sqlite3_result_text(ctx, out, -1, SQLITE_TRANSIENT);
@@ -482,14 +482,14 @@ static void heap_explain(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 static void heap_recency(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   double x[3] = {0, 30.0, 0.5};
   for (int i = 0; i < argc; i++) {
-    if (!hm_is_number(argv[i])) {
-      hm_result_err(ctx, "heap_recency", "arguments must be numbers");
+    if (!hq_is_number(argv[i])) {
+      hq_result_err(ctx, "heap_recency", "arguments must be numbers");
       return;
     }
     x[i] = sqlite3_value_double(argv[i]);
   }
   if (isnan(x[0]) || !isfinite(x[1]) || x[1] <= 0 || !(x[2] >= 0 && x[2] <= 1)) {
-    hm_result_err(ctx, "heap_recency",
+    hq_result_err(ctx, "heap_recency",
                   "age_days must be a number, half_life_days positive, floor in [0, 1]");
     return;
   }
@@ -499,7 +499,7 @@ static void heap_recency(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 /* Shared by heap_credit and heap_fold: (features, qtype, age_days, used, links
  * [, config]) -> hm_credit's names and deltas.  Returns the number of
  * features, or -1 with the SQL error set. */
-static int hm_sql_credit(sqlite3_context *ctx, int argc, sqlite3_value **argv, const char *fname,
+static int hq_sql_credit(sqlite3_context *ctx, int argc, sqlite3_value **argv, const char *fname,
                          char *names, int nameslen, double *da, double *db) {
   const char *features = NULL, *qt = NULL;
   const unsigned char *links = NULL;
@@ -507,39 +507,39 @@ static int hm_sql_credit(sqlite3_context *ctx, int argc, sqlite3_value **argv, c
   hm_config c;
   char err[HM_ERRLEN] = "";
   if (sqlite3_value_type(argv[0]) != SQLITE_TEXT || sqlite3_value_type(argv[1]) != SQLITE_TEXT) {
-    hm_result_err(ctx, fname, "features and the question type must be text");
+    hq_result_err(ctx, fname, "features and the question type must be text");
     return -1;
   }
   features = (const char *)sqlite3_value_text(argv[0]);
   qt = (const char *)sqlite3_value_text(argv[1]);
   if (!features || !qt) { sqlite3_result_error_nomem(ctx); return -1; }
   if (!hm_qtype_valid(qt)) {
-    hm_result_err(ctx, fname, "unknown question type");
+    hq_result_err(ctx, fname, "unknown question type");
     return -1;
   }
-  if (!hm_is_number(argv[2]) || !hm_is_number(argv[3])) {
-    hm_result_err(ctx, fname, "age_days and used must be numbers");
+  if (!hq_is_number(argv[2]) || !hq_is_number(argv[3])) {
+    hq_result_err(ctx, fname, "age_days and used must be numbers");
     return -1;
   }
   if (sqlite3_value_type(argv[4]) == SQLITE_BLOB) {
     links = sqlite3_value_blob(argv[4]);
     linkslen = sqlite3_value_bytes(argv[4]);
   } else if (sqlite3_value_type(argv[4]) != SQLITE_NULL) {
-    hm_result_err(ctx, fname, "links must be a link set made by heap_links() or NULL");
+    hq_result_err(ctx, fname, "links must be a link set made by heap_links() or NULL");
     return -1;
   }
-  if (hm_sql_config(ctx, argc, argv, 5, fname, &c) != HM_OK) return -1;
+  if (hq_sql_config(ctx, argc, argv, 5, fname, &c) != HM_OK) return -1;
   int k = hm_credit(features, qt, sqlite3_value_double(argv[2]), sqlite3_value_int64(argv[3]) != 0,
                     links, linkslen, &c, names, nameslen, da, db, 2 * HM_MAX_FEATURES, err,
                     sizeof err);
-  if (k < 0) hm_result_err(ctx, fname, err);
+  if (k < 0) hq_result_err(ctx, fname, err);
   return k;
 }
 
 /* hm_credit's k names (space-separated) and deltas as an event's deltas,
  * [["feature", d_alpha, d_beta], ...], appended to str (heap_credit's
  * result; feedback.c writes events with it). */
-static void hm_credit_json(sqlite3_str *str, const char *names, const double *da,
+static void hq_credit_json(sqlite3_str *str, const char *names, const double *da,
                            const double *db, int k) {
   sqlite3_str_appendchar(str, 1, '[');
   const char *name = names;
@@ -550,7 +550,7 @@ static void hm_credit_json(sqlite3_str *str, const char *names, const double *da
     hm_repr(da[i], a);
     hm_repr(db[i], b);
     sqlite3_str_appendall(str, i ? ", [" : "[");
-    hm_json_string(str, name, len);
+    hq_json_string(str, name, len);
     sqlite3_str_appendall(str, ", ");
     sqlite3_str_appendall(str, a);
     sqlite3_str_appendall(str, ", ");
@@ -568,10 +568,10 @@ static void hm_credit_json(sqlite3_str *str, const char *names, const double *da
 static void heap_credit(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   char names[HM_ACTIVE_LEN];
   double da[2 * HM_MAX_FEATURES], db[2 * HM_MAX_FEATURES];
-  int k = hm_sql_credit(ctx, argc, argv, "heap_credit", names, sizeof names, da, db);
+  int k = hq_sql_credit(ctx, argc, argv, "heap_credit", names, sizeof names, da, db);
   if (k < 0) return;
   sqlite3_str *str = sqlite3_str_new(NULL);
-  hm_credit_json(str, names, da, db, k);
+  hq_credit_json(str, names, da, db, k);
   int rc = sqlite3_str_errcode(str);
   char *out = sqlite3_str_finish(str);
   if (rc != SQLITE_OK || !out) {
@@ -605,7 +605,7 @@ static void heap_fold_step(sqlite3_context *ctx, int argc, sqlite3_value **argv)
   double da[2 * HM_MAX_FEATURES], db[2 * HM_MAX_FEATURES];
   if (!acc) { sqlite3_result_error_nomem(ctx); return; }
   if (acc->failed) return;
-  int k = hm_sql_credit(ctx, argc, argv, "heap_fold", names, sizeof names, da, db);
+  int k = hq_sql_credit(ctx, argc, argv, "heap_fold", names, sizeof names, da, db);
   if (k < 0) goto cleanup;
   const char *name = names;
   for (int i = 0; i < k; i++) {
@@ -652,7 +652,7 @@ static void heap_fold_final(sqlite3_context *ctx) {
     hm_repr(acc->v[i].a, a);
     hm_repr(acc->v[i].b, b);
     if (i) sqlite3_str_appendall(str, ", ");
-    hm_json_string(str, acc->v[i].name, (int)strlen(acc->v[i].name));
+    hq_json_string(str, acc->v[i].name, (int)strlen(acc->v[i].name));
     sqlite3_str_appendf(str, ": [%s, %s, %lld]", a, b, (long long)acc->v[i].n);
   }
   sqlite3_str_appendchar(str, 1, '}');

@@ -2,7 +2,7 @@
  * store.c: a store from SQL alone: making one, checking a file is one, adding
  * and forgetting memories.
  * Relies on: recall.c (hm_conn, hr_now), feedback.c (hf_ctx, hf_fail,
- * hf_prepare, hf_ids, hm_keep_statements, ...), sqlfuncs.c (hm_is_number);
+ * hf_prepare, hf_ids, hf_keep_statements, ...), sqlfuncs.c (hq_is_number);
  * heap_ns_tag and heap_features (sqlfuncs.c) and heap_ntokens (bm25.c) run
  * inside its insert.
  *
@@ -144,7 +144,7 @@ static int hs_check(hf_ctx *x) {
   return SQLITE_OK;
 }
 
-static int hm_check_store(sqlite3 *db, hm_conn *conn, char **err) {
+static int hs_check_store(sqlite3 *db, hm_conn *conn, char **err) {
   hf_ctx x = {.db = db, .conn = conn};
   int rc = hs_check(&x);
   *err = x.err;
@@ -166,7 +166,7 @@ static void heap_init(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     }
     embed = sqlite3_value_int(argv[0]);
   }
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
   sqlite3 *db = x.db;
   sqlite3_stmt *st = NULL;
   int rc = sqlite3_prepare_v2(db, "SELECT (SELECT count(*) FROM sqlite_schema), (SELECT "
@@ -253,7 +253,7 @@ static int hs_metadata(hf_ctx *x, sqlite3_value *v, const char **out) {
   if (!v || sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
   if (sqlite3_value_type(v) != SQLITE_TEXT)
     return hf_fail(x, SQLITE_ERROR, "metadata must be a JSON object as text");
-  if (hm_arg_text(v, "metadata", 0, hm_limits.MAX_METADATA_BYTES, out, why, sizeof why))
+  if (hq_arg_text(v, "metadata", 0, hm_limits.MAX_METADATA_BYTES, out, why, sizeof why))
     return hf_fail(x, SQLITE_ERROR, "%s", why);
   if (hm_json_depth(*out, sqlite3_value_bytes(v)) > hm_limits.MAX_JSON_DEPTH)
     return hf_fail(x, SQLITE_ERROR, "metadata nests deeper than %.0f levels",
@@ -397,7 +397,7 @@ static int hs_thread(hf_ctx *x, sqlite3_value *thread_v, sqlite3_value *turn_v,
   *turn = -1;
   if (!turn_v || sqlite3_value_type(turn_v) == SQLITE_NULL) return SQLITE_OK;
   double v = sqlite3_value_double(turn_v);
-  if (!hm_is_number(turn_v) || !(v >= 0 && v <= HM_MAX_TURN) || v != floor(v))
+  if (!hq_is_number(turn_v) || !(v >= 0 && v <= HM_MAX_TURN) || v != floor(v))
     return hf_fail(x, SQLITE_ERROR, "turn must be a whole number from 0 to %lld (the memory's "
                                     "place in its thread)", (long long)HM_MAX_TURN);
   if (!*thread)
@@ -424,7 +424,7 @@ static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, int maintain, i64 *
   if (!a[0] || sqlite3_value_type(a[0]) != SQLITE_TEXT)
     return hf_fail(x, SQLITE_ERROR, "text must be text: heap_add('Booked the flight', "
                                     "'user:maya')");
-  if (hm_arg_text(a[0], "text", HM_ARG_NOTBLANK, hm_limits.MAX_TEXT_BYTES, &text, why,
+  if (hq_arg_text(a[0], "text", HM_ARG_NOTBLANK, hm_limits.MAX_TEXT_BYTES, &text, why,
                   sizeof why))
     return hf_fail(x, SQLITE_ERROR, "%s", why);
   if ((rc = hf_namespace(x, a[1], 1, &ns))) return rc;
@@ -436,7 +436,7 @@ static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, int maintain, i64 *
   double created;
   if (a[5] && sqlite3_value_type(a[5]) != SQLITE_NULL) {
     created = sqlite3_value_double(a[5]);
-    if (!hm_is_number(a[5]) || !(created >= hm_limits.MIN_TIME && created <= hm_limits.MAX_TIME))
+    if (!hq_is_number(a[5]) || !(created >= hm_limits.MIN_TIME && created <= hm_limits.MAX_TIME))
       return hf_fail(x, SQLITE_ERROR, "created_at must be unix seconds from %.0f to %.0f (1970 "
                                       "to the year 9999)", hm_limits.MIN_TIME, hm_limits.MAX_TIME);
   } else {
@@ -445,7 +445,7 @@ static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, int maintain, i64 *
   double importance = hs_kind_importance(kind);
   if (a[6] && sqlite3_value_type(a[6]) != SQLITE_NULL) {
     importance = sqlite3_value_double(a[6]);
-    if (!hm_is_number(a[6]) || !(importance > 0 && importance <= hm_limits.MAX_IMPORTANCE))
+    if (!hq_is_number(a[6]) || !(importance > 0 && importance <= hm_limits.MAX_IMPORTANCE))
       return hf_fail(x, SQLITE_ERROR, "importance must be a number in (0, %g]",
                      hm_limits.MAX_IMPORTANCE);
   }
@@ -635,7 +635,7 @@ static int hs_add_item(hf_ctx *x, i64 at, sqlite3_value **v, sqlite3_value *copy
   int rc = hs_add(x, HS_NFIELDS + 1, argv, 0, last, &id);
   if (!rc) {
     if (at) sqlite3_str_appendchar(ids, 1, ',');
-    hm_json_string(ids, id, (int)strlen(id));
+    hq_json_string(ids, id, (int)strlen(id));
   } else if (x->err) { /* which item, before its sentence */
     char *m = sqlite3_mprintf("item %lld: %s", (long long)at, x->err);
     if (m) sqlite3_free(x->err), x->err = m;
@@ -743,7 +743,7 @@ static int hs_add_many(hf_ctx *x, sqlite3_value *items, sqlite3_value *copy, cha
   const char *json;
   static const char bad[] = "items must be a JSON array of objects, one per memory, such as "
                             "'[{\"text\": \"Booked the flight\"}]'";
-  if (hm_arg_text(items, "items", 0, 0, &json, why, sizeof why))
+  if (hq_arg_text(items, "items", 0, 0, &json, why, sizeof why))
     return hf_fail(x, SQLITE_ERROR, "%s", bad);
   if (hm_json_depth(json, sqlite3_value_bytes(items)) > hm_limits.MAX_JSON_DEPTH + 2)
     return hf_fail(x, SQLITE_ERROR, "items nest deeper than %.0f levels",
@@ -809,8 +809,8 @@ static int hs_add_many(hf_ctx *x, sqlite3_value *items, sqlite3_value *copy, cha
  * count, 3: the ids' JSON). */
 static void hs_write(sqlite3_context *ctx, int argc, sqlite3_value **argv, int what,
                      const char *fname) {
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
-  hm_keep_statements(&x);
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
+  hf_keep_statements(&x);
   char *id = NULL;
   i64 count = 0;
   int rc;

@@ -39,8 +39,8 @@
  *
  * Relies on: links.c (hm_link, the blob), sample.c (hm_splitmix64), score.c
  * (hm_score_batch, the config fields), sqlfuncs.c (hm_repr,
- * hm_json_string), feedback.c (hf_ctx, hf_prepare, hf_done, hf_fail,
- * hf_sqlfail, hm_keep_statements), store.c's hm_check_store.
+ * hq_json_string), feedback.c (hf_ctx, hf_prepare, hf_done, hf_fail,
+ * hf_sqlfail, hf_keep_statements), store.c's hs_check_store.
  */
 
 #pragma region tune
@@ -284,7 +284,7 @@ static int ht_config(hf_ctx *x, const char *text, hm_config *cfg) {
   int rc = SQLITE_OK;
   if (!text) {
     if ((rc = hf_prepare(x, hr_sql_tuned, &st))) return rc;
-    rc = hm_tuned_read(st, cfg, err, sizeof err);
+    rc = hr_tuned_read(st, cfg, err, sizeof err);
     if (rc == SQLITE_CORRUPT) hf_fail(x, rc, "the store's tuned config is damaged (%s)", err);
     else if (rc) hf_sqlfail(x, rc);
     hf_done(x, st);
@@ -429,7 +429,7 @@ static int ht_read_opts(hf_ctx *x, sqlite3_value *v, ht_opts *o) {
     if (sqlite3_value_type(v) != SQLITE_TEXT)
       return hf_fail(x, SQLITE_ERROR, "options must be a JSON object like "
                                       "'{\"seed\": 0, \"deploy\": false}'");
-    if (hm_arg_text(v, "options", 0, hm_limits.MAX_TEXT_BYTES, &json, why, sizeof why))
+    if (hq_arg_text(v, "options", 0, hm_limits.MAX_TEXT_BYTES, &json, why, sizeof why))
       return hf_fail(x, SQLITE_ERROR, "%s", why);
     if (hm_json_depth(json, sqlite3_value_bytes(v)) > hm_limits.MAX_JSON_DEPTH)
       return hf_fail(x, SQLITE_ERROR, "options nest deeper than %.0f levels",
@@ -1225,7 +1225,7 @@ static void ht_num(sqlite3_str *s, double v) {
 static char *ht_report_json(const ht_report *r) {
   sqlite3_str *s = sqlite3_str_new(NULL);
   sqlite3_str_appendf(s, "{\"deployed\":%s,\"reason\":", r->deployed ? "true" : "false");
-  hm_json_string(s, r->reason ? r->reason : "", r->reason ? (int)strlen(r->reason) : 0);
+  hq_json_string(s, r->reason ? r->reason : "", r->reason ? (int)strlen(r->reason) : 0);
   sqlite3_str_appendf(s, ",\"recalls\":%d,\"folds\":\"%s\",\"current\":{\"w_usefulness\":",
                       r->n, r->folds);
   ht_num(s, r->cur_w);
@@ -1496,13 +1496,13 @@ static int ht_pending(hf_ctx *x, const ht_opts *given, char **out);
  * with "pending", of the auto-tune under way: ht_pending), inside a
  * savepoint of its own, so that an error leaves nothing written. */
 static void heap_tune(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
   char *out = NULL, *why = NULL;
   ht_opts o;
   ht_bounds b;
   ht_job *j = NULL;
-  hm_keep_statements(&x);
-  int rc = hm_check_store(x.db, x.conn, &why);
+  hf_keep_statements(&x);
+  int rc = hs_check_store(x.db, x.conn, &why);
   if (rc != SQLITE_OK) hf_fail(&x, rc, "%s", why ? why : "out of memory");
   sqlite3_free(why);
   if (!rc) rc = ht_read_opts(&x, argc ? argv[0] : NULL, &o);
@@ -1545,17 +1545,17 @@ static void heap_tune(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
  * error, and nothing is written. */
 static void heap_save_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
   char *why = NULL, *saved = NULL, err[HM_ERRLEN];
   hm_config cfg;
-  hm_keep_statements(&x);
-  int rc = hm_check_store(x.db, x.conn, &why);
+  hf_keep_statements(&x);
+  int rc = hs_check_store(x.db, x.conn, &why);
   if (rc != SQLITE_OK) hf_fail(&x, rc, "%s", why ? why : "out of memory");
   sqlite3_free(why);
   const char *text = NULL;
   if (!rc && sqlite3_value_type(argv[0]) != SQLITE_TEXT)
     rc = hf_fail(&x, SQLITE_MISMATCH, "config must be text such as 'w_usefulness=0.5'");
-  if (!rc && hm_arg_text(argv[0], "config", 0, hm_limits.MAX_TEXT_BYTES, &text, err, sizeof err))
+  if (!rc && hq_arg_text(argv[0], "config", 0, hm_limits.MAX_TEXT_BYTES, &text, err, sizeof err))
     rc = hf_fail(&x, SQLITE_ERROR, "%s", err);
   if (!rc && hm_config_parse(text, &cfg, err, sizeof err) != HM_OK)
     rc = hf_fail(&x, SQLITE_ERROR, "%s", err);
@@ -1753,7 +1753,7 @@ static char *ht_outcome(i64 point, i64 judged, const char *report, const char *w
   sqlite3_str *s = sqlite3_str_new(NULL);
   sqlite3_str_appendf(s, "{\"point\":%lld,\"judged\":%lld,\"error\":", (long long)point,
                       (long long)judged);
-  hm_json_string(s, why, (int)strlen(why));
+  hq_json_string(s, why, (int)strlen(why));
   sqlite3_str_appendchar(s, 1, '}');
   return sqlite3_str_finish(s);
 }

@@ -588,7 +588,7 @@ static void heap_vector_part(sqlite3_context *ctx, int argc, sqlite3_value **arg
       SQLITE_INTEGER || sqlite3_value_type(argv[2]) != SQLITE_BLOB)
     return; /* NULL: the triggers insert nothing */
   const char *ns = (const char *)sqlite3_value_text(argv[0]);
-  i64 id = hx_part_of(sqlite3_context_db_handle(ctx), hm_user_data(ctx), ns,
+  i64 id = hx_part_of(sqlite3_context_db_handle(ctx), hq_user_data(ctx), ns,
                       (u64)sqlite3_value_int64(argv[1]), sqlite3_value_blob(argv[2]),
                       sqlite3_value_bytes(argv[2]));
   if (id > 0) sqlite3_result_int64(ctx, id);
@@ -623,7 +623,7 @@ static int hx_build_one(hf_ctx *x, const char *ns, const hx_settings *cfg, sqlit
   if (rc) return rc;
   sqlite3_str_appendall(js, sqlite3_str_length(js) > 1 ? ", " : "");
   sqlite3_str_appendf(js, "{\"namespace\": ");
-  hm_json_string(js, ns, (int)strlen(ns));
+  hq_json_string(js, ns, (int)strlen(ns));
   i64 count = 0;
   if (parts) {
     sqlite3_stmt *st = NULL;
@@ -644,8 +644,8 @@ static int hx_build_one(hf_ctx *x, const char *ns, const hx_settings *cfg, sqlit
  * heapmem.open runs after an upgrade).  A JSON array of what was built:
  * [{"namespace", "vectors", "partitions"}]. */
 static void heap_vector_index(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
-  hm_keep_statements(&x);
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
+  hf_keep_statements(&x);
   const char *ns = NULL;
   int rc = argc ? hf_name(&x, argv[0], "namespace", 0, &ns) : SQLITE_OK;
   if (!rc && ns && !strcmp(ns, "*"))
@@ -701,8 +701,8 @@ static void heap_vector_index(sqlite3_context *ctx, int argc, sqlite3_value **ar
  * partitions grown past twice the size.  NULL. */
 static void heap_vector_maintain(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
-  hm_keep_statements(&x);
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
+  hf_keep_statements(&x);
   const char *ns = NULL;
   int rc = hf_name(&x, argv[0], "namespace", 0, &ns);
   if (!rc && (sqlite3_value_type(argv[1]) != SQLITE_INTEGER || sqlite3_value_int64(argv[1]) < 0))
@@ -778,8 +778,8 @@ static int hx_settings_parse(hf_ctx *x, const char *text, hx_settings *s) {
  * partitions until heap_vector_index rebuilds them; a new size applies to
  * the next build and split, a new probe to the next recall. */
 static void heap_vector_settings(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hm_user_data(ctx)};
-  hm_keep_statements(&x);
+  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
+  hf_keep_statements(&x);
   hx_settings s;
   int rc = SQLITE_OK;
   if (argc && sqlite3_value_type(argv[0]) != SQLITE_TEXT)

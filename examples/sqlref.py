@@ -194,8 +194,8 @@ def registered() -> dict[str, tuple[str, list[int], str]]:
     for name in re.findall(r'sqlite3_create_module_v2\(db, "(heap_\w+)"', src):
         if name != "heap_recall":
             out[name] = ("table-valued", [len(WORDS.get(name, ([], ""))[0])], "reads")
-    # the two registered beside FTS5's tokenizers (hm_register_fts5)
-    for name, n in re.findall(r'hm_create_function\(db, slot, "(heap_\w+)", (\d+),', src):
+    # the two registered beside FTS5's tokenizers (hg_register_fts5)
+    for name, n in re.findall(r'hg_create_function\(db, slot, "(heap_\w+)", (\d+),', src):
         out[name] = ("aggregate" if "_step" in src[src.index(f'"{name}"'):][:300]
                      else "scalar", [int(n)], "reads")
     return out

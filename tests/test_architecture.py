@@ -580,3 +580,32 @@ def test_a_module_has_one_path(old):
     import importlib
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module(old)
+
+
+def _c_function_bodies():
+    """(unit, name, body) of every function csrc/*.c defines (the body
+    found by matching braces after the signature)."""
+    import re
+    out = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "csrc", "*.c"))):
+        src = open(path, encoding="utf-8").read()
+        for m in re.finditer(r"^[A-Za-z_][\w \*]*?\b(h[a-z]?_\w+|heap_\w+)\s*\([^;{]*\)\s*\{",
+                             src, re.M):
+            depth, i = 1, m.end()
+            while depth and i < len(src):
+                depth += {"{": 1, "}": -1}.get(src[i], 0)
+                i += 1
+            out.append((os.path.basename(path), m.group(1), src[m.end():i]))
+    return out
+
+
+def test_hm_names_pure_code():
+    """issue 37: hm_ is the prefix of pure code, callable from Python without
+    a database: no hm_ function's body calls SQLite (sqlite3_*); the others
+    carry their unit's prefix (csrc/heapmem.c lists them)."""
+    import re
+    bodies = _c_function_bodies()
+    assert len([b for b in bodies if b[1].startswith("hm_")]) > 100, "the scan found too little"
+    calls = sorted(f"{unit}: {name}" for unit, name, body in bodies
+                   if name.startswith("hm_") and re.search(r"\bsqlite3_\w+\s*\(", body))
+    assert not calls, calls
