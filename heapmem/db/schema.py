@@ -23,8 +23,8 @@ from ..errors import (
     CorruptStoreError,
     NotAStoreError,
     SchemaVersionError,
-    StoreBusyError,
     UnsafeStoreError,
+    from_sqlite,
 )
 
 #: The schema version this heapmem writes (PRAGMA user_version).
@@ -862,9 +862,15 @@ def wait_for_lock(c: Connection, ms: int) -> None:
             start[0] = now
         if (now - start[0]) * 1000 >= ms:
             return False
-        time.sleep(min(0.00005 * (count + 1), 0.002))
+        time.sleep(_lock_pause(count))
         return True
     c.setbusyhandler(busy)
+
+
+def _lock_pause(count: int) -> float:
+    """Seconds to sleep before the count-th new try for another connection's
+    lock: 50 microseconds more each time, 2 ms at most."""
+    return min(0.00005 * (count + 1), 0.002)
 
 
 def configure(c: Connection) -> None:
@@ -1099,19 +1105,16 @@ def _journal_wal(c: Connection, path: str) -> None:
     waits (BUSY_MS), and then refused in one sentence, never as apsw's
     error."""
     end = time.monotonic() + BUSY_MS / 1000
-    pause = 0.0005
+    count = 0
     while True:
         try:
             c.execute("PRAGMA journal_mode=WAL").fetchall()
             return
-        except apsw.BusyError:
+        except apsw.BusyError as e:
             if time.monotonic() >= end:
-                raise StoreBusyError(
-                    f"opening {path!r}: the store is busy: another connection held its lock for "
-                    f"{BUSY_MS / 1000:g} s while the file was being switched to WAL; try again"
-                ) from None
-            time.sleep(pause)
-            pause = min(pause * 2, 0.05)
+                raise from_sqlite(e, f"opening {path!r}") from None
+            time.sleep(_lock_pause(count))
+            count += 1
 
 
 def _check_file(c: Connection, path: str, *, readonly: bool, verify: bool) -> None:
