@@ -67,6 +67,7 @@ from .validate import (
     check_ids,
     check_name,
     check_namespace,
+    check_recall_id,
     check_text,
     check_thread,
     python_text,
@@ -1003,13 +1004,7 @@ class Memory:
         t = self.now(now)
         if namespace is not None:
             namespace = check_namespace(namespace)
-        if recall_id is not None:
-            if isinstance(recall_id, str) and recall_id.strip().isdigit():
-                recall_id = int(recall_id)
-            if isinstance(recall_id, bool) or not isinstance(recall_id, int):
-                raise TypeError(f"recall_id must be an integer, got {type(recall_id).__name__}")
-            if not -(1 << 63) <= recall_id < (1 << 63):  # SQLite integers are 64-bit
-                raise ValueError(f"unknown recall_id {recall_id} (never recorded, or forgotten)")
+        recall_id = check_recall_id(recall_id)
         config = self.config.to_sql()
         with self._write() as c:
             try:

@@ -197,6 +197,21 @@ def check_answer(answer: Any) -> str:
                          " (64 KiB): pass the answer, not a document")
 
 
+def check_recall_id(recall_id: Any) -> int | None:
+    """A recall_id as feedback reads it: None stays None, a string of digits
+    is its number; anything but an integer is a TypeError, one SQLite cannot
+    hold an unknown recall (ValueError)."""
+    if recall_id is None:
+        return None
+    if isinstance(recall_id, str) and recall_id.strip().isdigit():
+        recall_id = int(recall_id)
+    if isinstance(recall_id, bool) or not isinstance(recall_id, int):
+        raise TypeError(f"recall_id must be an integer, got {type(recall_id).__name__}")
+    if not -(1 << 63) <= recall_id < (1 << 63):  # SQLite integers are 64-bit
+        raise ValueError(f"unknown recall_id {recall_id} (never recorded, or forgotten)")
+    return recall_id
+
+
 def check_ids(ids: Any, what: str) -> list[str]:
     if isinstance(ids, (str, bytes)):
         raise TypeError(f"{what} must be a list of ids, not a single string; wrap it: {what}=[id]")

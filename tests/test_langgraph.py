@@ -476,6 +476,16 @@ def test_feedback_judges_only_what_the_search_returned(sixty, mem):
     assert mem.check().ok
 
 
+def test_a_recall_id_of_digits_judges_its_own_page(sixty, mem):
+    """A recall_id given as a string of digits (Memory.feedback reads "7" as
+    7) names the same search, so only that search's page is judged."""
+    hits = sixty.search(("n",), query="note", limit=3, offset=2)
+    rid = sixty.last_recalls[sixty.namespace_name(("n",))]
+    fb = sixty.feedback(("n",), [hits[0].key], recall_id=str(rid))
+    assert fb.recall_id == rid and fb.used == ("n." + hits[0].key,)
+    assert sorted(fb.ignored) == sorted("n." + h.key for h in hits[1:])
+
+
 def test_report_answer_learns_without_keys(store, mem):
     hits = store.search(MAYA, query="When is my flight to Lisbon?", limit=3)
     assert "flight" in [h.key for h in hits]

@@ -113,7 +113,7 @@ from ..errors import CorruptStoreError, DuplicateIdError
 from ..results import Feedback
 from ..store import Memory
 from ..store import open as _open
-from ..validate import MAX_K, MAX_NAME_CHARS, MAX_TURN
+from ..validate import MAX_K, MAX_NAME_CHARS, MAX_TURN, check_recall_id
 
 try:  # langgraph-checkpoint >= 2.1
     from langgraph.store.base import validate_op_namespace as _validate_op
@@ -817,6 +817,7 @@ class HeapmemStore(BaseStore):
         ids = self._ids(namespace, used)
         if recall_id is None:
             recall_id = self.last_recalls.get(self.namespace_name(namespace))
+        recall_id = check_recall_id(recall_id)  # "7" is recall 7's page, as feedback reads it
         page = self._pages.get(recall_id) if recall_id is not None else None
         ignored = None if page is None else [i for i in page if i not in ids]
         return self.memory.feedback(ids, recall_id=recall_id, ignored=ignored,
