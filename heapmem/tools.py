@@ -125,6 +125,15 @@ def _own(mem: Memory, namespace: str, ids: Any) -> list[str]:
     return list(ids)
 
 
+def _recall_id(args: Mapping[str, Any]) -> int | None:
+    """The recall_id a tool was given: an integer, as its schema says (whose
+    recall it is, the core checks: another namespace's is unknown)."""
+    v = args.get("recall_id")
+    if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+        raise TypeError(f"recall_id must be an integer, got {type(v).__name__}")
+    return v
+
+
 def _int(args: Mapping[str, Any], name: str, default: int, lo: int, hi: int) -> int:
     v = args.get(name, default)
     if isinstance(v, bool) or not isinstance(v, int):
@@ -179,7 +188,7 @@ def _recall(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
 
 
 def _report_answer(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
-    fb = mem.feedback(recall_id=a["recall_id"], answer=a["answer"], namespace=ns)
+    fb = mem.feedback(recall_id=_recall_id(a), answer=a["answer"], namespace=ns)
     return {"recall_id": fb.recall_id, "used": list(fb.used), "ignored": list(fb.ignored),
             "links_updated": fb.links_updated,
             "judgements": [{"id": j.id, "verdict": j.verdict, "why": j.reason}
@@ -187,12 +196,14 @@ def _report_answer(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
 
 
 def _mark_used(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
-    fb = mem.mark_used(_own(mem, ns, a["ids"]), recall_id=a.get("recall_id"), namespace=ns)
+    rid = _recall_id(a)
+    fb = mem.mark_used(_own(mem, ns, a["ids"]), recall_id=rid, namespace=ns)
     return {"recall_id": fb.recall_id, "used": list(fb.used), "links_updated": fb.links_updated}
 
 
 def _mark_ignored(mem: Memory, ns: str, a: dict[str, Any]) -> dict[str, Any]:
-    fb = mem.mark_ignored(_own(mem, ns, a["ids"]), recall_id=a.get("recall_id"), namespace=ns)
+    rid = _recall_id(a)
+    fb = mem.mark_ignored(_own(mem, ns, a["ids"]), recall_id=rid, namespace=ns)
     return {"recall_id": fb.recall_id, "ignored": list(fb.ignored),
             "links_updated": fb.links_updated}
 

@@ -81,6 +81,8 @@ def test_the_dispatcher_checks_what_the_schema_says(mem):
             ("add", {"text": "x y", "colour": "red"}, "takes no argument 'colour'"),
             ("recall", {"query": "seat", "k": 0}, "k must be from 1"),
             ("report_answer", {"answer": "x"}, "needs recall_id"),
+            ("report_answer", {"answer": "x", "recall_id": "1"}, "recall_id must be an integer"),
+            ("mark_used", {"ids": ["m1"], "recall_id": True}, "recall_id must be an integer"),
             ("forget", {"ids": [out["id"]]}, "unknown memory id"),  # another namespace's
             ("fly", {}, "unknown tool"), ("recall", "{not json", "not valid JSON")]:
         with pytest.raises((ValueError, TypeError), match=words):
