@@ -119,7 +119,7 @@ class Result:
         and "explain", its explain() line; or only the named ones, in that
         order.  What the CLI's --json, the tool doors (MCP, tool calling)
         and the framework adapters give out, so no door builds it again."""
-        names = [f.name for f in _RESULT_FIELDS] + ["explain"] if fields is None else fields
+        names = (*_RESULT_NAMES, "explain") if fields is None else fields
         out: dict[str, Any] = {}
         for name in names:
             if name == "explain":
@@ -156,9 +156,8 @@ class Result:
         return out
 
 
-#: a Result's public fields, in order (to_dict)
-_RESULT_FIELDS = tuple(f for f in fields(Result) if not f.name.startswith("_"))
-_RESULT_NAMES = frozenset(f.name for f in _RESULT_FIELDS)
+#: a Result's public fields' names, in order (to_dict)
+_RESULT_NAMES = tuple(f.name for f in fields(Result) if not f.name.startswith("_"))
 
 #: RECALL's columns that are a Result's field as they are read (the others are
 #: decoded in recalled, or are not a result's: rest, links)
