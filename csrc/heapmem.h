@@ -88,6 +88,7 @@
   X(MAX_NAME_CHARS, 256, "a namespace, kind, source, id or key, in characters")                   \
   X(MAX_ANSWER_BYTES, 65536, "the answer one feedback reads, in bytes of UTF-8 (64 KiB)")          \
   X(MAX_IDS, 100000, "the ids one forget or one batch of adds takes")                              \
+  X(MAX_NAMESPACES, 1000, "the namespaces one recall ranks across")                               \
   X(MIN_TIME, 0, "the earliest time, unix seconds (1970-01-01T00:00:00Z)")                        \
   X(MAX_TIME, 253402300799, "the latest time, unix seconds (9999-12-31T23:59:59Z)")               \
   X(MAX_IMPORTANCE, 10, "importance lies in (0, MAX_IMPORTANCE]")

@@ -15,15 +15,17 @@
  * passes track 0 and tracked 1, as it logs the recall itself), kinds (a
  * kind, or a JSON array of kinds: only memories of those kinds), since and
  * until (unix seconds: only memories created at or after since, and before
- * until).  The filters apply inside the candidate searches (the BM25 top N
- * and the vector top N are the top N of the memories they let through), not
- * to the k ranked.  Columns are named after heapmem.Result's fields, plus
+ * until), namespaces (a JSON array of namespaces, in place of namespace: one
+ * ranking across them, hr_run_across).  The filters apply inside the
+ * candidate searches (the BM25 top N and the vector top N are the top N of
+ * the memories they let through), not to the k ranked.  Columns are named after heapmem.Result's fields, plus
  * explain (the one-line reason), recall_id (the logged recall's id, NULL
  * untracked), qtype, rest (the score without its usefulness factor), links
  * (the link set it scored with, for explain), context, context_n and explore
  * (contextual utility's and exploration's factors) and lift (every learned
  * factor on the score together, within max_lift: score = relevance^w x
- * recency^w x importance^w x lift x rules).
+ * recency^w x importance^w x lift x rules); the namespace column reads back
+ * each row's namespace.
  *
  * It is the one ranking: Memory.recall, on a file and on a server, runs it
  * (heapmem/db/sql.py's RECALL).  The namespace's BM25 top N (hr_lexical: an
@@ -53,7 +55,7 @@ enum {
   HR_THREAD_LIFT, HR_THREAD_FROM, HR_THREAD_OFFSET, HR_TIME_LIFT, HR_TIME_WINDOW, HR_LIFT,
   /* the arguments */
   HR_QUERY, HR_NAMESPACE, HR_K, HR_NOW, HR_CONFIG, HR_TRACK, HR_QVEC, HR_TRACKED, HR_KINDS,
-  HR_SINCE, HR_UNTIL, HR_NCOL
+  HR_SINCE, HR_UNTIL, HR_NAMESPACES, HR_NCOL
 };
 #define HR_NARGS (HR_NCOL - HR_QUERY)
 
@@ -67,7 +69,7 @@ static const char hr_schema[] =
     "thread_offset INTEGER, time_lift REAL, time_window TEXT, lift REAL, "
     "query HIDDEN, namespace HIDDEN, k HIDDEN, "
     "now HIDDEN, config HIDDEN, track HIDDEN, qvec HIDDEN, tracked HIDDEN, kinds HIDDEN, "
-    "since HIDDEN, until HIDDEN)";
+    "since HIDDEN, until HIDDEN, namespaces HIDDEN)";
 
 /* The statements heap_recall runs (heap_statement gives their text: tests/
  * test_plans.py checks their query plans).  hr_sql_log logs a recall as
@@ -128,6 +130,10 @@ static const char hr_sql_kinds[] =
     "AND NOT EXISTS (SELECT 1 FROM json_each(?1) WHERE type <> 'text') ELSE 0 END";
 /* ?1 kinds (a JSON array of text): each kind */
 static const char hr_sql_kind_each[] = "SELECT value FROM json_each(?1)";
+/* ?1 namespaces (a JSON array of text): each, in sorted order, and whether
+ * it repeats the one before it */
+static const char hr_sql_space_each[] =
+    "SELECT value, value IS lag(value) OVER (ORDER BY value) FROM json_each(?1) ORDER BY value";
 /* ?1 the candidates' seqs (JSON): each one's judgements and their questions */
 static const char hr_sql_judged[] =
     "SELECT j.seq, j.used, r.query FROM json_each(?1) AS c CROSS JOIN judged AS j "
@@ -218,7 +224,8 @@ enum { HR_ST_CAND, HR_ST_HYBRID, HR_ST_LINKS, HR_ST_SHOW, HR_ST_TUNED, HR_ST_LOG
        HR_ST_VROWS, HR_ST_VSTATE, HR_ST_VLOAD, HR_ST_JUDGED, HR_ST_ALLOW, HR_ST_KINDS,
        HR_ST_LOGGED, HR_ST_VPART, HR_ST_VPART_OF, HR_ST_VCENTS, HR_ST_KINDLIST, HR_ST_THREADS,
        HR_ST_PLACE, HR_ST_NEIGHBOURS, HR_ST_NROWS, HR_ST_KIND_EACH, HR_ST_OWN, HR_ST_PENDING,
-       HR_ST_LEX_NS, HR_ST_LEX_TERM, HR_ST_LEX_MATCH, HR_ST_LEX_PASS, HR_ST_LEX_KINDS, HR_NST };
+       HR_ST_LEX_NS, HR_ST_LEX_TERM, HR_ST_LEX_MATCH, HR_ST_LEX_PASS, HR_ST_LEX_KINDS,
+       HR_ST_SPACE_EACH, HR_NST };
 /* The lexical search's (hr_lexical).  ?1 namespace: its documents and FTS5
  * tokens, and whether it is alone in the file (no memory of another
  * namespace: then the FTS5 tag filters nothing and is left out) */
@@ -247,7 +254,8 @@ static const char *const hr_sql[HR_NST] = {
     hr_sql_allow,   hr_sql_kinds,      hr_sql_logged, hr_sql_vpart,    hr_sql_vpart_of,
     hv_sql_cents,   hr_sql_kindlist,   hr_sql_threads, hr_sql_place,   hr_sql_neighbours,
     hr_sql_nrows,   hr_sql_kind_each,  hr_sql_own,    hr_sql_pending,  hr_sql_lex_ns,
-    hr_sql_lex_term, hr_sql_lex_match, hr_sql_lex_pass, hr_sql_lex_kinds};
+    hr_sql_lex_term, hr_sql_lex_match, hr_sql_lex_pass, hr_sql_lex_kinds,
+    hr_sql_space_each};
 
 /* The statements the loop's functions run, prepared once per connection:
  * kept by the connection's heap_recall table, whose xDisconnect (run before
@@ -332,7 +340,7 @@ typedef struct {
 } hr_row;
 #define HR_SHOWN 10
 
-typedef struct {
+typedef struct hr_cursor {
   sqlite3_vtab_cursor base;
   hr_row *rows;
   int n, k, i;
@@ -348,6 +356,15 @@ typedef struct {
   int window;           /* the question names a window of time: [wlo, whi) */
   double wlo, whi;
   char wtext[128];      /* the window, as explain shows it */
+  double scale;         /* BM25 (negated, as rank) that counts as lexical relevance 1 when it
+                         * beats the candidates' best (0: their best): a recall across
+                         * namespaces puts them all on the scale of the best among them */
+  char *space;          /* the namespace ranked (sqlite3_malloc'd): the namespace column */
+  /* a recall across namespaces: one cursor per namespace, and the top k of
+   * all their rows as (namespace's cursor, its row) pairs, best first */
+  struct hr_cursor **sub;
+  int nsub, npick;
+  int *pick;
 } hr_cursor;
 
 /* store.c: 0 when the database is a heapmem store of this schema, else an
@@ -433,10 +450,21 @@ static void hr_clear(hr_cursor *c) {
   }
   sqlite3_free(c->rows);
   sqlite3_free(c->links);
+  sqlite3_free(c->space);
+  for (int i = 0; i < c->nsub; i++) {
+    if (c->sub[i]) hr_clear(c->sub[i]);
+    sqlite3_free(c->sub[i]);
+  }
+  sqlite3_free(c->sub);
+  sqlite3_free(c->pick);
   c->rows = NULL;
   c->links = NULL;
-  c->n = c->k = c->i = 0;
+  c->space = NULL;
+  c->sub = NULL;
+  c->pick = NULL;
+  c->n = c->k = c->i = c->nsub = c->npick = 0;
   c->recall_id = 0;
+  c->scale = 0;
 }
 
 /* the routines of the library a cursor's connection belongs to */
@@ -593,6 +621,8 @@ typedef struct {
   char *kinds; /* the kinds filter as a JSON array (sqlite3_malloc'd), NULL: none */
   double since, until;
   int has_since, has_until;
+  const char *spaces; /* namespaces: a JSON array of 1 to MAX_NAMESPACES names, NULL: none */
+  int nspaces;
 } hr_args;
 
 /* Bind the filters of a to ?6-?8 of st. */
@@ -1154,6 +1184,68 @@ static int hr_read_filters(hr_vtab *t, sqlite3_value **arg, hr_args *a) {
   return a->kinds ? SQLITE_OK : SQLITE_NOMEM;
 }
 
+/* Whether JSON text js[0..n) holds the escape of a NUL (\u0000) in a
+ * string: an older SQLite's json_each cuts such a string there, so a name
+ * would arrive shortened, never refused. */
+static int hm_json_nul(const char *js, int n) {
+  for (int i = 0; i + 1 < n; i++) {
+    if (js[i] != '\\') continue;
+    if (js[i + 1] == 'u' && i + 5 < n && !memcmp(js + i + 2, "0000", 4)) return 1;
+    i++; /* the escaped character: never the start of another escape */
+  }
+  return 0;
+}
+
+/* namespaces (a recall across them), read and checked into a: a JSON array
+ * of 1 to MAX_NAMESPACES distinct names, none of them '*'. */
+static int hr_read_spaces(hr_vtab *t, sqlite3_value *v, hr_args *a) {
+  const char *js = NULL;
+  char why[HM_ERRLEN];
+  int rc, len = sqlite3_value_bytes(v), ok = 1, n = 0;
+  if (sqlite3_value_type(v) != SQLITE_TEXT || !len ||
+      hq_arg_text(v, "namespaces", 0, hm_limits.MAX_TEXT_BYTES, &js, why, sizeof why) ||
+      js[0] != '[')
+    return hr_fail(t, "heap_recall: namespaces must be a JSON array of one or more "
+                      "namespaces, such as '[\"user:maya\", \"team\"]'%s", "");
+  sqlite3_stmt *st = NULL;
+  if ((rc = hr_stmt(t, HR_ST_KINDS, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  sqlite3_bind_text(st, 1, js, len, SQLITE_TRANSIENT); /* an array of text, not empty */
+  if ((rc = sqlite3_step(st)) != SQLITE_ROW) return hr_sqlfail(t, rc);
+  ok = sqlite3_column_int(st, 0);
+  sqlite3_reset(st);
+  if (!ok)
+    return hr_fail(t, "heap_recall: namespaces must be a JSON array of one or more "
+                      "namespaces (text), such as '[\"user:maya\", \"team\"]'%s", "");
+  if (hm_json_nul(js, len))
+    return hr_fail(t, "heap_recall: a namespace in namespaces must be valid UTF-8 without NUL "
+                      "bytes%s", "");
+  if ((rc = hr_stmt(t, HR_ST_SPACE_EACH, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  sqlite3_bind_text(st, 1, js, len, SQLITE_TRANSIENT);
+  while (ok && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const unsigned char *name = sqlite3_column_text(st, 0);
+    if (++n > hm_limits.MAX_NAMESPACES) {
+      hm_errf(why, sizeof why, "namespaces lists more than %.0f namespaces",
+              hm_limits.MAX_NAMESPACES);
+      ok = 0;
+    } else if (hm_check_text(sqlite3_column_type(st, 0), name, sqlite3_column_bytes(st, 0),
+                             "a namespace in namespaces", HM_ARG_NAME, 0, why, sizeof why)) {
+      ok = 0;
+    } else if (!strcmp((const char *)name, "*")) {
+      hm_errf(why, sizeof why, "'*' is not a namespace ('*' names the pooled layer)");
+      ok = 0;
+    } else if (sqlite3_column_int(st, 1)) {
+      hm_errf(why, sizeof why, "namespaces names %s twice", name);
+      ok = 0;
+    }
+  }
+  sqlite3_reset(st);
+  if (!ok) return hr_fail(t, "heap_recall: %s", why);
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) return hr_sqlfail(t, rc);
+  a->spaces = js;
+  a->nspaces = n;
+  return SQLITE_OK;
+}
+
 /* Read and check the arguments given (idxNum: which, as hr_best_index set
  * it) into *a, c->k and c->cfg: the tuned config when none is given. */
 static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_value **argv,
@@ -1183,6 +1275,15 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
     return hr_fail(t, "heap_recall: %s", why);
   if (!strcmp(ns, "*"))
     return hr_fail(t, "heap_recall: '%s' is not a namespace ('*' names the pooled layer)", ns);
+  v = arg[HR_NAMESPACES - HR_QUERY];
+  if (v && sqlite3_value_type(v) != SQLITE_NULL) {
+    if (arg[HR_NAMESPACE - HR_QUERY] && sqlite3_value_type(arg[HR_NAMESPACE - HR_QUERY]) !=
+                                            SQLITE_NULL)
+      return hr_fail(t, "heap_recall: give namespace (one) or namespaces (a JSON array of "
+                        "them), not both%s", "");
+    int rc = hr_read_spaces(t, v, a);
+    if (rc != SQLITE_OK) return rc;
+  }
   c->k = 5;
   v = arg[HR_K - HR_QUERY];
   if (v && sqlite3_value_type(v) != SQLITE_NULL) {
@@ -2065,6 +2166,7 @@ static void hr_relevance(hr_cursor *c, double *rel) {
     if (i == 0 || c->rows[i].rank < best) best = c->rows[i].rank;
     if (i == 0 || c->rows[i].cos > top) top = c->rows[i].cos;
   }
+  if (c->scale < best) best = c->scale; /* across namespaces: the best among them */
   double a = c->cfg.lexical_weight;
   for (int i = 0; i < c->n; i++) {
     hr_row *r = &c->rows[i];
@@ -2151,6 +2253,7 @@ static int hr_show(hr_vtab *t, hr_cursor *c) {
 }
 
 static int hr_run(hr_vtab *t, hr_cursor *c, const hr_args *a);
+static int hr_run_across(hr_vtab *t, hr_cursor *c, const hr_args *a);
 /* place.c: each candidate's place in its thread and in time, the neighbours
  * of the best brought in (after the candidates are read) */
 static int hr_place(hr_vtab *t, hr_cursor *c, const hr_args *a);
@@ -2172,17 +2275,19 @@ static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, i
   }
   hr_args a = {0};
   int rc = hr_read_args(t, c, idxNum, argc, argv, &a);
-  if (rc == SQLITE_OK) rc = hr_run(t, c, &a);
+  if (rc == SQLITE_OK) rc = a.spaces ? hr_run_across(t, c, &a) : hr_run(t, c, &a);
   sqlite3_free(a.kinds);
   sqlite3_free(a.query_copy);
   return rc;
 }
 
-/* One recall, its arguments read: the candidates, scored, shown, logged. */
-static int hr_run(hr_vtab *t, hr_cursor *c, const hr_args *a) {
+/* One recall's candidates, read and placed (hr_score then ranks them):
+ * SQLITE_OK with c->n 0 when there are none. */
+static int hr_gather(hr_vtab *t, hr_cursor *c, const hr_args *a) {
   int rc;
   const char *query = a->query, *ns = a->ns;
   c->qtype = hm_qtype(query);
+  if (!c->space && !(c->space = sqlite3_mprintf("%s", ns))) return SQLITE_NOMEM;
   char match[HM_MATCH_LEN];
   int nterms = hm_match(query, ns, match, sizeof match);
   int blank = 1;
@@ -2198,11 +2303,99 @@ static int hr_run(hr_vtab *t, hr_cursor *c, const hr_args *a) {
   if (c->n == 0) return SQLITE_OK;
   if ((rc = hr_place(t, c, a)) != SQLITE_OK) return rc; /* threads and time: place.c */
   if ((rc = hr_context(t, c, query)) != SQLITE_OK) return rc;
-  if ((rc = hr_explore(t, c, a)) != SQLITE_OK) return rc;
+  return hr_explore(t, c, a);
+}
+
+/* One recall, its arguments read: the candidates, scored, shown, logged. */
+static int hr_run(hr_vtab *t, hr_cursor *c, const hr_args *a) {
+  int rc;
+  if ((rc = hr_gather(t, c, a)) != SQLITE_OK || c->n == 0) return rc;
   if ((rc = hr_score(t, c)) != SQLITE_OK) return rc;
   if ((rc = hr_show(t, c)) != SQLITE_OK) return rc;
-  if (a->track) return hr_log(t, c, query, ns, a->now);
+  if (a->track) return hr_log(t, c, a->query, a->ns, a->now);
   return SQLITE_OK;
+}
+
+/* Whether row j of namespace cursor x ranks after row k of y in a recall
+ * across namespaces: by score, then namespace, then its rank there. */
+static int hr_after(const hr_cursor *x, int j, const hr_cursor *y, int k) {
+  double a = x->rows[j].f[5], b = y->rows[k].f[5];
+  if (a != b) return a < b;
+  int by = strcmp(x->space, y->space);
+  return by ? by > 0 : j > k;
+}
+
+/* A recall across namespaces (a->spaces): each namespace's candidates, all
+ * on one scale (the lexical part of relevance is BM25 over the best BM25
+ * among them, as hr_relevance takes c->scale), scored, the top k of all of
+ * them picked, and each namespace's part shown and, tracked, logged as a
+ * recall of that namespace. */
+static int hr_run_across(hr_vtab *t, hr_cursor *c, const hr_args *a) {
+  int rc;
+  if (!(c->sub = sqlite3_malloc64((sqlite3_uint64)a->nspaces * sizeof *c->sub)))
+    return SQLITE_NOMEM;
+  memset(c->sub, 0, (size_t)a->nspaces * sizeof *c->sub);
+  sqlite3_stmt *st = NULL;
+  if ((rc = hr_stmt(t, HR_ST_SPACE_EACH, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  sqlite3_bind_text(st, 1, a->spaces, -1, SQLITE_TRANSIENT);
+  while (c->nsub < a->nspaces && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    hr_cursor *x = sqlite3_malloc64(sizeof *x);
+    if (!x) { sqlite3_reset(st); return SQLITE_NOMEM; }
+    memset(x, 0, sizeof *x);
+    c->sub[c->nsub++] = x;
+    x->base = c->base;
+    x->cfg = c->cfg;
+    x->k = c->k;
+    if (!(x->space = sqlite3_mprintf("%s", sqlite3_column_text(st, 0)))) {
+      sqlite3_reset(st);
+      return SQLITE_NOMEM;
+    }
+  }
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return hr_sqlfail(t, rc);
+  double best = 0; /* the best BM25 (lowest rank) among all the namespaces' candidates */
+  for (int i = 0; i < c->nsub; i++) {
+    hr_cursor *x = c->sub[i];
+    hr_args one = *a;
+    one.ns = x->space;
+    if ((rc = hr_gather(t, x, &one)) != SQLITE_OK) return rc;
+    c->qtype = x->qtype;
+    for (int j = 0; j < x->n; j++)
+      if (x->rows[j].has_rank && x->rows[j].rank < best) best = x->rows[j].rank;
+  }
+  int total = 0;
+  for (int i = 0; i < c->nsub; i++) {
+    hr_cursor *x = c->sub[i];
+    x->scale = best;
+    if (!x->n) x->k = 0;
+    else if ((rc = hr_score(t, x)) != SQLITE_OK) return rc; /* its own top k, best first */
+    total += x->k;
+  }
+  /* the top k of all: each namespace's rows are in score order, so a merge */
+  int k = c->k < total ? c->k : total;
+  if (!(c->pick = sqlite3_malloc64((sqlite3_uint64)(k ? k : 1) * 2 * sizeof(int))))
+    return SQLITE_NOMEM;
+  int *next = sqlite3_malloc64((sqlite3_uint64)c->nsub * sizeof(int));
+  if (!next) return SQLITE_NOMEM;
+  memset(next, 0, (size_t)c->nsub * sizeof(int));
+  for (c->npick = 0; c->npick < k; c->npick++) {
+    int w = -1;
+    for (int i = 0; i < c->nsub; i++)
+      if (next[i] < c->sub[i]->k &&
+          (w < 0 || hr_after(c->sub[w], next[w], c->sub[i], next[i])))
+        w = i;
+    c->pick[2 * c->npick] = w;
+    c->pick[2 * c->npick + 1] = next[w]++;
+  }
+  for (int i = 0; i < c->nsub; i++) {
+    hr_cursor *x = c->sub[i];
+    x->k = next[i]; /* what the top k show of it */
+    if (!x->k) continue;
+    if ((rc = hr_show(t, x)) != SQLITE_OK) break;
+    if (a->track && (rc = hr_log(t, x, a->query, x->space, a->now)) != SQLITE_OK) break;
+  }
+  sqlite3_free(next);
+  return rc;
 }
 
 static int hr_next(sqlite3_vtab_cursor *cur) {
@@ -2212,15 +2405,18 @@ static int hr_next(sqlite3_vtab_cursor *cur) {
 
 static int hr_eof(sqlite3_vtab_cursor *cur) {
   hr_cursor *c = (hr_cursor *)cur;
+  if (c->sub) return c->i >= c->npick;
   return c->i >= c->k || c->i >= c->n; /* k is cut to n once the rows are scored */
 }
 
-static int hr_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
-  HR_CURSOR_API(cur);
-  hr_cursor *c = (hr_cursor *)cur;
-  hr_row *r = &c->rows[c->i];
+/* Column col of row j of namespace cursor c, ranked rank: links only on
+ * the namespace's first row when first is 0 (a recall across namespaces
+ * gives each namespace's link set once). */
+static int hr_value(hr_cursor *c, int j, int rank, int first, sqlite3_context *ctx, int col) {
+  hr_row *r = &c->rows[j];
   switch (col) {
-  case HR_RANK: sqlite3_result_int(ctx, c->i + 1); break;
+  case HR_RANK: sqlite3_result_int(ctx, rank); break;
+  case HR_NAMESPACE: sqlite3_result_text(ctx, c->space, -1, SQLITE_TRANSIENT); break;
   case HR_ID: sqlite3_result_value(ctx, r->shown[0]); break;
   case HR_TEXT: sqlite3_result_value(ctx, r->shown[1]); break;
   case HR_KIND: sqlite3_result_value(ctx, r->shown[2]); break;
@@ -2247,7 +2443,9 @@ static int hr_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
     if (c->hybrid) sqlite3_result_double(ctx, r->cosn);
     break;
   case HR_QTYPE: sqlite3_result_text(ctx, c->qtype, -1, SQLITE_STATIC); break;
-  case HR_LINKS: sqlite3_result_blob(ctx, c->links, c->linkslen, SQLITE_TRANSIENT); break;
+  case HR_LINKS:
+    if (first || j == 0) sqlite3_result_blob(ctx, c->links, c->linkslen, SQLITE_TRANSIENT);
+    break;
   case HR_CONTEXT: sqlite3_result_double(ctx, r->ctx); break;
   case HR_CONTEXT_N: sqlite3_result_double(ctx, r->ctx_n); break;
   case HR_EXPLORE: sqlite3_result_double(ctx, r->xf); break;
@@ -2284,9 +2482,17 @@ static int hr_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
     sqlite3_result_text(ctx, line, -1, SQLITE_TRANSIENT);
     break;
   }
-  default: break; /* the arguments read back as NULL */
+  default: break; /* the other arguments read back as NULL */
   }
   return SQLITE_OK;
+}
+
+static int hr_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
+  HR_CURSOR_API(cur);
+  hr_cursor *c = (hr_cursor *)cur;
+  if (!c->sub) return hr_value(c, c->i, c->i + 1, 1, ctx, col);
+  const int *p = &c->pick[2 * c->i];
+  return hr_value(c->sub[p[0]], p[1], c->i + 1, 0, ctx, col);
 }
 
 static int hr_rowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *rowid) {
