@@ -166,13 +166,17 @@ COLUMNS: dict[str, str] = {
     "thread_from": "the neighbour that lifted it", "thread_offset": "how many turns away "
     "(negative: before)", "time_lift": "the time factor: made in the window the question "
     "names (1: none)", "time_window": "that window (JSON), when the question names one",
-    "query": "the question", "namespace": "default 'default'", "k": "how many (5)",
+    "query": "the question", "namespace": "default 'default'; each row's namespace",
+    "k": "how many (5)",
     "now": "unix seconds (default: the current time)", "config": "a config (JSON; default: "
     "the store's tuned weights)", "track": "log the recall (1 on a writable connection)",
     "qvec": "the question's vector, for a store of another embedder",
     "tracked": "a caller logs it itself (explores as a tracked recall)",
     "kinds": "a kind, or a JSON array of kinds", "since": "created at or after (unix seconds)",
     "until": "created before (unix seconds)",
+    "namespaces": "a JSON array of namespaces, instead of namespace: one ranking across them, "
+    "BM25 over the best BM25 among them; tracked, each namespace's rows are logged as its "
+    "own recall",
 }
 
 

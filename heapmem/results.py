@@ -93,6 +93,14 @@ class Result:
     lift: float = 1.0
     _recall: "Recall" = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
 
+    @property
+    def namespace(self) -> str:
+        """The namespace it was recalled from (in a recall across namespaces,
+        its own)."""
+        ns = self._recall.namespace
+        assert isinstance(ns, str)
+        return ns
+
     def explain(self) -> str:
         """One line saying why this memory got its score: each factor, and the
         strongest learned links behind its usefulness."""
@@ -178,6 +186,16 @@ def recalled(rows: Sequence[Sequence[Any]]) -> tuple[list[Result], list[float], 
     return results, [r["rest"] for r in named], links
 
 
+def recalled_across(rows: Sequence[Sequence[Any]]) -> dict[str, tuple[list[Result],
+                                                                      list[float], bytes]]:
+    """sql.RECALL_ACROSS's rows, by namespace: as recalled gives them, each
+    namespace's in its own rank order (the order across is the rows')."""
+    parts: dict[str, list[Sequence[Any]]] = {}
+    for row in rows:
+        parts.setdefault(row[0], []).append(row[1:])
+    return {ns: recalled(part) for ns, part in parts.items()}
+
+
 def log_params(namespace: str, query: str, qtype: str, created_at: float,
                results: Sequence[Result], rest: Sequence[float]) -> dict[str, Any]:
     """The parameters of sql.LOG_RECALL for these results (rest: each one's
@@ -192,20 +210,31 @@ def log_params(namespace: str, query: str, qtype: str, created_at: float,
 class Recall(Sequence[Result]):
     """The ranked results of one recall; indexable and iterable."""
 
-    def __init__(self, query: str, namespace: str, qtype: str, results: list[Result],
-                 recall_id: int | None, config: ScoringConfig, links: bytes,
-                 prior_features: frozenset[str] = frozenset()):
+    def __init__(self, query: str, namespace: str | tuple[str, ...], qtype: str,
+                 results: list[Result], recall_id: int | None, config: ScoringConfig,
+                 links: bytes, prior_features: frozenset[str] = frozenset(),
+                 parts: "dict[str, Recall] | None" = None):
         self.query = query
         #: the features a links-only prior merged into the store adds to
         self.prior_features = prior_features
+        #: the namespace recalled; a recall across namespaces: their tuple
         self.namespace = namespace
         self.qtype = qtype
+        #: the logged recall feedback refers to (None: untracked, or a recall
+        #: across namespaces, whose parts are logged each as its own)
         self.recall_id = recall_id
         self.config = config
         self._link_set = links
         self._results = results
-        for r in results:
-            r._recall = self
+        #: each namespace's part of a recall across namespaces (its results,
+        #: recall_id and link set), by namespace; a recall of one namespace
+        #: is its own only part
+        self.parts: dict[str, Recall] = parts if parts is not None else {}
+        if parts is None:
+            if isinstance(namespace, str):
+                self.parts[namespace] = self
+            for r in results:
+                r._recall = self
 
     @property
     def ids(self) -> list[str]:

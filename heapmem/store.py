@@ -56,6 +56,7 @@ from .results import (
     TuneReport,
     log_params,
     recalled,
+    recalled_across,
 )
 from .validate import (
     MAX_K,
@@ -67,6 +68,7 @@ from .validate import (
     check_ids,
     check_name,
     check_namespace,
+    check_namespaces,
     check_recall_id,
     check_text,
     check_thread,
@@ -898,7 +900,8 @@ class Memory:
 
     @_guarded
     @_locked
-    def recall(self, query: str, *, k: int = 5, namespace: str = "default",
+    def recall(self, query: str, *, k: int = 5,
+               namespace: str | builtins.list[str] | tuple[str, ...] = "default",
                now: Timestamp | None = None, config: ScoringConfig | None = None,
                track: bool = True, kinds: str | Iterable[str] | None = None,
                since: Timestamp | None = None, until: Timestamp | None = None) -> Recall:
@@ -917,7 +920,8 @@ class Memory:
         forgotten id, nor the query that found it.  kinds (a kind or a list of
         them), since and until (memories created at or after since, and before
         until) filter inside the candidate searches: the BM25 and vector top
-        N are the top N of the memories they let through.
+        N are the top N of the memories they let through.  A list of
+        namespaces ranks across them on one scale (_recall_across).
         """
         filters = check_filters(kinds, since, until)
         if not isinstance(query, str):
@@ -926,7 +930,8 @@ class Memory:
             raise TypeError(f"k must be an integer, got {type(k).__name__}")
         if not 1 <= k <= MAX_K:
             raise ValueError(f"k must be from 1 to {MAX_K}, got {k}")
-        namespace = check_namespace(namespace)
+        spaces = None if isinstance(namespace, str) else check_namespaces(namespace)
+        namespace = check_namespace(namespace) if spaces is None else spaces[0]
         if config is None:
             config = self.config
         elif not isinstance(config, ScoringConfig):
@@ -947,7 +952,8 @@ class Memory:
             config = config.replace(lexical_weight=1.0)
         hybrid = self._embedder is not None and config.lexical_weight < 1 and query.strip()
         if match is None and not hybrid:
-            return Recall(query, namespace, qt, [], None, config, b"")
+            return Recall(query, spaces or namespace, qt, [], None, config, b"", parts=None
+                          if spaces is None else {})
         # one statement, one snapshot, on a file or on a server (heap_recall in
         # C, which embeds the question itself for the library's own embedder)
         # tracked: heap_recall explores (config.explore) as for a recall it logs
@@ -955,6 +961,8 @@ class Memory:
                   "config": config.to_sql(), "tracked": int(track and not self.readonly),
                   "qvec": self._embed([query])[0].tobytes() if hybrid and not self._builtin
                   else None, **filters}
+        if spaces is not None:
+            return self._recall_across(query, qt, spaces, params, config, track)
         rows = c.execute(sql.RECALL, params).fetchall()
         with _from_file("recall: reading what the memories show"):
             results, rest, links = recalled(rows)
@@ -970,6 +978,31 @@ class Memory:
         priors_in = frozenset() if self._remote else \
             self.prior_features
         return Recall(query, namespace, qt, results, recall_id, config, links, priors_in)
+
+    def _recall_across(self, query: str, qt: str, spaces: tuple[str, ...],
+                       params: dict[str, Any], config: ScoringConfig, track: bool) -> Recall:
+        """recall() across namespaces: one ranking in C, all of them on one
+        scale (BM25 over the best BM25 among them); the Recall's parts hold
+        each namespace's results and recall_id (a tracked part is logged as a
+        recall of its namespace), and each Result's namespace says whose it
+        is."""
+        params = {**params, "namespace": None, "namespaces": json.dumps(spaces)}
+        rows = self.connection.execute(sql.RECALL_ACROSS, params).fetchall()
+        with _from_file("recall: reading what the memories show"):
+            read = recalled_across(rows)
+        priors_in = frozenset() if self._remote else self.prior_features
+        ids: dict[str, int | None] = dict.fromkeys(read)
+        if track and read and not self.readonly:
+            with self._write() as w:  # each part a recall of its namespace, in one write
+                for ns, (results, rest, _) in read.items():
+                    logged = w.execute(sql.LOG_RECALL, log_params(ns, query, qt, params["now"],
+                                                                  results, rest)).fetchall()
+                    ids[ns] = logged[0][0] if logged else None
+        parts = {ns: Recall(query, ns, qt, results, ids[ns], config, links, priors_in)
+                 for ns, (results, _, links) in read.items()}
+        order = {ns: iter(part) for ns, part in parts.items()}
+        ranked = [next(order[row[0]]) for row in rows]
+        return Recall(query, spaces, qt, ranked, None, config, b"", priors_in, parts=parts)
 
     def recall_sql(self, query: str, *, k: int = 5, namespace: str = "default",
                    now: Timestamp | None = None, config: ScoringConfig | None = None,

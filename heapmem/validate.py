@@ -2,8 +2,8 @@
 and the limits they enforce.
 
 Owns: the limits' Python names (MAX_TEXT_BYTES, MAX_ANSWER_BYTES, MAX_NAME_CHARS, MAX_K,
-MIN_TIME, MAX_TIME and MAX_TURN; their values are csrc/heapmem.h's HM_LIMITS, read through
-db.native, and the C entry points check the same), the reserved name of the
+MAX_NAMESPACES, MIN_TIME, MAX_TIME and MAX_TURN; their values are csrc/heapmem.h's
+HM_LIMITS, read through db.native, and the C entry points check the same), the reserved name of the
 pooled layer (POOLED), and one check per kind of argument (a name, a
 namespace, a database's name on a server, a memory's text, its thread and
 turn, a list of ids, a timestamp).  It keeps what the C core cannot see: Python's types and
@@ -27,6 +27,8 @@ MAX_TEXT_BYTES = int(LIMITS["MAX_TEXT_BYTES"])
 MAX_NAME_CHARS = int(LIMITS["MAX_NAME_CHARS"])
 #: Most memories one recall may return.
 MAX_K = int(LIMITS["MAX_K"])
+#: Most namespaces one recall may rank across.
+MAX_NAMESPACES = int(LIMITS["MAX_NAMESPACES"])
 #: The highest turn a memory may have in its thread (csrc/heapmem.h's HM_MAX_TURN).
 MAX_TURN: int = native.lib.HM_MAX_TURN
 #: The namespace name of the pooled layer of links (reserved).
@@ -148,6 +150,25 @@ def check_namespace(ns: Any) -> str:
     if ns == POOLED:
         raise ValueError("namespace '*' is reserved for the pooled layer of learned links")
     return ns
+
+
+def check_namespaces(spaces: Any) -> tuple[str, ...]:
+    """The namespaces of a recall across them: a list or tuple of 1 to
+    MAX_NAMESPACES distinct namespaces (the core's heap_recall checks the
+    same, in the same words)."""
+    if not isinstance(spaces, (list, tuple)):
+        raise TypeError(f"namespace must be a string, or a list of namespaces to recall across, "
+                        f"got {type(spaces).__name__}")
+    if not spaces:
+        raise ValueError("namespaces must be a list of one or more namespaces, such as "
+                         "['user:maya', 'team']")
+    if len(spaces) > MAX_NAMESPACES:
+        raise ValueError(f"namespaces lists more than {MAX_NAMESPACES} namespaces")
+    names = tuple(check_namespace(ns) for ns in spaces)
+    if len(set(names)) < len(names):
+        twice = min(ns for ns in names if names.count(ns) > 1)
+        raise ValueError(f"namespaces names {twice} twice")
+    return names
 
 
 #: A database's name on a libSQL server with namespaces: a DNS label.

@@ -31,14 +31,16 @@ DOORS = ("python", "sql", "shell", "cli", "mcp", "langgraph", "libsql", "sqld")
 _ADD = {"text", "namespace", "kind", "source", "id", "key", "importance", "created_at",
         "metadata"}
 _RECALL = {"query", "namespace", "k", "since", "until"}
+#: namespaces: a recall across them (a list; at the SQL doors, a JSON array)
+_ACROSS = _RECALL | {"namespaces"}
 _FEEDBACK = {"used", "ignored", "recall_id", "namespace"}
 _ANSWER = {"answer", "recall_id", "namespace"}
 TAKES: dict[str, dict[str, set[str]]] = {
-    "python": {"add": _ADD, "recall": _RECALL, "feedback": _FEEDBACK, "answer": _ANSWER,
+    "python": {"add": _ADD, "recall": _ACROSS, "feedback": _FEEDBACK, "answer": _ANSWER,
                "forget": {"ids"}, "forget_namespace": {"namespace"},
                "list": {"namespace", "limit", "offset"}, "tune": {"options"},
                "config": {"fields"}},
-    "sql": {"add": _ADD, "recall": _RECALL, "feedback": _FEEDBACK, "answer": _ANSWER,
+    "sql": {"add": _ADD, "recall": _ACROSS, "feedback": _FEEDBACK, "answer": _ANSWER,
             "forget": {"ids"}, "forget_namespace": {"namespace"}, "tune": {"options"},
             "config": {"fields"}, "rebuild_pool": {"features"}},
     "cli": {"add": _ADD, "recall": _RECALL, "feedback": _FEEDBACK, "answer": _ANSWER,
@@ -190,6 +192,20 @@ ROWS: list[Row] = [
         r"\bk\b.* must be (an integer )?(from )?1 to 1000"),
     Row("recall in the namespace '*'", "recall", {"query": "flight", "namespace": "*"},
         r"'\*' .*pooled layer", not_at={"mcp": NAMESPACE_IS_THE_SERVERS}),
+    Row("a recall across no namespaces", "recall", {"query": "flight", "namespaces": []},
+        r"namespaces must be a (JSON array|list) of one or more namespaces"),
+    Row("a recall across 1001 namespaces", "recall",
+        {"query": "flight", "namespaces": [f"n{i}" for i in range(1001)]},
+        r"namespaces lists more than 1000 namespaces"),
+    Row("a recall across one namespace twice", "recall",
+        {"query": "flight", "namespaces": ["user:ben", MAYA, "user:ben"]},
+        r"namespaces names user:ben twice"),
+    Row("a recall across the pooled layer", "recall", {"query": "flight",
+                                                       "namespaces": [MAYA, "*"]},
+        r"'\*' .*pooled layer"),
+    Row("a recall across a namespace with a NUL", "recall",
+        {"query": "flight", "namespaces": [MAYA, "user:bob\x00eve"]},
+        r"namespace.* must be valid UTF-8 without NUL bytes"),
     Row("recall in a namespace with a NUL", "recall",
         {"query": "flight to Lisbon", "namespace": "user:maya\x00eve"},
         r"namespace must be valid UTF-8 without NUL bytes",

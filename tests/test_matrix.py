@@ -108,8 +108,10 @@ class PythonDoor:
         if verb == "add":
             return m.add(**{"namespace": MAYA, **a})
         if verb == "recall":
-            return m.recall(a["query"], **{"namespace": MAYA, **{k: v for k, v in a.items()
-                                                                 if k != "query"}})
+            args = {k: v for k, v in a.items() if k not in ("query", "namespaces")}
+            if "namespaces" in a:
+                args["namespace"] = a["namespaces"]
+            return m.recall(a["query"], **{"namespace": MAYA, **args})
         if verb == "feedback":
             return m.feedback(a["used"], recall_id=a.get("recall_id"), ignored=a.get("ignored"),
                               namespace=a.get("namespace", MAYA))
@@ -155,9 +157,10 @@ def _statement(row: Row) -> tuple[str, list[Any]]:
                 a.get("metadata"), 1]
         return "SELECT heap_add({})", args
     if row.verb == "recall":
+        across = _json(a["namespaces"]) if "namespaces" in a else None
         return ("SELECT id FROM heap_recall({})",
-                [a["query"], a.get("namespace", MAYA), a.get("k", 5), NOW, None, 0, None, 0,
-                 None, a.get("since"), a.get("until")])
+                [a["query"], None if across else a.get("namespace", MAYA), a.get("k", 5), NOW,
+                 None, 0, None, 0, None, a.get("since"), a.get("until"), across])
     if row.verb == "feedback":
         return "SELECT heap_feedback({})", [
             a["recall_id"], _json(a["used"]),

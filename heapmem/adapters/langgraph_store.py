@@ -51,8 +51,9 @@ Mapping:
   prefix, then returns every other item that matches the filter, newest
   first with score None, as LangGraph's stores do.  The filter applies
   before the page is cut, so it never loses a match to the ranking.
-  SearchItem.score is the recall's score, its relevance put on one scale
-  for all the namespaces searched (BM25 over the best BM25 among them), so a
+  SearchItem.score is the core's recall across the namespaces searched
+  (Memory.recall with a list of namespaces): its relevance on one scale
+  for all of them (BM25 over the best BM25 among them), so a
   weak match in one namespace never ties an exact match in another.  Only
   what a search returns is logged as shown: a recall of the namespace down
   to its last item on the page (feedback() judges only the page);
@@ -671,42 +672,20 @@ class HeapmemStore(BaseStore):
 
     def _ranked(self, query: str, spaces: list[tuple[str, tuple[str, ...]]], k: int,
                 now: float, track: bool) -> list[tuple[float, str, int, Any]]:
-        """Each indexed namespace's recall of query (k results), as (score on
-        one scale for all the namespaces, heapmem namespace, rank, result)."""
-        mem = self.memory
-        config = self._config(k)
-        recalls = []
-        for name, _ in spaces:
-            if name.endswith(UNINDEXED):
-                continue
-            res = mem.recall(query, k=k, namespace=name, now=now, config=config, track=track)
-            if res.recall_id is not None:
-                self.last_recalls[name] = res.recall_id
-            if len(res):
-                recalls.append((name, res))
-        # each recall's relevance is BM25 over its own best; put all on the
-        # scale of the best BM25 among them (the hybrid's cosine part is left as it is)
-        best: dict[str, float] = {}
-        for name, res in recalls:
-            for r in res:
-                share = r.lexical if r.lexical is not None else r.relevance
-                if share and r.bm25 > 0:
-                    best[name] = r.bm25 / share
-                    break
-        top = max(best.values(), default=0.0)
+        """The indexed namespaces' top k for query, ranked by the core across
+        them on one scale, as (score, heapmem namespace, rank in its
+        namespace, result)."""
+        names = [name for name, _ in spaces if not name.endswith(UNINDEXED)]
+        res = self.memory.recall(query, k=k, namespace=names if len(names) > 1 else names[0],
+                                 now=now, config=self._config(k), track=track)
+        for name, part in res.parts.items():
+            if part.recall_id is not None:
+                self.last_recalls[name] = part.recall_id
+        ranks: dict[str, int] = {}
         out = []
-        for name, res in recalls:
-            w = res.config.w_relevance
-            lw = res.config.lexical_weight
-            for rank, r in enumerate(res, 1):
-                score = r.score
-                if top > 0 and name in best and r.relevance > 0:
-                    scale = best[name] / top
-                    rel = (lw * r.lexical * scale + (1 - lw) * r.cosine) if \
-                        r.lexical is not None else r.relevance * scale
-                    score = r.score * (rel / r.relevance) ** w if rel > 0 else 0.0
-                out.append((score, name, rank, r))
-        out.sort(key=lambda h: (-h[0], h[1], h[2]))
+        for r in res:
+            ranks[r.namespace] = ranks.get(r.namespace, 0) + 1
+            out.append((r.score, r.namespace, ranks[r.namespace], r))
         return out
 
     def _search(self, op: SearchOp) -> list[SearchItem]:

@@ -94,6 +94,13 @@ RECALL = ("SELECT " + ", ".join(_RECALL_EXPRESSIONS.get(c, c) for c in RECALL_CO
 FROM heap_recall(:question, :namespace, :k, :now, :config, 0, :qvec, :tracked, :kinds, :since,
                  :until)""")
 
+# recall() across several namespaces (namespace=[...]): heap_recall ranks
+# them all on one scale (BM25 over the best BM25 among them) and gives each
+# row's namespace, and each namespace's link set on its first row.
+RECALL_ACROSS = ("SELECT namespace, " + ", ".join(RECALL_COLUMNS) + """
+FROM heap_recall(:question, NULL, :k, :now, :config, 0, :qvec, :tracked, :kinds, :since,
+                 :until, :namespaces)""")
+
 # recall() as a raw SQL statement (Memory.recall_sql): id, text, score.
 RECALL_SQL = """SELECT id, text, score
 FROM heap_recall(:question, :namespace, :k, :now, :config, 0, NULL, NULL, :kinds, :since,
