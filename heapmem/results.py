@@ -91,23 +91,21 @@ class Result:
     #: x explore), within max_lift: score = relevance^w x recency^w x
     #: importance^w x thread_lift x time_lift x lift x rules
     lift: float = 1.0
-    _recall: "Recall" = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
+    _scored: "Scored" = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
 
     @property
     def namespace(self) -> str:
         """The namespace it was recalled from (in a recall across namespaces,
         its own)."""
-        ns = self._recall.namespace
-        assert isinstance(ns, str)
-        return ns
+        return self._scored.namespace
 
     def explain(self) -> str:
         """One line saying why this memory got its score: each factor, and the
         strongest learned links behind its usefulness."""
-        r = self._recall
+        r = self._scored
         nan = math.nan
         line = native.explain(self.relevance, self.age_days, self.importance, self.superseded,
-                               " ".join(self.features), r.qtype, r._link_set, r.config.cdata,
+                               " ".join(self.features), r.qtype, r.links, r.config.cdata,
                                nan if self.lexical is None else self.lexical,
                                nan if self.cosine is None else self.cosine,
                                self.context, self.context_n, self.explore,
@@ -148,7 +146,7 @@ class Result:
         explore, as the score carries them (together within max_lift: any
         bound is usefulness's share, read off the core's lift, never worked
         out again); and rules.  The values multiply to the score."""
-        cfg = self._recall.config
+        cfg = self._scored.config
         out: dict[str, float | None] = {}
         for name, w in (("relevance", cfg.w_relevance), ("recency", cfg.w_recency),
                         ("importance", cfg.w_importance)):
@@ -207,6 +205,21 @@ def log_params(namespace: str, query: str, qtype: str, created_at: float,
             "rest": json.dumps(list(rest))}
 
 
+@dataclass(frozen=True)
+class Scored:
+    """What one namespace's results were scored with, as explain() and
+    factors() read it.  It holds no result: a Result points to it, never to
+    its Recall, so a recall and its results form no reference cycle and are
+    freed when dropped, not by the cyclic garbage collector (a recall a turn
+    would otherwise leave one cycle of a dozen objects behind)."""
+
+    namespace: str
+    qtype: str
+    config: ScoringConfig
+    links: bytes
+    prior_features: frozenset[str]
+
+
 class Recall(Sequence[Result]):
     """The ranked results of one recall; indexable and iterable."""
 
@@ -226,15 +239,20 @@ class Recall(Sequence[Result]):
         self.config = config
         self._link_set = links
         self._results = results
-        #: each namespace's part of a recall across namespaces (its results,
-        #: recall_id and link set), by namespace; a recall of one namespace
-        #: is its own only part
-        self.parts: dict[str, Recall] = parts if parts is not None else {}
+        self._parts = parts
         if parts is None:
-            if isinstance(namespace, str):
-                self.parts[namespace] = self
+            scored = Scored(str(namespace), qtype, config, links, prior_features)
             for r in results:
-                r._recall = self
+                r._scored = scored
+
+    @property
+    def parts(self) -> "dict[str, Recall]":
+        """Each namespace's part of a recall across namespaces (its results,
+        recall_id and link set), by namespace; a recall of one namespace is
+        its own only part."""
+        if self._parts is not None:
+            return self._parts
+        return {self.namespace: self} if isinstance(self.namespace, str) else {}
 
     @property
     def ids(self) -> list[str]:

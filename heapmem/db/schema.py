@@ -47,6 +47,9 @@ PRIOR_SUPPORT = 3
 PRIOR_MAX_WEIGHT = 100.0
 #: How long opening may spend checking a file (seconds), before any migration.
 OPEN_DEADLINE = 10.0
+#: The most page cache one connection keeps, in KiB (PRAGMA cache_size): 64 MiB
+#: where SQLite's default is 2 MiB; a small store never fills it.
+CACHE_KIB = 65536
 
 # -- heapmem_meta keys -------------------------------------------------------------
 
@@ -1092,6 +1095,10 @@ def open_file(c: Connection, path: str, *, readonly: bool, durable: bool,
     # the last commits, never corrupt the file.  durable=True syncs every
     # commit to disk as well (FULL), at a few milliseconds a commit.
     c.execute("PRAGMA synchronous=" + ("FULL" if durable else "NORMAL"))
+    # a page cache of up to CACHE_KIB a connection (SQLite's default is 2 MiB),
+    # taken as pages are read: a loop of recalls and feedback reads the same
+    # links, logs and vectors again, and past 2 MiB each miss is a read call
+    c.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
     c.execute("PRAGMA foreign_keys=ON")
     c.execute("PRAGMA secure_delete=ON")
 

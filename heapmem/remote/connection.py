@@ -40,10 +40,10 @@ HOW_TO_START = ("start the server with heapmem's library: `heapmem sqld --primar
 # Hrana: "unsupported statement"): the journal is WAL and synchronous is
 # sqld's own choice; sqld checkpoints the WAL itself (wal_checkpoint);
 # secure_delete and cell_size_check cannot be set (see ARCHITECTURE.md);
-# optimize is not allowed.  Memory's statements of these are answered here,
-# with no rows.
+# optimize is not allowed; its page cache is its own (cache_size).  Memory's
+# statements of these are answered here, with no rows.
 _SERVER_OWNS = frozenset({"journal_mode", "synchronous", "secure_delete", "cell_size_check",
-                          "wal_checkpoint", "optimize"})
+                          "wal_checkpoint", "optimize", "cache_size"})
 # Settings every stream (a server-side connection) needs again.
 _PER_STREAM = frozenset({"foreign_keys"})
 
