@@ -206,3 +206,23 @@ def test_explain_counts_down_to_the_first_link_that_counts(lexmem):
         mem.feedback(used=["d"], ignored=[], recall_id=res.recall_id)
         res = mem.recall("When is my dentist appointment?")
     assert "no link beats" not in res[0].explain() and res[0].usefulness > 1
+
+
+def test_a_dropped_recall_is_freed_without_the_cyclic_collector(mem):
+    """A Result points to what it was scored with, not to its Recall: a
+    recall and its results form no cycle, so dropping them frees them at
+    once (an agent's recall a turn never waits for gc)."""
+    import gc
+    import weakref
+    mem.add("Maya's flight to Lisbon leaves at 07:40", namespace="user:maya")
+    mem.add("The team flies to Lisbon too", namespace="team")
+    gc.disable()
+    try:
+        for spaces in ("user:maya", ["user:maya", "team"]):
+            res = mem.recall("flight to Lisbon", namespace=spaces)
+            assert len(res) and res[0].explain()
+            refs = [weakref.ref(res)] + [weakref.ref(r) for r in res]
+            del res
+            assert [r() for r in refs] == [None] * len(refs)
+    finally:
+        gc.enable()
