@@ -321,7 +321,7 @@ class HeapmemSystem:
         mem = self.hm.open(path, clock=lambda: clock, embedder=self.embedder)
         try:
             if self.pool:
-                mem.set_pool(**self.pool)
+                mem.pool.set(**self.pool)
             mem.add_many([without_place(m) if self.no_threads else dict(m) for m in memories])
         finally:
             mem.close()

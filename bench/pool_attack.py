@@ -62,7 +62,7 @@ def attack(m: heapmem.Memory, attackers: int, rounds: int, *, honest: int = 0) -
 
 def build(path: str, attackers: int, rounds: int, honest: int, cap: float) -> heapmem.Memory:
     m = tenants(path, attackers, honest=honest)
-    m.set_pool(cap=cap)
+    m.pool.set(cap=cap)
     attack(m, attackers, rounds, honest=honest)
     return m
 
@@ -89,7 +89,7 @@ def main() -> None:
                 d = ratio(m)
                 use = next(r.usefulness for r in m.recall(Q, namespace=VICTIM, track=False)
                            if r.id == "real")
-                m.set_pool(min_namespaces=1, trim=0)
+                m.pool.set(min_namespaces=1, trim=0)
                 off = ratio(m)
                 m.close()
                 print(f"| {cap:g} | {att} | {rounds} | {honest} "
