@@ -9,7 +9,7 @@ Attacker namespaces mark their own URL tool results used, over and over;
 honest namespaces mark their dated answers used, 20 times each.  For each
 pool cap and scenario the table gives the victim's real-to-spam score ratio
 (> 1: the real answer stays first) with the store's pool as built by default
-(Memory.set_pool: min 5 namespaces, trim 2 at each end) and with the robust
+(mem.pool.set: min 5 namespaces, trim 2 at each end) and with the robust
 parts off (min 1, trim 0: a plain capped sum), and the real answer's
 usefulness with the defaults.
 Deterministic: a fixed clock, no randomness.
