@@ -8,8 +8,8 @@ its own functions: per conversation, its questions less near-duplicates split in
 (seeded), feedback (oracle by default) from one half in that conversation's namespace in
 a fresh copy of the base store, the other half evaluated with track=False. After the
 feedback half, each memory of the namespace is counted from the store's trajectories
-(heapmem.io.transfer.export_trajectories, which reads Memory.logged_recall and
-Memory.events()): times shown by a tracked recall, times judged ignored, times judged
+(heapmem.io.transfer.export_trajectories, which reads mem.log.get and
+mem.log.events()): times shown by a tracked recall, times judged ignored, times judged
 used. A rule archives a memory that was never judged used and was
 
   ignored >= N      judged ignored at least N times (only judged recalls count), or

@@ -195,8 +195,8 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
     with heapmem.open(path) as m:
         conn = m.connection
         if args.probe is not None:
-            m.vector_settings(probe=args.probe)
-        out["settings"] = m.vector_settings()
+            m.vectors.settings(probe=args.probe)
+        out["settings"] = m.vectors.settings()
         t0 = time.perf_counter()
         vector_top(conn, qs[0])  # the connection's cache filled
         out["first_ms"] = 1e3 * (time.perf_counter() - t0)

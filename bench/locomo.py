@@ -279,7 +279,7 @@ class HeapmemSystem:
                  no_threads: bool = False) -> None:
         import heapmem
 
-        self.pool = pool or {}  # Memory.set_pool settings for the store, if any
+        self.pool = pool or {}  # mem.pool.set settings for the store, if any
         self.no_threads = no_threads  # memories added without their thread and turn
         # hybrid recall: BM25 candidates united with vector candidates; the
         # default is heapmem.open()'s (potion-base-8M, carried by the library)
@@ -321,7 +321,7 @@ class HeapmemSystem:
         mem = self.hm.open(path, clock=lambda: clock, embedder=self.embedder)
         try:
             if self.pool:
-                mem.set_pool(**self.pool)
+                mem.pool.set(**self.pool)
             mem.add_many([without_place(m) if self.no_threads else dict(m) for m in memories])
         finally:
             mem.close()
@@ -1148,7 +1148,7 @@ def parse_kv(spec: str) -> tuple[str, dict[str, Any]]:
 
 
 def parse_pool(text: str) -> dict[str, Any]:
-    """--heapmem-pool cap=300,min=5,trim=2 -> Memory.set_pool keyword arguments."""
+    """--heapmem-pool cap=300,min=5,trim=2 -> mem.pool.set keyword arguments."""
     names = {"cap": ("cap", float), "min": ("min_namespaces", int), "trim": ("trim", int)}
     out: dict[str, Any] = {}
     for part in text.split(","):
@@ -1220,7 +1220,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "E5Small(center=False); minilm: all-MiniLM-L6-v2, "
                         "the semantic-minilm extra)")
     p.add_argument("--heapmem-pool", type=parse_pool, default=None, metavar="cap=N,min=N,trim=N",
-                   help="how heapmem's store builds its pooled layer (Memory.set_pool); "
+                   help="how heapmem's store builds its pooled layer (mem.pool.set); "
                         "default: the store's defaults")
     p.add_argument("--heapmem-config", type=parse_kv, action="append", default=[],
                    metavar="NAME:key=value,...",

@@ -9,7 +9,7 @@ Attacker namespaces mark their own URL tool results used, over and over;
 honest namespaces mark their dated answers used, 20 times each.  For each
 pool cap and scenario the table gives the victim's real-to-spam score ratio
 (> 1: the real answer stays first) with the store's pool as built by default
-(Memory.set_pool: min 5 namespaces, trim 2 at each end) and with the robust
+(mem.pool.set: min 5 namespaces, trim 2 at each end) and with the robust
 parts off (min 1, trim 0: a plain capped sum), and the real answer's
 usefulness with the defaults.
 Deterministic: a fixed clock, no randomness.
@@ -62,7 +62,7 @@ def attack(m: heapmem.Memory, attackers: int, rounds: int, *, honest: int = 0) -
 
 def build(path: str, attackers: int, rounds: int, honest: int, cap: float) -> heapmem.Memory:
     m = tenants(path, attackers, honest=honest)
-    m.set_pool(cap=cap)
+    m.pool.set(cap=cap)
     attack(m, attackers, rounds, honest=honest)
     return m
 
@@ -89,7 +89,7 @@ def main() -> None:
                 d = ratio(m)
                 use = next(r.usefulness for r in m.recall(Q, namespace=VICTIM, track=False)
                            if r.id == "real")
-                m.set_pool(min_namespaces=1, trim=0)
+                m.pool.set(min_namespaces=1, trim=0)
                 off = ratio(m)
                 m.close()
                 print(f"| {cap:g} | {att} | {rounds} | {honest} "

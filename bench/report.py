@@ -171,7 +171,7 @@ def measure(path: str, out: str, runs: int, now: str | None) -> dict:
             parts["links"].append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             if rid is not None:
-                lr = mem.logged_recall(rid)
+                lr = mem.log.get(rid)
                 r = mem.recall(lr.query, namespace=lr.namespace, k=len(lr.shown),
                                now=lr.created_at, track=False)
                 [x.explain() for x in r]

@@ -36,7 +36,7 @@ async def main(path: str) -> None:
     open_world(path).close()  # the memories, once
     async with heapmem.AsyncMemory(path, workers=4, clock=lambda: NOW) as mem:
         reported = await asyncio.gather(*(agent(mem, u, q) for u, q in QUESTIONS.items()))
-        judged = len(await mem.judged_recalls())
+        judged = len(await mem.log.judged())
         print(f"{len(QUESTIONS)} agents at once reported {sum(reported)} answers; "
               f"heapmem judged {judged} recalls; check: {(await mem.check()).ok}")
     with heapmem.open(path, clock=lambda: NOW) as mem:

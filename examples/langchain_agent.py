@@ -69,7 +69,7 @@ def main(path: str) -> None:
             out = agent.invoke({"messages": [HumanMessage(question)]})
     calls = [m.name for m in out["messages"] if isinstance(m, ToolMessage)]
     print(f"the agent answered {len(QUESTIONS)} users {ROUNDS} times each, calling "
-          f"{' then '.join(calls)}; heapmem judged {len(mem.judged_recalls())} recalls")
+          f"{' then '.join(calls)}; heapmem judged {len(mem.log.judged())} recalls")
     print(f"(the last answer: {out['messages'][-1].content!r})\n")
     print(f"maya asks again:\n{ranking(mem)}\n")
     retriever = HeapmemRetriever(mem=mem, namespace="user:maya", k=1)

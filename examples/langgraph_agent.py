@@ -157,7 +157,7 @@ def main(path: str) -> None:
     print("...and five more times each.  Maya asks again:\n")
     ask(agent, "maya", "When is my flight to Lisbon?", show=True)
     print("Strongest learned links (pooled over all users):")
-    for link in mem.explain_usefulness()[:4]:
+    for link in mem.links()[:4]:
         print(f"  {link.feature:<16} strength {link.strength:.2f}  from {link.n} events")
     mem.close()
 

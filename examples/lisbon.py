@@ -115,7 +115,7 @@ def main(path="agent.db"):
     show("\nheapmem, after other users' feedback:",
          [(r.rank, r.text, r.explain()) for r in res])
     print("\nStrongest learned links (pooled over all users):")
-    for link in mem.explain_usefulness("*")[:5]:
+    for link in mem.links("*")[:5]:
         print(f"  {link.feature:<22} strength {link.strength:.2f}  from {link.n} events")
     mem.close()
     print(f"\nThe store is {path}: `heapmem report {path}` draws what it learned.")

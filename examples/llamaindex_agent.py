@@ -51,7 +51,7 @@ async def main(path: str) -> None:
         for user, question in QUESTIONS.items():
             answer = await ask(mem, user, question)
     print(f"the agent answered {len(QUESTIONS)} users {ROUNDS} times each; "
-          f"heapmem judged {len(mem.judged_recalls())} recalls from the answers alone")
+          f"heapmem judged {len(mem.log.judged())} recalls from the answers alone")
     print(f"(the last: {answer!r})\n")
     print(f"maya asks again:\n{ranking(mem)}\n")
     retriever = HeapmemRetriever(mem, namespace="user:maya", k=1)

@@ -82,7 +82,7 @@ async def main(path: str) -> None:
                           tools=heapmem_function_tools(mem, namespace=ns))
             result = await Runner.run(agent, question)
     print(f"the agent answered {len(QUESTIONS)} users {ROUNDS} times each; "
-          f"heapmem judged {len(mem.judged_recalls())} recalls from the answers it reported")
+          f"heapmem judged {len(mem.log.judged())} recalls from the answers it reported")
     print(f"(the last answer: {result.final_output!r})\n")
     print(f"maya asks again:\n{ranking(mem)}")
     mem.close()

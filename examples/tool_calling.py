@@ -102,7 +102,7 @@ def main(path: str) -> None:
         print(f"Pydantic AI (Tool.from_schema): report_answer -> used {used}")
     except ImportError:
         print("Pydantic AI: not installed (pip install pydantic-ai-slim)")
-    print(f"heapmem judged {len(mem.judged_recalls())} recalls\n")
+    print(f"heapmem judged {len(mem.log.judged())} recalls\n")
     print(f"maya asks again:\n{ranking(mem)}")
     mem.close()
 

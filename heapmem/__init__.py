@@ -8,8 +8,9 @@ learns from feedback which kinds of memory answer which kinds of question.
     mem.feedback(used=[res[0].id], recall_id=res.recall_id)
 
 The package's layers: heapmem.db (the file: the library's door, the schema,
-the statements, the choice of connection), the core here (Memory in store,
-its config, results, errors, input checks and embedders), heapmem.learning
+the statements, the choice of connection), the core here (Memory in store
+and the objects it holds: its logs, vectors; its config, results, errors,
+input checks and embedders), heapmem.learning
 (what feedback teaches, read from Python), heapmem.io (export, import, the
 report page), heapmem.remote (libSQL server) and heapmem.adapters (the CLI,
 MCP, LangGraph, LlamaIndex, LangChain, the OpenAI Agents SDK, Datasette);

@@ -20,6 +20,11 @@ never blocks on the file.
 
     asyncio.run(main())
 
+What a Memory holds has its async twin: `await mem.log.events()`,
+`await mem.pool.set(cap=50)`, `await mem.priors.list()`,
+`await mem.vectors.settings()`, `await mem.auto_tune.finish()` (properties
+as coroutines too: `await mem.pool.settings()`).
+
 The config (set_config, and the weight auto-tune deploys after a feedback)
 is shared: a change made on one connection is in force on all of them from
 the next call on.  transaction() and snapshot(), which hand out a
@@ -33,7 +38,7 @@ import functools
 import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterable, Mapping, Optional, TypeVar
+from typing import Any, Awaitable, Callable, Iterable, Mapping, Optional, TypeVar
 
 from .config import ScoringConfig
 from .errors import HeapmemError
@@ -44,6 +49,7 @@ from .results import (
     Item,
     LinkRow,
     LoggedRecall,
+    Prior,
     Recall,
     Stats,
     TuneReport,
@@ -52,6 +58,101 @@ from .store import Memory
 from .store import open as open_memory
 
 T = TypeVar("T")
+#: runs a function of a worker's Memory on a worker (AsyncMemory._call)
+Call = Callable[..., Awaitable[Any]]
+
+
+class AsyncLog:
+    """Memory.log, as coroutines."""
+
+    def __init__(self, call: Call):
+        self._call = call
+
+    async def get(self, recall_id: int) -> Optional[LoggedRecall]:
+        """Memory.log.get, as a coroutine."""
+        return await self._call(lambda m: m.log.get(recall_id))
+
+    async def judged(self, **kwargs: Any) -> builtins.list[LoggedRecall]:
+        """Memory.log.judged, as a coroutine."""
+        return await self._call(lambda m: m.log.judged(**kwargs))
+
+    async def events(self, **kwargs: Any) -> builtins.list[Event]:
+        """Memory.log.events, as a coroutine."""
+        return await self._call(lambda m: m.log.events(**kwargs))
+
+
+class AsyncPool:
+    """Memory.pool, as coroutines."""
+
+    def __init__(self, call: Call):
+        self._call = call
+
+    async def settings(self) -> dict[str, Any]:
+        """Memory.pool.settings: how the pooled layer is built."""
+        return await self._call(lambda m: m.pool.settings)
+
+    async def set(self, **kwargs: Any) -> dict[str, Any]:
+        """Memory.pool.set, as a coroutine."""
+        return await self._call(lambda m: m.pool.set(**kwargs))
+
+
+class AsyncPriors:
+    """Memory.priors, as coroutines."""
+
+    def __init__(self, call: Call):
+        self._call = call
+
+    async def list(self) -> builtins.list[Prior]:
+        """Memory.priors.list, as a coroutine."""
+        return await self._call(lambda m: m.priors.list())
+
+    async def remove(self, digest: str) -> Prior:
+        """Memory.priors.remove, as a coroutine."""
+        return await self._call(lambda m: m.priors.remove(digest))
+
+    async def features(self) -> frozenset[str]:
+        """Memory.priors.features."""
+        return await self._call(lambda m: m.priors.features)
+
+
+class AsyncVectors:
+    """Memory.vectors, as coroutines."""
+
+    def __init__(self, call: Call):
+        self._call = call
+
+    async def settings(self, **settings: Any) -> dict[str, Any]:
+        """Memory.vectors.settings, as a coroutine."""
+        return await self._call(lambda m: m.vectors.settings(**settings))
+
+    async def index(self, namespace: str) -> builtins.list[Any]:
+        """Memory.vectors.index, as a coroutine."""
+        return await self._call(lambda m: m.vectors.index(namespace))
+
+    async def embedder_name(self) -> Optional[str]:
+        """Memory.vectors.embedder_name."""
+        return await self._call(lambda m: m.vectors.embedder_name)
+
+    async def embed(self, texts: builtins.list[str]) -> Any:
+        """Memory.vectors.embed, as a coroutine."""
+        return await self._call(lambda m: m.vectors.embed(builtins.list(texts)))
+
+
+class AsyncAutoTune:
+    """Memory.auto_tune, as coroutines."""
+
+    def __init__(self, call: Call):
+        self._call = call
+
+    async def pending(self) -> Optional[int]:
+        """Memory.auto_tune.pending: the point whose auto-tune runs in steps, or None."""
+        return await self._call(lambda m: m.auto_tune.pending)
+
+    async def finish(self) -> Optional[TuneReport]:
+        """Memory.auto_tune.finish, as a coroutine: the auto-tune under way
+        ended now, on whichever connection (a deployed weight is in force on
+        every connection from the next call on)."""
+        return await self._call(lambda m: m.auto_tune.finish())
 
 
 class AsyncMemory:
@@ -75,6 +176,12 @@ class AsyncMemory:
         self._lock = threading.Lock()
         self._closed = False
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="heapmem")
+        #: what each Memory holds, as coroutines on a worker's Memory
+        self.log = AsyncLog(self._call)
+        self.pool = AsyncPool(self._call)
+        self.priors = AsyncPriors(self._call)
+        self.vectors = AsyncVectors(self._call)
+        self.auto_tune = AsyncAutoTune(self._call)
 
     # -- the pool ------------------------------------------------------------------
 
@@ -188,18 +295,6 @@ class AsyncMemory:
         """Memory.links, as a coroutine."""
         return await self._call(Memory.links, *args, **kwargs)
 
-    async def explain_usefulness(self, *args: Any, **kwargs: Any) -> builtins.list[LinkRow]:
-        """Memory.explain_usefulness, as a coroutine."""
-        return await self._call(Memory.explain_usefulness, *args, **kwargs)
-
-    async def priors(self) -> builtins.list[Any]:
-        """Memory.priors, as a coroutine."""
-        return await self._call(Memory.priors)
-
-    async def remove_prior(self, digest: str) -> Any:
-        """Memory.remove_prior, as a coroutine."""
-        return await self._call(Memory.remove_prior, digest)
-
     async def forget(self, ids: Optional[Iterable[str]] = None, **kwargs: Any) -> int:
         """Memory.forget, as a coroutine."""
         return await self._call(Memory.forget, ids, **kwargs)
@@ -213,40 +308,10 @@ class AsyncMemory:
         connection from the next call on)."""
         return await self._call(Memory.tune, **kwargs)
 
-    async def finish_auto_tune(self) -> Optional[TuneReport]:
-        """Memory.finish_auto_tune, as a coroutine: the auto-tune under way
-        ended now, on whichever connection (a deployed weight is in force on
-        every connection from the next call on)."""
-        return await self._call(Memory.finish_auto_tune)
-
     async def set_config(self, config: Optional[ScoringConfig] = None,
                          **kwargs: Any) -> ScoringConfig:
         """Memory.set_config, as a coroutine: in force on every connection."""
         return await self._call(Memory.set_config, config, **kwargs)
-
-    async def set_pool(self, **kwargs: Any) -> dict[str, Any]:
-        """Memory.set_pool, as a coroutine."""
-        return await self._call(Memory.set_pool, **kwargs)
-
-    async def vector_settings(self, **settings: Any) -> dict[str, Any]:
-        """Memory.vector_settings, as a coroutine."""
-        return await self._call(Memory.vector_settings, **settings)
-
-    async def vector_index(self, namespace: str) -> builtins.list[Any]:
-        """Memory.vector_index, as a coroutine."""
-        return await self._call(Memory.vector_index, namespace)
-
-    async def logged_recall(self, recall_id: int) -> Optional[LoggedRecall]:
-        """Memory.logged_recall, as a coroutine."""
-        return await self._call(Memory.logged_recall, recall_id)
-
-    async def judged_recalls(self, **kwargs: Any) -> builtins.list[LoggedRecall]:
-        """Memory.judged_recalls, as a coroutine."""
-        return await self._call(Memory.judged_recalls, **kwargs)
-
-    async def events(self, **kwargs: Any) -> builtins.list[Event]:
-        """Memory.events, as a coroutine."""
-        return await self._call(Memory.events, **kwargs)
 
     async def check(self) -> CheckReport:
         """Memory.check, as a coroutine."""
@@ -265,22 +330,6 @@ class AsyncMemory:
     async def schema_version(self) -> int:
         """Memory.schema_version."""
         return await self._call(lambda m: m.schema_version)
-
-    async def embedder_name(self) -> Optional[str]:
-        """Memory.embedder_name."""
-        return await self._call(lambda m: m.embedder_name)
-
-    async def pool(self) -> dict[str, Any]:
-        """Memory.pool: how the pooled layer is built."""
-        return await self._call(lambda m: m.pool)
-
-    async def pending_tune(self) -> Optional[int]:
-        """Memory.pending_tune: the point whose auto-tune runs in steps, or None."""
-        return await self._call(lambda m: m.pending_tune)
-
-    async def prior_features(self) -> frozenset[str]:
-        """Memory.prior_features."""
-        return await self._call(lambda m: m.prior_features)
 
 
 def open_async(path: str, **kwargs: Any) -> AsyncMemory:

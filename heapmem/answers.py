@@ -3,7 +3,9 @@ id and the row it wrote, heap_feedback's and heap_answer's JSON (with
 heap_attribute's verdicts and what auto-tune did), heap_tune's report, the
 recall a feedback judged, heap_forget's count.
 
-Owns: the shape of each of those answers, and ForeignAnswerError's sentence.
+Owns: the shape of each of those answers, ForeignAnswerError's sentence, and
+the Judgement each shown memory gets from heap_attribute's verdicts, with
+its reason in words (judgements).
 On a file the answers come from this heapmem's own library; on a libSQL
 server from whatever answers there.  open() checks that the server runs this
 library (heap_version() and its functions), but a hostile or broken server
@@ -13,7 +15,7 @@ id.  Each is one ForeignAnswerError naming the function and what was wrong,
 raised inside the verb's own transaction, so the verb rolls back and writes
 nothing, instead of a KeyError, IndexError or RecursionError from deep in a
 verb.  Values read from the file itself (memories, the logs) are not answers:
-store._from_file decodes those.
+guard.from_file decodes those.
 """
 from __future__ import annotations
 
@@ -21,7 +23,9 @@ import json
 import math
 from typing import Any, Sequence
 
+from .db import sql
 from .errors import ForeignAnswerError
+from .results import Judgement
 
 #: The longest answer text read (heap_tune's report on a grid of 8 weights is
 #: about 1 KB; a feedback's with 100 verdicts about 20 KB).
@@ -171,6 +175,18 @@ class Reader:
         except _Bad as e:
             raise self._fail(function, e) from None
 
+    def judged(self, c: Any, rows: Sequence[Any], function: str
+               ) -> tuple[dict[str, Any], tuple[Judgement, ...]]:
+        """heap_feedback's or heap_answer's answer (as feedback() reads it),
+        and with an attribution each shown memory's Judgement: the recall's
+        shown ids read on c, inside the feedback's own transaction."""
+        out = self.feedback(rows, function)
+        if out["attribution"] is None:
+            return out, ()
+        shown = self.shown(c.execute(sql.RECALL_SHOWN, {"id": out["recall_id"]}).fetchall(),
+                           function)
+        return out, judgements(self.attribution(out["attribution"], len(shown), function), shown)
+
     def shown(self, rows: Sequence[Any], function: str) -> list[str]:
         """The ids the judged recall showed (sql.RECALL_SHOWN's one row)."""
         try:
@@ -246,3 +262,34 @@ def _tune(d: Any) -> dict[str, Any]:
     _num(d["after"], "a weight after")
     _num(d["against"], "a reference weight")
     return d
+
+
+def judgements(rows: Sequence[Any], shown: Sequence[str]) -> tuple[Judgement, ...]:
+    """Each shown memory's judgement from heap_attribute's verdicts (rows,
+    as Reader.attribution read them), with the reason in words."""
+    used = [i for i, r in enumerate(rows) if r["verdict"] == 1]
+    close = [shown[i] for i, r in enumerate(rows) if r["candidate"]]  # reaching the bar
+    out = []
+    for mid, r in zip(shown, rows):
+        verdict, share, words, dated = r["verdict"], r["share"], r["matched"], r["dated"]
+        carried = ", ".join(words) if words else ""
+        what = f"carries {share:.0%} of the answer's evidence" + (
+            f" ({carried})" if carried else "") + (
+            "; its time matches the answer's date" if dated else "")
+        if verdict == 1:
+            v, why = "used", what
+        elif verdict == 0:
+            v, why = "ignored", "carries none of the answer's words, nor its date"
+        else:
+            v = "unjudged"
+            if not r["present"]:
+                why = "forgotten since the recall"
+            elif used:
+                why = what + ": neither clearly used nor clearly unused"
+            elif len(close) > 1:
+                why = what + f": a tie between {', '.join(close)}, so nothing was judged"
+            else:
+                why = what + ": no memory carries enough of the answer's evidence to " \
+                             "count as used, so nothing was judged"
+        out.append(Judgement(mid, v, float(share), tuple(words), bool(dated), why))
+    return tuple(out)

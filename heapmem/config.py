@@ -59,7 +59,7 @@ class ScoringConfig:
       layer: a trimmed sum in which each namespace weighs at most 300
       observations of a link, the two most and two least favourable
       namespaces are left out, and nothing counts until five namespaces back
-      the link (Memory.set_pool), so one tenant, or two, cannot steer the
+      the link (mem.pool.set), so one tenant, or two, cannot steer the
       others however much feedback they give.  model=1 (default) is the gated lift:
       a link moves rankings only where its rate of use differs from the base
       rate by more than gate_z standard errors, and usefulness is the

@@ -4,8 +4,9 @@ Owns: Item (a stored memory), Result and Recall (what recall() ranks),
 Feedback, Judgement, LinkRow, CheckReport, Stats and NamespaceStats, LoggedRecall and
 Event (the recall and feedback logs as tune() replays them), LearningDay (the
 feedback log summed per day, for the report page), TuneReport and
-ImportReport; how heap_recall's rows become Results (recalled) and a recall's
-log row (log_params).  Plain data: none of these touches the store.
+ImportReport; how heap_recall's rows become Results (recalled), a stored
+row an Item (item), and a recall's log row (log_params).  Plain data: none of
+these touches the store.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from .db import native, sql
+from .guard import from_file
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import ScoringConfig
@@ -117,7 +119,7 @@ class Result:
                          & r.prior_features)
             if hit:
                 more = f" +{len(hit) - 3}" if len(hit) > 3 else ""
-                line += f" (prior in {' '.join(hit[:3])}{more}: see Memory.priors())"
+                line += f" (prior in {' '.join(hit[:3])}{more}: see mem.priors.list())"
         return line
 
     def to_dict(self, fields: Sequence[str] | None = None) -> dict[str, Any]:
@@ -169,6 +171,16 @@ _RESULT_NAMES = tuple(f.name for f in fields(Result) if not f.name.startswith("_
 #: decoded in recalled, or are not a result's: rest, links)
 _AS_READ = tuple(c for c in sql.RECALL_COLUMNS
                  if c not in ("superseded", "features", "metadata", "rest", "links"))
+
+
+def item(r: Sequence[Any]) -> Item:
+    """An Item from a row of sql.GET_MEMORY / sql.LIST_MEMORIES (a value that
+    does not decode: CorruptStoreError)."""
+    with from_file("reading a memory"):
+        row = dict(zip(sql.ITEM_COLUMNS, r))
+        row["metadata"] = json.loads(row["metadata"]) if row["metadata"] else None
+        row["features"] = tuple(row["features"].split())
+        return Item(**row)
 
 
 def recalled(rows: Sequence[Sequence[Any]]) -> tuple[list[Result], list[float], bytes]:
@@ -466,7 +478,7 @@ class TuneReport:
 
 @dataclass(frozen=True)
 class Prior:
-    """A links-only prior merged into the store (Memory.priors())."""
+    """A links-only prior merged into the store (mem.priors.list())."""
 
     digest: str              # SHA-256 of its links (priors.LEGACY: all merged before schema 7)
     name: str | None         # the file it was read from

@@ -178,7 +178,7 @@ def stress(path: str, outdir: str, proc: int, threads: int, ops: int, seconds: f
                         got = mem.get(it)
                         if got is None:
                             raise AssertionError(f"acknowledged memory {it} is missing")
-                    mem.explain_usefulness(rnd.choice(("alpha", "*")))
+                    mem.links(rnd.choice(("alpha", "*")))
                 elif own and rnd.random() < 0.5:
                     mem.close()
                     mem = heapmem.open(path)

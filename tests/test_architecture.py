@@ -248,8 +248,9 @@ def test_sql_lives_in_sql_and_schema_only():
                     and id(node) not in docs and _SQL.match(node.value) \
                     and not node.value.startswith(("SELECT count(*) FROM memories\"",)):
                 bad.append(f"{_where(mod)}:{node.lineno}: {node.value[:60]!r}")
-    # transactions are the store's own words, not statements of the schema
-    bad = [b for b in bad if "heapmem/store.py" not in b or not re.search(
+    # transactions are the open connection's own words (db.connect.Handle), not
+    # statements of the schema
+    bad = [b for b in bad if "heapmem/db/connect.py" not in b or not re.search(
         r"'(BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE)", b)]
     assert bad == []
 
@@ -502,15 +503,79 @@ def test_long_c_functions_are_the_listed_ones():
         "LONG_C_FUNCTIONS with its reason")
 
 
+def _class(mod: str, name: str) -> ast.ClassDef:
+    return next(n for n in _tree(mod).body if isinstance(n, ast.ClassDef) and n.name == name)
+
+
+def _decorated(cls: ast.ClassDef, decorator: str) -> set[str]:
+    return {f.name for f in cls.body if isinstance(f, ast.FunctionDef)
+            and any(ast.unparse(d) == decorator for d in f.decorator_list)}
+
+
+#: What a Memory holds besides its verbs (issue 37): attribute -> (module, class),
+#: and the verbs of each that carry the error net
+HELD = {"log": ("log", "Log", {"get", "judged", "events"}),
+        "pool": ("learning.pool", "Pool", {"set"}),
+        "priors": ("learning.priors", "Priors", {"list", "remove"}),
+        "vectors": ("vectors", "Vectors", {"index", "settings", "embedder_name"}),
+        "auto_tune": ("learning.tune", "AutoTune", {"pending", "finish"})}
+
+
 def test_memorys_verbs_show_their_error_contract_where_they_are_defined():
-    """issue 25: the error net (_guarded: SQLite's failures as HeapmemError) is
-    a decorator on each verb's def, not attached from afar by setattr."""
+    """issue 25: the error net (guarded: SQLite's failures as HeapmemError) is
+    a decorator on each verb's def, not attached from afar by setattr; issue
+    37: so it is on the verbs of the objects a Memory holds (mem.log, ...),
+    whose error sentences name them as the caller reaches them ("log.get: ...")."""
     tree = _tree("store")
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Memory")
-    guarded = {f.name for f in cls.body if isinstance(f, ast.FunctionDef)
-               and any(ast.unparse(d) == "_guarded" for d in f.decorator_list)}
-    assert {"add", "recall", "feedback", "forget", "stats", "close", "count"} <= guarded
+    cls = _class("store", "Memory")
+    assert {"add", "recall", "feedback", "forget", "stats", "close", "count"} <= _decorated(
+        cls, "guarded")
     assert not any(isinstance(n, ast.For) for n in tree.body), "no setattr loops over Memory"
+    held = {n.target.id: ast.unparse(n.annotation) for n in cls.body
+            if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    assert held == {attr: name for attr, (_, name, _) in HELD.items()}
+    for attr, (mod, name, verbs) in HELD.items():
+        c = _class(mod, name)
+        assert verbs <= _decorated(c, "guarded"), name
+        door = [ast.literal_eval(n.value) for n in c.body if isinstance(n, ast.Assign)
+                and [ast.unparse(t) for t in n.targets] == ["_door"]]
+        assert door == [attr + "."], name
+
+
+def test_a_held_objects_error_names_the_verb_as_the_caller_reaches_it(tmp_path, monkeypatch):
+    """issue 37: a failure from SQLite inside mem.log.events() says "log.events: ..."."""
+    import apsw
+
+    from heapmem.db import sql
+    with heapmem.open(str(tmp_path / "a.db"), embedder=None) as m:
+        monkeypatch.setattr(sql, "EVENTS", "SELECT * FROM no_such_table")
+        with pytest.raises(heapmem.HeapmemError, match=r"^log\.events: SQLite failed") as e:
+            m.log.events()
+        assert isinstance(e.value.__cause__, apsw.SQLError)
+
+
+#: issue 37: Memory holds its verbs; what is about the store rather than its
+#: memories lives in the objects it holds (HELD)
+MAX_MEMORY_LINES = 600
+#: Memory's public members: the verbs a user reaches for, the facts about the
+#: store (count, namespaces, schema_version), its connection and transactions
+#: for code that writes what the verbs do not (heapmem.io.transfer), and the
+#: file's format (set_portable: the CLI's `portable` verb is a thin call of it)
+MEMORY_MEMBERS = {
+    "add", "add_many", "get", "update", "list", "forget", "recall", "recall_sql", "feedback",
+    "mark_used", "mark_ignored", "links", "tune", "set_config", "stats", "check", "count",
+    "namespaces", "schema_version", "now", "close", "connection", "transaction", "snapshot",
+    "set_portable"}
+
+
+def test_memory_is_about_memories():
+    cls = _class("store", "Memory")
+    lines = cls.end_lineno - cls.lineno + 1
+    assert lines < MAX_MEMORY_LINES, (
+        f"class Memory is {lines} lines (under {MAX_MEMORY_LINES}, issue 37): move what is "
+        "not a verb into an object it holds (mem.log, mem.pool, ...) or a module")
+    public = {n for n in vars(heapmem.Memory) if not n.startswith("_")}
+    assert public == MEMORY_MEMBERS
 
 
 def test_rows_are_read_by_the_names_their_statements_give(tmp_path):

@@ -75,7 +75,7 @@ def test_the_schedule_30_60_120_and_nothing_in_between(tmp_path):
     assert claimed.index(30) == 9 and claimed.index(60) == 19 and claimed.index(120) == 39
     # each tune ends in steps after its point, and before the next one is reached
     if schema.autotune_pending(mem.connection) is not None:  # (the last may run on)
-        reports.append(_finish(mem, mem.judged_recalls(newest=1)[0].id)[0])
+        reports.append(_finish(mem, mem.log.judged(newest=1)[0].id)[0])
     ends = _ran(reports)
     assert _replayed(reports) == [30, 60, 120] and 30 < ends[0] < 60 < ends[1] < 120 < ends[2]
     assert schema.autotune_pending(mem.connection) is None
@@ -116,7 +116,7 @@ def test_a_tune_whose_owner_went_away_is_taken_over(tmp_path):
         c.execute("SELECT heap_feedback(?, ?)", (rid, json.dumps([used]))).fetchall()
     c.close()
     with _open(path, embedder=None) as mem:
-        assert mem.pending_tune == 30
+        assert mem.auto_tune.pending == 30
         reports = _world(mem, 9, first=10)  # 31st .. 57th
         assert _replayed(reports) == [30] and _ran(reports)[0] > 8
         assert schema.autotune_pending(mem.connection) is None
@@ -135,7 +135,7 @@ def test_mark_used_counts_and_mark_ignored_does_not(tmp_path):
                 mem.mark_used([f"{ns}-{t}-user"], recall_id=res.recall_id)
             ran.append(schema.autotune_state(mem.connection)[0])
     assert ran.index(30) == 14 * 3 + 1  # claimed by the 30th marked used
-    assert len(mem.judged_recalls()) == 30
+    assert len(mem.log.judged()) == 30
     rep, _ = _finish(mem, res.recall_id)
     assert rep.recalls == 30
     mem.close()
@@ -145,17 +145,17 @@ def test_off_with_auto_tune_false_and_with_an_explicit_config(tmp_path):
     for name, kw in (("off", {"auto_tune": False}),
                      ("config", {"config": heapmem.ScoringConfig()})):
         mem = _open(tmp_path / f"{name}.db", embedder=None, **kw)
-        assert mem.auto_tune is False
+        assert mem.auto_tune.enabled is False
         assert _ran(_world(mem, 21)) == []
         assert mem.config == heapmem.ScoringConfig()
         assert schema.meta_get(mem.connection, schema.META_TUNED) is None
         mem.close()
     # the count is kept with auto-tune off, so a later open with it on catches up
     with _open(tmp_path / "off.db", embedder=None) as mem:
-        assert mem.auto_tune is True
+        assert mem.auto_tune.enabled is True
         reports = _world(mem, 1, first=21)
         assert _replayed(reports) == [] and schema.autotune_state(mem.connection) == (60, 66)
-        assert _finish(mem, mem.judged_recalls(newest=1)[0].id)[0].recalls == 64
+        assert _finish(mem, mem.log.judged(newest=1)[0].id)[0].recalls == 64
 
 
 @pytest.mark.parametrize("bad", [1, 0, "yes", None, 1.0])
@@ -177,7 +177,7 @@ def test_clean_feedback_deploys_a_larger_weight_and_the_report_says_so(tmp_path)
     with _open(path) as mem:
         reports = _world(mem, 10)
         assert reports == [None] * 30  # claimed at the 30th, a step of it done
-        rep, _ = _finish(mem, mem.judged_recalls(newest=1)[0].id)
+        rep, _ = _finish(mem, mem.log.judged(newest=1)[0].id)
         assert isinstance(rep, heapmem.TuneReport)
         assert rep.deployed and rep.recalls == 30 and rep.folds == "namespace"
         assert rep.current["w_usefulness"] == default
@@ -195,7 +195,7 @@ def test_clean_feedback_deploys_a_larger_weight_and_the_report_says_so(tmp_path)
 def test_shuffled_feedback_deploys_nothing(tmp_path, seed):
     mem = _open(tmp_path / "a.db")
     reports = _world(mem, 20, mode="shuffled", seed=seed)
-    reports.append(_finish(mem, mem.judged_recalls(newest=1)[0].id)[0])
+    reports.append(_finish(mem, mem.log.judged(newest=1)[0].id)[0])
     assert _replayed(reports) == [30, 60]
     assert not any(r.deployed for r in reports if r is not None)
     assert mem.config == heapmem.ScoringConfig()
@@ -226,7 +226,7 @@ def test_two_connections_tune_once_for_a_point(tmp_path):
     # claimed once, by whichever connection judged the 30th (b, user 9): its
     # steps run after b's own feedbacks, a's count idle (3 at most in a row:
     # no takeover), and b's step ends it
-    rid = a.judged_recalls(newest=1)[0].id
+    rid = a.log.judged(newest=1)[0].id
     by = None
     for i in range(300):
         m = (a, b)[i // 3 % 2]
@@ -251,10 +251,10 @@ def test_a_failed_tune_warns_and_keeps_the_feedback(tmp_path):
                       r"\(the recall log is damaged .*\); the feedback was saved"):
         reports = _world(mem, 1, first=9)  # the 30th claims the point
         if schema.autotune_pending(mem.connection) is not None:
-            reports.append(_finish(mem, mem.judged_recalls(newest=1)[0].id)[0])
+            reports.append(_finish(mem, mem.log.judged(newest=1)[0].id)[0])
         rep = [r for r in reports if r is not None][0]  # the step that read the damage
     assert not rep.deployed and rep.reason.startswith("auto-tune failed: the recall log is damaged")
-    assert len(mem.judged_recalls()) == 30  # saved
+    assert len(mem.log.judged()) == 30  # saved
     assert mem.config == heapmem.ScoringConfig()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the point stays claimed: no retry on each feedback
@@ -268,19 +268,19 @@ def test_past_the_window_it_replays_the_newest(tmp_path):
     with _open(path, embedder=None, auto_tune=False) as mem:  # counted, never tuned
         _world(mem, 680)  # 2,040 judged recalls
         assert schema.autotune_state(mem.connection) == (0, 2040)
-        newest = mem.judged_recalls(newest=40)
-        assert [r.id for r in newest] == [r.id for r in mem.judged_recalls()][-40:]
-        events = mem.events(first_recall=newest[0].id)
+        newest = mem.log.judged(newest=40)
+        assert [r.id for r in newest] == [r.id for r in mem.log.judged()][-40:]
+        events = mem.log.events(first_recall=newest[0].id)
         assert events and {e.recall_id for e in events} == {r.id for r in newest}
         for bad, err in ((0, ValueError), (-1, ValueError), (True, TypeError), ("5", TypeError)):
             with pytest.raises(err, match="newest must be"):
-                mem.judged_recalls(newest=bad)
+                mem.log.judged(newest=bad)
         with pytest.raises(TypeError, match="first_recall must be an integer"):
-            mem.events(first_recall="1")
+            mem.log.events(first_recall="1")
     with _open(path, embedder=None) as mem:
         assert _ran(_world(mem, 1, first=680)) == []  # 2,041: the point 1,920 claimed, once
         assert schema.autotune_pending(mem.connection)["point"] == 1920
-        rep, steps = _finish(mem, mem.judged_recalls(newest=1)[0].id)
+        rep, steps = _finish(mem, mem.log.judged(newest=1)[0].id)
         assert rep.recalls == 2000 and steps > 10  # csrc/tune.c's HT_AUTO_WINDOW, in steps
 
 
@@ -294,7 +294,7 @@ def test_an_import_is_counted_at_the_next_feedback(tmp_path):
         transfer.import_file(dst, io.StringIO(buf.getvalue()))
         _world(dst, 1, first=1)
         assert schema.autotune_state(dst.connection) == (30, 36)
-        assert _finish(dst, dst.judged_recalls(newest=1)[0].id)[0].recalls == 34
+        assert _finish(dst, dst.log.judged(newest=1)[0].id)[0].recalls == 34
 
 
 def test_the_state_is_checked_and_never_exported(tmp_path):
@@ -401,7 +401,7 @@ def test_a_forget_is_counted_at_the_next_feedback(tmp_path):
     assert schema.autotune_state(mem.connection) == (0, None)
     _world(mem, 2, first=9)  # 25, 26, ... 30 at the 6th
     assert schema.autotune_state(mem.connection) == (30, 30)
-    assert _finish(mem, mem.judged_recalls(newest=1)[0].id)[0].recalls == 30
+    assert _finish(mem, mem.log.judged(newest=1)[0].id)[0].recalls == 30
     mem.close()
 
 
@@ -415,7 +415,7 @@ def test_a_forget_while_it_runs_starts_it_again_on_the_log_left(tmp_path):
     _world(mem, 10)  # claimed by the 30th, the last
     before = schema.autotune_pending(mem.connection)
     mem.forget(namespace="user1")  # 3 recalls of the pinned log
-    rid = mem.judged_recalls(newest=1)[0].id
+    rid = mem.log.judged(newest=1)[0].id
     rep, _ = _finish(mem, rid)
     assert rep.recalls == 27
     after = schema.autotune_state(mem.connection)
@@ -450,7 +450,7 @@ def test_its_interval_is_99_percent_split_among_the_grids_other_weights(tmp_path
     path = tmp_path / "a.db"
     with _open(path) as mem:
         _world(mem, 10)
-        rep, _ = _finish(mem, mem.judged_recalls(newest=1)[0].id)
+        rep, _ = _finish(mem, mem.log.judged(newest=1)[0].id)
         assert rep.against == heapmem.ScoringConfig().w_usefulness
         assert len(rep.table) == 9  # heap_tune's grid: 0 to 1, 0.3 among them
         same, alone = (tune.from_json(json.loads(mem.connection.execute(

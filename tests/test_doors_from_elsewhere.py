@@ -298,8 +298,8 @@ def test_an_imported_recall_may_show_the_stores_own_memories_of_its_namespace(tm
         rep = transfer.import_file(dst, path)
         assert rep.recalls == 2 and dst.check().ok
         rid = rep.recall_offset + _pending(lines)["id"]
-        assert dst.logged_recall(rid).shown == tuple(_pending(lines)["shown"])
-        assert dst.logged_recall(rid).shown[-1] == "old"
+        assert dst.log.get(rid).shown == tuple(_pending(lines)["shown"])
+        assert dst.log.get(rid).shown[-1] == "old"
         assert dst.feedback(used=["old"], recall_id=rid).used == ("old",)
 
 

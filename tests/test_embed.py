@@ -181,7 +181,7 @@ def _store(path, **kw):
 
 def test_questions_that_share_no_word_find_their_answer(tmp_path):
     m = _store(tmp_path / "a.db")
-    assert m.embedder_name == "potion-base-8M"
+    assert m.vectors.embedder_name == "potion-base-8M"
     lexical = heapmem.ScoringConfig(lexical_weight=1.0)
     first = 0
     for i, (q, _) in enumerate(NO_SHARED_WORD):
@@ -300,7 +300,7 @@ def test_a_store_of_another_embedder_opens_as_it_was(tmp_path):
     with heapmem.open(path, embedder=Toy()) as m:
         m.add("a toy memory", namespace=NS)
     with heapmem.open(path) as m:
-        assert m.embedder_name == "toy"
+        assert m.vectors.embedder_name == "toy"
         assert m.recall("toy", namespace=NS, track=False).ids == ["m1"]
         assert m.connection.execute("SELECT length(v) FROM vectors").fetchall() == [(16,)]
     # a store of the library's embedder takes another without reembed=True:
@@ -308,7 +308,7 @@ def test_a_store_of_another_embedder_opens_as_it_was(tmp_path):
     p2 = str(tmp_path / "b.db")
     heapmem.open(p2).close()
     with heapmem.open(p2, embedder=Toy()) as m:
-        assert m.embedder_name == "toy"
+        assert m.vectors.embedder_name == "toy"
 
 
 def test_a_read_only_store_without_vectors_recalls_lexically(tmp_path):
@@ -316,10 +316,10 @@ def test_a_read_only_store_without_vectors_recalls_lexically(tmp_path):
     with heapmem.open(path, embedder=None) as m:
         m.add("Booked the flight to Lisbon", namespace=NS)
     with heapmem.open(path, readonly=True) as ro:
-        assert ro.embedder_name is None
+        assert ro.vectors.embedder_name is None
         assert ro.recall("flight", namespace=NS).ids == ["m1"]
     with heapmem.open(path) as m:  # opened to write: embedded from now on
-        assert m.embedder_name == "potion-base-8M"
+        assert m.vectors.embedder_name == "potion-base-8M"
         assert m.connection.execute("SELECT count(*) FROM vectors").fetchall() == [(1,)]
 
 

@@ -154,7 +154,7 @@ def test_explain_is_the_score_on_random_stores(tmp_path_factory, seed, prior, w_
                 assert [row[0] for row in rows] == rec.ids
                 for r, (_, score, line) in zip(rec, rows):
                     assert score == r.score
-                    said = re.sub(r" \(prior in .*?: see Memory\.priors\(\)\)", "", r.explain())
+                    said = re.sub(r" \(prior in .*?: see mem\.priors\.list\(\)\)", "", r.explain())
                     assert said == line
         c.close()
     finally:

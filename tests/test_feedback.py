@@ -96,13 +96,13 @@ def test_pooled_borrowing_reaches_a_new_namespace(mem):
                 namespace=ns)
         res = mem.recall("When is my appointment with Dr Lee?", namespace=ns)
         mem.feedback(used=[f"t{u}"], recall_id=res.recall_id)
-    pooled = {r.feature: r for r in mem.explain_usefulness("*")}
-    fresh = {r.feature: r for r in mem.explain_usefulness("newbie")}
+    pooled = {r.feature: r for r in mem.links("*")}
+    fresh = {r.feature: r for r in mem.links("newbie")}
     assert pooled["when/clock:1"].n == 20 and pooled["when/clock:1"].alpha == 20
     # a new namespace sees the others' evidence, scaled down to pooled_pseudocount
     assert fresh["when/clock:1"].alpha + fresh["when/clock:1"].beta == pytest.approx(20)
     assert fresh["when/clock:1"].strength > fresh["when/base"].strength
-    heavy = {r.feature: r for r in mem.explain_usefulness(
+    heavy = {r.feature: r for r in mem.links(
         "newbie", config=heapmem.ScoringConfig(pooled_pseudocount=2))}
     assert heavy["kind:fact"].alpha + heavy["kind:fact"].beta == pytest.approx(2)
     # and it ranks by it on its first recall

@@ -435,7 +435,7 @@ def _calls(block, name):
     """The argument text of every mem.NAME(...) in block (parentheses balanced)."""
     import re
     out = []
-    for m in re.finditer(r"\bmem\." + name + r"\(", block):
+    for m in re.finditer(r"\bmem\." + re.escape(name) + r"\(", block):
         i = j = m.end()
         depth = 1
         while depth:
@@ -445,20 +445,37 @@ def _calls(block, name):
     return " ".join(out)
 
 
-def test_the_readme_api_list_names_every_public_memory_method_and_its_options():
+def _options_shown(block, prefix, cls, names):
+    """Each keyword option of each method in names of cls appears in block's
+    calls of prefix.NAME(...)."""
     import inspect
+    import re
+    for name in sorted(names):
+        if isinstance(inspect.getattr_static(cls, name), property):
+            continue
+        shown = _calls(block, prefix + name)
+        for p in list(inspect.signature(getattr(cls, name)).parameters.values())[1:]:
+            if p.kind is p.KEYWORD_ONLY or (p.default is not p.empty and p.kind not in (
+                    p.VAR_KEYWORD, p.VAR_POSITIONAL)):
+                assert re.search(r"\b" + p.name + r"\b", shown), \
+                    f"mem.{prefix}{name}(... {p.name}=)"
+
+
+def test_the_readme_api_list_names_every_public_memory_method_and_its_options(tmp_path):
     import re
     block = _readme().split("\n## API\n")[1].split("```python\n")[1].split("```")[0]
     public = {n for n in dir(heapmem.Memory) if not n.startswith("_")}
-    assert set(re.findall(r"\bmem\.([a-z_]+)", block)) == public
-    for name in sorted(public):
-        if isinstance(inspect.getattr_static(heapmem.Memory, name), property):
-            continue
-        shown = _calls(block, name)
-        for p in list(inspect.signature(getattr(heapmem.Memory, name)).parameters.values())[1:]:
-            if p.kind is p.KEYWORD_ONLY or (p.default is not p.empty and p.kind not in (
-                    p.VAR_KEYWORD, p.VAR_POSITIONAL)):
-                assert re.search(r"\b" + p.name + r"\b", shown), f"mem.{name}(... {p.name}=)"
+    held = set(heapmem.Memory.__annotations__)  # what a Memory holds: mem.log, mem.pool, ...
+    assert set(re.findall(r"\bmem\.([a-z_]+)", block)) == public | held
+    _options_shown(block, "", heapmem.Memory, public)
+    # and every verb of what it holds (pool.read takes a connection check() holds)
+    with heapmem.open(str(tmp_path / "a.db"), embedder=None) as mem:
+        for name in held:
+            cls = type(getattr(mem, name))
+            verbs = {n for n in vars(cls) if not n.startswith("_")} - {"read"}
+            listed = set(re.findall(r"\bmem\." + name + r"\.([a-z_]+)", block))
+            assert verbs <= listed, name
+            _options_shown(block, name + ".", cls, verbs)
     assert "copy=False" in _calls(block, "add") and "copy=False" in _calls(block, "add_many")
 
 

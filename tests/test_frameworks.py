@@ -54,7 +54,7 @@ def test_an_example_leaves_a_sound_store(tmp_path):
     assert p.stdout == session("langchain_agent.py")[0].rstrip("\n") + "\n"
     with heapmem.open(str(tmp_path / "x.db"), readonly=True) as mem:
         assert mem.check().ok
-        assert len(mem.judged_recalls()) == 15 + 1  # the agent's, and the retriever's
+        assert len(mem.log.judged()) == 15 + 1  # the agent's, and the retriever's
 
 
 def test_the_schemas_in_each_shape_are_the_tool_table(mem):
@@ -128,7 +128,7 @@ def test_llamaindex_block_recalls_once_a_question_and_reports_the_reply(mem):
         await block.aput([ChatMessage(role="user", content="I prefer aisle seats now")])
 
     asyncio.run(main())
-    judged = mem.judged_recalls()
+    judged = mem.log.judged()
     assert len(judged) == 1 and mem.stats().recalls == 1
     assert [it.text for it in mem.list("user:maya")][0] == "I prefer aisle seats now"
 

@@ -374,8 +374,8 @@ def test_get(store, id):
 @hsettings(100)
 @given(namespace=st.one_of(st.just("*"), namespace_ok, anything),
        config=st.one_of(st.none(), st.none(), st.just(heapmem.ScoringConfig()), anything))
-def test_explain_usefulness(store, namespace, config):
-    rows, err = call(store.explain_usefulness, namespace, config=config)
+def test_links(store, namespace, config):
+    rows, err = call(store.links, namespace, config=config)
     for row in rows or []:
         assert 0 <= row.strength <= 1 and row.n >= 0
 
@@ -436,7 +436,15 @@ def test_use_after_close(tmp_path):
     for f, a, kw in ((mem.add, ("x y",), {}), (mem.recall, ("flight",), {}),
                      (mem.get, (item.id,), {}), (mem.forget, ([item.id],), {}),
                      (mem.feedback, ([item.id],), {"recall_id": 1}), (mem.check, (), {}),
-                     (mem.explain_usefulness, (), {})):
+                     (mem.links, (), {}),
+                     # and the verbs of what it holds: the same closed-store error
+                     (mem.log.get, (1,), {}), (mem.log.judged, (), {}), (mem.log.events, (), {}),
+                     (mem.pool.set, (), {"cap": 10}), (mem.priors.list, (), {}),
+                     (mem.priors.remove, ("0" * 64,), {}), (mem.vectors.settings, (), {}),
+                     (mem.vectors.index, ("default",), {}), (mem.auto_tune.finish, (), {}),
+                     (lambda: mem.pool.settings, (), {}), (lambda: mem.priors.features, (), {}),
+                     (lambda: mem.auto_tune.pending, (), {}),
+                     (lambda: mem.vectors.embedder_name, (), {})):
         with pytest.raises(heapmem.HeapmemError):
             f(*a, **kw)
 

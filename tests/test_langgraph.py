@@ -191,10 +191,10 @@ def test_async_interface(store):
 
 def test_feedback_teaches_heapmem(store, mem):
     hits = store.search(MAYA, query="When is my flight to Lisbon?")
-    assert mem.explain_usefulness() == []
+    assert mem.links() == []
     fb = store.feedback(MAYA, ["flight"])  # the rest of the search counts as ignored
     assert fb.used == ("users/maya.flight",) and len(fb.ignored) == len(hits) - 1
-    links = {ln.feature: ln for ln in mem.explain_usefulness("users/maya")}
+    links = {ln.feature: ln for ln in mem.links("users/maya")}
     assert links["kind:fact"].alpha > 0 and links["kind:preference"].beta > 0
     store.search(("users", "ben"), query="When does my train leave?")
     assert store.mark_used(("users", "ben"), ["train"]).used == ("users/ben.train",)

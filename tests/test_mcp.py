@@ -170,7 +170,7 @@ def test_namespaces_are_kept_apart(tmp_path):
 
     run(main)
     with heapmem.open(db) as mem:
-        assert mem.get(theirs.id) is not None and mem.explain_usefulness() == []
+        assert mem.get(theirs.id) is not None and mem.links() == []
 
 
 def free_port():

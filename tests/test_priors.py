@@ -1,6 +1,6 @@
 """Trust, round two, item 8: a links-only prior moved rankings invisibly and
-for good.  A prior now has provenance (Memory.priors()), explain() marks the
-lift it adds to, remove_prior() takes it out again (the rankings exactly as
+for good.  A prior now has provenance (mem.priors.list()), explain() marks the
+lift it adds to, mem.priors.remove() takes it out again (the rankings exactly as
 without it), and max_lift bounds how far usefulness can move any score."""
 import json
 
@@ -58,25 +58,25 @@ def test_max_lift_bounds_what_any_evidence_does_to_a_score(maya, tmp_path):
 
 def test_a_prior_is_listed_marked_in_explain_and_removed_exactly(maya, tmp_path):
     day_one = _scores(maya, UNBOUNDED)
-    assert maya.priors() == []
+    assert maya.priors.list() == []
     rep = transfer.import_file(maya, str(tmp_path / "five.jsonl"))
-    (p,) = maya.priors()
+    (p,) = maya.priors.list()
     assert p.name == "five.jsonl" and p.link_rows == 5 and p.observations == 500
     assert p.merged_at == T0 and len(p.digest) == 64
     spam = next(r for r in maya.recall(Q, namespace="user:maya", track=False, k=5)
                 if r.id == "spam")
-    assert "(prior in when/base when/clock:0 when/kind:tool_result +2: see Memory.priors())" \
+    assert "(prior in when/base when/clock:0 when/kind:tool_result +2: see mem.priors.list())" \
         in spam.explain()
     assert _scores(maya, UNBOUNDED) != day_one
     assert maya.check().ok
-    gone = maya.remove_prior(p.digest[:10])
-    assert gone == p and maya.priors() == [] and rep.link_rows == 5
+    gone = maya.priors.remove(p.digest[:10])
+    assert gone == p and maya.priors.list() == [] and rep.link_rows == 5
     assert _scores(maya, UNBOUNDED) == day_one  # exactly: as if never merged
     assert "prior" not in maya.recall(Q, namespace="user:maya", track=False)[0].explain()
     assert maya.check().ok
     # and the file may be merged again later
     transfer.import_file(maya, str(tmp_path / "five.jsonl"))
-    assert len(maya.priors()) == 1
+    assert len(maya.priors.list()) == 1
 
 
 def test_removing_one_of_two_priors_leaves_what_the_other_alone_gives(tmp_path):
@@ -89,8 +89,8 @@ def test_removing_one_of_two_priors_leaves_what_the_other_alone_gives(tmp_path):
         transfer.import_file(both, str(tmp_path / "other.jsonl"))
         transfer.import_file(both, str(tmp_path / "five.jsonl"))
         transfer.import_file(one, str(tmp_path / "other.jsonl"))
-        five = next(p for p in both.priors() if p.name == "five.jsonl")
-        both.remove_prior(five.digest)
+        five = next(p for p in both.priors.list() if p.name == "five.jsonl")
+        both.priors.remove(five.digest)
         assert _scores(both, UNBOUNDED) == _scores(one, UNBOUNDED)
         assert [(r.feature, r.alpha, r.beta, r.n) for r in both.links()] == \
             [(r.feature, r.alpha, r.beta, r.n) for r in one.links()]
@@ -102,10 +102,10 @@ def test_an_unknown_digest_changes_nothing(maya, tmp_path):
     before = _scores(maya)
     for bad, words in (("0" * 64, "no prior with digest"), ("abc", "no prior with digest")):
         with pytest.raises(ValueError, match=words):
-            maya.remove_prior(bad)
+            maya.priors.remove(bad)
     with pytest.raises(TypeError, match="digest must be a string"):
-        maya.remove_prior(5)
-    assert len(maya.priors()) == 1 and _scores(maya) == before
+        maya.priors.remove(5)
+    assert len(maya.priors.list()) == 1 and _scores(maya) == before
 
 
 def test_a_prior_survives_an_export_and_its_removal_there_too(maya, tmp_path):
@@ -113,9 +113,9 @@ def test_a_prior_survives_an_export_and_its_removal_there_too(maya, tmp_path):
     transfer.export(maya, str(tmp_path / "all.jsonl"))
     with heapmem.open(str(tmp_path / "copy.db"), clock=lambda: T0) as copy:
         transfer.import_file(copy, str(tmp_path / "all.jsonl"))
-        assert copy.priors() == maya.priors()
-        copy.remove_prior(copy.priors()[0].digest)
-        assert copy.priors() == [] and copy.check().ok
+        assert copy.priors.list() == maya.priors.list()
+        copy.priors.remove(copy.priors.list()[0].digest)
+        assert copy.priors.list() == [] and copy.check().ok
 
 
 def test_a_schema_6_prior_becomes_one_record_that_can_be_removed(tmp_path):
@@ -131,15 +131,15 @@ def test_a_schema_6_prior_becomes_one_record_that_can_be_removed(tmp_path):
     c.execute("DELETE FROM heapmem_meta WHERE key = 'prior_records'; PRAGMA user_version = 6")
     c.close()
     with heapmem.open(str(path), clock=lambda: T0, embedder=None) as m:
-        (p,) = m.priors()
+        (p,) = m.priors.list()
         assert p.digest == "merged-before-schema-7" and p.link_rows == 5
-        m.remove_prior("merged-before-schema-7")
+        m.priors.remove("merged-before-schema-7")
         assert _scores(m, UNBOUNDED) == day_one and m.check().ok
 
 
 def test_the_cli_lists_and_removes_priors(maya, tmp_path, capsys):
     transfer.import_file(maya, str(tmp_path / "five.jsonl"))
-    digest = maya.priors()[0].digest
+    digest = maya.priors.list()[0].digest
     path = str(tmp_path / "a.db")
     assert main(["--db", path, "prior", "list"]) == 0
     out = capsys.readouterr().out
@@ -150,7 +150,7 @@ def test_the_cli_lists_and_removes_priors(maya, tmp_path, capsys):
     assert "no prior with digest" in capsys.readouterr().err
     assert main(["--db", path, "prior", "remove", digest[:12]]) == 0
     assert "removed" in capsys.readouterr().out
-    assert maya.priors() == []
+    assert maya.priors.list() == []
 
 
 def test_a_full_import_never_files_a_prior_under_another_files_digest(maya, tmp_path):
@@ -161,7 +161,7 @@ def test_a_full_import_never_files_a_prior_under_another_files_digest(maya, tmp_
     says so, and the real file merges."""
     with heapmem.open(str(tmp_path / "donor.db"), clock=lambda: T0) as donor:
         transfer.import_file(donor, str(tmp_path / "five.jsonl"))
-        real = donor.priors()[0].digest
+        real = donor.priors.list()[0].digest
         transfer.export(donor, str(tmp_path / "all.jsonl"))
     lines = [json.loads(x) for x in (tmp_path / "all.jsonl").read_text().splitlines() if x]
     for rec in lines:
@@ -172,8 +172,8 @@ def test_a_full_import_never_files_a_prior_under_another_files_digest(maya, tmp_
             rec["value"] = json.dumps(recs)
     (tmp_path / "forged.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     transfer.import_file(maya, str(tmp_path / "forged.jsonl"))
-    (p,) = maya.priors()
+    (p,) = maya.priors.list()
     assert p.digest != real and "did not match" in p.name
     transfer.import_file(maya, str(tmp_path / "five.jsonl"))  # the real file: merged
-    assert sorted(x.digest for x in maya.priors()) == sorted([p.digest, real])
+    assert sorted(x.digest for x in maya.priors.list()) == sorted([p.digest, real])
     assert maya.check().ok

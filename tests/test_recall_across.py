@@ -115,7 +115,7 @@ def test_a_tracked_recall_across_logs_each_namespaces_part(lex):
     res = lex.recall(q, namespace=SPACES, k=4)
     assert res.recall_id is None and set(res.parts) >= {"user:maya", "team"}
     for ns, part in res.parts.items():
-        logged = lex.logged_recall(part.recall_id)
+        logged = lex.log.get(part.recall_id)
         assert logged.namespace == ns and list(logged.shown) == part.ids
     maya = res.parts["user:maya"]
     fb = lex.feedback([maya[0].id], recall_id=maya.recall_id)

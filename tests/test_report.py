@@ -113,7 +113,7 @@ def build(path: str) -> tuple[heapmem.Memory, Clock, list[tuple[int, str, int, i
                 mem.mark_used([used.id], recall_id=res.recall_id)  # only this one
                 judged.append((day, ns, used.rank, 1))
     clock.t = T0 + 3 * DAY
-    mem.set_pool(min_namespaces=1, trim=0)  # two namespaces: pool what each one learned
+    mem.pool.set(min_namespaces=1, trim=0)  # two namespaces: pool what each one learned
     return mem, clock, judged
 
 
@@ -158,7 +158,7 @@ def test_the_page_shows_learning_links_factors_and_health(store, tmp_path):
     cfg = mem.config
     on = sum(1 for w in (cfg.w_relevance, cfg.w_recency, cfg.w_importance, cfg.w_usefulness)
              if w > 0) + 1  # + context, a factor of its own (it was folded into usefulness)
-    newest = mem.logged_recall(learning.newest_recall(mem.connection))
+    newest = mem.log.get(learning.newest_recall(mem.connection))
     assert newest.namespace == EVIL_NS
     assert sum(v for k, v in fa.items() if k.startswith("rect.bar factor")) == \
         on * len(newest.shown)
@@ -232,7 +232,7 @@ def test_empty_charts_say_why(tmp_path):
 
 def test_nothing_pooled_yet_says_why(store):
     mem, _ = store
-    mem.set_pool(min_namespaces=5, trim=2)  # the defaults: two namespaces pool nothing
+    mem.pool.set(min_namespaces=5, trim=2)  # the defaults: two namespaces pool nothing
     page = Page(report.build_report(mem))
     assert page.charts["links"]["svg"] == 0
     assert "Nothing pooled yet" in page.chart_text["links"]
@@ -291,11 +291,11 @@ def test_bad_paths_and_stores(store, tmp_path):
 
 def test_the_report_writes_nothing_to_the_store(store, tmp_path):
     mem, _ = store
-    before = (mem.stats(), [(lr.id, lr.query) for lr in mem.judged_recalls()])
+    before = (mem.stats(), [(lr.id, lr.query) for lr in mem.log.judged()])
     report.write_report(mem, str(tmp_path / "a.html"), namespace="user:ana",
                         recall="When is my dentist appointment?")
     report.write_report(mem, str(tmp_path / "b.html"))
-    assert (mem.stats(), [(lr.id, lr.query) for lr in mem.judged_recalls()]) == before
+    assert (mem.stats(), [(lr.id, lr.query) for lr in mem.log.judged()]) == before
 
 
 # -- the verb --------------------------------------------------------------------------

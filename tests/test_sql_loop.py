@@ -232,7 +232,7 @@ def test_a_tracked_heap_recall_is_logged_as_recall_logs_it(mem):
     res = mem.recall(Q, namespace="u", now=NOW)
     rid = mem.connection.execute("SELECT DISTINCT recall_id FROM heap_recall(?, 'u', 5, ?)",
                                  (Q, NOW)).fetchall()[0][0]
-    a, b = mem.logged_recall(res.recall_id), mem.logged_recall(rid)
+    a, b = mem.log.get(res.recall_id), mem.log.get(rid)
     assert (a.namespace, a.query, a.qtype, a.shown, a.ages, a.features, a.rest) == \
         (b.namespace, b.query, b.qtype, b.shown, b.ages, b.features, b.rest)
 

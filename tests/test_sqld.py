@@ -166,13 +166,13 @@ def test_feedback_through_a_replica_reaches_the_primary_and_the_other_replica(cl
         assert res.recall_id is not None and res[0].id == "u-8"
         fb = r1.feedback(used=["u-8"], recall_id=res.recall_id)
         assert fb.links_updated > 0
-        assert [e.recall_id for e in primary.events()] == [res.recall_id] * len(res)
-        wait_for(lambda: len(r2.events()) == len(res), what="the events on replica 2")
-        assert r2.events() == primary.events()
+        assert [e.recall_id for e in primary.log.events()] == [res.recall_id] * len(res)
+        wait_for(lambda: len(r2.log.events()) == len(res), what="the events on replica 2")
+        assert r2.log.events() == primary.log.events()
         assert r2.get("u-8").last_used_at == NOW
         assert {x.feature: x.alpha for x in r2.links("u")} == \
             {x.feature: x.alpha for x in primary.links("u")}
-        assert r2.logged_recall(res.recall_id).shown == tuple(r.id for r in res)
+        assert r2.log.get(res.recall_id).shown == tuple(r.id for r in res)
         # forget through the other replica, seen everywhere
         assert r2.forget(["u-8"]) == 1
         assert primary.get("u-8") is None
@@ -216,7 +216,7 @@ def test_a_new_store_opened_through_a_fresh_replica_is_usable_at_once(cluster):
         res = m.recall("What does Caroline like?", namespace="u")
         assert res.ids == ["tea"]
         assert m.feedback(used=["tea"], recall_id=res.recall_id).used == ("tea",)
-        assert m.get("tea").last_used_at == NOW and len(m.events()) == 1
+        assert m.get("tea").last_used_at == NOW and len(m.log.events()) == 1
     finally:
         m.close()
     with heapmem.open(cluster.primary.url) as p:
@@ -236,8 +236,8 @@ def test_each_write_through_a_replica_is_read_back_through_it(cluster):
         res = r.recall("When is the adoption interview?", namespace="u")
         assert res[0].id == "u-8"
         r.feedback(used=["u-8"], recall_id=res.recall_id)
-        assert r.logged_recall(res.recall_id).shown == tuple(res.ids)
-        assert [e.recall_id for e in r.events()] == [res.recall_id] * len(res)
+        assert r.log.get(res.recall_id).shown == tuple(res.ids)
+        assert [e.recall_id for e in r.log.events()] == [res.recall_id] * len(res)
         assert r.forget(["u-8"]) == 1 and r.get("u-8") is None
         assert r.check().ok
     finally:
@@ -853,7 +853,7 @@ def test_feedback_from_an_answer_through_a_replica(cluster, tmp_path):
             got.append(mem.feedback(recall_id=res.recall_id, answer=answer))
         assert got[0].used == got[1].used == ("u-8",)
         assert got[0].judgements == got[1].judgements
-        assert [e.used for e in primary.events()] == [e.used for e in local.events()]
+        assert [e.used for e in primary.log.events()] == [e.used for e in local.log.events()]
     finally:
         for m in (primary, replica, local):
             m.close()
@@ -876,8 +876,8 @@ def test_feedback_through_a_replica_auto_tunes_as_a_local_file(cluster, tmp_path
     try:
         runs = [_world(m, 10) for m in (local, replica)]
         assert [i for i, r in enumerate(runs[1], 1) if r is not None] == [30]
-        assert local.pending_tune == 30 and replica.pending_tune is None
-        mine, theirs = local.finish_auto_tune(), runs[1][29]
+        assert local.auto_tune.pending == 30 and replica.auto_tune.pending is None
+        mine, theirs = local.auto_tune.finish(), runs[1][29]
         assert theirs.deployed and (theirs.recalls, theirs.best, theirs.gain, theirs.after) == \
             (mine.recalls, mine.best, mine.gain, mine.after)
         assert replica.config == local.config and replica.config.w_usefulness > 0.3

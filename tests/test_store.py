@@ -220,7 +220,7 @@ def test_an_older_schema_migrates_in_place(tmp_path, clock, version):
         assert mem.get("old1").text == "written by an older heapmem"
         # the library's embedder (the default) embeds the memories the file had
         assert mem.connection.execute("SELECT count(*) FROM vectors").fetchall() == [(2,)]
-        assert mem.embedder_name == "potion-base-8M"
+        assert mem.vectors.embedder_name == "potion-base-8M"
         # the namespaces' BM25 statistics are rebuilt from the memories
         stats = mem.connection.execute("SELECT * FROM namespaces ORDER BY 1").fetchall()
         assert stats == [("a", 1, 1 + 5), ("b", 1, 1 + 4)]

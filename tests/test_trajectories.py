@@ -65,7 +65,7 @@ def test_one_record_per_tracked_recall_with_what_it_showed_and_how_it_went(store
     assert {k: first[k] for k in ("namespace", "question", "qtype", "time")} == {
         "namespace": "user:maya", "question": "When is my flight to Lisbon?", "qtype": "when",
         "time": T}
-    logged = store.logged_recall(r1.recall_id)
+    logged = store.log.get(r1.recall_id)
     assert [s["id"] for s in first["shown"]] == list(r1.ids) == list(logged.shown)
     assert [s["rank"] for s in first["shown"]] == list(range(1, len(r1.ids) + 1))
     for s, age, rest, feats in zip(first["shown"], logged.ages, logged.rest, logged.features):

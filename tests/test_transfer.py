@@ -84,7 +84,7 @@ def test_round_trip_is_lossless(src, tmp_path):
         assert dump(new) == dump(src)
         assert new.check().ok
         assert rankings(new) == rankings(src)
-        assert new.explain_usefulness("user:maya") == src.explain_usefulness("user:maya")
+        assert new.links("user:maya") == src.links("user:maya")
         # a second export of the copy is the same file, byte for byte
         transfer.export(new, str(tmp_path / "y.jsonl"))
     assert (tmp_path / "x.jsonl").read_bytes() == (tmp_path / "y.jsonl").read_bytes()
@@ -126,13 +126,13 @@ def test_import_merges_into_a_store_with_data(src, tmp_path):
                   namespace="user:ben")
         r = other.recall("When is my train?", namespace="user:ben")
         other.feedback(used=["t1"], recall_id=r.recall_id)
-        before = {ln.feature: (ln.alpha, ln.beta) for ln in other.explain_usefulness()}
+        before = {ln.feature: (ln.alpha, ln.beta) for ln in other.links()}
         rep = transfer.import_file(other, str(tmp_path / "x.jsonl"))
         assert rep.seq_offset == 1 and rep.recall_offset == 1
         assert other.check().ok
         assert other.count == 8 and other.get("t1") is not None
-        src_links = {ln.feature: (ln.alpha, ln.beta) for ln in src.explain_usefulness()}
-        for ln in other.explain_usefulness():
+        src_links = {ln.feature: (ln.alpha, ln.beta) for ln in src.links()}
+        for ln in other.links():
             a0, b0 = before.get(ln.feature, (0, 0))
             a1, b1 = src_links.get(ln.feature, (0, 0))
             assert ln.alpha == pytest.approx(a0 + a1) and ln.beta == pytest.approx(b0 + b1)
@@ -216,7 +216,7 @@ def test_links_only_export_holds_no_text_or_ids(src, tmp_path):
     assert "user:" not in body and "Lisbon" not in body
     rows = [json.loads(x) for x in lines[1:]]
     assert all(set(r) == {"feature", "qtype", "alpha", "beta", "n"} for r in rows)
-    pooled = {(ln.feature, ln.alpha, ln.beta, ln.n) for ln in src.explain_usefulness()}
+    pooled = {(ln.feature, ln.alpha, ln.beta, ln.n) for ln in src.links()}
     assert {(r["feature"], r["alpha"], r["beta"], r["n"]) for r in rows} == pooled
 
 
@@ -239,7 +239,7 @@ def test_links_only_import_is_a_prior(tmp_path):
     with heapmem.open(str(tmp_path / "teacher.db"), clock=fixed()) as src:
         teach(src)
         transfer.export_links(src, str(tmp_path / "links.jsonl"))
-        pooled = {(ln.feature, ln.alpha, ln.beta, ln.n) for ln in src.explain_usefulness()}
+        pooled = {(ln.feature, ln.alpha, ln.beta, ln.n) for ln in src.links()}
     with heapmem.open(str(tmp_path / "fresh.db"), clock=fixed()) as fresh:
         fresh.add("Lisbon! I'd love to see Lisbon and its flight museum", kind="preference",
                   namespace="user:zoe", created_at=T - 3 * DAY)
@@ -251,7 +251,7 @@ def test_links_only_import_is_a_prior(tmp_path):
         assert rep.kind == "links" and rep.link_rows > 0
         assert fresh.check().ok  # the prior is told apart from event evidence
         assert {(ln.feature, ln.alpha, ln.beta, ln.n)
-                for ln in fresh.explain_usefulness()} == pooled
+                for ln in fresh.links()} == pooled
         after = fresh.recall("When is my flight to Lisbon?", namespace="user:zoe", track=False)
         assert "Flight booked" not in day_one[0].text and "Flight booked" in after[0].text
         # merging the same file twice would count its evidence twice: refused
@@ -270,9 +270,9 @@ def test_links_only_import_is_a_prior(tmp_path):
 
 def test_links_prior_adds_to_existing_evidence(src, tmp_path):
     transfer.export_links(src, str(tmp_path / "links.jsonl"))
-    before = {ln.feature: (ln.alpha, ln.beta, ln.n) for ln in src.explain_usefulness()}
+    before = {ln.feature: (ln.alpha, ln.beta, ln.n) for ln in src.links()}
     transfer.import_file(src, str(tmp_path / "links.jsonl"))
-    for ln in src.explain_usefulness():
+    for ln in src.links():
         a, b, n = before[ln.feature]
         assert (ln.alpha, ln.beta, ln.n) == (pytest.approx(2 * a), pytest.approx(2 * b), 2 * n)
     assert src.check().ok
@@ -432,7 +432,7 @@ def test_two_stores_with_automatic_ids_merge_with_remap_ids(tmp_path, first, sec
         _same_links(_links(a), want_links)
         assert sorted(m.text for ns in a.namespaces for m in a.list(ns)) == want_texts
         # the file's unjudged recall shows the new ids, and feedback on it teaches
-        logged = a.logged_recall(pending.recall_id + rep.recall_offset)
+        logged = a.log.get(pending.recall_id + rep.recall_offset)
         assert list(logged.shown) == [moved.get(m, m) for m in want_shown]
         fact = [m for m in logged.shown if a.get(m).text == second[0][2]]
         fb = a.feedback(used=fact, recall_id=logged.id)
@@ -474,7 +474,7 @@ def test_remap_ids_follows_a_chain_and_never_moves_an_id_given_by_hand(tmp_path)
         assert [mem.get(m).text for m in ("m1", "m3", "m2", "m5")] == [
             "The store's own first memory", "Booked the flight to Lisbon",
             "Booked the hotel in Lisbon", "Booked a table in Lisbon"]
-        assert mem.logged_recall(1 + rep.recall_offset).shown == ("m5", "m2", "m3")
+        assert mem.log.get(1 + rep.recall_offset).shown == ("m5", "m2", "m3")
         assert mem.check().ok
         snap = dump(mem)
         # an id given by hand refuses to collide, remap or not; nothing is written

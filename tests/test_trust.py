@@ -252,7 +252,7 @@ def test_one_or_two_tenants_cannot_flip_another_namespaces_top_result(tmp_path, 
     assert point >= (30 if attackers * rounds >= 30 else 0)
     assert m.config.w_usefulness == heapmem.ScoringConfig().w_usefulness
     # with a plain capped sum instead (no minimum support, no trimming), it works
-    m.set_pool(min_namespaces=1, trim=0)
+    m.pool.set(min_namespaces=1, trim=0)
     assert m.recall(Q, namespace=VICTIM, track=False)[0].id == "spam"
     assert m.check().ok, m.check().problems
     m.close()
@@ -261,10 +261,10 @@ def test_one_or_two_tenants_cannot_flip_another_namespaces_top_result(tmp_path, 
 def test_set_pool_refuses_settings_that_leave_nothing_to_pool(tmp_path):
     m = _tenants(tmp_path / "t.db", 0)
     with pytest.raises(ValueError, match="at least 2 x trim \\+ 1"):
-        m.set_pool(min_namespaces=2, trim=2)
+        m.pool.set(min_namespaces=2, trim=2)
     with pytest.raises(ValueError, match="cap must be a positive number"):
-        m.set_pool(cap=0)
-    assert m.pool == schema.POOL_DEFAULTS
+        m.pool.set(cap=0)
+    assert m.pool.settings == schema.POOL_DEFAULTS
     m.close()
 
 
@@ -451,8 +451,8 @@ def test_damaged_values_raise_heapmem_errors_only(tmp_path, what):
         attempt(lambda: m.stats())
         attempt(lambda: m.tune(deploy=False))
         attempt(lambda: m.list("user:maya"))
-        attempt(lambda: m.judged_recalls())
-        attempt(lambda: m.events())
+        attempt(lambda: m.log.judged())
+        attempt(lambda: m.log.events())
         attempt(lambda: transfer.export(m, str(tmp_path / "out.jsonl")))
         attempt(lambda: m.forget(["later"]))
 
@@ -539,7 +539,7 @@ def test_the_pool_stays_as_afresh_while_namespaces_join(tmp_path, seed, cap, tri
     import random
     rnd = random.Random(seed)
     m = heapmem.open(str(tmp_path / "p.db"), clock=lambda: T0)
-    m.set_pool(cap=cap, min_namespaces=least, trim=trim)
+    m.pool.set(cap=cap, min_namespaces=least, trim=trim)
     texts = ["Dentist appointment on Tuesday at 3pm", "Dentist coupons at https://d.example",
              "I would like a dentist I trust", "Dentist costs $90 a visit",
              "The dentist said floss twice a day", "Maya said the dentist moved on 2024-03-02"]

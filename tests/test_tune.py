@@ -323,9 +323,9 @@ def test_feedback_from_the_sqlite3_shell_runs_auto_tune(tmp_path):
     assert len(done) == 1 and steps.index(done[0]) > 3 and done[0]["point"] == 30
     with heapmem.open(str(tmp_path / "py.db"), clock=lambda: 1_700_000_000.0) as mem:
         reports = [mem.feedback(used=[used], recall_id=rid).auto_tune for rid, used in pending]
-        assert reports == [None, None, None] and mem.pending_tune == 30
-        report = mem.finish_auto_tune()
-        assert mem.pending_tune is None and mem.finish_auto_tune() is None
+        assert reports == [None, None, None] and mem.auto_tune.pending == 30
+        report = mem.auto_tune.finish()
+        assert mem.auto_tune.pending is None and mem.auto_tune.finish() is None
     assert _what(now[3]["report"]) == _what(done[0]["report"]) == _what(report)
     assert _tuned(tmp_path / "shell.db") == _tuned(tmp_path / "steps.db") == \
         _tuned(tmp_path / "py.db")

@@ -113,11 +113,11 @@ def test_stats_counts_what_the_store_holds(mem):
     assert st.namespace(NS).memories == 3 and st.namespace("nobody").memories == 0
 
 
-def test_links_and_explain_usefulness_are_one_verb(mem):
+def test_links_is_one_verb_with_no_second_name(mem):
     res = mem.recall("When is my flight to Lisbon?", namespace=NS)
     mem.feedback(used=["booking"], recall_id=res.recall_id)
-    assert mem.links() == mem.explain_usefulness() != []
-    assert mem.links(NS) == mem.explain_usefulness(NS)
+    assert mem.links() != [] and mem.links(NS) != []
+    assert not hasattr(mem, "explain_usefulness")  # links() under its older name: gone
 
 
 def test_set_config_changes_and_optionally_saves(mem, tmp_path):
@@ -138,15 +138,15 @@ def test_set_config_changes_and_optionally_saves(mem, tmp_path):
 def test_the_logs_as_tune_reads_them(mem):
     res = mem.recall("When is my flight to Lisbon?", namespace=NS)
     mem.feedback(used=["booking"], recall_id=res.recall_id)
-    r = mem.logged_recall(res.recall_id)
+    r = mem.log.get(res.recall_id)
     assert r.namespace == NS and r.shown == tuple(res.ids) and len(r.rest) == len(res)
     # the logged score without usefulness is the C core's, and recall's score is it
     # times usefulness^w_usefulness
     for x, rest in zip(res, r.rest):
         assert x.score == pytest.approx(rest * x.usefulness ** mem.config.w_usefulness, rel=1e-12)
-    assert mem.logged_recall(10 ** 30) is None and mem.logged_recall(999) is None
-    assert [j.id for j in mem.judged_recalls()] == [res.recall_id]
-    ev = mem.events()
+    assert mem.log.get(10 ** 30) is None and mem.log.get(999) is None
+    assert [j.id for j in mem.log.judged()] == [res.recall_id]
+    ev = mem.log.events()
     assert [(e.recall_id, e.used) for e in ev] == [(res.recall_id, True)] + [
         (res.recall_id, False)] * (len(res) - 1)
     assert all(d[0] and d[1] + d[2] == 1 for e in ev for d in e.deltas)
@@ -189,7 +189,7 @@ def test_tune_and_embedder_name_take_the_lock(mem):
         except Exception as e:  # pragma: no cover - the failure being tested
             errors.append(e)
 
-    jobs = [lambda: mem.tune(deploy=False), lambda: mem.embedder_name,
+    jobs = [lambda: mem.tune(deploy=False), lambda: mem.vectors.embedder_name,
             lambda: mem.recall("flight to Lisbon", namespace=NS, track=False),
             lambda: mem.stats()]
     threads = [threading.Thread(target=hammer, args=(j,)) for j in jobs]

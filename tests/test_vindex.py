@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import heapmem
+import heapmem.vectors
 from heapmem.db import schema
 
 from conftest import back_to_schema_9
@@ -32,7 +33,7 @@ def _texts(n: int, seed: int) -> list[str]:
 def _store(path, n: int, seed: int = 0, settings: dict | None = None, kinds=("fact",)):
     m = heapmem.open(str(path))
     if settings:
-        m.vector_settings(**settings)
+        m.vectors.settings(**settings)
     rng = random.Random(seed)
     m.add_many([{"text": t, "namespace": "big", "kind": rng.choice(kinds),
                  "created_at": 1_700_000_000 + i} for i, t in enumerate(_texts(n, seed))])
@@ -184,7 +185,7 @@ def test_check_finds_a_vector_out_of_its_partition(tmp_path):
     assert any("partition rows name no vector" in p for p in m.check().problems)
     c.execute("UPDATE vector_index SET digest = digest + 1")
     assert any("version or digest" in p for p in m.check().problems)
-    m.vector_index("big")  # built again: whole
+    m.vectors.index("big")  # built again: whole
     c.execute("DELETE FROM vector_parts WHERE seq = 999999")
     assert m.check().ok, m.check().problems
     m.close()
@@ -207,7 +208,7 @@ def test_bad_settings_are_one_sentence_and_write_nothing(tmp_path, settings, mes
     with pytest.raises(apsw.SQLError, match="heap_vector_settings: " + message):
         m.connection.execute("SELECT heap_vector_settings(?)", (settings,)).fetchall()
     with pytest.raises(ValueError, match=message):
-        m.vector_settings(**json.loads(settings)) if settings.startswith("{") else \
+        m.vectors.settings(**json.loads(settings)) if settings.startswith("{") else \
             (_ for _ in ()).throw(ValueError(message))
     assert m.connection.execute("SELECT * FROM heapmem_meta ORDER BY key").fetchall() == before
     m.close()
@@ -234,7 +235,7 @@ def test_bad_calls_of_the_index_functions(tmp_path):
     m.close()
     lex = heapmem.open(str(tmp_path / "lex.db"), embedder=None)
     with pytest.raises(heapmem.HeapmemError, match="serves the library's own embedder"):
-        lex.vector_index("a")
+        lex.vectors.index("a")
     lex.close()
 
 
@@ -250,7 +251,7 @@ def test_a_store_written_before_the_index_gets_it_on_open(tmp_path, capsys, monk
               "'{\"threshold\": 1000, \"size\": 32, \"probe\": 0.25, \"seed\": 0}')")
     c.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION - 1}")
     c.close()
-    monkeypatch.setattr(heapmem.store, "VECTOR_INDEX_PROGRESS", 1)
+    monkeypatch.setattr(heapmem.vectors, "VECTOR_INDEX_PROGRESS", 1)
     m = heapmem.open(str(path))
     err = capsys.readouterr().err
     assert "building the vector index of namespace 'big' (1,200 memories), once" in err

@@ -640,7 +640,7 @@ def cmd_feedback(ctx: Context) -> int:
         if a.recall_id is None:
             raise CLIError("feedback --answer needs the RECALL_ID the answer was written from")
         with ctx.open() as mem:  # -n given: only that namespace's recalls
-            before = mem.pending_tune
+            before = mem.auto_tune.pending
             fb = _tuned(mem, before, mem.feedback(
                 recall_id=a.recall_id, answer=a.answer,
                 namespace=ctx.namespace if ctx.namespace_given else None))
@@ -649,7 +649,7 @@ def cmd_feedback(ctx: Context) -> int:
             raise CLIError("feedback needs --used ID ..., --ignored ID ... or --answer TEXT")
         ignored = a.ignored if a.ignored is not None else ([] if a.only else None)
         with ctx.open() as mem:
-            before = mem.pending_tune
+            before = mem.auto_tune.pending
             fb = _tuned(mem, before, mem.feedback(
                 a.used, recall_id=a.recall_id, ignored=ignored,
                 namespace=ctx.namespace if ctx.namespace_given else None))
@@ -680,9 +680,9 @@ def cmd_feedback(ctx: Context) -> int:
 def _tuned(mem: Any, before: int | None, fb: Any) -> Any:
     """fb, with the report of the tune it claimed when it claimed one: auto-
     tune runs in steps after each feedback, and a command line is not there
-    for the next, so it ends the tune now (Memory.finish_auto_tune)."""
-    if fb.auto_tune is None and before is None and mem.pending_tune is not None:
-        return replace(fb, auto_tune=mem.finish_auto_tune())
+    for the next, so it ends the tune now (mem.auto_tune.finish)."""
+    if fb.auto_tune is None and before is None and mem.auto_tune.pending is not None:
+        return replace(fb, auto_tune=mem.auto_tune.finish())
     return fb
 
 
@@ -900,7 +900,7 @@ def cmd_prior(ctx: Context) -> int:
         if a.digest is not None:
             raise CLIError("prior list takes no DIGEST")
         with ctx.open(readonly=True) as mem:
-            rows = mem.priors()
+            rows = mem.priors.list()
         if ctx.json:
             ctx.emit([p.to_dict() for p in rows])
         elif not rows:
@@ -915,7 +915,7 @@ def cmd_prior(ctx: Context) -> int:
     if a.digest is None:
         raise CLIError("prior remove needs the DIGEST of the prior (heapmem prior list)")
     with ctx.open() as mem:
-        p = mem.remove_prior(a.digest)
+        p = mem.priors.remove(a.digest)
     if ctx.json:
         ctx.emit({"removed": p.to_dict()})
     else:

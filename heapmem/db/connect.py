@@ -3,19 +3,27 @@ or a libSQL server (heapmem.remote's connection, with the same methods)
 when the path is a URL.  The core asks this module, never the server
 client, which door it has.
 
-Owns: the choice between a file and a server (is_server, connect), and
+Owns: the choice between a file and a server (is_server, connect), the
+store's connection opened and its file checked (open_store: what open()'s
+path may name, the check of the file, a WAL file on read-only media read as
+immutable), the open connection a Memory holds (Handle: its lock, its write
+transactions and read snapshots, none ever left open, and its close), and
 leaving no -wal and -shm files behind a read-only connection that made them
 (release_wal_files).
 """
 from __future__ import annotations
 
 import os
-from typing import Any
+import stat
+import threading
+import urllib.parse
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import apsw
 
-from ..errors import HeapmemError
-from . import sql
+from ..errors import HeapmemError, ReadOnlyError
+from . import schema, sql
 from .schema import Connection
 
 
@@ -73,3 +81,201 @@ def release_wal_files(path: str) -> None:
         pass
     finally:
         c.close()
+
+
+def check_path(path: Any) -> str:
+    """open()'s path as a string (a PathLike or bytes decoded), refused when it
+    is no path at all (None, a number, empty) or names no regular file."""
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not isinstance(path, str):
+        raise TypeError(f"path must be a file path or a server URL (a string), got "
+                        f"{type(path).__name__}; heapmem.open(None) would make a file "
+                        "named 'None'")
+    if not path:
+        raise ValueError("path is empty; give a file path, ':memory:' or a server URL")
+    _refuse_special(path)
+    return path
+
+
+def _refuse_special(path: str) -> None:
+    """HeapmemError unless path names a regular file or nothing yet: a
+    directory, a FIFO (whose read would block forever), a device such as
+    /dev/null or a socket is not a store, and SQLite's own error for it
+    says nothing useful."""
+    if is_server(path) or path == ":memory:":
+        return
+    if path.startswith("file:"):  # a URI: its path part (none for an in-memory one)
+        parts = urllib.parse.urlsplit(path)
+        if "mode=memory" in parts.query or not parts.path:
+            return
+        path = urllib.parse.unquote(parts.path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return  # a new store
+    except OSError as e:
+        raise HeapmemError(f"cannot open {path!r}: {e.strerror or e}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise HeapmemError(f"cannot open {path!r}: it is a directory; give the path of a "
+                           "store file inside it (for example "
+                           f"{os.path.join(path, 'heapmem.db')!r})")
+    if not stat.S_ISREG(st.st_mode):
+        what = ("a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else
+                "a socket" if stat.S_ISSOCK(st.st_mode) else "a device")
+        raise HeapmemError(f"cannot open {path!r}: it is {what}, not a regular file; a store "
+                           "is a file")
+
+
+def open_store(path: str, *, readonly: bool, durable: bool, verify: bool,
+               auth_token: str | None, database: str | None, embedder: Any,
+               vfs: str | None, rebuild_pool: Callable[[Connection], Any]) -> Handle:
+    """The store's connection (a file, or a libSQL server: chosen by
+    connect), configured and its file checked (schema.open_file, which runs
+    rebuild_pool in the migration that needs it), as a Handle.  A WAL file
+    on read-only media is read as immutable.  Closes what it opened on
+    failure."""
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else (
+        apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
+    flags |= apsw.SQLITE_OPEN_URI
+    plain = path != ":memory:" and not path.startswith("file:") and not is_server(path)
+    if readonly and plain and not os.path.exists(path):
+        raise HeapmemError(f"cannot open {path!r} read-only: there is no such file "
+                           "(readonly=True opens an existing store; without it, open() "
+                           "creates one)")
+    # a reader that finds no -wal/-shm beside the file takes away those it makes
+    release_wal = readonly and plain and not wal_files(path)
+
+    def check(c: Connection) -> Handle:
+        schema.configure(c)
+        schema.open_file(c, path, readonly=readonly, durable=durable, verify=verify,
+                         rebuild_pool=rebuild_pool)
+        return Handle(c, path, readonly=readonly, remote=remote, release_wal=release_wal)
+
+    try:
+        conn, remote = connect(path, flags=flags, auth_token=auth_token, database=database,
+                               durable=durable, embedder=embedder, vfs=vfs)
+    except apsw.CantOpenError as e:
+        raise HeapmemError(f"cannot open {path!r}: {e}") from None
+    try:
+        return check(conn)
+    except apsw.CantOpenError as e:
+        conn.close()
+        wal = path + "-wal"
+        if not readonly or path.startswith("file:") or (
+                os.path.exists(wal) and os.path.getsize(wal) > 0):
+            raise HeapmemError(f"cannot open {path!r}: {e}") from None
+        # a WAL-mode file on read-only media (an app bundle, a read-only
+        # mount): SQLite cannot make its -shm file there, and with no -wal
+        # file nothing is pending, so read the file as immutable
+        uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?immutable=1"
+        conn = connect(uri, flags=flags, auth_token=None, database=None, durable=False,
+                       embedder=None, vfs=vfs)[0]
+        try:
+            return check(conn)
+        except BaseException:
+            conn.close()
+            raise
+    except BaseException:
+        conn.close()
+        raise
+
+
+class Handle:
+    """A store's open connection, as a Memory holds it: the connection
+    (`connection`, refused once closed), the lock its threads share (one
+    apsw connection runs one statement at a time), its write transactions
+    and read snapshots, and its close."""
+
+    def __init__(self, conn: Connection, path: str, *, readonly: bool, remote: bool,
+                 release_wal: bool):
+        self._conn: Connection | None = conn
+        self.path = path
+        self.readonly = readonly
+        #: whether the connection is a libSQL server's
+        self.remote = remote
+        #: the store's lock: every verb of the Memory holding it runs under it
+        self.lock = threading.RLock()
+        self._release_wal = release_wal
+
+    @property
+    def connection(self) -> Connection:
+        """The connection; HeapmemError once closed."""
+        if self._conn is None:
+            raise HeapmemError("this store is closed")
+        return self._conn
+
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """One write transaction (BEGIN IMMEDIATE: the write lock up front, so
+        the busy timeout applies instead of a failed upgrade).  It is never
+        left open: an error inside rolls it back, and so does a COMMIT that
+        fails (a full disk, an I/O error), so the write lock is released and
+        the next call starts clean.  Read-only: ReadOnlyError."""
+        if self.readonly:
+            raise ReadOnlyError(f"{self.path!r} was opened with readonly=True; writes are refused")
+        with self.lock:
+            c = self.connection
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                yield c
+                c.execute("COMMIT")
+            except BaseException:
+                if not c.getautocommit():
+                    try:
+                        c.execute("ROLLBACK")
+                    except apsw.Error:  # pragma: no cover - SQLite rolled back already
+                        pass
+                raise
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Connection]:
+        """A read transaction: one consistent view of the file while other
+        processes keep writing, holding the lock."""
+        with self.lock:
+            c = self.connection
+            c.execute("BEGIN")
+            try:
+                yield c
+            finally:
+                if not c.getautocommit():
+                    c.execute("COMMIT")
+
+    def checkpoint(self) -> None:
+        """Copy what the WAL holds into the file and empty the WAL (forget()
+        does, so that erased pages leave the -wal file too).  A TRUNCATE
+        checkpoint stalls every writer while it waits for readers, so it waits
+        0.25 s at most; if other connections are busy then, the old pages stay
+        in the -wal file until a later complete checkpoint (at the latest when
+        the last connection closes)."""
+        with self.lock:
+            c = self.connection
+            schema.wait_for_lock(c, 250)
+            try:
+                c.execute(sql.CHECKPOINT).fetchall()
+            except apsw.BusyError:
+                pass
+            finally:
+                schema.wait_for_lock(c, schema.BUSY_MS)
+
+    def close(self) -> None:
+        """Close the connection (PRAGMA optimize first, on a writable one),
+        then take away the -wal/-shm files a reader made.  Safe twice."""
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            if not self.readonly:
+                conn.execute(sql.OPTIMIZE)
+        except apsw.Error:
+            pass
+        conn.close()
+        self._conn = None
+        if self._release_wal:
+            release_wal_files(self.path)

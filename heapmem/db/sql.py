@@ -71,7 +71,7 @@ WHERE NOT EXISTS (SELECT 1 FROM vector_index AS x WHERE x.namespace = c.namespac
 # -- the pooled layer (the C core keeps it: csrc/feedback.c; schema 4 describes it)
 
 # Work the pooled rows of :features (a JSON array; NULL: every feature) out
-# afresh (set_pool, an import, a prior removed, the migration to schema 4).
+# afresh (pool.set, an import, a prior removed, the migration to schema 4).
 REBUILD_POOL = "SELECT heap_rebuild_pool(:features)"
 
 # recall(), on a file and on a server: heap_recall (csrc/recall.c) ranks in C
@@ -136,7 +136,7 @@ FROM recalls WHERE id = :id
 
 
 # The logged recalls, oldest first: all (:namespace NULL) or one namespace's
-# (transfer.export_trajectories reads each with Memory.logged_recall).
+# (transfer.export_trajectories reads each with mem.log.get).
 RECALL_IDS = """SELECT id FROM recalls WHERE :namespace IS NULL OR namespace = :namespace
 ORDER BY id"""
 
@@ -232,7 +232,7 @@ LAST_EVENT_ID = "SELECT coalesce(max(id), 0) FROM events"
 ID_EXISTS = "SELECT 1 FROM memories WHERE id = :id"
 
 
-#: GET_MEMORY's and LIST_MEMORIES' columns, in their order (store._item reads
+#: GET_MEMORY's and LIST_MEMORIES' columns, in their order (results.item reads
 #: each row by these names: they are heapmem.Item's fields)
 ITEM_COLUMNS = ("id", "text", "namespace", "kind", "source", "key", "importance",
                 "created_at", "last_used_at", "metadata", "features", "thread", "turn")

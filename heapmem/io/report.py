@@ -506,7 +506,7 @@ def _chosen_recall(mem: Memory, namespace: str | None, recall: Any
         if rid is None:
             return None, (f"No tracked recall yet in {scope}: a recall with track on (the "
                           "default) logs one; or give a question (--query, with -n)."), ""
-    logged = mem.logged_recall(rid)
+    logged = mem.log.get(rid)
     assert logged is not None
     rec = mem.recall(logged.query, namespace=logged.namespace, k=max(1, len(logged.shown)),
                      now=logged.created_at, track=False)
@@ -556,7 +556,7 @@ def check_args(memory: Any, path: Any, namespace: Any, recall: Any) -> tuple[str
             raise ValueError("a question is ranked in one namespace: name it (namespace=, "
                              "or -n NAME)")
     if isinstance(recall, int):
-        logged = memory.logged_recall(recall)
+        logged = memory.log.get(recall)
         if logged is None:
             raise ValueError(f"no tracked recall has id {recall} (never logged, or forgotten)")
         if namespace is not None and logged.namespace != namespace:
@@ -594,7 +594,7 @@ def _page(mem: Memory, namespace: str | None, recall: Any) -> str:
         rank_chart(days, scope),
         "<h2>What it learned</h2>",
         links_chart(links, "the pooled layer '*' (every namespace)" if namespace is None
-                    else namespace, mem.pool["min"] if namespace is None else None),
+                    else namespace, mem.pool.settings["min"] if namespace is None else None),
         "<h2>Why one memory beat another</h2>",
         factors_chart(rec, why, caption),
         "<h2>Health</h2>",

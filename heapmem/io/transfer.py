@@ -4,7 +4,7 @@ Owns: the JSON Lines formats (a full export, a links-only export, the
 trajectories) and the checks of every record read from one.  It reaches the
 store only through Memory.snapshot() and Memory.transaction(), with
 statements from heapmem.db.sql and the layout and meta keys of heapmem.db.schema,
-and through Memory's public methods (logged_recall, events, get).
+and through Memory's public methods (log.get, log.events, get).
 
 A full export is lossless: importing it into a new file reproduces every
 memory (id, text, every field, its place in the FTS index), the recall log,
@@ -38,9 +38,10 @@ Importing it merges it as a prior: each row's alpha, beta and n are added to
 the pooled layer ('*') of the target store, which every namespace borrows from
 (up to ScoringConfig.pooled_pseudocount observations' worth).  Each prior is
 kept apart, with its digest (of its links), its file's name and when it was
-merged (heapmem.learning.priors), so Memory.priors() lists it and remove_prior() takes
-it out again; their bounded sum is what the pool adds, and check() tells it
-from evidence that events produced.  Merging the same prior twice is refused.
+merged (heapmem.learning.priors), so mem.priors.list() lists it and
+mem.priors.remove() takes it out again; their bounded sum is what the pool
+adds, and check() tells it from evidence that events produced.  Merging the same
+prior twice is refused.
 
 Trajectories (`export_trajectories`, docs/TRAJECTORIES.md) are training data,
 not a copy: one record per tracked recall, what it showed in rank order, how
@@ -334,7 +335,7 @@ def _write_trajectories(mem: Memory, target: PathOrFile, *, namespace: str | Non
     with mem.snapshot() as c:  # one view: the recalls, their events, their memories
         ids = [r[0] for r in c.execute(sql.RECALL_IDS, {"namespace": namespace})]
         judged: dict[int, dict[int, bool]] = {}
-        for e in mem.events():  # Memory owns the event log
+        for e in mem.log.events():  # Memory owns the event log
             if e.recall_id is not None:
                 judged.setdefault(e.recall_id, {})[e.position] = e.used
         header = {"heapmem": "trajectories", "format": TRAJECTORIES_FORMAT,
@@ -344,7 +345,7 @@ def _write_trajectories(mem: Memory, target: PathOrFile, *, namespace: str | Non
         with _Sink(target) as fp:
             fp.write(_dump(header) + "\n")
             for rid in ids:
-                rec = mem.logged_recall(rid)
+                rec = mem.log.get(rid)
                 if rec is not None:
                     fp.write(_dump(_trajectory(mem, rec, judged.get(rid, {}), items)) + "\n")
     return len(ids)
@@ -736,7 +737,7 @@ def _import_links(mem: Memory, it: Iterator[tuple[int, str]], lines: _Lines, hea
     if not rows:
         raise ValueError(f"{lines.name} holds no links; nothing was imported")
     with mem.transaction() as c:
-        # kept apart with where it came from: Memory.priors(), remove_prior()
+        # kept apart with where it came from: mem.priors.list(), mem.priors.remove()
         priors.merge(c, priors.digest_of(rows), os.path.basename(lines.name), rows, mem.now())
         learning.rebuild_pool(c)
     if progress is not None:

@@ -7,7 +7,8 @@ namespaces' links add up to it, robustly: what check() and import compare the
 stored rows with; the C core keeps the rows themselves, csrc/feedback.c),
 the split of a feature name into its question type, the pooled rows as
 readers see them (pooled_rows, link_rows: the stored rows with the pooled
-layer's pending changes over them, csrc/pool.c), and the event log summed
+layer's pending changes over them, csrc/pool.c), the links as one namespace
+sees them (as_seen: what Memory.links() lists), and the event log summed
 per day (by_day, with newest_recall: what the report page draws).
 check() and import go through here, so they cannot disagree about what the
 events mean; tune()'s replay of the log is the C core's (csrc/tune.c).  The
@@ -18,11 +19,15 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from ..db import sql
-from ..results import LearningDay
+from ..db import native, sql
+from ..guard import from_file
+from ..results import LearningDay, LinkRow
 from ..validate import POOLED
+
+if TYPE_CHECKING:
+    from ..config import ScoringConfig
 
 #: A link's evidence: [alpha, beta, n] (n: events that touched it).
 Counts = dict[tuple[str, str], list]
@@ -241,3 +246,26 @@ def newest_recall(c: Any, namespace: str | None = None) -> int | None:
     else:
         rows = c.execute(sql.NEWEST_RECALL_IN, {"namespace": namespace}).fetchall()
     return rows[0][0] if rows and rows[0][0] is not None else None
+
+
+def as_seen(pooled: list[PooledRow], own: Mapping[str, tuple], namespace: str,
+            config: ScoringConfig) -> list[LinkRow]:
+    """The learned links as namespace sees them (POOLED: the pooled layer),
+    strongest first, from the pooled rows and the namespace's own rows
+    (sql.OWN_LINKS, by feature): each pooled link less the namespace's own
+    share of it, as recall views it."""
+    out: list[tuple[str, float, float, int, int]] = []
+    if namespace == POOLED:
+        out = [(f, a, b, n, k) for f, _, a, b, n, k, _, _ in pooled]
+    else:
+        with from_file("reading the learned links"):
+            for f, _, pa, pb, _, support, _, _ in pooled:
+                oa, ob, sa, sb, n = own.get(f, (0.0, 0.0, 0.0, 0.0, 0))
+                a, b = native.link_view(oa, ob, oa + max(pa - sa, 0), ob + max(pb - sb, 0),
+                                        config.pooled_pseudocount)
+                out.append((f, a, b, n, support - (f in own)))
+    pa, pb = config.prior_alpha, config.prior_beta
+    with from_file("reading the learned links"):
+        res = [LinkRow(f, (pa + a) / (pa + pb + a + b), n, a, b, k) for f, a, b, n, k in out]
+        res.sort(key=lambda r: (-r.strength, r.feature))
+    return res

@@ -3,9 +3,10 @@
 Owns: the record of every prior merged (its digest, the file's name, when
 it was merged, its links' counts), the bounded sum of them that the pooled
 layer adds (heapmem.learning reads it as schema.prior()), and the list of
-digests that refuses the same file twice.  heapmem.io.transfer merges a prior
-through merge(); Memory.priors() and Memory.remove_prior() read and undo
-them.  Nothing else writes these meta keys.
+digests that refuses the same file twice, and a store's view of them
+(Priors: mem.priors lists them, removes one, and says which features they
+add to).  heapmem.io.transfer merges a prior through merge(); mem.priors
+reads and undoes them.  Nothing else writes these meta keys.
 
 The sum is worked out afresh from the records on every change, in digest
 order, each link bounded to schema.PRIOR_MAX_WEIGHT observations in all
@@ -14,13 +15,20 @@ alone would have left, and the rankings a store would have without it.
 """
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import math
-from typing import Any, Mapping
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from ..db import schema
+from ..db import schema, sql
+from ..guard import from_file, guarded, locked
 from ..learning import links as learning
+from ..results import Prior
+
+if TYPE_CHECKING:
+    from ..store import Memory
 
 #: The record a store merged before schema 7, when priors were summed as
 #: they came and not kept apart: all of them, as one, removable as one.
@@ -175,5 +183,64 @@ def problems(c: Any) -> list[str]:
                 isinstance(x, (int, float)) and math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-9)
                 for x, y in zip(stored[f], want[f])) for f in want):
         return ["the links-only prior the pool adds is not the sum of the priors merged "
-                "(Memory.priors())"]
+                "(mem.priors.list())"]
     return []
+
+
+class Priors:
+    """The links-only priors merged into a store (mem.priors): list(),
+    remove(), and the features they add to."""
+
+    _door = "priors."
+
+    def __init__(self, mem: Memory, lock: threading.RLock, generation: Callable[[], int]):
+        self._mem = mem
+        self._lock = lock
+        #: bumped by every write of the store's own connection to its links
+        self._generation = generation
+        self._features: frozenset[str] = frozenset()
+        self._version: Any = None
+
+    @property
+    @locked
+    def features(self) -> frozenset[str]:
+        """The features whose pooled links a merged prior adds to (what
+        explain() marks), read again once the file's links change."""
+        c = self._mem.connection
+        version = (c.execute(sql.DATA_VERSION).fetchall()[0][0], self._generation())
+        if version != self._version:
+            with from_file("reading the priors"):
+                self._features = frozenset(schema.prior(c))
+            self._version = version
+        return self._features
+
+    @guarded
+    @locked
+    def list(self) -> builtins.list[Prior]:
+        """The links-only priors merged into this store (heapmem.io.transfer's
+        import of a links file), oldest first: each one's digest, file name,
+        when it was merged, and how much evidence it adds."""
+        with from_file("reading the priors"):
+            recs = records(self._mem.connection)
+            out = [Prior(d, r.get("name"), r.get("merged_at"), len(r["links"]),
+                         float(sum(a + b for a, b, _ in r["links"].values())))
+                   for d, r in recs.items()]
+        out.sort(key=lambda p: (p.merged_at is not None, p.merged_at or 0.0, p.digest))
+        return out
+
+    @guarded
+    def remove(self, digest: str) -> Prior:
+        """Take a merged prior out again: its evidence leaves the pooled
+        layer, so recall ranks exactly as if it had never been merged, and
+        its file may be merged again later.  digest is the one list() gives
+        (or its first 8 or more characters).  Unknown digest: ValueError, and
+        nothing changes."""
+        if not isinstance(digest, str):
+            raise TypeError(f"digest must be a string, got {type(digest).__name__}")
+        before = {p.digest: p for p in self.list()}
+        with self._mem.transaction() as c:
+            d = find(c, digest)  # ValueError: nothing changes
+            with from_file("removing a prior"):
+                _, rec = remove(c, d)
+                learning.rebuild_pool(c, features=[*rec["links"]])
+        return before[d]

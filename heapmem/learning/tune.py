@@ -1,15 +1,19 @@
 """Self-tuning from the store's own feedback log: the Python door onto the
 C core's heap_tune (csrc/tune.c).
 
-Owns: the TuneReport built from heap_tune's JSON, and heap_tune's options
-from tune()'s arguments.  What tune does (the replay, the folds, the
-bootstrap, the decision, the deployment into meta 'tuned') and auto-tune
-itself (its schedule, seed, window, baseline and interval: csrc/tune.c's
-ht_schedule_point and ht_auto_opts; heap_feedback counts the judged recalls,
-claims the schedule's points and runs heap_tune) are the C core's, so the
-sqlite3 shell's `SELECT heap_tune()` and feedback tune as Memory.tune() and
-Memory.feedback do, and `SELECT heap_tune('{"auto": true, "deploy": false}')`
-says what auto-tune would decide now.
+Owns: the TuneReport built from heap_tune's JSON (and from what auto-tune
+did inside a feedback: auto_report), heap_tune's options from tune()'s
+arguments, the weights a store's tune deployed read back at open
+(saved_config), and a store's auto-tune as Python sees it (AutoTune:
+mem.auto_tune, whether feedback runs it, the point under way, finish()).
+What tune does (the replay, the folds, the bootstrap, the decision, the
+deployment into meta 'tuned') and auto-tune itself (its schedule, seed,
+window, baseline and interval: csrc/tune.c's ht_schedule_point and
+ht_auto_opts; heap_feedback counts the judged recalls, claims the schedule's
+points and runs heap_tune) are the C core's, so the sqlite3 shell's `SELECT
+heap_tune()` and feedback tune as Memory.tune() and Memory.feedback do, and
+`SELECT heap_tune('{"auto": true, "deploy": false}')` says what auto-tune
+would decide now.
 
 Every tracked recall logs what it showed (features, ages, the score without
 usefulness); feedback logs which were used.  tune() replays those recalls
@@ -35,15 +39,21 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Sequence
+import threading
+import warnings
+from typing import TYPE_CHECKING, Any, Sequence
 
 import apsw
 
 from .. import answers
 from ..config import ScoringConfig
-from ..db import sql
-from ..errors import from_sqlite
+from ..db import schema, sql
+from ..errors import AutoTuneWarning, CorruptStoreError, ReadOnlyError, from_sqlite
+from ..guard import guarded, locked
 from ..results import TuneReport
+
+if TYPE_CHECKING:
+    from ..store import Memory
 
 #: Fewer judged recalls than this and tune() does not try (heap_tune's
 #: HT_MIN_RECALLS; tests/test_tune.py checks that the two agree).
@@ -95,7 +105,84 @@ def finish(mem: Any) -> dict[str, Any] | None:
         try:
             return json.loads(c.execute(sql.TUNE, {"options": options}).fetchall()[0][0])
         except apsw.Error as e:
-            raise from_sqlite(e, "finish_auto_tune") from e
+            raise from_sqlite(e, "auto_tune.finish") from e
+
+
+def saved_config(c: Any, path: str) -> ScoringConfig | None:
+    """The weights tune() deployed in the store (meta 'tuned'), or None;
+    weights heapmem cannot read: CorruptStoreError, saying how to open
+    the store all the same."""
+    tuned = schema.meta_get(c, schema.META_TUNED)
+    if tuned is None:
+        return None
+    try:
+        return ScoringConfig.from_dict(json.loads(tuned))
+    except (ValueError, TypeError, RecursionError, AttributeError) as e:
+        raise CorruptStoreError(
+            f"{path!r} holds tuned weights heapmem cannot read ({e}); open it with "
+            "config=heapmem.ScoringConfig() to ignore them, then set_config(..., "
+            "save=True) replaces them") from None
+
+
+def auto_report(mem: Any, ran: dict[str, Any], stacklevel: int) -> TuneReport:
+    """The report of the auto-tune heap_feedback ran in mem's store (csrc/tune.c: it
+    kept the count of judged recalls in the feedback's own savepoint, claimed the
+    schedule's point there, so that two processes never tune for one, and tuned after
+    it in a savepoint of its own: seeded, against the default weight, 99% split among
+    the grid's other weights, on the newest 2,000 judged recalls at most).  A deployed
+    weight is in force in mem from now on.  A failed tune never undid the feedback: it
+    becomes an AutoTuneWarning and the report's reason, the weights unchanged; the
+    point stays claimed (the next point tries again, or call tune()).  stacklevel:
+    the warning's, so that it names the line that called the verb."""
+    if "error" in ran:
+        what = " ".join(str(ran["error"]).split())
+        warnings.warn(f"heapmem: auto-tune at {ran['point']} judged recalls failed ({what}); "
+                      "the feedback was saved and the weights did not change; call tune() "
+                      "to retry", AutoTuneWarning, stacklevel=stacklevel)
+        return not_run(f"auto-tune failed: {what}", 0, float(mem.config.w_usefulness))
+    report = from_json(ran["report"])
+    if report.deployed:
+        mem.config = mem.config.replace(w_usefulness=report.after)
+    return report
+
+
+class AutoTune:
+    """A store's auto-tune (mem.auto_tune): whether feedback runs it
+    (enabled), the point under way in steps (pending), and finish()."""
+
+    _door = "auto_tune."
+
+    def __init__(self, mem: Memory, lock: threading.RLock, *, enabled: bool):
+        self._mem = mem
+        self._lock = lock
+        #: whether feedback runs tune() at the points of its schedule: open()'s
+        #: auto_tune, never with an explicit config
+        self.enabled = enabled
+
+    @property
+    @guarded
+    @locked
+    def pending(self) -> int | None:
+        """The point of auto-tune's schedule (judged recalls) whose tune is
+        under way in steps, or None (see finish())."""
+        pending = schema.autotune_pending(self._mem.connection)
+        return None if pending is None else int(pending["point"])
+
+    @guarded
+    def finish(self) -> TuneReport | None:
+        """End the auto-tune under way now.  A feedback that claims a point of
+        auto-tune's schedule starts a tune that runs in steps, one after each
+        feedback with auto-tune on (from any connection), so that no feedback
+        waits for a whole tune; the feedback whose step ends it returns the
+        report.  This runs its remaining work in one call (from the start of
+        the log it pinned), deploys as auto-tune does, and returns the report,
+        or None when no tune is under way.  The CLI calls it after a feedback
+        that claimed a point.  On a read-only store: ReadOnlyError."""
+        if self._mem.readonly:
+            raise ReadOnlyError(f"{self._mem.path!r} was opened with readonly=True; writes "
+                                "are refused")
+        ran = finish(self._mem)
+        return auto_report(self._mem, ran, stacklevel=4) if ran else None
 
 
 def options_json(config: ScoringConfig, *, grid: Sequence[float] | None, boot: int, seed: int,
