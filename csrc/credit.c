@@ -26,12 +26,12 @@ HM_API int hm_credit(const char *features, const char *qtype, double age_days, i
   double s[2 * HM_MAX_FEATURES];
   i64 count = hm_links_count(links, linkslen);
   if (count < 0) {
-    hm_seterr(err, errlen, "links is not a link set made by heap_links()%s", "");
+    hm_errf(err, errlen, "links is not a link set made by heap_links()");
     return -1;
   }
   if (hm_config_check(c, err, errlen)) return -1;
   int rc = hm_active(features, qtype, age_days, names, nameslen, err, errlen);
-  if (rc == HM_TOOBIG) hm_seterr(err, errlen, "too many features%s", "");
+  if (rc == HM_TOOBIG) hm_errf(err, errlen, "too many features");
   if (rc) return -1;
   double use = 0.0;
   int k = 0;
@@ -49,7 +49,7 @@ HM_API int hm_credit(const char *features, const char *qtype, double age_days, i
     k = hm_usefulness(names, links, count, &c0, NULL, &use, s, 2 * HM_MAX_FEATURES, NULL);
   }
   if (k < 0 || k > max) {
-    hm_seterr(err, errlen, "too many features%s", "");
+    hm_errf(err, errlen, "too many features");
     return -1;
   }
   for (int i = 0; i < k; i++) {

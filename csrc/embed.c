@@ -12,7 +12,7 @@
  * say).  heapmem.h exports hm_embed and hm_embedder_info; the SQL functions
  * heap_embed, heap_tokens, heap_embedder and heap_cosine are in sqlfuncs.c's
  * manner below.
- * Relies on: unicode.h (generated), hm_seterr.
+ * Relies on: unicode.h (generated), hm_errf.
  *
  * A text's vector is what model2vec's StaticModel.encode gives, except
  * where the tokenizer differs from Hugging Face's (bench/RESULTS.md 11.1
@@ -288,12 +288,12 @@ static int he_tokenize(const he_model *m, const char *text, int len, int *ids, i
 HM_API int hm_embed(const char *text, int len, float *out, int dim, char *err, int errlen) {
   const he_model *m = he_get();
   if (!m) {
-    hm_seterr(err, errlen, "this heapmem library was built without its embedding model "
-                           "(potion-base-8M)%s", "");
+    hm_errf(err, errlen, "this heapmem library was built without its embedding model "
+                         "(potion-base-8M)");
     return -1;
   }
   if (dim != (int)m->dim) {
-    hm_seterr(err, errlen, "the model's vectors have 256 dimensions%s", "");
+    hm_errf(err, errlen, "the model's vectors have 256 dimensions");
     return -1;
   }
   if (len < 0) len = (int)strlen(text);

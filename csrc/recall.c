@@ -32,8 +32,9 @@
  * sees (its own links and the pooled layer's), hm_score_batch, then score
  * order with ties by seq; in a tracked recall with explore > 0, each score
  * times the factor exploration puts on it (hr_explore).  Every statement
- * it runs is prepared once per connection and kept; hm_conn and the cache
- * that feedback.c and store.c prepare into live here too.
+ * it runs is prepared once per connection and kept by the table (call.c's
+ * hm_conn keeps the other units' statements while the table is connected);
+ * its errors are its call's (hc_fail on t->call, the first one wins).
  * Relies on: text.c (hm_qtype, hm_match, hm_fnv64), sample.c
  * (hm_splitmix64), score.c (hm_config_parse, hm_score_batch, hm_explain,
  * hm_explore), sqlfuncs.c (hq_is_number, hm_repr,
@@ -249,37 +250,17 @@ static const char *const hr_sql[HR_NST] = {
     hr_sql_nrows,   hr_sql_kind_each,  hr_sql_own,    hr_sql_pending,  hr_sql_lex_ns,
     hr_sql_lex_term, hr_sql_lex_match, hr_sql_lex_pass, hr_sql_lex_kinds};
 
-/* The statements the loop's functions run, prepared once per connection:
- * kept by the connection's heap_recall table, whose xDisconnect (run before
- * SQLite checks for unfinalized statements at close) finalizes them. */
-#define HM_CACHE 40
-typedef struct hr_vtab hr_vtab;
-
 /* The carried model's unit vectors of logged questions, by their text
  * (contextual utility compares each candidate's judged questions with the
  * new one, and the same questions come back recall after recall): direct
  * mapped, a slot per hash of the text, the text kept to compare, so that two
  * texts of one hash never share a vector. */
 #define HR_QCACHE 512
-typedef struct {
+struct hr_qvec {
   char *text;  /* NULL: an empty slot */
   int len, ok; /* ok 0: the model knows none of its words */
   float v[HM_EMBED_DIM];
-} hr_qvec;
-
-typedef struct ht_job ht_job; /* tune.c: a tune run in steps */
-static void ht_job_free(ht_job *j);
-
-typedef struct {
-  const sqlite3_api_routines *api; /* the SQLite library of the connection */
-  hr_vtab *vt;      /* the connection's heap_recall, once connected */
-  int checked;      /* the file's schema was found heapmem's own ... */
-  long long cookie; /* ... at this schema cookie (store.c, hs_check) */
-  hv_cache *vc;     /* the namespaces' vectors (embed.c), once a recall needs them */
-  hr_qvec *qc;      /* HR_QCACHE logged questions' vectors, once a recall needs them */
-  ht_job *job;      /* the auto-tune this connection steps after its feedback (tune.c) */
-  hm_stemmer *stem; /* porter over unicode61, as memories_fts tokenizes (register.c) */
-} hm_conn;
+};
 
 /* the module's client data goes with the connection */
 static void hr_conn_free(void *p) {
@@ -300,11 +281,7 @@ struct hr_vtab {
   sqlite3 *db;
   hm_conn *conn;
   sqlite3_stmt *st[HR_NST];
-  struct {
-    const char *sql; /* a static string: the key */
-    sqlite3_stmt *st;
-    int busy;
-  } cache[HM_CACHE];
+  hc_ctx call; /* the call under way (xFilter's): its first error becomes zErrMsg */
 };
 
 typedef struct {
@@ -378,8 +355,12 @@ static int hr_disconnect(sqlite3_vtab *vt) {
   hr_vtab *t = (hr_vtab *)vt;
   sqlite3_api = t->api;
   for (int i = 0; i < HR_NST; i++) sqlite3_finalize(t->st[i]);
-  for (int i = 0; i < HM_CACHE; i++) sqlite3_finalize(t->cache[i].st);
-  if (t->conn && t->conn->vt == t) t->conn->vt = NULL;
+  sqlite3_free(t->call.err);
+  if (t->conn && t->conn->vt == t) {
+    for (int i = 0; i < HC_KEPT; i++) sqlite3_finalize(t->conn->kept[i].st);
+    memset(t->conn->kept, 0, sizeof t->conn->kept);
+    t->conn->vt = NULL;
+  }
   sqlite3_free(t);
   return SQLITE_OK;
 }
@@ -462,27 +443,6 @@ static int hr_stmt(hr_vtab *t, int which, sqlite3_stmt **out) {
   return SQLITE_OK;
 }
 
-static int hr_fail(hr_vtab *t, const char *fmt, const char *a) {
-  sqlite3_free(t->base.zErrMsg);
-  t->base.zErrMsg = sqlite3_mprintf(fmt, a ? a : "");
-  return SQLITE_ERROR;
-}
-
-/* A SQLite error while running one of the statements, as one sentence. */
-static int hr_sqlfail(hr_vtab *t, int rc) {
-  if (rc == SQLITE_NOMEM) return rc;
-  const char *msg = sqlite3_errmsg(t->db);
-  if (strstr(msg, "malformed JSON")) {
-    hr_fail(t, "heap_recall: a value in the store is damaged (%s)", msg);
-    return SQLITE_CORRUPT;
-  }
-  if (strstr(msg, "no such table") || strstr(msg, "no such column"))
-    return hr_fail(t, "heap_recall: this database is not a heapmem store (%s)", msg);
-  sqlite3_free(t->base.zErrMsg);
-  t->base.zErrMsg = sqlite3_mprintf("heap_recall: %s", msg);
-  return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_ERROR : rc;
-}
-
 /* The current time, unix seconds, from the VFS (as SQLite's 'now'). */
 static double hr_now(sqlite3 *db) {
   sqlite3_vfs *vfs = NULL;
@@ -541,7 +501,7 @@ static int hr_log(hr_vtab *t, hr_cursor *c, const char *query, const char *ns, d
       c->recall_id = sqlite3_column_int64(st, 0);
       rc = sqlite3_step(st);
     }
-    rc = rc == SQLITE_DONE ? SQLITE_OK : hr_sqlfail(t, rc);
+    rc = rc == SQLITE_DONE ? SQLITE_OK : hc_sqlfail(&t->call, rc);
     sqlite3_reset(st);
   }
   for (int j = 0; j < 4; j++) sqlite3_free(text[j]);
@@ -1074,7 +1034,7 @@ static int hr_read_flag(hr_vtab *t, sqlite3_value *v, const char *name, int *out
   if (!v || sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
   if (sqlite3_value_type(v) != SQLITE_INTEGER ||
       (sqlite3_value_int64(v) != 0 && sqlite3_value_int64(v) != 1))
-    return hr_fail(t, "heap_recall: %s must be 0 or 1", name);
+    return hc_fail(&t->call, SQLITE_ERROR, "%s must be 0 or 1", name);
   *out = sqlite3_value_int(v);
   return SQLITE_OK;
 }
@@ -1088,7 +1048,7 @@ static int hr_read_time(hr_vtab *t, sqlite3_value *v, const char *name, double *
     char why[HM_ERRLEN];
     hm_errf(why, sizeof why, "%s must be unix seconds from %.0f to %.0f (1970 to the year 9999)",
             name, hm_limits.MIN_TIME, hm_limits.MAX_TIME);
-    return hr_fail(t, "heap_recall: %s", why);
+    return hc_fail(&t->call, SQLITE_ERROR, "%s", why);
   }
   *out = x;
   *has = 1;
@@ -1102,21 +1062,21 @@ static int hr_read_filters(hr_vtab *t, sqlite3_value **arg, hr_args *a) {
       (rc = hr_read_time(t, arg[HR_UNTIL - HR_QUERY], "until", &a->until, &a->has_until)))
     return rc;
   if (a->has_since && a->has_until && !(a->since < a->until))
-    return hr_fail(t, "heap_recall: since must be before until (memories created at or after "
-                      "since, and before until)%s", "");
+    return hc_fail(&t->call, SQLITE_ERROR, "since must be before until (memories created at "
+                                           "or after since, and before until)");
   sqlite3_value *v = arg[HR_KINDS - HR_QUERY];
   if (!v || sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
   const char *kinds = NULL;
   char why[HM_ERRLEN];
   int len = sqlite3_value_bytes(v);
   if (sqlite3_value_type(v) != SQLITE_TEXT || !len)
-    return hr_fail(t, "heap_recall: kinds must be a kind ('fact') or a JSON array of kinds "
-                      "('[\"fact\", \"preference\"]')%s", "");
+    return hc_fail(&t->call, SQLITE_ERROR, "kinds must be a kind ('fact') or a JSON array of kinds "
+                                           "('[\"fact\", \"preference\"]')");
   if (hq_arg_text(v, "kinds", 0, hm_limits.MAX_TEXT_BYTES, &kinds, why, sizeof why))
-    return hr_fail(t, "heap_recall: %s", why);
+    return hc_fail(&t->call, SQLITE_ERROR, "%s", why);
   if (kinds[0] != '[') { /* one kind */
     if (hq_arg_text(v, "a kind", HM_ARG_NAME, 0, &kinds, why, sizeof why))
-      return hr_fail(t, "heap_recall: %s", why);
+      return hc_fail(&t->call, SQLITE_ERROR, "%s", why);
     sqlite3_str *js = sqlite3_str_new(t->db);
     sqlite3_str_appendchar(js, 1, '[');
     hq_json_string(js, kinds, len);
@@ -1125,16 +1085,17 @@ static int hr_read_filters(hr_vtab *t, sqlite3_value **arg, hr_args *a) {
     return a->kinds ? SQLITE_OK : SQLITE_NOMEM;
   }
   sqlite3_stmt *st = NULL;
-  if ((rc = hr_stmt(t, HR_ST_KINDS, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  if ((rc = hr_stmt(t, HR_ST_KINDS, &st)) != SQLITE_OK) return hc_sqlfail(&t->call, rc);
   sqlite3_bind_text(st, 1, kinds, len, SQLITE_TRANSIENT);
-  if ((rc = sqlite3_step(st)) != SQLITE_ROW) return hr_sqlfail(t, rc);
+  if ((rc = sqlite3_step(st)) != SQLITE_ROW) return hc_sqlfail(&t->call, rc);
   int ok = sqlite3_column_int(st, 0);
   sqlite3_reset(st);
   if (!ok)
-    return hr_fail(t, "heap_recall: kinds must be a kind or a JSON array of one or more kinds "
-                      "(text), such as '[\"fact\", \"preference\"]'%s", "");
+    return hc_fail(&t->call, SQLITE_ERROR, "kinds must be a kind or a JSON array of one or "
+                                           "more kinds (text), such as '[\"fact\", "
+                                           "\"preference\"]'");
   /* each kind a name, and not more of them than a recall returns memories */
-  if ((rc = hr_stmt(t, HR_ST_KIND_EACH, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  if ((rc = hr_stmt(t, HR_ST_KIND_EACH, &st)) != SQLITE_OK) return hc_sqlfail(&t->call, rc);
   sqlite3_bind_text(st, 1, kinds, len, SQLITE_TRANSIENT);
   int nkinds = 0;
   while (ok && (rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -1148,8 +1109,8 @@ static int hr_read_filters(hr_vtab *t, sqlite3_value **arg, hr_args *a) {
     }
   }
   sqlite3_reset(st);
-  if (!ok) return hr_fail(t, "heap_recall: %s", why);
-  if (rc != SQLITE_DONE && rc != SQLITE_ROW) return hr_sqlfail(t, rc);
+  if (!ok) return hc_fail(&t->call, SQLITE_ERROR, "%s", why);
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) return hc_sqlfail(&t->call, rc);
   a->kinds = sqlite3_mprintf("%.*s", len, kinds);
   return a->kinds ? SQLITE_OK : SQLITE_NOMEM;
 }
@@ -1164,12 +1125,12 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
   sqlite3_value *q = arg[HR_QUERY - HR_QUERY];
   char why[HM_ERRLEN];
   if (!q || sqlite3_value_type(q) != SQLITE_TEXT)
-    return hr_fail(t, "heap_recall: the question must be text, as the first argument: "
-                      "heap_recall('When is my flight?', 'user:maya')%s", "");
+    return hc_fail(&t->call, SQLITE_ERROR, "the question must be text, as the first argument: "
+                                           "heap_recall('When is my flight?', 'user:maya')");
   const char *query, *ns = "default";
   if (hq_arg_text(q, "the question", HM_ARG_NUL_OK, hm_limits.MAX_TEXT_BYTES, &query, why,
                   sizeof why))
-    return hr_fail(t, "heap_recall: %s", why);
+    return hc_fail(&t->call, SQLITE_ERROR, "%s", why);
   int qlen = sqlite3_value_bytes(q);
   if ((int)strlen(query) != qlen) { /* a NUL inside is a space, as Memory.recall reads it */
     if (!(a->query_copy = sqlite3_malloc(qlen + 1))) return SQLITE_NOMEM;
@@ -1180,16 +1141,17 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
   sqlite3_value *v = arg[HR_NAMESPACE - HR_QUERY];
   if (v && sqlite3_value_type(v) != SQLITE_NULL &&
       hq_arg_text(v, "namespace", HM_ARG_NAME, 0, &ns, why, sizeof why))
-    return hr_fail(t, "heap_recall: %s", why);
+    return hc_fail(&t->call, SQLITE_ERROR, "%s", why);
   if (!strcmp(ns, "*"))
-    return hr_fail(t, "heap_recall: '%s' is not a namespace ('*' names the pooled layer)", ns);
+    return hc_fail(&t->call, SQLITE_ERROR, "'%s' is not a namespace ('*' names the pooled "
+                                           "layer)", ns);
   c->k = 5;
   v = arg[HR_K - HR_QUERY];
   if (v && sqlite3_value_type(v) != SQLITE_NULL) {
     if (sqlite3_value_type(v) != SQLITE_INTEGER || sqlite3_value_int64(v) < 1 ||
         sqlite3_value_int64(v) > hm_limits.MAX_K) {
       hm_errf(why, sizeof why, "k must be an integer from 1 to %.0f", hm_limits.MAX_K);
-      return hr_fail(t, "heap_recall: %s", why);
+      return hc_fail(&t->call, SQLITE_ERROR, "%s", why);
     }
     c->k = sqlite3_value_int(v);
   }
@@ -1202,19 +1164,18 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
   v = arg[HR_CONFIG - HR_QUERY];
   if (v && sqlite3_value_type(v) != SQLITE_NULL) {
     if (sqlite3_value_type(v) != SQLITE_TEXT)
-      return hr_fail(t, "heap_recall: config must be text such as 'w_usefulness=0.5'%s", "");
+      return hc_fail(&t->call, SQLITE_ERROR, "config must be text such as 'w_usefulness=0.5'");
     if (hm_config_parse((const char *)sqlite3_value_text(v), &c->cfg, err, sizeof err) != HM_OK)
-      return hr_fail(t, "heap_recall: %s", err);
+      return hc_fail(&t->call, SQLITE_ERROR, "%s", err);
   } else {
     /* the store's tuned weights, as Memory opens with them */
-    if ((rc = hr_stmt(t, HR_ST_TUNED, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+    if ((rc = hr_stmt(t, HR_ST_TUNED, &st)) != SQLITE_OK) return hc_sqlfail(&t->call, rc);
     rc = hr_tuned_read(st, &c->cfg, err, sizeof err);
     if (rc == SQLITE_CORRUPT) {
       sqlite3_reset(st);
-      hr_fail(t, "heap_recall: the store's tuned config is damaged (%s)", err);
-      return SQLITE_CORRUPT;
+      return hc_fail(&t->call, SQLITE_CORRUPT, "the store's tuned config is damaged (%s)", err);
     }
-    if (rc != SQLITE_OK) return hr_sqlfail(t, rc);
+    if (rc != SQLITE_OK) return hc_sqlfail(&t->call, rc);
     sqlite3_reset(st);
   }
   int track = !sqlite3_db_readonly(t->db, "main");
@@ -1227,8 +1188,8 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
   if (v && sqlite3_value_type(v) != SQLITE_NULL) {
     if (sqlite3_value_type(v) != SQLITE_BLOB || sqlite3_value_bytes(v) % 4 ||
         !sqlite3_value_bytes(v))
-      return hr_fail(t, "heap_recall: qvec must be the question's vector, a blob of float32%s",
-                     "");
+      return hc_fail(&t->call, SQLITE_ERROR, "qvec must be the question's vector, a blob of "
+                                             "float32");
     qvec = sqlite3_value_blob(v);
     qbytes = sqlite3_value_bytes(v);
   }
@@ -1349,12 +1310,11 @@ static int hr_read_links(hr_vtab *t, hr_cursor *c, const char *ns) {
                         &c->linkslen))) {
     hp_free(&ops);
     if (rc == SQLITE_CORRUPT) {
-      hr_fail(t, "heap_recall: %s", "the learned links are damaged (a pooled row or a pending "
-                                    "change of one holds counts that are not finite and >= 0, "
-                                    "or a feature name that is not UTF-8)");
-      return rc;
+      return hc_fail(&t->call, rc, "the learned links are damaged (a pooled row or a pending "
+                                   "change of one holds counts that are not finite and >= 0, or "
+                                   "a feature name that is not UTF-8)");
     }
-    return hr_sqlfail(t, rc);
+    return hc_sqlfail(&t->call, rc);
   }
   hp_free(&ops);
   return SQLITE_OK;
@@ -1387,9 +1347,9 @@ static int hr_vectors(hr_vtab *t, hr_cursor *c, const hr_args *a, hr_vstate *vs)
   sqlite3_stmt *st = NULL;
   int rc;
   c->hybrid = 0;
-  if ((rc = hr_stmt(t, HR_ST_VSTATE, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  if ((rc = hr_stmt(t, HR_ST_VSTATE, &st)) != SQLITE_OK) return hc_sqlfail(&t->call, rc);
   sqlite3_bind_text(st, 1, a->ns, -1, SQLITE_TRANSIENT);
-  if ((rc = sqlite3_step(st)) != SQLITE_ROW) return hr_sqlfail(t, rc);
+  if ((rc = sqlite3_step(st)) != SQLITE_ROW) return hc_sqlfail(&t->call, rc);
   const char *name = (const char *)sqlite3_column_text(st, 0);
   int builtin = name && !strcmp(name, HM_BUILTIN_EMBEDDER) &&
                 sqlite3_column_int(st, 1) == HM_EMBED_DIM;
@@ -1410,10 +1370,10 @@ static int hr_vectors(hr_vtab *t, hr_cursor *c, const hr_args *a, hr_vstate *vs)
   int dim = 0;
   if (a->qvec) {
     if (hv_floats(a->qvec, a->qbytes, c->qf, &dim) || dim != HM_EMBED_DIM)
-      return hr_fail(t, "heap_recall: qvec must be a vector of this store's embedder (256 "
-                        "dimensions, float32 or heap_embed's)%s", "");
+      return hc_fail(&t->call, SQLITE_ERROR, "qvec must be a vector of this store's embedder (256 "
+                                             "dimensions, float32 or heap_embed's)");
   } else if (hm_embed(a->query, -1, c->qf, HM_EMBED_DIM, err, sizeof err) < 0) {
-    return hr_fail(t, "heap_recall: %s", err);
+    return hc_fail(&t->call, SQLITE_ERROR, "%s", err);
   }
   if (!hr_unit(c->qf)) return SQLITE_OK; /* no word the model knows: lexical recall */
   c->qdim = HM_EMBED_DIM;
@@ -1436,13 +1396,12 @@ static int hr_vrows(hr_vtab *t, hv_cache *vc, hv_ns *e, sqlite3_stmt *st, int al
     if (got == 2 || got == SQLITE_NOMEM) { sqlite3_reset(st); return got; }
     if (got == 1) {
       sqlite3_reset(st);
-      hr_fail(t, "heap_recall: a memory's vector is damaged (not a vector of this store's "
-                 "embedder)%s", "");
-      return SQLITE_CORRUPT;
+      return hc_fail(&t->call, SQLITE_CORRUPT, "a memory's vector is damaged (not a vector of "
+                                               "this store's embedder)");
     }
   }
   sqlite3_reset(st);
-  return rc == SQLITE_DONE ? SQLITE_OK : hr_sqlfail(t, rc);
+  return rc == SQLITE_DONE ? SQLITE_OK : hc_sqlfail(&t->call, rc);
 }
 
 /* e's partitions made those of the namespace's index now: their centroids
@@ -1454,11 +1413,11 @@ static int hr_vparts(hr_vtab *t, hv_cache *vc, hv_ns *e, const char *ns, int rea
   i64 *ids, *stamps;
   int8_t *cent;
   float *cinv;
-  if ((rc = hr_stmt(t, HR_ST_VCENTS, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  if ((rc = hr_stmt(t, HR_ST_VCENTS, &st)) != SQLITE_OK) return hc_sqlfail(&t->call, rc);
   sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
   rc = hv_cents_read(st, e->dim, &n, &ids, &cent, &cinv, &stamps);
   sqlite3_reset(st);
-  if (rc != SQLITE_DONE) return rc == SQLITE_NOMEM ? rc : hr_sqlfail(t, rc);
+  if (rc != SQLITE_DONE) return rc == SQLITE_NOMEM ? rc : hc_sqlfail(&t->call, rc);
   hv_bucket *nb = sqlite3_malloc64((sqlite3_uint64)(n + 1) * sizeof *nb);
   unsigned char *fresh = sqlite3_malloc64((sqlite3_uint64)(n + 1));
   if (!nb || !fresh) {
@@ -1494,7 +1453,7 @@ static int hr_vparts(hr_vtab *t, hv_cache *vc, hv_ns *e, const char *ns, int rea
   rc = SQLITE_OK;
   for (int i = 1; i <= n && rc == SQLITE_OK; i++) {
     if (!fresh[i] || !read_new) continue;
-    if ((rc = hr_stmt(t, HR_ST_VPART, &st)) != SQLITE_OK) { rc = hr_sqlfail(t, rc); break; }
+    if ((rc = hr_stmt(t, HR_ST_VPART, &st)) != SQLITE_OK) { rc = hc_sqlfail(&t->call, rc); break; }
     sqlite3_bind_int64(st, 1, e->b[i].id);
     sqlite3_bind_text(st, 2, ns, -1, SQLITE_TRANSIENT);
     rc = hr_vrows(t, vc, e, st, 1);
@@ -1507,8 +1466,8 @@ static int hr_vparts(hr_vtab *t, hv_cache *vc, hv_ns *e, const char *ns, int rea
  * stamps (embed.c's vector cache says when it reads what). */
 static int hr_vsync(hr_vtab *t, const char *ns, int dim, const hr_vstate *vs, hv_ns **out) {
   hm_conn *conn = t->conn;
-  if (!conn) return hr_fail(t, "heap_recall: the library was not loaded into this "
-                               "connection%s", "");
+  if (!conn) return hc_fail(&t->call, SQLITE_ERROR, "the library was not loaded into this "
+                                                    "connection");
   if (!conn->vc) {
     conn->vc = sqlite3_malloc64(sizeof *conn->vc);
     if (!conn->vc) return SQLITE_NOMEM;
@@ -1543,7 +1502,7 @@ static int hr_vsync(hr_vtab *t, const char *ns, int dim, const hr_vstate *vs, hv
       rc = vs->version ? hr_vparts(t, vc, e, ns, !whole) : 0;
     sqlite3_stmt *st = NULL;
     if (rc == SQLITE_OK && (rc = hr_stmt(t, HR_ST_VLOAD, &st)) != SQLITE_OK)
-      rc = hr_sqlfail(t, rc);
+      rc = hc_sqlfail(&t->call, rc);
     if (rc == SQLITE_OK) {
       sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
       sqlite3_bind_int64(st, 2, after);
@@ -1596,7 +1555,7 @@ static int hr_vector_filter(hr_vtab *t, const hr_args *a, const hv_ns *e, hv_fil
   memset(k, 0, (size_t)e->nkinds + 1);
   sqlite3_stmt *st = NULL;
   int rc = hr_stmt(t, HR_ST_KINDLIST, &st);
-  if (rc != SQLITE_OK) { sqlite3_free(k); return hr_sqlfail(t, rc); }
+  if (rc != SQLITE_OK) { sqlite3_free(k); return hc_sqlfail(&t->call, rc); }
   sqlite3_bind_text(st, 1, a->kinds, -1, SQLITE_TRANSIENT);
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     const char *kind = (const char *)sqlite3_column_text(st, 0);
@@ -1604,7 +1563,7 @@ static int hr_vector_filter(hr_vtab *t, const hr_args *a, const hv_ns *e, hv_fil
       if (!strcmp(e->kinds[i], kind)) k[i] = 1;
   }
   sqlite3_reset(st);
-  if (rc != SQLITE_DONE) { sqlite3_free(k); return hr_sqlfail(t, rc); }
+  if (rc != SQLITE_DONE) { sqlite3_free(k); return hc_sqlfail(&t->call, rc); }
   *kinds = k;
   f->kinds = k;
   ctx[0] = t;
@@ -1653,12 +1612,12 @@ static int hr_cos_of(hr_vtab *t, hv_ns *e, i64 seq, const float *qf, double *cos
   if (found || e->nb < 2) return SQLITE_OK;
   sqlite3_stmt *st = NULL;
   int rc = hr_stmt(t, HR_ST_VPART_OF, &st);
-  if (rc != SQLITE_OK) return hr_sqlfail(t, rc);
+  if (rc != SQLITE_OK) return hc_sqlfail(&t->call, rc);
   sqlite3_bind_int64(st, 1, seq);
   rc = sqlite3_step(st);
   i64 part = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
   sqlite3_reset(st);
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return hr_sqlfail(t, rc);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return hc_sqlfail(&t->call, rc);
   if (part) *cos = hv_cos(e, hv_bucket_of(e, part), seq, qf, &found);
   return SQLITE_OK;
 }
@@ -1689,19 +1648,20 @@ static void heap_vector_top(sqlite3_context *ctx, int argc, sqlite3_value **argv
   memset(c, 0, sizeof *c);
   t->db = sqlite3_context_db_handle(ctx);
   t->conn = hq_user_data(ctx);
+  t->call = (hc_ctx){.db = t->db, .conn = t->conn};
   hr_args a = {0};
   if (sqlite3_value_type(argv[0]) != SQLITE_TEXT || sqlite3_value_type(argv[1]) != SQLITE_TEXT ||
       sqlite3_value_type(argv[2]) != SQLITE_INTEGER || sqlite3_value_int64(argv[2]) < 1 ||
       sqlite3_value_int64(argv[2]) > 1000) {
-    rc = hr_fail(t, "heap_vector_top: give the question (text), the namespace (text) and n "
-                    "(an integer from 1 to 1000)%s", "");
+    rc = hc_fail(&t->call, SQLITE_ERROR, "give the question (text), the namespace (text) and n "
+                                         "(an integer from 1 to 1000)");
     goto done;
   }
   double probe = -1;
   if (argc > 3) {
     probe = sqlite3_value_double(argv[3]);
     if (!hq_is_number(argv[3]) || !(probe > 0 && probe <= 1)) {
-      rc = hr_fail(t, "heap_vector_top: probe must be a number above 0 and at most 1%s", "");
+      rc = hc_fail(&t->call, SQLITE_ERROR, "probe must be a number above 0 and at most 1");
       goto done;
     }
   }
@@ -1709,11 +1669,11 @@ static void heap_vector_top(sqlite3_context *ctx, int argc, sqlite3_value **argv
   if (hq_arg_text(argv[0], "question", HM_ARG_NUL_OK, hm_limits.MAX_TEXT_BYTES, &a.query, bad,
                   sizeof bad) ||
       hq_arg_text(argv[1], "namespace", HM_ARG_NAME, 0, &a.ns, bad, sizeof bad)) {
-    rc = hr_fail(t, "heap_vector_top: %s", bad);
+    rc = hc_fail(&t->call, SQLITE_ERROR, "%s", bad);
     goto done;
   }
   if ((rc = hs_check_store(t->db, t->conn, &why)) != SQLITE_OK) {
-    hr_fail(t, "heap_vector_top: %s", why ? why : "out of memory");
+    hc_fail(&t->call, SQLITE_ERROR, "%s", why ? why : "out of memory");
     goto done;
   }
   hr_vstate vs = {0};
@@ -1748,10 +1708,10 @@ done:
     if (rc == SQLITE_OK && out) sqlite3_result_text(ctx, out, -1, sqlite3_free);
     else {
       sqlite3_free(out);
-      if (rc == SQLITE_NOMEM || !t->base.zErrMsg) sqlite3_result_error_nomem(ctx);
-      else sqlite3_result_error(ctx, t->base.zErrMsg, -1);
+      if (rc == SQLITE_NOMEM || !t->call.err) sqlite3_result_error_nomem(ctx);
+      else hc_result_fail(ctx, &t->call, "heap_vector_top", rc);
     }
-    sqlite3_free(t->base.zErrMsg);
+    sqlite3_free(t->call.err);
   } else {
     sqlite3_result_error_nomem(ctx);
   }
@@ -1787,12 +1747,11 @@ static int hr_take_rows(hr_vtab *t, hr_cursor *c, sqlite3_stmt *st, int *cap) {
     if (!r->features) { sqlite3_reset(st); return SQLITE_NOMEM; }
     if (damaged) {
       sqlite3_reset(st);
-      hr_fail(t, "heap_recall: a memory's stored values are damaged (importance or times "
-                 "that are not numbers)%s", "");
-      return SQLITE_CORRUPT;
+      return hc_fail(&t->call, SQLITE_CORRUPT, "a memory's stored values are damaged "
+                                               "(importance or times that are not numbers)");
     }
   }
-  if (rc != SQLITE_DONE) return hr_sqlfail(t, rc);
+  if (rc != SQLITE_DONE) return hc_sqlfail(&t->call, rc);
   sqlite3_reset(st);
   return SQLITE_OK;
 }
@@ -1809,17 +1768,17 @@ static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a,
     return rc;
   char *lex = NULL, *why = NULL;
   if (!t->conn || !t->conn->stem)
-    return hr_fail(t, "heap_recall: the library was not loaded into this connection with "
-                      "FTS5%s", "");
+    return hc_fail(&t->call, SQLITE_ERROR, "the library was not loaded into this connection with "
+                                           "FTS5");
   if ((rc = hr_lexical(t->db, t, t->conn->stem, a, (int)c->cfg.candidates, HR_LEX_SMALL, &lex,
                        &why))) {
-    if (rc != SQLITE_NOMEM) hr_fail(t, "heap_recall: %s", why);
+    if (rc != SQLITE_NOMEM) hc_fail(&t->call, SQLITE_ERROR, "%s", why);
     sqlite3_free(why);
     return rc;
   }
   if ((rc = hr_stmt(t, c->hybrid == 1 ? HR_ST_HYBRID : HR_ST_CAND, &st)) != SQLITE_OK) {
     sqlite3_free(lex);
-    return hr_sqlfail(t, rc);
+    return hc_sqlfail(&t->call, rc);
   }
   sqlite3_bind_text(st, 9, lex, -1, sqlite3_free);
   sqlite3_bind_text(st, 1, a->query, -1, SQLITE_TRANSIENT);
@@ -1841,7 +1800,7 @@ static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a,
     if (strcmp(top, "[]")) {
       if ((rc = hr_stmt(t, HR_ST_VROWS, &st)) != SQLITE_OK) {
         sqlite3_free(top);
-        return hr_sqlfail(t, rc);
+        return hc_sqlfail(&t->call, rc);
       }
       sqlite3_bind_text(st, 1, a->query, -1, SQLITE_TRANSIENT);
       sqlite3_bind_text(st, 2, a->ns, -1, SQLITE_TRANSIENT);
@@ -1938,7 +1897,7 @@ static int hr_context(hr_vtab *t, hr_cursor *c, const char *query) {
   if (!seqs) return SQLITE_NOMEM;
   sqlite3_stmt *st = NULL;
   int rc = hr_stmt(t, HR_ST_JUDGED, &st);
-  if (rc != SQLITE_OK) { sqlite3_free(seqs); return hr_sqlfail(t, rc); }
+  if (rc != SQLITE_OK) { sqlite3_free(seqs); return hc_sqlfail(&t->call, rc); }
   sqlite3_bind_text(st, 1, seqs, -1, sqlite3_free);
   /* per candidate: weighted judgements used, ignored, and the best cosine
    * of a question it was judged used for */
@@ -1966,7 +1925,7 @@ static int hr_context(hr_vtab *t, hr_cursor *c, const char *query) {
       }
   }
   sqlite3_reset(st);
-  if (rc != SQLITE_DONE) { sqlite3_free(ua); return hr_sqlfail(t, rc); }
+  if (rc != SQLITE_DONE) { sqlite3_free(ua); return hc_sqlfail(&t->call, rc); }
   for (int i = 0; i < c->n; i++) {
     hr_row *r = &c->rows[i];
     r->ctx_n = ua[i] + ub[i];
@@ -2028,9 +1987,9 @@ static int hr_explore(hr_vtab *t, hr_cursor *c, const hr_args *a) {
   if (!(c->cfg.explore > 0) || !a->tracked || !(c->cfg.w_usefulness > 0)) return SQLITE_OK;
   sqlite3_stmt *st = NULL;
   int rc = hr_stmt(t, HR_ST_LOGGED, &st);
-  if (rc != SQLITE_OK) return hr_sqlfail(t, rc);
+  if (rc != SQLITE_OK) return hc_sqlfail(&t->call, rc);
   sqlite3_bind_text(st, 1, a->ns, -1, SQLITE_TRANSIENT);
-  if ((rc = sqlite3_step(st)) != SQLITE_ROW) return hr_sqlfail(t, rc);
+  if ((rc = sqlite3_step(st)) != SQLITE_ROW) return hc_sqlfail(&t->call, rc);
   i64 logged = sqlite3_column_int64(st, 0);
   sqlite3_reset(st);
   /* the factors, the ages, then hm_explore's room (2n), and the features */
@@ -2050,8 +2009,7 @@ static int hr_explore(hr_vtab *t, hr_cursor *c, const hr_args *a) {
     for (int i = 0; i < c->n; i++) c->rows[i].xf = xf[i];
   sqlite3_free(buf);
   if (rc != HM_OK) {
-    hr_fail(t, "heap_recall: a memory's stored values are damaged (%s)", err);
-    return SQLITE_CORRUPT;
+    return hc_fail(&t->call, SQLITE_CORRUPT, "a memory's stored values are damaged (%s)", err);
   }
   return SQLITE_OK;
 }
@@ -2111,8 +2069,7 @@ static int hr_score(hr_vtab *t, hr_cursor *c) {
   sqlite3_free(rel);
   if (rc != HM_OK) {
     sqlite3_free(out);
-    hr_fail(t, "heap_recall: a memory's stored values are damaged (%s)", err);
-    return SQLITE_CORRUPT;
+    return hc_fail(&t->call, SQLITE_CORRUPT, "a memory's stored values are damaged (%s)", err);
   }
   for (int i = 0; i < c->n; i++) {
     hr_row *r = &c->rows[i];
@@ -2136,11 +2093,11 @@ static int hr_score(hr_vtab *t, hr_cursor *c) {
 static int hr_show(hr_vtab *t, hr_cursor *c) {
   sqlite3_stmt *st = NULL;
   int rc;
-  if ((rc = hr_stmt(t, HR_ST_SHOW, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  if ((rc = hr_stmt(t, HR_ST_SHOW, &st)) != SQLITE_OK) return hc_sqlfail(&t->call, rc);
   for (int i = 0; i < c->k; i++) {
     sqlite3_bind_int64(st, 1, c->rows[i].seq);
     rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW) return hr_sqlfail(t, rc == SQLITE_DONE ? SQLITE_ERROR : rc);
+    if (rc != SQLITE_ROW) return hc_sqlfail(&t->call, rc == SQLITE_DONE ? SQLITE_ERROR : rc);
     for (int j = 0; j < HR_SHOWN; j++) {
       c->rows[i].shown[j] = sqlite3_value_dup(sqlite3_column_value(st, j));
       if (!c->rows[i].shown[j]) { sqlite3_reset(st); return SQLITE_NOMEM; }
@@ -2163,19 +2120,20 @@ static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, i
   hr_cursor *c = (hr_cursor *)cur;
   hr_vtab *t = (hr_vtab *)cur->pVtab;
   hr_clear(c);
+  sqlite3_free(t->call.err);
+  t->call = (hc_ctx){.db = t->db, .conn = t->conn};
   char *why = NULL;
   if (hs_check_store(t->db, t->conn, &why) != SQLITE_OK) {
-    sqlite3_free(t->base.zErrMsg);
-    t->base.zErrMsg = sqlite3_mprintf("heap_recall: %s", why ? why : "out of memory");
+    hc_fail(&t->call, SQLITE_ERROR, "%s", why ? why : "out of memory");
     sqlite3_free(why);
-    return SQLITE_ERROR;
+    return hc_vtab_fail(&t->base, &t->call, "heap_recall", SQLITE_ERROR);
   }
   hr_args a = {0};
   int rc = hr_read_args(t, c, idxNum, argc, argv, &a);
   if (rc == SQLITE_OK) rc = hr_run(t, c, &a);
   sqlite3_free(a.kinds);
   sqlite3_free(a.query_copy);
-  return rc;
+  return rc == SQLITE_OK ? SQLITE_OK : hc_vtab_fail(&t->base, &t->call, "heap_recall", rc);
 }
 
 /* One recall, its arguments read: the candidates, scored, shown, logged. */

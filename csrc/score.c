@@ -66,7 +66,7 @@ static int hm_config_check(const hm_config *c, char *err, int errlen) {
     default: ok = v >= lo && v <= hi; break; /* NaN fails */
     }
     if (!ok) {
-      hm_seterr(err, errlen, "%s", hm_config_fields[i].msg);
+      hm_errf(err, errlen, "%s", hm_config_fields[i].msg);
       return HM_ERROR;
     }
   }
@@ -87,7 +87,7 @@ HM_API int hm_config_parse(const char *text, hm_config *c, char *err, int errlen
     char key[40];
     snprintf(key, sizeof key, "%.*s", klen < 39 ? klen : hm_utf8_cut(k, 39), k);
     if (*p != '=') {
-      hm_seterr(err, errlen, "expected key=value in the config, got '%s'", key);
+      hm_errf(err, errlen, "expected key=value in the config, got '%s'", key);
       return HM_ERROR;
     }
     p++;
@@ -109,7 +109,7 @@ HM_API int hm_config_parse(const char *text, hm_config *c, char *err, int errlen
     if (!digits) end = (char *)p;
     else if (end != d) end = (char *)p; /* strtod read something else */
     if (end == p || (*end && *end != ' ' && *end != ',' && *end != '\t' && *end != '\n')) {
-      hm_seterr(err, errlen, "config value of '%s' is not a number", key);
+      hm_errf(err, errlen, "config value of '%s' is not a number", key);
       return HM_ERROR;
     }
     p = end;
@@ -117,7 +117,7 @@ HM_API int hm_config_parse(const char *text, hm_config *c, char *err, int errlen
     for (int i = 0; i < HM_NCONFIG && !slot; i++)
       if (!strcmp(key, hm_config_fields[i].name)) slot = hm_config_slot(c, i);
     if (!slot) {
-      hm_seterr(err, errlen, "unknown config key '%s'", key);
+      hm_errf(err, errlen, "unknown config key '%s'", key);
       return HM_ERROR;
     }
     *slot = v;
@@ -358,15 +358,15 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
 /* The inputs every factor needs, checked. */
 static int hm_check_input(const hm_input *in, char *err, int errlen) {
   if (!isfinite(in->relevance) || in->relevance < 0) {
-    hm_seterr(err, errlen, "relevance must be a finite number >= 0%s", "");
+    hm_errf(err, errlen, "relevance must be a finite number >= 0");
     return HM_ERROR;
   }
   if (isnan(in->age_days)) {
-    hm_seterr(err, errlen, "age_days must be a number%s", "");
+    hm_errf(err, errlen, "age_days must be a number");
     return HM_ERROR;
   }
   if (!isfinite(in->importance) || in->importance <= 0) {
-    hm_seterr(err, errlen, "importance must be a positive number%s", "");
+    hm_errf(err, errlen, "importance must be a positive number");
     return HM_ERROR;
   }
   return HM_OK;
@@ -431,7 +431,7 @@ static int hm_score_one(const hm_input *in, const char *qtype, const unsigned ch
   if (hm_check_input(in, err, errlen)) return HM_ERROR;
   int rc = hm_active(in->features, qtype, in->age_days, active, activelen, err, errlen);
   if (rc == HM_TOOBIG) {
-    hm_seterr(err, errlen, "too many features%s", "");
+    hm_errf(err, errlen, "too many features");
     return HM_ERROR;
   }
   if (rc) return rc;
@@ -439,7 +439,7 @@ static int hm_score_one(const hm_input *in, const char *qtype, const unsigned ch
   int k = hm_usefulness(active, links, nlinks, c, NULL, &use, eff, 2 * HM_MAX_FEATURES,
                         &evidence);
   if (k < 0) {
-    hm_seterr(err, errlen, "too many features%s", "");
+    hm_errf(err, errlen, "too many features");
     return HM_ERROR;
   }
   *ns = k;
@@ -463,7 +463,7 @@ static int hm_explore_one(const char *features, const char *qtype, double age_da
                      evidence) < 0 ||
        hm_usefulness(active, links, count, c, x, drawn, eff, 2 * HM_MAX_FEATURES, NULL) < 0))
     rc = HM_TOOBIG;
-  if (rc == HM_TOOBIG) hm_seterr(err, errlen, "too many features%s", "");
+  if (rc == HM_TOOBIG) hm_errf(err, errlen, "too many features");
   return rc ? HM_ERROR : HM_OK;
 }
 
@@ -478,7 +478,7 @@ static i64 hm_batch_links(const unsigned char *links, i64 linkslen, const hm_con
                           char *err, int errlen) {
   i64 count = hm_links_count(links, linkslen);
   if (count < 0) {
-    hm_seterr(err, errlen, "links is not a link set made by heap_links()%s", "");
+    hm_errf(err, errlen, "links is not a link set made by heap_links()");
     return -1;
   }
   return hm_config_check(c, err, errlen) ? -1 : count;
@@ -725,14 +725,14 @@ HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char
   out[0] = 0;
   i64 count = hm_links_count(links, linkslen);
   if (count < 0) {
-    hm_seterr(err, errlen, "links is not a link set made by heap_links()%s", "");
+    hm_errf(err, errlen, "links is not a link set made by heap_links()");
     return HM_ERROR;
   }
   if (hm_config_check(c, err, errlen)) return HM_ERROR;
   if (!(in->context > 0 && isfinite(in->context) && in->explore > 0 && isfinite(in->explore) &&
         in->thread > 0 && isfinite(in->thread) && in->time > 0 && isfinite(in->time))) {
-    hm_seterr(err, errlen, "context, explore, thread and time must be positive numbers "
-                           "(1: none)%s", "");
+    hm_errf(err, errlen, "context, explore, thread and time must be positive numbers "
+                         "(1: none)");
     return HM_ERROR;
   }
   hm_factors f;
