@@ -18,7 +18,11 @@
  *   r_f = s_f / U and failure 1 - r_f (credit in proportion to current
  *   strength, U the noisy-OR); an ignored memory one failure per feature.
  * names receives the active feature names, space-separated; d_alpha/d_beta
- * one entry each.  Returns the number of features, or -1 with a message. */
+ * one entry each.  Returns the number of features, or -1 with a message.
+ * features, qtype, age_days: the memory shown and the question's type; used: 1
+ * used, 0 ignored; links, linkslen: the link set; c: the config; names,
+ * nameslen: where the features' names go; d_alpha, d_beta: their deltas, at
+ * most max. */
 HM_API int hm_credit(const char *features, const char *qtype, double age_days, int used,
                      const unsigned char *links, i64 linkslen, const hm_config *c,
                      char *names, int nameslen, double *d_alpha, double *d_beta, int max,

@@ -47,12 +47,15 @@ typedef struct {
 
 static double hf_rate(double a, double b) { return a + b > 0 ? a / (a + b) : -1.0; }
 
+/* A row's counts a, b capped at cap observations in all, into *ca, *cb. */
 static void hf_cap(double a, double b, double cap, double *ca, double *cb) {
   double s = a + b > cap ? cap / (a + b) : 1.0;
   *ca = a * s;
   *cb = b * s;
 }
 
+/* Capped counts ca, cb moved to a rate of use `rate`, into *sa, *sb (the
+ * share a trimmed row has at a boundary rate). */
 static void hf_at(double ca, double cb, double rate, double *sa, double *sb) {
   *sa = (ca + cb) * rate;
   *sb = (ca + cb) * (1 - rate);
@@ -107,6 +110,8 @@ static void hf_rows_free(hf_rows *r) {
   r->n = r->cap = 0;
 }
 
+/* A namespace's row of a feature pushed onto r: ns, its counts a, b, its
+ * share of the pooled row pa, pb and its observations n. */
 static int hf_rows_push(hc_ctx *x, hf_rows *r, const char *ns, double a, double b, double pa,
                         double pb, i64 n) {
   if (r->n == r->cap) {
@@ -135,7 +140,9 @@ static int hf_order(const void *x, const void *y) {
 
 static int hf_order_desc(const void *x, const void *y) { return hf_order(y, x); }
 
-/* The links-only prior's counts of feature f, if any (heapmem.priors). */
+/* The links-only prior's counts of feature f, if any (heapmem.priors).
+ * st: hf_sql_prior, prepared by the caller; *a, *b, *n: its counts; *has: 1
+ * when there is one. */
 static int hf_prior(hc_ctx *x, sqlite3_stmt *st, const char *f, double *a, double *b, i64 *n,
                     int *has) {
   sqlite3_reset(st);
@@ -168,7 +175,9 @@ static const char *hf_qtype_of(const char *f, int *len) {
 
 /* Run st (hf_rebuild's INSERT of a pooled row, or feedback's upsert adding
  * to one) with a pooled row's values: the feature, its question type, alpha,
- * beta, n, support, and the kept rates (NULL while nothing is pooled). */
+ * beta, n, support, and the kept rates (NULL while nothing is pooled).
+ * f: the feature; a, b, n: the pooled counts; support: how many namespaces back
+ * it; has_rates, lo, hi: the kept rates. */
 static int hf_pooled_row(hc_ctx *x, sqlite3_stmt *st, const char *f, double a, double b, i64 n,
                          i64 support, int has_rates, double lo, double hi) {
   int qlen;
@@ -191,7 +200,9 @@ static int hf_pooled_row(hc_ctx *x, sqlite3_stmt *st, const char *f, double a, d
 }
 
 /* Work feature f's pooled row and every namespace's share of it out again
- * from its rows (sorted by namespace) and its prior. */
+ * from its rows (sorted by namespace) and its prior.
+ * p: the pool settings; prior, set_share, insert_pooled: the statements that
+ * read the prior, write a namespace's share and insert the pooled row. */
 static int hf_pool_feature(hc_ctx *x, const char *f, hf_rows *rows, const hf_pool *p,
                            sqlite3_stmt *prior, sqlite3_stmt *set_share,
                            sqlite3_stmt *insert_pooled) {
@@ -382,6 +393,7 @@ static void hf_full(hf_fold_st *s, const char *f) {
   hq_json_string(s->full, f, (int)strlen(f));
 }
 
+/* Namespace ns's share of feature f's pooled row set to a, b (s->share). */
 static int hf_share(hc_ctx *x, hf_fold_st *s, const char *ns, const char *f, double a,
                     double b) {
   sqlite3_reset(s->share);
@@ -394,7 +406,9 @@ static int hf_share(hc_ctx *x, hf_fold_st *s, const char *ns, const char *f, dou
 
 /* Add to feature f's pooled row (made with nothing pooled if missing): one
  * op of this feedback's pending change (csrc/pool.c), folded into the row
- * later (hf_pool_flush). */
+ * later (hf_pool_flush).
+ * s: the fold under way; da, db, dn, dsupport: what the row gains (counts,
+ * observations, namespaces); has_rates, lo, hi: its kept rates, when known. */
 static int hf_add(hc_ctx *x, hf_fold_st *s, const char *f, double da, double db, i64 dn,
                   i64 dsupport, int has_rates, double lo, double hi) {
   hp_encode(s->ops, f, (int)strlen(f), da, db, dn, dsupport, has_rates, lo, hi);
@@ -412,7 +426,10 @@ static int hf_add(hc_ctx *x, hf_fold_st *s, const char *f, double da, double db,
  * pooled before (it has just reached `min` namespaces), every row's share
  * changes: all of them are read (hf_sql_all), and their ends are the lowest
  * and highest.  With rows without evidence (a damaged file's) among the
- * lowest, or too few rows for a pooled row, f is worked out in full. */
+ * lowest, or too few rows for a pooled row, f is worked out in full.
+ * s: the fold under way; ns, f: the namespace and feature; dn: the observations
+ * ns's row gained; new_row: ns had no row before; was_pooled: the row was
+ * pooled before; p: the pool settings. */
 static int hf_rework(hc_ctx *x, hf_fold_st *s, const char *ns, const char *f, i64 dn,
                      int new_row, int was_pooled, const hf_pool *p) {
   hf_rows rows = {0}, low = {0}, high = {0};
@@ -529,7 +546,8 @@ typedef struct {
 } hf_touch;
 
 /* u's rows before the fold: the namespace's own, and the pooled row as its
- * pending changes leave it; with no own row, how many namespaces back it. */
+ * pending changes leave it; with no own row, how many namespaces back it.
+ * s: the fold under way; ns: the namespace; p: the pool settings. */
 static int hf_before(hc_ctx *x, hf_fold_st *s, const char *ns, hf_touch *u, const hf_pool *p) {
   sqlite3_reset(s->before);
   sqlite3_bind_text(s->before, 1, ns, -1, SQLITE_TRANSIENT);
@@ -565,7 +583,8 @@ static int hf_before(hc_ctx *x, hf_fold_st *s, const char *ns, hf_touch *u, cons
 }
 
 /* The namespace's own row of u takes the fold (and, has_share, its new share
- * of the pooled row: sa, sb). */
+ * of the pooled row: sa, sb).
+ * s: the fold under way; ns: the namespace. */
 static int hf_own(hc_ctx *x, hf_fold_st *s, const char *ns, const hf_touch *u, int has_share,
                   double sa, double sb) {
   int qlen;
@@ -599,7 +618,8 @@ static int hf_own(hc_ctx *x, hf_fold_st *s, const char *ns, const hf_touch *u, i
  * boundaries (hf_rework), or worked out in full (hf_rebuild, after the loop:
  * hf_full) where that cannot be done: a feature whose pooled row is missing,
  * a row without evidence joining or leaving the pool.
- * heapmem.learning.pool() replays the full rule for check(). */
+ * heapmem.learning.pool() replays the full rule for check().
+ * s: the fold under way; ns: the namespace; p: the pool settings. */
 static int hf_fold_feature(hc_ctx *x, hf_fold_st *s, const char *ns, const hf_touch *u,
                            const hf_pool *p) {
   double da = u->da, db = u->db;
@@ -651,7 +671,8 @@ static const char hf_sql_pooled[] =
 
 /* Op's feature (into *f, a copy sqlite3_malloc'ed, the old one freed) and
  * its pooled row as readers see it (*r): the stored one (row: hf_sql_pooled)
- * with every pending op of the feature applied. */
+ * with every pending op of the feature applied.
+ * ops: the pending changes, op one of them. */
 static int hf_pooled_now(hc_ctx *x, sqlite3_stmt *row, const hp_ops *ops, const hp_op *op,
                          char **f, hp_row *r) {
   sqlite3_free(*f);
@@ -750,7 +771,8 @@ static int hf_pool_pend(hc_ctx *x, hf_fold_st *s) {
 }
 
 /* After the namespace's own links took the fold (t: its nt features, in
- * the fold's order), keep the pooled rows current (hf_fold_feature). */
+ * the fold's order), keep the pooled rows current (hf_fold_feature).
+ * ns: the namespace; p: the pool settings. */
 static int hf_fold_pool(hc_ctx *x, const char *ns, hf_touch *t, int nt, const hf_pool *p) {
   hf_fold_st s = {0};
   sqlite3_stmt *pending = NULL;
@@ -801,7 +823,9 @@ done:;
 /* -- the arguments every write takes ------------------------------------------------- */
 
 /* A name argument (kind, source, id, key, namespace): hq_arg_text's name,
- * or NULL where optional.  Returns 0, or the error set. */
+ * or NULL where optional.  Returns 0, or the error set.
+ * v: the argument; what: its name in the sentence; optional: NULL is taken;
+ * *out: the name. */
 static int hf_name(hc_ctx *x, sqlite3_value *v, const char *what, int optional,
                    const char **out) {
   char why[HM_ERRLEN];
@@ -856,7 +880,8 @@ static int hf_has(const char **set, int n, const char *id) {
 /* A JSON array of at most `most` ids, as a list (NULL: an empty one): each
  * a name (hq_arg_text), none twice (found by sorting: linear in the list,
  * whatever its length).  Returns the count, or -1 with the error set (and
- * *out NULL). */
+ * *out NULL).
+ * v: the argument; what: its name in the sentence. */
 static int hf_ids(hc_ctx *x, sqlite3_value *v, const char *what, double most, char ***out) {
   *out = NULL;
   if (!v || sqlite3_value_type(v) == SQLITE_NULL) return 0;
@@ -1091,7 +1116,8 @@ static int hf_no_recall(hc_ctx *x, char **ids, int n) {
                                   "(the recall_id its recall gave)");
 }
 
-/* the newest recall that showed every id (of the namespace, if given) */
+/* the newest recall that showed every id (of the namespace, if given)
+ * ids: the n ids; ns: the namespace, or NULL; *rid: the recall found. */
 static int hf_newest(hc_ctx *x, char **ids, int n, const char *ns, i64 *rid) {
   sqlite3_str *js = sqlite3_str_new(x->db);
   sqlite3_str_appendchar(js, 1, '[');
@@ -1162,7 +1188,8 @@ static void hf_judgment_free(hf_judgment *j) {
 }
 
 /* The config: argv[i] when given, else the store's tuned one; then the
- * config string heap_credit takes (the C fields only, as to_sql writes them). */
+ * config string heap_credit takes (the C fields only, as to_sql writes them).
+ * i: the argument's index; j: the feedback, whose config is set. */
 static int hf_judge_config(hc_ctx *x, sqlite3_value **argv, int argc, int i, hf_judgment *j) {
   sqlite3_stmt *st = NULL;
   char err[HM_ERRLEN];
@@ -1481,7 +1508,8 @@ static int hf_credit_links(hc_ctx *x, const hf_judgment *j, unsigned char **link
 /* Feature name (len bytes) credited (da, db) by one judged memory, added to
  * the fold (j->touch, in first-seen order, sums from 0 in the judged order,
  * as heap_fold sums them; slot: nslot places by hash, -1 empty, nslot at
- * least twice the features the judged memories can have). */
+ * least twice the features the judged memories can have).
+ * j: the feedback; cap: room in j->touch, grown here. */
 static int hf_fold_add(hc_ctx *x, hf_judgment *j, const char *name, int len, double da,
                        double db, int *cap, int *slot, u64 nslot) {
   u64 h = hm_fnv64(name, (size_t)len) & (nslot - 1);
@@ -1604,7 +1632,9 @@ static char *ht_autotune(hc_ctx *x, const char *config, i64 claim, i64 judged);
 /* The whole of one feedback, inside the caller's savepoint, step by step:
  * auto-tune's count kept last (on: a point may be claimed, into *claim;
  * *tuning: a tune is under way).  out: the JSON result, less its closing
- * brace. */
+ * brace.
+ * answer_mode: heap_answer (the verdicts come from the answer); *judged: auto-
+ * tune's count of judged recalls. */
 static int hf_judge(hc_ctx *x, sqlite3_value **argv, int argc, int answer_mode, int on,
                     i64 *claim, i64 *judged, int *tuning, char **out) {
   hf_judgment j = {.answer_mode = answer_mode};
@@ -1631,7 +1661,8 @@ static int hf_judge(hc_ctx *x, sqlite3_value **argv, int argc, int answer_mode, 
 }
 
 /* The autotune argument (argv[i]): 1 (or absent, or NULL) to tune at the
- * schedule's points, 0 to count only. */
+ * schedule's points, 0 to count only.
+ * i: its index; *on: 1 or 0. */
 static int hf_autotune_arg(hc_ctx *x, sqlite3_value **argv, int argc, int i, int *on) {
   *on = 1;
   if (argc <= i || sqlite3_value_type(argv[i]) == SQLITE_NULL) return SQLITE_OK;

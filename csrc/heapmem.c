@@ -64,6 +64,15 @@
  * (hm_errf); a call that runs statements fails through its hc_ctx (hc_fail),
  * and damage in the file is told by a result code (SQLITE_CORRUPT, from a
  * check of what is read), never by the words of an error.
+ * A function of more than four parameters names each of them in the comment
+ * above it (or beside it, as fts5_aux.c does), but those one convention
+ * names everywhere: x the call's context (hc_ctx) or recall's lexical search
+ * (hr_lex), t heap_recall's table, c its cursor (hr_cursor) or the config in
+ * force (hm_config), db the connection, ctx, argc and argv a SQL function's,
+ * err and errlen the error buffer; and those of SQLite's callbacks (an
+ * xConnect, an xFilter, an FTS5 tokenizer's or auxiliary function's).
+ * tests/test_architecture.py holds the prefixes, the parameters, one
+ * printf-style error per kind and no match on SQLite's message.
  */
 #include "sqlite3ext.h"
 /* SQLITE_EXTENSION_INIT1, but one pointer per thread.  Every sqlite3_* call

@@ -461,7 +461,8 @@ static int hr_cmp(const void *x, const void *y) {
   return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
-/* The log's JSON arrays of the top k: shown ids, ages, features, rest. */
+/* The log's JSON arrays of the top k: shown ids, ages, features, rest.
+ * query, ns, now: the recall's question, namespace and time. */
 static int hr_log(hr_vtab *t, hr_cursor *c, const char *query, const char *ns, double now) {
   sqlite3_str *js[4];
   for (int j = 0; j < 4; j++) {
@@ -631,7 +632,9 @@ static int hr_lex_sqlfail(hr_lex *x, int rc) {
   return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_ERROR : rc;
 }
 
-/* The question's words, as heap_match quotes them, pointing into buf. */
+/* The question's words, as heap_match quotes them, pointing into buf.
+ * query: the question; buf, buflen: the quoted terms; word, len: each word's
+ * start and bytes. */
 static int hr_lex_words(const char *query, char *buf, int buflen, const char **word, int *len) {
   int nw = 0;
   if (hm_match(query, NULL, buf, buflen) <= 0) return 0;
@@ -758,7 +761,9 @@ static int hr_lex_rows(hr_lex *x, sqlite3_stmt *st, int np) {
 
 /* The whole match set, ranked as heap_bm25_top ranks it (the namespace's
  * statistics, or the rows' own where they are missing), only the rows the
- * filters let through: the top into top (room for x->n), its size *size. */
+ * filters let through: the top into top (room for x->n), its size *size.
+ * nw: the question's words; alone: the namespace is alone in the file (no tag);
+ * docs, tokens: its statistics. */
 static int hr_lex_full(hr_lex *x, int nw, int alone, double docs, double tokens,
                        hm_scored *top, i64 *size) {
   char match[HM_MATCH_LEN];
@@ -780,7 +785,9 @@ static int hr_lex_full(hr_lex *x, int nw, int alone, double docs, double tokens,
 /* One round at threshold t over the phrases p (m of them, in the question's
  * order, as probe names them: the MATCH expression's part naming them all;
  * ps: the same, highest bound first): the rows the formula lets through,
- * ranked, into top and *size. */
+ * ranked, into top and *size.
+ * tag: the namespace's FTS5 tag (NULL: alone); avgdl: the namespace's mean
+ * length. */
 static int hr_lex_round(hr_lex *x, const hm_bm25_phrase *p, const hm_bm25_phrase *ps, int m,
                         const char *tag, const char *probe, double avgdl, double t,
                         hm_scored *top, i64 *size) {
@@ -827,7 +834,9 @@ static int hr_lex_by_ub(const void *x, const void *y) {
 
 /* The pruned search over the phrases p (m, in the question's order, each one
  * FTS5 term the namespace holds; nw: the question's words in all): rounds
- * until n rows reach the round's threshold, else the whole match set. */
+ * until n rows reach the round's threshold, else the whole match set.
+ * tag: the namespace's FTS5 tag (NULL: alone); docs, tokens: its statistics;
+ * top, *size: the rows kept. */
 static int hr_lex_pruned(hr_lex *x, const hm_bm25_phrase *p, int m, int nw, const char *tag,
                          double docs, double tokens, hm_scored *top, i64 *size) {
   double avgdl = tokens / docs;
@@ -859,7 +868,9 @@ static int hr_lex_pruned(hr_lex *x, const hm_bm25_phrase *p, int m, int nw, cons
 /* The phrases of the question's words nw, looked up in bm25_terms into p
  * (those the namespace holds, in order; *m of them, *postings their rows in
  * all).  0, or 1 when the pruned search cannot take the question: a word of
- * several FTS5 tokens (or none), or the namespace's own tag. */
+ * several FTS5 tokens (or none), or the namespace's own tag.
+ * word, wlen: each word and its bytes; docs, avgdl: the namespace's statistics;
+ * *rc: an SQLite error. */
 static int hr_lex_phrases(hr_lex *x, const char **word, const int *wlen, int nw, const char *tag,
                           double docs, double avgdl, hm_bm25_phrase *p, int *m,
                           double *postings, int *rc) {
@@ -946,7 +957,8 @@ static int hr_lex_search(hr_lex *x, hm_scored *top, i64 *size) {
 /* The namespace's BM25 top n for a's question, as JSON ([[seq, bm25], ...],
  * best first: heap_bm25_top's) into *json, or an SQLite code with *err one
  * sentence.  vt keeps the statements (NULL: prepared for this call); below
- * `small` postings the whole match set is read (HR_LEX_SMALL). */
+ * `small` postings the whole match set is read (HR_LEX_SMALL).
+ * stem: the FTS5 tokenizer's stemmer. */
 static int hr_lexical(sqlite3 *db, hr_vtab *vt, hm_stemmer *stem, const hr_args *a, int n,
                       double small, char **json, char **err) {
   hr_lex x = {.db = db, .vt = vt, .stem = stem, .a = a, .n = n, .small = small};
@@ -1039,7 +1051,8 @@ static int hr_read_flag(hr_vtab *t, sqlite3_value *v, const char *name, int *out
   return SQLITE_OK;
 }
 
-/* A time (now, since, until), read and checked into *out; *has: given. */
+/* A time (now, since, until), read and checked into *out; *has: given.
+ * v: the argument; name: its name. */
 static int hr_read_time(hr_vtab *t, sqlite3_value *v, const char *name, double *out, int *has) {
   *has = 0;
   if (!v || sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
@@ -1209,7 +1222,8 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
  * namespace's share, borrowed up to pseudocount), its feature hashed as
  * heap_links hashes it (up to a NUL).  0, or -1 for what heap_links would
  * refuse (a damaged row): counts not finite and >= 0, a feature name that
- * is not UTF-8. */
+ * is not UTF-8.
+ * f, flen: the feature; *l: the link. */
 static int hr_link(const char *f, int flen, double oa, double ob, double sa, double sb, double pa,
                    double pb, double pseudocount, hm_link *l) {
   double x[4] = {oa, ob, oa + (pa - sa > 0 ? pa - sa : 0), ob + (pb - sb > 0 ? pb - sb : 0)};
@@ -1228,7 +1242,9 @@ static int hr_link(const char *f, int flen, double oa, double ob, double sa, dou
  * pending changes (ops) applied and the namespace's own row (links: the
  * statement hr_sql_links, own: hr_sql_own, both prepared by the caller),
  * as heap_links() makes it: *blob (sqlite3_malloc'ed), *len.  SQLITE_CORRUPT
- * for a row heap_links would refuse (hr_link). */
+ * for a row heap_links would refuse (hr_link).
+ * pseudocount: how many observations another namespace's evidence counts at
+ * most. */
 static int hr_link_set(sqlite3_stmt *links, sqlite3_stmt *own, const hp_ops *ops,
                        const char *qt, const char *ns, double pseudocount, unsigned char **blob,
                        int *len) {
@@ -1383,7 +1399,8 @@ static int hr_vectors(hr_vtab *t, hr_cursor *c, const hr_args *a, hr_vstate *vs)
 
 /* The rows of a statement of hr_sql_vload's shape into e's buckets (by their
  * partition; unless all, not a row of a partition read fresh): 0, 2 (an int4 entry met
- * another format: read it again as int8), or an error set. */
+ * another format: read it again as int8), or an error set.
+ * vc: the connection's cache; st: the statement, bound. */
 static int hr_vrows(hr_vtab *t, hv_cache *vc, hv_ns *e, sqlite3_stmt *st, int all) {
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -1406,7 +1423,8 @@ static int hr_vrows(hr_vtab *t, hv_cache *vc, hv_ns *e, sqlite3_stmt *st, int al
 
 /* e's partitions made those of the namespace's index now: their centroids
  * read, the buckets of partitions still there kept, the new ones read (when
- * read_new). */
+ * read_new).
+ * vc: the connection's cache; ns: the namespace. */
 static int hr_vparts(hr_vtab *t, hv_cache *vc, hv_ns *e, const char *ns, int read_new) {
   sqlite3_stmt *st = NULL;
   int rc, n;
@@ -1463,7 +1481,9 @@ static int hr_vparts(hr_vtab *t, hv_cache *vc, hv_ns *e, const char *ns, int rea
 }
 
 /* The connection's cache of the namespace's vectors, brought up to the
- * stamps (embed.c's vector cache says when it reads what). */
+ * stamps (embed.c's vector cache says when it reads what).
+ * ns: the namespace; dim: the vectors' dimension; vs: the stamps read; *out:
+ * its entry. */
 static int hr_vsync(hr_vtab *t, const char *ns, int dim, const hr_vstate *vs, hv_ns **out) {
   hm_conn *conn = t->conn;
   if (!conn) return hc_fail(&t->call, SQLITE_ERROR, "the library was not loaded into this "
@@ -1540,7 +1560,8 @@ static int hr_allow_other(void *ctx, i64 seq) {
 }
 
 /* The filters of a as the cache applies them, into *f (*kinds: the flags of
- * e's kinds, sqlite3_malloc'ed, NULL without a kinds filter). */
+ * e's kinds, sqlite3_malloc'ed, NULL without a kinds filter; *ctx: the
+ * filter's state, hr_allow_other's). */
 static int hr_vector_filter(hr_vtab *t, const hr_args *a, const hv_ns *e, hv_filter *f,
                             unsigned char **kinds, void **ctx) {
   memset(f, 0, sizeof *f);
@@ -1575,7 +1596,8 @@ static int hr_vector_filter(hr_vtab *t, const hr_args *a, const hv_ns *e, hv_fil
 
 /* The cache's top N for the question (of the rows the filters let through)
  * that are not among the candidates read already, as the JSON array
- * hr_sql_vrows takes ("[]": none). */
+ * hr_sql_vrows takes ("[]": none).
+ * e: the namespace's cache; f: the filters; vs: the namespace's vector state. */
 static char *hr_vector_top(hr_vtab *t, hr_cursor *c, const hv_ns *e, const hv_filter *f,
                            const hr_vstate *vs) {
   unsigned char q8[4 + HM_MAX_DIM];
@@ -1605,7 +1627,8 @@ static char *hr_vector_top(hr_vtab *t, hr_cursor *c, const hv_ns *e, const hv_fi
 
 /* The cosine of the memory of seq with the unit vector qf, from the cache
  * (0 without a vector), into *cos: its row found in bucket 0, else in its
- * partition's (vector_parts says which). */
+ * partition's (vector_parts says which).
+ * e: the namespace's cache. */
 static int hr_cos_of(hr_vtab *t, hv_ns *e, i64 seq, const float *qf, double *cos) {
   int found = 0;
   *cos = e->nb ? hv_cos(e, &e->b[0], seq, qf, &found) : 0.0;

@@ -316,6 +316,8 @@ typedef struct {
   char tag[HM_NS_TAG_LEN], features[HM_FEATURES_LEN];
 } hs_row;
 
+/* Memory r inserted with seq (a new one) and id (NULL: m<seq>): *out its id
+ * (sqlite3_malloc'd). */
 static int hs_insert(hc_ctx *x, i64 seq, const char *id, hs_row *r, char **out) {
   if (hm_ns_tag(r->ns, r->tag, sizeof r->tag) < 0 ||
       hm_features(r->text, r->kind, r->source, r->features, sizeof r->features) != HM_OK)
@@ -390,7 +392,8 @@ static int hx_maintain(hc_ctx *x, const char *ns, i64 seq);
 
 /* A memory's place in a conversation (heap_add's thread and turn), checked:
  * thread a name or NULL, turn a whole number from 0 to HM_MAX_TURN or NULL
- * (*turn -1), and a turn only with a thread.  Returns 0, or the error set. */
+ * (*turn -1), and a turn only with a thread.  Returns 0, or the error set.
+ * thread_v, turn_v: the arguments. */
 static int hs_thread(hc_ctx *x, sqlite3_value *thread_v, sqlite3_value *turn_v,
                      const char **thread, i64 *turn) {
   int rc;
@@ -639,7 +642,8 @@ static const char *const hs_fields[] = {"text",       "namespace",  "kind", "sou
 #define HS_COPY 9
 
 /* One item of a batch added (its fields in v, sqlite3_value_dup'ed; copy the
- * batch's), its id appended to ids; an error names the item. */
+ * batch's), its id appended to ids; an error names the item.
+ * at: the item's index; *last: the last seq given out. */
 static int hs_add_item(hc_ctx *x, i64 at, sqlite3_value **v, sqlite3_value *copy, i64 *last,
                        sqlite3_str *ids) {
   sqlite3_value *argv[HS_NFIELDS + 1]; /* heap_add's, copy in its place */
@@ -657,7 +661,9 @@ static int hs_add_item(hc_ctx *x, i64 at, sqlite3_value **v, sqlite3_value *copy
   return rc;
 }
 
-/* Each item of ?1 (hs_sql_items' rows, stepped here) added in order. */
+/* Each item of ?1 (hs_sql_items' rows, stepped here) added in order.
+ * st: hs_sql_items, bound; copy: the batch's; *last: the last seq given out;
+ * ids: the ids' JSON. */
 static int hs_add_items(hc_ctx *x, sqlite3_stmt *st, sqlite3_value *copy, i64 *last,
                         sqlite3_str *ids) {
   sqlite3_value *v[HS_NFIELDS] = {0};
@@ -819,7 +825,8 @@ static int hs_add_many(hc_ctx *x, sqlite3_value *items, sqlite3_value *copy, cha
 
 /* Run one of the store's writes inside a savepoint of its own, after the
  * schema check; the result is set from `what` (0: the id text, 1 and 2: the
- * count, 3: the ids' JSON). */
+ * count, 3: the ids' JSON).
+ * fname: the function's name. */
 static void hs_write(sqlite3_context *ctx, int argc, sqlite3_value **argv, int what,
                      const char *fname) {
   hc_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};

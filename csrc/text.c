@@ -261,7 +261,8 @@ static int hm_append(char *out, int outlen, int *used, const char *name) {
 
 /* The shape of a memory as space-separated feature names, e.g.
  * "kind:fact src:other len:m date:1 clock:0 num:1 ...": one value in every
- * slot.  Words are never features: only what kind of text this is.  Returns HM_OK or HM_TOOBIG. */
+ * slot.  Words are never features: only what kind of text this is.  Returns HM_OK or HM_TOOBIG.
+ * text, kind, source: the memory's; out, outlen: where the names go. */
 HM_API int hm_features(const char *text, const char *kind, const char *source,
                        char *out, int outlen) {
   if (!out || outlen < 1) return HM_TOOBIG;
@@ -443,7 +444,9 @@ static int hm_feature_ok(const char *f) {
 /* The features a memory shows to one question: "base" (every memory has it:
  * its link learns the base rate of use), the memory's shape features, its
  * age bucket (unless age_days is NaN), then each of those crossed with the
- * question type ("when/date:1").  Space-separated. */
+ * question type ("when/date:1").  Space-separated.
+ * features: the memory's shape; qtype: the question's type; out, outlen: where
+ * the list goes. */
 HM_API int hm_active(const char *features, const char *qtype, double age_days, char *out,
                      int outlen, char *err, int errlen) {
   if (!out || outlen < 1) return HM_TOOBIG;

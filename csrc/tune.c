@@ -86,7 +86,8 @@ static void ht_sums_free(ht_sums *t) {
   memset(t, 0, sizeof *t);
 }
 
-/* Room for at least need entries: the slots rebuilt at twice that. */
+/* Room for at least need entries: the slots rebuilt at twice that.
+ * *slot, *nslot: the slots and their number; hashes: the n entries' hashes. */
 static int ht_reslot(int **slot, int *nslot, int need, const u64 *hashes, int n) {
   if (*nslot >= 2 * need) return SQLITE_OK;
   int ns = 64;
@@ -234,6 +235,8 @@ static void ht_auto_opts(ht_opts *o, i64 judged) {
   o->level = HT_AUTO_LEVEL; /* ht_measure splits it among the grid's weights */
 }
 
+/* An integer option (st's row: key, type, value) from lo to hi into *out;
+ * k its name in the sentence. */
 static int ht_int_opt(hc_ctx *x, sqlite3_stmt *st, const char *k, i64 lo, i64 hi, i64 *out) {
   const char *type = (const char *)sqlite3_column_text(st, 1);
   double v = sqlite3_column_double(st, 2);
@@ -298,7 +301,8 @@ static int ht_config(hc_ctx *x, const char *text, hm_config *cfg) {
 static const char ht_keys[] =
     "against, auto, boot, config, deploy, grid, level, newest, pending, seed";
 
-/* Read one option (st's row: key, type, value) into o. */
+/* Read one option (st's row: key, type, value) into o.
+ * json: the options; *config: the config option's text; *autotune: auto-tune's. */
 static int ht_opt(hc_ctx *x, sqlite3_stmt *st, const char *json, ht_opts *o,
                   const char **config, int *autotune) {
   const char *k = (const char *)sqlite3_column_text(st, 0);
@@ -562,7 +566,9 @@ static int ht_recall_new(hc_ctx *x, ht_log *l, sqlite3_stmt *st, int n) {
 }
 
 /* One shown memory's row of ht_sql_recalls added to the recall read last
- * (the recall made first when the row starts one: *last its id). */
+ * (the recall made first when the row starts one: *last its id).
+ * l: the log read; st: the statement; *want: how many memories the recall
+ * showed. */
 static int ht_recall_row(hc_ctx *x, ht_log *l, sqlite3_stmt *st, i64 *last, int *want) {
   i64 id = sqlite3_column_int64(st, 0);
   int rc;
@@ -591,7 +597,8 @@ static int ht_recall_row(hc_ctx *x, ht_log *l, sqlite3_stmt *st, i64 *last, int 
 
 /* The judged recalls within b (the newest o->newest, or all), newest first,
  * HT_RECALL_CHUNK at a time while *work is below budget: *cursor the newest
- * id still to read.  *done once they are all read, then oldest first. */
+ * id still to read.  *done once they are all read, then oldest first.
+ * l: the log read. */
 static int ht_read_recalls(hc_ctx *x, const ht_opts *o, const ht_bounds *b, ht_log *l,
                            i64 *cursor, i64 budget, i64 *work, int *done) {
   sqlite3_stmt *st = NULL;
@@ -694,7 +701,8 @@ static const char ht_sql_deltas[] =
     "END) AS d UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, 0 WHERE NOT json_valid(?1)";
 
 /* One delta (feature f, da, db) of an event of namespace ns added to the
- * namespace's own counts and, when a fold holds the event out, to that fold's. */
+ * namespace's own counts and, when a fold holds the event out, to that fold's.
+ * l: the log read. */
 static int ht_delta(hc_ctx *x, ht_log *l, const char *f, double da, double db, int ns,
                     int fold) {
   int fid = ht_intern(&l->feats, f);
@@ -725,7 +733,9 @@ static int ht_json_num(const char *p, const char **end, double *v) {
 /* Deltas as the C core writes them, [["feature", d_alpha, d_beta], ...],
  * read without SQLite's JSON (the replay's hot loop): pass 0 checks, pass 1
  * adds.  0 when the text is not that plain shape (an escape in a name, a
- * long name): the caller reads it through SQLite's JSON instead. */
+ * long name): the caller reads it through SQLite's JSON instead.
+ * l: the log read; p0: the text; ns, fold: the event's namespace and the fold
+ * holding it out (-1: none); *rc: an error. */
 static int ht_parse_deltas(hc_ctx *x, ht_log *l, const char *p0, int ns, int fold, int *rc) {
   char name[512];
   *rc = SQLITE_OK;
@@ -763,7 +773,8 @@ static int ht_parse_deltas(hc_ctx *x, ht_log *l, const char *p0, int ns, int fol
   return 1;
 }
 
-/* One event's deltas (text), through ht_parse_deltas or SQLite's JSON. */
+/* One event's deltas (text), through ht_parse_deltas or SQLite's JSON.
+ * l: the log read; ns, fold: as ht_delta's. */
 static int ht_deltas(hc_ctx *x, ht_log *l, const char *text, int ns, int fold) {
   int rc;
   if (!text || ht_parse_deltas(x, l, text, ns, fold, &rc)) return text ? rc : SQLITE_OK;
@@ -810,7 +821,8 @@ static int ht_event_row(hc_ctx *x, ht_log *l, sqlite3_stmt *st) {
 }
 
 /* Where the event log's reading starts (*cursor: after this id): the first
- * event of the oldest replayed recall on, or the beginning. */
+ * event of the oldest replayed recall on, or the beginning.
+ * o: the options; l: the log read; *work: the work done. */
 static int ht_first_event(hc_ctx *x, const ht_opts *o, const ht_log *l, i64 *cursor,
                           i64 *work) {
   *cursor = 0;
@@ -834,7 +846,8 @@ static int ht_first_event(hc_ctx *x, const ht_opts *o, const ht_log *l, i64 *cur
 /* The event log within b (all of it, or from the oldest replayed recall on),
  * HT_EVENT_SPAN ids at a time while *work is below budget (*cursor: read up
  * to this id): the counts, and the positions each judged recall's feedback
- * marked used.  *done at the end of the log. */
+ * marked used.  *done at the end of the log.
+ * o: the options; l: the log read. */
 static int ht_read_events(hc_ctx *x, const ht_opts *o, const ht_bounds *b, ht_log *l,
                           i64 *cursor, i64 budget, i64 *work, int *done) {
   sqlite3_stmt *st = NULL;
@@ -864,7 +877,8 @@ static int ht_read_events(hc_ctx *x, const ht_opts *o, const ht_bounds *b, ht_lo
 /* The pooled sums (a plain sum of the namespaces' own counts) and each
  * fold's, and each feature's question type, while *work is below budget:
  * *cursor runs over the own sums, the held-out sums, then the features.
- * *done when all are made. */
+ * *done when all are made.
+ * l: the log read. */
 static int ht_pool(hc_ctx *x, ht_log *l, i64 *cursor, i64 budget, i64 *work, int *done) {
   int rc = SQLITE_OK;
   for (; !rc && *cursor < l->own.n && *work < budget; ++*cursor, *work += 20) {
@@ -915,7 +929,9 @@ static void ht_blobs_free(ht_blobs *b) {
 /* The link set a recall of namespace ns, question type qt, in fold sees when
  * replayed: what the whole log taught less the fold's own events, per
  * namespace and pooled, as the heap_links() blob (the plain features and
- * those crossed with qt).  Made once per (fold, ns, qt). */
+ * those crossed with qt).  Made once per (fold, ns, qt).
+ * l: the log read; c: the link sets made so far; pseudocount: the config's
+ * pooled pseudocount; *at: the set's index in c. */
 static int ht_blob(hc_ctx *x, const ht_log *l, ht_blobs *c, int fold, int ns, int qt,
                    double pseudocount, int *at) {
   u64 key = ht_key3(fold, ns, qt);
@@ -998,7 +1014,8 @@ static double ht_rr(const double *score, const unsigned char *used, int n) {
 /* The judged recalls from *next on scored again under each weight w[0..nw)
  * with the link set its fold learns (made once per fold, namespace and
  * question type, into blobs), while *work is below budget:
- * rr[iw * l->n + i], recall i's reciprocal rank. */
+ * rr[iw * l->n + i], recall i's reciprocal rank.
+ * o: the options. */
 static int ht_replay(hc_ctx *x, const ht_log *l, const ht_opts *o, ht_blobs *blobs,
                      const double *w, int nw, double *rr, i64 *next, i64 budget, i64 *work) {
   int rc = SQLITE_OK, maxn = 1;
@@ -1053,7 +1070,8 @@ static void ht_boot_groups(const double *diff, const int *group, int n, int ng, 
 }
 
 /* Resamples *b on (of boot) into means, drawing from *s, while *work is
- * below budget. */
+ * below budget.
+ * gsum: the ng groups' sums. */
 static void ht_boot(const double *gsum, int ng, u64 *s, double *means, i64 *b, i64 boot,
                     i64 budget, i64 *work) {
   const double *gcnt = gsum + ng;
@@ -1098,7 +1116,8 @@ static double ht_nth(double *v, i64 n, i64 k) {
 }
 
 /* The interval of coverage level from the resampled means (numpy's default
- * quantile: linear between order statistics). */
+ * quantile: linear between order statistics).
+ * boot: the resamples; lo, hi: the interval. */
 static void ht_boot_interval(double *means, i64 boot, double level, double *lo, double *hi) {
   double tail = (1.0 - level) / 2, q[2] = {tail, 1.0 - tail}, r[2];
   for (int j = 0; j < 2; j++) {
@@ -1770,7 +1789,8 @@ static char *ht_outcome(i64 point, i64 judged, const char *report, const char *w
 
 /* The tune this connection is to step now, into *out (NULL: none): the one
  * just claimed (claim > 0), the one under way that it owns, or one it takes
- * over (see the region's opening comment); s is updated to say so. */
+ * over (see the region's opening comment); s is updated to say so.
+ * config: the feedback's config; judged: the judged recalls counted. */
 static int ht_take(hc_ctx *x, const char *config, i64 claim, i64 judged, ht_state *s,
                    ht_job **out) {
   hm_conn *conn = x->conn;

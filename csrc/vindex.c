@@ -116,7 +116,8 @@ static void hx_centroid(const i64 *sum, int dim, int8_t *out) {
     out[d] = big ? (int8_t)lrint((double)sum[d] * 127.0 / (double)big) : 0;
 }
 
-/* The mean direction of the rows idx[0..m) of s, into out. */
+/* The mean direction of the rows idx[0..m) of s, into out.
+ * sum: room for the sums, dim of them. */
 static void hx_mean(const hx_set *s, const int *idx, int m, i64 *sum, int8_t *out) {
   memset(sum, 0, (size_t)s->dim * sizeof *sum);
   for (int i = 0; i < m; i++) {
@@ -127,7 +128,8 @@ static void hx_mean(const hx_set *s, const int *idx, int m, i64 *sum, int8_t *ou
 }
 
 /* k centroids of the rows idx[0..m) of s (k <= m), by Lloyd's iterations
- * over a seeded sample, cosine: into c (k x dim) and inv.  0 or NOMEM. */
+ * over a seeded sample, cosine: into c (k x dim) and inv.  0 or NOMEM.
+ * seed: the sample's. */
 static int hx_kmeans(const hx_set *s, const int *idx, int m, int k, u64 seed, int8_t *c,
                      float *inv) {
   int dim = s->dim, ns = m < HX_SAMPLE * k ? m : HX_SAMPLE * k;
@@ -191,7 +193,8 @@ done:
  * (k > 1), by k-means at most HX_FANOUT at a time and again inside each
  * cluster that needs it.  Each partition's centroid is the mean of its
  * rows, pushed to out, and leaf[idx[i]] its index there.  Rows k-means
- * cannot tell apart (one cluster holds them all) are cut in seq order. */
+ * cannot tell apart (one cluster holds them all) are cut in seq order.
+ * seed: the k-means' seed. */
 static int hx_cut(const hx_set *s, int *idx, int m, int k, i64 size, u64 seed, hx_cents *out,
                   int *leaf) {
   int dim = s->dim, rc = SQLITE_OK;
@@ -313,7 +316,8 @@ static int hx_run(hc_ctx *x, const char *sql, const char *a, const char *b) {
 }
 
 /* One integer from sql (?1 text a, or ?1 integer when a is NULL): into *out
- * (unchanged with no row). */
+ * (unchanged with no row).
+ * ia: ?1 when a is NULL. */
 static int hx_int(hc_ctx *x, const char *sql, const char *a, i64 ia, i64 *out) {
   sqlite3_stmt *st = NULL;
   int rc = hc_prepare(x, sql, &st);
@@ -422,7 +426,8 @@ static u64 hx_seed(const hx_settings *cfg, const char *ns, i64 part) {
   return hm_splitmix64(&s);
 }
 
-/* Rows of s cut into partitions (k of them) and written for ns. */
+/* Rows of s cut into partitions (k of them) and written for ns.
+ * cfg: the index's settings; part: the first partition id to give out. */
 static int hx_cut_write(hc_ctx *x, const char *ns, hx_set *s, int k, const hx_settings *cfg,
                         i64 part) {
   int *idx = sqlite3_malloc64((sqlite3_uint64)(s->n ? s->n : 1) * sizeof *idx);
@@ -444,7 +449,8 @@ static int hx_cut_write(hc_ctx *x, const char *ns, hx_set *s, int k, const hx_se
 
 /* Namespace ns's index built from scratch (dropped when it holds fewer
  * vectors than the threshold): its vectors' count into *n, its partitions'
- * into *parts. */
+ * into *parts.
+ * cfg: the index's settings. */
 static int hx_build(hc_ctx *x, const char *ns, const hx_settings *cfg, i64 *n, i64 *parts) {
   hx_set s = {0};
   int rc = hx_read(x, hx_sql_ns_vectors, ns, 0, &s);
@@ -536,7 +542,8 @@ static int hx_maintain(hc_ctx *x, const char *ns, i64 seq) {
   return rc;
 }
 
-/* The id of the centroid of ns (of this digest) nearest vector v, or 0. */
+/* The id of the centroid of ns (of this digest) nearest vector v, or 0.
+ * conn: the connection's state (its vector cache); blob, bytes: the vector. */
 static i64 hx_part_of(sqlite3 *db, hm_conn *conn, const char *ns, u64 digest, const void *blob,
                       int bytes) {
   if (!conn) return 0;
