@@ -646,8 +646,8 @@ def _c_parameters():
     out = []
     for path in sorted(glob.glob(os.path.join(ROOT, "csrc", "*.c"))):
         src = open(path, encoding="utf-8").read()
-        for m in re.finditer(r"^(?:static |HM_API )[\w \*]*?\b(\w+)\(((?:[^;{)]|/\*.*?\*/|\([^)]*\))*)"
-                             r"\)\s*\{", src, re.M | re.S):
+        for m in re.finditer(r"^(?:static |HM_API )[\w \*]*?\b(\w+)\("
+                             r"((?:[^;{)]|/\*.*?\*/|\([^)]*\))*)\)\s*\{", src, re.M | re.S):
             params = []
             for part in re.split(r",(?![^(]*\))", m.group(2)):
                 said = "/*" in part
