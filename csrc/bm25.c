@@ -51,7 +51,9 @@ static double hm_bm25_idf(double n_docs, double n_hit) {
   return log(1.0 + (n_docs - n_hit + 0.5) / (n_hit + 0.5));
 }
 
-/* The (negative, lower is better, as FTS5) BM25 score of one row. */
+/* The (negative, lower is better, as FTS5) BM25 score of one row.
+ * nphrase: the phrases; freq, idf: each one's frequency in the row and IDF;
+ * doclen: the row's length; avgdl: the collection's mean length. */
 static double hm_bm25(int nphrase, const double *freq, const double *idf, double doclen,
                       double avgdl) {
   double score = 0.0;
@@ -335,7 +337,9 @@ static int hm_varint(const unsigned char *p, int n, u64 *v) {
 }
 
 /* The exact length of a row (all columns), from the table's %_docsize row,
- * through one blob handle moved from row to row. */
+ * through one blob handle moved from row to row.
+ * table: the FTS5 table; blob: the handle kept between calls; rowid: the row;
+ * *out: its length. */
 static int hb_doclen(sqlite3 *db, const char *table, sqlite3_blob **blob, i64 rowid,
                      double *out) {
   HM_API_HERE; /* (once a row) */
@@ -381,7 +385,10 @@ typedef int (*hm_bm25_pass)(void *ctx, i64 rowid, int *ok);
  * first, and a row's exact length is read from table's %_docsize (through
  * *blob, one handle moved from row to row), and whether it may rank asked of
  * pass (NULL: every row may), only while it can still reach the top.  0 or
- * an SQLite code. */
+ * an SQLite code.
+ * table, blob: as hb_doclen's; lengths lower bounds in len (exact: as they
+ * are); freq, idf, avgdl: the formula's inputs; pass, pctx: the filter and its
+ * state (NULL: none). */
 static int hb_bm25_rank(sqlite3 *db, const char *table, sqlite3_blob **blob,
                         i64 n,              /* rows */
                         int np,             /* phrases */
@@ -451,7 +458,9 @@ static char *hb_bm25_json(const hm_scored *top, i64 size) {
  * acc->tokens tokens, each phrase's IDF from the rows holding it (every row
  * counts, let through or not).  Missing or stale counts fall back to the
  * rows' own: fewer documents than rows count the rows, no tokens take the
- * rows' mean length (every length read).  top has room for acc->limit rows. */
+ * rows' mean length (every length read).  top has room for acc->limit rows.
+ * acc: the match set's rows; pass, pctx: the filter and its state; blob:
+ * hb_doclen's handle; top, *size: the rows kept, best first. */
 static int hm_bm25_top_of(sqlite3 *db, hm_bm25_acc *acc, hm_bm25_pass pass, void *pctx,
                           sqlite3_blob **blob, hm_scored *top, i64 *size) {
   int np = acc->nphrase, rc = SQLITE_OK;
@@ -577,18 +586,18 @@ static void hb_counter_free(void *p) {
 typedef struct {
   sqlite3_vtab base;
   hm_stemmer *st; /* its tokenizer, and the SQLite library it was registered in */
-} ht_vtab;
+} hb_terms_vtab;
 
 /* every method of heap_terms and heap_bm25_terms that calls SQLite first sets
  * sqlite3_api to the routines of the library the module was registered in
  * (heapmem.c) */
-#define HT_API(vt) (sqlite3_api = ((ht_vtab *)(vt))->st->api)
+#define HT_API(vt) (sqlite3_api = ((hb_terms_vtab *)(vt))->st->api)
 #define HB_API(vt) (sqlite3_api = ((hb_vtab *)(vt))->st->api)
 
 typedef struct {
   const char *p;
   int n;
-} ht_span;
+} hb_terms_span;
 
 typedef struct {
   sqlite3_vtab_cursor base;
@@ -596,18 +605,18 @@ typedef struct {
   i64 used, cap;
   i64 *tok;        /* each token: offset << 16 | length (lengths < 2^16) */
   int ntok, captok;
-  ht_span *term;   /* the distinct terms, sorted */
+  hb_terms_span *term;   /* the distinct terms, sorted */
   int *tf;         /* how often each occurs */
   int nterm, capterm, i;
-} ht_cursor;
+} hb_terms_cursor;
 
-static int ht_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+static int hb_terms_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                       sqlite3_vtab **out, char **err) {
   (void)argc; (void)argv; (void)err;
   sqlite3_api = ((hm_stemmer *)aux)->api;
   int rc = sqlite3_declare_vtab(db, "CREATE TABLE x(term TEXT, tf INTEGER, text HIDDEN)");
   if (rc != SQLITE_OK) return rc;
-  ht_vtab *t = sqlite3_malloc64(sizeof *t);
+  hb_terms_vtab *t = sqlite3_malloc64(sizeof *t);
   if (!t) return SQLITE_NOMEM;
   memset(t, 0, sizeof *t);
   t->st = aux;
@@ -616,14 +625,14 @@ static int ht_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
   return SQLITE_OK;
 }
 
-static int ht_disconnect(sqlite3_vtab *vt) {
+static int hb_terms_disconnect(sqlite3_vtab *vt) {
   HT_API(vt); /* (hb_vtab too: its stemmer is in the same place) */
   sqlite3_free(vt);
   return SQLITE_OK;
 }
 
 /* text = ? is the argument (without one, xFilter says so). */
-static int ht_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
+static int hb_terms_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
   (void)vt;
   info->idxNum = 0;
   for (int i = 0; i < info->nConstraint; i++) {
@@ -640,18 +649,18 @@ static int ht_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
   return SQLITE_OK;
 }
 
-static int ht_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
+static int hb_terms_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
   HT_API(vt);
-  ht_cursor *c = sqlite3_malloc64(sizeof *c);
+  hb_terms_cursor *c = sqlite3_malloc64(sizeof *c);
   if (!c) return SQLITE_NOMEM;
   memset(c, 0, sizeof *c);
   *out = &c->base;
   return SQLITE_OK;
 }
 
-static int ht_close(sqlite3_vtab_cursor *cur) {
+static int hb_terms_close(sqlite3_vtab_cursor *cur) {
   HT_API(cur->pVtab);
-  ht_cursor *c = (ht_cursor *)cur;
+  hb_terms_cursor *c = (hb_terms_cursor *)cur;
   sqlite3_free(c->buf);
   sqlite3_free(c->tok);
   sqlite3_free(c->term);
@@ -661,8 +670,8 @@ static int ht_close(sqlite3_vtab_cursor *cur) {
 }
 
 /* (the longest token FTS5 keeps is 32,768 bytes: its offset takes the rest) */
-static int ht_token(void *p, int flags, const char *t, int n, int start, int end) {
-  ht_cursor *c = p;
+static int hb_terms_token(void *p, int flags, const char *t, int n, int start, int end) {
+  hb_terms_cursor *c = p;
   (void)flags; (void)start; (void)end;
   if (n <= 0) return SQLITE_OK;
   if (n > HM_FTS5_MAX_TOKEN) n = HM_FTS5_MAX_TOKEN;
@@ -687,18 +696,18 @@ static int ht_token(void *p, int flags, const char *t, int n, int start, int end
   return SQLITE_OK;
 }
 
-static int ht_cmp(const void *x, const void *y) {
-  const ht_span *a = x, *b = y;
+static int hb_terms_cmp(const void *x, const void *y) {
+  const hb_terms_span *a = x, *b = y;
   int r = memcmp(a->p, b->p, (size_t)(a->n < b->n ? a->n : b->n));
   return r ? r : (a->n > b->n) - (a->n < b->n);
 }
 
 /* One text's distinct terms and their frequencies, into c->term, c->tf and
  * c->nterm (sorted, as FTS5 reads the text column). */
-static int ht_read(ht_cursor *c, hm_stemmer *st, const char *text, int len) {
+static int hb_terms_read(hb_terms_cursor *c, hm_stemmer *st, const char *text, int len) {
   c->used = 0;
   c->ntok = c->nterm = c->i = 0;
-  int rc = st->tok.xTokenize(st->inst, c, FTS5_TOKENIZE_DOCUMENT, text, len, ht_token);
+  int rc = st->tok.xTokenize(st->inst, c, FTS5_TOKENIZE_DOCUMENT, text, len, hb_terms_token);
   if (rc != SQLITE_OK || c->ntok == 0) return rc;
   if (c->ntok > c->capterm) {
     sqlite3_free(c->term);
@@ -709,10 +718,10 @@ static int ht_read(ht_cursor *c, hm_stemmer *st, const char *text, int len) {
     if (!c->capterm) return SQLITE_NOMEM;
   }
   for (int j = 0; j < c->ntok; j++)
-    c->term[j] = (ht_span){.p = c->buf + (c->tok[j] >> 16), .n = (int)(c->tok[j] & 0xffff)};
-  qsort(c->term, (size_t)c->ntok, sizeof *c->term, ht_cmp);
+    c->term[j] = (hb_terms_span){.p = c->buf + (c->tok[j] >> 16), .n = (int)(c->tok[j] & 0xffff)};
+  qsort(c->term, (size_t)c->ntok, sizeof *c->term, hb_terms_cmp);
   for (int j = 0; j < c->ntok; j++) {
-    if (c->nterm && ht_cmp(&c->term[c->nterm - 1], &c->term[j]) == 0) {
+    if (c->nterm && hb_terms_cmp(&c->term[c->nterm - 1], &c->term[j]) == 0) {
       c->tf[c->nterm - 1]++;
       continue;
     }
@@ -722,11 +731,11 @@ static int ht_read(ht_cursor *c, hm_stemmer *st, const char *text, int len) {
   return SQLITE_OK;
 }
 
-static int ht_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, int argc,
+static int hb_terms_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, int argc,
                      sqlite3_value **argv) {
   (void)idxStr;
-  ht_cursor *c = (ht_cursor *)cur;
-  ht_vtab *t = (ht_vtab *)cur->pVtab;
+  hb_terms_cursor *c = (hb_terms_cursor *)cur;
+  hb_terms_vtab *t = (hb_terms_vtab *)cur->pVtab;
   HT_API(t);
   c->ntok = c->nterm = c->i = 0;
   if (!idxNum || argc < 1) {
@@ -738,22 +747,22 @@ static int ht_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, i
   if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return SQLITE_OK;
   const char *text = (const char *)sqlite3_value_text(argv[0]);
   if (!text) return SQLITE_NOMEM;
-  return ht_read(c, t->st, text, sqlite3_value_bytes(argv[0]));
+  return hb_terms_read(c, t->st, text, sqlite3_value_bytes(argv[0]));
 }
 
-static int ht_next(sqlite3_vtab_cursor *cur) {
-  ((ht_cursor *)cur)->i++;
+static int hb_terms_next(sqlite3_vtab_cursor *cur) {
+  ((hb_terms_cursor *)cur)->i++;
   return SQLITE_OK;
 }
 
-static int ht_eof(sqlite3_vtab_cursor *cur) {
-  ht_cursor *c = (ht_cursor *)cur;
+static int hb_terms_eof(sqlite3_vtab_cursor *cur) {
+  hb_terms_cursor *c = (hb_terms_cursor *)cur;
   return c->i >= c->nterm;
 }
 
-static int ht_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
+static int hb_terms_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
   HT_API(cur->pVtab);
-  ht_cursor *c = (ht_cursor *)cur;
+  hb_terms_cursor *c = (hb_terms_cursor *)cur;
   if (col == 0)
     sqlite3_result_text(ctx, c->term[c->i].p, c->term[c->i].n, SQLITE_TRANSIENT);
   else if (col == 1)
@@ -761,25 +770,25 @@ static int ht_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col) {
   return SQLITE_OK;
 }
 
-static int ht_rowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *rowid) {
-  *rowid = ((ht_cursor *)cur)->i + 1;
+static int hb_terms_rowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *rowid) {
+  *rowid = ((hb_terms_cursor *)cur)->i + 1;
   return SQLITE_OK;
 }
 
-static sqlite3_module ht_module = {
+static sqlite3_module hb_terms_module = {
     .iVersion = 0,
     .xCreate = NULL, /* eponymous only */
-    .xConnect = ht_connect,
-    .xBestIndex = ht_best_index,
-    .xDisconnect = ht_disconnect,
-    .xDestroy = ht_disconnect,
-    .xOpen = ht_open,
-    .xClose = ht_close,
-    .xFilter = ht_filter,
-    .xNext = ht_next,
-    .xEof = ht_eof,
-    .xColumn = ht_column,
-    .xRowid = ht_rowid,
+    .xConnect = hb_terms_connect,
+    .xBestIndex = hb_terms_best_index,
+    .xDisconnect = hb_terms_disconnect,
+    .xDestroy = hb_terms_disconnect,
+    .xOpen = hb_terms_open,
+    .xClose = hb_terms_close,
+    .xFilter = hb_terms_filter,
+    .xNext = hb_terms_next,
+    .xEof = hb_terms_eof,
+    .xColumn = hb_terms_column,
+    .xRowid = hb_terms_rowid,
 };
 
 /* heap_bm25_terms(first, last): bm25_terms' rows for the memories of seq
@@ -789,7 +798,7 @@ static sqlite3_module ht_module = {
  * a file's views and triggers cannot call it. */
 typedef struct {
   sqlite3_vtab base;
-  hm_stemmer *st; /* as ht_vtab's (ht_disconnect frees both) */
+  hm_stemmer *st; /* as hb_terms_vtab's (hb_terms_disconnect frees both) */
   sqlite3 *db;
 } hb_vtab;
 
@@ -802,7 +811,7 @@ typedef struct {
 
 typedef struct {
   sqlite3_vtab_cursor base;
-  ht_cursor words;     /* one memory's terms */
+  hb_terms_cursor words;     /* one memory's terms */
   char *pool;          /* the terms and the namespaces' names, back to back */
   i64 used, cap;
   hb_entry *e;         /* the (namespace, term) rows */
@@ -943,7 +952,7 @@ static int hb_grow(hb_cursor *c) {
 /* One memory's terms counted into the (namespace, term) rows. */
 static int hb_add(hb_cursor *c, int ns, i64 len) {
   for (int j = 0; j < c->words.nterm; j++) {
-    const ht_span *w = &c->words.term[j];
+    const hb_terms_span *w = &c->words.term[j];
     if (2 * (c->n + 1) > c->nslot && hb_grow(c) != SQLITE_OK) return SQLITE_NOMEM;
     u64 h = hb_hash(ns, w->p, w->n);
     i64 s = (i64)(h & (u64)(c->nslot - 1));
@@ -1008,7 +1017,7 @@ static int hb_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, i
     int len = sqlite3_column_bytes(st, 1);
     if (!ns || !text) { rc = SQLITE_NOMEM; break; }
     int k = hb_name(c, ns, nsn);
-    if (k < 0 || (rc = ht_read(&c->words, t->st, text, len)) != SQLITE_OK ||
+    if (k < 0 || (rc = hb_terms_read(&c->words, t->st, text, len)) != SQLITE_OK ||
         (rc = hb_add(c, k, sqlite3_column_int64(st, 2))) != SQLITE_OK) {
       rc = k < 0 ? SQLITE_NOMEM : rc;
       break;
@@ -1055,8 +1064,8 @@ static sqlite3_module hb_module = {
     .xCreate = NULL, /* eponymous only */
     .xConnect = hb_connect,
     .xBestIndex = hb_best_index,
-    .xDisconnect = ht_disconnect,
-    .xDestroy = ht_disconnect,
+    .xDisconnect = hb_terms_disconnect,
+    .xDestroy = hb_terms_disconnect,
     .xOpen = hb_open,
     .xClose = hb_close,
     .xFilter = hb_filter,
@@ -1145,7 +1154,8 @@ static double hm_bm25_guess(int m, const hm_bm25_phrase *p, double docs, double 
  * phrases named on one path, the rest of that path becomes "any phrase that
  * could still be the next one" (more rows than needed, never fewer): with
  * depth 0 the formula is MaxScore's set of essential phrases.  *refs counts
- * the phrases named; past cap, 3: too long (out then holds a part of it). */
+ * the phrases named; past cap, 3: too long (out then holds a part of it).
+ * m: how many phrases p holds; refs: the phrases named so far, against cap. */
 static int hb_bm25_formula(const hm_bm25_phrase *p, const double *rest, int m, int i, double t,
                            int depth, int cap, int *refs, sqlite3_str *out) {
   if (*refs > cap) return 3;

@@ -18,7 +18,11 @@
  *   r_f = s_f / U and failure 1 - r_f (credit in proportion to current
  *   strength, U the noisy-OR); an ignored memory one failure per feature.
  * names receives the active feature names, space-separated; d_alpha/d_beta
- * one entry each.  Returns the number of features, or -1 with a message. */
+ * one entry each.  Returns the number of features, or -1 with a message.
+ * features, qtype, age_days: the memory shown and the question's type; used: 1
+ * used, 0 ignored; links, linkslen: the link set; c: the config; names,
+ * nameslen: where the features' names go; d_alpha, d_beta: their deltas, at
+ * most max. */
 HM_API int hm_credit(const char *features, const char *qtype, double age_days, int used,
                      const unsigned char *links, i64 linkslen, const hm_config *c,
                      char *names, int nameslen, double *d_alpha, double *d_beta, int max,
@@ -26,12 +30,12 @@ HM_API int hm_credit(const char *features, const char *qtype, double age_days, i
   double s[2 * HM_MAX_FEATURES];
   i64 count = hm_links_count(links, linkslen);
   if (count < 0) {
-    hm_seterr(err, errlen, "links is not a link set made by heap_links()%s", "");
+    hm_errf(err, errlen, "links is not a link set made by heap_links()");
     return -1;
   }
   if (hm_config_check(c, err, errlen)) return -1;
   int rc = hm_active(features, qtype, age_days, names, nameslen, err, errlen);
-  if (rc == HM_TOOBIG) hm_seterr(err, errlen, "too many features%s", "");
+  if (rc == HM_TOOBIG) hm_errf(err, errlen, "too many features");
   if (rc) return -1;
   double use = 0.0;
   int k = 0;
@@ -49,7 +53,7 @@ HM_API int hm_credit(const char *features, const char *qtype, double age_days, i
     k = hm_usefulness(names, links, count, &c0, NULL, &use, s, 2 * HM_MAX_FEATURES, NULL);
   }
   if (k < 0 || k > max) {
-    hm_seterr(err, errlen, "too many features%s", "");
+    hm_errf(err, errlen, "too many features");
     return -1;
   }
   for (int i = 0; i < k; i++) {

@@ -12,7 +12,7 @@
  * say).  heapmem.h exports hm_embed and hm_embedder_info; the SQL functions
  * heap_embed, heap_tokens, heap_embedder and heap_cosine are in sqlfuncs.c's
  * manner below.
- * Relies on: unicode.h (generated), hm_seterr.
+ * Relies on: unicode.h (generated), hm_errf.
  *
  * A text's vector is what model2vec's StaticModel.encode gives, except
  * where the tokenizer differs from Hugging Face's (bench/RESULTS.md 11.1
@@ -249,7 +249,8 @@ static void he_put(he_tok *t, u32 cp, int alone) {
   t->wchars++;
 }
 
-/* The token ids of text (at most cap), [UNK] dropped: their number. */
+/* The token ids of text (at most cap), [UNK] dropped: their number.
+ * m: the model; text, len: the text and its bytes; ids: where the ids go. */
 static int he_tokenize(const he_model *m, const char *text, int len, int *ids, int cap) {
   he_tok t = {.m = m, .ids = ids, .cap = cap};
   const unsigned char *s = (const unsigned char *)text;
@@ -284,16 +285,17 @@ static int he_tokenize(const he_model *m, const char *text, int len, int *ids, i
 /* -- the encoder -------------------------------------------------------------------- */
 
 /* The unit vector of text into out[dim] (zero when no token is known):
- * the number of tokens, or -1 with err set. */
+ * the number of tokens, or -1 with err set.
+ * len: text's bytes. */
 HM_API int hm_embed(const char *text, int len, float *out, int dim, char *err, int errlen) {
   const he_model *m = he_get();
   if (!m) {
-    hm_seterr(err, errlen, "this heapmem library was built without its embedding model "
-                           "(potion-base-8M)%s", "");
+    hm_errf(err, errlen, "this heapmem library was built without its embedding model "
+                         "(potion-base-8M)");
     return -1;
   }
   if (dim != (int)m->dim) {
-    hm_seterr(err, errlen, "the model's vectors have 256 dimensions%s", "");
+    hm_errf(err, errlen, "the model's vectors have 256 dimensions");
     return -1;
   }
   if (len < 0) len = (int)strlen(text);
@@ -803,7 +805,9 @@ static void hv_row8(const hv_ns *e, const hv_bucket *b, int i, int8_t *out) {
 /* A vector blob added to bucket b of e (with its memory's seq, kind and
  * created_at): 0; 1 when it is not a vector of e's dimension; 2 when e
  * keeps int4 rows and the blob is another format (read e again as int8);
- * SQLITE_NOMEM. */
+ * SQLITE_NOMEM.
+ * c: the connection's cache; e: the namespace's entry; bytes: the blob's size;
+ * at: created_at. */
 static int hv_put(hv_cache *c, hv_ns *e, hv_bucket *b, i64 seq, const void *blob, int bytes,
                   const char *kind, double at) {
   int dim = e->dim;
@@ -898,7 +902,8 @@ static void hv_topn_put(hv_topn *t, float x, i64 seq) {
 }
 
 /* Bucket b's rows into t (those the filter lets through, with a cosine of
- * least or more): the rows the filter let through. */
+ * least or more): the rows the filter let through.
+ * e: the namespace's entry; q: the question; f: the filter (NULL: none). */
 static int hv_scan(const hv_ns *e, const hv_bucket *b, const hv_query *q, double least,
                    const hv_filter *f, hv_topn *t) {
   int dots[256], passed = 0;
@@ -930,7 +935,8 @@ static int hv_cmp_desc(const void *x, const void *y) {
  * threshold applied to the exact one), and so is one the filter (NULL:
  * none) does not let through.  Without partitions every row is scanned:
  * the exact top n.  With them, bucket 0 and then the partitions nearest q,
- * until `budget` rows the filter lets through were scanned. */
+ * until `budget` rows the filter lets through were scanned.
+ * q8: the question; f: the filter; budget: how many rows to scan at most. */
 static int hv_top(const hv_ns *e, const int8_t *q8, int n, double least, const hv_filter *f,
                   i64 budget, i64 *top) {
   if (n <= 0 || e->dim > HM_MAX_DIM || !e->nb) return 0;
@@ -967,7 +973,8 @@ done:
 }
 
 /* The cosine of a unit vector qf with e's row of seq (0 when e has no such
- * row, or it has no length); *found whether it has. */
+ * row, or it has no length); *found whether it has.
+ * b: the bucket to look in first. */
 static double hv_cos(const hv_ns *e, const hv_bucket *b, i64 seq, const float *qf, int *found) {
   *found = 0;
   int j = b ? hv_find(b, seq) : -1;
@@ -989,7 +996,8 @@ static const char hv_sql_cents[] =
  * int8 centroids of dim, their inverse norms and (when stamps is not NULL)
  * their stamps (sqlite3_malloc'ed; a centroid of another length is left
  * out: its partition's vectors are then scanned with the vectors of
- * none).  SQLITE_DONE, or the error. */
+ * none).  SQLITE_DONE, or the error.
+ * *c: the centroids; *inv: their inverse norms. */
 static int hv_cents_read(sqlite3_stmt *st, int dim, int *n, i64 **ids, int8_t **c,
                          float **inv, i64 **stamps) {
   int cap = 0, rc;
@@ -1047,7 +1055,8 @@ static u64 hv_cents_digest(int n, const i64 *ids, const int8_t *c, int dim) {
 }
 
 /* The index (0..n) of the centroid nearest v (int8 of dim): the highest
- * cosine, ties to the lower index. */
+ * cosine, ties to the lower index.
+ * cents: the n centroids; cinv: their inverse norms. */
 static int hv_nearest(const int8_t *cents, const float *cinv, int n, const int8_t *v, int dim) {
   hv_query q;
   hv_query_make(&q, v, dim, 8);

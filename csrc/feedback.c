@@ -1,11 +1,11 @@
 /*
  * feedback.c: feedback as one SQL call, and the robust pooled layer it keeps.
  * Relies on: score.c (the config fields' table), sqlfuncs.c (hq_is_number,
- * hm_repr, hq_json_string), recall.c (hm_conn and its statement cache,
- * hr_now, the recall's statements) and store.c's hs_check_store
- * (declared in recall.c); heap_credit, heap_fold (sqlfuncs.c) and
- * heap_attribute (attribute.c) run inside its statements.  store.c uses its
- * hf_* helpers.
+ * hm_repr, hq_json_string), call.c (hm_conn, hc_ctx and its statement
+ * helpers), recall.c (hr_now, the recall's statements) and store.c's
+ * hs_check_store (declared in recall.c); heap_credit, heap_fold
+ * (sqlfuncs.c) and heap_attribute (attribute.c) run inside its statements.
+ * store.c reads its arguments with hf_ids and hf_namespace.
  *
  *   SELECT heap_feedback(recall_id, used [, ignored [, now [, namespace [, config
  *                        [, autotune]]]]]);
@@ -45,120 +45,27 @@ typedef struct {
   int trim, least;
 } hf_pool;
 
-/* One call's context: the connection, where its prepared statements are
- * kept (hf_prepare), and the first error, which ends the call. */
-typedef struct {
-  sqlite3 *db;
-  hm_conn *conn; /* where the prepared statements are kept (NULL: none kept) */
-  char *err;     /* the first error, one sentence */
-  int code;      /* its SQLite code */
-} hf_ctx;
-
-static int hf_fail(hf_ctx *x, int code, const char *fmt, ...) {
-  if (!x->err) {
-    va_list ap;
-    va_start(ap, fmt);
-    x->err = sqlite3_vmprintf(fmt, ap);
-    va_end(ap);
-    x->code = code;
-  }
-  return code;
-}
-
-/* End a heap_* SQL function that failed with rc: "fname: " and x's first
- * error (else SQLite's words for rc) as its error, with x's code when that
- * is not plain SQLITE_ERROR; x's error is freed. */
-static void hf_result_fail(sqlite3_context *ctx, hf_ctx *x, const char *fname, int rc) {
-  char *m = sqlite3_mprintf("%s: %s", fname, x->err ? x->err : sqlite3_errstr(rc));
-  sqlite3_result_error(ctx, m ? m : "out of memory", -1);
-  if (x->code && x->code != SQLITE_ERROR) sqlite3_result_error_code(ctx, x->code);
-  sqlite3_free(m);
-  sqlite3_free(x->err);
-  x->err = NULL;
-}
-
-static int hf_sqlfail(hf_ctx *x, int rc) {
-  if (rc == SQLITE_NOMEM) return hf_fail(x, SQLITE_NOMEM, "out of memory");
-  if (strstr(sqlite3_errmsg(x->db), "malformed JSON")) /* a log or meta value, damaged */
-    return hf_fail(x, SQLITE_CORRUPT, "a value in the store is damaged (%s)",
-                   sqlite3_errmsg(x->db));
-  return hf_fail(x, rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_ERROR : rc, "%s",
-                 sqlite3_errmsg(x->db));
-}
-
-/* The statement for sql (a static string), prepared once per connection
- * where the connection's heap_recall keeps them; give it back with hf_done. */
-static int hf_prepare(hf_ctx *x, const char *sql, sqlite3_stmt **st) {
-  hr_vtab *vt = x->conn ? x->conn->vt : NULL;
-  int slot = -1;
-  if (vt) {
-    for (int i = 0; i < HM_CACHE; i++) {
-      if (vt->cache[i].sql == sql && vt->cache[i].st && !vt->cache[i].busy) {
-        vt->cache[i].busy = 1;
-        *st = vt->cache[i].st;
-        return SQLITE_OK;
-      }
-      if (slot < 0 && !vt->cache[i].st) slot = i;
-    }
-  }
-  int rc = sqlite3_prepare_v3(x->db, sql, -1, slot >= 0 ? SQLITE_PREPARE_PERSISTENT : 0, st,
-                              NULL);
-  if (rc == SQLITE_OK && slot >= 0) {
-    vt->cache[slot].sql = sql;
-    vt->cache[slot].st = *st;
-    vt->cache[slot].busy = 1;
-  }
-  if (rc != SQLITE_OK) {
-    const char *msg = sqlite3_errmsg(x->db);
-    if (strstr(msg, "no such table") || strstr(msg, "no such column"))
-      return hf_fail(x, SQLITE_ERROR, "this database is not a heapmem store (%s)", msg);
-    return hf_sqlfail(x, rc);
-  }
-  return SQLITE_OK;
-}
-
-/* Give back a statement from hf_prepare: reset and kept, or finalized. */
-static void hf_done(hf_ctx *x, sqlite3_stmt *st) {
-  if (!st) return;
-  hr_vtab *vt = x->conn ? x->conn->vt : NULL;
-  for (int i = 0; vt && i < HM_CACHE; i++)
-    if (vt->cache[i].st == st) {
-      sqlite3_reset(st);
-      sqlite3_clear_bindings(st);
-      vt->cache[i].busy = 0;
-      return;
-    }
-  sqlite3_finalize(st);
-}
-
-/* Run a statement that returns no rows (or ignore them). */
-static int hf_exec(hf_ctx *x, sqlite3_stmt *st) {
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-  }
-  if (rc != SQLITE_DONE) return hf_sqlfail(x, rc);
-  sqlite3_reset(st);
-  return SQLITE_OK;
-}
-
 static double hf_rate(double a, double b) { return a + b > 0 ? a / (a + b) : -1.0; }
 
+/* A row's counts a, b capped at cap observations in all, into *ca, *cb. */
 static void hf_cap(double a, double b, double cap, double *ca, double *cb) {
   double s = a + b > cap ? cap / (a + b) : 1.0;
   *ca = a * s;
   *cb = b * s;
 }
 
+/* Capped counts ca, cb moved to a rate of use `rate`, into *sa, *sb (the
+ * share a trimmed row has at a boundary rate). */
 static void hf_at(double ca, double cb, double rate, double *sa, double *sb) {
   *sa = (ca + cb) * rate;
   *sb = (ca + cb) * (1 - rate);
 }
 
 /* The store's pool settings, as schema.pool_settings reads them. */
-static int hf_pool_read(hf_ctx *x, hf_pool *p) {
+static int hf_pool_read(hc_ctx *x, hf_pool *p) {
   double cap = HM_POOL_CAP, least = HM_POOL_MIN, trim = HM_POOL_TRIM;
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, "SELECT j.key, j.value, j.type FROM heapmem_meta AS m, "
+  int rc = hc_prepare(x, "SELECT j.key, j.value, j.type FROM heapmem_meta AS m, "
                          "json_each(m.value) AS j WHERE m.key = '" HM_META_POOL "' "
                          "AND json_valid(m.value) "
                          "AND json_type(m.value) = 'object'", &st);
@@ -173,8 +80,8 @@ static int hf_pool_read(hf_ctx *x, hf_pool *p) {
     else if (!strcmp(k, "min")) least = floor(v);
     else if (!strcmp(k, "trim")) trim = floor(v);
   }
-  hf_done(x, st);
-  if (rc != SQLITE_DONE) return hf_sqlfail(x, rc);
+  hc_done(x, st);
+  if (rc != SQLITE_DONE) return hc_sqlfail(x, rc);
   if (trim > 1e6) trim = 1e6;
   if (least > 1e6) least = 1e6;
   p->cap = cap > 0 ? cap : HM_POOL_CAP;
@@ -203,18 +110,20 @@ static void hf_rows_free(hf_rows *r) {
   r->n = r->cap = 0;
 }
 
-static int hf_rows_push(hf_ctx *x, hf_rows *r, const char *ns, double a, double b, double pa,
+/* A namespace's row of a feature pushed onto r: ns, its counts a, b, its
+ * share of the pooled row pa, pb and its observations n. */
+static int hf_rows_push(hc_ctx *x, hf_rows *r, const char *ns, double a, double b, double pa,
                         double pb, i64 n) {
   if (r->n == r->cap) {
     int cap = r->cap ? 2 * r->cap : 16;
     hf_row *v = sqlite3_realloc64(r->v, (sqlite3_uint64)cap * sizeof *v);
-    if (!v) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    if (!v) return hc_fail(x, SQLITE_NOMEM, "out of memory");
     r->v = v;
     r->cap = cap;
   }
   hf_row *w = &r->v[r->n];
   w->ns = sqlite3_mprintf("%s", ns ? ns : "");
-  if (!w->ns) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!w->ns) return hc_fail(x, SQLITE_NOMEM, "out of memory");
   w->a = a; w->b = b; w->pa = pa; w->pb = pb; w->n = n;
   r->n++;
   return SQLITE_OK;
@@ -231,8 +140,10 @@ static int hf_order(const void *x, const void *y) {
 
 static int hf_order_desc(const void *x, const void *y) { return hf_order(y, x); }
 
-/* The links-only prior's counts of feature f, if any (heapmem.priors). */
-static int hf_prior(hf_ctx *x, sqlite3_stmt *st, const char *f, double *a, double *b, i64 *n,
+/* The links-only prior's counts of feature f, if any (heapmem.priors).
+ * st: hf_sql_prior, prepared by the caller; *a, *b, *n: its counts; *has: 1
+ * when there is one. */
+static int hf_prior(hc_ctx *x, sqlite3_stmt *st, const char *f, double *a, double *b, i64 *n,
                     int *has) {
   sqlite3_reset(st);
   sqlite3_bind_text(st, 1, f, -1, SQLITE_TRANSIENT);
@@ -246,7 +157,7 @@ static int hf_prior(hf_ctx *x, sqlite3_stmt *st, const char *f, double *a, doubl
     rc = sqlite3_step(st);
   }
   sqlite3_reset(st);
-  return rc == SQLITE_DONE ? SQLITE_OK : hf_sqlfail(x, rc);
+  return rc == SQLITE_DONE ? SQLITE_OK : hc_sqlfail(x, rc);
 }
 
 static const char hf_sql_prior[] =
@@ -264,8 +175,10 @@ static const char *hf_qtype_of(const char *f, int *len) {
 
 /* Run st (hf_rebuild's INSERT of a pooled row, or feedback's upsert adding
  * to one) with a pooled row's values: the feature, its question type, alpha,
- * beta, n, support, and the kept rates (NULL while nothing is pooled). */
-static int hf_pooled_row(hf_ctx *x, sqlite3_stmt *st, const char *f, double a, double b, i64 n,
+ * beta, n, support, and the kept rates (NULL while nothing is pooled).
+ * f: the feature; a, b, n: the pooled counts; support: how many namespaces back
+ * it; has_rates, lo, hi: the kept rates. */
+static int hf_pooled_row(hc_ctx *x, sqlite3_stmt *st, const char *f, double a, double b, i64 n,
                          i64 support, int has_rates, double lo, double hi) {
   int qlen;
   hf_qtype_of(f, &qlen);
@@ -283,12 +196,14 @@ static int hf_pooled_row(hf_ctx *x, sqlite3_stmt *st, const char *f, double a, d
     sqlite3_bind_null(st, 7);
     sqlite3_bind_null(st, 8);
   }
-  return hf_exec(x, st);
+  return hc_exec(x, st);
 }
 
 /* Work feature f's pooled row and every namespace's share of it out again
- * from its rows (sorted by namespace) and its prior. */
-static int hf_pool_feature(hf_ctx *x, const char *f, hf_rows *rows, const hf_pool *p,
+ * from its rows (sorted by namespace) and its prior.
+ * p: the pool settings; prior, set_share, insert_pooled: the statements that
+ * read the prior, write a namespace's share and insert the pooled row. */
+static int hf_pool_feature(hc_ctx *x, const char *f, hf_rows *rows, const hf_pool *p,
                            sqlite3_stmt *prior, sqlite3_stmt *set_share,
                            sqlite3_stmt *insert_pooled) {
   double pa0 = 0, pb0 = 0;
@@ -304,7 +219,7 @@ static int hf_pool_feature(hf_ctx *x, const char *f, hf_rows *rows, const hf_poo
   if (!sorted || !sa_of) {
     sqlite3_free(sorted);
     sqlite3_free(sa_of);
-    return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    return hc_fail(x, SQLITE_NOMEM, "out of memory");
   }
   for (int i = 0; i < rows->n; i++) {
     sa_of[2 * i] = sa_of[2 * i + 1] = 0.0;
@@ -342,7 +257,7 @@ static int hf_pool_feature(hf_ctx *x, const char *f, hf_rows *rows, const hf_poo
       sqlite3_bind_double(set_share, 2, sa_of[2 * i + 1]);
       sqlite3_bind_text(set_share, 3, r->ns, -1, SQLITE_TRANSIENT);
       sqlite3_bind_text(set_share, 4, f, -1, SQLITE_TRANSIENT);
-      if ((rc = hf_exec(x, set_share))) { sqlite3_free(sa_of); return rc; }
+      if ((rc = hc_exec(x, set_share))) { sqlite3_free(sa_of); return rc; }
     }
   }
   sqlite3_free(sa_of);
@@ -356,12 +271,12 @@ static int hf_pool_feature(hf_ctx *x, const char *f, hf_rows *rows, const hf_poo
   return hf_pooled_row(x, insert_pooled, f, sa, sb, n, support, pooled, lo, hi);
 }
 
-static int hf_pool_flush(hf_ctx *x, i64 *folded);
+static int hf_pool_flush(hc_ctx *x, i64 *folded);
 
 /* Rebuild the pooled rows of the features in the JSON array features (every
  * feature when NULL), inside the caller's transaction, the pending changes
  * folded first. */
-static int hf_rebuild(hf_ctx *x, const char *features, const hf_pool *p) {
+static int hf_rebuild(hc_ctx *x, const char *features, const hf_pool *p) {
   sqlite3_stmt *own = NULL, *del = NULL, *prior = NULL, *share = NULL, *ins = NULL,
                *wanted = NULL;
   hf_rows rows = {0};
@@ -386,20 +301,20 @@ static int hf_rebuild(hf_ctx *x, const char *features, const hf_pool *p) {
   /* the rows as the pending changes leave them (a store being migrated from
    * before schema 10 has none: heap_rebuild_pool runs at step 4) */
   sqlite3_stmt *has = NULL;
-  if ((rc = hf_prepare(x, "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND "
+  if ((rc = hc_prepare(x, "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND "
                           "name = 'pool_pending'", &has)))
     return rc;
   int pending = sqlite3_step(has) == SQLITE_ROW;
-  hf_done(x, has);
+  hc_done(x, has);
   if (pending && (rc = hf_pool_flush(x, &folded))) return rc;
-  if ((rc = hf_prepare(x, sel, &own)) || (rc = hf_prepare(x, want, &wanted)) ||
-      (rc = hf_prepare(x, features ? "DELETE FROM links WHERE namespace = '*' AND feature IN "
+  if ((rc = hc_prepare(x, sel, &own)) || (rc = hc_prepare(x, want, &wanted)) ||
+      (rc = hc_prepare(x, features ? "DELETE FROM links WHERE namespace = '*' AND feature IN "
                                      "(SELECT value FROM json_each(?1))"
                                    : "DELETE FROM links WHERE namespace = '*'", &del)) ||
-      (rc = hf_prepare(x, hf_sql_prior, &prior)) ||
-      (rc = hf_prepare(x, "UPDATE links SET pool_alpha = ?1, pool_beta = ?2 WHERE namespace = ?3 "
+      (rc = hc_prepare(x, hf_sql_prior, &prior)) ||
+      (rc = hc_prepare(x, "UPDATE links SET pool_alpha = ?1, pool_beta = ?2 WHERE namespace = ?3 "
                           "AND feature = ?4", &share)) ||
-      (rc = hf_prepare(x, "INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support, "
+      (rc = hc_prepare(x, "INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support, "
                           "low_rate, high_rate) VALUES ('*', ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                        &ins)))
     goto done;
@@ -419,7 +334,7 @@ static int hf_rebuild(hf_ctx *x, const char *features, const hf_pool *p) {
       if (nf == capf) {
         capf = capf ? 2 * capf : 64;
         hf_feat *g = sqlite3_realloc64(feats, (sqlite3_uint64)capf * sizeof *g);
-        if (!g) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); break; }
+        if (!g) { rc = hc_fail(x, SQLITE_NOMEM, "out of memory"); break; }
         feats = g;
       }
       feats[nf].f = sqlite3_mprintf("%s", f);
@@ -433,19 +348,19 @@ static int hf_rebuild(hf_ctx *x, const char *features, const hf_pool *p) {
     if (rc) break;
   }
   if (rc == SQLITE_DONE) rc = SQLITE_OK;
-  else if (rc == SQLITE_ROW || (rc && !x->err)) rc = hf_sqlfail(x, rc);
-  if (!rc) rc = hf_exec(x, del);
+  else if (rc == SQLITE_ROW || (rc && !x->err)) rc = hc_sqlfail(x, rc);
+  if (!rc) rc = hc_exec(x, del);
   int at = 0;
   while (!rc && (rc = sqlite3_step(wanted)) == SQLITE_ROW) {
     sqlite3_free(cur);
     cur = sqlite3_mprintf("%s", sqlite3_column_text(wanted, 0));
-    if (!cur) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); break; }
+    if (!cur) { rc = hc_fail(x, SQLITE_NOMEM, "out of memory"); break; }
     while (at < nf && strcmp(feats[at].f, cur) < 0) at++;
     hf_rows *mine = at < nf && !strcmp(feats[at].f, cur) ? &feats[at].rows : &rows;
     rc = hf_pool_feature(x, cur, mine, p, prior, share, ins);
   }
   if (rc == SQLITE_DONE) rc = SQLITE_OK;
-  else if (rc == SQLITE_ROW || (rc && !x->err)) rc = hf_sqlfail(x, rc);
+  else if (rc == SQLITE_ROW || (rc && !x->err)) rc = hc_sqlfail(x, rc);
   for (int i = 0; i < nf; i++) {
     sqlite3_free(feats[i].f);
     hf_rows_free(&feats[i].rows);
@@ -453,12 +368,12 @@ static int hf_rebuild(hf_ctx *x, const char *features, const hf_pool *p) {
   sqlite3_free(feats);
 done:
   sqlite3_free(cur);
-  hf_done(x, own);
-  hf_done(x, wanted);
-  hf_done(x, del);
-  hf_done(x, prior);
-  hf_done(x, share);
-  hf_done(x, ins);
+  hc_done(x, own);
+  hc_done(x, wanted);
+  hc_done(x, del);
+  hc_done(x, prior);
+  hc_done(x, share);
+  hc_done(x, ins);
   return rc;
 }
 
@@ -478,24 +393,27 @@ static void hf_full(hf_fold_st *s, const char *f) {
   hq_json_string(s->full, f, (int)strlen(f));
 }
 
-static int hf_share(hf_ctx *x, hf_fold_st *s, const char *ns, const char *f, double a,
+/* Namespace ns's share of feature f's pooled row set to a, b (s->share). */
+static int hf_share(hc_ctx *x, hf_fold_st *s, const char *ns, const char *f, double a,
                     double b) {
   sqlite3_reset(s->share);
   sqlite3_bind_double(s->share, 1, a);
   sqlite3_bind_double(s->share, 2, b);
   sqlite3_bind_text(s->share, 3, ns, -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(s->share, 4, f, -1, SQLITE_TRANSIENT);
-  return hf_exec(x, s->share);
+  return hc_exec(x, s->share);
 }
 
 /* Add to feature f's pooled row (made with nothing pooled if missing): one
  * op of this feedback's pending change (csrc/pool.c), folded into the row
- * later (hf_pool_flush). */
-static int hf_add(hf_ctx *x, hf_fold_st *s, const char *f, double da, double db, i64 dn,
+ * later (hf_pool_flush).
+ * s: the fold under way; da, db, dn, dsupport: what the row gains (counts,
+ * observations, namespaces); has_rates, lo, hi: its kept rates, when known. */
+static int hf_add(hc_ctx *x, hf_fold_st *s, const char *f, double da, double db, i64 dn,
                   i64 dsupport, int has_rates, double lo, double hi) {
   hp_encode(s->ops, f, (int)strlen(f), da, db, dn, dsupport, has_rates, lo, hi);
   s->nops++;
-  return sqlite3_str_errcode(s->ops) ? hf_fail(x, SQLITE_NOMEM, "out of memory") : SQLITE_OK;
+  return sqlite3_str_errcode(s->ops) ? hc_fail(x, SQLITE_NOMEM, "out of memory") : SQLITE_OK;
 }
 
 /* Rework feature f's pooled row after ns's own row changed, from the rows
@@ -508,8 +426,11 @@ static int hf_add(hf_ctx *x, hf_fold_st *s, const char *f, double da, double db,
  * pooled before (it has just reached `min` namespaces), every row's share
  * changes: all of them are read (hf_sql_all), and their ends are the lowest
  * and highest.  With rows without evidence (a damaged file's) among the
- * lowest, or too few rows for a pooled row, f is worked out in full. */
-static int hf_rework(hf_ctx *x, hf_fold_st *s, const char *ns, const char *f, i64 dn,
+ * lowest, or too few rows for a pooled row, f is worked out in full.
+ * s: the fold under way; ns, f: the namespace and feature; dn: the observations
+ * ns's row gained; new_row: ns had no row before; was_pooled: the row was
+ * pooled before; p: the pool settings. */
+static int hf_rework(hc_ctx *x, hf_fold_st *s, const char *ns, const char *f, i64 dn,
                      int new_row, int was_pooled, const hf_pool *p) {
   hf_rows rows = {0}, low = {0}, high = {0};
   int rc = SQLITE_OK, m = p->trim + 1;
@@ -532,7 +453,7 @@ static int hf_rework(hf_ctx *x, hf_fold_st *s, const char *ns, const char *f, i6
     if (side == 1 && (rc = hf_rows_push(x, &high, rns, a, b, pa, pb, 0))) break;
   }
   if (rc == SQLITE_DONE) rc = SQLITE_OK;
-  else if (!x->err) rc = hf_sqlfail(x, rc);
+  else if (!x->err) rc = hc_sqlfail(x, rc);
   sqlite3_reset(st);
   if (rc) goto done;
   if (!was_pooled) { /* every row: the lowest and highest trim + 1 of them */
@@ -625,13 +546,14 @@ typedef struct {
 } hf_touch;
 
 /* u's rows before the fold: the namespace's own, and the pooled row as its
- * pending changes leave it; with no own row, how many namespaces back it. */
-static int hf_before(hf_ctx *x, hf_fold_st *s, const char *ns, hf_touch *u, const hf_pool *p) {
+ * pending changes leave it; with no own row, how many namespaces back it.
+ * s: the fold under way; ns: the namespace; p: the pool settings. */
+static int hf_before(hc_ctx *x, hf_fold_st *s, const char *ns, hf_touch *u, const hf_pool *p) {
   sqlite3_reset(s->before);
   sqlite3_bind_text(s->before, 1, ns, -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(s->before, 2, u->f, -1, SQLITE_TRANSIENT);
   int rc = sqlite3_step(s->before);
-  if (rc != SQLITE_ROW) return hf_sqlfail(x, rc);
+  if (rc != SQLITE_ROW) return hc_sqlfail(x, rc);
   u->has_own = sqlite3_column_type(s->before, 0) != SQLITE_NULL;
   u->a0 = sqlite3_column_double(s->before, 0);
   u->b0 = sqlite3_column_double(s->before, 1);
@@ -657,12 +579,13 @@ static int hf_before(hf_ctx *x, hf_fold_st *s, const char *ns, hf_touch *u, cons
   sqlite3_bind_int(s->count, 2, p->least);
   if ((rc = sqlite3_step(s->count)) == SQLITE_ROW) u->k_before = sqlite3_column_int64(s->count, 0);
   sqlite3_reset(s->count);
-  return rc == SQLITE_ROW ? SQLITE_OK : hf_sqlfail(x, rc);
+  return rc == SQLITE_ROW ? SQLITE_OK : hc_sqlfail(x, rc);
 }
 
 /* The namespace's own row of u takes the fold (and, has_share, its new share
- * of the pooled row: sa, sb). */
-static int hf_own(hf_ctx *x, hf_fold_st *s, const char *ns, const hf_touch *u, int has_share,
+ * of the pooled row: sa, sb).
+ * s: the fold under way; ns: the namespace. */
+static int hf_own(hc_ctx *x, hf_fold_st *s, const char *ns, const hf_touch *u, int has_share,
                   double sa, double sb) {
   int qlen;
   sqlite3_stmt *st = u->has_own ? s->own : s->own_new;
@@ -681,7 +604,7 @@ static int hf_own(hf_ctx *x, hf_fold_st *s, const char *ns, const hf_touch *u, i
     sqlite3_bind_null(st, 7);
     sqlite3_bind_null(st, 8);
   }
-  return hf_exec(x, st);
+  return hc_exec(x, st);
 }
 
 /* Feature u of the fold: the namespace's own row takes it, and its pooled
@@ -695,8 +618,9 @@ static int hf_own(hf_ctx *x, hf_fold_st *s, const char *ns, const hf_touch *u, i
  * boundaries (hf_rework), or worked out in full (hf_rebuild, after the loop:
  * hf_full) where that cannot be done: a feature whose pooled row is missing,
  * a row without evidence joining or leaving the pool.
- * heapmem.learning.pool() replays the full rule for check(). */
-static int hf_fold_feature(hf_ctx *x, hf_fold_st *s, const char *ns, const hf_touch *u,
+ * heapmem.learning.pool() replays the full rule for check().
+ * s: the fold under way; ns: the namespace; p: the pool settings. */
+static int hf_fold_feature(hc_ctx *x, hf_fold_st *s, const char *ns, const hf_touch *u,
                            const hf_pool *p) {
   double da = u->da, db = u->db;
   if (u->has_own && !(u->a0 + u->b0 > 0 && u->a0 + da + u->b0 + db > 0)) {
@@ -747,12 +671,13 @@ static const char hf_sql_pooled[] =
 
 /* Op's feature (into *f, a copy sqlite3_malloc'ed, the old one freed) and
  * its pooled row as readers see it (*r): the stored one (row: hf_sql_pooled)
- * with every pending op of the feature applied. */
-static int hf_pooled_now(hf_ctx *x, sqlite3_stmt *row, const hp_ops *ops, const hp_op *op,
+ * with every pending op of the feature applied.
+ * ops: the pending changes, op one of them. */
+static int hf_pooled_now(hc_ctx *x, sqlite3_stmt *row, const hp_ops *ops, const hp_op *op,
                          char **f, hp_row *r) {
   sqlite3_free(*f);
   if (!(*f = sqlite3_mprintf("%.*s", op->flen, op->f)))
-    return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    return hc_fail(x, SQLITE_NOMEM, "out of memory");
   memset(r, 0, sizeof *r);
   sqlite3_bind_text(row, 1, *f, -1, SQLITE_STATIC);
   int rc = sqlite3_step(row);
@@ -764,7 +689,7 @@ static int hf_pooled_now(hf_ctx *x, sqlite3_stmt *row, const hp_ops *ops, const 
     rc = SQLITE_DONE;
   }
   sqlite3_reset(row);
-  if (rc != SQLITE_DONE) return hf_sqlfail(x, rc);
+  if (rc != SQLITE_DONE) return hc_sqlfail(x, rc);
   hp_apply(ops, *f, op->flen, r);
   return SQLITE_OK;
 }
@@ -772,7 +697,7 @@ static int hf_pooled_now(hf_ctx *x, sqlite3_stmt *row, const hp_ops *ops, const 
 /* The pooled layer's pending changes folded into the pooled rows at once:
  * each feature's stored row with its ops applied (hp_apply), written once;
  * the pending rows deleted.  *folded: how many there were. */
-static int hf_pool_flush(hf_ctx *x, i64 *folded) {
+static int hf_pool_flush(hc_ctx *x, i64 *folded) {
   HM_API_HERE; /* sqlite3_* calls for every feature of the batch */
   sqlite3_stmt *st = NULL, *row = NULL, *put = NULL, *del = NULL;
   hp_ops ops = {0};
@@ -780,20 +705,20 @@ static int hf_pool_flush(hf_ctx *x, i64 *folded) {
   char *f = NULL;
   int rc;
   *folded = 0;
-  if ((rc = hf_prepare(x, hf_sql_pending, &st))) return rc;
+  if ((rc = hc_prepare(x, hf_sql_pending, &st))) return rc;
   rc = hp_read(st, &ops, &maxid);
-  hf_done(x, st);
+  hc_done(x, st);
   if (rc == SQLITE_CORRUPT)
-    return hf_fail(x, SQLITE_CORRUPT, "a pending change of the pooled layer is damaged");
-  if (rc) return hf_sqlfail(x, rc);
+    return hc_fail(x, SQLITE_CORRUPT, "a pending change of the pooled layer is damaged");
+  if (rc) return hc_sqlfail(x, rc);
   if (!maxid) return SQLITE_OK;
-  if ((rc = hf_prepare(x, hf_sql_pooled, &row)) ||
-      (rc = hf_prepare(x, "INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support, "
+  if ((rc = hc_prepare(x, hf_sql_pooled, &row)) ||
+      (rc = hc_prepare(x, "INSERT INTO links(namespace, feature, qtype, alpha, beta, n, support, "
                           "low_rate, high_rate) VALUES ('*', ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
                           "ON CONFLICT(namespace, feature) DO UPDATE SET alpha = excluded.alpha, "
                           "beta = excluded.beta, n = excluded.n, support = excluded.support, "
                           "low_rate = excluded.low_rate, high_rate = excluded.high_rate", &put)) ||
-      (rc = hf_prepare(x, "DELETE FROM pool_pending WHERE id <= ?1", &del)))
+      (rc = hc_prepare(x, "DELETE FROM pool_pending WHERE id <= ?1", &del)))
     goto done;
   for (int k = 0; !rc && k < ops.n; k++) {
     const hp_op *op = &ops.v[k];
@@ -804,15 +729,15 @@ static int hf_pool_flush(hf_ctx *x, i64 *folded) {
   }
   if (!rc) {
     sqlite3_bind_int64(del, 1, maxid);
-    rc = hf_exec(x, del);
+    rc = hc_exec(x, del);
     *folded = sqlite3_changes64(x->db);
   }
 done:
   sqlite3_free(f);
   hp_free(&ops);
-  hf_done(x, row);
-  hf_done(x, put);
-  hf_done(x, del);
+  hc_done(x, row);
+  hc_done(x, put);
+  hc_done(x, del);
   return rc;
 }
 
@@ -823,7 +748,7 @@ done:
 
 /* This feedback's changes of the pooled layer (s->ops) as one pending row;
  * the batch folded once HF_POOL_BATCH rows are pending. */
-static int hf_pool_pend(hf_ctx *x, hf_fold_st *s) {
+static int hf_pool_pend(hc_ctx *x, hf_fold_st *s) {
   sqlite3_stmt *st = NULL;
   int len = sqlite3_str_length(s->ops);
   char *blob = sqlite3_str_finish(s->ops);
@@ -834,38 +759,39 @@ static int hf_pool_pend(hf_ctx *x, hf_fold_st *s) {
     sqlite3_free(blob);
     return SQLITE_OK;
   }
-  if (!blob) return hf_fail(x, SQLITE_NOMEM, "out of memory");
-  if (!(rc = hf_prepare(x, "INSERT INTO pool_pending(ops) VALUES (?1)", &st))) {
+  if (!blob) return hc_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!(rc = hc_prepare(x, "INSERT INTO pool_pending(ops) VALUES (?1)", &st))) {
     sqlite3_bind_blob(st, 1, blob, len, SQLITE_STATIC);
-    rc = hf_exec(x, st);
+    rc = hc_exec(x, st);
   }
-  hf_done(x, st);
+  hc_done(x, st);
   sqlite3_free(blob);
   if (!rc && s->pending.nblobs + 1 >= HF_POOL_BATCH) rc = hf_pool_flush(x, &folded);
   return rc;
 }
 
 /* After the namespace's own links took the fold (t: its nt features, in
- * the fold's order), keep the pooled rows current (hf_fold_feature). */
-static int hf_fold_pool(hf_ctx *x, const char *ns, hf_touch *t, int nt, const hf_pool *p) {
+ * the fold's order), keep the pooled rows current (hf_fold_feature).
+ * ns: the namespace; p: the pool settings. */
+static int hf_fold_pool(hc_ctx *x, const char *ns, hf_touch *t, int nt, const hf_pool *p) {
   hf_fold_st s = {0};
   sqlite3_stmt *pending = NULL;
   i64 maxid;
   int rc;
   s.full = sqlite3_str_new(x->db);
   s.ops = sqlite3_str_new(x->db);
-  if ((rc = hf_prepare(x, hf_sql_edges, &s.edges)) || (rc = hf_prepare(x, hf_sql_all, &s.all)) ||
-      (rc = hf_prepare(x, "UPDATE links SET pool_alpha = ?1, pool_beta = ?2 WHERE namespace = ?3 "
+  if ((rc = hc_prepare(x, hf_sql_edges, &s.edges)) || (rc = hc_prepare(x, hf_sql_all, &s.all)) ||
+      (rc = hc_prepare(x, "UPDATE links SET pool_alpha = ?1, pool_beta = ?2 WHERE namespace = ?3 "
                           "AND feature = ?4", &s.share)) ||
-      (rc = hf_prepare(x, hf_sql_before, &s.before)) || (rc = hf_prepare(x, hf_sql_own, &s.own)) ||
-      (rc = hf_prepare(x, hf_sql_own_new, &s.own_new)) ||
-      (rc = hf_prepare(x, hf_sql_backers, &s.count)) ||
-      (rc = hf_prepare(x, hf_sql_pending, &pending)))
+      (rc = hc_prepare(x, hf_sql_before, &s.before)) || (rc = hc_prepare(x, hf_sql_own, &s.own)) ||
+      (rc = hc_prepare(x, hf_sql_own_new, &s.own_new)) ||
+      (rc = hc_prepare(x, hf_sql_backers, &s.count)) ||
+      (rc = hc_prepare(x, hf_sql_pending, &pending)))
     goto done;
   if ((rc = hp_read(pending, &s.pending, &maxid))) {
     rc = rc == SQLITE_CORRUPT
-             ? hf_fail(x, SQLITE_CORRUPT, "a pending change of the pooled layer is damaged")
-             : hf_sqlfail(x, rc);
+             ? hc_fail(x, SQLITE_CORRUPT, "a pending change of the pooled layer is damaged")
+             : hc_sqlfail(x, rc);
     goto done;
   }
   for (int i = 0; i < nt && !rc; i++) {
@@ -877,48 +803,50 @@ done:;
   sqlite3_str_appendchar(s.full, 1, s.nfull ? ']' : ' ');
   char *full = sqlite3_str_finish(s.full);
   if (!rc && s.nfull) {
-    if (!full) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+    if (!full) rc = hc_fail(x, SQLITE_NOMEM, "out of memory");
     else rc = hf_rebuild(x, full, p);
   }
   sqlite3_free(full);
   sqlite3_free(sqlite3_str_finish(s.ops));
   hp_free(&s.pending);
-  hf_done(x, s.edges);
-  hf_done(x, s.all);
-  hf_done(x, s.share);
-  hf_done(x, s.before);
-  hf_done(x, s.own);
-  hf_done(x, s.own_new);
-  hf_done(x, s.count);
-  hf_done(x, pending);
+  hc_done(x, s.edges);
+  hc_done(x, s.all);
+  hc_done(x, s.share);
+  hc_done(x, s.before);
+  hc_done(x, s.own);
+  hc_done(x, s.own_new);
+  hc_done(x, s.count);
+  hc_done(x, pending);
   return rc;
 }
 
 /* -- the arguments every write takes ------------------------------------------------- */
 
 /* A name argument (kind, source, id, key, namespace): hq_arg_text's name,
- * or NULL where optional.  Returns 0, or the error set. */
-static int hf_name(hf_ctx *x, sqlite3_value *v, const char *what, int optional,
+ * or NULL where optional.  Returns 0, or the error set.
+ * v: the argument; what: its name in the sentence; optional: NULL is taken;
+ * *out: the name. */
+static int hf_name(hc_ctx *x, sqlite3_value *v, const char *what, int optional,
                    const char **out) {
   char why[HM_ERRLEN];
   *out = NULL;
   if (!v || sqlite3_value_type(v) == SQLITE_NULL) {
     if (optional) return SQLITE_OK;
-    return hf_fail(x, SQLITE_ERROR, "%s is required", what);
+    return hc_fail(x, SQLITE_ERROR, "%s is required", what);
   }
   if (hq_arg_text(v, what, HM_ARG_NAME, 0, out, why, sizeof why) != HM_OK)
-    return hf_fail(x, SQLITE_ERROR, "%s", why);
+    return hc_fail(x, SQLITE_ERROR, "%s", why);
   return SQLITE_OK;
 }
 
 /* The namespace argument (NULL or absent: 'default' where allowed): a name,
  * and not '*', the pooled layer's. */
-static int hf_namespace(hf_ctx *x, sqlite3_value *v, int optional, const char **out) {
+static int hf_namespace(hc_ctx *x, sqlite3_value *v, int optional, const char **out) {
   int rc = hf_name(x, v, "namespace", optional, out);
   if (rc) return rc;
   if (!*out) *out = "default";
   if (!strcmp(*out, "*"))
-    return hf_fail(x, SQLITE_ERROR, "namespace '*' is reserved for the pooled layer of learned "
+    return hc_fail(x, SQLITE_ERROR, "namespace '*' is reserved for the pooled layer of learned "
                                     "links");
   return SQLITE_OK;
 }
@@ -936,9 +864,9 @@ static int hf_strcmp(const void *a, const void *b) {
 
 /* ids[0..n) sorted, as a set to look ids up in (hf_has); *out
  * sqlite3_malloc'ed (the strings stay ids'). */
-static int hf_set(hf_ctx *x, char **ids, int n, const char ***out) {
+static int hf_set(hc_ctx *x, char **ids, int n, const char ***out) {
   const char **v = sqlite3_malloc64((sqlite3_uint64)(n + 1) * sizeof *v);
-  if (!v) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!v) return hc_fail(x, SQLITE_NOMEM, "out of memory");
   if (n) memcpy(v, ids, (size_t)n * sizeof *v);
   if (n > 1) qsort(v, (size_t)n, sizeof *v, hf_strcmp);
   *out = v;
@@ -952,60 +880,61 @@ static int hf_has(const char **set, int n, const char *id) {
 /* A JSON array of at most `most` ids, as a list (NULL: an empty one): each
  * a name (hq_arg_text), none twice (found by sorting: linear in the list,
  * whatever its length).  Returns the count, or -1 with the error set (and
- * *out NULL). */
-static int hf_ids(hf_ctx *x, sqlite3_value *v, const char *what, double most, char ***out) {
+ * *out NULL).
+ * v: the argument; what: its name in the sentence. */
+static int hf_ids(hc_ctx *x, sqlite3_value *v, const char *what, double most, char ***out) {
   *out = NULL;
   if (!v || sqlite3_value_type(v) == SQLITE_NULL) return 0;
   sqlite3_stmt *st = NULL;
   i64 len = -1;
   if (sqlite3_value_type(v) == SQLITE_TEXT) {
-    if (hf_prepare(x, "SELECT CASE WHEN json_valid(?1) AND json_type(?1) = 'array' THEN "
+    if (hc_prepare(x, "SELECT CASE WHEN json_valid(?1) AND json_type(?1) = 'array' THEN "
                       "json_array_length(?1) END", &st))
       return -1;
     sqlite3_bind_value(st, 1, v);
     if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_INTEGER)
       len = sqlite3_column_int64(st, 0);
-    hf_done(x, st);
+    hc_done(x, st);
     st = NULL;
   }
   if (len < 0) {
-    hf_fail(x, SQLITE_ERROR, "%s must be a JSON array of memory ids, such as '[\"m3\"]'", what);
+    hc_fail(x, SQLITE_ERROR, "%s must be a JSON array of memory ids, such as '[\"m3\"]'", what);
     return -1;
   }
   if ((double)len > most) {
-    hf_fail(x, SQLITE_ERROR, "%s lists %lld ids; at most %.0f are taken at once", what,
+    hc_fail(x, SQLITE_ERROR, "%s lists %lld ids; at most %.0f are taken at once", what,
             (long long)len, most);
     return -1;
   }
-  if (hf_prepare(x, "SELECT value, type FROM json_each(?1)", &st)) return -1;
+  if (hc_prepare(x, "SELECT value, type FROM json_each(?1)", &st)) return -1;
   sqlite3_bind_value(st, 1, v);
   int n = 0, rc;
   char **ids = sqlite3_malloc64((sqlite3_uint64)(len + 1) * sizeof *ids);
   char *what_id = sqlite3_mprintf("an id in %s", what);
   char why[HM_ERRLEN];
-  if (!ids || !what_id) hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!ids || !what_id) hc_fail(x, SQLITE_NOMEM, "out of memory");
   while (!x->err && (rc = sqlite3_step(st)) == SQLITE_ROW && n < len) {
     const char *type = (const char *)sqlite3_column_text(st, 1);
     if (!type || strcmp(type, "text")) {
-      hf_fail(x, SQLITE_ERROR, "%s must hold string ids", what);
+      hc_fail(x, SQLITE_ERROR, "%s must hold string ids", what);
       break;
     }
     const unsigned char *id = sqlite3_column_text(st, 0);
     if (hm_check_text(sqlite3_column_type(st, 0), id, sqlite3_column_bytes(st, 0), what_id,
                       HM_ARG_NAME, 0, why, sizeof why)) {
-      hf_fail(x, SQLITE_ERROR, "%s", why);
+      hc_fail(x, SQLITE_ERROR, "%s", why);
       break;
     }
-    if (!(ids[n] = sqlite3_mprintf("%s", id))) hf_fail(x, SQLITE_NOMEM, "out of memory");
+    if (!(ids[n] = sqlite3_mprintf("%s", id))) hc_fail(x, SQLITE_NOMEM, "out of memory");
     else n++;
   }
-  if (!x->err && rc != SQLITE_DONE && rc != SQLITE_ROW) hf_sqlfail(x, rc);
-  hf_done(x, st);
+  if (!x->err && rc != SQLITE_DONE && rc != SQLITE_ROW) hc_sqlfail(x, rc);
+  hc_done(x, st);
   sqlite3_free(what_id);
   const char **set = NULL;
   if (!x->err && !hf_set(x, ids, n, &set)) {
     for (int i = 1; i < n && !x->err; i++)
-      if (!strcmp(set[i - 1], set[i])) hf_fail(x, SQLITE_ERROR, "%s lists the same id twice", what);
+      if (!strcmp(set[i - 1], set[i])) hc_fail(x, SQLITE_ERROR, "%s lists the same id twice", what);
   }
   sqlite3_free(set);
   if (x->err) {
@@ -1056,9 +985,9 @@ static int hf_pos_cmp(const void *a, const void *b) {
 }
 
 /* r's positions sorted by id (r->order), for hf_last_pos. */
-static int hf_recall_index(hf_ctx *x, hf_recall *r) {
+static int hf_recall_index(hc_ctx *x, hf_recall *r) {
   r->order = sqlite3_malloc64((sqlite3_uint64)(r->n + 1) * sizeof(int));
-  if (!r->order) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!r->order) return hc_fail(x, SQLITE_NOMEM, "out of memory");
   for (int i = 0; i < r->n; i++) r->order[i] = i;
   hf_sort_shown = r->shown;
   qsort(r->order, (size_t)r->n, sizeof(int), hf_pos_cmp);
@@ -1078,9 +1007,29 @@ static int hf_last_pos(const hf_recall *r, const char *id) {
   return lo > 0 && !strcmp(r->shown[r->order[lo - 1]], id) ? r->order[lo - 1] : -1;
 }
 
-static int hf_read_recall(hf_ctx *x, i64 rid, hf_recall *r) {
+/* Whether recall rid's log is JSON (its shown, ages and features), read
+ * before anything parses it: else it is damaged (SQLITE_CORRUPT). */
+static int hf_log_is_json(hc_ctx *x, i64 rid) {
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(
+  int rc = hc_prepare(x, "SELECT json_valid(shown) AND json_valid(ages) AND "
+                         "json_valid(features) FROM recalls WHERE id = ?1", &st);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, rid);
+  rc = sqlite3_step(st);
+  int json = rc != SQLITE_ROW || sqlite3_column_int(st, 0);
+  rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : hc_sqlfail(x, rc);
+  hc_done(x, st);
+  if (!rc && !json)
+    rc = hc_fail(x, SQLITE_CORRUPT, "recall %lld's log is damaged (it is not JSON)",
+                 (long long)rid);
+  return rc;
+}
+
+static int hf_read_recall(hc_ctx *x, i64 rid, hf_recall *r) {
+  sqlite3_stmt *st = NULL;
+  int rc = hf_log_is_json(x, rid);
+  if (rc) return rc;
+  rc = hc_prepare(
       x,
       "SELECT r.namespace, r.qtype, json_array_length(r.shown), json_array_length(r.ages), "
       "json_array_length(r.features), s.key, s.value, s.type, a.value, a.type, f.value, f.type, "
@@ -1099,8 +1048,8 @@ static int hf_read_recall(hf_ctx *x, i64 rid, hf_recall *r) {
       i64 n = sqlite3_column_int64(st, 2);
       if (sqlite3_column_type(st, 2) == SQLITE_NULL || n != sqlite3_column_int64(st, 3) ||
           n != sqlite3_column_int64(st, 4) || n < 0 || n > 100000) {
-        hf_done(x, st);
-        return hf_fail(x, SQLITE_CORRUPT, "recall %lld's log is damaged (its shown, ages and "
+        hc_done(x, st);
+        return hc_fail(x, SQLITE_CORRUPT, "recall %lld's log is damaged (its shown, ages and "
                                           "features are not JSON arrays of one length)",
                        (long long)rid);
       }
@@ -1109,8 +1058,8 @@ static int hf_read_recall(hf_ctx *x, i64 rid, hf_recall *r) {
       r->ages = sqlite3_malloc64((sqlite3_uint64)(n + 1) * sizeof(double));
       r->judged = sqlite3_malloc64((sqlite3_uint64)(n + 1) * sizeof(int));
       if (!r->ns || !r->qtype || !r->shown || !r->feats || !r->ages || !r->judged) {
-        hf_done(x, st);
-        return hf_fail(x, SQLITE_NOMEM, "out of memory");
+        hc_done(x, st);
+        return hc_fail(x, SQLITE_NOMEM, "out of memory");
       }
     }
     row++;
@@ -1120,8 +1069,8 @@ static int hf_read_recall(hf_ctx *x, i64 rid, hf_recall *r) {
     const char *f_t = (const char *)sqlite3_column_text(st, 11);
     if (!st_t || strcmp(st_t, "text") || !f_t || strcmp(f_t, "text") || !a_t ||
         (strcmp(a_t, "real") && strcmp(a_t, "integer"))) {
-      hf_done(x, st);
-      return hf_fail(x, SQLITE_CORRUPT, "recall %lld's log is damaged (a shown memory's id, "
+      hc_done(x, st);
+      return hc_fail(x, SQLITE_CORRUPT, "recall %lld's log is damaged (a shown memory's id, "
                                         "age or features is of the wrong type)",
                      (long long)rid);
     }
@@ -1132,51 +1081,44 @@ static int hf_read_recall(hf_ctx *x, i64 rid, hf_recall *r) {
     r->judged[i] = sqlite3_column_int(st, 12);
     r->n++;
     if (!r->shown[i] || !r->feats[i]) {
-      hf_done(x, st);
-      return hf_fail(x, SQLITE_NOMEM, "out of memory");
+      hc_done(x, st);
+      return hc_fail(x, SQLITE_NOMEM, "out of memory");
     }
   }
   int bad = rc != SQLITE_DONE;
-  if (bad) {
-    const char *msg = sqlite3_errmsg(x->db);
-    if (strstr(msg, "malformed JSON")) {
-      hf_done(x, st);
-      return hf_fail(x, SQLITE_CORRUPT, "recall %lld's log is damaged (it is not JSON)",
-                     (long long)rid);
-    }
-    rc = hf_sqlfail(x, rc);
-  }
-  hf_done(x, st);
+  if (bad) rc = hc_sqlfail(x, rc);
+  hc_done(x, st);
   if (bad) return rc;
   if (row == 0)
-    return hf_fail(x, SQLITE_ERROR, "unknown recall_id %lld (never recorded, or forgotten)",
+    return hc_fail(x, SQLITE_ERROR, "unknown recall_id %lld (never recorded, or forgotten)",
                    (long long)rid);
   return hf_recall_index(x, r);
 }
 
 /* No tracked recall showed every id: say why, an id that names no memory
  * first (a typo is likelier than a recall never made). */
-static int hf_no_recall(hf_ctx *x, char **ids, int n) {
+static int hf_no_recall(hc_ctx *x, char **ids, int n) {
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, "SELECT 1 FROM memories WHERE id = ?1", &st);
+  int rc = hc_prepare(x, "SELECT 1 FROM memories WHERE id = ?1", &st);
   if (rc) return rc;
   for (int i = 0; i < n; i++) {
     sqlite3_reset(st);
     sqlite3_bind_text(st, 1, ids[i], -1, SQLITE_TRANSIENT);
     rc = sqlite3_step(st);
     if (rc == SQLITE_DONE) {
-      hf_done(x, st);
-      return hf_fail(x, SQLITE_ERROR, "unknown memory id '%s'", ids[i]);
+      hc_done(x, st);
+      return hc_fail(x, SQLITE_ERROR, "unknown memory id '%s'", ids[i]);
     }
-    if (rc != SQLITE_ROW) { rc = hf_sqlfail(x, rc); hf_done(x, st); return rc; }
+    if (rc != SQLITE_ROW) { rc = hc_sqlfail(x, rc); hc_done(x, st); return rc; }
   }
-  hf_done(x, st);
-  return hf_fail(x, SQLITE_ERROR, "no tracked recall showed all of these ids; say which recall "
+  hc_done(x, st);
+  return hc_fail(x, SQLITE_ERROR, "no tracked recall showed all of these ids; say which recall "
                                   "(the recall_id its recall gave)");
 }
 
-/* the newest recall that showed every id (of the namespace, if given) */
-static int hf_newest(hf_ctx *x, char **ids, int n, const char *ns, i64 *rid) {
+/* the newest recall that showed every id (of the namespace, if given)
+ * ids: the n ids; ns: the namespace, or NULL; *rid: the recall found. */
+static int hf_newest(hc_ctx *x, char **ids, int n, const char *ns, i64 *rid) {
   sqlite3_str *js = sqlite3_str_new(x->db);
   sqlite3_str_appendchar(js, 1, '[');
   for (int i = 0; i < n; i++) {
@@ -1185,26 +1127,28 @@ static int hf_newest(hf_ctx *x, char **ids, int n, const char *ns, i64 *rid) {
   }
   sqlite3_str_appendchar(js, 1, ']');
   char *j = sqlite3_str_finish(js);
-  if (!j) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!j) return hc_fail(x, SQLITE_NOMEM, "out of memory");
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, "SELECT r.id FROM recalls AS r WHERE (?2 IS NULL OR r.namespace = ?2) "
-                         "AND NOT EXISTS (SELECT 1 FROM json_each(?1) AS g WHERE g.value NOT "
-                         "IN (SELECT value FROM json_each(r.shown))) ORDER BY r.id DESC LIMIT 1",
+  /* the newest recall that showed them all, or a log met on the way that
+   * is not JSON (damage: its shown is never parsed) */
+  int rc = hc_prepare(x, "SELECT r.id, json_valid(r.shown) FROM recalls AS r WHERE (?2 IS NULL "
+                         "OR r.namespace = ?2) AND CASE WHEN json_valid(r.shown) THEN NOT "
+                         "EXISTS (SELECT 1 FROM json_each(?1) AS g WHERE g.value NOT IN (SELECT "
+                         "value FROM json_each(r.shown))) ELSE 1 END ORDER BY r.id DESC LIMIT 1",
                       &st);
   if (!rc) {
     sqlite3_bind_text(st, 1, j, -1, SQLITE_TRANSIENT);
     if (ns) sqlite3_bind_text(st, 2, ns, -1, SQLITE_TRANSIENT);
     rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) { *rid = sqlite3_column_int64(st, 0); rc = SQLITE_OK; }
+    if (rc == SQLITE_ROW && !sqlite3_column_int(st, 1)) rc = hc_damaged_json(x);
+    else if (rc == SQLITE_ROW) { *rid = sqlite3_column_int64(st, 0); rc = SQLITE_OK; }
     else if (rc == SQLITE_DONE) rc = hf_no_recall(x, ids, n);
-    else rc = hf_sqlfail(x, rc);
+    else rc = hc_sqlfail(x, rc);
   }
-  hf_done(x, st);
+  hc_done(x, st);
   sqlite3_free(j);
   return rc;
 }
-
-static int hf_run(hf_ctx *x, sqlite3_stmt *st) { return hf_exec(x, st); }
 
 /* One feedback as hf_judge works it out: its arguments, the recall it
  * judges, the ids it judges and what it writes. */
@@ -1244,26 +1188,27 @@ static void hf_judgment_free(hf_judgment *j) {
 }
 
 /* The config: argv[i] when given, else the store's tuned one; then the
- * config string heap_credit takes (the C fields only, as to_sql writes them). */
-static int hf_judge_config(hf_ctx *x, sqlite3_value **argv, int argc, int i, hf_judgment *j) {
+ * config string heap_credit takes (the C fields only, as to_sql writes them).
+ * i: the argument's index; j: the feedback, whose config is set. */
+static int hf_judge_config(hc_ctx *x, sqlite3_value **argv, int argc, int i, hf_judgment *j) {
   sqlite3_stmt *st = NULL;
   char err[HM_ERRLEN];
   int rc;
   if (argc > i && sqlite3_value_type(argv[i]) != SQLITE_NULL) {
     if (sqlite3_value_type(argv[i]) != SQLITE_TEXT)
-      return hf_fail(x, SQLITE_ERROR, "config must be text such as 'w_usefulness=0.5'");
+      return hc_fail(x, SQLITE_ERROR, "config must be text such as 'w_usefulness=0.5'");
     j->cfgtext = sqlite3_mprintf("%s", sqlite3_value_text(argv[i]));
-    if (!j->cfgtext) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    if (!j->cfgtext) return hc_fail(x, SQLITE_NOMEM, "out of memory");
   } else {
-    if ((rc = hf_prepare(x, hr_sql_tuned, &st))) return rc;
+    if ((rc = hc_prepare(x, hr_sql_tuned, &st))) return rc;
     rc = hr_tuned_read(st, &j->cfg, err, sizeof err);
-    if (rc == SQLITE_CORRUPT) hf_fail(x, rc, "the store's tuned config is damaged (%s)", err);
-    else if (rc) hf_sqlfail(x, rc);
-    hf_done(x, st);
+    if (rc == SQLITE_CORRUPT) hc_fail(x, rc, "the store's tuned config is damaged (%s)", err);
+    else if (rc) hc_sqlfail(x, rc);
+    hc_done(x, st);
     if (rc) return x->code;
   }
   if (j->cfgtext && hm_config_parse(j->cfgtext, &j->cfg, err, sizeof err) != HM_OK)
-    return hf_fail(x, SQLITE_ERROR, "config: %s", err);
+    return hc_fail(x, SQLITE_ERROR, "config: %s", err);
   sqlite3_str *cs = sqlite3_str_new(x->db);
   for (int k = 0; k < HM_NCONFIG; k++) {
     char num[32];
@@ -1272,13 +1217,13 @@ static int hf_judge_config(hf_ctx *x, sqlite3_value **argv, int argc, int i, hf_
   }
   sqlite3_free(j->cfgtext);
   j->cfgtext = sqlite3_str_finish(cs);
-  if (!j->cfgtext) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!j->cfgtext) return hc_fail(x, SQLITE_NOMEM, "out of memory");
   return SQLITE_OK;
 }
 
 /* The arguments, read and checked: feedback (rid, used, ignored, now,
  * namespace, config); answer (rid, answer, now, namespace, config). */
-static int hf_judge_args(hf_ctx *x, sqlite3_value **argv, int argc, hf_judgment *j) {
+static int hf_judge_args(hc_ctx *x, sqlite3_value **argv, int argc, hf_judgment *j) {
   int i_now = j->answer_mode ? 2 : 3, i_ns = i_now + 1, i_cfg = i_now + 2, rc;
   sqlite3_value *vr = argv[0];
   if (sqlite3_value_type(vr) == SQLITE_INTEGER) {
@@ -1291,11 +1236,11 @@ static int hf_judge_args(hf_ctx *x, sqlite3_value **argv, int argc, hf_judgment 
     long long v = t ? strtoll(t, &end, 10) : 0;
     if (!t || end == t || *end || errno == ERANGE ||
         (int)strlen(t) != sqlite3_value_bytes(vr))
-      return hf_fail(x, SQLITE_ERROR, "recall_id must be an integer");
+      return hc_fail(x, SQLITE_ERROR, "recall_id must be an integer");
     j->rid = v;
     j->have_rid = 1;
   } else if (sqlite3_value_type(vr) != SQLITE_NULL || j->answer_mode) {
-    return hf_fail(x, SQLITE_ERROR, j->answer_mode ? "heap_answer needs the recall_id of the "
+    return hc_fail(x, SQLITE_ERROR, j->answer_mode ? "heap_answer needs the recall_id of the "
                                                      "recall the answer was written from"
                                                    : "recall_id must be an integer");
   }
@@ -1303,7 +1248,7 @@ static int hf_judge_args(hf_ctx *x, sqlite3_value **argv, int argc, hf_judgment 
     j->now = sqlite3_value_double(argv[i_now]);
     if (!hq_is_number(argv[i_now]) ||
         !(j->now >= hm_limits.MIN_TIME && j->now <= hm_limits.MAX_TIME))
-      return hf_fail(x, SQLITE_ERROR, "now must be unix seconds from %.0f to %.0f (1970 to the "
+      return hc_fail(x, SQLITE_ERROR, "now must be unix seconds from %.0f to %.0f (1970 to the "
                                       "year 9999)", hm_limits.MIN_TIME, hm_limits.MAX_TIME);
   } else {
     j->now = hr_now(x->db);
@@ -1314,12 +1259,12 @@ static int hf_judge_args(hf_ctx *x, sqlite3_value **argv, int argc, hf_judgment 
   if (j->answer_mode) {
     char why[HM_ERRLEN];
     if (sqlite3_value_type(argv[1]) != SQLITE_TEXT)
-      return hf_fail(x, SQLITE_ERROR, "the answer must be text");
+      return hc_fail(x, SQLITE_ERROR, "the answer must be text");
     if (sqlite3_value_bytes(argv[1]) > hm_limits.MAX_ANSWER_BYTES)
-      return hf_fail(x, SQLITE_ERROR, "the answer is longer than %.0f bytes (64 KiB): pass the "
+      return hc_fail(x, SQLITE_ERROR, "the answer is longer than %.0f bytes (64 KiB): pass the "
                                       "answer, not a document", hm_limits.MAX_ANSWER_BYTES);
     if (hq_arg_text(argv[1], "the answer", HM_ARG_NOTBLANK, 0, &j->answer, why, sizeof why))
-      return hf_fail(x, SQLITE_ERROR, "%s", why);
+      return hc_fail(x, SQLITE_ERROR, "%s", why);
     return SQLITE_OK;
   }
   if ((j->nused = hf_ids(x, argv[1], "used", hm_limits.MAX_K, &j->used)) < 0) {
@@ -1338,20 +1283,20 @@ static int hf_judge_args(hf_ctx *x, sqlite3_value **argv, int argc, hf_judgment 
   if ((rc = hf_set(x, j->ignored, j->nignored, &ignored))) return rc;
   for (int i = 0; i < j->nused && !rc; i++)
     if (hf_has(ignored, j->nignored, j->used[i]))
-      rc = hf_fail(x, SQLITE_ERROR, "ids both used and ignored: ['%s']", j->used[i]);
+      rc = hc_fail(x, SQLITE_ERROR, "ids both used and ignored: ['%s']", j->used[i]);
   sqlite3_free(ignored);
   return rc;
 }
 
 /* The recall judged: the one given, else the newest that showed every id
  * judged (of the namespace, if given); read from the log. */
-static int hf_judge_recall(hf_ctx *x, hf_judgment *j) {
+static int hf_judge_recall(hc_ctx *x, hf_judgment *j) {
   int rc, n = j->nused + j->nignored;
   if (!j->have_rid) {
     if (n == 0)
-      return hf_fail(x, SQLITE_ERROR, "feedback needs a recall_id (or ids to find the recall by)");
+      return hc_fail(x, SQLITE_ERROR, "feedback needs a recall_id (or ids to find the recall by)");
     char **all = sqlite3_malloc64((sqlite3_uint64)n * sizeof(char *));
-    if (!all) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    if (!all) return hc_fail(x, SQLITE_NOMEM, "out of memory");
     for (int i = 0; i < j->nused; i++) all[i] = j->used[i];
     for (int i = 0; i < j->nignored; i++) all[j->nused + i] = j->ignored[i];
     rc = hf_newest(x, all, n, j->ns_arg, &j->rid);
@@ -1360,42 +1305,42 @@ static int hf_judge_recall(hf_ctx *x, hf_judgment *j) {
   }
   if ((rc = hf_read_recall(x, j->rid, &j->r))) return rc;
   if (j->ns_arg && strcmp(j->ns_arg, j->r.ns))
-    return hf_fail(x, SQLITE_ERROR, "unknown recall_id %lld in namespace '%s' (never recorded "
+    return hc_fail(x, SQLITE_ERROR, "unknown recall_id %lld in namespace '%s' (never recorded "
                                     "there, or forgotten)", (long long)j->rid, j->ns_arg);
   return SQLITE_OK;
 }
 
 /* heap_answer: the ids judged are heap_attribute's verdicts on the recall's
  * memories, used (1) and ignored (0); a recall judged already is refused. */
-static int hf_answer_verdicts(hf_ctx *x, hf_judgment *j) {
+static int hf_answer_verdicts(hc_ctx *x, hf_judgment *j) {
   hf_recall *r = &j->r;
   sqlite3_stmt *st = NULL;
   int rc;
   for (int i = 0; i < r->n; i++)
     if (r->judged[i])
-      return hf_fail(x, SQLITE_ERROR, "recall %lld already has feedback; an answer can only "
+      return hc_fail(x, SQLITE_ERROR, "recall %lld already has feedback; an answer can only "
                                       "judge a recall nothing has judged yet", (long long)j->rid);
-  if ((rc = hf_prepare(x, "SELECT heap_attribute(?1, r.query, s.key, m.text, m.created_at) "
+  if ((rc = hc_prepare(x, "SELECT heap_attribute(?1, r.query, s.key, m.text, m.created_at) "
                           "FROM recalls AS r CROSS JOIN json_each(r.shown) AS s LEFT JOIN "
                           "memories AS m ON m.id = s.value WHERE r.id = ?2", &st)))
     return rc;
   sqlite3_bind_text(st, 1, j->answer, -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(st, 2, j->rid);
   rc = sqlite3_step(st);
-  if (rc != SQLITE_ROW) { rc = hf_sqlfail(x, rc); hf_done(x, st); return rc; }
+  if (rc != SQLITE_ROW) { rc = hc_sqlfail(x, rc); hc_done(x, st); return rc; }
   j->attribution = sqlite3_mprintf("%s", sqlite3_column_text(st, 0));
-  hf_done(x, st);
+  hc_done(x, st);
   st = NULL;
-  if (!j->attribution) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!j->attribution) return hc_fail(x, SQLITE_NOMEM, "out of memory");
   /* the verdicts by position: 1 used, 0 ignored */
-  if ((rc = hf_prepare(x, "SELECT key, json_extract(value, '$.verdict') FROM json_each(?1)", &st)))
+  if ((rc = hc_prepare(x, "SELECT key, json_extract(value, '$.verdict') FROM json_each(?1)", &st)))
     return rc;
   sqlite3_bind_text(st, 1, j->attribution, -1, SQLITE_STATIC);
   j->used = sqlite3_malloc64((sqlite3_uint64)(r->n + 1) * sizeof(char *));
   j->ignored = sqlite3_malloc64((sqlite3_uint64)(r->n + 1) * sizeof(char *));
   if (!j->used || !j->ignored) {
-    rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
-    hf_done(x, st);
+    rc = hc_fail(x, SQLITE_NOMEM, "out of memory");
+    hc_done(x, st);
     return rc;
   }
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -1405,8 +1350,8 @@ static int hf_answer_verdicts(hf_ctx *x, hf_judgment *j) {
     if (verdict == 1) j->used[j->nused++] = sqlite3_mprintf("%s", r->shown[pos]);
     else if (verdict == 0) j->ignored[j->nignored++] = sqlite3_mprintf("%s", r->shown[pos]);
   }
-  if (rc != SQLITE_DONE) { rc = hf_sqlfail(x, rc); hf_done(x, st); return rc; }
-  hf_done(x, st);
+  if (rc != SQLITE_DONE) { rc = hc_sqlfail(x, rc); hc_done(x, st); return rc; }
+  hc_done(x, st);
   return SQLITE_OK;
 }
 
@@ -1414,12 +1359,12 @@ static int hf_answer_verdicts(hf_ctx *x, hf_judgment *j) {
  * no ignored given, every other shown memory not judged yet is ignored.
  * Each id is looked up in the recall's index (hf_last_pos): linear in the
  * ids and the shown. */
-static int hf_judge_check(hf_ctx *x, hf_judgment *j) {
+static int hf_judge_check(hc_ctx *x, hf_judgment *j) {
   hf_recall *r = &j->r;
   int rc = SQLITE_OK;
   char **bad = sqlite3_malloc64((sqlite3_uint64)(j->nused + j->nignored + 1) * sizeof(char *));
   int nbad = 0;
-  if (!bad) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!bad) return hc_fail(x, SQLITE_NOMEM, "out of memory");
   for (int pass = 0; pass < 2 && !rc; pass++) {
     nbad = 0;
     for (int i = 0; i < j->nused + j->nignored; i++) {
@@ -1430,10 +1375,10 @@ static int hf_judge_check(hf_ctx *x, hf_judgment *j) {
     if (nbad) {
       char *list = hf_pylist(bad, nbad);
       if (pass == 0)
-        rc = hf_fail(x, SQLITE_ERROR, "recall %lld did not show %s; feedback can only judge "
+        rc = hc_fail(x, SQLITE_ERROR, "recall %lld did not show %s; feedback can only judge "
                                       "memories that recall returned", (long long)j->rid, list);
       else
-        rc = hf_fail(x, SQLITE_ERROR, "recall %lld already has feedback for %s; each shown "
+        rc = hc_fail(x, SQLITE_ERROR, "recall %lld already has feedback for %s; each shown "
                                       "memory is judged once", (long long)j->rid, list);
       sqlite3_free(list);
     }
@@ -1450,7 +1395,7 @@ static int hf_judge_check(hf_ctx *x, hf_judgment *j) {
   if (!extra || !take || (rc = hf_set(x, j->used, j->nused, &used))) {
     sqlite3_free(extra);
     sqlite3_free(take);
-    return rc ? rc : hf_fail(x, SQLITE_NOMEM, "out of memory");
+    return rc ? rc : hc_fail(x, SQLITE_NOMEM, "out of memory");
   }
   memset(take, 0, (size_t)r->n + 1);
   for (int a = 0, b; a < r->n; a = b) {
@@ -1464,7 +1409,7 @@ static int hf_judge_check(hf_ctx *x, hf_judgment *j) {
   for (int k = 0; k < r->n && !rc; k++)
     if (take[k] && !(extra[n++] = sqlite3_mprintf("%s", r->shown[k]))) {
       n--;
-      rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+      rc = hc_fail(x, SQLITE_NOMEM, "out of memory");
     }
   sqlite3_free(used);
   sqlite3_free(take);
@@ -1477,12 +1422,12 @@ static int hf_judge_check(hf_ctx *x, hf_judgment *j) {
 
 /* Which of the ids judged still exist (*alive_out, one flag per id, used
  * first); a used one that does not is an error. */
-static int hf_judge_alive(hf_ctx *x, const hf_judgment *j, int **alive_out) {
+static int hf_judge_alive(hc_ctx *x, const hf_judgment *j, int **alive_out) {
   sqlite3_stmt *st = NULL;
   int rc;
   int *alive = sqlite3_malloc64((sqlite3_uint64)(j->nused + j->nignored + 1) * sizeof(int));
-  if (!alive) return hf_fail(x, SQLITE_NOMEM, "out of memory");
-  if ((rc = hf_prepare(x, "SELECT 1 FROM memories WHERE id = ?1", &st))) {
+  if (!alive) return hc_fail(x, SQLITE_NOMEM, "out of memory");
+  if ((rc = hc_prepare(x, "SELECT 1 FROM memories WHERE id = ?1", &st))) {
     sqlite3_free(alive);
     return rc;
   }
@@ -1492,11 +1437,11 @@ static int hf_judge_alive(hf_ctx *x, const hf_judgment *j, int **alive_out) {
     sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
     int s2 = sqlite3_step(st);
     alive[i] = s2 == SQLITE_ROW;
-    if (s2 != SQLITE_ROW && s2 != SQLITE_DONE) rc = hf_sqlfail(x, s2);
+    if (s2 != SQLITE_ROW && s2 != SQLITE_DONE) rc = hc_sqlfail(x, s2);
     else if (!alive[i] && i < j->nused)
-      rc = hf_fail(x, SQLITE_ERROR, "memory '%s' no longer exists (forgotten)", id);
+      rc = hc_fail(x, SQLITE_ERROR, "memory '%s' no longer exists (forgotten)", id);
   }
-  hf_done(x, st);
+  hc_done(x, st);
   if (rc) { sqlite3_free(alive); return rc; }
   *alive_out = alive;
   return SQLITE_OK;
@@ -1504,7 +1449,7 @@ static int hf_judge_alive(hf_ctx *x, const hf_judgment *j, int **alive_out) {
 
 /* The judged rows that still exist, as the recall scored them (their
  * positions and verdicts: jpos, jused), and their ids, used and ignored. */
-static int hf_judged_rows(hf_ctx *x, hf_judgment *j, const int *alive) {
+static int hf_judged_rows(hc_ctx *x, hf_judgment *j, const int *alive) {
   hf_recall *r = &j->r;
   sqlite3 *db = x->db;
   sqlite3_str *ujs = sqlite3_str_new(db), *ijs = sqlite3_str_new(db);
@@ -1527,44 +1472,45 @@ static int hf_judged_rows(hf_ctx *x, hf_judgment *j, const int *alive) {
   j->used_json = sqlite3_str_finish(ujs);
   j->ignored_json = sqlite3_str_finish(ijs);
   if (!j->jpos || !j->used_json || !j->ignored_json)
-    return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    return hc_fail(x, SQLITE_NOMEM, "out of memory");
   return SQLITE_OK;
 }
 
 /* The namespace's link set, for the reference credit (model 0), which
  * depends on current strengths: *links, sqlite3_malloc'ed (recall.c's
  * hr_link_set, the pooled layer's pending changes applied). */
-static int hf_credit_links(hf_ctx *x, const hf_judgment *j, unsigned char **links,
+static int hf_credit_links(hc_ctx *x, const hf_judgment *j, unsigned char **links,
                            int *linkslen) {
   sqlite3_stmt *st = NULL, *own = NULL, *pending = NULL;
   hp_ops ops = {0};
   i64 maxid;
   int rc;
-  if (!(rc = hf_prepare(x, hf_sql_pending, &pending)) &&
+  if (!(rc = hc_prepare(x, hf_sql_pending, &pending)) &&
       (rc = hp_read(pending, &ops, &maxid)))
     rc = rc == SQLITE_CORRUPT
-             ? hf_fail(x, SQLITE_CORRUPT, "a pending change of the pooled layer is damaged")
-             : hf_sqlfail(x, rc);
-  if (!rc && !(rc = hf_prepare(x, hr_sql_links, &st)) && !(rc = hf_prepare(x, hr_sql_own, &own)))
+             ? hc_fail(x, SQLITE_CORRUPT, "a pending change of the pooled layer is damaged")
+             : hc_sqlfail(x, rc);
+  if (!rc && !(rc = hc_prepare(x, hr_sql_links, &st)) && !(rc = hc_prepare(x, hr_sql_own, &own)))
     if ((rc = hr_link_set(st, own, &ops, j->r.qtype, j->r.ns, j->cfg.pooled_pseudocount, links,
                           linkslen)))
       rc = rc == SQLITE_CORRUPT
-               ? hf_fail(x, SQLITE_CORRUPT, "the learned links are damaged (counts that are "
+               ? hc_fail(x, SQLITE_CORRUPT, "the learned links are damaged (counts that are "
                                             "not finite and >= 0, or a feature name that is "
                                             "not UTF-8)")
-               : hf_sqlfail(x, rc);
+               : hc_sqlfail(x, rc);
   hp_free(&ops);
-  hf_done(x, pending);
-  hf_done(x, st);
-  hf_done(x, own);
+  hc_done(x, pending);
+  hc_done(x, st);
+  hc_done(x, own);
   return rc;
 }
 
 /* Feature name (len bytes) credited (da, db) by one judged memory, added to
  * the fold (j->touch, in first-seen order, sums from 0 in the judged order,
  * as heap_fold sums them; slot: nslot places by hash, -1 empty, nslot at
- * least twice the features the judged memories can have). */
-static int hf_fold_add(hf_ctx *x, hf_judgment *j, const char *name, int len, double da,
+ * least twice the features the judged memories can have).
+ * j: the feedback; cap: room in j->touch, grown here. */
+static int hf_fold_add(hc_ctx *x, hf_judgment *j, const char *name, int len, double da,
                        double db, int *cap, int *slot, u64 nslot) {
   u64 h = hm_fnv64(name, (size_t)len) & (nslot - 1);
   for (; slot[h] >= 0; h = (h + 1) & (nslot - 1)) {
@@ -1580,12 +1526,12 @@ static int hf_fold_add(hf_ctx *x, hf_judgment *j, const char *name, int len, dou
   if (j->ntouch == *cap) {
     *cap = *cap ? 2 * *cap : 64;
     hf_touch *g = sqlite3_realloc64(j->touch, (sqlite3_uint64)*cap * sizeof *g);
-    if (!g) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    if (!g) return hc_fail(x, SQLITE_NOMEM, "out of memory");
     j->touch = g;
   }
   hf_touch *u = &j->touch[j->ntouch];
   memset(u, 0, sizeof *u);
-  if (!(u->f = sqlite3_mprintf("%.*s", len, name))) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!(u->f = sqlite3_mprintf("%.*s", len, name))) return hc_fail(x, SQLITE_NOMEM, "out of memory");
   j->ntouch++;
   u->da = 0.0 + da;
   u->db = 0.0 + db;
@@ -1596,7 +1542,7 @@ static int hf_fold_add(hf_ctx *x, hf_judgment *j, const char *name, int len, dou
 /* The events, one per judged memory, each with the deltas hm_credit gives
  * it (as heap_credit writes them), and the same credits summed per feature
  * (as heap_fold sums them) into j->touch. */
-static int hf_events(hf_ctx *x, hf_judgment *j, const unsigned char *links, int linkslen) {
+static int hf_events(hc_ctx *x, hf_judgment *j, const unsigned char *links, int linkslen) {
   sqlite3_stmt *st = NULL;
   char names[HM_ACTIVE_LEN], err[HM_ERRLEN] = "";
   double da[2 * HM_MAX_FEATURES], db[2 * HM_MAX_FEATURES];
@@ -1604,11 +1550,11 @@ static int hf_events(hf_ctx *x, hf_judgment *j, const unsigned char *links, int 
   u64 nslot = 64;
   while (nslot < (u64)(j->njudged + 1) * 4 * HM_MAX_FEATURES) nslot *= 2;
   if (!hm_qtype_valid(j->r.qtype))
-    return hf_fail(x, SQLITE_ERROR, "heap_credit: unknown question type");
+    return hc_fail(x, SQLITE_ERROR, "heap_credit: unknown question type");
   int *slot = sqlite3_malloc64(nslot * sizeof *slot);
-  if (!slot) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!slot) return hc_fail(x, SQLITE_NOMEM, "out of memory");
   for (u64 i = 0; i < nslot; i++) slot[i] = -1;
-  if ((rc = hf_prepare(x, "INSERT INTO events(recall_id, position, namespace, qtype, used, "
+  if ((rc = hc_prepare(x, "INSERT INTO events(recall_id, position, namespace, qtype, used, "
                           "deltas, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", &st))) {
     sqlite3_free(slot);
     return rc;
@@ -1618,14 +1564,14 @@ static int hf_events(hf_ctx *x, hf_judgment *j, const unsigned char *links, int 
     int k = hm_credit(j->r.feats[pos], j->r.qtype, j->r.ages[pos], j->jused[i], links, linkslen,
                       &j->cfg, names, sizeof names, da, db, 2 * HM_MAX_FEATURES, err, sizeof err);
     if (k < 0) {
-      rc = hf_fail(x, SQLITE_ERROR, "heap_credit: %s", err);
+      rc = hc_fail(x, SQLITE_ERROR, "heap_credit: %s", err);
       break;
     }
     sqlite3_str *d = sqlite3_str_new(x->db);
     hq_credit_json(d, names, da, db, k);
     int dlen = sqlite3_str_length(d);
     char *deltas = sqlite3_str_finish(d);
-    if (!deltas) { rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); break; }
+    if (!deltas) { rc = hc_fail(x, SQLITE_NOMEM, "out of memory"); break; }
     sqlite3_reset(st);
     sqlite3_bind_int64(st, 1, j->rid);
     sqlite3_bind_int(st, 2, pos);
@@ -1634,7 +1580,7 @@ static int hf_events(hf_ctx *x, hf_judgment *j, const unsigned char *links, int 
     sqlite3_bind_int(st, 5, j->jused[i]);
     sqlite3_bind_text(st, 6, deltas, dlen, sqlite3_free);
     sqlite3_bind_double(st, 7, j->now);
-    rc = hf_exec(x, st);
+    rc = hc_exec(x, st);
     const char *name = names;
     for (int f = 0; !rc && f < k; f++) {
       while (*name == ' ') name++;
@@ -1643,7 +1589,7 @@ static int hf_events(hf_ctx *x, hf_judgment *j, const unsigned char *links, int 
       name += len;
     }
   }
-  hf_done(x, st);
+  hc_done(x, st);
   sqlite3_free(slot);
   return rc;
 }
@@ -1651,7 +1597,7 @@ static int hf_events(hf_ctx *x, hf_judgment *j, const unsigned char *links, int 
 /* What a feedback that judges something writes: the events, the fold into
  * the namespace's own links, and the pooled layer kept current
  * (hf_fold_pool, feature by feature). */
-static int hf_judge_write(hf_ctx *x, hf_judgment *j) {
+static int hf_judge_write(hc_ctx *x, hf_judgment *j) {
   hf_pool pool;
   unsigned char *links = NULL;
   int linkslen = 0;
@@ -1666,28 +1612,30 @@ static int hf_judge_write(hf_ctx *x, hf_judgment *j) {
 }
 
 /* The memories judged used were used now. */
-static int hf_mark_used(hf_ctx *x, const hf_judgment *j) {
+static int hf_mark_used(hc_ctx *x, const hf_judgment *j) {
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, "UPDATE memories SET last_used_at = max(coalesce(last_used_at, 0), ?1) "
+  int rc = hc_prepare(x, "UPDATE memories SET last_used_at = max(coalesce(last_used_at, 0), ?1) "
                          "WHERE id IN (SELECT value FROM json_each(?2))", &st);
   if (rc) return rc;
   sqlite3_bind_double(st, 1, j->now);
   sqlite3_bind_text(st, 2, j->used_json, -1, SQLITE_STATIC);
-  rc = hf_run(x, st);
-  hf_done(x, st);
+  rc = hc_exec(x, st);
+  hc_done(x, st);
   return rc;
 }
 
 /* auto-tune's count and its run after the feedback (tune.c) */
-static int ht_count(hf_ctx *x, i64 rid, int nused, int on, i64 *claim, i64 *judged,
+static int ht_count(hc_ctx *x, i64 rid, int nused, int on, i64 *claim, i64 *judged,
                     int *tuning);
-static char *ht_autotune(hf_ctx *x, const char *config, i64 claim, i64 judged);
+static char *ht_autotune(hc_ctx *x, const char *config, i64 claim, i64 judged);
 
 /* The whole of one feedback, inside the caller's savepoint, step by step:
  * auto-tune's count kept last (on: a point may be claimed, into *claim;
  * *tuning: a tune is under way).  out: the JSON result, less its closing
- * brace. */
-static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, int on,
+ * brace.
+ * answer_mode: heap_answer (the verdicts come from the answer); *judged: auto-
+ * tune's count of judged recalls. */
+static int hf_judge(hc_ctx *x, sqlite3_value **argv, int argc, int answer_mode, int on,
                     i64 *claim, i64 *judged, int *tuning, char **out) {
   hf_judgment j = {.answer_mode = answer_mode};
   int *alive = NULL;
@@ -1706,30 +1654,21 @@ static int hf_judge(hf_ctx *x, sqlite3_value **argv, int argc, int answer_mode, 
                            "%lld,\"attribution\":%s", (long long)j.rid, j.used_json,
                            j.ignored_json, (long long)j.nfeatures,
                            j.attribution ? j.attribution : "null");
-    if (!*out) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+    if (!*out) rc = hc_fail(x, SQLITE_NOMEM, "out of memory");
   }
   hf_judgment_free(&j);
   return rc;
 }
 
-/* The connection's heap_recall table keeps the statements: connect it (an
- * eponymous table is made when a statement first names it). */
-static void hf_keep_statements(hf_ctx *x) {
-  if (!x->conn || x->conn->vt) return;
-  sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(x->db, "SELECT rank FROM heap_recall WHERE 0", -1, &st, NULL) ==
-      SQLITE_OK)
-    sqlite3_finalize(st);
-}
-
 /* The autotune argument (argv[i]): 1 (or absent, or NULL) to tune at the
- * schedule's points, 0 to count only. */
-static int hf_autotune_arg(hf_ctx *x, sqlite3_value **argv, int argc, int i, int *on) {
+ * schedule's points, 0 to count only.
+ * i: its index; *on: 1 or 0. */
+static int hf_autotune_arg(hc_ctx *x, sqlite3_value **argv, int argc, int i, int *on) {
   *on = 1;
   if (argc <= i || sqlite3_value_type(argv[i]) == SQLITE_NULL) return SQLITE_OK;
   i64 v = sqlite3_value_int64(argv[i]);
   if (sqlite3_value_type(argv[i]) != SQLITE_INTEGER || (v != 0 && v != 1))
-    return hf_fail(x, SQLITE_ERROR, "autotune must be 1 (tune at 30, 60, 120, ... judged "
+    return hc_fail(x, SQLITE_ERROR, "autotune must be 1 (tune at 30, 60, 120, ... judged "
                                     "recalls) or 0 (count only)");
   *on = (int)v;
   return SQLITE_OK;
@@ -1742,11 +1681,11 @@ static int hf_autotune_arg(hf_ctx *x, sqlite3_value **argv, int argc, int i, int
  * feedback's). */
 static void hf_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv, int answer_mode) {
   const char *fname = answer_mode ? "heap_answer" : "heap_feedback";
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
+  hc_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
   char *out = NULL, *tuned = NULL;
   i64 claim = 0, judged = 0;
   int on = 1, tuning = 0, icfg = answer_mode ? 4 : 5;
-  hf_keep_statements(&x);
+  hc_keep_statements(&x);
   if (sqlite3_db_readonly(x.db, "main") == 1) {
     char *m = sqlite3_mprintf("%s: the store is read-only here; feedback writes events and "
                               "links", fname);
@@ -1758,17 +1697,17 @@ static void hf_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv, int ans
   char *why = NULL;
   int rc = hs_check_store(x.db, x.conn, &why);
   if (rc != SQLITE_OK) {
-    hf_fail(&x, rc, "%s", why ? why : "out of memory");
+    hc_fail(&x, rc, "%s", why ? why : "out of memory");
     sqlite3_free(why);
   } else if ((rc = sqlite3_exec(x.db, "SAVEPOINT heap_feedback", NULL, NULL, NULL)) !=
              SQLITE_OK) {
-    hf_sqlfail(&x, rc);
+    hc_sqlfail(&x, rc);
   } else {
     rc = hf_autotune_arg(&x, argv, argc, icfg + 1, &on);
     if (!rc) rc = hf_judge(&x, argv, argc, answer_mode, on, &claim, &judged, &tuning, &out);
     if (rc == SQLITE_OK) {
       rc = sqlite3_exec(x.db, "RELEASE heap_feedback", NULL, NULL, NULL);
-      if (rc != SQLITE_OK) hf_sqlfail(&x, rc);
+      if (rc != SQLITE_OK) hc_sqlfail(&x, rc);
     }
     if (rc != SQLITE_OK) {
       sqlite3_exec(x.db, "ROLLBACK TO heap_feedback", NULL, NULL, NULL);
@@ -1795,7 +1734,7 @@ static void hf_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv, int ans
     return;
   }
   sqlite3_free(out);
-  hf_result_fail(ctx, &x, fname, rc);
+  hc_result_fail(ctx, &x, fname, rc);
   if (!(x.code && x.code != SQLITE_ERROR) && rc != SQLITE_ERROR)
     sqlite3_result_error_code(ctx, rc);
 }
@@ -1810,37 +1749,37 @@ static void heap_answer(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 
 /* The features argument of heap_rebuild_pool: a JSON array of at most
  * MAX_IDS features heapmem makes (hm_feature_ok).  0, or the error set. */
-static int hf_features_arg(hf_ctx *x, sqlite3_value *v) {
+static int hf_features_arg(hc_ctx *x, sqlite3_value *v) {
   static const char bad[] = "features must be a JSON array of feature names heapmem makes, "
                             "such as '[\"kind:fact\", \"when/date:1\"]'";
   char why[HM_ERRLEN];
   const char *text;
   if (hq_arg_text(v, "features", 0, hm_limits.MAX_TEXT_BYTES, &text, why, sizeof why))
-    return hf_fail(x, SQLITE_ERROR, "%s", sqlite3_value_type(v) == SQLITE_TEXT ? why : bad);
+    return hc_fail(x, SQLITE_ERROR, "%s", sqlite3_value_type(v) == SQLITE_TEXT ? why : bad);
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, "SELECT json_valid(?1) AND json_type(?1) = 'array', "
+  int rc = hc_prepare(x, "SELECT json_valid(?1) AND json_type(?1) = 'array', "
                          "json_array_length(CASE WHEN json_valid(?1) THEN ?1 END)", &st);
   if (rc) return rc;
   sqlite3_bind_value(st, 1, v);
   int ok = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0);
   i64 n = ok ? sqlite3_column_int64(st, 1) : 0;
-  hf_done(x, st);
-  if (!ok) return hf_fail(x, SQLITE_ERROR, "%s", bad);
+  hc_done(x, st);
+  if (!ok) return hc_fail(x, SQLITE_ERROR, "%s", bad);
   if ((double)n > hm_limits.MAX_IDS)
-    return hf_fail(x, SQLITE_ERROR, "features lists %lld features; at most %.0f are taken at "
+    return hc_fail(x, SQLITE_ERROR, "features lists %lld features; at most %.0f are taken at "
                                     "once", (long long)n, hm_limits.MAX_IDS);
-  if ((rc = hf_prepare(x, "SELECT type, value FROM json_each(?1)", &st))) return rc;
+  if ((rc = hc_prepare(x, "SELECT type, value FROM json_each(?1)", &st))) return rc;
   sqlite3_bind_value(st, 1, v);
   while (!x->err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
     const char *type = (const char *)sqlite3_column_text(st, 0);
     const char *f = (const char *)sqlite3_column_text(st, 1);
     if (!type || strcmp(type, "text") || !f ||
         (int)strlen(f) != sqlite3_column_bytes(st, 1) || !hm_feature_ok(f))
-      hf_fail(x, SQLITE_ERROR, "%s; %s is not one", bad,
+      hc_fail(x, SQLITE_ERROR, "%s; %s is not one", bad,
               type && !strcmp(type, "text") && f ? "a name in it" : "a value in it");
   }
-  if (!x->err && rc != SQLITE_DONE) hf_sqlfail(x, rc);
-  hf_done(x, st);
+  if (!x->err && rc != SQLITE_DONE) hc_sqlfail(x, rc);
+  hc_done(x, st);
   return x->err ? x->code : SQLITE_OK;
 }
 
@@ -1850,21 +1789,21 @@ static int hf_features_arg(hf_ctx *x, sqlite3_value *v) {
  * check every write makes: a file with a foreign trigger on links is
  * refused before the rebuild writes a row. */
 static void heap_rebuild_pool(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
+  hc_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
   const char *features = NULL;
   char *why = NULL;
   hf_pool pool;
   int rc;
-  hf_keep_statements(&x);
+  hc_keep_statements(&x);
   if (sqlite3_db_readonly(x.db, "main") == 1) {
-    rc = hf_fail(&x, SQLITE_READONLY, "the store is read-only here");
+    rc = hc_fail(&x, SQLITE_READONLY, "the store is read-only here");
   } else if ((rc = hs_check_store(x.db, x.conn, &why)) != SQLITE_OK) {
-    hf_fail(&x, rc, "%s", why ? why : "out of memory");
+    hc_fail(&x, rc, "%s", why ? why : "out of memory");
   } else if (argc > 0 && sqlite3_value_type(argv[0]) != SQLITE_NULL &&
              (rc = hf_features_arg(&x, argv[0])) != SQLITE_OK) {
     /* x holds why */
   } else if ((rc = sqlite3_exec(x.db, "SAVEPOINT heap_rebuild_pool", NULL, NULL, NULL))) {
-    hf_sqlfail(&x, rc);
+    hc_sqlfail(&x, rc);
   } else {
     if (argc > 0 && sqlite3_value_type(argv[0]) != SQLITE_NULL)
       features = (const char *)sqlite3_value_text(argv[0]);
@@ -1872,7 +1811,7 @@ static void heap_rebuild_pool(sqlite3_context *ctx, int argc, sqlite3_value **ar
     if (!rc) rc = hf_rebuild(&x, features, &pool);
     if (rc == SQLITE_OK) rc = sqlite3_exec(x.db, "RELEASE heap_rebuild_pool", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
-      if (!x.err) hf_sqlfail(&x, rc);
+      if (!x.err) hc_sqlfail(&x, rc);
       sqlite3_exec(x.db, "ROLLBACK TO heap_rebuild_pool", NULL, NULL, NULL);
       sqlite3_exec(x.db, "RELEASE heap_rebuild_pool", NULL, NULL, NULL);
     }
@@ -1882,7 +1821,7 @@ static void heap_rebuild_pool(sqlite3_context *ctx, int argc, sqlite3_value **ar
     sqlite3_result_null(ctx);
     return;
   }
-  hf_result_fail(ctx, &x, "heap_rebuild_pool", rc);
+  hc_result_fail(ctx, &x, "heap_rebuild_pool", rc);
 }
 
 /* heap_fold_pool(): the pooled layer's pending changes folded into its rows
@@ -1892,25 +1831,25 @@ static void heap_rebuild_pool(sqlite3_context *ctx, int argc, sqlite3_value **ar
 static void heap_fold_pool(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
   (void)argv;
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
+  hc_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
   char *why = NULL;
   i64 folded = 0;
-  hf_keep_statements(&x);
+  hc_keep_statements(&x);
   int rc = hs_check_store(x.db, x.conn, &why);
-  if (rc != SQLITE_OK) hf_fail(&x, rc, "%s", why ? why : "out of memory");
+  if (rc != SQLITE_OK) hc_fail(&x, rc, "%s", why ? why : "out of memory");
   sqlite3_free(why);
   if (!rc && sqlite3_db_readonly(x.db, "main") == 1)
-    rc = hf_fail(&x, SQLITE_READONLY, "the store is read-only here (readers apply the pending "
+    rc = hc_fail(&x, SQLITE_READONLY, "the store is read-only here (readers apply the pending "
                                       "changes themselves: heap_pool_now)");
   if (!rc && (rc = sqlite3_exec(x.db, "SAVEPOINT heap_fold_pool", NULL, NULL, NULL)))
-    hf_sqlfail(&x, rc);
+    hc_sqlfail(&x, rc);
   else if (!rc) {
     rc = hf_pool_flush(&x, &folded);
     if (rc) sqlite3_exec(x.db, "ROLLBACK TO heap_fold_pool", NULL, NULL, NULL);
     sqlite3_exec(x.db, "RELEASE heap_fold_pool", NULL, NULL, NULL);
   }
   if (rc == SQLITE_OK) sqlite3_result_int64(ctx, folded);
-  else hf_result_fail(ctx, &x, "heap_fold_pool", rc);
+  else hc_result_fail(ctx, &x, "heap_fold_pool", rc);
 }
 
 /* heap_pool_now(): the pooled rows that pending changes touch, as readers
@@ -1921,22 +1860,22 @@ static void heap_fold_pool(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 static void heap_pool_now(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
   (void)argv;
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
+  hc_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
   sqlite3_stmt *pending = NULL, *row = NULL;
   hp_ops ops = {0};
   i64 maxid = 0;
   char *why = NULL, *f = NULL;
   sqlite3_str *out = sqlite3_str_new(x.db);
-  hf_keep_statements(&x);
+  hc_keep_statements(&x);
   int rc = hs_check_store(x.db, x.conn, &why), n = 0;
-  if (rc != SQLITE_OK) hf_fail(&x, rc, "%s", why ? why : "out of memory");
+  if (rc != SQLITE_OK) hc_fail(&x, rc, "%s", why ? why : "out of memory");
   sqlite3_free(why);
-  if (!rc && !(rc = hf_prepare(&x, hf_sql_pending, &pending)) &&
+  if (!rc && !(rc = hc_prepare(&x, hf_sql_pending, &pending)) &&
       (rc = hp_read(pending, &ops, &maxid)))
     rc = rc == SQLITE_CORRUPT
-             ? hf_fail(&x, SQLITE_CORRUPT, "a pending change of the pooled layer is damaged")
-             : hf_sqlfail(&x, rc);
-  if (!rc) rc = hf_prepare(&x, hf_sql_pooled, &row);
+             ? hc_fail(&x, SQLITE_CORRUPT, "a pending change of the pooled layer is damaged")
+             : hc_sqlfail(&x, rc);
+  if (!rc) rc = hc_prepare(&x, hf_sql_pooled, &row);
   sqlite3_str_appendchar(out, 1, '{');
   for (int k = 0; !rc && k < ops.n; k++) {
     const hp_op *op = &ops.v[k];
@@ -1956,8 +1895,8 @@ static void heap_pool_now(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
   sqlite3_str_appendchar(out, 1, '}');
   sqlite3_free(f);
   hp_free(&ops);
-  hf_done(&x, pending);
-  hf_done(&x, row);
+  hc_done(&x, pending);
+  hc_done(&x, row);
   char *json = sqlite3_str_finish(out);
   if (!rc && !json) rc = SQLITE_NOMEM;
   if (rc == SQLITE_OK) {
@@ -1966,7 +1905,7 @@ static void heap_pool_now(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
   }
   sqlite3_free(json);
   if (rc == SQLITE_NOMEM && !x.err) sqlite3_result_error_nomem(ctx);
-  else hf_result_fail(ctx, &x, "heap_pool_now", rc);
+  else hc_result_fail(ctx, &x, "heap_pool_now", rc);
 }
 
 #pragma endregion

@@ -12,10 +12,12 @@
  * statements on the caller's connection.
  *
  * This file holds what every unit shares (the includes, the extension's API
- * pointer, one per thread, the integer typedefs, hm_utf8_cut and hm_seterr) and includes the
- * units, in this order; each opens with what it owns and what it relies on,
- * and uses only what comes before it (except that recall.c declares store.c's
- * hs_check_store and place.c's entry points ahead):
+ * pointer, one per thread, the integer typedefs, hm_utf8_cut and hm_errf,
+ * the pure code's one printf-style error) and includes the units, in this
+ * order; each opens with what it owns and what it relies on, and uses only
+ * what comes before it (except that call.c names recall.c's and tune.c's
+ * types ahead, and recall.c declares store.c's hs_check_store and place.c's
+ * entry points ahead):
  *   text.c       words, stop words, question types, a memory's shape
  *                features, the namespace tag, the FTS5 MATCH expression
  *   when.c       civil dates, and the window of time a question names
@@ -35,8 +37,11 @@
  *                heap_ntokens
  *   pool.c       the pooled layer's pending changes: their blob, reading and
  *                applying them
- *   recall.c     heap_recall, recall as an eponymous virtual table, and the
- *                connection's kept statements
+ *   call.c       the call runtime: a connection's state and kept statements,
+ *                one call's context, hc_fail (printf's arguments, the first
+ *                error wins), the statement helpers, the end of a failed
+ *                heap_* function or heap_recall call
+ *   recall.c     heap_recall, recall as an eponymous virtual table
  *   place.c      recall's step for a candidate's place: its thread's
  *                neighbours and the question's window of time
  *   feedback.c   heap_feedback, heap_answer, the robust pooled layer,
@@ -52,11 +57,22 @@
  *
  * Names: hm_ is pure code, with no sqlite3_* call in its body (a test in
  * tests/test_architecture.py holds it), whatever the unit; the rest carry
- * their unit's prefix: ha_ attribute.c, hb_ bm25.c, he_ and hv_ embed.c,
- * hg_ register.c, hp_ pool.c, hq_ sqlfuncs.c, hr_ recall.c and place.c,
- * hs_ store.c, ht_ tune.c, hw_ when.c, hx_ vindex.c; hf_ is feedback.c's and
- * also the call context store.c, tune.c and vindex.c share (a call runtime
- * of its own is still to come).
+ * their unit's prefix: ha_ attribute.c, hb_ bm25.c, hc_ call.c, he_ and hv_
+ * embed.c, hf_ feedback.c, hg_ register.c, hp_ pool.c, hq_ sqlfuncs.c, hr_
+ * recall.c and place.c, hs_ store.c, ht_ tune.c, hw_ when.c, hx_ vindex.c.
+ * Errors: the pure code writes one sentence into its caller's buffer
+ * (hm_errf); a call that runs statements fails through its hc_ctx (hc_fail),
+ * and damage in the file is told by a result code (SQLITE_CORRUPT, from a
+ * check of what is read), never by the words of an error.
+ * A function of more than four parameters names each of them in the comment
+ * above it (or beside it, as fts5_aux.c does), but those one convention
+ * names everywhere: x the call's context (hc_ctx) or recall's lexical search
+ * (hr_lex), t heap_recall's table, c its cursor (hr_cursor) or the config in
+ * force (hm_config), db the connection, ctx, argc and argv a SQL function's,
+ * err and errlen the error buffer; and those of SQLite's callbacks (an
+ * xConnect, an xFilter, an FTS5 tokenizer's or auxiliary function's).
+ * tests/test_architecture.py holds the prefixes, the parameters, one
+ * printf-style error per kind and no match on SQLite's message.
  */
 #include "sqlite3ext.h"
 /* SQLITE_EXTENSION_INIT1, but one pointer per thread.  Every sqlite3_* call
@@ -129,13 +145,8 @@ static int hm_utf8_cut(const char *s, int len) {
   return (lead >= 0xC0 && k < need) ? i - 1 : len;
 }
 
-static void hm_seterr(char *err, int errlen, const char *fmt, const char *a) {
-  if (!err || errlen <= 0) return;
-  int n = snprintf(err, (size_t)errlen, fmt, a ? a : "");
-  if (n >= errlen) err[hm_utf8_cut(err, errlen - 1)] = 0; /* cut, but not mid-character */
-}
-
-/* hm_seterr with printf's arguments; returns HM_ERROR. */
+/* The pure code's one error: a sentence made as printf makes it into err (at
+ * most errlen bytes, cut at a whole character); returns HM_ERROR. */
 static int hm_errf(char *err, int errlen, const char *fmt, ...) {
   if (err && errlen > 0) {
     va_list ap;
@@ -162,6 +173,8 @@ static int hm_errf(char *err, int errlen, const char *fmt, ...) {
 #include "bm25.c"
 /* the pooled layer's pending changes, which recall and feedback apply */
 #include "pool.c"
+/* the call runtime: a connection's state, one call's context and its first error */
+#include "call.c"
 /* the loop: recall as a table, feedback and the pooled layer as calls, the store */
 #include "recall.c"
 #include "place.c"

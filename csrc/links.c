@@ -39,7 +39,9 @@ static i64 hm_links_count(const unsigned char *blob, i64 n) {
   return count;
 }
 
-/* Evidence (alpha, beta) for one feature name; 0/0 when absent. */
+/* Evidence (alpha, beta) for one feature name; 0/0 when absent.
+ * blob, count: the link set and its links; name, len: the feature; *a, *b: its
+ * evidence. */
 static void hm_links_get(const unsigned char *blob, i64 count, const char *name, int len,
                          double *a, double *b) {
   *a = *b = 0;
@@ -56,7 +58,9 @@ static void hm_links_get(const unsigned char *blob, i64 count, const char *name,
 
 /* A namespace's view of one link's evidence: its own counts plus the other
  * namespaces' counts (pooled minus own), scaled to at most `pseudocount`
- * observations. */
+ * observations.
+ * own_a, own_b: the namespace's counts; pool_a, pool_b: the pooled row's; *a,
+ * *b: the view. */
 HM_API void hm_link_view(double own_a, double own_b, double pool_a, double pool_b,
                          double pseudocount, double *a, double *b) {
   double oa = pool_a - own_a, ob = pool_b - own_b;

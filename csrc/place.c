@@ -25,9 +25,9 @@
  *   - the words explain() adds for both.
  * A store whose memories have no thread, asked a question that names no
  * time, reads nothing more and ranks exactly as without this step.
- * Relies on: recall.c (hr_vtab, hr_cursor, hr_row, hr_stmt, hr_sqlfail,
- * hr_take_rows, hr_relevance, hr_bind_filters), when.c (hm_time_window,
- * hm_time_window_text).
+ * Relies on: recall.c (hr_vtab, hr_cursor, hr_row, hr_stmt, hr_take_rows,
+ * hr_relevance, hr_bind_filters), call.c (hc_sqlfail on the table's call),
+ * when.c (hm_time_window, hm_time_window_text).
  */
 
 #pragma region where a candidate stands: its thread, its time
@@ -58,7 +58,7 @@ static int hr_read_places(hr_vtab *t, hr_cursor *c, int from) {
   if (!seqs) return SQLITE_NOMEM;
   sqlite3_stmt *st = NULL;
   int rc = hr_stmt(t, HR_ST_PLACE, &st);
-  if (rc != SQLITE_OK) { sqlite3_free(seqs); return hr_sqlfail(t, rc); }
+  if (rc != SQLITE_OK) { sqlite3_free(seqs); return hc_sqlfail(&t->call, rc); }
   sqlite3_bind_text(st, 1, seqs, -1, sqlite3_free);
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     int i = hr_row_of(c, sqlite3_column_int64(st, 0));
@@ -73,7 +73,7 @@ static int hr_read_places(hr_vtab *t, hr_cursor *c, int from) {
     if (!r->thread || !r->mid) { sqlite3_reset(st); return SQLITE_NOMEM; }
   }
   sqlite3_reset(st);
-  return rc == SQLITE_DONE ? SQLITE_OK : hr_sqlfail(t, rc);
+  return rc == SQLITE_DONE ? SQLITE_OK : hc_sqlfail(&t->call, rc);
 }
 
 /* The seqs of the neighbours of the HR_THREAD_WIDEN best candidates with a
@@ -104,7 +104,7 @@ static int hr_neighbours(hr_vtab *t, hr_cursor *c, const hr_args *a, char **out)
   if (!best) return SQLITE_NOMEM;
   sqlite3_stmt *st = NULL;
   int rc = hr_stmt(t, HR_ST_NEIGHBOURS, &st);
-  if (rc != SQLITE_OK) { sqlite3_free(best); return hr_sqlfail(t, rc); }
+  if (rc != SQLITE_OK) { sqlite3_free(best); return hc_sqlfail(&t->call, rc); }
   sqlite3_bind_text(st, 1, best, -1, sqlite3_free);
   sqlite3_bind_int64(st, 2, (i64)c->cfg.thread_turns);
   hr_bind_filters(st, a);
@@ -118,7 +118,7 @@ static int hr_neighbours(hr_vtab *t, hr_cursor *c, const hr_args *a, char **out)
   sqlite3_reset(st);
   sqlite3_str_appendchar(js, 1, ']');
   *out = sqlite3_str_finish(js);
-  if (rc != SQLITE_DONE) { sqlite3_free(*out); *out = NULL; return hr_sqlfail(t, rc); }
+  if (rc != SQLITE_DONE) { sqlite3_free(*out); *out = NULL; return hc_sqlfail(&t->call, rc); }
   return *out ? SQLITE_OK : SQLITE_NOMEM;
 }
 
@@ -133,7 +133,7 @@ static int hr_widen(hr_vtab *t, hr_cursor *c, const hr_args *a) {
   sqlite3_stmt *st = NULL;
   if ((rc = hr_stmt(t, HR_ST_NROWS, &st)) != SQLITE_OK) {
     sqlite3_free(seqs);
-    return hr_sqlfail(t, rc);
+    return hc_sqlfail(&t->call, rc);
   }
   sqlite3_bind_text(st, 1, a->query, -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(st, 2, a->ns, -1, SQLITE_TRANSIENT);
@@ -158,9 +158,9 @@ static int hr_place(hr_vtab *t, hr_cursor *c, const hr_args *a) {
   int threads = 0;
   if (c->cfg.w_thread > 0 && c->cfg.w_relevance > 0) {
     sqlite3_stmt *st = NULL;
-    if ((rc = hr_stmt(t, HR_ST_THREADS, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+    if ((rc = hr_stmt(t, HR_ST_THREADS, &st)) != SQLITE_OK) return hc_sqlfail(&t->call, rc);
     sqlite3_bind_text(st, 1, a->ns, -1, SQLITE_TRANSIENT);
-    if ((rc = sqlite3_step(st)) != SQLITE_ROW) return hr_sqlfail(t, rc);
+    if ((rc = sqlite3_step(st)) != SQLITE_ROW) return hc_sqlfail(&t->call, rc);
     threads = sqlite3_column_int(st, 0);
     sqlite3_reset(st);
   }

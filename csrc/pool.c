@@ -154,7 +154,9 @@ static int hp_decode(hp_ops *o, const void *blob, int len) {
   return SQLITE_OK;
 }
 
-/* One op appended to a blob being written (sqlite3_str). */
+/* One op appended to a blob being written (sqlite3_str).
+ * s: the blob; f, flen: the feature; a, b, n: what its pooled counts gain;
+ * support: the namespaces backing it; has_rates, lo, hi: its kept rates. */
 static void hp_encode(sqlite3_str *s, const char *f, int flen, double a, double b, i64 n,
                       i64 support, int has_rates, double lo, double hi) {
   unsigned char r[HP_FIXED];

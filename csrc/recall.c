@@ -34,8 +34,9 @@
  * sees (its own links and the pooled layer's), hm_score_batch, then score
  * order with ties by seq; in a tracked recall with explore > 0, each score
  * times the factor exploration puts on it (hr_explore).  Every statement
- * it runs is prepared once per connection and kept; hm_conn and the cache
- * that feedback.c and store.c prepare into live here too.
+ * it runs is prepared once per connection and kept by the table (call.c's
+ * hm_conn keeps the other units' statements while the table is connected);
+ * its errors are its call's (hc_fail on t->call, the first one wins).
  * Relies on: text.c (hm_qtype, hm_match, hm_fnv64), sample.c
  * (hm_splitmix64), score.c (hm_config_parse, hm_score_batch, hm_explain,
  * hm_explore), sqlfuncs.c (hq_is_number, hm_repr,
@@ -257,37 +258,17 @@ static const char *const hr_sql[HR_NST] = {
     hr_sql_lex_term, hr_sql_lex_match, hr_sql_lex_pass, hr_sql_lex_kinds,
     hr_sql_space_each};
 
-/* The statements the loop's functions run, prepared once per connection:
- * kept by the connection's heap_recall table, whose xDisconnect (run before
- * SQLite checks for unfinalized statements at close) finalizes them. */
-#define HM_CACHE 40
-typedef struct hr_vtab hr_vtab;
-
 /* The carried model's unit vectors of logged questions, by their text
  * (contextual utility compares each candidate's judged questions with the
  * new one, and the same questions come back recall after recall): direct
  * mapped, a slot per hash of the text, the text kept to compare, so that two
  * texts of one hash never share a vector. */
 #define HR_QCACHE 512
-typedef struct {
+struct hr_qvec {
   char *text;  /* NULL: an empty slot */
   int len, ok; /* ok 0: the model knows none of its words */
   float v[HM_EMBED_DIM];
-} hr_qvec;
-
-typedef struct ht_job ht_job; /* tune.c: a tune run in steps */
-static void ht_job_free(ht_job *j);
-
-typedef struct {
-  const sqlite3_api_routines *api; /* the SQLite library of the connection */
-  hr_vtab *vt;      /* the connection's heap_recall, once connected */
-  int checked;      /* the file's schema was found heapmem's own ... */
-  long long cookie; /* ... at this schema cookie (store.c, hs_check) */
-  hv_cache *vc;     /* the namespaces' vectors (embed.c), once a recall needs them */
-  hr_qvec *qc;      /* HR_QCACHE logged questions' vectors, once a recall needs them */
-  ht_job *job;      /* the auto-tune this connection steps after its feedback (tune.c) */
-  hm_stemmer *stem; /* porter over unicode61, as memories_fts tokenizes (register.c) */
-} hm_conn;
+};
 
 /* the module's client data goes with the connection */
 static void hr_conn_free(void *p) {
@@ -308,11 +289,7 @@ struct hr_vtab {
   sqlite3 *db;
   hm_conn *conn;
   sqlite3_stmt *st[HR_NST];
-  struct {
-    const char *sql; /* a static string: the key */
-    sqlite3_stmt *st;
-    int busy;
-  } cache[HM_CACHE];
+  hc_ctx call; /* the call under way (xFilter's): its first error becomes zErrMsg */
 };
 
 typedef struct {
@@ -395,8 +372,12 @@ static int hr_disconnect(sqlite3_vtab *vt) {
   hr_vtab *t = (hr_vtab *)vt;
   sqlite3_api = t->api;
   for (int i = 0; i < HR_NST; i++) sqlite3_finalize(t->st[i]);
-  for (int i = 0; i < HM_CACHE; i++) sqlite3_finalize(t->cache[i].st);
-  if (t->conn && t->conn->vt == t) t->conn->vt = NULL;
+  sqlite3_free(t->call.err);
+  if (t->conn && t->conn->vt == t) {
+    for (int i = 0; i < HC_KEPT; i++) sqlite3_finalize(t->conn->kept[i].st);
+    memset(t->conn->kept, 0, sizeof t->conn->kept);
+    t->conn->vt = NULL;
+  }
   sqlite3_free(t);
   return SQLITE_OK;
 }
@@ -490,27 +471,6 @@ static int hr_stmt(hr_vtab *t, int which, sqlite3_stmt **out) {
   return SQLITE_OK;
 }
 
-static int hr_fail(hr_vtab *t, const char *fmt, const char *a) {
-  sqlite3_free(t->base.zErrMsg);
-  t->base.zErrMsg = sqlite3_mprintf(fmt, a ? a : "");
-  return SQLITE_ERROR;
-}
-
-/* A SQLite error while running one of the statements, as one sentence. */
-static int hr_sqlfail(hr_vtab *t, int rc) {
-  if (rc == SQLITE_NOMEM) return rc;
-  const char *msg = sqlite3_errmsg(t->db);
-  if (strstr(msg, "malformed JSON")) {
-    hr_fail(t, "heap_recall: a value in the store is damaged (%s)", msg);
-    return SQLITE_CORRUPT;
-  }
-  if (strstr(msg, "no such table") || strstr(msg, "no such column"))
-    return hr_fail(t, "heap_recall: this database is not a heapmem store (%s)", msg);
-  sqlite3_free(t->base.zErrMsg);
-  t->base.zErrMsg = sqlite3_mprintf("heap_recall: %s", msg);
-  return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_ERROR : rc;
-}
-
 /* The current time, unix seconds, from the VFS (as SQLite's 'now'). */
 static double hr_now(sqlite3 *db) {
   sqlite3_vfs *vfs = NULL;
@@ -529,7 +489,8 @@ static int hr_cmp(const void *x, const void *y) {
   return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
-/* The log's JSON arrays of the top k: shown ids, ages, features, rest. */
+/* The log's JSON arrays of the top k: shown ids, ages, features, rest.
+ * query, ns, now: the recall's question, namespace and time. */
 static int hr_log(hr_vtab *t, hr_cursor *c, const char *query, const char *ns, double now) {
   sqlite3_str *js[4];
   for (int j = 0; j < 4; j++) {
@@ -569,7 +530,7 @@ static int hr_log(hr_vtab *t, hr_cursor *c, const char *query, const char *ns, d
       c->recall_id = sqlite3_column_int64(st, 0);
       rc = sqlite3_step(st);
     }
-    rc = rc == SQLITE_DONE ? SQLITE_OK : hr_sqlfail(t, rc);
+    rc = rc == SQLITE_DONE ? SQLITE_OK : hc_sqlfail(&t->call, rc);
     sqlite3_reset(st);
   }
   for (int j = 0; j < 4; j++) sqlite3_free(text[j]);
@@ -701,7 +662,9 @@ static int hr_lex_sqlfail(hr_lex *x, int rc) {
   return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_ERROR : rc;
 }
 
-/* The question's words, as heap_match quotes them, pointing into buf. */
+/* The question's words, as heap_match quotes them, pointing into buf.
+ * query: the question; buf, buflen: the quoted terms; word, len: each word's
+ * start and bytes. */
 static int hr_lex_words(const char *query, char *buf, int buflen, const char **word, int *len) {
   int nw = 0;
   if (hm_match(query, NULL, buf, buflen) <= 0) return 0;
@@ -828,7 +791,9 @@ static int hr_lex_rows(hr_lex *x, sqlite3_stmt *st, int np) {
 
 /* The whole match set, ranked as heap_bm25_top ranks it (the namespace's
  * statistics, or the rows' own where they are missing), only the rows the
- * filters let through: the top into top (room for x->n), its size *size. */
+ * filters let through: the top into top (room for x->n), its size *size.
+ * nw: the question's words; alone: the namespace is alone in the file (no tag);
+ * docs, tokens: its statistics. */
 static int hr_lex_full(hr_lex *x, int nw, int alone, double docs, double tokens,
                        hm_scored *top, i64 *size) {
   char match[HM_MATCH_LEN];
@@ -850,7 +815,9 @@ static int hr_lex_full(hr_lex *x, int nw, int alone, double docs, double tokens,
 /* One round at threshold t over the phrases p (m of them, in the question's
  * order, as probe names them: the MATCH expression's part naming them all;
  * ps: the same, highest bound first): the rows the formula lets through,
- * ranked, into top and *size. */
+ * ranked, into top and *size.
+ * tag: the namespace's FTS5 tag (NULL: alone); avgdl: the namespace's mean
+ * length. */
 static int hr_lex_round(hr_lex *x, const hm_bm25_phrase *p, const hm_bm25_phrase *ps, int m,
                         const char *tag, const char *probe, double avgdl, double t,
                         hm_scored *top, i64 *size) {
@@ -897,7 +864,9 @@ static int hr_lex_by_ub(const void *x, const void *y) {
 
 /* The pruned search over the phrases p (m, in the question's order, each one
  * FTS5 term the namespace holds; nw: the question's words in all): rounds
- * until n rows reach the round's threshold, else the whole match set. */
+ * until n rows reach the round's threshold, else the whole match set.
+ * tag: the namespace's FTS5 tag (NULL: alone); docs, tokens: its statistics;
+ * top, *size: the rows kept. */
 static int hr_lex_pruned(hr_lex *x, const hm_bm25_phrase *p, int m, int nw, const char *tag,
                          double docs, double tokens, hm_scored *top, i64 *size) {
   double avgdl = tokens / docs;
@@ -929,7 +898,9 @@ static int hr_lex_pruned(hr_lex *x, const hm_bm25_phrase *p, int m, int nw, cons
 /* The phrases of the question's words nw, looked up in bm25_terms into p
  * (those the namespace holds, in order; *m of them, *postings their rows in
  * all).  0, or 1 when the pruned search cannot take the question: a word of
- * several FTS5 tokens (or none), or the namespace's own tag. */
+ * several FTS5 tokens (or none), or the namespace's own tag.
+ * word, wlen: each word and its bytes; docs, avgdl: the namespace's statistics;
+ * *rc: an SQLite error. */
 static int hr_lex_phrases(hr_lex *x, const char **word, const int *wlen, int nw, const char *tag,
                           double docs, double avgdl, hm_bm25_phrase *p, int *m,
                           double *postings, int *rc) {
@@ -1016,7 +987,8 @@ static int hr_lex_search(hr_lex *x, hm_scored *top, i64 *size) {
 /* The namespace's BM25 top n for a's question, as JSON ([[seq, bm25], ...],
  * best first: heap_bm25_top's) into *json, or an SQLite code with *err one
  * sentence.  vt keeps the statements (NULL: prepared for this call); below
- * `small` postings the whole match set is read (HR_LEX_SMALL). */
+ * `small` postings the whole match set is read (HR_LEX_SMALL).
+ * stem: the FTS5 tokenizer's stemmer. */
 static int hr_lexical(sqlite3 *db, hr_vtab *vt, hm_stemmer *stem, const hr_args *a, int n,
                       double small, char **json, char **err) {
   hr_lex x = {.db = db, .vt = vt, .stem = stem, .a = a, .n = n, .small = small};
@@ -1104,12 +1076,13 @@ static int hr_read_flag(hr_vtab *t, sqlite3_value *v, const char *name, int *out
   if (!v || sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
   if (sqlite3_value_type(v) != SQLITE_INTEGER ||
       (sqlite3_value_int64(v) != 0 && sqlite3_value_int64(v) != 1))
-    return hr_fail(t, "heap_recall: %s must be 0 or 1", name);
+    return hc_fail(&t->call, SQLITE_ERROR, "%s must be 0 or 1", name);
   *out = sqlite3_value_int(v);
   return SQLITE_OK;
 }
 
-/* A time (now, since, until), read and checked into *out; *has: given. */
+/* A time (now, since, until), read and checked into *out; *has: given.
+ * v: the argument; name: its name. */
 static int hr_read_time(hr_vtab *t, sqlite3_value *v, const char *name, double *out, int *has) {
   *has = 0;
   if (!v || sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
@@ -1118,7 +1091,7 @@ static int hr_read_time(hr_vtab *t, sqlite3_value *v, const char *name, double *
     char why[HM_ERRLEN];
     hm_errf(why, sizeof why, "%s must be unix seconds from %.0f to %.0f (1970 to the year 9999)",
             name, hm_limits.MIN_TIME, hm_limits.MAX_TIME);
-    return hr_fail(t, "heap_recall: %s", why);
+    return hc_fail(&t->call, SQLITE_ERROR, "%s", why);
   }
   *out = x;
   *has = 1;
@@ -1132,21 +1105,21 @@ static int hr_read_filters(hr_vtab *t, sqlite3_value **arg, hr_args *a) {
       (rc = hr_read_time(t, arg[HR_UNTIL - HR_QUERY], "until", &a->until, &a->has_until)))
     return rc;
   if (a->has_since && a->has_until && !(a->since < a->until))
-    return hr_fail(t, "heap_recall: since must be before until (memories created at or after "
-                      "since, and before until)%s", "");
+    return hc_fail(&t->call, SQLITE_ERROR, "since must be before until (memories created at "
+                                           "or after since, and before until)");
   sqlite3_value *v = arg[HR_KINDS - HR_QUERY];
   if (!v || sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
   const char *kinds = NULL;
   char why[HM_ERRLEN];
   int len = sqlite3_value_bytes(v);
   if (sqlite3_value_type(v) != SQLITE_TEXT || !len)
-    return hr_fail(t, "heap_recall: kinds must be a kind ('fact') or a JSON array of kinds "
-                      "('[\"fact\", \"preference\"]')%s", "");
+    return hc_fail(&t->call, SQLITE_ERROR, "kinds must be a kind ('fact') or a JSON array of kinds "
+                                           "('[\"fact\", \"preference\"]')");
   if (hq_arg_text(v, "kinds", 0, hm_limits.MAX_TEXT_BYTES, &kinds, why, sizeof why))
-    return hr_fail(t, "heap_recall: %s", why);
+    return hc_fail(&t->call, SQLITE_ERROR, "%s", why);
   if (kinds[0] != '[') { /* one kind */
     if (hq_arg_text(v, "a kind", HM_ARG_NAME, 0, &kinds, why, sizeof why))
-      return hr_fail(t, "heap_recall: %s", why);
+      return hc_fail(&t->call, SQLITE_ERROR, "%s", why);
     sqlite3_str *js = sqlite3_str_new(t->db);
     sqlite3_str_appendchar(js, 1, '[');
     hq_json_string(js, kinds, len);
@@ -1155,16 +1128,17 @@ static int hr_read_filters(hr_vtab *t, sqlite3_value **arg, hr_args *a) {
     return a->kinds ? SQLITE_OK : SQLITE_NOMEM;
   }
   sqlite3_stmt *st = NULL;
-  if ((rc = hr_stmt(t, HR_ST_KINDS, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  if ((rc = hr_stmt(t, HR_ST_KINDS, &st)) != SQLITE_OK) return hc_sqlfail(&t->call, rc);
   sqlite3_bind_text(st, 1, kinds, len, SQLITE_TRANSIENT);
-  if ((rc = sqlite3_step(st)) != SQLITE_ROW) return hr_sqlfail(t, rc);
+  if ((rc = sqlite3_step(st)) != SQLITE_ROW) return hc_sqlfail(&t->call, rc);
   int ok = sqlite3_column_int(st, 0);
   sqlite3_reset(st);
   if (!ok)
-    return hr_fail(t, "heap_recall: kinds must be a kind or a JSON array of one or more kinds "
-                      "(text), such as '[\"fact\", \"preference\"]'%s", "");
+    return hc_fail(&t->call, SQLITE_ERROR, "kinds must be a kind or a JSON array of one or "
+                                           "more kinds (text), such as '[\"fact\", "
+                                           "\"preference\"]'");
   /* each kind a name, and not more of them than a recall returns memories */
-  if ((rc = hr_stmt(t, HR_ST_KIND_EACH, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  if ((rc = hr_stmt(t, HR_ST_KIND_EACH, &st)) != SQLITE_OK) return hc_sqlfail(&t->call, rc);
   sqlite3_bind_text(st, 1, kinds, len, SQLITE_TRANSIENT);
   int nkinds = 0;
   while (ok && (rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -1178,8 +1152,8 @@ static int hr_read_filters(hr_vtab *t, sqlite3_value **arg, hr_args *a) {
     }
   }
   sqlite3_reset(st);
-  if (!ok) return hr_fail(t, "heap_recall: %s", why);
-  if (rc != SQLITE_DONE && rc != SQLITE_ROW) return hr_sqlfail(t, rc);
+  if (!ok) return hc_fail(&t->call, SQLITE_ERROR, "%s", why);
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) return hc_sqlfail(&t->call, rc);
   a->kinds = sqlite3_mprintf("%.*s", len, kinds);
   return a->kinds ? SQLITE_OK : SQLITE_NOMEM;
 }
@@ -1205,21 +1179,22 @@ static int hr_read_spaces(hr_vtab *t, sqlite3_value *v, hr_args *a) {
   if (sqlite3_value_type(v) != SQLITE_TEXT || !len ||
       hq_arg_text(v, "namespaces", 0, hm_limits.MAX_TEXT_BYTES, &js, why, sizeof why) ||
       js[0] != '[')
-    return hr_fail(t, "heap_recall: namespaces must be a JSON array of one or more "
-                      "namespaces, such as '[\"user:maya\", \"team\"]'%s", "");
+    return hc_fail(&t->call, SQLITE_ERROR, "namespaces must be a JSON array of one or more "
+                                           "namespaces, such as '[\"user:maya\", \"team\"]'");
   sqlite3_stmt *st = NULL;
-  if ((rc = hr_stmt(t, HR_ST_KINDS, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  if ((rc = hr_stmt(t, HR_ST_KINDS, &st)) != SQLITE_OK) return hc_sqlfail(&t->call, rc);
   sqlite3_bind_text(st, 1, js, len, SQLITE_TRANSIENT); /* an array of text, not empty */
-  if ((rc = sqlite3_step(st)) != SQLITE_ROW) return hr_sqlfail(t, rc);
+  if ((rc = sqlite3_step(st)) != SQLITE_ROW) return hc_sqlfail(&t->call, rc);
   ok = sqlite3_column_int(st, 0);
   sqlite3_reset(st);
   if (!ok)
-    return hr_fail(t, "heap_recall: namespaces must be a JSON array of one or more "
-                      "namespaces (text), such as '[\"user:maya\", \"team\"]'%s", "");
+    return hc_fail(&t->call, SQLITE_ERROR, "namespaces must be a JSON array of one or more "
+                                           "namespaces (text), such as '[\"user:maya\", "
+                                           "\"team\"]'");
   if (hm_json_nul(js, len))
-    return hr_fail(t, "heap_recall: a namespace in namespaces must be valid UTF-8 without NUL "
-                      "bytes%s", "");
-  if ((rc = hr_stmt(t, HR_ST_SPACE_EACH, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+    return hc_fail(&t->call, SQLITE_ERROR, "a namespace in namespaces must be valid UTF-8 "
+                                           "without NUL bytes");
+  if ((rc = hr_stmt(t, HR_ST_SPACE_EACH, &st)) != SQLITE_OK) return hc_sqlfail(&t->call, rc);
   sqlite3_bind_text(st, 1, js, len, SQLITE_TRANSIENT);
   while (ok && (rc = sqlite3_step(st)) == SQLITE_ROW) {
     const unsigned char *name = sqlite3_column_text(st, 0);
@@ -1239,8 +1214,8 @@ static int hr_read_spaces(hr_vtab *t, sqlite3_value *v, hr_args *a) {
     }
   }
   sqlite3_reset(st);
-  if (!ok) return hr_fail(t, "heap_recall: %s", why);
-  if (rc != SQLITE_DONE && rc != SQLITE_ROW) return hr_sqlfail(t, rc);
+  if (!ok) return hc_fail(&t->call, SQLITE_ERROR, "%s", why);
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) return hc_sqlfail(&t->call, rc);
   a->spaces = js;
   a->nspaces = n;
   return SQLITE_OK;
@@ -1256,12 +1231,12 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
   sqlite3_value *q = arg[HR_QUERY - HR_QUERY];
   char why[HM_ERRLEN];
   if (!q || sqlite3_value_type(q) != SQLITE_TEXT)
-    return hr_fail(t, "heap_recall: the question must be text, as the first argument: "
-                      "heap_recall('When is my flight?', 'user:maya')%s", "");
+    return hc_fail(&t->call, SQLITE_ERROR, "the question must be text, as the first argument: "
+                                           "heap_recall('When is my flight?', 'user:maya')");
   const char *query, *ns = "default";
   if (hq_arg_text(q, "the question", HM_ARG_NUL_OK, hm_limits.MAX_TEXT_BYTES, &query, why,
                   sizeof why))
-    return hr_fail(t, "heap_recall: %s", why);
+    return hc_fail(&t->call, SQLITE_ERROR, "%s", why);
   int qlen = sqlite3_value_bytes(q);
   if ((int)strlen(query) != qlen) { /* a NUL inside is a space, as Memory.recall reads it */
     if (!(a->query_copy = sqlite3_malloc(qlen + 1))) return SQLITE_NOMEM;
@@ -1272,15 +1247,16 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
   sqlite3_value *v = arg[HR_NAMESPACE - HR_QUERY];
   if (v && sqlite3_value_type(v) != SQLITE_NULL &&
       hq_arg_text(v, "namespace", HM_ARG_NAME, 0, &ns, why, sizeof why))
-    return hr_fail(t, "heap_recall: %s", why);
+    return hc_fail(&t->call, SQLITE_ERROR, "%s", why);
   if (!strcmp(ns, "*"))
-    return hr_fail(t, "heap_recall: '%s' is not a namespace ('*' names the pooled layer)", ns);
+    return hc_fail(&t->call, SQLITE_ERROR, "'%s' is not a namespace ('*' names the pooled "
+                                           "layer)", ns);
   v = arg[HR_NAMESPACES - HR_QUERY];
   if (v && sqlite3_value_type(v) != SQLITE_NULL) {
     if (arg[HR_NAMESPACE - HR_QUERY] && sqlite3_value_type(arg[HR_NAMESPACE - HR_QUERY]) !=
                                             SQLITE_NULL)
-      return hr_fail(t, "heap_recall: give namespace (one) or namespaces (a JSON array of "
-                        "them), not both%s", "");
+      return hc_fail(&t->call, SQLITE_ERROR, "give namespace (one) or namespaces (a JSON array "
+                                             "of them), not both");
     int rc = hr_read_spaces(t, v, a);
     if (rc != SQLITE_OK) return rc;
   }
@@ -1290,7 +1266,7 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
     if (sqlite3_value_type(v) != SQLITE_INTEGER || sqlite3_value_int64(v) < 1 ||
         sqlite3_value_int64(v) > hm_limits.MAX_K) {
       hm_errf(why, sizeof why, "k must be an integer from 1 to %.0f", hm_limits.MAX_K);
-      return hr_fail(t, "heap_recall: %s", why);
+      return hc_fail(&t->call, SQLITE_ERROR, "%s", why);
     }
     c->k = sqlite3_value_int(v);
   }
@@ -1303,19 +1279,18 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
   v = arg[HR_CONFIG - HR_QUERY];
   if (v && sqlite3_value_type(v) != SQLITE_NULL) {
     if (sqlite3_value_type(v) != SQLITE_TEXT)
-      return hr_fail(t, "heap_recall: config must be text such as 'w_usefulness=0.5'%s", "");
+      return hc_fail(&t->call, SQLITE_ERROR, "config must be text such as 'w_usefulness=0.5'");
     if (hm_config_parse((const char *)sqlite3_value_text(v), &c->cfg, err, sizeof err) != HM_OK)
-      return hr_fail(t, "heap_recall: %s", err);
+      return hc_fail(&t->call, SQLITE_ERROR, "%s", err);
   } else {
     /* the store's tuned weights, as Memory opens with them */
-    if ((rc = hr_stmt(t, HR_ST_TUNED, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+    if ((rc = hr_stmt(t, HR_ST_TUNED, &st)) != SQLITE_OK) return hc_sqlfail(&t->call, rc);
     rc = hr_tuned_read(st, &c->cfg, err, sizeof err);
     if (rc == SQLITE_CORRUPT) {
       sqlite3_reset(st);
-      hr_fail(t, "heap_recall: the store's tuned config is damaged (%s)", err);
-      return SQLITE_CORRUPT;
+      return hc_fail(&t->call, SQLITE_CORRUPT, "the store's tuned config is damaged (%s)", err);
     }
-    if (rc != SQLITE_OK) return hr_sqlfail(t, rc);
+    if (rc != SQLITE_OK) return hc_sqlfail(&t->call, rc);
     sqlite3_reset(st);
   }
   int track = !sqlite3_db_readonly(t->db, "main");
@@ -1328,8 +1303,8 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
   if (v && sqlite3_value_type(v) != SQLITE_NULL) {
     if (sqlite3_value_type(v) != SQLITE_BLOB || sqlite3_value_bytes(v) % 4 ||
         !sqlite3_value_bytes(v))
-      return hr_fail(t, "heap_recall: qvec must be the question's vector, a blob of float32%s",
-                     "");
+      return hc_fail(&t->call, SQLITE_ERROR, "qvec must be the question's vector, a blob of "
+                                             "float32");
     qvec = sqlite3_value_blob(v);
     qbytes = sqlite3_value_bytes(v);
   }
@@ -1349,7 +1324,8 @@ static int hr_read_args(hr_vtab *t, hr_cursor *c, int idxNum, int argc, sqlite3_
  * namespace's share, borrowed up to pseudocount), its feature hashed as
  * heap_links hashes it (up to a NUL).  0, or -1 for what heap_links would
  * refuse (a damaged row): counts not finite and >= 0, a feature name that
- * is not UTF-8. */
+ * is not UTF-8.
+ * f, flen: the feature; *l: the link. */
 static int hr_link(const char *f, int flen, double oa, double ob, double sa, double sb, double pa,
                    double pb, double pseudocount, hm_link *l) {
   double x[4] = {oa, ob, oa + (pa - sa > 0 ? pa - sa : 0), ob + (pb - sb > 0 ? pb - sb : 0)};
@@ -1368,7 +1344,9 @@ static int hr_link(const char *f, int flen, double oa, double ob, double sa, dou
  * pending changes (ops) applied and the namespace's own row (links: the
  * statement hr_sql_links, own: hr_sql_own, both prepared by the caller),
  * as heap_links() makes it: *blob (sqlite3_malloc'ed), *len.  SQLITE_CORRUPT
- * for a row heap_links would refuse (hr_link). */
+ * for a row heap_links would refuse (hr_link).
+ * pseudocount: how many observations another namespace's evidence counts at
+ * most. */
 static int hr_link_set(sqlite3_stmt *links, sqlite3_stmt *own, const hp_ops *ops,
                        const char *qt, const char *ns, double pseudocount, unsigned char **blob,
                        int *len) {
@@ -1450,12 +1428,11 @@ static int hr_read_links(hr_vtab *t, hr_cursor *c, const char *ns) {
                         &c->linkslen))) {
     hp_free(&ops);
     if (rc == SQLITE_CORRUPT) {
-      hr_fail(t, "heap_recall: %s", "the learned links are damaged (a pooled row or a pending "
-                                    "change of one holds counts that are not finite and >= 0, "
-                                    "or a feature name that is not UTF-8)");
-      return rc;
+      return hc_fail(&t->call, rc, "the learned links are damaged (a pooled row or a pending "
+                                   "change of one holds counts that are not finite and >= 0, or "
+                                   "a feature name that is not UTF-8)");
     }
-    return hr_sqlfail(t, rc);
+    return hc_sqlfail(&t->call, rc);
   }
   hp_free(&ops);
   return SQLITE_OK;
@@ -1488,9 +1465,9 @@ static int hr_vectors(hr_vtab *t, hr_cursor *c, const hr_args *a, hr_vstate *vs)
   sqlite3_stmt *st = NULL;
   int rc;
   c->hybrid = 0;
-  if ((rc = hr_stmt(t, HR_ST_VSTATE, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  if ((rc = hr_stmt(t, HR_ST_VSTATE, &st)) != SQLITE_OK) return hc_sqlfail(&t->call, rc);
   sqlite3_bind_text(st, 1, a->ns, -1, SQLITE_TRANSIENT);
-  if ((rc = sqlite3_step(st)) != SQLITE_ROW) return hr_sqlfail(t, rc);
+  if ((rc = sqlite3_step(st)) != SQLITE_ROW) return hc_sqlfail(&t->call, rc);
   const char *name = (const char *)sqlite3_column_text(st, 0);
   int builtin = name && !strcmp(name, HM_BUILTIN_EMBEDDER) &&
                 sqlite3_column_int(st, 1) == HM_EMBED_DIM;
@@ -1511,10 +1488,10 @@ static int hr_vectors(hr_vtab *t, hr_cursor *c, const hr_args *a, hr_vstate *vs)
   int dim = 0;
   if (a->qvec) {
     if (hv_floats(a->qvec, a->qbytes, c->qf, &dim) || dim != HM_EMBED_DIM)
-      return hr_fail(t, "heap_recall: qvec must be a vector of this store's embedder (256 "
-                        "dimensions, float32 or heap_embed's)%s", "");
+      return hc_fail(&t->call, SQLITE_ERROR, "qvec must be a vector of this store's embedder (256 "
+                                             "dimensions, float32 or heap_embed's)");
   } else if (hm_embed(a->query, -1, c->qf, HM_EMBED_DIM, err, sizeof err) < 0) {
-    return hr_fail(t, "heap_recall: %s", err);
+    return hc_fail(&t->call, SQLITE_ERROR, "%s", err);
   }
   if (!hr_unit(c->qf)) return SQLITE_OK; /* no word the model knows: lexical recall */
   c->qdim = HM_EMBED_DIM;
@@ -1524,7 +1501,8 @@ static int hr_vectors(hr_vtab *t, hr_cursor *c, const hr_args *a, hr_vstate *vs)
 
 /* The rows of a statement of hr_sql_vload's shape into e's buckets (by their
  * partition; unless all, not a row of a partition read fresh): 0, 2 (an int4 entry met
- * another format: read it again as int8), or an error set. */
+ * another format: read it again as int8), or an error set.
+ * vc: the connection's cache; st: the statement, bound. */
 static int hr_vrows(hr_vtab *t, hv_cache *vc, hv_ns *e, sqlite3_stmt *st, int all) {
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -1537,29 +1515,29 @@ static int hr_vrows(hr_vtab *t, hv_cache *vc, hv_ns *e, sqlite3_stmt *st, int al
     if (got == 2 || got == SQLITE_NOMEM) { sqlite3_reset(st); return got; }
     if (got == 1) {
       sqlite3_reset(st);
-      hr_fail(t, "heap_recall: a memory's vector is damaged (not a vector of this store's "
-                 "embedder)%s", "");
-      return SQLITE_CORRUPT;
+      return hc_fail(&t->call, SQLITE_CORRUPT, "a memory's vector is damaged (not a vector of "
+                                               "this store's embedder)");
     }
   }
   sqlite3_reset(st);
-  return rc == SQLITE_DONE ? SQLITE_OK : hr_sqlfail(t, rc);
+  return rc == SQLITE_DONE ? SQLITE_OK : hc_sqlfail(&t->call, rc);
 }
 
 /* e's partitions made those of the namespace's index now: their centroids
  * read, the buckets of partitions still there kept, the new ones read (when
- * read_new). */
+ * read_new).
+ * vc: the connection's cache; ns: the namespace. */
 static int hr_vparts(hr_vtab *t, hv_cache *vc, hv_ns *e, const char *ns, int read_new) {
   sqlite3_stmt *st = NULL;
   int rc, n;
   i64 *ids, *stamps;
   int8_t *cent;
   float *cinv;
-  if ((rc = hr_stmt(t, HR_ST_VCENTS, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  if ((rc = hr_stmt(t, HR_ST_VCENTS, &st)) != SQLITE_OK) return hc_sqlfail(&t->call, rc);
   sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
   rc = hv_cents_read(st, e->dim, &n, &ids, &cent, &cinv, &stamps);
   sqlite3_reset(st);
-  if (rc != SQLITE_DONE) return rc == SQLITE_NOMEM ? rc : hr_sqlfail(t, rc);
+  if (rc != SQLITE_DONE) return rc == SQLITE_NOMEM ? rc : hc_sqlfail(&t->call, rc);
   hv_bucket *nb = sqlite3_malloc64((sqlite3_uint64)(n + 1) * sizeof *nb);
   unsigned char *fresh = sqlite3_malloc64((sqlite3_uint64)(n + 1));
   if (!nb || !fresh) {
@@ -1595,7 +1573,7 @@ static int hr_vparts(hr_vtab *t, hv_cache *vc, hv_ns *e, const char *ns, int rea
   rc = SQLITE_OK;
   for (int i = 1; i <= n && rc == SQLITE_OK; i++) {
     if (!fresh[i] || !read_new) continue;
-    if ((rc = hr_stmt(t, HR_ST_VPART, &st)) != SQLITE_OK) { rc = hr_sqlfail(t, rc); break; }
+    if ((rc = hr_stmt(t, HR_ST_VPART, &st)) != SQLITE_OK) { rc = hc_sqlfail(&t->call, rc); break; }
     sqlite3_bind_int64(st, 1, e->b[i].id);
     sqlite3_bind_text(st, 2, ns, -1, SQLITE_TRANSIENT);
     rc = hr_vrows(t, vc, e, st, 1);
@@ -1605,11 +1583,13 @@ static int hr_vparts(hr_vtab *t, hv_cache *vc, hv_ns *e, const char *ns, int rea
 }
 
 /* The connection's cache of the namespace's vectors, brought up to the
- * stamps (embed.c's vector cache says when it reads what). */
+ * stamps (embed.c's vector cache says when it reads what).
+ * ns: the namespace; dim: the vectors' dimension; vs: the stamps read; *out:
+ * its entry. */
 static int hr_vsync(hr_vtab *t, const char *ns, int dim, const hr_vstate *vs, hv_ns **out) {
   hm_conn *conn = t->conn;
-  if (!conn) return hr_fail(t, "heap_recall: the library was not loaded into this "
-                               "connection%s", "");
+  if (!conn) return hc_fail(&t->call, SQLITE_ERROR, "the library was not loaded into this "
+                                                    "connection");
   if (!conn->vc) {
     conn->vc = sqlite3_malloc64(sizeof *conn->vc);
     if (!conn->vc) return SQLITE_NOMEM;
@@ -1644,7 +1624,7 @@ static int hr_vsync(hr_vtab *t, const char *ns, int dim, const hr_vstate *vs, hv
       rc = vs->version ? hr_vparts(t, vc, e, ns, !whole) : 0;
     sqlite3_stmt *st = NULL;
     if (rc == SQLITE_OK && (rc = hr_stmt(t, HR_ST_VLOAD, &st)) != SQLITE_OK)
-      rc = hr_sqlfail(t, rc);
+      rc = hc_sqlfail(&t->call, rc);
     if (rc == SQLITE_OK) {
       sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
       sqlite3_bind_int64(st, 2, after);
@@ -1682,7 +1662,8 @@ static int hr_allow_other(void *ctx, i64 seq) {
 }
 
 /* The filters of a as the cache applies them, into *f (*kinds: the flags of
- * e's kinds, sqlite3_malloc'ed, NULL without a kinds filter). */
+ * e's kinds, sqlite3_malloc'ed, NULL without a kinds filter; *ctx: the
+ * filter's state, hr_allow_other's). */
 static int hr_vector_filter(hr_vtab *t, const hr_args *a, const hv_ns *e, hv_filter *f,
                             unsigned char **kinds, void **ctx) {
   memset(f, 0, sizeof *f);
@@ -1697,7 +1678,7 @@ static int hr_vector_filter(hr_vtab *t, const hr_args *a, const hv_ns *e, hv_fil
   memset(k, 0, (size_t)e->nkinds + 1);
   sqlite3_stmt *st = NULL;
   int rc = hr_stmt(t, HR_ST_KINDLIST, &st);
-  if (rc != SQLITE_OK) { sqlite3_free(k); return hr_sqlfail(t, rc); }
+  if (rc != SQLITE_OK) { sqlite3_free(k); return hc_sqlfail(&t->call, rc); }
   sqlite3_bind_text(st, 1, a->kinds, -1, SQLITE_TRANSIENT);
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     const char *kind = (const char *)sqlite3_column_text(st, 0);
@@ -1705,7 +1686,7 @@ static int hr_vector_filter(hr_vtab *t, const hr_args *a, const hv_ns *e, hv_fil
       if (!strcmp(e->kinds[i], kind)) k[i] = 1;
   }
   sqlite3_reset(st);
-  if (rc != SQLITE_DONE) { sqlite3_free(k); return hr_sqlfail(t, rc); }
+  if (rc != SQLITE_DONE) { sqlite3_free(k); return hc_sqlfail(&t->call, rc); }
   *kinds = k;
   f->kinds = k;
   ctx[0] = t;
@@ -1717,7 +1698,8 @@ static int hr_vector_filter(hr_vtab *t, const hr_args *a, const hv_ns *e, hv_fil
 
 /* The cache's top N for the question (of the rows the filters let through)
  * that are not among the candidates read already, as the JSON array
- * hr_sql_vrows takes ("[]": none). */
+ * hr_sql_vrows takes ("[]": none).
+ * e: the namespace's cache; f: the filters; vs: the namespace's vector state. */
 static char *hr_vector_top(hr_vtab *t, hr_cursor *c, const hv_ns *e, const hv_filter *f,
                            const hr_vstate *vs) {
   unsigned char q8[4 + HM_MAX_DIM];
@@ -1747,19 +1729,20 @@ static char *hr_vector_top(hr_vtab *t, hr_cursor *c, const hv_ns *e, const hv_fi
 
 /* The cosine of the memory of seq with the unit vector qf, from the cache
  * (0 without a vector), into *cos: its row found in bucket 0, else in its
- * partition's (vector_parts says which). */
+ * partition's (vector_parts says which).
+ * e: the namespace's cache. */
 static int hr_cos_of(hr_vtab *t, hv_ns *e, i64 seq, const float *qf, double *cos) {
   int found = 0;
   *cos = e->nb ? hv_cos(e, &e->b[0], seq, qf, &found) : 0.0;
   if (found || e->nb < 2) return SQLITE_OK;
   sqlite3_stmt *st = NULL;
   int rc = hr_stmt(t, HR_ST_VPART_OF, &st);
-  if (rc != SQLITE_OK) return hr_sqlfail(t, rc);
+  if (rc != SQLITE_OK) return hc_sqlfail(&t->call, rc);
   sqlite3_bind_int64(st, 1, seq);
   rc = sqlite3_step(st);
   i64 part = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
   sqlite3_reset(st);
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return hr_sqlfail(t, rc);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return hc_sqlfail(&t->call, rc);
   if (part) *cos = hv_cos(e, hv_bucket_of(e, part), seq, qf, &found);
   return SQLITE_OK;
 }
@@ -1790,19 +1773,20 @@ static void heap_vector_top(sqlite3_context *ctx, int argc, sqlite3_value **argv
   memset(c, 0, sizeof *c);
   t->db = sqlite3_context_db_handle(ctx);
   t->conn = hq_user_data(ctx);
+  t->call = (hc_ctx){.db = t->db, .conn = t->conn};
   hr_args a = {0};
   if (sqlite3_value_type(argv[0]) != SQLITE_TEXT || sqlite3_value_type(argv[1]) != SQLITE_TEXT ||
       sqlite3_value_type(argv[2]) != SQLITE_INTEGER || sqlite3_value_int64(argv[2]) < 1 ||
       sqlite3_value_int64(argv[2]) > 1000) {
-    rc = hr_fail(t, "heap_vector_top: give the question (text), the namespace (text) and n "
-                    "(an integer from 1 to 1000)%s", "");
+    rc = hc_fail(&t->call, SQLITE_ERROR, "give the question (text), the namespace (text) and n "
+                                         "(an integer from 1 to 1000)");
     goto done;
   }
   double probe = -1;
   if (argc > 3) {
     probe = sqlite3_value_double(argv[3]);
     if (!hq_is_number(argv[3]) || !(probe > 0 && probe <= 1)) {
-      rc = hr_fail(t, "heap_vector_top: probe must be a number above 0 and at most 1%s", "");
+      rc = hc_fail(&t->call, SQLITE_ERROR, "probe must be a number above 0 and at most 1");
       goto done;
     }
   }
@@ -1810,11 +1794,11 @@ static void heap_vector_top(sqlite3_context *ctx, int argc, sqlite3_value **argv
   if (hq_arg_text(argv[0], "question", HM_ARG_NUL_OK, hm_limits.MAX_TEXT_BYTES, &a.query, bad,
                   sizeof bad) ||
       hq_arg_text(argv[1], "namespace", HM_ARG_NAME, 0, &a.ns, bad, sizeof bad)) {
-    rc = hr_fail(t, "heap_vector_top: %s", bad);
+    rc = hc_fail(&t->call, SQLITE_ERROR, "%s", bad);
     goto done;
   }
   if ((rc = hs_check_store(t->db, t->conn, &why)) != SQLITE_OK) {
-    hr_fail(t, "heap_vector_top: %s", why ? why : "out of memory");
+    hc_fail(&t->call, SQLITE_ERROR, "%s", why ? why : "out of memory");
     goto done;
   }
   hr_vstate vs = {0};
@@ -1849,10 +1833,10 @@ done:
     if (rc == SQLITE_OK && out) sqlite3_result_text(ctx, out, -1, sqlite3_free);
     else {
       sqlite3_free(out);
-      if (rc == SQLITE_NOMEM || !t->base.zErrMsg) sqlite3_result_error_nomem(ctx);
-      else sqlite3_result_error(ctx, t->base.zErrMsg, -1);
+      if (rc == SQLITE_NOMEM || !t->call.err) sqlite3_result_error_nomem(ctx);
+      else hc_result_fail(ctx, &t->call, "heap_vector_top", rc);
     }
-    sqlite3_free(t->base.zErrMsg);
+    sqlite3_free(t->call.err);
   } else {
     sqlite3_result_error_nomem(ctx);
   }
@@ -1888,12 +1872,11 @@ static int hr_take_rows(hr_vtab *t, hr_cursor *c, sqlite3_stmt *st, int *cap) {
     if (!r->features) { sqlite3_reset(st); return SQLITE_NOMEM; }
     if (damaged) {
       sqlite3_reset(st);
-      hr_fail(t, "heap_recall: a memory's stored values are damaged (importance or times "
-                 "that are not numbers)%s", "");
-      return SQLITE_CORRUPT;
+      return hc_fail(&t->call, SQLITE_CORRUPT, "a memory's stored values are damaged "
+                                               "(importance or times that are not numbers)");
     }
   }
-  if (rc != SQLITE_DONE) return hr_sqlfail(t, rc);
+  if (rc != SQLITE_DONE) return hc_sqlfail(&t->call, rc);
   sqlite3_reset(st);
   return SQLITE_OK;
 }
@@ -1910,17 +1893,17 @@ static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a,
     return rc;
   char *lex = NULL, *why = NULL;
   if (!t->conn || !t->conn->stem)
-    return hr_fail(t, "heap_recall: the library was not loaded into this connection with "
-                      "FTS5%s", "");
+    return hc_fail(&t->call, SQLITE_ERROR, "the library was not loaded into this connection with "
+                                           "FTS5");
   if ((rc = hr_lexical(t->db, t, t->conn->stem, a, (int)c->cfg.candidates, HR_LEX_SMALL, &lex,
                        &why))) {
-    if (rc != SQLITE_NOMEM) hr_fail(t, "heap_recall: %s", why);
+    if (rc != SQLITE_NOMEM) hc_fail(&t->call, SQLITE_ERROR, "%s", why);
     sqlite3_free(why);
     return rc;
   }
   if ((rc = hr_stmt(t, c->hybrid == 1 ? HR_ST_HYBRID : HR_ST_CAND, &st)) != SQLITE_OK) {
     sqlite3_free(lex);
-    return hr_sqlfail(t, rc);
+    return hc_sqlfail(&t->call, rc);
   }
   sqlite3_bind_text(st, 9, lex, -1, sqlite3_free);
   sqlite3_bind_text(st, 1, a->query, -1, SQLITE_TRANSIENT);
@@ -1942,7 +1925,7 @@ static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a,
     if (strcmp(top, "[]")) {
       if ((rc = hr_stmt(t, HR_ST_VROWS, &st)) != SQLITE_OK) {
         sqlite3_free(top);
-        return hr_sqlfail(t, rc);
+        return hc_sqlfail(&t->call, rc);
       }
       sqlite3_bind_text(st, 1, a->query, -1, SQLITE_TRANSIENT);
       sqlite3_bind_text(st, 2, a->ns, -1, SQLITE_TRANSIENT);
@@ -2039,7 +2022,7 @@ static int hr_context(hr_vtab *t, hr_cursor *c, const char *query) {
   if (!seqs) return SQLITE_NOMEM;
   sqlite3_stmt *st = NULL;
   int rc = hr_stmt(t, HR_ST_JUDGED, &st);
-  if (rc != SQLITE_OK) { sqlite3_free(seqs); return hr_sqlfail(t, rc); }
+  if (rc != SQLITE_OK) { sqlite3_free(seqs); return hc_sqlfail(&t->call, rc); }
   sqlite3_bind_text(st, 1, seqs, -1, sqlite3_free);
   /* per candidate: weighted judgements used, ignored, and the best cosine
    * of a question it was judged used for */
@@ -2067,7 +2050,7 @@ static int hr_context(hr_vtab *t, hr_cursor *c, const char *query) {
       }
   }
   sqlite3_reset(st);
-  if (rc != SQLITE_DONE) { sqlite3_free(ua); return hr_sqlfail(t, rc); }
+  if (rc != SQLITE_DONE) { sqlite3_free(ua); return hc_sqlfail(&t->call, rc); }
   for (int i = 0; i < c->n; i++) {
     hr_row *r = &c->rows[i];
     r->ctx_n = ua[i] + ub[i];
@@ -2129,9 +2112,9 @@ static int hr_explore(hr_vtab *t, hr_cursor *c, const hr_args *a) {
   if (!(c->cfg.explore > 0) || !a->tracked || !(c->cfg.w_usefulness > 0)) return SQLITE_OK;
   sqlite3_stmt *st = NULL;
   int rc = hr_stmt(t, HR_ST_LOGGED, &st);
-  if (rc != SQLITE_OK) return hr_sqlfail(t, rc);
+  if (rc != SQLITE_OK) return hc_sqlfail(&t->call, rc);
   sqlite3_bind_text(st, 1, a->ns, -1, SQLITE_TRANSIENT);
-  if ((rc = sqlite3_step(st)) != SQLITE_ROW) return hr_sqlfail(t, rc);
+  if ((rc = sqlite3_step(st)) != SQLITE_ROW) return hc_sqlfail(&t->call, rc);
   i64 logged = sqlite3_column_int64(st, 0);
   sqlite3_reset(st);
   /* the factors, the ages, then hm_explore's room (2n), and the features */
@@ -2151,8 +2134,7 @@ static int hr_explore(hr_vtab *t, hr_cursor *c, const hr_args *a) {
     for (int i = 0; i < c->n; i++) c->rows[i].xf = xf[i];
   sqlite3_free(buf);
   if (rc != HM_OK) {
-    hr_fail(t, "heap_recall: a memory's stored values are damaged (%s)", err);
-    return SQLITE_CORRUPT;
+    return hc_fail(&t->call, SQLITE_CORRUPT, "a memory's stored values are damaged (%s)", err);
   }
   return SQLITE_OK;
 }
@@ -2213,8 +2195,7 @@ static int hr_score(hr_vtab *t, hr_cursor *c) {
   sqlite3_free(rel);
   if (rc != HM_OK) {
     sqlite3_free(out);
-    hr_fail(t, "heap_recall: a memory's stored values are damaged (%s)", err);
-    return SQLITE_CORRUPT;
+    return hc_fail(&t->call, SQLITE_CORRUPT, "a memory's stored values are damaged (%s)", err);
   }
   for (int i = 0; i < c->n; i++) {
     hr_row *r = &c->rows[i];
@@ -2238,11 +2219,11 @@ static int hr_score(hr_vtab *t, hr_cursor *c) {
 static int hr_show(hr_vtab *t, hr_cursor *c) {
   sqlite3_stmt *st = NULL;
   int rc;
-  if ((rc = hr_stmt(t, HR_ST_SHOW, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  if ((rc = hr_stmt(t, HR_ST_SHOW, &st)) != SQLITE_OK) return hc_sqlfail(&t->call, rc);
   for (int i = 0; i < c->k; i++) {
     sqlite3_bind_int64(st, 1, c->rows[i].seq);
     rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW) return hr_sqlfail(t, rc == SQLITE_DONE ? SQLITE_ERROR : rc);
+    if (rc != SQLITE_ROW) return hc_sqlfail(&t->call, rc == SQLITE_DONE ? SQLITE_ERROR : rc);
     for (int j = 0; j < HR_SHOWN; j++) {
       c->rows[i].shown[j] = sqlite3_value_dup(sqlite3_column_value(st, j));
       if (!c->rows[i].shown[j]) { sqlite3_reset(st); return SQLITE_NOMEM; }
@@ -2266,19 +2247,20 @@ static int hr_filter(sqlite3_vtab_cursor *cur, int idxNum, const char *idxStr, i
   hr_cursor *c = (hr_cursor *)cur;
   hr_vtab *t = (hr_vtab *)cur->pVtab;
   hr_clear(c);
+  sqlite3_free(t->call.err);
+  t->call = (hc_ctx){.db = t->db, .conn = t->conn};
   char *why = NULL;
   if (hs_check_store(t->db, t->conn, &why) != SQLITE_OK) {
-    sqlite3_free(t->base.zErrMsg);
-    t->base.zErrMsg = sqlite3_mprintf("heap_recall: %s", why ? why : "out of memory");
+    hc_fail(&t->call, SQLITE_ERROR, "%s", why ? why : "out of memory");
     sqlite3_free(why);
-    return SQLITE_ERROR;
+    return hc_vtab_fail(&t->base, &t->call, "heap_recall", SQLITE_ERROR);
   }
   hr_args a = {0};
   int rc = hr_read_args(t, c, idxNum, argc, argv, &a);
   if (rc == SQLITE_OK) rc = a.spaces ? hr_run_across(t, c, &a) : hr_run(t, c, &a);
   sqlite3_free(a.kinds);
   sqlite3_free(a.query_copy);
-  return rc;
+  return rc == SQLITE_OK ? SQLITE_OK : hc_vtab_fail(&t->base, &t->call, "heap_recall", rc);
 }
 
 /* One recall's candidates, read and placed (hr_score then ranks them):
@@ -2336,7 +2318,7 @@ static int hr_run_across(hr_vtab *t, hr_cursor *c, const hr_args *a) {
     return SQLITE_NOMEM;
   memset(c->sub, 0, (size_t)a->nspaces * sizeof *c->sub);
   sqlite3_stmt *st = NULL;
-  if ((rc = hr_stmt(t, HR_ST_SPACE_EACH, &st)) != SQLITE_OK) return hr_sqlfail(t, rc);
+  if ((rc = hr_stmt(t, HR_ST_SPACE_EACH, &st)) != SQLITE_OK) return hc_sqlfail(&t->call, rc);
   sqlite3_bind_text(st, 1, a->spaces, -1, SQLITE_TRANSIENT);
   while (c->nsub < a->nspaces && (rc = sqlite3_step(st)) == SQLITE_ROW) {
     hr_cursor *x = sqlite3_malloc64(sizeof *x);
@@ -2352,7 +2334,7 @@ static int hr_run_across(hr_vtab *t, hr_cursor *c, const hr_args *a) {
     }
   }
   sqlite3_reset(st);
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return hr_sqlfail(t, rc);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return hc_sqlfail(&t->call, rc);
   double best = 0; /* the best BM25 (lowest rank) among all the namespaces' candidates */
   for (int i = 0; i < c->nsub; i++) {
     hr_cursor *x = c->sub[i];

@@ -106,7 +106,9 @@ static void hg_fn_free(void *p) {
 
 /* sqlite3_create_function_v2 through the slot's trampolines: ud is what the
  * function reads with hq_user_data, destroy its destructor (called once,
- * also when the registration fails). */
+ * also when the registration fails).
+ * slot: the SQLite library's trampolines; name, nargs, flags: as
+ * sqlite3_create_function_v2 takes them; func, or step and final: the function. */
 static int hg_create_function(sqlite3 *db, int slot, const char *name, int nargs, int flags,
                               void *ud, void (*destroy)(void *), hm_xfunc func, hm_xfunc step,
                               void (*final)(sqlite3_context *)) {
@@ -193,7 +195,7 @@ static int hg_register_fts5(sqlite3 *db, int slot, hm_conn *conn, char **err) {
                           ha_stemmer_free, NULL, heap_attribute_step, heap_attribute_final);
   if (rc != SQLITE_OK) return rc;
   if (!(st = hg_new_stemmer(api, err))) return SQLITE_ERROR;
-  rc = sqlite3_create_module_v2(db, "heap_terms", &ht_module, st, ha_stemmer_free);
+  rc = sqlite3_create_module_v2(db, "heap_terms", &hb_terms_module, st, ha_stemmer_free);
   if (rc != SQLITE_OK) return rc;
   if (!(st = hg_new_stemmer(api, err))) return SQLITE_ERROR;
   rc = sqlite3_create_module_v2(db, "heap_bm25_terms", &hb_module, st, ha_stemmer_free);

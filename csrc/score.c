@@ -66,7 +66,7 @@ static int hm_config_check(const hm_config *c, char *err, int errlen) {
     default: ok = v >= lo && v <= hi; break; /* NaN fails */
     }
     if (!ok) {
-      hm_seterr(err, errlen, "%s", hm_config_fields[i].msg);
+      hm_errf(err, errlen, "%s", hm_config_fields[i].msg);
       return HM_ERROR;
     }
   }
@@ -87,7 +87,7 @@ HM_API int hm_config_parse(const char *text, hm_config *c, char *err, int errlen
     char key[40];
     snprintf(key, sizeof key, "%.*s", klen < 39 ? klen : hm_utf8_cut(k, 39), k);
     if (*p != '=') {
-      hm_seterr(err, errlen, "expected key=value in the config, got '%s'", key);
+      hm_errf(err, errlen, "expected key=value in the config, got '%s'", key);
       return HM_ERROR;
     }
     p++;
@@ -109,7 +109,7 @@ HM_API int hm_config_parse(const char *text, hm_config *c, char *err, int errlen
     if (!digits) end = (char *)p;
     else if (end != d) end = (char *)p; /* strtod read something else */
     if (end == p || (*end && *end != ' ' && *end != ',' && *end != '\t' && *end != '\n')) {
-      hm_seterr(err, errlen, "config value of '%s' is not a number", key);
+      hm_errf(err, errlen, "config value of '%s' is not a number", key);
       return HM_ERROR;
     }
     p = end;
@@ -117,7 +117,7 @@ HM_API int hm_config_parse(const char *text, hm_config *c, char *err, int errlen
     for (int i = 0; i < HM_NCONFIG && !slot; i++)
       if (!strcmp(key, hm_config_fields[i].name)) slot = hm_config_slot(c, i);
     if (!slot) {
-      hm_seterr(err, errlen, "unknown config key '%s'", key);
+      hm_errf(err, errlen, "unknown config key '%s'", key);
       return HM_ERROR;
     }
     *slot = v;
@@ -179,7 +179,8 @@ static int hm_lift_only(const char *name, int len) {
 /* One uncrossed link's ratio as hm_usefulness counts it under model 1: the
  * gated edge over the base rate of use, exactly 1 when the link cannot beat
  * chance (or the store has no base rate to judge it against).  *p receives
- * that base rate, the uncrossed "base" link's posterior mean. */
+ * that base rate, the uncrossed "base" link's posterior mean.
+ * links, count: the link set; name, len: the feature. */
 static double hm_link_ratio(const unsigned char *links, i64 count, const char *name, int len,
                             const hm_config *c, double *p) {
   double k0 = c->prior_alpha + c->prior_beta, A0, B0, A, B, m, se;
@@ -194,7 +195,9 @@ static double hm_link_ratio(const unsigned char *links, i64 count, const char *n
  * times (a draw of its posterior Beta(a, b) / m, the posterior's mean) to
  * the power explore: the draw's deviation from the mean, damped in the log
  * scale usefulness multiplies in; at most 1.  g itself when the posterior
- * cannot be drawn from. */
+ * cannot be drawn from.
+ * x: the recall's draws; name, len: the link's feature, which seeds its
+ * draw. */
 static double hm_explored(double g, double m, double a, double b, const hm_draw *x,
                           const char *name, int len) {
   if (!(a > 0 && b > 0 && isfinite(a + b) && m > 0)) return g;
@@ -246,7 +249,9 @@ static double hm_explored(double g, double m, double a, double b, const hm_draw 
  * The draw's spread shrinks as the link's evidence grows, so exploration
  * fades where the store has learned.  Which link of a slot counts (combine
  * 1) is still the gate's choice; eff then receives the explored effects.
- * A lift-only link (hm_lift_only) is never below 1, drawn or not. */
+ * A lift-only link (hm_lift_only) is never below 1, drawn or not.
+ * links, count: the link set; x: the draws (NULL: unexplored); *eff: each
+ * active feature's effect, at most max of them. */
 static int hm_usefulness(const char *active, const unsigned char *links, i64 count,
                          const hm_config *c, const hm_draw *x, double *use, double *eff,
                          int max, double *evidence) {
@@ -358,15 +363,15 @@ static int hm_usefulness(const char *active, const unsigned char *links, i64 cou
 /* The inputs every factor needs, checked. */
 static int hm_check_input(const hm_input *in, char *err, int errlen) {
   if (!isfinite(in->relevance) || in->relevance < 0) {
-    hm_seterr(err, errlen, "relevance must be a finite number >= 0%s", "");
+    hm_errf(err, errlen, "relevance must be a finite number >= 0");
     return HM_ERROR;
   }
   if (isnan(in->age_days)) {
-    hm_seterr(err, errlen, "age_days must be a number%s", "");
+    hm_errf(err, errlen, "age_days must be a number");
     return HM_ERROR;
   }
   if (!isfinite(in->importance) || in->importance <= 0) {
-    hm_seterr(err, errlen, "importance must be a positive number%s", "");
+    hm_errf(err, errlen, "importance must be a positive number");
     return HM_ERROR;
   }
   return HM_OK;
@@ -409,7 +414,9 @@ static double hm_learned(double lift, double context, double explore, const hm_c
   return l;
 }
 
-/* Every factor and the score, given the usefulness. */
+/* Every factor and the score, given the usefulness.
+ * in: the memory; use, evidence: its usefulness and the evidence behind it; f:
+ * its factors. */
 static void hm_finish(const hm_input *in, double use, double evidence, const hm_config *c,
                       hm_factors *f) {
   f->relevance = in->relevance;
@@ -425,13 +432,16 @@ static void hm_finish(const hm_input *in, double use, double evidence, const hm_
   f->rest = fixed * f->rules;
 }
 
+/* One memory scored: in, the memory; qtype, its question's type; links,
+ * nlinks: the link set; f: its factors; active, activelen: its active
+ * features; eff, ns: each one's effect and their number. */
 static int hm_score_one(const hm_input *in, const char *qtype, const unsigned char *links,
                         i64 nlinks, const hm_config *c, hm_factors *f, char *active,
                         int activelen, double *eff, int *ns, char *err, int errlen) {
   if (hm_check_input(in, err, errlen)) return HM_ERROR;
   int rc = hm_active(in->features, qtype, in->age_days, active, activelen, err, errlen);
   if (rc == HM_TOOBIG) {
-    hm_seterr(err, errlen, "too many features%s", "");
+    hm_errf(err, errlen, "too many features");
     return HM_ERROR;
   }
   if (rc) return rc;
@@ -439,7 +449,7 @@ static int hm_score_one(const hm_input *in, const char *qtype, const unsigned ch
   int k = hm_usefulness(active, links, nlinks, c, NULL, &use, eff, 2 * HM_MAX_FEATURES,
                         &evidence);
   if (k < 0) {
-    hm_seterr(err, errlen, "too many features%s", "");
+    hm_errf(err, errlen, "too many features");
     return HM_ERROR;
   }
   *ns = k;
@@ -449,7 +459,9 @@ static int hm_score_one(const hm_input *in, const char *qtype, const unsigned ch
 
 
 /* One memory's usefulness unexplored (*plain, with its *evidence) and
- * explored by x (*drawn). */
+ * explored by x (*drawn).
+ * features, qtype, age_days: the memory and its question's type; links, count:
+ * the link set. */
 static int hm_explore_one(const char *features, const char *qtype, double age_days,
                           const unsigned char *links, i64 count, const hm_config *c,
                           const hm_draw *x, double *plain, double *drawn, double *evidence,
@@ -463,7 +475,7 @@ static int hm_explore_one(const char *features, const char *qtype, double age_da
                      evidence) < 0 ||
        hm_usefulness(active, links, count, c, x, drawn, eff, 2 * HM_MAX_FEATURES, NULL) < 0))
     rc = HM_TOOBIG;
-  if (rc == HM_TOOBIG) hm_seterr(err, errlen, "too many features%s", "");
+  if (rc == HM_TOOBIG) hm_errf(err, errlen, "too many features");
   return rc ? HM_ERROR : HM_OK;
 }
 
@@ -473,12 +485,13 @@ static int hm_cmp_double(const void *x, const void *y) {
 }
 
 /* The link set's count of links with the config checked, for a batch of
- * candidates (hm_explore, hm_score_batch); -1 with err set when either is bad. */
+ * candidates (hm_explore, hm_score_batch); -1 with err set when either is bad.
+ * links, linkslen: the link set. */
 static i64 hm_batch_links(const unsigned char *links, i64 linkslen, const hm_config *c,
                           char *err, int errlen) {
   i64 count = hm_links_count(links, linkslen);
   if (count < 0) {
-    hm_seterr(err, errlen, "links is not a link set made by heap_links()%s", "");
+    hm_errf(err, errlen, "links is not a link set made by heap_links()");
     return -1;
   }
   return hm_config_check(c, err, errlen) ? -1 : count;
@@ -494,7 +507,9 @@ static i64 hm_batch_links(const unsigned char *links, i64 linkslen, const hm_con
  * The explored lift is then bounded as any lift is (model 1: max_lift
  * either way; model 0: at most 1), and factor[i] = explored lift / lift.
  * All 1 when exploration is off (explore 0) or usefulness is (w_usefulness
- * 0).  work holds 2n doubles. */
+ * 0).  work holds 2n doubles.
+ * features, age_days: each candidate's; qtype: the question's type; links,
+ * linkslen: the link set; *bad: a failing candidate's index. */
 HM_API int hm_explore(int n, const char *const *features, const double *age_days,
                       const char *qtype, const unsigned char *links, i64 linkslen,
                       const hm_config *c, uint64_t seed, double *factor, double *work,
@@ -531,7 +546,8 @@ HM_API int hm_explore(int n, const char *const *features, const double *age_days
 }
 
 /* One memory of a batch as hm_score_one reads it: no part of relevance to
- * explain, no factor but usefulness (heap_recall puts the others on after). */
+ * explain, no factor but usefulness (heap_recall puts the others on after).
+ * relevance, age_days, importance, superseded, features: the memory's. */
 static hm_input hm_batch_input(double relevance, double age_days, double importance,
                                int superseded, const char *features) {
   return (hm_input){.relevance = relevance, .age_days = age_days, .importance = importance,
@@ -545,7 +561,9 @@ static hm_input hm_batch_input(double relevance, double age_days, double importa
  * score[k * n + i]: each memory's usefulness and evidence worked out once,
  * since they do not depend on the weight, then hm_finish under each weight
  * (what tune's replay needs: the same numbers as nw calls of hm_score_batch).
- * bad and err as hm_score_batch's. */
+ * bad and err as hm_score_batch's.
+ * relevance, age_days, importance, superseded, features: each memory's; qtype:
+ * the question's type; links, linkslen: the link set. */
 static int hm_score_weights(int n, const double *relevance, const double *age_days,
                             const double *importance, const int *superseded,
                             const char *const *features, const char *qtype,
@@ -579,7 +597,9 @@ static int hm_score_weights(int n, const double *relevance, const double *age_da
 
 /* Score n candidates.  out receives n x HM_SCORE_COLUMNS doubles: relevance,
  * recency, importance, usefulness, rules, score, rest, lift.  Returns HM_OK, or HM_ERROR with
- * the failing row's index in *bad and a message in err. */
+ * the failing row's index in *bad and a message in err.
+ * relevance, age_days, importance, superseded, features: each candidate's;
+ * qtype: the question's type; links, linkslen: the link set; c: the config. */
 HM_API int hm_score_batch(int n, const double *relevance, const double *age_days,
                           const double *importance, const int *superseded,
                           const char *const *features, const char *qtype,
@@ -657,7 +677,8 @@ static int hm_nth(const char *list, int i, const char **name) {
  * features, the one that the fewest further uses would carry past the gate,
  * and how many (*more; 0 when none would within 1000): uses of this memory,
  * each judged used with nothing judged ignored, which add to the feature's
- * link and to its layer's base rate alike.  The gate is hm_usefulness's. */
+ * link and to its layer's base rate alike.  The gate is hm_usefulness's.
+ * links, count: the link set; c: the config. */
 static int hm_nearest_link(const char *active, const unsigned char *links, i64 count,
                            const hm_config *c, int *more) {
   double k0 = c->prior_alpha + c->prior_beta, A, B, b[4];
@@ -715,7 +736,9 @@ static int hm_explain_place(const hm_input *in, char *buf, int size, int u) {
  * "score 1.452 = rel 0.91 x importance 1.00 x useful 4.70^0.3 [when/kind:fact
  *  x1.36 when/len:m x1.36 when/date:1 x1.36 +2]": the factors with their
  * weights, then the three features that move usefulness most and how many
- * more do. */
+ * more do.
+ * in: the memory; qtype: the question's type; links, linkslen: the link set; c:
+ * the config; out, outlen: where the line goes. */
 HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char *links,
                       i64 linkslen, const hm_config *c, char *out, int outlen, char *err,
                       int errlen) {
@@ -725,14 +748,14 @@ HM_API int hm_explain(const hm_input *in, const char *qtype, const unsigned char
   out[0] = 0;
   i64 count = hm_links_count(links, linkslen);
   if (count < 0) {
-    hm_seterr(err, errlen, "links is not a link set made by heap_links()%s", "");
+    hm_errf(err, errlen, "links is not a link set made by heap_links()");
     return HM_ERROR;
   }
   if (hm_config_check(c, err, errlen)) return HM_ERROR;
   if (!(in->context > 0 && isfinite(in->context) && in->explore > 0 && isfinite(in->explore) &&
         in->thread > 0 && isfinite(in->thread) && in->time > 0 && isfinite(in->time))) {
-    hm_seterr(err, errlen, "context, explore, thread and time must be positive numbers "
-                           "(1: none)%s", "");
+    hm_errf(err, errlen, "context, explore, thread and time must be positive numbers "
+                         "(1: none)");
     return HM_ERROR;
   }
   hm_factors f;

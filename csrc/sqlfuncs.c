@@ -43,7 +43,8 @@ static void *hq_user_data(sqlite3_context *ctx) {
  * UTF-8 without NUL bytes (hm_utf8_ok), at most maxbytes bytes (0: any), and
  * flags' rules.  HM_OK with the text in *out; else HM_ERROR and why (one
  * sentence, after the function's name).  v is never read as anything but
- * what it holds: a NUL inside a namespace cannot end it early. */
+ * what it holds: a NUL inside a namespace cannot end it early.
+ * why, whylen: where the sentence goes. */
 static int hm_check_text(int type, const unsigned char *s, i64 n, const char *what, int flags,
                          double maxbytes, char *why, int whylen) {
   i64 chars = 0;
@@ -66,6 +67,9 @@ static int hm_check_text(int type, const unsigned char *s, i64 n, const char *wh
   return HM_OK;
 }
 
+/* A text argument v of a heap_* function, checked as hm_check_text checks
+ * it: what its name in the sentence, flags and maxbytes the rules; *out the
+ * text, or HM_ERROR with why (whylen bytes) one sentence. */
 static int hq_arg_text(sqlite3_value *v, const char *what, int flags, double maxbytes,
                        const char **out, char *why, int whylen) {
   *out = NULL;
@@ -346,7 +350,8 @@ cleanup:
 }
 
 /* The optional config argument argv[i] ('w_recency=0 ...', NULL or absent:
- * the defaults), parsed once per statement when it is a constant. */
+ * the defaults), parsed once per statement when it is a constant.
+ * fname: the function's name, for its errors; *c: the config. */
 static int hq_sql_config(sqlite3_context *ctx, int argc, sqlite3_value **argv, int i,
                          const char *fname, hm_config *c) {
   char err[HM_ERRLEN] = "";
@@ -379,7 +384,9 @@ static int hq_sql_config(sqlite3_context *ctx, int argc, sqlite3_value **argv, i
 }
 
 /* Shared argument handling of heap_score and heap_explain:
- * (relevance, age_days, importance, superseded, features, qtype, links [, config]) */
+ * (relevance, age_days, importance, superseded, features, qtype, links [, config])
+ * fname: the function's name, for its errors; in, qt, links, linkslen, c: what
+ * the arguments give. */
 static int hq_sql_score_args(sqlite3_context *ctx, int argc, sqlite3_value **argv,
                              const char *fname, hm_input *in, const char **qt,
                              const unsigned char **links, i64 *linkslen, hm_config *c) {
@@ -498,7 +505,8 @@ static void heap_recency(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 
 /* Shared by heap_credit and heap_fold: (features, qtype, age_days, used, links
  * [, config]) -> hm_credit's names and deltas.  Returns the number of
- * features, or -1 with the SQL error set. */
+ * features, or -1 with the SQL error set.
+ * fname: the function's name; names, nameslen, da, db: hm_credit's outputs. */
 static int hq_sql_credit(sqlite3_context *ctx, int argc, sqlite3_value **argv, const char *fname,
                          char *names, int nameslen, double *da, double *db) {
   const char *features = NULL, *qt = NULL;
@@ -538,7 +546,8 @@ static int hq_sql_credit(sqlite3_context *ctx, int argc, sqlite3_value **argv, c
 
 /* hm_credit's k names (space-separated) and deltas as an event's deltas,
  * [["feature", d_alpha, d_beta], ...], appended to str (heap_credit's
- * result; feedback.c writes events with it). */
+ * result; feedback.c writes events with it).
+ * da, db: each one's deltas. */
 static void hq_credit_json(sqlite3_str *str, const char *names, const double *da,
                            const double *db, int k) {
   sqlite3_str_appendchar(str, 1, '[');

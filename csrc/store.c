@@ -1,8 +1,9 @@
 /*
  * store.c: a store from SQL alone: making one, checking a file is one, adding
  * and forgetting memories.
- * Relies on: recall.c (hm_conn, hr_now), feedback.c (hf_ctx, hf_fail,
- * hf_prepare, hf_ids, hf_keep_statements, ...), sqlfuncs.c (hq_is_number);
+ * Relies on: call.c (hm_conn, hc_ctx, hc_fail, hc_prepare,
+ * hc_keep_statements, ...), recall.c (hr_now), feedback.c (hf_ids,
+ * hf_namespace, hf_pylist), sqlfuncs.c (hq_is_number);
  * heap_ns_tag and heap_features (sqlfuncs.c) and heap_ntokens (bm25.c) run
  * inside its insert.
  *
@@ -63,27 +64,27 @@ static int hs_is_fts_shadow(const char *name) {
 /* Whether the database is a heapmem store of this schema, exactly: 0 yes, else
  * the error set in x (one sentence naming what is wrong).  Checked again only
  * when the file's schema cookie moves. */
-static int hs_check(hf_ctx *x) {
+static int hs_check(hc_ctx *x) {
   sqlite3 *db = x->db;
   hm_conn *conn = x->conn;
   sqlite3_stmt *st = NULL;
   /* every recall and feedback asks this: a statement the connection keeps */
-  int rc = hf_prepare(x, "SELECT (SELECT schema_version FROM pragma_schema_version), "
+  int rc = hc_prepare(x, "SELECT (SELECT schema_version FROM pragma_schema_version), "
                          "(SELECT user_version FROM pragma_user_version)", &st);
   if (rc != SQLITE_OK) return rc;
   rc = sqlite3_step(st);
   i64 cookie = sqlite3_column_int64(st, 0), version = sqlite3_column_int64(st, 1);
-  hf_done(x, st);
-  if (rc != SQLITE_ROW) return hf_sqlfail(x, rc);
+  hc_done(x, st);
+  if (rc != SQLITE_ROW) return hc_sqlfail(x, rc);
   if (version != HM_SCHEMA_VERSION) {
     if (version == 0)
-      return hf_fail(x, SQLITE_ERROR, "this database is not a heapmem store (run SELECT "
+      return hc_fail(x, SQLITE_ERROR, "this database is not a heapmem store (run SELECT "
                                       "heap_init() in an empty database to make one)");
     if (version < HM_SCHEMA_VERSION)
-      return hf_fail(x, SQLITE_ERROR, "this store has schema %lld; open it once with heapmem "
+      return hc_fail(x, SQLITE_ERROR, "this store has schema %lld; open it once with heapmem "
                                       "(Python) to upgrade it to %d", (long long)version,
                      HM_SCHEMA_VERSION);
-    return hf_fail(x, SQLITE_ERROR, "this store has schema %lld, newer than this library's "
+    return hc_fail(x, SQLITE_ERROR, "this store has schema %lld, newer than this library's "
                                     "(%d); load a newer heapmem", (long long)version,
                    HM_SCHEMA_VERSION);
   }
@@ -92,7 +93,7 @@ static int hs_check(hf_ctx *x) {
   memset(seen, 0, sizeof seen);
   rc = sqlite3_prepare_v2(db, "SELECT type, name, tbl_name, sql FROM sqlite_schema", -1, &st,
                           NULL);
-  if (rc != SQLITE_OK) return hf_sqlfail(x, rc);
+  if (rc != SQLITE_OK) return hc_sqlfail(x, rc);
   char *bad = NULL;
   while (!bad && (rc = sqlite3_step(st)) == SQLITE_ROW) {
     const char *t = (const char *)sqlite3_column_text(st, 0);
@@ -105,7 +106,7 @@ static int hs_check(hf_ctx *x) {
                                 !strcmp(n, "sqlite_stat4")))
       continue;
     char *mine = hs_norm(sql);
-    if (!mine) { sqlite3_finalize(st); return hf_fail(x, SQLITE_NOMEM, "out of memory"); }
+    if (!mine) { sqlite3_finalize(st); return hc_fail(x, SQLITE_NOMEM, "out of memory"); }
     int found = -1;
     for (int i = 0; i < HS_NOBJ && found < 0; i++)
       if (!strcmp(hm_schema_objects[i].type, t) && !strcmp(hm_schema_objects[i].name, n))
@@ -115,7 +116,7 @@ static int hs_check(hf_ctx *x) {
                             HM_SCHEMA_VERSION);
     } else {
       char *want = hs_norm(hm_schema_objects[found].sql);
-      if (!want) { sqlite3_free(mine); sqlite3_finalize(st); return hf_fail(x, SQLITE_NOMEM, "out of memory"); }
+      if (!want) { sqlite3_free(mine); sqlite3_finalize(st); return hc_fail(x, SQLITE_NOMEM, "out of memory"); }
       if (strcmp(want, mine) || strcmp(hm_schema_objects[found].tbl, tbl))
         bad = sqlite3_mprintf("%s '%s' differs from heapmem's schema %d", t, n,
                               HM_SCHEMA_VERSION);
@@ -125,14 +126,14 @@ static int hs_check(hf_ctx *x) {
     sqlite3_free(mine);
   }
   sqlite3_finalize(st);
-  if (!bad && rc != SQLITE_DONE) return hf_sqlfail(x, rc);
+  if (!bad && rc != SQLITE_DONE) return hc_sqlfail(x, rc);
   for (int i = 0; i < HS_NOBJ && !bad; i++)
     if (!seen[i])
       bad = sqlite3_mprintf("%s '%s' of heapmem's schema %d is missing",
                             hm_schema_objects[i].type, hm_schema_objects[i].name,
                             HM_SCHEMA_VERSION);
   if (bad) {
-    rc = hf_fail(x, SQLITE_ERROR, "this file holds schema objects heapmem did not create (%s); "
+    rc = hc_fail(x, SQLITE_ERROR, "this file holds schema objects heapmem did not create (%s); "
                                   "it is refused, and nothing in it ran", bad);
     sqlite3_free(bad);
     return rc;
@@ -145,7 +146,7 @@ static int hs_check(hf_ctx *x) {
 }
 
 static int hs_check_store(sqlite3 *db, hm_conn *conn, char **err) {
-  hf_ctx x = {.db = db, .conn = conn};
+  hc_ctx x = {.db = db, .conn = conn};
   int rc = hs_check(&x);
   *err = x.err;
   return rc;
@@ -166,7 +167,7 @@ static void heap_init(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     }
     embed = sqlite3_value_int(argv[0]);
   }
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
+  hc_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
   sqlite3 *db = x.db;
   sqlite3_stmt *st = NULL;
   int rc = sqlite3_prepare_v2(db, "SELECT (SELECT count(*) FROM sqlite_schema), (SELECT "
@@ -247,24 +248,24 @@ static double hs_kind_importance(const char *kind) {
 
 /* Optional metadata (a value of heap_add): a JSON object as text, at most
  * MAX_METADATA_BYTES, nesting at most MAX_JSON_DEPTH deep. */
-static int hs_metadata(hf_ctx *x, sqlite3_value *v, const char **out) {
+static int hs_metadata(hc_ctx *x, sqlite3_value *v, const char **out) {
   char why[HM_ERRLEN];
   *out = NULL;
   if (!v || sqlite3_value_type(v) == SQLITE_NULL) return SQLITE_OK;
   if (sqlite3_value_type(v) != SQLITE_TEXT)
-    return hf_fail(x, SQLITE_ERROR, "metadata must be a JSON object as text");
+    return hc_fail(x, SQLITE_ERROR, "metadata must be a JSON object as text");
   if (hq_arg_text(v, "metadata", 0, hm_limits.MAX_METADATA_BYTES, out, why, sizeof why))
-    return hf_fail(x, SQLITE_ERROR, "%s", why);
+    return hc_fail(x, SQLITE_ERROR, "%s", why);
   if (hm_json_depth(*out, sqlite3_value_bytes(v)) > hm_limits.MAX_JSON_DEPTH)
-    return hf_fail(x, SQLITE_ERROR, "metadata nests deeper than %.0f levels",
+    return hc_fail(x, SQLITE_ERROR, "metadata nests deeper than %.0f levels",
                    hm_limits.MAX_JSON_DEPTH);
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, "SELECT json_valid(?1) AND json_type(?1) = 'object'", &st);
+  int rc = hc_prepare(x, "SELECT json_valid(?1) AND json_type(?1) = 'object'", &st);
   if (rc) return rc;
   sqlite3_bind_value(st, 1, v);
   int ok = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0);
-  hf_done(x, st);
-  return ok ? SQLITE_OK : hf_fail(x, SQLITE_ERROR, "metadata must be a JSON object");
+  hc_done(x, st);
+  return ok ? SQLITE_OK : hc_fail(x, SQLITE_ERROR, "metadata must be a JSON object");
 }
 
 static const char hs_sql_last_seq[] =
@@ -292,15 +293,15 @@ static const char hs_sql_insert[] =
     HM_NEXT_TURN("?3", "?13", "?14") ")";
 
 /* Whether a memory has id mid. */
-static int hs_id_taken(hf_ctx *x, const char *mid, int *taken) {
+static int hs_id_taken(hc_ctx *x, const char *mid, int *taken) {
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, hs_sql_id_taken, &st);
+  int rc = hc_prepare(x, hs_sql_id_taken, &st);
   if (rc) return rc;
   sqlite3_bind_text(st, 1, mid, -1, SQLITE_STATIC);
   rc = sqlite3_step(st);
   *taken = rc == SQLITE_ROW;
-  hf_done(x, st);
-  return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : hf_sqlfail(x, rc);
+  hc_done(x, st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : hc_sqlfail(x, rc);
 }
 
 /* The new memory's row (hs_sql_insert's values after seq and id: ?3 ...),
@@ -315,17 +316,19 @@ typedef struct {
   char tag[HM_NS_TAG_LEN], features[HM_FEATURES_LEN];
 } hs_row;
 
-static int hs_insert(hf_ctx *x, i64 seq, const char *id, hs_row *r, char **out) {
+/* Memory r inserted with seq (a new one) and id (NULL: m<seq>): *out its id
+ * (sqlite3_malloc'd). */
+static int hs_insert(hc_ctx *x, i64 seq, const char *id, hs_row *r, char **out) {
   if (hm_ns_tag(r->ns, r->tag, sizeof r->tag) < 0 ||
       hm_features(r->text, r->kind, r->source, r->features, sizeof r->features) != HM_OK)
-    return hf_fail(x, SQLITE_ERROR, "namespace is longer than %d bytes", HM_MAX_NS_BYTES);
+    return hc_fail(x, SQLITE_ERROR, "namespace is longer than %d bytes", HM_MAX_NS_BYTES);
   char *mid = id ? sqlite3_mprintf("%s", id) : sqlite3_mprintf("m%lld", (long long)seq);
   *out = NULL;
   for (int n = 0;; n++) {
     sqlite3_stmt *st = NULL;
     int rc, taken = 0;
-    if (!mid) return hf_fail(x, SQLITE_NOMEM, "out of memory");
-    if ((rc = hf_prepare(x, hs_sql_insert, &st))) { sqlite3_free(mid); return rc; }
+    if (!mid) return hc_fail(x, SQLITE_NOMEM, "out of memory");
+    if ((rc = hc_prepare(x, hs_sql_insert, &st))) { sqlite3_free(mid); return rc; }
     sqlite3_bind_int64(st, 1, seq);
     sqlite3_bind_text(st, 2, mid, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, r->ns, -1, SQLITE_STATIC);
@@ -343,21 +346,21 @@ static int hs_insert(hf_ctx *x, i64 seq, const char *id, hs_row *r, char **out) 
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     }
     if (rc == SQLITE_DONE) {
-      hf_done(x, st);
+      hc_done(x, st);
       *out = mid;
       return SQLITE_OK;
     }
     int unique = sqlite3_extended_errcode(x->db) == SQLITE_CONSTRAINT_UNIQUE;
-    if (!unique) rc = hf_sqlfail(x, rc); /* its words, before the reset */
-    hf_done(x, st);
+    if (!unique) rc = hc_sqlfail(x, rc); /* its words, before the reset */
+    hc_done(x, st);
     if (unique && !(rc = hs_id_taken(x, mid, &taken)) && !taken)
-      rc = hf_fail(x, SQLITE_CONSTRAINT, "the memory breaks a uniqueness rule of the store");
+      rc = hc_fail(x, SQLITE_CONSTRAINT, "the memory breaks a uniqueness rule of the store");
     if (rc) {
       sqlite3_free(mid);
       return rc;
     }
     if (id) {
-      rc = hf_fail(x, SQLITE_CONSTRAINT, "a memory with id '%s' already exists; it was not "
+      rc = hc_fail(x, SQLITE_CONSTRAINT, "a memory with id '%s' already exists; it was not "
                                          "changed", id);
       sqlite3_free(mid);
       return rc;
@@ -369,28 +372,29 @@ static int hs_insert(hf_ctx *x, i64 seq, const char *id, hs_row *r, char **out) 
 
 /* The last seq given out (never one a forgotten memory had), into *last: read
  * from the file, so a number, and one that has a next (never 2^63 - 1). */
-static int hs_last_seq(hf_ctx *x, i64 *last) {
+static int hs_last_seq(hc_ctx *x, i64 *last) {
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, hs_sql_last_seq, &st);
+  int rc = hc_prepare(x, hs_sql_last_seq, &st);
   if (rc) return rc;
   rc = sqlite3_step(st);
   int type = sqlite3_column_type(st, 0);
   *last = sqlite3_column_int64(st, 0);
-  hf_done(x, st);
-  if (rc != SQLITE_ROW) return hf_sqlfail(x, rc);
+  hc_done(x, st);
+  if (rc != SQLITE_ROW) return hc_sqlfail(x, rc);
   if (type != SQLITE_INTEGER || *last < 0 || *last >= INT64_MAX - 1)
-    return hf_fail(x, SQLITE_CORRUPT, "the store's last memory number (%lld) is damaged or "
+    return hc_fail(x, SQLITE_CORRUPT, "the store's last memory number (%lld) is damaged or "
                                       "spent; nothing was added", (long long)*last);
   return SQLITE_OK;
 }
 
 /* vindex.c: what an add owes the namespace's vector index */
-static int hx_maintain(hf_ctx *x, const char *ns, i64 seq);
+static int hx_maintain(hc_ctx *x, const char *ns, i64 seq);
 
 /* A memory's place in a conversation (heap_add's thread and turn), checked:
  * thread a name or NULL, turn a whole number from 0 to HM_MAX_TURN or NULL
- * (*turn -1), and a turn only with a thread.  Returns 0, or the error set. */
-static int hs_thread(hf_ctx *x, sqlite3_value *thread_v, sqlite3_value *turn_v,
+ * (*turn -1), and a turn only with a thread.  Returns 0, or the error set.
+ * thread_v, turn_v: the arguments. */
+static int hs_thread(hc_ctx *x, sqlite3_value *thread_v, sqlite3_value *turn_v,
                      const char **thread, i64 *turn) {
   int rc;
   if ((rc = hf_name(x, thread_v, "thread", 1, thread))) return rc;
@@ -398,10 +402,10 @@ static int hs_thread(hf_ctx *x, sqlite3_value *thread_v, sqlite3_value *turn_v,
   if (!turn_v || sqlite3_value_type(turn_v) == SQLITE_NULL) return SQLITE_OK;
   double v = sqlite3_value_double(turn_v);
   if (!hq_is_number(turn_v) || !(v >= 0 && v <= HM_MAX_TURN) || v != floor(v))
-    return hf_fail(x, SQLITE_ERROR, "turn must be a whole number from 0 to %lld (the memory's "
+    return hc_fail(x, SQLITE_ERROR, "turn must be a whole number from 0 to %lld (the memory's "
                                     "place in its thread)", (long long)HM_MAX_TURN);
   if (!*thread)
-    return hf_fail(x, SQLITE_ERROR, "turn needs a thread: name the conversation the memory "
+    return hc_fail(x, SQLITE_ERROR, "turn needs a thread: name the conversation the memory "
                                     "is a turn of");
   *turn = (i64)v;
   return SQLITE_OK;
@@ -414,7 +418,7 @@ static int hs_thread(hf_ctx *x, sqlite3_value *thread_v, sqlite3_value *turn_v,
  * memory's partition split when the add grew it past twice the size, or the
  * index built when the namespace passed the threshold: vindex.c); a batch
  * does that once at its end. */
-static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, int maintain, i64 *last,
+static int hs_add(hc_ctx *x, int argc, sqlite3_value **argv, int maintain, i64 *last,
                   char **id_out) {
   const char *text, *ns, *kind = HM_DEFAULT_KIND, *source, *id, *key, *meta = NULL, *thread;
   int rc;
@@ -422,11 +426,11 @@ static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, int maintain, i64 *
   for (int i = 0; i < argc && i < 12; i++) a[i] = argv[i];
   char why[HM_ERRLEN];
   if (!a[0] || sqlite3_value_type(a[0]) != SQLITE_TEXT)
-    return hf_fail(x, SQLITE_ERROR, "text must be text: heap_add('Booked the flight', "
+    return hc_fail(x, SQLITE_ERROR, "text must be text: heap_add('Booked the flight', "
                                     "'user:maya')");
   if (hq_arg_text(a[0], "text", HM_ARG_NOTBLANK, hm_limits.MAX_TEXT_BYTES, &text, why,
                   sizeof why))
-    return hf_fail(x, SQLITE_ERROR, "%s", why);
+    return hc_fail(x, SQLITE_ERROR, "%s", why);
   if ((rc = hf_namespace(x, a[1], 1, &ns))) return rc;
   if (a[2] && sqlite3_value_type(a[2]) != SQLITE_NULL) {
     if ((rc = hf_name(x, a[2], "kind", 0, &kind))) return rc;
@@ -437,7 +441,7 @@ static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, int maintain, i64 *
   if (a[5] && sqlite3_value_type(a[5]) != SQLITE_NULL) {
     created = sqlite3_value_double(a[5]);
     if (!hq_is_number(a[5]) || !(created >= hm_limits.MIN_TIME && created <= hm_limits.MAX_TIME))
-      return hf_fail(x, SQLITE_ERROR, "created_at must be unix seconds from %.0f to %.0f (1970 "
+      return hc_fail(x, SQLITE_ERROR, "created_at must be unix seconds from %.0f to %.0f (1970 "
                                       "to the year 9999)", hm_limits.MIN_TIME, hm_limits.MAX_TIME);
   } else {
     created = hr_now(x->db);
@@ -446,7 +450,7 @@ static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, int maintain, i64 *
   if (a[6] && sqlite3_value_type(a[6]) != SQLITE_NULL) {
     importance = sqlite3_value_double(a[6]);
     if (!hq_is_number(a[6]) || !(importance > 0 && importance <= hm_limits.MAX_IMPORTANCE))
-      return hf_fail(x, SQLITE_ERROR, "importance must be a number in (0, %g]",
+      return hc_fail(x, SQLITE_ERROR, "importance must be a number in (0, %g]",
                      hm_limits.MAX_IMPORTANCE);
   }
   if ((rc = hf_name(x, a[7], "key", 1, &key))) return rc;
@@ -455,7 +459,7 @@ static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, int maintain, i64 *
   if (a[9] && sqlite3_value_type(a[9]) != SQLITE_NULL) {
     if (sqlite3_value_type(a[9]) != SQLITE_INTEGER ||
         (sqlite3_value_int64(a[9]) != 0 && sqlite3_value_int64(a[9]) != 1))
-      return hf_fail(x, SQLITE_ERROR, "copy must be 0 (the same text again is the memory "
+      return hc_fail(x, SQLITE_ERROR, "copy must be 0 (the same text again is the memory "
                                       "that has it) or 1 (a second memory)");
     copy = sqlite3_value_int(a[9]);
   }
@@ -465,23 +469,23 @@ static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, int maintain, i64 *
   /* the same text (and key) in the namespace: that memory; never for a
    * thread's turn, which is its own utterance wherever its words repeat */
   if (!id && !copy && !thread) {
-    if ((rc = hf_prepare(x, hs_sql_same, &st))) return rc;
+    if ((rc = hc_prepare(x, hs_sql_same, &st))) return rc;
     sqlite3_bind_text(st, 1, ns, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, text, -1, SQLITE_STATIC);
     if (key) sqlite3_bind_text(st, 3, key, -1, SQLITE_STATIC);
     rc = sqlite3_step(st);
     char *same = rc == SQLITE_ROW ? sqlite3_mprintf("%s", sqlite3_column_text(st, 0)) : NULL;
-    hf_done(x, st);
+    hc_done(x, st);
     if (rc == SQLITE_ROW) {
-      if (!same) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+      if (!same) return hc_fail(x, SQLITE_NOMEM, "out of memory");
       *id_out = same;
       return SQLITE_OK;
     }
-    if (rc != SQLITE_DONE) return hf_sqlfail(x, rc);
+    if (rc != SQLITE_DONE) return hc_sqlfail(x, rc);
   }
   /* the next seq: never one a forgotten memory had */
   if (*last >= INT64_MAX - 1)
-    return hf_fail(x, SQLITE_CORRUPT, "the store's last memory number (%lld) is damaged or "
+    return hc_fail(x, SQLITE_CORRUPT, "the store's last memory number (%lld) is damaged or "
                                       "spent; nothing was added", (long long)*last);
   i64 seq = *last + 1;
   static __thread hs_row row; /* its tag and features are 4 KiB: not on the stack */
@@ -507,7 +511,12 @@ static int hs_add(hf_ctx *x, int argc, sqlite3_value **argv, int maintain, i64 *
   "json_each(r.shown) AS s JOIN memories AS m ON m.id = s.value WHERE m.namespace = "          \
   "r.namespace AND s.value IN (SELECT value FROM json_each(?1)))"
 
-static int hs_forget(hf_ctx *x, sqlite3_value *ids_v, sqlite3_value *ns_v, i64 *erased) {
+/* ?1 the ids forgotten: a recall of their namespaces whose shown is not JSON */
+static const char hs_sql_log_not_json[] =
+    "SELECT 1 FROM recalls AS r WHERE r.namespace IN (SELECT m.namespace FROM memories AS m "
+    "WHERE m.id IN (SELECT value FROM json_each(?1))) AND NOT json_valid(r.shown) LIMIT 1";
+
+static int hs_forget(hc_ctx *x, sqlite3_value *ids_v, sqlite3_value *ns_v, i64 *erased) {
   sqlite3 *db = x->db;
   int rc;
   char **ids = NULL;
@@ -517,7 +526,7 @@ static int hs_forget(hf_ctx *x, sqlite3_value *ids_v, sqlite3_value *ns_v, i64 *
     if ((rc = hf_namespace(x, ns_v, 0, &ns))) return rc;
   } else {
     if ((n = hf_ids(x, ids_v, "ids", hm_limits.MAX_IDS, &ids)) < 0) return x->code;
-    if (n == 0) return hf_fail(x, SQLITE_ERROR, "heap_forget needs the ids to erase, such as "
+    if (n == 0) return hc_fail(x, SQLITE_ERROR, "heap_forget needs the ids to erase, such as "
                                                 "'[\"m3\"]'");
   }
   /* the highest seq and recall id, so that neither is given out again */
@@ -544,37 +553,44 @@ static int hs_forget(hf_ctx *x, sqlite3_value *ids_v, sqlite3_value *ns_v, i64 *
         "DELETE FROM vector_index WHERE namespace = ?1",
     };
     for (size_t i = 0; i < sizeof steps / sizeof steps[0] && !rc; i++) {
-      if ((rc = hf_prepare(x, steps[i], &st))) goto done;
+      if ((rc = hc_prepare(x, steps[i], &st))) goto done;
       sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
       if (i == 0) {
         if (sqlite3_step(st) == SQLITE_ROW) *erased = sqlite3_column_int64(st, 0);
-        hf_done(x, st);
+        hc_done(x, st);
         if (*erased == 0) goto done; /* nothing to erase: 0 */
         continue;
       }
-      rc = hf_exec(x, st);
-      hf_done(x, st);
+      rc = hc_exec(x, st);
+      hc_done(x, st);
     }
   } else {
     /* every id must exist, or nothing is erased */
-    if ((rc = hf_prepare(x, hs_sql_id_taken, &st))) goto done;
+    if ((rc = hc_prepare(x, hs_sql_id_taken, &st))) goto done;
     char **missing = sqlite3_malloc64((sqlite3_uint64)n * sizeof(char *));
     int nm = 0;
-    if (!missing) { hf_done(x, st); rc = hf_fail(x, SQLITE_NOMEM, "out of memory"); goto done; }
+    if (!missing) { hc_done(x, st); rc = hc_fail(x, SQLITE_NOMEM, "out of memory"); goto done; }
     for (int i = 0; i < n; i++) {
       sqlite3_reset(st);
       sqlite3_bind_text(st, 1, ids[i], -1, SQLITE_TRANSIENT);
       if (sqlite3_step(st) != SQLITE_ROW) missing[nm++] = ids[i];
     }
-    hf_done(x, st);
+    hc_done(x, st);
     if (nm) {
       char *list = hf_pylist(missing, nm);
-      rc = hf_fail(x, SQLITE_ERROR, "unknown memory ids %s; nothing was forgotten", list);
+      rc = hc_fail(x, SQLITE_ERROR, "unknown memory ids %s; nothing was forgotten", list);
       sqlite3_free(list);
       sqlite3_free(missing);
       goto done;
     }
     sqlite3_free(missing);
+    /* their namespaces' recalls are read as JSON below: a log that is not is damage */
+    if ((rc = hc_prepare(x, hs_sql_log_not_json, &st))) goto done;
+    sqlite3_bind_value(st, 1, ids_v);
+    rc = sqlite3_step(st);
+    rc = rc == SQLITE_ROW ? hc_damaged_json(x) : rc == SQLITE_DONE ? SQLITE_OK : hc_sqlfail(x, rc);
+    hc_done(x, st);
+    if (rc) goto done;
     /* the recalls that showed them, with their events detached, then the
      * memories: three statements over the whole list */
     const char *steps[] = {
@@ -583,20 +599,20 @@ static int hs_forget(hf_ctx *x, sqlite3_value *ids_v, sqlite3_value *ns_v, i64 *
         "DELETE FROM memories WHERE id IN (SELECT value FROM json_each(?1))",
     };
     for (size_t k = 0; k < sizeof steps / sizeof steps[0] && !rc; k++) {
-      if ((rc = hf_prepare(x, steps[k], &st))) goto done;
+      if ((rc = hc_prepare(x, steps[k], &st))) goto done;
       sqlite3_bind_value(st, 1, ids_v);
-      rc = hf_exec(x, st);
-      hf_done(x, st);
+      rc = hc_exec(x, st);
+      hc_done(x, st);
     }
     *erased = n;
   }
   /* secure-delete took the terms out of the index in place; else merge it */
   if (!rc) {
-    if ((rc = hf_prepare(x, "SELECT coalesce((SELECT v FROM memories_fts_config WHERE k = "
+    if ((rc = hc_prepare(x, "SELECT coalesce((SELECT v FROM memories_fts_config WHERE k = "
                             "'secure-delete'), 0)", &st)))
       goto done;
     int in_place = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0);
-    hf_done(x, st);
+    hc_done(x, st);
     if (!in_place)
       rc = sqlite3_exec(db, "INSERT INTO memories_fts(memories_fts) VALUES('optimize')", NULL,
                         NULL, NULL);
@@ -607,7 +623,7 @@ done:
   return rc;
 fail:
   hf_free_ids(ids, n);
-  return hf_sqlfail(x, rc);
+  return hc_sqlfail(x, rc);
 }
 
 /* -- a batch of adds ------------------------------------------------------------------ */
@@ -626,8 +642,9 @@ static const char *const hs_fields[] = {"text",       "namespace",  "kind", "sou
 #define HS_COPY 9
 
 /* One item of a batch added (its fields in v, sqlite3_value_dup'ed; copy the
- * batch's), its id appended to ids; an error names the item. */
-static int hs_add_item(hf_ctx *x, i64 at, sqlite3_value **v, sqlite3_value *copy, i64 *last,
+ * batch's), its id appended to ids; an error names the item.
+ * at: the item's index; *last: the last seq given out. */
+static int hs_add_item(hc_ctx *x, i64 at, sqlite3_value **v, sqlite3_value *copy, i64 *last,
                        sqlite3_str *ids) {
   sqlite3_value *argv[HS_NFIELDS + 1]; /* heap_add's, copy in its place */
   for (int i = 0, j = 0; i <= HS_NFIELDS; i++) argv[i] = i == HS_COPY ? copy : v[j++];
@@ -644,8 +661,10 @@ static int hs_add_item(hf_ctx *x, i64 at, sqlite3_value **v, sqlite3_value *copy
   return rc;
 }
 
-/* Each item of ?1 (hs_sql_items' rows, stepped here) added in order. */
-static int hs_add_items(hf_ctx *x, sqlite3_stmt *st, sqlite3_value *copy, i64 *last,
+/* Each item of ?1 (hs_sql_items' rows, stepped here) added in order.
+ * st: hs_sql_items, bound; copy: the batch's; *last: the last seq given out;
+ * ids: the ids' JSON. */
+static int hs_add_items(hc_ctx *x, sqlite3_stmt *st, sqlite3_value *copy, i64 *last,
                         sqlite3_str *ids) {
   sqlite3_value *v[HS_NFIELDS] = {0};
   i64 at = -1;
@@ -658,7 +677,7 @@ static int hs_add_items(hf_ctx *x, sqlite3_stmt *st, sqlite3_value *copy, i64 *l
       at = item;
       const char *type = (const char *)sqlite3_column_text(st, 1);
       if (!type || (strcmp(type, "object") && strcmp(type, "array"))) {
-        rc = hf_fail(x, SQLITE_ERROR, "item %lld must be a JSON object with the memory's text, "
+        rc = hc_fail(x, SQLITE_ERROR, "item %lld must be a JSON object with the memory's text, "
                                       "such as {\"text\": \"Booked the flight\"}, or an array "
                                       "of heap_add's arguments", (long long)at);
         break;
@@ -679,7 +698,7 @@ static int hs_add_items(hf_ctx *x, sqlite3_stmt *st, sqlite3_value *copy, i64 *l
       while (f < HS_NFIELDS && strcmp(key, hs_fields[f])) f++;
     }
     if (f == HS_NFIELDS) {
-      rc = hf_fail(x, SQLITE_ERROR, "item %lld has an unknown field '%.60s'; an item's fields "
+      rc = hc_fail(x, SQLITE_ERROR, "item %lld has an unknown field '%.60s'; an item's fields "
                                     "are heap_add's arguments: text, namespace, kind, source, "
                                     "id, created_at, importance, key, metadata, thread, turn "
                                     "(copy is the batch's)", (long long)at,
@@ -687,15 +706,15 @@ static int hs_add_items(hf_ctx *x, sqlite3_stmt *st, sqlite3_value *copy, i64 *l
       break;
     }
     if (type && (!strcmp(type, "true") || !strcmp(type, "false"))) {
-      rc = hf_fail(x, SQLITE_ERROR, "item %lld: %s must not be true or false", (long long)at,
+      rc = hc_fail(x, SQLITE_ERROR, "item %lld: %s must not be true or false", (long long)at,
                    key);
       break;
     }
     sqlite3_value_free(v[f]);
     if (!(v[f] = sqlite3_value_dup(sqlite3_column_value(st, 3))))
-      rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+      rc = hc_fail(x, SQLITE_NOMEM, "out of memory");
   }
-  if (!rc && step != SQLITE_DONE) rc = hf_sqlfail(x, step);
+  if (!rc && step != SQLITE_DONE) rc = hc_sqlfail(x, step);
   if (!rc && at >= 0) rc = hs_add_item(x, at, v, copy, last, ids);
   for (int i = 0; i < HS_NFIELDS; i++) sqlite3_value_free(v[i]);
   return rc;
@@ -703,9 +722,9 @@ static int hs_add_items(hf_ctx *x, sqlite3_stmt *st, sqlite3_value *copy, i64 *l
 
 /* The vector index of each namespace the batch (seq first on) added to, kept
  * (hx_maintain), once per namespace. */
-static int hs_maintain_batch(hf_ctx *x, i64 first) {
+static int hs_maintain_batch(hc_ctx *x, i64 first) {
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, "SELECT DISTINCT namespace FROM memories WHERE seq >= ?1", &st);
+  int rc = hc_prepare(x, "SELECT DISTINCT namespace FROM memories WHERE seq >= ?1", &st);
   if (rc) return rc;
   sqlite3_bind_int64(st, 1, first);
   char **ns = NULL;
@@ -721,9 +740,9 @@ static int hs_maintain_batch(hf_ctx *x, i64 first) {
     n++;
   }
   int stepped = rc;
-  hf_done(x, st);
+  hc_done(x, st);
   rc = stepped == SQLITE_DONE ? SQLITE_OK
-       : stepped == SQLITE_ROW ? hf_fail(x, SQLITE_NOMEM, "out of memory") : hf_sqlfail(x, stepped);
+       : stepped == SQLITE_ROW ? hc_fail(x, SQLITE_NOMEM, "out of memory") : hc_sqlfail(x, stepped);
   for (int i = 0; i < n && !rc; i++) rc = hx_maintain(x, ns[i], first);
   for (int i = 0; i < n; i++) sqlite3_free(ns[i]);
   sqlite3_free(ns);
@@ -738,66 +757,66 @@ static int hs_maintain_batch(hf_ctx *x, i64 first) {
  * savepoint, with the FTS index and bm25_terms taken in one statement each at
  * the end (the 'fts_deferred' meta row, never committed, turns the per-row trigger off
  * meanwhile).  *out: the ids, a JSON array in the items' order. */
-static int hs_add_many(hf_ctx *x, sqlite3_value *items, sqlite3_value *copy, char **out) {
+static int hs_add_many(hc_ctx *x, sqlite3_value *items, sqlite3_value *copy, char **out) {
   char why[HM_ERRLEN];
   const char *json;
   static const char bad[] = "items must be a JSON array of objects, one per memory, such as "
                             "'[{\"text\": \"Booked the flight\"}]'";
   if (hq_arg_text(items, "items", 0, 0, &json, why, sizeof why))
-    return hf_fail(x, SQLITE_ERROR, "%s", bad);
+    return hc_fail(x, SQLITE_ERROR, "%s", bad);
   if (hm_json_depth(json, sqlite3_value_bytes(items)) > hm_limits.MAX_JSON_DEPTH + 2)
-    return hf_fail(x, SQLITE_ERROR, "items nest deeper than %.0f levels",
+    return hc_fail(x, SQLITE_ERROR, "items nest deeper than %.0f levels",
                    hm_limits.MAX_JSON_DEPTH + 2);
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, "SELECT CASE WHEN json_valid(?1) THEN CASE WHEN json_type(?1) = "
+  int rc = hc_prepare(x, "SELECT CASE WHEN json_valid(?1) THEN CASE WHEN json_type(?1) = "
                          "'array' THEN json_array_length(?1) END END", &st);
   if (rc) return rc;
   sqlite3_bind_value(st, 1, items);
   rc = sqlite3_step(st);
   int is_array = rc == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_INTEGER;
   i64 n = sqlite3_column_int64(st, 0), last = 0;
-  hf_done(x, st);
-  if (rc != SQLITE_ROW) return hf_sqlfail(x, rc);
-  if (!is_array) return hf_fail(x, SQLITE_ERROR, "%s", bad);
+  hc_done(x, st);
+  if (rc != SQLITE_ROW) return hc_sqlfail(x, rc);
+  if (!is_array) return hc_fail(x, SQLITE_ERROR, "%s", bad);
   if ((double)n > hm_limits.MAX_IDS)
-    return hf_fail(x, SQLITE_ERROR, "items lists %lld memories; at most %.0f are added at once",
+    return hc_fail(x, SQLITE_ERROR, "items lists %lld memories; at most %.0f are added at once",
                    (long long)n, hm_limits.MAX_IDS);
   if ((rc = hs_last_seq(x, &last))) return rc;
   i64 first = last + 1;
   rc = sqlite3_exec(x->db, "INSERT OR REPLACE INTO heapmem_meta(key, value) VALUES ('"
                            HM_META_FTS_DEFERRED "', '1')", NULL, NULL, NULL);
-  if (rc) return hf_sqlfail(x, rc);
+  if (rc) return hc_sqlfail(x, rc);
   sqlite3_str *ids = sqlite3_str_new(x->db);
   sqlite3_str_appendchar(ids, 1, '[');
-  if (!(rc = hf_prepare(x, hs_sql_items, &st))) {
+  if (!(rc = hc_prepare(x, hs_sql_items, &st))) {
     sqlite3_bind_value(st, 1, items);
     rc = hs_add_items(x, st, copy, &last, ids);
-    hf_done(x, st);
+    hc_done(x, st);
   }
   /* the batch's new rows into the index at once, and the trigger on again */
   if (!rc)
-    rc = hf_prepare(x, "INSERT INTO memories_fts(rowid, nstag, text) SELECT seq, nstag, text "
+    rc = hc_prepare(x, "INSERT INTO memories_fts(rowid, nstag, text) SELECT seq, nstag, text "
                        "FROM memories WHERE seq >= ?1", &st);
   if (!rc) {
     sqlite3_bind_int64(st, 1, first);
-    rc = hf_exec(x, st);
-    hf_done(x, st);
+    rc = hc_exec(x, st);
+    hc_done(x, st);
   }
   /* and their terms into bm25_terms, a row per (namespace, term) (schema.py's
    * BM25_TERMS_BUILD: the trigger it replaces costs a statement a row) */
-  if (!rc && !(rc = hf_prepare(x, HM_SQL_BM25_TERMS_BUILD, &st))) {
+  if (!rc && !(rc = hc_prepare(x, HM_SQL_BM25_TERMS_BUILD, &st))) {
     sqlite3_bind_int64(st, 1, first);
     sqlite3_bind_int64(st, 2, (i64)1 << 62);
-    rc = hf_exec(x, st);
-    hf_done(x, st);
+    rc = hc_exec(x, st);
+    hc_done(x, st);
   }
   if (!rc && (rc = sqlite3_exec(x->db, "DELETE FROM heapmem_meta WHERE key = '"
                                        HM_META_FTS_DEFERRED "'", NULL, NULL, NULL)))
-    hf_sqlfail(x, rc);
+    hc_sqlfail(x, rc);
   /* what the batch owes each namespace's vector index, once (hx_maintain) */
   if (!rc) rc = hs_maintain_batch(x, first);
   sqlite3_str_appendchar(ids, 1, ']');
-  if (sqlite3_str_errcode(ids) && !rc) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (sqlite3_str_errcode(ids) && !rc) rc = hc_fail(x, SQLITE_NOMEM, "out of memory");
   char *text = sqlite3_str_finish(ids);
   if (rc) sqlite3_free(text);
   else *out = text;
@@ -806,16 +825,17 @@ static int hs_add_many(hf_ctx *x, sqlite3_value *items, sqlite3_value *copy, cha
 
 /* Run one of the store's writes inside a savepoint of its own, after the
  * schema check; the result is set from `what` (0: the id text, 1 and 2: the
- * count, 3: the ids' JSON). */
+ * count, 3: the ids' JSON).
+ * fname: the function's name. */
 static void hs_write(sqlite3_context *ctx, int argc, sqlite3_value **argv, int what,
                      const char *fname) {
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
-  hf_keep_statements(&x);
+  hc_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
+  hc_keep_statements(&x);
   char *id = NULL;
   i64 count = 0;
   int rc;
   if (sqlite3_db_readonly(x.db, "main") == 1) {
-    rc = hf_fail(&x, SQLITE_READONLY, "the store is read-only here");
+    rc = hc_fail(&x, SQLITE_READONLY, "the store is read-only here");
   } else if ((rc = hs_check(&x)) == SQLITE_OK &&
              (rc = sqlite3_exec(x.db, "SAVEPOINT heap_write", NULL, NULL, NULL)) == SQLITE_OK) {
     i64 last = 0;
@@ -825,12 +845,12 @@ static void hs_write(sqlite3_context *ctx, int argc, sqlite3_value **argv, int w
     else rc = hs_forget(&x, NULL, argv[0], &count);
     if (rc == SQLITE_OK) rc = sqlite3_exec(x.db, "RELEASE heap_write", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
-      if (!x.err) hf_sqlfail(&x, rc);
+      if (!x.err) hc_sqlfail(&x, rc);
       sqlite3_exec(x.db, "ROLLBACK TO heap_write", NULL, NULL, NULL);
       sqlite3_exec(x.db, "RELEASE heap_write", NULL, NULL, NULL);
     }
   } else if (rc != SQLITE_OK && !x.err) {
-    hf_sqlfail(&x, rc);
+    hc_sqlfail(&x, rc);
   }
   if (rc == SQLITE_OK) {
     if (what == 0 || what == 3) sqlite3_result_text(ctx, id, -1, sqlite3_free);
@@ -838,7 +858,7 @@ static void hs_write(sqlite3_context *ctx, int argc, sqlite3_value **argv, int w
     return;
   }
   sqlite3_free(id);
-  hf_result_fail(ctx, &x, fname, rc);
+  hc_result_fail(ctx, &x, fname, rc);
 }
 
 static void heap_add(sqlite3_context *ctx, int argc, sqlite3_value **argv) {

@@ -8,7 +8,7 @@
  * the age buckets), the 64-bit FNV-1a hash that keys a feature (hm_fnv64,
  * hm_hash), a namespace's FTS5 tag (hm_ns_tag) and a question's FTS5 MATCH
  * expression (hm_match).
- * Relies on: heapmem.c's preamble (hm_seterr).  Makes no sqlite3_* call.
+ * Relies on: heapmem.c's preamble (hm_errf).  Makes no sqlite3_* call.
  */
 
 #pragma region text scanning
@@ -261,7 +261,8 @@ static int hm_append(char *out, int outlen, int *used, const char *name) {
 
 /* The shape of a memory as space-separated feature names, e.g.
  * "kind:fact src:other len:m date:1 clock:0 num:1 ...": one value in every
- * slot.  Words are never features: only what kind of text this is.  Returns HM_OK or HM_TOOBIG. */
+ * slot.  Words are never features: only what kind of text this is.  Returns HM_OK or HM_TOOBIG.
+ * text, kind, source: the memory's; out, outlen: where the names go. */
 HM_API int hm_features(const char *text, const char *kind, const char *source,
                        char *out, int outlen) {
   if (!out || outlen < 1) return HM_TOOBIG;
@@ -443,25 +444,27 @@ static int hm_feature_ok(const char *f) {
 /* The features a memory shows to one question: "base" (every memory has it:
  * its link learns the base rate of use), the memory's shape features, its
  * age bucket (unless age_days is NaN), then each of those crossed with the
- * question type ("when/date:1").  Space-separated. */
+ * question type ("when/date:1").  Space-separated.
+ * features: the memory's shape; qtype: the question's type; out, outlen: where
+ * the list goes. */
 HM_API int hm_active(const char *features, const char *qtype, double age_days, char *out,
                      int outlen, char *err, int errlen) {
   if (!out || outlen < 1) return HM_TOOBIG;
   out[0] = 0;
   if (!hm_qtype_valid(qtype)) {
-    hm_seterr(err, errlen, "unknown question type '%s'", qtype);
+    hm_errf(err, errlen, "unknown question type '%s'", qtype ? qtype : "");
     return HM_ERROR;
   }
   char own[HM_MAX_FEATURES * (HM_MAX_WORD + 2) + 32];
   int ownlen = snprintf(own, sizeof own, HM_BASE_FEATURE " %s", features ? features : "");
   if (ownlen >= (int)sizeof own) {
-    hm_seterr(err, errlen, "too many features%s", "");
+    hm_errf(err, errlen, "too many features");
     return HM_ERROR;
   }
   const char *age = hm_age_bucket(age_days);
   if (age) {
     if (ownlen + 1 + (int)strlen(age) + 1 > (int)sizeof own) {
-      hm_seterr(err, errlen, "too many features%s", "");
+      hm_errf(err, errlen, "too many features");
       return HM_ERROR;
     }
     own[ownlen++] = ' ';
@@ -479,15 +482,15 @@ HM_API int hm_active(const char *features, const char *qtype, double age_days, c
       if (e > p) {
         int L = (int)(e - p);
         if (L > HM_MAX_WORD) {
-          hm_seterr(err, errlen, "feature name too long: '%s'", "");
+          hm_errf(err, errlen, "feature name too long: ''");
           return HM_ERROR;
         }
         if (memchr(p, '/', (size_t)L)) {
-          hm_seterr(err, errlen, "feature names must not contain '/'%s", "");
+          hm_errf(err, errlen, "feature names must not contain '/'");
           return HM_ERROR;
         }
         if (++count > HM_MAX_FEATURES) {
-          hm_seterr(err, errlen, "too many features%s", "");
+          hm_errf(err, errlen, "too many features");
           return HM_ERROR;
         }
         /* "name" or "qtype/name", built without snprintf (this runs for

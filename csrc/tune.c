@@ -39,8 +39,8 @@
  *
  * Relies on: links.c (hm_link, the blob), sample.c (hm_splitmix64), score.c
  * (hm_score_batch, the config fields), sqlfuncs.c (hm_repr,
- * hq_json_string), feedback.c (hf_ctx, hf_prepare, hf_done, hf_fail,
- * hf_sqlfail, hf_keep_statements), store.c's hs_check_store.
+ * hq_json_string), call.c (hc_ctx, hc_prepare, hc_done, hc_fail,
+ * hc_sqlfail, hc_keep_statements), store.c's hs_check_store.
  */
 
 #pragma region tune
@@ -86,7 +86,8 @@ static void ht_sums_free(ht_sums *t) {
   memset(t, 0, sizeof *t);
 }
 
-/* Room for at least need entries: the slots rebuilt at twice that. */
+/* Room for at least need entries: the slots rebuilt at twice that.
+ * *slot, *nslot: the slots and their number; hashes: the n entries' hashes. */
 static int ht_reslot(int **slot, int *nslot, int need, const u64 *hashes, int n) {
   if (*nslot >= 2 * need) return SQLITE_OK;
   int ns = 64;
@@ -234,28 +235,30 @@ static void ht_auto_opts(ht_opts *o, i64 judged) {
   o->level = HT_AUTO_LEVEL; /* ht_measure splits it among the grid's weights */
 }
 
-static int ht_int_opt(hf_ctx *x, sqlite3_stmt *st, const char *k, i64 lo, i64 hi, i64 *out) {
+/* An integer option (st's row: key, type, value) from lo to hi into *out;
+ * k its name in the sentence. */
+static int ht_int_opt(hc_ctx *x, sqlite3_stmt *st, const char *k, i64 lo, i64 hi, i64 *out) {
   const char *type = (const char *)sqlite3_column_text(st, 1);
   double v = sqlite3_column_double(st, 2);
   if (!type || strcmp(type, "integer") || v < (double)lo || v > (double)hi)
-    return hf_fail(x, SQLITE_ERROR, "%s must be an integer from %lld to %lld", k,
+    return hc_fail(x, SQLITE_ERROR, "%s must be an integer from %lld to %lld", k,
                    (long long)lo, (long long)hi);
   *out = sqlite3_column_int64(st, 2);
   return SQLITE_OK;
 }
 
-static int ht_num_opt(hf_ctx *x, sqlite3_stmt *st, const char *k, double *out) {
+static int ht_num_opt(hc_ctx *x, sqlite3_stmt *st, const char *k, double *out) {
   const char *type = (const char *)sqlite3_column_text(st, 1);
   if (!type || (strcmp(type, "integer") && strcmp(type, "real")))
-    return hf_fail(x, SQLITE_ERROR, "%s must be a number", k);
+    return hc_fail(x, SQLITE_ERROR, "%s must be a number", k);
   *out = sqlite3_column_double(st, 2);
   return SQLITE_OK;
 }
 
 /* The grid option: a JSON array of 1 to HT_MAX_GRID weights from 0 to 100. */
-static int ht_grid_opt(hf_ctx *x, const char *json, ht_opts *o) {
+static int ht_grid_opt(hc_ctx *x, const char *json, ht_opts *o) {
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, "SELECT type, value FROM json_each(?1, '$.grid')", &st);
+  int rc = hc_prepare(x, "SELECT type, value FROM json_each(?1, '$.grid')", &st);
   if (rc) return rc;
   sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
   o->ngrid = 0;
@@ -264,62 +267,63 @@ static int ht_grid_opt(hf_ctx *x, const char *json, ht_opts *o) {
     double v = sqlite3_column_double(st, 1);
     if (!type || (strcmp(type, "integer") && strcmp(type, "real")) || !(v >= 0 && v <= 100) ||
         o->ngrid == HT_MAX_GRID) {
-      rc = hf_fail(x, SQLITE_ERROR, "grid must be an array of 1 to %d weights from 0 to 100",
+      rc = hc_fail(x, SQLITE_ERROR, "grid must be an array of 1 to %d weights from 0 to 100",
                    HT_MAX_GRID);
       break;
     }
     o->grid[o->ngrid++] = v;
   }
-  hf_done(x, st);
+  hc_done(x, st);
   if (rc == SQLITE_DONE && !o->ngrid)
-    return hf_fail(x, SQLITE_ERROR, "grid must be an array of 1 to %d weights from 0 to 100",
+    return hc_fail(x, SQLITE_ERROR, "grid must be an array of 1 to %d weights from 0 to 100",
                    HT_MAX_GRID);
-  return rc == SQLITE_DONE ? SQLITE_OK : rc == SQLITE_ROW || !x->err ? hf_sqlfail(x, rc) : rc;
+  return rc == SQLITE_DONE ? SQLITE_OK : rc == SQLITE_ROW || !x->err ? hc_sqlfail(x, rc) : rc;
 }
 
 /* The config in force: the option's text, or the store's tuned config. */
-static int ht_config(hf_ctx *x, const char *text, hm_config *cfg) {
+static int ht_config(hc_ctx *x, const char *text, hm_config *cfg) {
   sqlite3_stmt *st = NULL;
   char err[HM_ERRLEN] = "";
   int rc = SQLITE_OK;
   if (!text) {
-    if ((rc = hf_prepare(x, hr_sql_tuned, &st))) return rc;
+    if ((rc = hc_prepare(x, hr_sql_tuned, &st))) return rc;
     rc = hr_tuned_read(st, cfg, err, sizeof err);
-    if (rc == SQLITE_CORRUPT) hf_fail(x, rc, "the store's tuned config is damaged (%s)", err);
-    else if (rc) hf_sqlfail(x, rc);
-    hf_done(x, st);
+    if (rc == SQLITE_CORRUPT) hc_fail(x, rc, "the store's tuned config is damaged (%s)", err);
+    else if (rc) hc_sqlfail(x, rc);
+    hc_done(x, st);
     return rc;
   }
   rc = hm_config_parse(text, cfg, err, sizeof err) == HM_OK ? SQLITE_OK : SQLITE_ERROR;
-  if (rc) hf_fail(x, SQLITE_ERROR, "config: %s", err);
+  if (rc) hc_fail(x, SQLITE_ERROR, "config: %s", err);
   return rc;
 }
 
 static const char ht_keys[] =
     "against, auto, boot, config, deploy, grid, level, newest, pending, seed";
 
-/* Read one option (st's row: key, type, value) into o. */
-static int ht_opt(hf_ctx *x, sqlite3_stmt *st, const char *json, ht_opts *o,
+/* Read one option (st's row: key, type, value) into o.
+ * json: the options; *config: the config option's text; *autotune: auto-tune's. */
+static int ht_opt(hc_ctx *x, sqlite3_stmt *st, const char *json, ht_opts *o,
                   const char **config, int *autotune) {
   const char *k = (const char *)sqlite3_column_text(st, 0);
   const char *type = (const char *)sqlite3_column_text(st, 1);
-  if (!k || !type) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!k || !type) return hc_fail(x, SQLITE_NOMEM, "out of memory");
   o->given++;
   if (!strcmp(k, "pending")) {
     if (strcmp(type, "true") && strcmp(type, "false"))
-      return hf_fail(x, SQLITE_ERROR, "pending must be true or false");
+      return hc_fail(x, SQLITE_ERROR, "pending must be true or false");
     o->pending = !strcmp(type, "true");
     return SQLITE_OK;
   }
   if (!strcmp(k, "auto")) {
     if (strcmp(type, "true") && strcmp(type, "false"))
-      return hf_fail(x, SQLITE_ERROR, "auto must be true or false");
+      return hc_fail(x, SQLITE_ERROR, "auto must be true or false");
     *autotune = !strcmp(type, "true");
     return SQLITE_OK;
   }
   if (!strcmp(k, "grid")) {
     if (strcmp(type, "array"))
-      return hf_fail(x, SQLITE_ERROR, "grid must be an array of 1 to %d weights from 0 to 100",
+      return hc_fail(x, SQLITE_ERROR, "grid must be an array of 1 to %d weights from 0 to 100",
                      HT_MAX_GRID);
     return ht_grid_opt(x, json, o);
   }
@@ -332,7 +336,7 @@ static int ht_opt(hf_ctx *x, sqlite3_stmt *st, const char *json, ht_opts *o,
   }
   if (!strcmp(k, "deploy")) {
     if (strcmp(type, "true") && strcmp(type, "false"))
-      return hf_fail(x, SQLITE_ERROR, "deploy must be true or false");
+      return hc_fail(x, SQLITE_ERROR, "deploy must be true or false");
     o->deploy = !strcmp(type, "true");
     return SQLITE_OK;
   }
@@ -340,48 +344,48 @@ static int ht_opt(hf_ctx *x, sqlite3_stmt *st, const char *json, ht_opts *o,
     if (!strcmp(type, "null")) return (o->has_against = 0), SQLITE_OK;
     int rc = ht_num_opt(x, st, k, &o->against);
     if (!rc && !(o->against >= 0 && o->against <= 100))
-      rc = hf_fail(x, SQLITE_ERROR, "against must be a weight from 0 to 100");
+      rc = hc_fail(x, SQLITE_ERROR, "against must be a weight from 0 to 100");
     o->has_against = 1;
     return rc;
   }
   if (!strcmp(k, "level")) {
     int rc = ht_num_opt(x, st, k, &o->level);
     if (!rc && !(o->level > 0 && o->level < 1))
-      rc = hf_fail(x, SQLITE_ERROR, "level must be a number above 0 and below 1 (0.95: a 95%% "
+      rc = hc_fail(x, SQLITE_ERROR, "level must be a number above 0 and below 1 (0.95: a 95%% "
                                     "interval)");
     return rc;
   }
   if (!strcmp(k, "config")) {
     if (strcmp(type, "text"))
-      return hf_fail(x, SQLITE_ERROR, "config must be text like 'w_recency=0 gate_z=2'");
+      return hc_fail(x, SQLITE_ERROR, "config must be text like 'w_recency=0 gate_z=2'");
     *config = (const char *)sqlite3_column_text(st, 2);
     return SQLITE_OK;
   }
-  return hf_fail(x, SQLITE_ERROR, "unknown option '%s'; the options are %s", k, ht_keys);
+  return hc_fail(x, SQLITE_ERROR, "unknown option '%s'; the options are %s", k, ht_keys);
 }
 
 /* The judged recalls in the log, as auto-tune counts them exactly. */
 static const char ht_sql_count[] =
     "SELECT count(DISTINCT recall_id) FROM events WHERE used = 1 AND recall_id IS NOT NULL";
-static int ht_judged(hf_ctx *x, i64 *judged) {
+static int ht_judged(hc_ctx *x, i64 *judged) {
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, ht_sql_count, &st);
+  int rc = hc_prepare(x, ht_sql_count, &st);
   if (!rc && (rc = sqlite3_step(st)) == SQLITE_ROW) {
     *judged = sqlite3_column_int64(st, 0);
     rc = SQLITE_OK;
   } else if (!rc) {
-    rc = hf_sqlfail(x, rc);
+    rc = hc_sqlfail(x, rc);
   }
-  hf_done(x, st);
+  hc_done(x, st);
   return rc;
 }
 
 /* Each option of json (text, a JSON object) into o; *config_copy receives
  * the config option's text (sqlite3_malloc'd), *autotune the auto option. */
-static int ht_apply_opts(hf_ctx *x, const char *json, ht_opts *o, char **config_copy,
+static int ht_apply_opts(hc_ctx *x, const char *json, ht_opts *o, char **config_copy,
                          int *autotune) {
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x,
+  int rc = hc_prepare(x,
       "SELECT j.key, j.type, j.value FROM json_each(?1) AS j WHERE json_valid(?1) AND "
       "json_type(?1) = 'object' UNION ALL SELECT NULL, NULL, NULL WHERE NOT json_valid(?1) OR "
       "json_type(?1) != 'object'", &st);
@@ -389,7 +393,7 @@ static int ht_apply_opts(hf_ctx *x, const char *json, ht_opts *o, char **config_
   sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     if (sqlite3_column_type(st, 0) == SQLITE_NULL) {
-      rc = hf_fail(x, SQLITE_ERROR, "options must be a JSON object like "
+      rc = hc_fail(x, SQLITE_ERROR, "options must be a JSON object like "
                                     "'{\"seed\": 0, \"deploy\": false}'");
       break;
     }
@@ -398,20 +402,20 @@ static int ht_apply_opts(hf_ctx *x, const char *json, ht_opts *o, char **config_
     if (c) {
       sqlite3_free(*config_copy);
       if (!(*config_copy = sqlite3_mprintf("%s", c))) {
-        rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+        rc = hc_fail(x, SQLITE_NOMEM, "out of memory");
         break;
       }
     }
   }
-  hf_done(x, st);
+  hc_done(x, st);
   if (rc == SQLITE_DONE) return SQLITE_OK;
-  return x->err ? rc : hf_sqlfail(x, rc);
+  return x->err ? rc : hc_sqlfail(x, rc);
 }
 
 /* The options (a JSON object, or NULL for none) into o.  "auto": true takes
  * auto-tune's settings (ht_auto_opts, for the log as it is now), and then
  * the object's other options over them. */
-static int ht_read_opts(hf_ctx *x, sqlite3_value *v, ht_opts *o) {
+static int ht_read_opts(hc_ctx *x, sqlite3_value *v, ht_opts *o) {
   memcpy(o->grid, ht_grid, sizeof ht_grid);
   o->ngrid = (int)(sizeof ht_grid / sizeof ht_grid[0]);
   o->boot = 2000;
@@ -427,17 +431,17 @@ static int ht_read_opts(hf_ctx *x, sqlite3_value *v, ht_opts *o) {
     const char *json = NULL;
     char why[HM_ERRLEN];
     if (sqlite3_value_type(v) != SQLITE_TEXT)
-      return hf_fail(x, SQLITE_ERROR, "options must be a JSON object like "
+      return hc_fail(x, SQLITE_ERROR, "options must be a JSON object like "
                                       "'{\"seed\": 0, \"deploy\": false}'");
     if (hq_arg_text(v, "options", 0, hm_limits.MAX_TEXT_BYTES, &json, why, sizeof why))
-      return hf_fail(x, SQLITE_ERROR, "%s", why);
+      return hc_fail(x, SQLITE_ERROR, "%s", why);
     if (hm_json_depth(json, sqlite3_value_bytes(v)) > hm_limits.MAX_JSON_DEPTH)
-      return hf_fail(x, SQLITE_ERROR, "options nest deeper than %.0f levels",
+      return hc_fail(x, SQLITE_ERROR, "options nest deeper than %.0f levels",
                      hm_limits.MAX_JSON_DEPTH);
     rc = ht_apply_opts(x, json, o, &config, &autotune);
     i64 judged = 0;
     if (!rc && o->pending && o->given > 1 + (config != NULL))
-      rc = hf_fail(x, SQLITE_ERROR, "pending takes no other option but config: it ends the "
+      rc = hc_fail(x, SQLITE_ERROR, "pending takes no other option but config: it ends the "
                                     "auto-tune under way with auto-tune's own settings");
     if (!rc && autotune && !(rc = ht_judged(x, &judged))) {
       ht_auto_opts(o, judged);
@@ -509,34 +513,38 @@ typedef struct {
 #define HT_EVENT_SPAN 32   /* event ids read by one statement */
 #define HT_BOOT_CHUNK 64   /* bootstrap resamples between two looks at the budget */
 
+/* a logged recall's array, parsed only when the three the replay reads are
+ * JSON (else the recall is damage: hc_damaged_json) */
+#define HT_LOG(A) "CASE WHEN r.json THEN r." A " END"
 /* ?1 the newest id to read, ?2 how many recalls, ?3 the newest event that
  * counts.  One row per shown memory, each recall's in position order, the
  * recalls newest first: the judged recalls (a used memory's event within the
  * log) read a chunk at a time, from the newest down. */
 static const char ht_sql_recalls[] =
-    "SELECT r.id, r.namespace, r.qtype, json_array_length(r.features), f.value, "
-    "json_extract(r.ages, '$[' || f.key || ']'), json_extract(r.rest, '$[' || f.key || ']'), "
-    "f.type FROM (SELECT id, namespace, qtype, ages, features, rest FROM recalls AS q "
-    "WHERE q.id <= ?1 AND EXISTS (SELECT 1 FROM events AS e WHERE e.recall_id = q.id "
-    "AND e.used = 1 AND e.id <= ?3) ORDER BY q.id DESC LIMIT ?2) AS r "
-    "LEFT JOIN json_each(r.features) AS f ORDER BY r.id DESC, f.key";
+    "SELECT r.id, r.namespace, r.qtype, json_array_length(" HT_LOG("features") "), f.value, "
+    "json_extract(" HT_LOG("ages") ", '$[' || f.key || ']'), json_extract(" HT_LOG("rest")
+    ", '$[' || f.key || ']'), f.type, r.json FROM (SELECT id, namespace, qtype, ages, "
+    "features, rest, json_valid(ages) AND json_valid(features) AND json_valid(rest) AS json "
+    "FROM recalls AS q WHERE q.id <= ?1 AND EXISTS (SELECT 1 FROM events AS e WHERE "
+    "e.recall_id = q.id AND e.used = 1 AND e.id <= ?3) ORDER BY q.id DESC LIMIT ?2) AS r "
+    "LEFT JOIN json_each(" HT_LOG("features") ") AS f ORDER BY r.id DESC, f.key";
 
 static int ht_is_num(sqlite3_stmt *st, int i) {
   int t = sqlite3_column_type(st, i);
   return t == SQLITE_INTEGER || t == SQLITE_FLOAT;
 }
 
-static int ht_damaged(hf_ctx *x) {
-  return hf_fail(x, SQLITE_CORRUPT, "the recall log is damaged (a logged recall's features, "
+static int ht_damaged(hc_ctx *x) {
+  return hc_fail(x, SQLITE_CORRUPT, "the recall log is damaged (a logged recall's features, "
                                     "ages or rest are not what heap_recall writes)");
 }
 
 /* A new recall at the end of l->r, sized for n shown memories. */
-static int ht_recall_new(hf_ctx *x, ht_log *l, sqlite3_stmt *st, int n) {
+static int ht_recall_new(hc_ctx *x, ht_log *l, sqlite3_stmt *st, int n) {
   if (l->n == l->cap) {
     int cap = l->cap ? 2 * l->cap : 256;
     ht_recall *v = sqlite3_realloc64(l->r, (sqlite3_uint64)cap * sizeof *v);
-    if (!v) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    if (!v) return hc_fail(x, SQLITE_NOMEM, "out of memory");
     l->r = v;
     l->cap = cap;
   }
@@ -552,16 +560,19 @@ static int ht_recall_new(hf_ctx *x, ht_log *l, sqlite3_stmt *st, int n) {
   r->rest = sqlite3_malloc64((sqlite3_uint64)(n + 1) * sizeof(double));
   r->used = sqlite3_malloc64((sqlite3_uint64)(n + 1));
   if (r->ns < 0 || r->qt < 0 || !r->features || !r->ages || !r->rest || !r->used)
-    return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    return hc_fail(x, SQLITE_NOMEM, "out of memory");
   memset(r->used, 0, (size_t)n + 1);
   return SQLITE_OK;
 }
 
 /* One shown memory's row of ht_sql_recalls added to the recall read last
- * (the recall made first when the row starts one: *last its id). */
-static int ht_recall_row(hf_ctx *x, ht_log *l, sqlite3_stmt *st, i64 *last, int *want) {
+ * (the recall made first when the row starts one: *last its id).
+ * l: the log read; st: the statement; *want: how many memories the recall
+ * showed. */
+static int ht_recall_row(hc_ctx *x, ht_log *l, sqlite3_stmt *st, i64 *last, int *want) {
   i64 id = sqlite3_column_int64(st, 0);
   int rc;
+  if (!sqlite3_column_int(st, 8)) return hc_damaged_json(x);
   if (!l->n || id != *last) {
     *want = sqlite3_column_int(st, 3);
     if (*want < 0 || *want > 100000) return ht_damaged(x);
@@ -576,7 +587,7 @@ static int ht_recall_row(hf_ctx *x, ht_log *l, sqlite3_stmt *st, i64 *last, int 
       !ht_is_num(st, 6))
     return ht_damaged(x);
   if (!(r->features[r->n] = sqlite3_mprintf("%s", f)))
-    return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    return hc_fail(x, SQLITE_NOMEM, "out of memory");
   r->ages[r->n] = sqlite3_column_double(st, 5);
   double rest = sqlite3_column_double(st, 6);
   r->rest[r->n] = rest < 0 ? 0.0 : rest; /* as the replay always took it */
@@ -586,11 +597,12 @@ static int ht_recall_row(hf_ctx *x, ht_log *l, sqlite3_stmt *st, i64 *last, int 
 
 /* The judged recalls within b (the newest o->newest, or all), newest first,
  * HT_RECALL_CHUNK at a time while *work is below budget: *cursor the newest
- * id still to read.  *done once they are all read, then oldest first. */
-static int ht_read_recalls(hf_ctx *x, const ht_opts *o, const ht_bounds *b, ht_log *l,
+ * id still to read.  *done once they are all read, then oldest first.
+ * l: the log read. */
+static int ht_read_recalls(hc_ctx *x, const ht_opts *o, const ht_bounds *b, ht_log *l,
                            i64 *cursor, i64 budget, i64 *work, int *done) {
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, ht_sql_recalls, &st), want = 0;
+  int rc = hc_prepare(x, ht_sql_recalls, &st), want = 0;
   while (!rc && !*done && *work < budget) {
     i64 chunk = HT_RECALL_CHUNK, had = l->n, last = 0;
     if (o->newest >= 0 && o->newest - l->n < chunk) chunk = o->newest - l->n;
@@ -608,8 +620,8 @@ static int ht_read_recalls(hf_ctx *x, const ht_opts *o, const ht_bounds *b, ht_l
     if (l->n > had) *cursor = l->r[l->n - 1].id - 1;
     if (l->n - had < chunk) *done = 1;
   }
-  hf_done(x, st);
-  if (rc != SQLITE_OK && !x->err) rc = hf_sqlfail(x, rc);
+  hc_done(x, st);
+  if (rc != SQLITE_OK && !x->err) rc = hc_sqlfail(x, rc);
   if (!rc && *done) /* oldest first */
     for (int i = 0, j = l->n - 1; i < j; i++, j--) {
       ht_recall t = l->r[i];
@@ -626,13 +638,13 @@ static int ht_rank_cmp(const void *a, const void *b) {
 
 /* The folds: each judged recall's namespace ranked among theirs (sorted by
  * name); by namespace when there are at least HT_FOLDS of them. */
-static int ht_folds(hf_ctx *x, ht_log *l) {
+static int ht_folds(hc_ctx *x, ht_log *l) {
   int nn = l->names.n;
   int *ids = sqlite3_malloc64((sqlite3_uint64)(nn + 1) * sizeof *ids);
   l->rank = sqlite3_malloc64((sqlite3_uint64)(nn + 1) * sizeof *l->rank);
   if (!ids || !l->rank) {
     sqlite3_free(ids);
-    return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    return hc_fail(x, SQLITE_NOMEM, "out of memory");
   }
   for (int i = 0; i < nn; i++) l->rank[i] = -1;
   l->nrank = nn;
@@ -685,17 +697,19 @@ static const char ht_sql_first_event[] =
 static const char ht_sql_deltas[] =
     "SELECT json_extract(d.value, '$[0]'), json_extract(d.value, '$[1]'), "
     "json_extract(d.value, '$[2]'), d.type, json_extract(d.value, '$[0]') IS NOT NULL AND "
-    "json_type(d.value, '$[0]') = 'text' FROM json_each(?1) AS d";
+    "json_type(d.value, '$[0]') = 'text', 1 FROM json_each(CASE WHEN json_valid(?1) THEN ?1 "
+    "END) AS d UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, 0 WHERE NOT json_valid(?1)";
 
 /* One delta (feature f, da, db) of an event of namespace ns added to the
- * namespace's own counts and, when a fold holds the event out, to that fold's. */
-static int ht_delta(hf_ctx *x, ht_log *l, const char *f, double da, double db, int ns,
+ * namespace's own counts and, when a fold holds the event out, to that fold's.
+ * l: the log read. */
+static int ht_delta(hc_ctx *x, ht_log *l, const char *f, double da, double db, int ns,
                     int fold) {
   int fid = ht_intern(&l->feats, f);
-  if (fid < 0) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (fid < 0) return hc_fail(x, SQLITE_NOMEM, "out of memory");
   int rc = ht_add(&l->own, ht_key2(ns, fid), da, db);
   if (!rc && fold >= 0) rc = ht_add(&l->held, ht_key3(fold, ns, fid), da, db);
-  return rc ? hf_fail(x, SQLITE_NOMEM, "out of memory") : SQLITE_OK;
+  return rc ? hc_fail(x, SQLITE_NOMEM, "out of memory") : SQLITE_OK;
 }
 
 static const char *ht_ws(const char *p) {
@@ -719,8 +733,10 @@ static int ht_json_num(const char *p, const char **end, double *v) {
 /* Deltas as the C core writes them, [["feature", d_alpha, d_beta], ...],
  * read without SQLite's JSON (the replay's hot loop): pass 0 checks, pass 1
  * adds.  0 when the text is not that plain shape (an escape in a name, a
- * long name): the caller reads it through SQLite's JSON instead. */
-static int ht_parse_deltas(hf_ctx *x, ht_log *l, const char *p0, int ns, int fold, int *rc) {
+ * long name): the caller reads it through SQLite's JSON instead.
+ * l: the log read; p0: the text; ns, fold: the event's namespace and the fold
+ * holding it out (-1: none); *rc: an error. */
+static int ht_parse_deltas(hc_ctx *x, ht_log *l, const char *p0, int ns, int fold, int *rc) {
   char name[512];
   *rc = SQLITE_OK;
   for (int pass = 0; pass < 2; pass++) {
@@ -757,18 +773,23 @@ static int ht_parse_deltas(hf_ctx *x, ht_log *l, const char *p0, int ns, int fol
   return 1;
 }
 
-/* One event's deltas (text), through ht_parse_deltas or SQLite's JSON. */
-static int ht_deltas(hf_ctx *x, ht_log *l, const char *text, int ns, int fold) {
+/* One event's deltas (text), through ht_parse_deltas or SQLite's JSON.
+ * l: the log read; ns, fold: as ht_delta's. */
+static int ht_deltas(hc_ctx *x, ht_log *l, const char *text, int ns, int fold) {
   int rc;
   if (!text || ht_parse_deltas(x, l, text, ns, fold, &rc)) return text ? rc : SQLITE_OK;
   sqlite3_stmt *st = NULL;
-  if ((rc = hf_prepare(x, ht_sql_deltas, &st))) return rc;
+  if ((rc = hc_prepare(x, ht_sql_deltas, &st))) return rc;
   sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC);
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     const char *type = (const char *)sqlite3_column_text(st, 3);
+    if (!sqlite3_column_int(st, 5)) { /* not JSON */
+      rc = hc_damaged_json(x);
+      break;
+    }
     if (!type || strcmp(type, "array") || !sqlite3_column_int(st, 4) || !ht_is_num(st, 1) ||
         !ht_is_num(st, 2)) {
-      rc = hf_fail(x, SQLITE_CORRUPT, "the event log is damaged (an event's deltas are not "
+      rc = hc_fail(x, SQLITE_CORRUPT, "the event log is damaged (an event's deltas are not "
                                       "[feature, d_alpha, d_beta] triples)");
       break;
     }
@@ -776,17 +797,17 @@ static int ht_deltas(hf_ctx *x, ht_log *l, const char *text, int ns, int fold) {
                        sqlite3_column_double(st, 1), sqlite3_column_double(st, 2), ns, fold)))
       break;
   }
-  hf_done(x, st);
+  hc_done(x, st);
   if (rc == SQLITE_DONE) return SQLITE_OK;
-  return x->err ? rc : hf_sqlfail(x, rc);
+  return x->err ? rc : hc_sqlfail(x, rc);
 }
 
 /* One event's row of ht_sql_events: its deltas counted, and the position it
  * marked used if its recall is replayed. */
-static int ht_event_row(hf_ctx *x, ht_log *l, sqlite3_stmt *st) {
+static int ht_event_row(hc_ctx *x, ht_log *l, sqlite3_stmt *st) {
   const char *name = (const char *)sqlite3_column_text(st, 2);
   int ns = ht_intern(&l->names, name ? name : "");
-  if (ns < 0) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (ns < 0) return hc_fail(x, SQLITE_NOMEM, "out of memory");
   int has_rid = sqlite3_column_type(st, 1) != SQLITE_NULL;
   i64 rid = sqlite3_column_int64(st, 1);
   /* a forgotten recall's event, or one of a namespace no replayed recall is
@@ -800,13 +821,14 @@ static int ht_event_row(hf_ctx *x, ht_log *l, sqlite3_stmt *st) {
 }
 
 /* Where the event log's reading starts (*cursor: after this id): the first
- * event of the oldest replayed recall on, or the beginning. */
-static int ht_first_event(hf_ctx *x, const ht_opts *o, const ht_log *l, i64 *cursor,
+ * event of the oldest replayed recall on, or the beginning.
+ * o: the options; l: the log read; *work: the work done. */
+static int ht_first_event(hc_ctx *x, const ht_opts *o, const ht_log *l, i64 *cursor,
                           i64 *work) {
   *cursor = 0;
   if (o->newest < 0) return SQLITE_OK;
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, ht_sql_first_event, &st);
+  int rc = hc_prepare(x, ht_sql_first_event, &st);
   if (rc) return rc;
   sqlite3_bind_int64(st, 1, l->n ? l->r[0].id : 0);
   rc = sqlite3_step(st);
@@ -814,9 +836,9 @@ static int ht_first_event(hf_ctx *x, const ht_opts *o, const ht_log *l, i64 *cur
     *cursor = sqlite3_column_int64(st, 0) - 1;
     rc = SQLITE_OK;
   } else {
-    rc = hf_sqlfail(x, rc);
+    rc = hc_sqlfail(x, rc);
   }
-  hf_done(x, st);
+  hc_done(x, st);
   *work += 20 * (i64)l->n;
   return rc;
 }
@@ -824,11 +846,12 @@ static int ht_first_event(hf_ctx *x, const ht_opts *o, const ht_log *l, i64 *cur
 /* The event log within b (all of it, or from the oldest replayed recall on),
  * HT_EVENT_SPAN ids at a time while *work is below budget (*cursor: read up
  * to this id): the counts, and the positions each judged recall's feedback
- * marked used.  *done at the end of the log. */
-static int ht_read_events(hf_ctx *x, const ht_opts *o, const ht_bounds *b, ht_log *l,
+ * marked used.  *done at the end of the log.
+ * o: the options; l: the log read. */
+static int ht_read_events(hc_ctx *x, const ht_opts *o, const ht_bounds *b, ht_log *l,
                           i64 *cursor, i64 budget, i64 *work, int *done) {
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, ht_sql_events, &st);
+  int rc = hc_prepare(x, ht_sql_events, &st);
   while (!rc && !*done && *work < budget) {
     i64 upto = b->max_event - *cursor > HT_EVENT_SPAN ? *cursor + HT_EVENT_SPAN : b->max_event;
     sqlite3_reset(st);
@@ -846,16 +869,17 @@ static int ht_read_events(hf_ctx *x, const ht_opts *o, const ht_bounds *b, ht_lo
     *cursor = upto;
     if (upto >= b->max_event) *done = 1;
   }
-  hf_done(x, st);
-  if (rc != SQLITE_OK && !x->err) rc = hf_sqlfail(x, rc);
+  hc_done(x, st);
+  if (rc != SQLITE_OK && !x->err) rc = hc_sqlfail(x, rc);
   return rc;
 }
 
 /* The pooled sums (a plain sum of the namespaces' own counts) and each
  * fold's, and each feature's question type, while *work is below budget:
  * *cursor runs over the own sums, the held-out sums, then the features.
- * *done when all are made. */
-static int ht_pool(hf_ctx *x, ht_log *l, i64 *cursor, i64 budget, i64 *work, int *done) {
+ * *done when all are made.
+ * l: the log read. */
+static int ht_pool(hc_ctx *x, ht_log *l, i64 *cursor, i64 budget, i64 *work, int *done) {
   int rc = SQLITE_OK;
   for (; !rc && *cursor < l->own.n && *work < budget; ++*cursor, *work += 20) {
     i64 i = *cursor;
@@ -867,10 +891,10 @@ static int ht_pool(hf_ctx *x, ht_log *l, i64 *cursor, i64 budget, i64 *work, int
     rc = ht_add(&l->hpooled, ht_key2((int)(k >> 60), (int)(k & 0x3FFFFFFFu)), l->held.a[i],
                 l->held.b[i]);
   }
-  if (rc) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (rc) return hc_fail(x, SQLITE_NOMEM, "out of memory");
   if (*cursor < l->own.n + l->held.n) return SQLITE_OK;
   if (!l->fqt && !(l->fqt = sqlite3_malloc64((sqlite3_uint64)(l->feats.n + 1) * sizeof *l->fqt)))
-    return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    return hc_fail(x, SQLITE_NOMEM, "out of memory");
   for (; *work < budget && *cursor < l->own.n + l->held.n + l->feats.n; ++*cursor) {
     int f = (int)(*cursor - l->own.n - l->held.n);
     const char *name = l->feats.s[f], *slash = strchr(name, '/');
@@ -880,7 +904,7 @@ static int ht_pool(hf_ctx *x, ht_log *l, i64 *cursor, i64 budget, i64 *work, int
       char *q = sqlite3_mprintf("%.*s", (int)(slash - name), name);
       l->fqt[f] = q ? ht_intern(&l->qtypes, q) : -1;
       sqlite3_free(q);
-      if (l->fqt[f] < 0) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+      if (l->fqt[f] < 0) return hc_fail(x, SQLITE_NOMEM, "out of memory");
       *work += 150;
     }
   }
@@ -905,8 +929,10 @@ static void ht_blobs_free(ht_blobs *b) {
 /* The link set a recall of namespace ns, question type qt, in fold sees when
  * replayed: what the whole log taught less the fold's own events, per
  * namespace and pooled, as the heap_links() blob (the plain features and
- * those crossed with qt).  Made once per (fold, ns, qt). */
-static int ht_blob(hf_ctx *x, const ht_log *l, ht_blobs *c, int fold, int ns, int qt,
+ * those crossed with qt).  Made once per (fold, ns, qt).
+ * l: the log read; c: the link sets made so far; pseudocount: the config's
+ * pooled pseudocount; *at: the set's index in c. */
+static int ht_blob(hc_ctx *x, const ht_log *l, ht_blobs *c, int fold, int ns, int qt,
                    double pseudocount, int *at) {
   u64 key = ht_key3(fold, ns, qt);
   if ((*at = ht_find(&c->index, key)) >= 0) {
@@ -918,12 +944,12 @@ static int ht_blob(hf_ctx *x, const ht_log *l, ht_blobs *c, int fold, int ns, in
     unsigned char **v = sqlite3_realloc64(c->blob, (sqlite3_uint64)cap * sizeof *v);
     if (v) c->blob = v;
     i64 *len = v ? sqlite3_realloc64(c->len, (sqlite3_uint64)cap * sizeof *len) : NULL;
-    if (!len) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    if (!len) return hc_fail(x, SQLITE_NOMEM, "out of memory");
     c->len = len;
     c->cap = cap;
   }
   hm_link *v = sqlite3_malloc64((sqlite3_uint64)(l->feats.n + 1) * sizeof *v);
-  if (!v) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!v) return hc_fail(x, SQLITE_NOMEM, "out of memory");
   i64 m = 0;
   for (int f = 0; f < l->feats.n; f++) {
     if (l->fqt[f] >= 0 && l->fqt[f] != qt) continue;
@@ -948,7 +974,7 @@ static int ht_blob(hf_ctx *x, const ht_log *l, ht_blobs *c, int fold, int ns, in
   if (!blob || ht_add(&c->index, key, (double)c->n, 0.0)) {
     sqlite3_free(v);
     sqlite3_free(blob);
-    return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    return hc_fail(x, SQLITE_NOMEM, "out of memory");
   }
   u32 count = (u32)k;
   memcpy(blob, HM_LINKS_MAGIC, 4);
@@ -988,15 +1014,16 @@ static double ht_rr(const double *score, const unsigned char *used, int n) {
 /* The judged recalls from *next on scored again under each weight w[0..nw)
  * with the link set its fold learns (made once per fold, namespace and
  * question type, into blobs), while *work is below budget:
- * rr[iw * l->n + i], recall i's reciprocal rank. */
-static int ht_replay(hf_ctx *x, const ht_log *l, const ht_opts *o, ht_blobs *blobs,
+ * rr[iw * l->n + i], recall i's reciprocal rank.
+ * o: the options. */
+static int ht_replay(hc_ctx *x, const ht_log *l, const ht_opts *o, ht_blobs *blobs,
                      const double *w, int nw, double *rr, i64 *next, i64 budget, i64 *work) {
   int rc = SQLITE_OK, maxn = 1;
   for (int i = 0; i < l->n; i++) maxn = l->r[i].n > maxn ? l->r[i].n : maxn;
   double *out = sqlite3_malloc64((sqlite3_uint64)maxn * (HT_MAX_GRID + 2) * sizeof *out);
   double *ones = sqlite3_malloc64((sqlite3_uint64)maxn * sizeof *ones);
   int *zeros = sqlite3_malloc64((sqlite3_uint64)maxn * sizeof *zeros);
-  if (!out || !ones || !zeros) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!out || !ones || !zeros) rc = hc_fail(x, SQLITE_NOMEM, "out of memory");
   for (int i = 0; !rc && i < maxn; i++) {
     ones[i] = 1.0;
     zeros[i] = 0;
@@ -1018,7 +1045,7 @@ static int ht_replay(hf_ctx *x, const ht_log *l, const ht_opts *o, ht_blobs *blo
                                 (const char *const *)r->features, l->qtypes.s[r->qt],
                                 blobs->blob[at], blobs->len[at], &cfg, w, nw, out, &bad, err,
                                 sizeof err) != HM_OK) {
-      rc = hf_fail(x, SQLITE_CORRUPT, "recall %lld of the log cannot be replayed (%s)",
+      rc = hc_fail(x, SQLITE_CORRUPT, "recall %lld of the log cannot be replayed (%s)",
                    (long long)r->id, err);
       break;
     }
@@ -1043,7 +1070,8 @@ static void ht_boot_groups(const double *diff, const int *group, int n, int ng, 
 }
 
 /* Resamples *b on (of boot) into means, drawing from *s, while *work is
- * below budget. */
+ * below budget.
+ * gsum: the ng groups' sums. */
 static void ht_boot(const double *gsum, int ng, u64 *s, double *means, i64 *b, i64 boot,
                     i64 budget, i64 *work) {
   const double *gcnt = gsum + ng;
@@ -1088,7 +1116,8 @@ static double ht_nth(double *v, i64 n, i64 k) {
 }
 
 /* The interval of coverage level from the resampled means (numpy's default
- * quantile: linear between order statistics). */
+ * quantile: linear between order statistics).
+ * boot: the resamples; lo, hi: the interval. */
 static void ht_boot_interval(double *means, i64 boot, double level, double *lo, double *hi) {
   double tail = (1.0 - level) / 2, q[2] = {tail, 1.0 - tail}, r[2];
   for (int j = 0; j < 2; j++) {
@@ -1147,24 +1176,24 @@ static char *ht_tuned_json(const hm_config *cfg) {
 
 /* Save cfg as the store's tuned config (meta 'tuned', whose only writer
  * this is); *saved (NULL: not wanted) receives the JSON written. */
-static int ht_save(hf_ctx *x, const hm_config *cfg, char **saved) {
+static int ht_save(hc_ctx *x, const hm_config *cfg, char **saved) {
   char *json = ht_tuned_json(cfg);
-  if (!json) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!json) return hc_fail(x, SQLITE_NOMEM, "out of memory");
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, "INSERT INTO heapmem_meta(key, value) VALUES ('" HM_META_TUNED "', ?1) "
+  int rc = hc_prepare(x, "INSERT INTO heapmem_meta(key, value) VALUES ('" HM_META_TUNED "', ?1) "
                          "ON CONFLICT(key) DO UPDATE SET value = excluded.value", &st);
   if (!rc) {
     sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
-    rc = hf_exec(x, st);
+    rc = hc_exec(x, st);
   }
-  hf_done(x, st);
+  hc_done(x, st);
   if (!rc && saved) *saved = json;
   else sqlite3_free(json);
   return rc;
 }
 
 /* Save cfg with w_usefulness w as the store's tuned config. */
-static int ht_deploy(hf_ctx *x, const hm_config *base, double w) {
+static int ht_deploy(hc_ctx *x, const hm_config *base, double w) {
   hm_config cfg = *base;
   cfg.w_usefulness = w;
   return ht_save(x, &cfg, NULL);
@@ -1174,7 +1203,7 @@ static int ht_deploy(hf_ctx *x, const hm_config *base, double w) {
  * against, or the weight in force) lies above 0, else the reference when
  * that is against; only what differs from the weight in force, and only
  * when o->deploy.  Sets rep's reason (and deployed, after). */
-static int ht_decide(hf_ctx *x, const ht_opts *o, ht_report *rep) {
+static int ht_decide(hc_ctx *x, const ht_opts *o, ht_report *rep) {
   double cur = rep->cur_w, best = rep->best_w, ref = rep->has_against ? rep->against : cur;
   int significant = best != ref && rep->gain[1] > 0;
   double target = significant ? best : ref;
@@ -1192,11 +1221,11 @@ static int ht_decide(hf_ctx *x, const ht_opts *o, ht_report *rep) {
     else
       rep->reason = sqlite3_mprintf("the gain's %g%% interval includes 0: not significant",
                                     o->level * 100);
-    return rep->reason ? SQLITE_OK : hf_fail(x, SQLITE_NOMEM, "out of memory");
+    return rep->reason ? SQLITE_OK : hc_fail(x, SQLITE_NOMEM, "out of memory");
   }
   char *why = significant ? sqlite3_mprintf("%s", "")
                           : sqlite3_mprintf(" (no weight is significantly better than %g)", ref);
-  int rc = why ? SQLITE_OK : hf_fail(x, SQLITE_NOMEM, "out of memory");
+  int rc = why ? SQLITE_OK : hc_fail(x, SQLITE_NOMEM, "out of memory");
   if (!rc && !o->deploy) {
     rep->reason = significant ? sqlite3_mprintf("significant, but deploy=False")
                               : sqlite3_mprintf("back to %g%s, but deploy=False", ref, why);
@@ -1207,7 +1236,7 @@ static int ht_decide(hf_ctx *x, const ht_opts *o, ht_report *rep) {
                                   why);
   }
   sqlite3_free(why);
-  if (!rc && !rep->reason) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!rc && !rep->reason) rc = hc_fail(x, SQLITE_NOMEM, "out of memory");
   return rc;
 }
 
@@ -1339,9 +1368,9 @@ static ht_job *ht_job_new(const ht_opts *o, const ht_bounds *b) {
 }
 
 /* The log as it is now: its newest event and recall. */
-static int ht_bounds_now(hf_ctx *x, ht_bounds *b) {
+static int ht_bounds_now(hc_ctx *x, ht_bounds *b) {
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, "SELECT coalesce((SELECT max(id) FROM events), 0), "
+  int rc = hc_prepare(x, "SELECT coalesce((SELECT max(id) FROM events), 0), "
                          "coalesce((SELECT max(id) FROM recalls), 0)", &st);
   if (rc) return rc;
   if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -1349,14 +1378,14 @@ static int ht_bounds_now(hf_ctx *x, ht_bounds *b) {
     b->max_recall = sqlite3_column_int64(st, 1);
     rc = SQLITE_OK;
   } else {
-    rc = hf_sqlfail(x, rc);
+    rc = hc_sqlfail(x, rc);
   }
-  hf_done(x, st);
+  hc_done(x, st);
   return rc;
 }
 
 /* After the log is read: the weights replayed and room for what they give. */
-static int ht_replay_start(hf_ctx *x, ht_job *j) {
+static int ht_replay_start(hc_ctx *x, ht_job *j) {
   ht_log *l = &j->l;
   double ref = j->o.has_against ? j->o.against : j->o.cfg.w_usefulness;
   j->rep.w = sqlite3_malloc64((HT_MAX_GRID + 2) * 2 * sizeof(double));
@@ -1364,7 +1393,7 @@ static int ht_replay_start(hf_ctx *x, ht_job *j) {
   j->diff = sqlite3_malloc64((sqlite3_uint64)(l->n + 1) * sizeof *j->diff);
   j->group = sqlite3_malloc64((sqlite3_uint64)(l->n + 1) * sizeof *j->group);
   if (!j->rep.w || !j->rr || !j->diff || !j->group)
-    return hf_fail(x, SQLITE_NOMEM, "out of memory");
+    return hc_fail(x, SQLITE_NOMEM, "out of memory");
   j->rep.mrr = j->rep.w + HT_MAX_GRID + 2;
   j->rep.nw = ht_weights(&j->o, ref, j->rep.w);
   return SQLITE_OK;
@@ -1372,7 +1401,7 @@ static int ht_replay_start(hf_ctx *x, ht_job *j) {
 
 /* After the replay: each weight's MRR, the best, its gain over the
  * reference recall by recall, and the bootstrap's groups. */
-static int ht_measure(hf_ctx *x, ht_job *j) {
+static int ht_measure(hc_ctx *x, ht_job *j) {
   ht_log *l = &j->l;
   ht_report *rep = &j->rep;
   const ht_opts *o = &j->o;
@@ -1399,7 +1428,7 @@ static int ht_measure(hf_ctx *x, ht_job *j) {
   j->ng = l->by_ns ? l->nranked : l->n;
   j->gsum = sqlite3_malloc64((sqlite3_uint64)j->ng * 2 * sizeof(double));
   j->means = sqlite3_malloc64((sqlite3_uint64)o->boot * sizeof(double));
-  if (!j->gsum || !j->means) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!j->gsum || !j->means) return hc_fail(x, SQLITE_NOMEM, "out of memory");
   ht_boot_groups(j->diff, j->group, l->n, j->ng, j->gsum);
   j->s = (u64)o->seed;
   rep->folds = l->by_ns ? "namespace" : "recall";
@@ -1412,7 +1441,7 @@ static int ht_measure(hf_ctx *x, ht_job *j) {
 
 /* Once every judged recall is read: too few to tune (the report says so),
  * else the folds. */
-static int ht_recalls_read(hf_ctx *x, ht_job *j) {
+static int ht_recalls_read(hc_ctx *x, ht_job *j) {
   j->rep.n = j->l.n;
   /* auto-tune's steps: the rest of the tune spread over point / 2 feedbacks,
    * so that it ends before the next point of the schedule can be reached
@@ -1432,13 +1461,13 @@ static int ht_recalls_read(hf_ctx *x, ht_job *j) {
   j->rep.reason = sqlite3_mprintf("only %d judged recalls in the log; tune() needs %d", j->l.n,
                                   HT_MIN_RECALLS);
   j->phase = HT_REPORT;
-  return j->rep.reason ? SQLITE_OK : hf_fail(x, SQLITE_NOMEM, "out of memory");
+  return j->rep.reason ? SQLITE_OK : hc_fail(x, SQLITE_NOMEM, "out of memory");
 }
 
 /* The tune's next step, of about budget units of work (see HT_STEP_WORK),
  * inside the caller's savepoint: j->phase is HT_DONE, and j->out the report,
  * once the decision is taken (and deployed, when o.deploy). */
-static int ht_step(hf_ctx *x, ht_job *j, i64 budget) {
+static int ht_step(hc_ctx *x, ht_job *j, i64 budget) {
   i64 work = 0;
   if (budget < j->step) budget = j->step;
   int rc = SQLITE_OK;
@@ -1483,45 +1512,45 @@ static int ht_step(hf_ctx *x, ht_job *j, i64 budget) {
       j->phase = HT_REPORT;
       break;
     default: /* HT_REPORT */
-      if (!(j->out = ht_report_json(&j->rep))) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+      if (!(j->out = ht_report_json(&j->rep))) rc = hc_fail(x, SQLITE_NOMEM, "out of memory");
       j->phase = HT_DONE;
     }
   }
   return rc;
 }
 
-static int ht_pending(hf_ctx *x, const ht_opts *given, char **out);
+static int ht_pending(hc_ctx *x, const ht_opts *given, char **out);
 
 /* heap_tune([options]): every step of a tune of the log as it is now (or,
  * with "pending", of the auto-tune under way: ht_pending), inside a
  * savepoint of its own, so that an error leaves nothing written. */
 static void heap_tune(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
+  hc_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
   char *out = NULL, *why = NULL;
   ht_opts o;
   ht_bounds b;
   ht_job *j = NULL;
-  hf_keep_statements(&x);
+  hc_keep_statements(&x);
   int rc = hs_check_store(x.db, x.conn, &why);
-  if (rc != SQLITE_OK) hf_fail(&x, rc, "%s", why ? why : "out of memory");
+  if (rc != SQLITE_OK) hc_fail(&x, rc, "%s", why ? why : "out of memory");
   sqlite3_free(why);
   if (!rc) rc = ht_read_opts(&x, argc ? argv[0] : NULL, &o);
   if (!rc && o.deploy && sqlite3_db_readonly(x.db, "main") == 1)
-    rc = hf_fail(&x, SQLITE_READONLY, "the store is read-only here; tune deploys into it "
+    rc = hc_fail(&x, SQLITE_READONLY, "the store is read-only here; tune deploys into it "
                                       "(pass '{\"deploy\": false}' to measure only)");
   if (!rc && (rc = sqlite3_exec(x.db, "SAVEPOINT heap_tune", NULL, NULL, NULL)) != SQLITE_OK) {
-    hf_sqlfail(&x, rc);
+    hc_sqlfail(&x, rc);
   } else if (!rc) {
     if (o.pending) {
       rc = ht_pending(&x, &o, &out);
     } else {
       rc = ht_bounds_now(&x, &b);
-      if (!rc && !(j = ht_job_new(&o, &b))) rc = hf_fail(&x, SQLITE_NOMEM, "out of memory");
+      if (!rc && !(j = ht_job_new(&o, &b))) rc = hc_fail(&x, SQLITE_NOMEM, "out of memory");
       if (!rc) rc = ht_step(&x, j, INT64_MAX);
       if (!rc) out = j->out, j->out = NULL;
     }
     if (rc == SQLITE_OK && (rc = sqlite3_exec(x.db, "RELEASE heap_tune", NULL, NULL, NULL)))
-      hf_sqlfail(&x, rc);
+      hc_sqlfail(&x, rc);
     if (rc != SQLITE_OK) {
       sqlite3_exec(x.db, "ROLLBACK TO heap_tune", NULL, NULL, NULL);
       sqlite3_exec(x.db, "RELEASE heap_tune", NULL, NULL, NULL);
@@ -1533,7 +1562,7 @@ static void heap_tune(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     return;
   }
   sqlite3_free(out);
-  hf_result_fail(ctx, &x, "heap_tune", rc);
+  hc_result_fail(ctx, &x, "heap_tune", rc);
 }
 
 /* heap_save_config(config): config (text as heap_recall and heap_score take
@@ -1545,28 +1574,28 @@ static void heap_tune(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
  * error, and nothing is written. */
 static void heap_save_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
+  hc_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
   char *why = NULL, *saved = NULL, err[HM_ERRLEN];
   hm_config cfg;
-  hf_keep_statements(&x);
+  hc_keep_statements(&x);
   int rc = hs_check_store(x.db, x.conn, &why);
-  if (rc != SQLITE_OK) hf_fail(&x, rc, "%s", why ? why : "out of memory");
+  if (rc != SQLITE_OK) hc_fail(&x, rc, "%s", why ? why : "out of memory");
   sqlite3_free(why);
   const char *text = NULL;
   if (!rc && sqlite3_value_type(argv[0]) != SQLITE_TEXT)
-    rc = hf_fail(&x, SQLITE_MISMATCH, "config must be text such as 'w_usefulness=0.5'");
+    rc = hc_fail(&x, SQLITE_MISMATCH, "config must be text such as 'w_usefulness=0.5'");
   if (!rc && hq_arg_text(argv[0], "config", 0, hm_limits.MAX_TEXT_BYTES, &text, err, sizeof err))
-    rc = hf_fail(&x, SQLITE_ERROR, "%s", err);
+    rc = hc_fail(&x, SQLITE_ERROR, "%s", err);
   if (!rc && hm_config_parse(text, &cfg, err, sizeof err) != HM_OK)
-    rc = hf_fail(&x, SQLITE_ERROR, "%s", err);
+    rc = hc_fail(&x, SQLITE_ERROR, "%s", err);
   if (!rc && sqlite3_db_readonly(x.db, "main") == 1)
-    rc = hf_fail(&x, SQLITE_READONLY, "the store is read-only here");
+    rc = hc_fail(&x, SQLITE_READONLY, "the store is read-only here");
   if (!rc) rc = ht_save(&x, &cfg, &saved);
   if (rc == SQLITE_OK) {
     sqlite3_result_text(ctx, saved, -1, sqlite3_free);
     return;
   }
-  hf_result_fail(ctx, &x, "heap_save_config", rc);
+  hc_result_fail(ctx, &x, "heap_save_config", rc);
 }
 
 #pragma endregion
@@ -1658,11 +1687,11 @@ static const char ht_sql_set_state[] =
 
 /* The state (a value heapmem cannot read counts as none: point 0, count
  * unknown, no tune under way). */
-static int ht_state_read(hf_ctx *x, ht_state *s) {
+static int ht_state_read(hc_ctx *x, ht_state *s) {
   sqlite3_stmt *st = NULL;
   memset(s, 0, sizeof *s);
   s->judged = -1;
-  int rc = hf_prepare(x, ht_sql_state, &st);
+  int rc = hc_prepare(x, ht_sql_state, &st);
   if (rc) return rc;
   if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     s->point = sqlite3_column_int64(st, 0);
@@ -1672,11 +1701,11 @@ static int ht_state_read(hf_ctx *x, ht_state *s) {
     for (int i = 0; s->tuning && i < 6; i++) *f[i] = sqlite3_column_int64(st, 3 + i);
     rc = SQLITE_DONE;
   }
-  hf_done(x, st);
-  return rc == SQLITE_DONE ? SQLITE_OK : hf_sqlfail(x, rc);
+  hc_done(x, st);
+  return rc == SQLITE_DONE ? SQLITE_OK : hc_sqlfail(x, rc);
 }
 
-static int ht_state_write(hf_ctx *x, const ht_state *s) {
+static int ht_state_write(hc_ctx *x, const ht_state *s) {
   char judged[24] = "null";
   if (s->judged >= 0) snprintf(judged, sizeof judged, "%lld", (long long)s->judged);
   char *json = s->tuning
@@ -1687,29 +1716,29 @@ static int ht_state_write(hf_ctx *x, const ht_state *s) {
                         (long long)s->epoch, (long long)s->idle)
       : sqlite3_mprintf("{\"point\": %lld, \"judged\": %s}", (long long)s->point, judged);
   sqlite3_stmt *st = NULL;
-  if (!json) return hf_fail(x, SQLITE_NOMEM, "out of memory");
-  int rc = hf_prepare(x, ht_sql_set_state, &st);
+  if (!json) return hc_fail(x, SQLITE_NOMEM, "out of memory");
+  int rc = hc_prepare(x, ht_sql_set_state, &st);
   if (!rc) {
     sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
-    rc = hf_exec(x, st);
+    rc = hc_exec(x, st);
   }
-  hf_done(x, st);
+  hc_done(x, st);
   sqlite3_free(json);
   return rc;
 }
 
 /* One integer from sql (bound to rid when rid > 0). */
-static int ht_one(hf_ctx *x, const char *sql, i64 rid, i64 *v) {
+static int ht_one(hc_ctx *x, const char *sql, i64 rid, i64 *v) {
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, sql, &st);
+  int rc = hc_prepare(x, sql, &st);
   if (rc) return rc;
   if (rid > 0) sqlite3_bind_int64(st, 1, rid);
   if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     *v = sqlite3_column_int64(st, 0);
     rc = SQLITE_DONE;
   }
-  hf_done(x, st);
-  return rc == SQLITE_DONE ? SQLITE_OK : hf_sqlfail(x, rc);
+  hc_done(x, st);
+  return rc == SQLITE_DONE ? SQLITE_OK : hc_sqlfail(x, rc);
 }
 
 /* Keep the count after a feedback on recall rid that judged nused memories
@@ -1717,7 +1746,7 @@ static int ht_one(hf_ctx *x, const char *sql, i64 rid, i64 *v) {
  * tune allowed): *claim, the point claimed (0: none), *judged, the count,
  * *tuning whether a tune is under way.  A count found unknown (a forget, an
  * import) restarts a tune under way. */
-static int ht_count(hf_ctx *x, i64 rid, int nused, int on, i64 *claim, i64 *judged,
+static int ht_count(hc_ctx *x, i64 rid, int nused, int on, i64 *claim, i64 *judged,
                     int *tuning) {
   ht_state s;
   i64 n = 0, used = 0;
@@ -1760,8 +1789,9 @@ static char *ht_outcome(i64 point, i64 judged, const char *report, const char *w
 
 /* The tune this connection is to step now, into *out (NULL: none): the one
  * just claimed (claim > 0), the one under way that it owns, or one it takes
- * over (see the region's opening comment); s is updated to say so. */
-static int ht_take(hf_ctx *x, const char *config, i64 claim, i64 judged, ht_state *s,
+ * over (see the region's opening comment); s is updated to say so.
+ * config: the feedback's config; judged: the judged recalls counted. */
+static int ht_take(hc_ctx *x, const char *config, i64 claim, i64 judged, ht_state *s,
                    ht_job **out) {
   hm_conn *conn = x->conn;
   ht_job *mine = conn ? conn->job : NULL;
@@ -1792,7 +1822,7 @@ static int ht_take(hf_ctx *x, const char *config, i64 claim, i64 judged, ht_stat
   int rc = ht_config(x, config, &o.cfg);
   if (rc) return rc;
   ht_job *j = ht_job_new(&o, &b);
-  if (!j) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!j) return hc_fail(x, SQLITE_NOMEM, "out of memory");
   j->point = s->tpoint, j->judged = s->tjudged, j->epoch = s->epoch;
   if (conn) {
     ht_job_free(conn->job);
@@ -1815,8 +1845,8 @@ static int ht_state_same(const ht_state *a, const ht_state *b) {
                          a->epoch == b->epoch && a->idle == b->idle));
 }
 
-static char *ht_autotune(hf_ctx *x, const char *config, i64 claim, i64 judged) {
-  hf_ctx t = {.db = x->db, .conn = x->conn};
+static char *ht_autotune(hc_ctx *x, const char *config, i64 claim, i64 judged) {
+  hc_ctx t = {.db = x->db, .conn = x->conn};
   ht_state s, before;
   ht_job *j = NULL;
   char *out = NULL;
@@ -1855,12 +1885,12 @@ static char *ht_autotune(hf_ctx *x, const char *config, i64 claim, i64 judged) {
  * this call, from the start of the log it pinned, with auto-tune's settings
  * and the config in force (given's), deploying as auto-tune does: *out its
  * outcome (ht_outcome), or null when no tune is under way. */
-static int ht_pending(hf_ctx *x, const ht_opts *given, char **out) {
+static int ht_pending(hc_ctx *x, const ht_opts *given, char **out) {
   ht_state s;
   ht_opts o;
   int rc = ht_state_read(x, &s);
   if (rc || !s.tuning) {
-    if (!rc && !(*out = sqlite3_mprintf("null"))) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+    if (!rc && !(*out = sqlite3_mprintf("null"))) rc = hc_fail(x, SQLITE_NOMEM, "out of memory");
     return rc;
   }
   ht_bounds b = {.max_event = s.events, .max_recall = s.recalls};
@@ -1868,13 +1898,13 @@ static int ht_pending(hf_ctx *x, const ht_opts *given, char **out) {
   o.deploy = 1;
   o.cfg = given->cfg;
   ht_job *j = ht_job_new(&o, &b);
-  if (!j) return hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!j) return hc_fail(x, SQLITE_NOMEM, "out of memory");
   j->point = s.tpoint, j->judged = s.tjudged;
   rc = ht_step(x, j, INT64_MAX);
   s.tuning = 0;
   if (!rc) rc = ht_state_write(x, &s);
   if (!rc && !(*out = ht_outcome(j->point, j->judged, j->out, NULL)))
-    rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+    rc = hc_fail(x, SQLITE_NOMEM, "out of memory");
   ht_job_free(j);
   return rc;
 }

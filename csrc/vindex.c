@@ -24,7 +24,7 @@
  * cache keeps the others.  Recall (recall.c, embed.c) scans the partitions
  * nearest the question until it has scanned `probe` of the namespace.
  * Relies on: embed.c (the vector formats, hv_nearest, hv_cents_*),
- * feedback.c (hf_ctx and its statement helpers), sample.c (hm_splitmix64),
+ * call.c (hc_ctx and its statement helpers), sample.c (hm_splitmix64),
  * text.c (hm_fnv64).
  */
 
@@ -46,13 +46,13 @@ static const char hx_sql_settings[] =
     "WHERE key = '" HM_META_VECTOR_INDEX "' AND json_valid(value) AND json_type(value) = 'object'";
 
 /* The settings in force (the defaults where the file says nothing usable). */
-static int hx_settings_read(hf_ctx *x, hx_settings *s) {
+static int hx_settings_read(hc_ctx *x, hx_settings *s) {
   s->threshold = HM_VINDEX_THRESHOLD;
   s->size = HM_VINDEX_SIZE;
   s->probe = HM_VINDEX_PROBE;
   s->seed = HM_VINDEX_SEED;
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, hx_sql_settings, &st);
+  int rc = hc_prepare(x, hx_sql_settings, &st);
   if (rc) return rc;
   if (sqlite3_step(st) == SQLITE_ROW) {
     if (sqlite3_column_type(st, 0) == SQLITE_INTEGER && sqlite3_column_int64(st, 0) >= 1)
@@ -64,7 +64,7 @@ static int hx_settings_read(hf_ctx *x, hx_settings *s) {
     if (sqlite3_column_type(st, 2) != SQLITE_NULL && p > 0 && p <= 1) s->probe = p;
     if (sqlite3_column_type(st, 3) == SQLITE_INTEGER) s->seed = sqlite3_column_int64(st, 3);
   }
-  hf_done(x, st);
+  hc_done(x, st);
   return SQLITE_OK;
 }
 
@@ -116,7 +116,8 @@ static void hx_centroid(const i64 *sum, int dim, int8_t *out) {
     out[d] = big ? (int8_t)lrint((double)sum[d] * 127.0 / (double)big) : 0;
 }
 
-/* The mean direction of the rows idx[0..m) of s, into out. */
+/* The mean direction of the rows idx[0..m) of s, into out.
+ * sum: room for the sums, dim of them. */
 static void hx_mean(const hx_set *s, const int *idx, int m, i64 *sum, int8_t *out) {
   memset(sum, 0, (size_t)s->dim * sizeof *sum);
   for (int i = 0; i < m; i++) {
@@ -127,7 +128,8 @@ static void hx_mean(const hx_set *s, const int *idx, int m, i64 *sum, int8_t *ou
 }
 
 /* k centroids of the rows idx[0..m) of s (k <= m), by Lloyd's iterations
- * over a seeded sample, cosine: into c (k x dim) and inv.  0 or NOMEM. */
+ * over a seeded sample, cosine: into c (k x dim) and inv.  0 or NOMEM.
+ * seed: the sample's. */
 static int hx_kmeans(const hx_set *s, const int *idx, int m, int k, u64 seed, int8_t *c,
                      float *inv) {
   int dim = s->dim, ns = m < HX_SAMPLE * k ? m : HX_SAMPLE * k;
@@ -191,7 +193,8 @@ done:
  * (k > 1), by k-means at most HX_FANOUT at a time and again inside each
  * cluster that needs it.  Each partition's centroid is the mean of its
  * rows, pushed to out, and leaf[idx[i]] its index there.  Rows k-means
- * cannot tell apart (one cluster holds them all) are cut in seq order. */
+ * cannot tell apart (one cluster holds them all) are cut in seq order.
+ * seed: the k-means' seed. */
 static int hx_cut(const hx_set *s, int *idx, int m, int k, i64 size, u64 seed, hx_cents *out,
                   int *leaf) {
   int dim = s->dim, rc = SQLITE_OK;
@@ -301,36 +304,37 @@ static const char hx_sql_unindexed[] =
     "FROM vector_index AS x WHERE x.namespace = n.namespace) ORDER BY n.namespace";
 
 /* Run sql with ?1 bound to text a (and ?2 to b, when given). */
-static int hx_run(hf_ctx *x, const char *sql, const char *a, const char *b) {
+static int hx_run(hc_ctx *x, const char *sql, const char *a, const char *b) {
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, sql, &st);
+  int rc = hc_prepare(x, sql, &st);
   if (rc) return rc;
   sqlite3_bind_text(st, 1, a, -1, SQLITE_TRANSIENT);
   if (b) sqlite3_bind_text(st, 2, b, -1, SQLITE_TRANSIENT);
-  rc = hf_exec(x, st);
-  hf_done(x, st);
+  rc = hc_exec(x, st);
+  hc_done(x, st);
   return rc;
 }
 
 /* One integer from sql (?1 text a, or ?1 integer when a is NULL): into *out
- * (unchanged with no row). */
-static int hx_int(hf_ctx *x, const char *sql, const char *a, i64 ia, i64 *out) {
+ * (unchanged with no row).
+ * ia: ?1 when a is NULL. */
+static int hx_int(hc_ctx *x, const char *sql, const char *a, i64 ia, i64 *out) {
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, sql, &st);
+  int rc = hc_prepare(x, sql, &st);
   if (rc) return rc;
   if (a) sqlite3_bind_text(st, 1, a, -1, SQLITE_TRANSIENT);
   else sqlite3_bind_int64(st, 1, ia);
   rc = sqlite3_step(st);
   if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
     *out = sqlite3_column_int64(st, 0);
-  hf_done(x, st);
-  return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : hf_sqlfail(x, rc);
+  hc_done(x, st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : hc_sqlfail(x, rc);
 }
 
 /* The vectors sql gives (?1 text ns, or ?1 integer part) into s (int8). */
-static int hx_read(hf_ctx *x, const char *sql, const char *ns, i64 part, hx_set *s) {
+static int hx_read(hc_ctx *x, const char *sql, const char *ns, i64 part, hx_set *s) {
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, sql, &st);
+  int rc = hc_prepare(x, sql, &st);
   if (rc) return rc;
   if (ns) sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
   else sqlite3_bind_int64(st, 1, part);
@@ -342,7 +346,7 @@ static int hx_read(hf_ctx *x, const char *sql, const char *ns, i64 part, hx_set 
       if (q) s->seq = q;
       int8_t *v = sqlite3_realloc64(s->v, (sqlite3_uint64)cap * (sqlite3_uint64)s->dim);
       if (v) s->v = v;
-      if (!q || !v) { hf_done(x, st); return hf_fail(x, SQLITE_NOMEM, "out of memory"); }
+      if (!q || !v) { hc_done(x, st); return hc_fail(x, SQLITE_NOMEM, "out of memory"); }
       s->cap = cap;
     }
     int8_t *row = s->v + (size_t)s->n * (size_t)s->dim;
@@ -350,33 +354,33 @@ static int hx_read(hf_ctx *x, const char *sql, const char *ns, i64 part, hx_set 
       continue; /* not a vector of this store's embedder: left out of the index */
     s->seq[s->n++] = sqlite3_column_int64(st, 0);
   }
-  hf_done(x, st);
-  return rc == SQLITE_DONE ? SQLITE_OK : hf_sqlfail(x, rc);
+  hc_done(x, st);
+  return rc == SQLITE_DONE ? SQLITE_OK : hc_sqlfail(x, rc);
 }
 
 /* The namespace's vector_index row made current: its newest partition id
  * and the digest of its centroids (read back in id order). */
-static int hx_reindex(hf_ctx *x, const char *ns) {
+static int hx_reindex(hc_ctx *x, const char *ns) {
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, hv_sql_cents, &st), n = 0;
+  int rc = hc_prepare(x, hv_sql_cents, &st), n = 0;
   if (rc) return rc;
   sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
   i64 *ids;
   int8_t *c;
   float *inv;
   rc = hv_cents_read(st, HM_EMBED_DIM, &n, &ids, &c, &inv, NULL);
-  hf_done(x, st);
-  if (rc != SQLITE_DONE) return rc == SQLITE_NOMEM ? hf_fail(x, rc, "out of memory")
-                                                    : hf_sqlfail(x, rc);
+  hc_done(x, st);
+  if (rc != SQLITE_DONE) return rc == SQLITE_NOMEM ? hc_fail(x, rc, "out of memory")
+                                                    : hc_sqlfail(x, rc);
   rc = SQLITE_OK;
   if (n == 0) {
     rc = hx_run(x, hx_sql_drop_index, ns, NULL);
-  } else if (!(rc = hf_prepare(x, hx_sql_set_index, &st))) {
+  } else if (!(rc = hc_prepare(x, hx_sql_set_index, &st))) {
     sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(st, 2, ids[n - 1]);
     sqlite3_bind_int64(st, 3, (i64)hv_cents_digest(n, ids, c, HM_EMBED_DIM));
-    rc = hf_exec(x, st);
-    hf_done(x, st);
+    rc = hc_exec(x, st);
+    hc_done(x, st);
   }
   sqlite3_free(ids);
   sqlite3_free(c);
@@ -386,32 +390,32 @@ static int hx_reindex(hf_ctx *x, const char *ns) {
 
 /* The partitions of cs written under new ids for namespace ns, and each row
  * i of s put into partition leaf[i]; the last part id given raised. */
-static int hx_write(hf_ctx *x, const char *ns, const hx_set *s, const hx_cents *cs,
+static int hx_write(hc_ctx *x, const char *ns, const hx_set *s, const hx_cents *cs,
                     const int *leaf) {
   i64 base = 0;
   int rc = hx_int(x, hx_sql_next_part, NULL, 0, &base);
   sqlite3_stmt *st = NULL;
-  if (!rc && !(rc = hf_prepare(x, hx_sql_add_centroid, &st))) {
+  if (!rc && !(rc = hc_prepare(x, hx_sql_add_centroid, &st))) {
     for (int j = 0; j < cs->n && !rc; j++) {
       sqlite3_bind_int64(st, 1, base + 1 + j);
       sqlite3_bind_text(st, 2, ns, -1, SQLITE_TRANSIENT);
       sqlite3_bind_blob(st, 3, cs->c + (size_t)j * (size_t)cs->dim, cs->dim, SQLITE_TRANSIENT);
-      rc = hf_exec(x, st);
+      rc = hc_exec(x, st);
     }
-    hf_done(x, st);
+    hc_done(x, st);
   }
-  if (!rc && !(rc = hf_prepare(x, hx_sql_set_part, &st))) {
+  if (!rc && !(rc = hc_prepare(x, hx_sql_set_part, &st))) {
     for (int i = 0; i < s->n && !rc; i++) {
       sqlite3_bind_int64(st, 1, s->seq[i]);
       sqlite3_bind_int64(st, 2, base + 1 + leaf[i]);
-      rc = hf_exec(x, st);
+      rc = hc_exec(x, st);
     }
-    hf_done(x, st);
+    hc_done(x, st);
   }
-  if (!rc && !(rc = hf_prepare(x, hx_sql_set_last_part, &st))) {
+  if (!rc && !(rc = hc_prepare(x, hx_sql_set_last_part, &st))) {
     sqlite3_bind_int64(st, 1, base + cs->n);
-    rc = hf_exec(x, st);
-    hf_done(x, st);
+    rc = hc_exec(x, st);
+    hc_done(x, st);
   }
   return rc;
 }
@@ -422,8 +426,9 @@ static u64 hx_seed(const hx_settings *cfg, const char *ns, i64 part) {
   return hm_splitmix64(&s);
 }
 
-/* Rows of s cut into partitions (k of them) and written for ns. */
-static int hx_cut_write(hf_ctx *x, const char *ns, hx_set *s, int k, const hx_settings *cfg,
+/* Rows of s cut into partitions (k of them) and written for ns.
+ * cfg: the index's settings; part: the first partition id to give out. */
+static int hx_cut_write(hc_ctx *x, const char *ns, hx_set *s, int k, const hx_settings *cfg,
                         i64 part) {
   int *idx = sqlite3_malloc64((sqlite3_uint64)(s->n ? s->n : 1) * sizeof *idx);
   int *leaf = sqlite3_malloc64((sqlite3_uint64)(s->n ? s->n : 1) * sizeof *leaf);
@@ -433,7 +438,7 @@ static int hx_cut_write(hf_ctx *x, const char *ns, hx_set *s, int k, const hx_se
     for (int i = 0; i < s->n; i++) idx[i] = i;
     rc = hx_cut(s, idx, s->n, k, cfg->size, hx_seed(cfg, ns, part), &cs, leaf);
   }
-  if (rc == SQLITE_NOMEM) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+  if (rc == SQLITE_NOMEM) rc = hc_fail(x, SQLITE_NOMEM, "out of memory");
   if (!rc) rc = hx_write(x, ns, s, &cs, leaf);
   sqlite3_free(idx);
   sqlite3_free(leaf);
@@ -444,8 +449,9 @@ static int hx_cut_write(hf_ctx *x, const char *ns, hx_set *s, int k, const hx_se
 
 /* Namespace ns's index built from scratch (dropped when it holds fewer
  * vectors than the threshold): its vectors' count into *n, its partitions'
- * into *parts. */
-static int hx_build(hf_ctx *x, const char *ns, const hx_settings *cfg, i64 *n, i64 *parts) {
+ * into *parts.
+ * cfg: the index's settings. */
+static int hx_build(hc_ctx *x, const char *ns, const hx_settings *cfg, i64 *n, i64 *parts) {
   hx_set s = {0};
   int rc = hx_read(x, hx_sql_ns_vectors, ns, 0, &s);
   *n = s.n;
@@ -465,16 +471,16 @@ static int hx_build(hf_ctx *x, const char *ns, const hx_settings *cfg, i64 *n, i
 
 /* Partition part of ns, grown past twice the size, cut into partitions of
  * about the size (new ids; the old one goes). */
-static int hx_split(hf_ctx *x, const char *ns, i64 part, const hx_settings *cfg) {
+static int hx_split(hc_ctx *x, const char *ns, i64 part, const hx_settings *cfg) {
   hx_set s = {0};
   int rc = hx_read(x, hx_sql_part_vectors, NULL, part, &s);
   if (!rc && s.n > 2 * cfg->size) {
     i64 k = (s.n + cfg->size - 1) / cfg->size;
     sqlite3_stmt *st = NULL;
-    if (!(rc = hf_prepare(x, hx_sql_drop_centroid, &st))) {
+    if (!(rc = hc_prepare(x, hx_sql_drop_centroid, &st))) {
       sqlite3_bind_int64(st, 1, part);
-      rc = hf_exec(x, st);
-      hf_done(x, st);
+      rc = hc_exec(x, st);
+      hc_done(x, st);
     }
     if (!rc) rc = hx_cut_write(x, ns, &s, (int)k, cfg, part);
     if (!rc) rc = hx_reindex(x, ns);
@@ -485,7 +491,7 @@ static int hx_split(hf_ctx *x, const char *ns, i64 part, const hx_settings *cfg)
 
 /* Whether the store's vectors are the library's own embedder's (the index
  * serves those). */
-static int hx_builtin(hf_ctx *x, int *yes) {
+static int hx_builtin(hc_ctx *x, int *yes) {
   i64 v = 0;
   int rc = hx_int(x, hx_sql_builtin, NULL, 0, &v);
   *yes = v == 1;
@@ -496,7 +502,7 @@ static int hx_builtin(hf_ctx *x, int *yes) {
  * builds it when the namespace has passed the threshold without one, or
  * splits each partition the new vectors grew past twice the size.  Its work
  * is bounded by the threshold and the partitions touched (bench/RESULTS.md). */
-static int hx_maintain(hf_ctx *x, const char *ns, i64 seq) {
+static int hx_maintain(hc_ctx *x, const char *ns, i64 seq) {
   int builtin = 0, rc = hx_builtin(x, &builtin);
   hx_settings cfg;
   if (rc || !builtin || (rc = hx_settings_read(x, &cfg))) return rc;
@@ -509,7 +515,7 @@ static int hx_maintain(hf_ctx *x, const char *ns, i64 seq) {
   sqlite3_stmt *st = NULL;
   i64 *over = NULL;
   int nover = 0, cap = 0;
-  if ((rc = hf_prepare(x, hx_sql_touched, &st))) return rc;
+  if ((rc = hc_prepare(x, hx_sql_touched, &st))) return rc;
   sqlite3_bind_int64(st, 1, seq);
   sqlite3_bind_text(st, 2, ns, -1, SQLITE_TRANSIENT);
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -525,8 +531,8 @@ static int hx_maintain(hf_ctx *x, const char *ns, i64 seq) {
     }
     over[nover++] = part;
   }
-  hf_done(x, st);
-  rc = rc == SQLITE_DONE ? SQLITE_OK : hf_sqlfail(x, rc);
+  hc_done(x, st);
+  rc = rc == SQLITE_DONE ? SQLITE_OK : hc_sqlfail(x, rc);
   for (int i = 0; i < nover && !rc; i++) {
     i64 size = 0;
     if (!(rc = hx_int(x, hx_sql_part_size, NULL, over[i], &size)) && size > 2 * cfg.size)
@@ -536,7 +542,8 @@ static int hx_maintain(hf_ctx *x, const char *ns, i64 seq) {
   return rc;
 }
 
-/* The id of the centroid of ns (of this digest) nearest vector v, or 0. */
+/* The id of the centroid of ns (of this digest) nearest vector v, or 0.
+ * conn: the connection's state (its vector cache); blob, bytes: the vector. */
 static i64 hx_part_of(sqlite3 *db, hm_conn *conn, const char *ns, u64 digest, const void *blob,
                       int bytes) {
   if (!conn) return 0;
@@ -553,14 +560,14 @@ static i64 hx_part_of(sqlite3 *db, hm_conn *conn, const char *ns, u64 digest, co
     else if (!s->ns || (oldest->ns && s->used < oldest->used)) oldest = s;
   }
   if (!set) { /* read the centroids of this digest */
-    hf_ctx x = {.db = db, .conn = conn};
+    hc_ctx x = {.db = db, .conn = conn};
     sqlite3_stmt *st = NULL;
-    if (hf_prepare(&x, hv_sql_cents, &st) != SQLITE_OK) { sqlite3_free(x.err); return 0; }
+    if (hc_prepare(&x, hv_sql_cents, &st) != SQLITE_OK) { sqlite3_free(x.err); return 0; }
     sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
     hv_cents_drop(oldest);
     set = oldest;
     int rc = hv_cents_read(st, HM_EMBED_DIM, &set->n, &set->id, &set->c, &set->inv, NULL);
-    hf_done(&x, st);
+    hc_done(&x, st);
     set->ns = sqlite3_mprintf("%s", ns);
     if (rc != SQLITE_DONE || !set->ns || !set->n) { hv_cents_drop(set); return 0; }
     set->dim = HM_EMBED_DIM;
@@ -596,20 +603,20 @@ static void heap_vector_part(sqlite3_context *ctx, int argc, sqlite3_value **arg
 
 /* The start of a heap_vector_* write: the schema checked, the store
  * writable, a savepoint taken.  0, or the error set in x. */
-static int hx_begin(hf_ctx *x) {
+static int hx_begin(hc_ctx *x) {
   if (sqlite3_db_readonly(x->db, "main") == 1)
-    return hf_fail(x, SQLITE_READONLY, "the store is read-only here");
+    return hc_fail(x, SQLITE_READONLY, "the store is read-only here");
   int rc = hs_check(x);
   if (rc) return rc;
   rc = sqlite3_exec(x->db, "SAVEPOINT heap_vector", NULL, NULL, NULL);
-  return rc ? hf_sqlfail(x, rc) : SQLITE_OK;
+  return rc ? hc_sqlfail(x, rc) : SQLITE_OK;
 }
 
 /* Its end: released, or rolled back (nothing written) when rc is an error. */
-static int hx_end(hf_ctx *x, int rc) {
+static int hx_end(hc_ctx *x, int rc) {
   if (rc == SQLITE_OK) rc = sqlite3_exec(x->db, "RELEASE heap_vector", NULL, NULL, NULL);
   if (rc != SQLITE_OK) {
-    if (!x->err) hf_sqlfail(x, rc);
+    if (!x->err) hc_sqlfail(x, rc);
     sqlite3_exec(x->db, "ROLLBACK TO heap_vector", NULL, NULL, NULL);
     sqlite3_exec(x->db, "RELEASE heap_vector", NULL, NULL, NULL);
   }
@@ -617,7 +624,7 @@ static int hx_end(hf_ctx *x, int rc) {
 }
 
 /* One namespace (re)built, its line appended to the report js. */
-static int hx_build_one(hf_ctx *x, const char *ns, const hx_settings *cfg, sqlite3_str *js) {
+static int hx_build_one(hc_ctx *x, const char *ns, const hx_settings *cfg, sqlite3_str *js) {
   i64 n = 0, parts = 0;
   int rc = hx_build(x, ns, cfg, &n, &parts);
   if (rc) return rc;
@@ -627,10 +634,10 @@ static int hx_build_one(hf_ctx *x, const char *ns, const hx_settings *cfg, sqlit
   i64 count = 0;
   if (parts) {
     sqlite3_stmt *st = NULL;
-    if (!(rc = hf_prepare(x, "SELECT count(*) FROM vector_centroids WHERE namespace = ?1", &st))) {
+    if (!(rc = hc_prepare(x, "SELECT count(*) FROM vector_centroids WHERE namespace = ?1", &st))) {
       sqlite3_bind_text(st, 1, ns, -1, SQLITE_TRANSIENT);
       if (sqlite3_step(st) == SQLITE_ROW) count = sqlite3_column_int64(st, 0);
-      hf_done(x, st);
+      hc_done(x, st);
     }
   }
   sqlite3_str_appendf(js, ", \"vectors\": %lld, \"partitions\": %lld}", (long long)n,
@@ -644,12 +651,12 @@ static int hx_build_one(hf_ctx *x, const char *ns, const hx_settings *cfg, sqlit
  * heapmem.open runs after an upgrade).  A JSON array of what was built:
  * [{"namespace", "vectors", "partitions"}]. */
 static void heap_vector_index(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
-  hf_keep_statements(&x);
+  hc_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
+  hc_keep_statements(&x);
   const char *ns = NULL;
   int rc = argc ? hf_name(&x, argv[0], "namespace", 0, &ns) : SQLITE_OK;
   if (!rc && ns && !strcmp(ns, "*"))
-    rc = hf_fail(&x, SQLITE_ERROR, "namespace '*' is the pooled layer of learned links, which "
+    rc = hc_fail(&x, SQLITE_ERROR, "namespace '*' is the pooled layer of learned links, which "
                                    "holds no vectors");
   int builtin = 0;
   sqlite3_str *js = sqlite3_str_new(x.db);
@@ -658,7 +665,7 @@ static void heap_vector_index(sqlite3_context *ctx, int argc, sqlite3_value **ar
     hx_settings cfg;
     rc = hx_builtin(&x, &builtin);
     if (!rc && !builtin)
-      rc = hf_fail(&x, SQLITE_ERROR, "the vector index serves the library's own embedder's "
+      rc = hc_fail(&x, SQLITE_ERROR, "the vector index serves the library's own embedder's "
                                      "vectors (" HM_BUILTIN_EMBEDDER "), and this store has "
                                      "another's or none");
     if (!rc) rc = hx_settings_read(&x, &cfg);
@@ -668,7 +675,7 @@ static void heap_vector_index(sqlite3_context *ctx, int argc, sqlite3_value **ar
       sqlite3_stmt *st = NULL;
       char **todo = NULL;
       int n = 0;
-      if (!(rc = hf_prepare(&x, hx_sql_unindexed, &st))) {
+      if (!(rc = hc_prepare(&x, hx_sql_unindexed, &st))) {
         sqlite3_bind_int64(st, 1, cfg.threshold);
         while (sqlite3_step(st) == SQLITE_ROW) {
           char **t = sqlite3_realloc64(todo, (sqlite3_uint64)(n + 1) * sizeof *t);
@@ -676,11 +683,11 @@ static void heap_vector_index(sqlite3_context *ctx, int argc, sqlite3_value **ar
           todo = t;
           todo[n++] = sqlite3_mprintf("%s", sqlite3_column_text(st, 0));
         }
-        hf_done(&x, st);
+        hc_done(&x, st);
       }
       for (int i = 0; i < n && !rc; i++)
         rc = todo[i] ? hx_build_one(&x, todo[i], &cfg, js)
-                     : hf_fail(&x, SQLITE_NOMEM, "out of memory");
+                     : hc_fail(&x, SQLITE_NOMEM, "out of memory");
       hf_free_ids(todo, n);
     }
     rc = hx_end(&x, rc);
@@ -692,7 +699,7 @@ static void heap_vector_index(sqlite3_context *ctx, int argc, sqlite3_value **ar
     return;
   }
   sqlite3_free(out);
-  hf_result_fail(ctx, &x, "heap_vector_index", rc ? rc : SQLITE_NOMEM);
+  hc_result_fail(ctx, &x, "heap_vector_index", rc ? rc : SQLITE_NOMEM);
 }
 
 /* heap_vector_maintain(namespace, seq): what a write that added memories
@@ -701,16 +708,16 @@ static void heap_vector_index(sqlite3_context *ctx, int argc, sqlite3_value **ar
  * partitions grown past twice the size.  NULL. */
 static void heap_vector_maintain(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
-  hf_keep_statements(&x);
+  hc_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
+  hc_keep_statements(&x);
   const char *ns = NULL;
   int rc = hf_name(&x, argv[0], "namespace", 0, &ns);
   if (!rc && (sqlite3_value_type(argv[1]) != SQLITE_INTEGER || sqlite3_value_int64(argv[1]) < 0))
-    rc = hf_fail(&x, SQLITE_ERROR, "seq must be a whole number >= 0 (the first memory added)");
+    rc = hc_fail(&x, SQLITE_ERROR, "seq must be a whole number >= 0 (the first memory added)");
   if (!rc && !(rc = hx_begin(&x)))
     rc = hx_end(&x, hx_maintain(&x, ns, sqlite3_value_int64(argv[1])));
   if (rc == SQLITE_OK) return;
-  hf_result_fail(ctx, &x, "heap_vector_maintain", rc);
+  hc_result_fail(ctx, &x, "heap_vector_maintain", rc);
 }
 
 /* The settings in s as their JSON object. */
@@ -727,9 +734,9 @@ static const char hx_sql_settings_in[] =
 
 /* The settings given in text (a JSON object of some of threshold, size,
  * probe, seed) over *s: 0, or the error set in x. */
-static int hx_settings_parse(hf_ctx *x, const char *text, hx_settings *s) {
+static int hx_settings_parse(hc_ctx *x, const char *text, hx_settings *s) {
   sqlite3_stmt *st = NULL;
-  int rc = hf_prepare(x, hx_sql_settings_in, &st), rows = 0;
+  int rc = hc_prepare(x, hx_sql_settings_in, &st), rows = 0;
   if (rc) return rc;
   sqlite3_bind_text(st, 1, text, -1, SQLITE_TRANSIENT);
   while (!rc && sqlite3_step(st) == SQLITE_ROW) {
@@ -739,34 +746,34 @@ static int hx_settings_parse(hf_ctx *x, const char *text, hx_settings *s) {
     int whole = type && !strcmp(type, "integer");
     i64 v = sqlite3_column_int64(st, 2);
     double d = sqlite3_column_double(st, 2);
-    if (!k) rc = hf_fail(x, SQLITE_NOMEM, "out of memory");
+    if (!k) rc = hc_fail(x, SQLITE_NOMEM, "out of memory");
     else if (!strcmp(k, "threshold") && whole && v >= 1 && v <= 1000000000) s->threshold = v;
     else if (!strcmp(k, "threshold"))
-      rc = hf_fail(x, SQLITE_ERROR, "threshold must be a whole number from 1 to 1000000000 "
+      rc = hc_fail(x, SQLITE_ERROR, "threshold must be a whole number from 1 to 1000000000 "
                                     "(vectors a namespace holds before it is indexed)");
     else if (!strcmp(k, "size") && whole && v >= 16 && v <= 65536) s->size = v;
     else if (!strcmp(k, "size"))
-      rc = hf_fail(x, SQLITE_ERROR, "size must be a whole number from 16 to 65536 (vectors "
+      rc = hc_fail(x, SQLITE_ERROR, "size must be a whole number from 16 to 65536 (vectors "
                                     "in a partition)");
     else if (!strcmp(k, "probe") && (whole || (type && !strcmp(type, "real"))) && d > 0 &&
              d <= 1)
       s->probe = d;
     else if (!strcmp(k, "probe"))
-      rc = hf_fail(x, SQLITE_ERROR, "probe must be a number above 0 and at most 1 (the share "
+      rc = hc_fail(x, SQLITE_ERROR, "probe must be a number above 0 and at most 1 (the share "
                                     "of a namespace's vectors recall scans)");
     else if (!strcmp(k, "seed") && whole && v >= 0) s->seed = v;
     else if (!strcmp(k, "seed"))
-      rc = hf_fail(x, SQLITE_ERROR, "seed must be a whole number >= 0");
+      rc = hc_fail(x, SQLITE_ERROR, "seed must be a whole number >= 0");
     else
-      rc = hf_fail(x, SQLITE_ERROR, "'%s' is not a setting of the vector index (threshold, "
+      rc = hc_fail(x, SQLITE_ERROR, "'%s' is not a setting of the vector index (threshold, "
                                     "size, probe, seed)", k);
   }
-  hf_done(x, st);
+  hc_done(x, st);
   if (!rc && !rows) {
     int object = text[0] == '{';
     for (const char *p = text + 1; object && *p; p++) object = isspace((unsigned char)*p) || *p == '}';
     if (!object)
-      rc = hf_fail(x, SQLITE_ERROR, "the settings must be a JSON object such as "
+      rc = hc_fail(x, SQLITE_ERROR, "the settings must be a JSON object such as "
                                     "'{\"threshold\": 20000, \"size\": 512, \"probe\": 0.25}'");
   }
   return rc;
@@ -778,12 +785,12 @@ static int hx_settings_parse(hf_ctx *x, const char *text, hx_settings *s) {
  * partitions until heap_vector_index rebuilds them; a new size applies to
  * the next build and split, a new probe to the next recall. */
 static void heap_vector_settings(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  hf_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
-  hf_keep_statements(&x);
+  hc_ctx x = {.db = sqlite3_context_db_handle(ctx), .conn = hq_user_data(ctx)};
+  hc_keep_statements(&x);
   hx_settings s;
   int rc = SQLITE_OK;
   if (argc && sqlite3_value_type(argv[0]) != SQLITE_TEXT)
-    rc = hf_fail(&x, SQLITE_ERROR, "the settings must be a JSON object as text");
+    rc = hc_fail(&x, SQLITE_ERROR, "the settings must be a JSON object as text");
   if (!rc) rc = hs_check(&x);
   if (!rc) rc = hx_settings_read(&x, &s);
   if (!rc && argc) {
@@ -791,13 +798,13 @@ static void heap_vector_settings(sqlite3_context *ctx, int argc, sqlite3_value *
     if (!rc && !(rc = hx_begin(&x))) {
       char *js = hx_settings_json(&s);
       sqlite3_stmt *st = NULL;
-      if (!js) rc = hf_fail(&x, SQLITE_NOMEM, "out of memory");
-      else if (!(rc = hf_prepare(&x, "INSERT INTO heapmem_meta(key, value) VALUES ('"
+      if (!js) rc = hc_fail(&x, SQLITE_NOMEM, "out of memory");
+      else if (!(rc = hc_prepare(&x, "INSERT INTO heapmem_meta(key, value) VALUES ('"
                                       HM_META_VECTOR_INDEX "', ?1) ON CONFLICT(key) DO UPDATE "
                                       "SET value = excluded.value", &st))) {
         sqlite3_bind_text(st, 1, js, -1, SQLITE_TRANSIENT);
-        rc = hf_exec(&x, st);
-        hf_done(&x, st);
+        rc = hc_exec(&x, st);
+        hc_done(&x, st);
       }
       sqlite3_free(js);
       rc = hx_end(&x, rc);
@@ -809,7 +816,7 @@ static void heap_vector_settings(sqlite3_context *ctx, int argc, sqlite3_value *
     else sqlite3_result_error_nomem(ctx);
     return;
   }
-  hf_result_fail(ctx, &x, "heap_vector_settings", rc);
+  hc_result_fail(ctx, &x, "heap_vector_settings", rc);
 }
 
 #pragma endregion

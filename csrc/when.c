@@ -181,7 +181,8 @@ static int hw_season(const char *w, long y, long *lo, long *hi) {
 
 /* The part of [lo, hi) the words before word i name ("early", "mid", "late",
  * "the end of", "the first week of", "the last two weeks of", ...), into *f;
- * i0 moves to the first of them.  None: [lo, hi) as it is. */
+ * i0 moves to the first of them.  None: [lo, hi) as it is.
+ * t: the question's words. */
 static void hw_part(const hw_text *t, int i, long lo, long hi, hw_found *f) {
   f->lo = lo, f->hi = hi, f->i0 = i;
   long len = hi - lo;
@@ -412,7 +413,8 @@ HM_API int hm_time_window(const char *q, double now, double *lo, double *hi, int
 
 /* The window as explain shows it: the question's words that named it and its
  * days, '"May 2023": 2023-05-01 to 2023-05-31' (one day: 'on 2023-05-08'),
- * into out (cut to outlen, never mid-character). */
+ * into out (cut to outlen, never mid-character).
+ * q: the question, its words from start, len bytes; lo, hi: the window. */
 static void hm_time_window_text(const char *q, int start, int len, double lo, double hi,
                                 char *out, int outlen) {
   long y0, m0, d0, y1, m1, d1;

@@ -7,7 +7,10 @@
 - every module opens with a docstring that says what it owns;
 - the cffi declarations are the C header's, and the config fields too;
 - no function in heapmem/ is longer than MAX_FUNCTION_LINES but the listed
-  ones, each with its reason.
+  ones, each with its reason;
+- in csrc/: each unit's functions carry its prefix (hm_ for pure code only),
+  a function of more than four parameters names each one in a comment, every
+  error function takes printf's arguments, and no SQLite message is matched.
 """
 from __future__ import annotations
 
@@ -674,3 +677,133 @@ def test_hm_names_pure_code():
     calls = sorted(f"{unit}: {name}" for unit, name, body in bodies
                    if name.startswith("hm_") and re.search(r"\bsqlite3_\w+\s*\(", body))
     assert not calls, calls
+
+
+#: Parameters whose meaning one convention gives for every C function, so a
+#: comment need not say it again: (a word of the type, the name) -> meaning
+C_PARAM_CONVENTIONS = {
+    ("hc_ctx", "x"): "the call's context (call.c)",
+    ("hr_lex", "x"): "recall's lexical search under way",
+    ("hr_vtab", "t"): "heap_recall's table, whose call this is",
+    ("hr_cursor", "c"): "the recall's cursor",
+    ("hm_config", "c"): "the config in force",
+    ("sqlite3", "db"): "the connection",
+    ("sqlite3_context", "ctx"): "the SQL function's context",
+    ("int", "argc"): "the SQL function's argument count",
+    ("sqlite3_value", "argv"): "the SQL function's arguments",
+    ("char", "err"): "the error buffer the sentence goes into",
+    ("int", "errlen"): "its size",
+}
+#: Signatures SQLite gives (an xConnect, an xFilter, an FTS5 token callback or
+#: auxiliary function): their parameters mean what SQLite's documents say
+C_CALLBACK_PARAMS = [
+    ["db", "aux", "argc", "argv", "out", "err"],
+    ["cur", "idxNum", "idxStr", "argc", "argv"],
+    ["p", "flags", "t", "n", "start", "end"],
+    ["ctx", "flags", "t", "n", "start", "end"],
+    ["api", "fts", "ctx", "nval", "val"],
+]
+
+
+def _c_parameters():
+    """(unit, name, [(type, name, has its own comment)], the comment above)
+    of every function csrc/*.c defines."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "csrc", "*.c"))):
+        src = open(path, encoding="utf-8").read()
+        for m in re.finditer(r"^(?:static |HM_API )[\w \*]*?\b(\w+)\("
+                             r"((?:[^;{)]|/\*.*?\*/|\([^)]*\))*)\)\s*\{", src, re.M | re.S):
+            params = []
+            for part in re.split(r",(?![^(]*\))", m.group(2)):
+                said = "/*" in part
+                part = re.sub(r"/\*.*?\*/", " ", part, flags=re.S).strip()
+                if not part or part in ("void", "..."):
+                    continue
+                name = re.search(r"\(\s*\*\s*(\w+)\s*\)|(\w+)\s*(?:\[[^\]]*\])*\s*$", part)
+                params.append((part, name.group(1) or name.group(2), said))
+            above = src[:m.start()].rstrip()
+            comment = above[above.rindex("/*"):] if above.endswith("*/") else ""
+            out.append((os.path.basename(path), m.group(1), params, comment))
+    return out
+
+
+def test_c_functions_of_more_than_four_parameters_say_what_each_is():
+    """issue 37: fts5_aux.c says what each parameter of a long signature is; a
+    C function of more than four parameters names every one of them in the
+    comment above it (or in a comment beside it in the signature), but those a
+    convention gives (C_PARAM_CONVENTIONS) and those of SQLite's callbacks."""
+    if not os.path.exists(SOURCE):
+        pytest.skip("no source tree here (an installed heapmem)")
+    found = _c_parameters()
+    assert len(found) > 500 and any(n == "hm_score_batch" for _, n, _, _ in found)
+    unsaid = []
+    for unit, name, params, comment in found:
+        if len(params) <= 4 or [p[1] for p in params] in C_CALLBACK_PARAMS:
+            continue
+        for decl, pname, said in params:
+            conventional = any(pname == n and re.search(rf"\b{t}\b", decl)
+                               for t, n in C_PARAM_CONVENTIONS)
+            if not (said or conventional or re.search(rf"\b{re.escape(pname)}\b", comment)):
+                unsaid.append(f"{unit}: {name}({pname})")
+    assert not unsaid, f"parameters no comment names: {unsaid}"
+
+
+#: Each unit's prefix (csrc/heapmem.c lists them); hm_ (pure code), heap_ (an
+#: SQL function) and the entry point may stand in any unit
+UNIT_PREFIXES = {
+    "attribute.c": ("ha_",), "bm25.c": ("hb_",), "call.c": ("hc_",), "embed.c": ("he_", "hv_"),
+    "feedback.c": ("hf_",), "register.c": ("hg_",), "pool.c": ("hp_",), "sqlfuncs.c": ("hq_",),
+    "recall.c": ("hr_",), "place.c": ("hr_",), "store.c": ("hs_",), "tune.c": ("ht_",),
+    "when.c": ("hw_",), "vindex.c": ("hx_",),
+}
+
+
+def test_each_c_unit_s_functions_carry_its_prefix():
+    """issue 37: a prefix names a unit (sqlite-vec's vec0_, vec_npy_): hc_ is the
+    call runtime's (call.c), hf_ feedback.c's own, and so on."""
+    if not os.path.exists(SOURCE):
+        pytest.skip("no source tree here (an installed heapmem)")
+    found = _c_parameters()
+    assert any(u == "call.c" and n == "hc_fail" for u, n, _, _ in found)
+    strays = sorted(f"{unit}: {name}" for unit, name, _, _ in found
+                    if not (name.startswith(("hm_", "heap_")) or name == "sqlite3_heapmem_init"
+                            or name.startswith(UNIT_PREFIXES.get(unit, ()))))
+    assert not strays, f"functions without their unit's prefix: {strays}"
+
+
+def test_damage_is_told_by_result_codes_not_by_matching_error_text():
+    """issue 37: fts5 recognises damage by result codes, never by the words of
+    an error: no strstr (or strcmp, strncmp) on SQLite's message in csrc/, read
+    directly or through a name it was given."""
+    if not os.path.exists(SOURCE):
+        pytest.skip("no source tree here (an installed heapmem)")
+    bodies = _c_function_bodies()
+    assert any(name == "hc_sqlfail" for _, name, _ in bodies)
+    matched = []
+    for unit, name, body in bodies:
+        msgs = set(re.findall(r"(\w+)\s*=\s*(?:\([^)]*\)\s*)?sqlite3_err(?:msg|str)\s*\(", body))
+        for call in re.finditer(r"\b(?:strstr|strcmp|strncmp|strcasestr)\s*\(([^,]*),([^,)]*)",
+                                body):
+            args = call.group(1) + "," + call.group(2)
+            if "sqlite3_err" in args or any(re.search(rf"\b{m}\b", args) for m in msgs):
+                matched.append(f"{unit}: {name}")
+    assert not matched, f"SQLite's error text matched in {matched}"
+
+
+def test_every_c_error_function_takes_printfs_arguments():
+    """issue 37: one printf-style error per kind (hc_fail for a call, hm_errf
+    for the pure code): no C function takes a format with a single argument
+    for it (hr_fail(t, "...%s", ""), hm_seterr(err, errlen, fmt, a))."""
+    if not os.path.exists(SOURCE):
+        pytest.skip("no source tree here (an installed heapmem)")
+    found = _c_parameters()
+    formats = {name: [p[1] for p in params] for _, name, params, _ in found
+               if any(p[1] in ("fmt", "format") and "char" in p[0] for p in params)}
+    assert "hc_fail" in formats and "hm_errf" in formats
+    src = "\n".join(open(p, encoding="utf-8").read()
+                    for p in glob.glob(os.path.join(ROOT, "csrc", "*.c")))
+    single = sorted(n for n in formats
+                    if not re.search(rf"\b{n}\([^;{{]*\.\.\.\s*\)", src))
+    assert not single, f"error functions with a format but not printf's arguments: {single}"
+    assert not re.search(r'\b\w*(?:fail|err)\w*\([^;]*%s",\s*""\)', src), \
+        "an error's %s filled with an empty string"
