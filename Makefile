@@ -26,7 +26,7 @@ override PYTHON := $(if $(findstring /,$(PYTHON)),$(abspath $(PYTHON)),$(PYTHON)
 CC ?= gcc
 SAN_DIR := build/sanitize
 SAN_TESTS ?= tests/test_cfuzz.py tests/test_sql_loop.py tests/test_embed.py tests/test_context.py tests/test_hostile.py tests/test_isolation.py tests/test_times.py \
-	tests/test_bm25.py tests/test_bm25_pruned.py tests/test_feedback.py tests/test_recall.py tests/test_filters.py \
+	tests/test_bm25.py tests/test_bm25_pruned.py tests/test_feedback.py tests/test_recall.py tests/test_recall_across.py tests/test_filters.py \
 	tests/test_explore.py tests/test_authority.py tests/test_tune.py tests/test_threads.py \
 	tests/test_time_in_questions.py tests/test_vindex.py \
 	tests/test_two_sqlite_libraries.py tests/test_entry_checks.py tests/test_one_add_path.py \
