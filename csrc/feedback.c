@@ -906,6 +906,10 @@ static int hf_ids(hc_ctx *x, sqlite3_value *v, const char *what, double most, ch
             (long long)len, most);
     return -1;
   }
+  if (hm_json_nul((const char *)sqlite3_value_text(v), sqlite3_value_bytes(v))) {
+    hc_fail(x, SQLITE_ERROR, "an id in %s must be valid UTF-8 without NUL bytes", what);
+    return -1;
+  }
   if (hc_prepare(x, "SELECT value, type FROM json_each(?1)", &st)) return -1;
   sqlite3_bind_value(st, 1, v);
   int n = 0, rc;

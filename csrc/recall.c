@@ -1137,6 +1137,9 @@ static int hr_read_filters(hr_vtab *t, sqlite3_value **arg, hr_args *a) {
     return hc_fail(&t->call, SQLITE_ERROR, "kinds must be a kind or a JSON array of one or "
                                            "more kinds (text), such as '[\"fact\", "
                                            "\"preference\"]'");
+  if (hm_json_nul(kinds, len))
+    return hc_fail(&t->call, SQLITE_ERROR, "a kind in kinds must be valid UTF-8 without NUL "
+                                           "bytes");
   /* each kind a name, and not more of them than a recall returns memories */
   if ((rc = hr_stmt(t, HR_ST_KIND_EACH, &st)) != SQLITE_OK) return hc_sqlfail(&t->call, rc);
   sqlite3_bind_text(st, 1, kinds, len, SQLITE_TRANSIENT);
@@ -1156,18 +1159,6 @@ static int hr_read_filters(hr_vtab *t, sqlite3_value **arg, hr_args *a) {
   if (rc != SQLITE_DONE && rc != SQLITE_ROW) return hc_sqlfail(&t->call, rc);
   a->kinds = sqlite3_mprintf("%.*s", len, kinds);
   return a->kinds ? SQLITE_OK : SQLITE_NOMEM;
-}
-
-/* Whether JSON text js[0..n) holds the escape of a NUL (\u0000) in a
- * string: an older SQLite's json_each cuts such a string there, so a name
- * would arrive shortened, never refused. */
-static int hm_json_nul(const char *js, int n) {
-  for (int i = 0; i + 1 < n; i++) {
-    if (js[i] != '\\') continue;
-    if (js[i + 1] == 'u' && i + 5 < n && !memcmp(js + i + 2, "0000", 4)) return 1;
-    i++; /* the escaped character: never the start of another escape */
-  }
-  return 0;
 }
 
 /* namespaces (a recall across them), read and checked into a: a JSON array

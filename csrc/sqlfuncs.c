@@ -67,6 +67,21 @@ static int hm_check_text(int type, const unsigned char *s, i64 n, const char *wh
   return HM_OK;
 }
 
+/* Whether JSON text js[0..n) holds the escape of a NUL (\u0000) in a
+ * string.  The names a JSON array argument lists (ids, kinds, namespaces)
+ * are read through json_each, and an older SQLite's (3.40's, the sqlite3
+ * shell's on Debian 12) cuts such a string at the NUL: "a\u0000b" would
+ * arrive as "a", another name, where hm_check_text never sees the NUL.
+ * Each reader of such an array refuses it as hm_check_text refuses a NUL. */
+static int hm_json_nul(const char *js, i64 n) {
+  for (i64 i = 0; i + 1 < n; i++) {
+    if (js[i] != '\\') continue;
+    if (js[i + 1] == 'u' && i + 5 < n && !memcmp(js + i + 2, "0000", 4)) return 1;
+    i++; /* the escaped character: never the start of another escape */
+  }
+  return 0;
+}
+
 /* A text argument v of a heap_* function, checked as hm_check_text checks
  * it: what its name in the sentence, flags and maxbytes the rules; *out the
  * text, or HM_ERROR with why (whylen bytes) one sentence. */

@@ -223,6 +223,10 @@ ROWS: list[Row] = [
         r"already has feedback"),
     Row("a memory the recall did not show", "feedback", {"used": ["a3"], "recall_id": OPEN},
         r"did not show \['a3'\]"),
+    Row("a used id with a NUL", "feedback", {"used": ["a1\x00x"], "recall_id": OPEN},
+        r"id.* must be valid UTF-8 without NUL bytes",
+        not_at={"cli": NO_NUL_IN_ARGV, "langgraph": "LangGraph names items by key, and a key "
+                "it does not hold is no item of the namespace"}),
     Row("used given as one id, not a list", "feedback", {"used": "a1", "recall_id": OPEN},
         r"used must be a (JSON array|list of ids)|keys must be a list of keys",
         not_at={"cli": "the CLI takes ids as arguments", "mcp": MCP_SCHEMA}),
@@ -246,6 +250,10 @@ ROWS: list[Row] = [
     Row("forget an unknown id", "forget", {"ids": ["nope"]}, r"unknown memory ids? \[?'nope'"),
     Row("forget an empty id", "forget", {"ids": [""]},
         r"id.* must not be empty"),
+    # "a1\x00x" as JSON is "a1\u0000x", which SQLite 3.40's json_each (the
+    # shell's) cuts to "a1", a memory the store holds
+    Row("forget an id with a NUL", "forget", {"ids": ["a1\x00x"]},
+        r"id.* must be valid UTF-8 without NUL bytes", not_at={"cli": NO_NUL_IN_ARGV}),
     Row("forget ids given as one id, not a list", "forget", {"ids": "a1"},
         r"ids must be a (JSON array|list of ids)",
         not_at={"cli": "the CLI takes ids as arguments", "mcp": MCP_SCHEMA}),

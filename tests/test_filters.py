@@ -133,6 +133,14 @@ def test_filters_in_the_sqlite3_shell(lexical_pile, tmp_path):
                          input=sql, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["pref", "3"]
+    # a kind with an escaped NUL: SQLite 3.40's json_each would cut "fact\u0000x" to
+    # "fact"; the core refuses it as it refuses any NUL in a name
+    bad = (f"SELECT id FROM heap_recall('flight to Lisbon', 'default', 10, {T}, NULL, 0, NULL, "
+           f"NULL, '[\"fact\\u0000x\"]');\n")
+    out = subprocess.run(["sqlite3", str(path), "-cmd", f".load {heapmem.loadable_path()}"],
+                         input=bad, capture_output=True, text=True, timeout=60)
+    assert "a kind in kinds must be valid UTF-8 without NUL bytes" in out.stderr
+    assert out.stdout == ""
 
 
 def test_the_cli_filters(lexical_pile):
