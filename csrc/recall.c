@@ -2316,7 +2316,6 @@ static int hr_run_across(hr_vtab *t, hr_cursor *c, const hr_args *a) {
     if (!x) { sqlite3_reset(st); return SQLITE_NOMEM; }
     memset(x, 0, sizeof *x);
     c->sub[c->nsub++] = x;
-    x->base = c->base;
     x->cfg = c->cfg;
     x->k = c->k;
     if (!(x->space = sqlite3_mprintf("%s", sqlite3_column_text(st, 0)))) {

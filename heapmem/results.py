@@ -249,7 +249,6 @@ class Recall(Sequence[Result]):
         #: across namespaces, whose parts are logged each as its own)
         self.recall_id = recall_id
         self.config = config
-        self._link_set = links
         self._results = results
         self._parts = parts
         if parts is None:

@@ -415,18 +415,29 @@ class Memory:
         rows = c.execute(sql.RECALL, params).fetchall()
         with from_file("recall: reading what the memories show"):
             results, rest, links = recalled(rows)
-        recall_id = None
-        if track and results and not self.readonly:
+        recall_id = self._log(query, qt, t, {namespace: (results, rest)}, track)[namespace]
+        return Recall(query, namespace, qt, results, recall_id, config, links, self._priors_in())
+
+    def _priors_in(self) -> frozenset[str]:
+        """The features a merged prior adds to, for explain() (on a server,
+        none: that would be one more round trip a recall)."""
+        return frozenset() if self._remote else self.priors.features
+
+    def _log(self, query: str, qt: str, now: float,
+             shown: dict[str, tuple[builtins.list[Any], builtins.list[float]]],
+             track: bool) -> dict[str, int | None]:
+        """Each namespace's part of a recall logged as a recall of its own
+        (track), all in one write: its recall_id, or None (untracked, nothing
+        shown, or it showed a memory forgotten since: LOG_RECALL writes no row)."""
+        ids: dict[str, int | None] = dict.fromkeys(shown)
+        if track and not self.readonly and any(results for results, _ in shown.values()):
             with self._write() as w:
-                # no row: a memory it showed was forgotten since (not tracked)
-                logged = w.execute(sql.LOG_RECALL,
-                                   log_params(namespace, query, qt, t, results, rest)).fetchall()
-                recall_id = logged[0][0] if logged else None
-        # (on a server, explain() does not mark a prior's lift: that would be
-        # one more round trip a recall)
-        priors_in = frozenset() if self._remote else \
-            self.priors.features
-        return Recall(query, namespace, qt, results, recall_id, config, links, priors_in)
+                for ns, (results, rest) in shown.items():
+                    if results:
+                        logged = w.execute(sql.LOG_RECALL, log_params(
+                            ns, query, qt, now, results, rest)).fetchall()
+                        ids[ns] = logged[0][0] if logged else None
+        return ids
 
     def _recall_across(self, query: str, qt: str, spaces: tuple[str, ...],
                        params: dict[str, Any], config: ScoringConfig, track: bool) -> Recall:
@@ -439,14 +450,9 @@ class Memory:
         rows = self.connection.execute(sql.RECALL_ACROSS, params).fetchall()
         with from_file("recall: reading what the memories show"):
             read = recalled_across(rows)
-        priors_in = frozenset() if self._remote else self.priors.features
-        ids: dict[str, int | None] = dict.fromkeys(read)
-        if track and read and not self.readonly:
-            with self._write() as w:  # each part a recall of its namespace, in one write
-                for ns, (results, rest, _) in read.items():
-                    logged = w.execute(sql.LOG_RECALL, log_params(ns, query, qt, params["now"],
-                                                                  results, rest)).fetchall()
-                    ids[ns] = logged[0][0] if logged else None
+        priors_in = self._priors_in()
+        ids = self._log(query, qt, params["now"],
+                        {ns: (results, rest) for ns, (results, rest, _) in read.items()}, track)
         parts = {ns: Recall(query, ns, qt, results, ids[ns], config, links, priors_in)
                  for ns, (results, _, links) in read.items()}
         order = {ns: iter(part) for ns, part in parts.items()}
