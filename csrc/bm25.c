@@ -418,13 +418,16 @@ static int hb_bm25_rank(sqlite3 *db, const char *table, sqlite3_blob **blob,
     if (*size == limit && !hm_scored_before(&best, &top[0])) break;
     todo[0] = todo[left - 1];
     if (left > 1) hm_heap_down(todo, left - 1, 0, 0);
-    int ok = 1;
-    if (pass && ((rc = pass(pctx, best.rowid, &ok)) != SQLITE_OK || !ok)) continue;
     double dl = len[best.k];
     if (!exact) rc = hb_doclen(db, table, blob, best.rowid, &dl);
     if (rc != SQLITE_OK) break;
     hm_scored s = {.score = hm_bm25(np, &freq[best.k * np], idf, dl, avgdl),
                    .rowid = best.rowid, .k = best.k};
+    /* the filters are asked only of a row that would enter the top: most
+     * rows popped here score too low once their length is exact */
+    if (*size == limit && !hm_scored_before(&s, &top[0])) continue;
+    int ok = 1;
+    if (pass && ((rc = pass(pctx, best.rowid, &ok)) != SQLITE_OK || !ok)) continue;
     if (*size < limit) {
       top[(*size)++] = s;
       hm_heap_up(top, *size - 1, 1);
