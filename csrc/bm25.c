@@ -67,11 +67,27 @@ static double hm_bm25(int nphrase, const double *freq, const double *idf, double
 
 #pragma region BM25 in SQL
 
+/* A row's length is at least, in each column, one past the last offset a
+ * phrase of the query was found at: HB_REACH_COLS columns' reach, kept by
+ * hb_reach and summed by hb_reach_sum (a column past them adds nothing:
+ * still a lower bound). */
+#define HB_REACH_COLS 16
+static void hb_reach(int *reach, int ic, int io) {
+  if (ic >= 0 && ic < HB_REACH_COLS && io >= reach[ic]) reach[ic] = io + 1;
+}
+
+static double hb_reach_sum(const int *reach) {
+  int sum = 0;
+  for (int i = 0; i < HB_REACH_COLS; i++) sum += reach[i];
+  return (double)sum;
+}
+
 /* heap_bm25_row(fts_table [, weight of column 0, weight of column 1, ...]) is
  * an FTS5 auxiliary function: the current row's BM25 inputs as a blob (see
  * HM_BM25_ROW_SIZE), each phrase's frequency weighted per column as bm25()
  * weighs it.  The length it records is a lower bound (the distinct positions
- * the query's phrases occupy): reading every row's exact length from FTS5
+ * the query's phrases occupy, or where they reach in each column if that
+ * says more: hb_reach): reading every row's exact length from FTS5
  * would cost as much as the match itself, so heap_bm25_top() reads it only
  * for the rows that can still reach the top. */
 static void heap_bm25_row(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx,
@@ -81,7 +97,7 @@ static void heap_bm25_row(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3
   unsigned char buf[HM_BM25_ROW_SIZE(HM_BM25_MAX_PHRASES)];
   double freq[HM_BM25_MAX_PHRASES];
   unsigned char hit[HM_BM25_MAX_PHRASES];
-  int ninst = 0, npos = 0, lastcol = -1, lastoff = -1;
+  int ninst = 0, npos = 0, lastcol = -1, lastoff = -1, reach[HB_REACH_COLS] = {0};
   int nphrase = api->xPhraseCount(fts);
   if (nphrase > HM_BM25_MAX_PHRASES) {
     hq_result_err(ctx, "heap_bm25_row", "too many phrases in the query");
@@ -105,6 +121,7 @@ static void heap_bm25_row(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3
       hit[ip] = 1;
       /* instances come in position order: count each position once */
       if (ic != lastcol || io != lastoff) npos++;
+      hb_reach(reach, ic, io);
       lastcol = ic;
       lastoff = io;
     }
@@ -114,7 +131,8 @@ static void heap_bm25_row(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3
     return;
   }
   u32 n = (u32)nphrase;
-  double lower = (double)npos;
+  double lower = hb_reach_sum(reach);
+  if (lower < npos) lower = (double)npos;
   memcpy(buf, HM_BM25_MAGIC, 4);
   memcpy(buf + 4, &n, 4);
   memcpy(buf + 8, &lower, 8);
@@ -128,7 +146,8 @@ static void heap_bm25_row(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3
  * read phrase by phrase, so that a query naming other phrases first (recall's
  * pruned search: the formula, then every word of the question) costs per row
  * what its last n cost.  The length it records is the distinct positions
- * those n phrases occupy. */
+ * those n phrases occupy, or where they reach in each column if that says
+ * more (hb_reach). */
 static void heap_bm25_tail(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx,
                            int nval, sqlite3_value **val) {
   sqlite3_api = api->xUserData(fts); /* the routines of the library that called */
@@ -136,7 +155,7 @@ static void heap_bm25_tail(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite
   unsigned char buf[HM_BM25_ROW_SIZE(HM_BM25_MAX_PHRASES)];
   double freq[HM_BM25_MAX_PHRASES];
   u64 pos[256];
-  int npos = 0, spill = 0, most = 0;
+  int npos = 0, spill = 0, most = 0, reach[HB_REACH_COLS] = {0};
   int total = api->xPhraseCount(fts);
   if (nval < 1 || sqlite3_value_type(val[0]) != SQLITE_INTEGER ||
       sqlite3_value_int64(val[0]) < 1 || sqlite3_value_int64(val[0]) > total ||
@@ -167,6 +186,7 @@ static void heap_bm25_tail(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite
       freq[j] += nval > ic + 1 ? sqlite3_value_double(val[ic + 1]) : 1.0;
       if (npos < (int)(sizeof pos / sizeof pos[0])) pos[npos++] = (u64)ic << 32 | (u32)io;
       else spill = 1;
+      hb_reach(reach, ic, io);
     }
     if (tf) buf[16 + n * sizeof(double) + j] = 1;
     if (tf > most) most = tf;
@@ -182,6 +202,7 @@ static void heap_bm25_tail(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite
   for (int i = 0; i < npos; i++) distinct += i == 0 || pos[i] != pos[i - 1];
   u32 un = (u32)n;
   double lower = spill ? (double)most : (double)distinct;
+  if (lower < hb_reach_sum(reach)) lower = hb_reach_sum(reach);
   memcpy(buf, HM_BM25_MAGIC, 4);
   memcpy(buf + 4, &un, 4);
   memcpy(buf + 8, &lower, 8);

@@ -429,3 +429,29 @@ def test_heap_bm25_top_hostile_blobs(db):
                              "(VALUES (1, ?), (2, ?))", row1, row1))
     # the same frequencies: the shorter row (2: 'ns1' 'a', 2 tokens) ranks first
     assert [r for r, _ in got] == [2, 1] and got[0][1] < got[1][1] < 0
+
+
+def test_the_recorded_length_is_a_lower_bound_that_uses_where_hits_reach(db):
+    """heap_bm25_row and heap_bm25_tail record a length no row exceeds
+    (heap_bm25_top and the pruned search pop rows by the score at that
+    length, so one too long would drop a row from an exact top n), and it is
+    where the query's words reach in each column when that says more than
+    their count: a word at the end of a row bounds its length exactly."""
+    db.execute(FTS)
+    rnd = random.Random(11)
+    rows = [" ".join(rnd.choice(WORDS) for _ in range(rnd.randint(1, 40))) for _ in range(300)]
+    rows += ["filler " * 30 + "lisbon", "lisbon " + "filler " * 30]
+    for i, t in enumerate(rows):
+        db.execute("INSERT INTO f(rowid, tag, text) VALUES (?, 'ns1', ?)", (i + 1, t))
+    sizes = {r: sum(varints(sz)) for r, sz in db.execute("SELECT id, sz FROM f_docsize")}
+    for q in ('"lisbon"', '"hotel" OR "dog" OR "paris"', '"nstag" OR "lisbon" OR "trip"'):
+        for fn in ("heap_bm25_row(f, 0.0, 1.0)", "heap_bm25_tail(f, 1, 0.0, 1.0)"):
+            got = db.execute(f"SELECT rowid, {fn} FROM f WHERE f MATCH ?", (q,)).fetchall()
+            assert got
+            for rowid, blob in got:
+                lower = struct.unpack("<d", blob[8:16])[0]
+                assert 0 <= lower <= sizes[rowid], (q, fn, rowid)
+    end, start = len(rows) - 1, len(rows)
+    lower = {r: struct.unpack("<d", b[8:16])[0] for r, b in db.execute(
+        "SELECT rowid, heap_bm25_row(f, 0.0, 1.0) FROM f WHERE f MATCH '\"lisbon\"'")}
+    assert lower[end] == 31 and lower[start] == 1  # the text column's 31 tokens, reached
