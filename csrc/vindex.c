@@ -595,11 +595,13 @@ static i64 hx_part_of(sqlite3 *db, hm_conn *conn, const char *ns, u64 digest, co
     if (rc != SQLITE_DONE || !set->ns || !set->n) { hv_cents_drop(set); return 0; }
     set->dim = HM_EMBED_DIM;
     set->digest = hv_cents_digest(set->n, set->id, set->c, HM_EMBED_DIM);
+    if ((set->sum = sqlite3_malloc64((sqlite3_uint64)set->n * sizeof *set->sum)))
+      hv_row_sums(set->c, set->n, set->dim, set->sum);
   }
   set->used = ++vc->tick;
   int8_t v[HM_MAX_DIM];
   if (hv_read(blob, bytes, set->dim, v)) return 0;
-  i64 id = set->id[hv_nearest(set->c, set->inv, set->n, v, set->dim)];
+  i64 id = set->id[hv_nearest_small(set->c, set->sum, set->inv, set->n, v, set->dim)];
   if (set->digest != digest) hv_cents_drop(set); /* what the file holds is not what it says */
   return id;
 }
