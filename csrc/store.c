@@ -753,7 +753,7 @@ static int hs_batch_bind(sqlite3_stmt *st, int p, const hs_held *h, hs_row *row)
  * one statement, each with its id given or m<seq>; *at moves past them and
  * *done says whether they were (if not, nothing was written: the caller
  * inserts them one by one).  Returns 0, or an error that is not the rows'
- * (out of memory). */
+ * (out of memory, I/O: the first row's item named). */
 static int hs_batch_insert(hc_ctx *x, hs_batch *b, int *at, int *done) {
   static __thread hs_row row;
   int from = *at, k = 0, rc = SQLITE_OK, p = 1;
@@ -780,11 +780,21 @@ static int hs_batch_insert(hc_ctx *x, hs_batch *b, int *at, int *done) {
     p += HS_BATCH_ARGS;
   }
   if (rc == SQLITE_OK) rc = sqlite3_step(st); /* a statement that failed is undone */
-  if (st == b->group) sqlite3_reset(st), sqlite3_clear_bindings(st);
+  int code = rc & 0xff;
+  /* a rule of the store (an id taken) or a value refused: the rows one by
+   * one find it and name its item; any other failure (I/O, a full disk, out
+   * of memory) may have ended the transaction: the call fails here */
+  if (rc != SQLITE_DONE && code != SQLITE_CONSTRAINT && code != SQLITE_ERROR &&
+      code != SQLITE_RANGE && code != SQLITE_TOOBIG) {
+    hs_item_error(x, b->it[from].at, hc_sqlfail(x, rc));
+    rc = x->code;
+  } else {
+    *done = rc == SQLITE_DONE;
+    rc = SQLITE_OK;
+  }
+  if (st && st == b->group) sqlite3_reset(st), sqlite3_clear_bindings(st);
   else sqlite3_finalize(st);
-  if (rc == SQLITE_NOMEM) return hc_fail(x, SQLITE_NOMEM, "out of memory");
-  *done = rc == SQLITE_DONE;
-  return SQLITE_OK;
+  return rc;
 }
 
 /* The held items added: their rows inserted (a group to a statement, or one
