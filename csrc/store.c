@@ -411,6 +411,84 @@ static int hs_thread(hc_ctx *x, sqlite3_value *thread_v, sqlite3_value *turn_v,
   return SQLITE_OK;
 }
 
+/* heap_add's arguments (argv, argc of them) checked into r's values (the text
+ * of argv's values: kept while they are), *id (NULL: none given) and *copy.
+ * Returns 0, or the error set. */
+static int hs_args(hc_ctx *x, int argc, sqlite3_value **argv, hs_row *r, const char **id,
+                   int *copy) {
+  int rc;
+  sqlite3_value *a[12] = {0};
+  for (int i = 0; i < argc && i < 12; i++) a[i] = argv[i];
+  char why[HM_ERRLEN];
+  r->kind = HM_DEFAULT_KIND, r->meta = NULL;
+  if (!a[0] || sqlite3_value_type(a[0]) != SQLITE_TEXT)
+    return hc_fail(x, SQLITE_ERROR, "text must be text: heap_add('Booked the flight', "
+                                    "'user:maya')");
+  if (hq_arg_text(a[0], "text", HM_ARG_NOTBLANK, hm_limits.MAX_TEXT_BYTES, &r->text, why,
+                  sizeof why))
+    return hc_fail(x, SQLITE_ERROR, "%s", why);
+  if ((rc = hf_namespace(x, a[1], 1, &r->ns))) return rc;
+  if (a[2] && sqlite3_value_type(a[2]) != SQLITE_NULL) {
+    if ((rc = hf_name(x, a[2], "kind", 0, &r->kind))) return rc;
+  }
+  if ((rc = hf_name(x, a[3], "source", 1, &r->source))) return rc;
+  if ((rc = hf_name(x, a[4], "id", 1, id))) return rc;
+  if (a[5] && sqlite3_value_type(a[5]) != SQLITE_NULL) {
+    r->created = sqlite3_value_double(a[5]);
+    if (!hq_is_number(a[5]) ||
+        !(r->created >= hm_limits.MIN_TIME && r->created <= hm_limits.MAX_TIME))
+      return hc_fail(x, SQLITE_ERROR, "created_at must be unix seconds from %.0f to %.0f (1970 "
+                                      "to the year 9999)", hm_limits.MIN_TIME, hm_limits.MAX_TIME);
+  } else {
+    r->created = hr_now(x->db);
+  }
+  r->importance = hs_kind_importance(r->kind);
+  if (a[6] && sqlite3_value_type(a[6]) != SQLITE_NULL) {
+    r->importance = sqlite3_value_double(a[6]);
+    if (!hq_is_number(a[6]) ||
+        !(r->importance > 0 && r->importance <= hm_limits.MAX_IMPORTANCE))
+      return hc_fail(x, SQLITE_ERROR, "importance must be a number in (0, %g]",
+                     hm_limits.MAX_IMPORTANCE);
+  }
+  if ((rc = hf_name(x, a[7], "key", 1, &r->key))) return rc;
+  if ((rc = hs_metadata(x, a[8], &r->meta))) return rc;
+  *copy = 0;
+  if (a[9] && sqlite3_value_type(a[9]) != SQLITE_NULL) {
+    if (sqlite3_value_type(a[9]) != SQLITE_INTEGER ||
+        (sqlite3_value_int64(a[9]) != 0 && sqlite3_value_int64(a[9]) != 1))
+      return hc_fail(x, SQLITE_ERROR, "copy must be 0 (the same text again is the memory "
+                                      "that has it) or 1 (a second memory)");
+    *copy = sqlite3_value_int(a[9]);
+  }
+  return hs_thread(x, a[10], a[11], &r->thread, &r->turn);
+}
+
+/* The oldest memory of r's namespace with r's text and key: its id into *same
+ * (sqlite3_malloc'd), or NULL. */
+static int hs_same(hc_ctx *x, const hs_row *r, char **same) {
+  sqlite3_stmt *st = NULL;
+  int rc = hc_prepare(x, hs_sql_same, &st);
+  *same = NULL;
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, r->ns, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, r->text, -1, SQLITE_STATIC);
+  if (r->key) sqlite3_bind_text(st, 3, r->key, -1, SQLITE_STATIC);
+  rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW && !(*same = sqlite3_mprintf("%s", sqlite3_column_text(st, 0))))
+    rc = SQLITE_NOMEM;
+  hc_done(x, st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : hc_sqlfail(x, rc);
+}
+
+/* The next seq after *last: never one a forgotten memory had. */
+static int hs_next_seq(hc_ctx *x, i64 last, i64 *seq) {
+  if (last >= INT64_MAX - 1)
+    return hc_fail(x, SQLITE_CORRUPT, "the store's last memory number (%lld) is damaged or "
+                                      "spent; nothing was added", (long long)last);
+  *seq = last + 1;
+  return SQLITE_OK;
+}
+
 /* One heap_add: its arguments checked, the memory inserted with seq *last + 1
  * (*last: hs_last_seq's, then the seq given; a batch reads it once), or,
  * unless copy, the namespace's memory of the same text and key found; its id
@@ -420,82 +498,26 @@ static int hs_thread(hc_ctx *x, sqlite3_value *thread_v, sqlite3_value *turn_v,
  * does that once at its end. */
 static int hs_add(hc_ctx *x, int argc, sqlite3_value **argv, int maintain, i64 *last,
                   char **id_out) {
-  const char *text, *ns, *kind = HM_DEFAULT_KIND, *source, *id, *key, *meta = NULL, *thread;
-  int rc;
-  sqlite3_value *a[12] = {0};
-  for (int i = 0; i < argc && i < 12; i++) a[i] = argv[i];
-  char why[HM_ERRLEN];
-  if (!a[0] || sqlite3_value_type(a[0]) != SQLITE_TEXT)
-    return hc_fail(x, SQLITE_ERROR, "text must be text: heap_add('Booked the flight', "
-                                    "'user:maya')");
-  if (hq_arg_text(a[0], "text", HM_ARG_NOTBLANK, hm_limits.MAX_TEXT_BYTES, &text, why,
-                  sizeof why))
-    return hc_fail(x, SQLITE_ERROR, "%s", why);
-  if ((rc = hf_namespace(x, a[1], 1, &ns))) return rc;
-  if (a[2] && sqlite3_value_type(a[2]) != SQLITE_NULL) {
-    if ((rc = hf_name(x, a[2], "kind", 0, &kind))) return rc;
-  }
-  if ((rc = hf_name(x, a[3], "source", 1, &source))) return rc;
-  if ((rc = hf_name(x, a[4], "id", 1, &id))) return rc;
-  double created;
-  if (a[5] && sqlite3_value_type(a[5]) != SQLITE_NULL) {
-    created = sqlite3_value_double(a[5]);
-    if (!hq_is_number(a[5]) || !(created >= hm_limits.MIN_TIME && created <= hm_limits.MAX_TIME))
-      return hc_fail(x, SQLITE_ERROR, "created_at must be unix seconds from %.0f to %.0f (1970 "
-                                      "to the year 9999)", hm_limits.MIN_TIME, hm_limits.MAX_TIME);
-  } else {
-    created = hr_now(x->db);
-  }
-  double importance = hs_kind_importance(kind);
-  if (a[6] && sqlite3_value_type(a[6]) != SQLITE_NULL) {
-    importance = sqlite3_value_double(a[6]);
-    if (!hq_is_number(a[6]) || !(importance > 0 && importance <= hm_limits.MAX_IMPORTANCE))
-      return hc_fail(x, SQLITE_ERROR, "importance must be a number in (0, %g]",
-                     hm_limits.MAX_IMPORTANCE);
-  }
-  if ((rc = hf_name(x, a[7], "key", 1, &key))) return rc;
-  if ((rc = hs_metadata(x, a[8], &meta))) return rc;
-  int copy = 0;
-  if (a[9] && sqlite3_value_type(a[9]) != SQLITE_NULL) {
-    if (sqlite3_value_type(a[9]) != SQLITE_INTEGER ||
-        (sqlite3_value_int64(a[9]) != 0 && sqlite3_value_int64(a[9]) != 1))
-      return hc_fail(x, SQLITE_ERROR, "copy must be 0 (the same text again is the memory "
-                                      "that has it) or 1 (a second memory)");
-    copy = sqlite3_value_int(a[9]);
-  }
-  i64 turn = -1; /* -1: not given */
-  if ((rc = hs_thread(x, a[10], a[11], &thread, &turn))) return rc;
-  sqlite3_stmt *st = NULL;
+  static __thread hs_row row; /* its tag and features are 4 KiB: not on the stack */
+  const char *id = NULL;
+  int rc, copy;
+  i64 seq = 0;
+  if ((rc = hs_args(x, argc, argv, &row, &id, &copy))) return rc;
   /* the same text (and key) in the namespace: that memory; never for a
    * thread's turn, which is its own utterance wherever its words repeat */
-  if (!id && !copy && !thread) {
-    if ((rc = hc_prepare(x, hs_sql_same, &st))) return rc;
-    sqlite3_bind_text(st, 1, ns, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, text, -1, SQLITE_STATIC);
-    if (key) sqlite3_bind_text(st, 3, key, -1, SQLITE_STATIC);
-    rc = sqlite3_step(st);
-    char *same = rc == SQLITE_ROW ? sqlite3_mprintf("%s", sqlite3_column_text(st, 0)) : NULL;
-    hc_done(x, st);
-    if (rc == SQLITE_ROW) {
-      if (!same) return hc_fail(x, SQLITE_NOMEM, "out of memory");
+  if (!id && !copy && !row.thread) {
+    char *same = NULL;
+    if ((rc = hs_same(x, &row, &same))) return rc;
+    if (same) {
       *id_out = same;
       return SQLITE_OK;
     }
-    if (rc != SQLITE_DONE) return hc_sqlfail(x, rc);
   }
-  /* the next seq: never one a forgotten memory had */
-  if (*last >= INT64_MAX - 1)
-    return hc_fail(x, SQLITE_CORRUPT, "the store's last memory number (%lld) is damaged or "
-                                      "spent; nothing was added", (long long)*last);
-  i64 seq = *last + 1;
-  static __thread hs_row row; /* its tag and features are 4 KiB: not on the stack */
-  row.ns = ns, row.text = text, row.kind = kind, row.source = source, row.key = key;
-  row.meta = meta, row.importance = importance, row.created = created;
-  row.thread = thread, row.turn = turn;
+  if ((rc = hs_next_seq(x, *last, &seq))) return rc;
   char *mid = NULL;
   if ((rc = hs_insert(x, seq, id, &row, &mid))) return rc;
   *last = seq;
-  if (maintain && (rc = hx_maintain(x, ns, seq))) { sqlite3_free(mid); return rc; }
+  if (maintain && (rc = hx_maintain(x, row.ns, seq))) { sqlite3_free(mid); return rc; }
   *id_out = mid;
   return SQLITE_OK;
 }
@@ -641,38 +663,264 @@ static const char *const hs_fields[] = {"text",       "namespace",  "kind", "sou
 #define HS_NFIELDS ((int)(sizeof hs_fields / sizeof hs_fields[0]))
 #define HS_COPY 9
 
-/* One item of a batch added (its fields in v, sqlite3_value_dup'ed; copy the
- * batch's), its id appended to ids; an error names the item.
- * at: the item's index; *last: the last seq given out. */
-static int hs_add_item(hc_ctx *x, i64 at, sqlite3_value **v, sqlite3_value *copy, i64 *last,
-                       sqlite3_str *ids) {
-  sqlite3_value *argv[HS_NFIELDS + 1]; /* heap_add's, copy in its place */
-  for (int i = 0, j = 0; i <= HS_NFIELDS; i++) argv[i] = i == HS_COPY ? copy : v[j++];
-  char *id = NULL;
-  int rc = hs_add(x, HS_NFIELDS + 1, argv, 0, last, &id);
-  if (!rc) {
-    if (at) sqlite3_str_appendchar(ids, 1, ',');
-    hq_json_string(ids, id, (int)strlen(id));
-  } else if (x->err) { /* which item, before its sentence */
-    char *m = sqlite3_mprintf("item %lld: %s", (long long)at, x->err);
-    if (m) sqlite3_free(x->err), x->err = m;
-  }
-  sqlite3_free(id);
+/* The error said in x names item at first ("item 3: ..."); returns rc. */
+static int hs_item_error(hc_ctx *x, i64 at, int rc) {
+  char *m = x->err ? sqlite3_mprintf("item %lld: %s", (long long)at, x->err) : NULL;
+  if (m) sqlite3_free(x->err), x->err = m;
   return rc;
 }
 
+/* -- a batch's rows, inserted many to a statement ------------------------------------ */
+
+/* heap_add_many holds up to HS_BATCH items and inserts their rows HS_GROUP
+ * to a statement.  Inside the call's savepoint every statement that writes
+ * copies each page it changes to the sub-journal first (a file: two writes a
+ * page), so a statement a row copied every page a row touches (memories and
+ * its indexes, vectors, vector_parts, namespaces) for every row: 600 MB for
+ * 10,000 rows into a namespace of 1M.  A statement of many rows copies each
+ * page once (250 MB).  The rows are the ones heap_add would insert, with the
+ * same seqs, ids, values and triggers, in the same order: an item is checked
+ * and the same-text rule asked as it comes (of the file, then of the rows
+ * held, which are newer); a statement that fails is undone by SQLite and its
+ * rows inserted one by one instead (hs_insert: the next free m<seq>-n, or the
+ * error naming the item), and an item of a thread (its turn is read from the
+ * rows before it) or an item refused has the rows before it inserted first. */
+#define HS_BATCH 512
+#define HS_GROUP 64      /* rows a statement */
+#define HS_BATCH_ARGS 12 /* hs_batch_bind's parameters a row */
+typedef struct {
+  sqlite3_value *v[HS_NFIELDS]; /* the item's fields, owned: r's text points into them */
+  hs_row *r;                    /* its values (tag and features unused); NULL: an earlier row's */
+  const char *id;               /* the id given, or NULL */
+  i64 at, seq;                  /* its index in the items; its seq (a row inserted) */
+  int to;                       /* -1, or the held item whose row it is (the same text) */
+  char *mid;                    /* its id, sqlite3_malloc'd: the memory it is */
+} hs_held;
+typedef struct {
+  hs_held it[HS_BATCH];
+  int n;               /* items held */
+  sqlite3_stmt *group; /* the INSERT of HS_GROUP rows, prepared once a call */
+} hs_batch;
+
+/* The held items let go of. */
+static void hs_batch_clear(hs_batch *b) {
+  for (int i = 0; i < b->n; i++) {
+    for (int f = 0; f < HS_NFIELDS; f++) sqlite3_value_free(b->it[i].v[f]);
+    sqlite3_free(b->it[i].r);
+    sqlite3_free(b->it[i].mid);
+  }
+  memset(b->it, 0, sizeof b->it[0] * (size_t)b->n);
+  b->n = 0;
+}
+
+/* The INSERT of n rows: hs_sql_insert's, without a thread. */
+static char *hs_batch_sql(int n) {
+  sqlite3_str *q = sqlite3_str_new(NULL);
+  sqlite3_str_appendall(q, "INSERT INTO memories(seq, id, namespace, nstag, text, kind, source, "
+                           "key, importance, features, created_at, metadata, ntok, thread, "
+                           "turn) VALUES ");
+  for (int i = 0, p = 1; i < n; i++, p += HS_BATCH_ARGS)
+    sqlite3_str_appendf(q, "%s(?%d, ?%d, ?%d, ?%d, ?%d, ?%d, ?%d, ?%d, ?%d, ?%d, ?%d, ?%d, "
+                           "heap_ntokens(?%d) + heap_ntokens(?%d), NULL, NULL)",
+                        i ? ", " : "", p, p + 1, p + 2, p + 3, p + 4, p + 5, p + 6, p + 7,
+                        p + 8, p + 9, p + 10, p + 11, p + 3, p + 4);
+  return sqlite3_str_finish(q);
+}
+
+/* Row h's values bound from parameter p on (its tag and features worked out
+ * into row, copied); nonzero: its namespace has no tag (hs_insert says why). */
+static int hs_batch_bind(sqlite3_stmt *st, int p, const hs_held *h, hs_row *row) {
+  const hs_row *r = h->r;
+  if (hm_ns_tag(r->ns, row->tag, sizeof row->tag) < 0 ||
+      hm_features(r->text, r->kind, r->source, row->features, sizeof row->features) != HM_OK)
+    return 1;
+  sqlite3_bind_int64(st, p, h->seq);
+  sqlite3_bind_text(st, p + 1, h->mid, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, p + 2, r->ns, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, p + 3, row->tag, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, p + 4, r->text, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, p + 5, r->kind, -1, SQLITE_STATIC);
+  if (r->source) sqlite3_bind_text(st, p + 6, r->source, -1, SQLITE_STATIC);
+  if (r->key) sqlite3_bind_text(st, p + 7, r->key, -1, SQLITE_STATIC);
+  sqlite3_bind_double(st, p + 8, r->importance);
+  sqlite3_bind_text(st, p + 9, row->features, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_double(st, p + 10, r->created);
+  if (r->meta) sqlite3_bind_text(st, p + 11, r->meta, -1, SQLITE_STATIC);
+  return 0;
+}
+
+/* The rows held from it[*at] on, HS_GROUP of them (or the rest), inserted in
+ * one statement, each with its id given or m<seq>; *at moves past them and
+ * *done says whether they were (if not, nothing was written: the caller
+ * inserts them one by one).  Returns 0, or an error that is not the rows'
+ * (out of memory, I/O: the first row's item named). */
+static int hs_batch_insert(hc_ctx *x, hs_batch *b, int *at, int *done) {
+  static __thread hs_row row;
+  int from = *at, k = 0, rc = SQLITE_OK, p = 1;
+  for (; *at < b->n && k < HS_GROUP; (*at)++) {
+    hs_held *h = &b->it[*at];
+    if (!h->r) continue;
+    k++;
+    h->mid = h->id ? sqlite3_mprintf("%s", h->id) : sqlite3_mprintf("m%lld", (long long)h->seq);
+    if (!h->mid) return hc_fail(x, SQLITE_NOMEM, "out of memory");
+  }
+  *done = 0;
+  if (k < 2) return SQLITE_OK;
+  sqlite3_stmt *st = k == HS_GROUP ? b->group : NULL; /* a group's, prepared once a call */
+  if (!st) {
+    char *sql = hs_batch_sql(k);
+    if (!sql) return hc_fail(x, SQLITE_NOMEM, "out of memory");
+    rc = sqlite3_prepare_v3(x->db, sql, -1, 0, &st, NULL);
+    sqlite3_free(sql);
+    if (k == HS_GROUP && rc == SQLITE_OK) b->group = st;
+  }
+  for (int i = from; rc == SQLITE_OK && i < *at; i++) {
+    if (!b->it[i].r) continue;
+    if (hs_batch_bind(st, p, &b->it[i], &row)) rc = SQLITE_ERROR;
+    p += HS_BATCH_ARGS;
+  }
+  if (rc == SQLITE_OK) rc = sqlite3_step(st); /* a statement that failed is undone */
+  int code = rc & 0xff;
+  /* a rule of the store (an id taken) or a value refused: the rows one by
+   * one find it and name its item; any other failure (I/O, a full disk, out
+   * of memory) may have ended the transaction: the call fails here */
+  if (rc != SQLITE_DONE && code != SQLITE_CONSTRAINT && code != SQLITE_ERROR &&
+      code != SQLITE_RANGE && code != SQLITE_TOOBIG) {
+    hs_item_error(x, b->it[from].at, hc_sqlfail(x, rc));
+    rc = x->code;
+  } else {
+    *done = rc == SQLITE_DONE;
+    rc = SQLITE_OK;
+  }
+  if (st && st == b->group) sqlite3_reset(st), sqlite3_clear_bindings(st);
+  else sqlite3_finalize(st);
+  return rc;
+}
+
+/* The held items added: their rows inserted (a group to a statement, or one
+ * by one: an error names its item), their ids appended to ids in order, the
+ * batch emptied. */
+static int hs_batch_flush(hc_ctx *x, hs_batch *b, sqlite3_str *ids) {
+  static __thread hs_row row;
+  int rc = SQLITE_OK, done = 0;
+  for (int at = 0, from = 0; at < b->n; from = at) {
+    if ((rc = hs_batch_insert(x, b, &at, &done))) goto cleanup;
+    for (int i = from; !done && i < at; i++) {
+      hs_held *h = &b->it[i];
+      if (!h->r) continue;
+      sqlite3_free(h->mid), h->mid = NULL;
+      row.ns = h->r->ns, row.text = h->r->text, row.kind = h->r->kind;
+      row.source = h->r->source, row.key = h->r->key, row.meta = h->r->meta;
+      row.importance = h->r->importance, row.created = h->r->created;
+      row.thread = NULL, row.turn = -1;
+      if ((rc = hs_insert(x, h->seq, h->id, &row, &h->mid))) {
+        hs_item_error(x, h->at, rc);
+        goto cleanup;
+      }
+    }
+  }
+  for (int i = 0; i < b->n; i++) {
+    const char *id = b->it[i].to >= 0 ? b->it[b->it[i].to].mid : b->it[i].mid;
+    if (b->it[i].at) sqlite3_str_appendchar(ids, 1, ',');
+    hq_json_string(ids, id, (int)strlen(id));
+  }
+cleanup:
+  hs_batch_clear(b);
+  return rc;
+}
+
+/* The held row with r's namespace, text and key (its index), or -1. */
+static int hs_batch_same(const hs_batch *b, const hs_row *r) {
+  for (int i = 0; i < b->n; i++) {
+    const hs_row *o = b->it[i].r;
+    if (o && !strcmp(o->text, r->text) && !strcmp(o->ns, r->ns) &&
+        (o->key ? r->key && !strcmp(o->key, r->key) : !r->key))
+      return i;
+  }
+  return -1;
+}
+
+/* Item at (its fields in v, taken when held; copy the batch's) checked and
+ * held in b: *held 0 when it is an item of a thread (added by hs_add_item).
+ * *last: the last seq given out. */
+static int hs_batch_hold(hc_ctx *x, hs_batch *b, i64 at, sqlite3_value **v,
+                         sqlite3_value *copy, i64 *last, int *held) {
+  sqlite3_value *argv[HS_NFIELDS + 1];
+  for (int i = 0, j = 0; i <= HS_NFIELDS; i++) argv[i] = i == HS_COPY ? copy : v[j++];
+  hs_held *h = &b->it[b->n];
+  int rc, cp;
+  *held = 0;
+  if (!(h->r = sqlite3_malloc64(offsetof(hs_row, tag))))
+    return hc_fail(x, SQLITE_NOMEM, "out of memory");
+  if ((rc = hs_args(x, HS_NFIELDS + 1, argv, h->r, &h->id, &cp)) || h->r->thread) {
+    sqlite3_free(h->r), h->r = NULL;
+    return rc ? hs_item_error(x, at, rc) : SQLITE_OK;
+  }
+  h->at = at, h->to = -1;
+  if (!h->id && !cp) { /* the same text: a memory of the file (older), or a row held */
+    if ((rc = hs_same(x, h->r, &h->mid)) == SQLITE_OK && !h->mid) h->to = hs_batch_same(b, h->r);
+    if (rc || h->mid || h->to >= 0) sqlite3_free(h->r), h->r = NULL;
+  }
+  if (!rc && h->r && !(rc = hs_next_seq(x, *last, &h->seq))) *last = h->seq;
+  if (rc) {
+    sqlite3_free(h->r), h->r = NULL, sqlite3_free(h->mid), h->mid = NULL;
+    return hs_item_error(x, at, rc);
+  }
+  for (int f = 0; f < HS_NFIELDS; f++) h->v[f] = v[f], v[f] = NULL;
+  b->n++;
+  *held = 1;
+  return SQLITE_OK;
+}
+
+/* The rows held inserted before an error of a later item (rc, said in x) is
+ * given: an error of theirs is an earlier item's, and wins.  Returns the
+ * error given. */
+static int hs_batch_before(hc_ctx *x, hs_batch *b, sqlite3_str *ids, int rc) {
+  char *err = x->err;
+  int code = x->code, frc;
+  x->err = NULL;
+  if ((frc = hs_batch_flush(x, b, ids))) {
+    sqlite3_free(err);
+    return frc;
+  }
+  x->err = err, x->code = code;
+  return rc;
+}
+
+/* One item of a batch added (its fields in v, sqlite3_value_dup'ed; copy the
+ * batch's): held in b, or (an item of a thread) added alone after the rows
+ * held, its id appended to ids; an error names the item.
+ * at: the item's index; *last: the last seq given out. */
+static int hs_add_item(hc_ctx *x, hs_batch *b, i64 at, sqlite3_value **v, sqlite3_value *copy,
+                       i64 *last, sqlite3_str *ids) {
+  sqlite3_value *argv[HS_NFIELDS + 1]; /* heap_add's, copy in its place */
+  int held = 0, rc = hs_batch_hold(x, b, at, v, copy, last, &held);
+  if (held) return b->n == HS_BATCH ? hs_batch_flush(x, b, ids) : SQLITE_OK;
+  if (rc) return hs_batch_before(x, b, ids, rc);
+  if ((rc = hs_batch_flush(x, b, ids))) return rc;
+  for (int i = 0, j = 0; i <= HS_NFIELDS; i++) argv[i] = i == HS_COPY ? copy : v[j++];
+  char *id = NULL;
+  rc = hs_add(x, HS_NFIELDS + 1, argv, 0, last, &id);
+  if (!rc) {
+    if (at) sqlite3_str_appendchar(ids, 1, ',');
+    hq_json_string(ids, id, (int)strlen(id));
+  }
+  sqlite3_free(id);
+  return rc ? hs_item_error(x, at, rc) : SQLITE_OK; /* which item, before its sentence */
+}
+
 /* Each item of ?1 (hs_sql_items' rows, stepped here) added in order.
- * st: hs_sql_items, bound; copy: the batch's; *last: the last seq given out;
+ * b: the rows held (hs_batch); st: hs_sql_items, bound; copy: the batch's; *last: the last seq given out;
  * ids: the ids' JSON. */
-static int hs_add_items(hc_ctx *x, sqlite3_stmt *st, sqlite3_value *copy, i64 *last,
-                        sqlite3_str *ids) {
+static int hs_add_items(hc_ctx *x, hs_batch *b, sqlite3_stmt *st, sqlite3_value *copy,
+                        i64 *last, sqlite3_str *ids) {
   sqlite3_value *v[HS_NFIELDS] = {0};
   i64 at = -1;
   int rc = SQLITE_OK, step;
   while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
     i64 item = sqlite3_column_int64(st, 0);
     if (item != at) { /* a new item: the one before is complete */
-      if (at >= 0 && (rc = hs_add_item(x, at, v, copy, last, ids))) break;
+      if (at >= 0 && (rc = hs_add_item(x, b, at, v, copy, last, ids))) break;
       for (int i = 0; i < HS_NFIELDS; i++) sqlite3_value_free(v[i]), v[i] = NULL;
       at = item;
       const char *type = (const char *)sqlite3_column_text(st, 1);
@@ -715,16 +963,20 @@ static int hs_add_items(hc_ctx *x, sqlite3_stmt *st, sqlite3_value *copy, i64 *l
       rc = hc_fail(x, SQLITE_NOMEM, "out of memory");
   }
   if (!rc && step != SQLITE_DONE) rc = hc_sqlfail(x, step);
-  if (!rc && at >= 0) rc = hs_add_item(x, at, v, copy, last, ids);
+  if (!rc && at >= 0) rc = hs_add_item(x, b, at, v, copy, last, ids);
+  rc = rc ? hs_batch_before(x, b, ids, rc) : hs_batch_flush(x, b, ids);
   for (int i = 0; i < HS_NFIELDS; i++) sqlite3_value_free(v[i]);
   return rc;
 }
 
 /* The vector index of each namespace the batch (seq first on) added to, kept
- * (hx_maintain), once per namespace. */
+ * (hx_maintain), once per namespace, in the namespaces' order.  NOT INDEXED:
+ * the batch's rows by their seq (the planner took the covering index on
+ * namespace, a scan of every memory in the file). */
 static int hs_maintain_batch(hc_ctx *x, i64 first) {
   sqlite3_stmt *st = NULL;
-  int rc = hc_prepare(x, "SELECT DISTINCT namespace FROM memories WHERE seq >= ?1", &st);
+  int rc = hc_prepare(x, "SELECT DISTINCT namespace FROM memories NOT INDEXED WHERE seq >= ?1 "
+                         "ORDER BY namespace", &st);
   if (rc) return rc;
   sqlite3_bind_int64(st, 1, first);
   char **ns = NULL;
@@ -788,11 +1040,16 @@ static int hs_add_many(hc_ctx *x, sqlite3_value *items, sqlite3_value *copy, cha
   if (rc) return hc_sqlfail(x, rc);
   sqlite3_str *ids = sqlite3_str_new(x->db);
   sqlite3_str_appendchar(ids, 1, '[');
-  if (!(rc = hc_prepare(x, hs_sql_items, &st))) {
+  hs_batch *b = sqlite3_malloc64(sizeof *b);
+  if (!b) rc = hc_fail(x, SQLITE_NOMEM, "out of memory");
+  else if (!(rc = hc_prepare(x, hs_sql_items, &st))) {
+    memset(b, 0, sizeof *b);
     sqlite3_bind_value(st, 1, items);
-    rc = hs_add_items(x, st, copy, &last, ids);
+    rc = hs_add_items(x, b, st, copy, &last, ids);
     hc_done(x, st);
   }
+  if (b) sqlite3_finalize(b->group);
+  sqlite3_free(b);
   /* the batch's new rows into the index at once, and the trigger on again */
   if (!rc)
     rc = hc_prepare(x, "INSERT INTO memories_fts(rowid, nstag, text) SELECT seq, nstag, text "

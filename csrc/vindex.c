@@ -278,6 +278,18 @@ static const char hx_sql_add_centroid[] =
     "INSERT INTO vector_centroids(part, namespace, centroid) VALUES (?1, ?2, ?3)";
 static const char hx_sql_set_part[] =
     "INSERT OR REPLACE INTO vector_parts(seq, part) VALUES (?1, ?2)";
+/* hx_sql_set_part for HX_SET_ROWS vectors at once (seq, part: 2 parameters a
+ * row, in order): inside a write's savepoint a statement copies each page it
+ * changes to the sub-journal, so a statement a vector copied the same pages
+ * once per vector */
+#define HX_SET_ROWS 64
+#define HX_SET_2 "(?, ?)"
+#define HX_SET_8 HX_SET_2 ", " HX_SET_2 ", " HX_SET_2 ", " HX_SET_2 ", " \
+                 HX_SET_2 ", " HX_SET_2 ", " HX_SET_2 ", " HX_SET_2
+#define HX_SET_64 HX_SET_8 ", " HX_SET_8 ", " HX_SET_8 ", " HX_SET_8 ", " \
+                  HX_SET_8 ", " HX_SET_8 ", " HX_SET_8 ", " HX_SET_8
+static const char hx_sql_set_parts[] =
+    "INSERT OR REPLACE INTO vector_parts(seq, part) VALUES " HX_SET_64;
 static const char hx_sql_drop_parts[] =
     "DELETE FROM vector_parts WHERE part IN (SELECT part FROM vector_centroids "
     "WHERE namespace = ?1)";
@@ -404,8 +416,19 @@ static int hx_write(hc_ctx *x, const char *ns, const hx_set *s, const hx_cents *
     }
     hc_done(x, st);
   }
-  if (!rc && !(rc = hc_prepare(x, hx_sql_set_part, &st))) {
-    for (int i = 0; i < s->n && !rc; i++) {
+  int i = 0; /* HX_SET_ROWS vectors a statement, then the rest one by one */
+  if (!rc && s->n >= HX_SET_ROWS && !(rc = hc_prepare(x, hx_sql_set_parts, &st))) {
+    for (; i + HX_SET_ROWS <= s->n && !rc; i += HX_SET_ROWS) {
+      for (int j = 0; j < HX_SET_ROWS; j++) {
+        sqlite3_bind_int64(st, 2 * j + 1, s->seq[i + j]);
+        sqlite3_bind_int64(st, 2 * j + 2, base + 1 + leaf[i + j]);
+      }
+      rc = hc_exec(x, st);
+    }
+    hc_done(x, st);
+  }
+  if (!rc && i < s->n && !(rc = hc_prepare(x, hx_sql_set_part, &st))) {
+    for (; i < s->n && !rc; i++) {
       sqlite3_bind_int64(st, 1, s->seq[i]);
       sqlite3_bind_int64(st, 2, base + 1 + leaf[i]);
       rc = hc_exec(x, st);
@@ -572,11 +595,13 @@ static i64 hx_part_of(sqlite3 *db, hm_conn *conn, const char *ns, u64 digest, co
     if (rc != SQLITE_DONE || !set->ns || !set->n) { hv_cents_drop(set); return 0; }
     set->dim = HM_EMBED_DIM;
     set->digest = hv_cents_digest(set->n, set->id, set->c, HM_EMBED_DIM);
+    if ((set->sum = sqlite3_malloc64((sqlite3_uint64)set->n * sizeof *set->sum)))
+      hv_row_sums(set->c, set->n, set->dim, set->sum);
   }
   set->used = ++vc->tick;
   int8_t v[HM_MAX_DIM];
   if (hv_read(blob, bytes, set->dim, v)) return 0;
-  i64 id = set->id[hv_nearest(set->c, set->inv, set->n, v, set->dim)];
+  i64 id = set->id[hv_nearest_small(set->c, set->sum, set->inv, set->n, v, set->dim)];
   if (set->digest != digest) hv_cents_drop(set); /* what the file holds is not what it says */
   return id;
 }

@@ -104,3 +104,53 @@ def test_a_bad_item_is_named_and_nothing_is_written(mem):
     with pytest.raises(heapmem.DuplicateIdError, match="item 1: a memory with id 'x'"):
         mem.add_many([{"text": "a", "id": "x"}, {"text": "b", "id": "x"}])
     assert mem.count == 0
+
+
+def _long_batch(seed):
+    """200 items: repeated texts (in the file and earlier in the batch), keys,
+    two namespaces, ids given (some a later automatic id's name), threads."""
+    import random
+
+    rng = random.Random(seed)
+    items = []
+    for n in range(200):
+        it = {"text": f"{rng.choice(TEXTS)} {rng.randrange(30)}", "created_at": T0 + n}
+        if rng.random() < 0.05:
+            it["id"] = rng.choice([f"m{n + 20}", f"given-{n}"])  # m<n+20>: a later add's
+        if rng.random() < 0.2:
+            it["key"] = rng.choice(["trip", "tea"])
+        if rng.random() < 0.3:
+            it["namespace"] = "u2"
+        if n >= 140 and rng.random() < 0.1:  # the first 140: groups of 64 rows
+            it["thread"] = rng.choice(["t1", "t2"])
+        items.append(it)
+    return items
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_batch_longer_than_a_statement_makes_add_s_rows(tmp_path, seed):
+    """heap_add_many inserts its rows many to a statement (csrc/store.c,
+    hs_batch): across those statements, the same rows, ids, turns and same-text
+    answers as add() one by one, and a duplicate id after them still names
+    its item with nothing written."""
+    items = _long_batch(seed)
+    pre = [{"text": f"{TEXTS[0]} 3", "created_at": T0, "id": "m40"}]
+    one = heapmem.open(str(tmp_path / "one.db"), clock=lambda: T0)
+    many = heapmem.open(str(tmp_path / "many.db"), clock=lambda: T0)
+    try:
+        one.add_many(pre)
+        many.add_many(pre)
+        got_one = [one.add(**it).id for it in items]
+        assert [it.id for it in many.add_many(items)] == got_one
+        assert _rows(many) == _rows(one)
+        assert many.check().ok
+        before = _rows(many)
+        fresh = [{k: v for k, v in it.items() if k != "id"} for it in items]
+        bad = fresh[:150] + [{"text": "again", "id": got_one[3]}] + fresh[150:]
+        with pytest.raises(heapmem.DuplicateIdError, match=f"item 150: a memory with id "
+                                                           f"'{got_one[3]}'"):
+            many.add_many(bad, copy=True)
+        assert _rows(many) == before
+    finally:
+        one.close()
+        many.close()

@@ -143,6 +143,49 @@ def test_adds_go_to_a_partition_and_a_grown_partition_splits(tmp_path):
     m.close()
 
 
+def _nearest_parts(c, parts: list[int]) -> dict[int, int]:
+    """Each vector's nearest of the centroids parts, as heap_vector_part
+    scores them (csrc/embed.c, hv_nearest): the int dot product of its int4
+    components with the int8 centroid, times the centroid's float32 inverse
+    norm; the first of equal scores in part order."""
+    cents = dict(c.execute("SELECT part, centroid FROM vector_centroids").fetchall())
+    ids = sorted(p for p in parts if p in cents)
+    cm = np.stack([np.frombuffer(cents[p], np.int8).astype(np.int64) for p in ids])
+    cinv = np.array([1 / np.sqrt(float((r * r).sum())) for r in cm], np.float32)
+    out = {}
+    for seq, blob in c.execute("SELECT seq, v FROM vectors").fetchall():
+        raw = np.frombuffer(bytes(blob)[4:], np.uint8)
+        x = np.empty(2 * len(raw), np.int64)
+        x[0::2] = (raw & 15).astype(np.int64) - 8
+        x[1::2] = (raw >> 4).astype(np.int64) - 8
+        score = (cm @ x).astype(np.float32) * cinv
+        out[seq] = ids[int(np.argmax(score))]
+    return out
+
+
+def test_an_added_vector_goes_to_its_nearest_partition(tmp_path):
+    """heap_vector_part (the trigger's) puts a new vector in the partition
+    of its nearest centroid, exactly as hv_nearest scores them, whichever
+    kernel the machine runs (AVX2 or not, the small-component one for the
+    int4 store's vectors): checked for every vector add_many added to a
+    partition that was not split since (all of them against the centroids
+    before it)."""
+    m = _indexed(tmp_path, n=1200)
+    c = m.connection
+    before = [p for (p,) in c.execute("SELECT part FROM vector_centroids").fetchall()]
+    last = c.execute("SELECT max(seq) FROM memories").fetchall()[0][0]
+    m.add_many([{"text": t, "namespace": "big"} for t in _texts(300, 91)])
+    now = {p for (p,) in c.execute("SELECT part FROM vector_centroids").fetchall()}
+    kept = [p for p in before if p in now]  # partitions not split since
+    nearest = _nearest_parts(c, before)
+    placed = c.execute("SELECT seq, part FROM vector_parts WHERE seq > ? ORDER BY seq",
+                       (last,)).fetchall()
+    checked = [(seq, part) for seq, part in placed if part in kept]
+    assert len(checked) > 200
+    assert [(seq, nearest[seq]) for seq, _ in checked] == checked
+    m.close()
+
+
 def test_filters_apply_inside_the_indexed_top_n(tmp_path):
     m = _indexed(tmp_path, kinds=("fact", "note", "event"))
     since = 1_700_000_000 + 1500
