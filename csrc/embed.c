@@ -692,6 +692,15 @@ __attribute__((target("avx2"))) static void hv_dots_avx2(const int8_t *v, const 
   }
 }
 
+/* The sum of s's sixteen int16 lanes, as an int. */
+__attribute__((target("avx2"))) static inline int hv_hsum16_avx2(__m256i s) {
+  __m256i w = _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+  __m128i x = _mm_add_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+  x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0x4E));
+  x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0xB1));
+  return _mm_cvtsi128_si32(x);
+}
+
 /* n int4 rows of the carried model's dimension (128 bytes: each byte's low
  * nibble a component of even index, its high nibble the next, both + 8)
  * against the query's even (qe) and odd (qo) components: sum(nibble x q),
@@ -701,7 +710,7 @@ __attribute__((target("avx2"))) static void hv_dots_avx2(const int8_t *v, const 
 __attribute__((target("avx2"))) static void hv_dots4_avx2(const unsigned char *v,
                                                           const int8_t *qe, const int8_t *qo,
                                                           int n, int *out) {
-  const __m256i m = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+  const __m256i m = _mm256_set1_epi8(15);
   __m256i e[4], o[4];
   for (int j = 0; j < 4; j++) {
     e[j] = _mm256_loadu_si256((const __m256i *)(const void *)(qe + 32 * j));
@@ -716,11 +725,7 @@ __attribute__((target("avx2"))) static void hv_dots4_avx2(const unsigned char *v
       s = _mm256_add_epi16(s, _mm256_maddubs_epi16(
                                   _mm256_and_si256(_mm256_srli_epi16(b, 4), m), o[j]));
     }
-    __m256i w = _mm256_madd_epi16(s, ones);
-    __m128i x = _mm_add_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
-    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0x4E));
-    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0xB1));
-    out[i] = _mm_cvtsi128_si32(x);
+    out[i] = hv_hsum16_avx2(s);
   }
 }
 #endif
@@ -734,7 +739,6 @@ __attribute__((target("avx2"))) static void hv_dots4_avx2(const unsigned char *v
 __attribute__((target("avx2"))) static void hv_dots_small_avx2(const int8_t *rows,
                                                                const uint8_t *u, int n,
                                                                int *out) {
-  const __m256i ones = _mm256_set1_epi16(1);
   __m256i q[HM_EMBED_DIM / 32];
   for (int j = 0; j < HM_EMBED_DIM / 32; j++)
     q[j] = _mm256_loadu_si256((const __m256i *)(const void *)(u + 32 * j));
@@ -744,11 +748,7 @@ __attribute__((target("avx2"))) static void hv_dots_small_avx2(const int8_t *row
     for (int j = 0; j < HM_EMBED_DIM / 32; j++)
       s = _mm256_add_epi16(s, _mm256_maddubs_epi16(
                                   q[j], _mm256_loadu_si256((const __m256i *)(const void *)(a + 32 * j))));
-    __m256i w = _mm256_madd_epi16(s, ones);
-    __m128i x = _mm_add_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
-    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0x4E));
-    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0xB1));
-    out[i] = _mm_cvtsi128_si32(x);
+    out[i] = hv_hsum16_avx2(s);
   }
 }
 #endif
