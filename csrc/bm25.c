@@ -201,8 +201,8 @@ static void heap_bm25_tail(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite
   int distinct = 0;
   for (int i = 0; i < npos; i++) distinct += i == 0 || pos[i] != pos[i - 1];
   u32 un = (u32)n;
-  double lower = spill ? (double)most : (double)distinct;
-  if (lower < hb_reach_sum(reach)) lower = hb_reach_sum(reach);
+  double lower = spill ? (double)most : (double)distinct, reached = hb_reach_sum(reach);
+  if (lower < reached) lower = reached;
   memcpy(buf, HM_BM25_MAGIC, 4);
   memcpy(buf + 4, &un, 4);
   memcpy(buf + 8, &lower, 8);

@@ -316,6 +316,28 @@ typedef struct {
   char tag[HM_NS_TAG_LEN], features[HM_FEATURES_LEN];
 } hs_row;
 
+#define HS_ROW_ARGS 12 /* hs_bind's parameters: hs_sql_insert's ?1 to ?12 */
+
+/* Memory r's values bound into st as hs_sql_insert's ?1 to ?12 take them,
+ * from parameter p on (p + k - 1 for ?k: hs_batch_sql's rows use the same
+ * layout): its seq, its id mid, and its tag and features (worked out by the
+ * caller, copied). */
+static void hs_bind(sqlite3_stmt *st, int p, i64 seq, const char *mid, const hs_row *r,
+                    const char *tag, const char *features) {
+  sqlite3_bind_int64(st, p, seq);
+  sqlite3_bind_text(st, p + 1, mid, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, p + 2, r->ns, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, p + 3, r->text, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, p + 4, r->kind, -1, SQLITE_STATIC);
+  if (r->source) sqlite3_bind_text(st, p + 5, r->source, -1, SQLITE_STATIC);
+  if (r->key) sqlite3_bind_text(st, p + 6, r->key, -1, SQLITE_STATIC);
+  sqlite3_bind_double(st, p + 7, r->importance);
+  sqlite3_bind_double(st, p + 8, r->created);
+  if (r->meta) sqlite3_bind_text(st, p + 9, r->meta, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, p + 10, tag, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, p + 11, features, -1, SQLITE_TRANSIENT);
+}
+
 /* Memory r inserted with seq (a new one) and id (NULL: m<seq>): *out its id
  * (sqlite3_malloc'd). */
 static int hs_insert(hc_ctx *x, i64 seq, const char *id, hs_row *r, char **out) {
@@ -329,18 +351,7 @@ static int hs_insert(hc_ctx *x, i64 seq, const char *id, hs_row *r, char **out) 
     int rc, taken = 0;
     if (!mid) return hc_fail(x, SQLITE_NOMEM, "out of memory");
     if ((rc = hc_prepare(x, hs_sql_insert, &st))) { sqlite3_free(mid); return rc; }
-    sqlite3_bind_int64(st, 1, seq);
-    sqlite3_bind_text(st, 2, mid, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, r->ns, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, r->text, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 5, r->kind, -1, SQLITE_STATIC);
-    if (r->source) sqlite3_bind_text(st, 6, r->source, -1, SQLITE_STATIC);
-    if (r->key) sqlite3_bind_text(st, 7, r->key, -1, SQLITE_STATIC);
-    sqlite3_bind_double(st, 8, r->importance);
-    sqlite3_bind_double(st, 9, r->created);
-    if (r->meta) sqlite3_bind_text(st, 10, r->meta, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 11, r->tag, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 12, r->features, -1, SQLITE_STATIC);
+    hs_bind(st, 1, seq, mid, r, r->tag, r->features);
     if (r->thread) sqlite3_bind_text(st, 13, r->thread, -1, SQLITE_STATIC);
     if (r->turn >= 0) sqlite3_bind_int64(st, 14, r->turn);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -687,7 +698,7 @@ static int hs_item_error(hc_ctx *x, i64 at, int rc) {
  * rows before it) or an item refused has the rows before it inserted first. */
 #define HS_BATCH 512
 #define HS_GROUP 64      /* rows a statement */
-#define HS_BATCH_ARGS 12 /* hs_batch_bind's parameters a row */
+
 typedef struct {
   sqlite3_value *v[HS_NFIELDS]; /* the item's fields, owned: r's text points into them */
   hs_row *r;                    /* its values (tag and features unused); NULL: an earlier row's */
@@ -719,33 +730,22 @@ static char *hs_batch_sql(int n) {
   sqlite3_str_appendall(q, "INSERT INTO memories(seq, id, namespace, nstag, text, kind, source, "
                            "key, importance, features, created_at, metadata, ntok, thread, "
                            "turn) VALUES ");
-  for (int i = 0, p = 1; i < n; i++, p += HS_BATCH_ARGS)
+  for (int i = 0, p = 1; i < n; i++, p += HS_ROW_ARGS) /* ?k of hs_sql_insert: ?(p + k - 1) */
     sqlite3_str_appendf(q, "%s(?%d, ?%d, ?%d, ?%d, ?%d, ?%d, ?%d, ?%d, ?%d, ?%d, ?%d, ?%d, "
                            "heap_ntokens(?%d) + heap_ntokens(?%d), NULL, NULL)",
-                        i ? ", " : "", p, p + 1, p + 2, p + 3, p + 4, p + 5, p + 6, p + 7,
-                        p + 8, p + 9, p + 10, p + 11, p + 3, p + 4);
+                        i ? ", " : "", p, p + 1, p + 2, p + 10, p + 3, p + 4, p + 5, p + 6,
+                        p + 7, p + 11, p + 8, p + 9, p + 10, p + 3);
   return sqlite3_str_finish(q);
 }
 
 /* Row h's values bound from parameter p on (its tag and features worked out
- * into row, copied); nonzero: its namespace has no tag (hs_insert says why). */
+ * into row); nonzero: its namespace has no tag (hs_insert says why). */
 static int hs_batch_bind(sqlite3_stmt *st, int p, const hs_held *h, hs_row *row) {
   const hs_row *r = h->r;
   if (hm_ns_tag(r->ns, row->tag, sizeof row->tag) < 0 ||
       hm_features(r->text, r->kind, r->source, row->features, sizeof row->features) != HM_OK)
     return 1;
-  sqlite3_bind_int64(st, p, h->seq);
-  sqlite3_bind_text(st, p + 1, h->mid, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, p + 2, r->ns, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, p + 3, row->tag, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, p + 4, r->text, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, p + 5, r->kind, -1, SQLITE_STATIC);
-  if (r->source) sqlite3_bind_text(st, p + 6, r->source, -1, SQLITE_STATIC);
-  if (r->key) sqlite3_bind_text(st, p + 7, r->key, -1, SQLITE_STATIC);
-  sqlite3_bind_double(st, p + 8, r->importance);
-  sqlite3_bind_text(st, p + 9, row->features, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_double(st, p + 10, r->created);
-  if (r->meta) sqlite3_bind_text(st, p + 11, r->meta, -1, SQLITE_STATIC);
+  hs_bind(st, p, h->seq, h->mid, r, row->tag, row->features);
   return 0;
 }
 
@@ -777,7 +777,7 @@ static int hs_batch_insert(hc_ctx *x, hs_batch *b, int *at, int *done) {
   for (int i = from; rc == SQLITE_OK && i < *at; i++) {
     if (!b->it[i].r) continue;
     if (hs_batch_bind(st, p, &b->it[i], &row)) rc = SQLITE_ERROR;
-    p += HS_BATCH_ARGS;
+    p += HS_ROW_ARGS;
   }
   if (rc == SQLITE_OK) rc = sqlite3_step(st); /* a statement that failed is undone */
   int code = rc & 0xff;
