@@ -1001,6 +1001,14 @@ static int hs_maintain_batch(hc_ctx *x, i64 first) {
   return rc;
 }
 
+/* The merge work (FTS5 leaf pages written) heap_add_many owes the text index:
+ * a page a row added, and a floor; an index at rest after a batch needs
+ * about 0.03 pages a row times its levels (LoCoMo turns), so a big batch
+ * ends with no merge in progress, and a small one never pays for a whole
+ * level's merge at once. */
+#define HS_MERGE_PER_ROW 1
+#define HS_MERGE_MIN 64
+
 /* heap_add_many(items [, copy]): each item (a JSON object with heap_add's
  * arguments as fields: text, namespace, kind, source, id, created_at,
  * importance, key, metadata (an object, or its text), thread, turn; or an
@@ -1056,6 +1064,17 @@ static int hs_add_many(hc_ctx *x, sqlite3_value *items, sqlite3_value *copy, cha
                        "FROM memories WHERE seq >= ?1", &st);
   if (!rc) {
     sqlite3_bind_int64(st, 1, first);
+    rc = hc_exec(x, st);
+    hc_done(x, st);
+  }
+  /* FTS5 merges its segments a little at each flush (automerge), so a big
+   * batch ends with merges half done, and until the next write finishes them
+   * every recall walks each of their input segments (RESULTS 28): the batch
+   * goes on with them, up to HS_MERGE_PER_ROW leaf pages a row it added, by
+   * FTS5's own rule (a level merged once it holds 'usermerge' segments) */
+  if (!rc && !(rc = hc_prepare(x, "INSERT INTO memories_fts(memories_fts, rank) "
+                                   "VALUES('merge', ?1)", &st))) {
+    sqlite3_bind_int64(st, 1, HS_MERGE_PER_ROW * (last - first + 1) + HS_MERGE_MIN);
     rc = hc_exec(x, st);
     hc_done(x, st);
   }
