@@ -7,9 +7,9 @@ later recall walked, ten segments at 100k memories where two are left now
 (the BM25 stage's instructions -12.8% there).  heap_add_many goes on with
 those merges, a page of merge work per row it added, by FTS5's own rule.
 
-The checks read FTS5's structure record (the row of memories_fts_data with
-id 10): a level with a merge in progress, or with 'usermerge' (4) segments,
-is what the batch must not leave.  The first test fails on 5339a6b (level 0
+The checks read FTS5's structure record (schema.fts_levels): a level with a
+merge in progress, or with 'usermerge' (4) segments, is what the batch must
+not leave.  The first test fails on 5339a6b (level 0
 holds four segments after each batch), and so does the third (a two-row
 batch there does not even begin the merge it owes).
 """
@@ -19,41 +19,14 @@ import apsw
 import pytest
 
 import heapmem
+from heapmem.db import schema
 
 from conftest import T0
 
 
-def _varint(b: bytes, i: int) -> tuple[int, int]:
-    v = 0
-    for k in range(9):
-        c = b[i]
-        i += 1
-        if k == 8:
-            return (v << 8) | c, i
-        v = (v << 7) | (c & 0x7F)
-        if not c & 0x80:
-            return v, i
-    raise AssertionError("unreachable")
-
-
 def levels(c: apsw.Connection) -> list[tuple[int, int]]:
-    """FTS5's structure of memories_fts: per level (merge in progress: how
-    many of its segments are being merged, segments)."""
-    blob = c.execute("SELECT block FROM memories_fts_data WHERE id = 10").fetchone()[0]
-    v2 = blob[4:8] == b"\xff\x00\x00\x01"  # secure-delete's format: five more fields a segment
-    i = 8 if v2 else 4
-    nlevel, i = _varint(blob, i)
-    _, i = _varint(blob, i)  # segments in all
-    _, i = _varint(blob, i)  # the write counter
-    out = []
-    for _ in range(nlevel):
-        merging, i = _varint(blob, i)
-        nseg, i = _varint(blob, i)
-        for _ in range(nseg * (8 if v2 else 3)):
-            _, i = _varint(blob, i)
-        out.append((merging, nseg))
-    assert i == len(blob), "the structure record was not read to its end"
-    return out
+    """Per level of memories_fts: (segments a merge in progress takes, segments)."""
+    return [(merging, len(pages)) for merging, pages in schema.fts_levels(c)]
 
 
 def _items(n: int, start: int = 0) -> list[dict[str, str]]:
@@ -109,3 +82,13 @@ def test_a_small_batch_does_a_small_share_of_the_merge(small_hash):
     assert any(merging for merging, _ in levels(c)), levels(c)  # begun, not finished
     small_hash.add_many(_items(3000, 40_000))
     assert all(merging == 0 for merging, _ in levels(c)), levels(c)
+
+
+def test_the_structure_is_read_after_a_forget(small_hash):
+    """A forget with secure-delete on moves FTS5 to format 5 (schema's
+    oldest_reader): fts_levels still reads the structure to its end."""
+    items = small_hash.add_many(_items(3000))
+    small_hash.forget([items[5].id])
+    assert schema.oldest_reader(small_hash.connection) == "3.42"
+    got = schema.fts_levels(small_hash.connection)
+    assert got and all(pages for _, pages in got) and all(p > 0 for _, ps in got for p in ps)

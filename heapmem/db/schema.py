@@ -809,6 +809,54 @@ def set_portable(c: Connection, portable: bool) -> None:
         c.execute("INSERT INTO memories_fts(memories_fts) VALUES('rebuild')")
 
 
+def _varint(b: bytes, i: int) -> tuple[int, int]:
+    """SQLite's varint at b[i]: its value and the offset after it."""
+    v = 0
+    for k in range(9):
+        byte = b[i]
+        i += 1
+        if k == 8:
+            return (v << 8) | byte, i
+        v = (v << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            return v, i
+    return v, i
+
+
+def fts_levels(c: Connection) -> list[tuple[int, list[int]]]:
+    """The FTS index's segments, level by level: (how many of the level's
+    segments a merge in progress is taking, each segment's leaf pages).
+    Read from FTS5's structure record (the %_data row of id 10); a
+    diagnostic (bench/segments.py, tests/test_index_at_rest.py), never a
+    rule of the store."""
+    rows = c.execute("SELECT block FROM memories_fts_data WHERE id = 10").fetchall()
+    if not rows or not isinstance(rows[0][0], bytes) or len(rows[0][0]) < 8:
+        return []
+    blob = rows[0][0]
+    if blob[4:8] == b"\xff\x00\x00\x01":  # FTS5's second structure (tombstones): not ours
+        raise ValueError("the FTS index's structure record is in a format this reader does not "
+                         "know")
+    i = 4  # after the cookie
+    nlevel, i = _varint(blob, i)
+    _, i = _varint(blob, i)  # segments in all
+    _, i = _varint(blob, i)  # the write counter
+    out = []
+    for _ in range(nlevel):
+        merging, i = _varint(blob, i)
+        nseg, i = _varint(blob, i)
+        pages = []
+        for _ in range(nseg):
+            _, i = _varint(blob, i)  # the segment's id
+            first, i = _varint(blob, i)
+            last, i = _varint(blob, i)
+            pages.append(last - first + 1)
+        out.append((merging, pages))
+    if i != len(blob):
+        raise ValueError("the FTS index's structure record is in a format this reader does not "
+                         "know")
+    return out
+
+
 def merge_index(c: Connection) -> None:
     """Merge the whole FTS index into one segment: what erases a deleted
     row's terms when secure-delete is off."""
