@@ -150,6 +150,8 @@ static const char hr_sql_vstate[] =
     "(SELECT json_extract(value, '$.probe') FROM heapmem_meta WHERE key = '"
     HM_META_VECTOR_INDEX "' AND json_valid(value)), "
     "(SELECT json_extract(value, '$.size') FROM heapmem_meta WHERE key = '"
+    HM_META_VECTOR_INDEX "' AND json_valid(value)), "
+    "(SELECT json_extract(value, '$.threshold') FROM heapmem_meta WHERE key = '"
     HM_META_VECTOR_INDEX "' AND json_valid(value))";
 /* ?1 namespace, ?2 after this seq: the namespace's vectors in seq order, with
  * their memories' kinds and times and their partitions */
@@ -1443,9 +1445,29 @@ static int hr_unit(float *v) {
  * snapshot: its stamps, its vector index's version, how much to probe. */
 typedef struct {
   i64 added, changed, version;
-  double probe; /* the share of the namespace recall scans, with an index */
-  i64 size;     /* its partitions' size */
+  double probe;    /* the least share of the namespace recall scans, with an index */
+  i64 size;        /* its partitions' size */
+  i64 threshold;   /* the size from which a namespace is indexed */
 } hr_vstate;
+
+/* How many of an indexed namespace's `rows` vectors a recall scans: the
+ * share max(probe, cbrt(threshold / rows)) of them, and 8 partitions at
+ * least.  The cube root is 1 at the threshold, where the exact scan gave
+ * way to the index, and falls as the namespace grows: the partitions
+ * nearest a question hold its nearest memories more often in a big
+ * namespace than in a small one (LoCoMo turns, RESULTS 28.4: recall@50 0.84
+ * at 100k and 0.96 at 1M with a quarter scanned), so a fixed share lost a
+ * sixth of the exact top 50 just past the threshold. */
+static i64 hr_scan_budget(const hr_vstate *vs, i64 rows) {
+  double share = vs->probe;
+  if (rows > 0 && vs->threshold > 0) {
+    double lift = cbrt((double)vs->threshold / (double)rows);
+    if (lift > share) share = lift;
+  }
+  if (share > 1) share = 1;
+  i64 budget = (i64)ceil(share * (double)rows);
+  return budget < 8 * vs->size ? 8 * vs->size : budget;
+}
 
 /* Which vectors this recall uses, into c->hybrid and (for the carried
  * embedder) c->qf: the store's embedder and the namespace's stamps, read in
@@ -1470,6 +1492,9 @@ static int hr_vectors(hr_vtab *t, hr_cursor *c, const hr_args *a, hr_vstate *vs)
   vs->probe = sqlite3_column_type(st, 5) == SQLITE_NULL || !(probe > 0 && probe <= 1)
                   ? HM_VINDEX_PROBE : probe;
   vs->size = sqlite3_column_type(st, 6) == SQLITE_NULL || size < 1 ? HM_VINDEX_SIZE : size;
+  i64 threshold = sqlite3_column_int64(st, 7);
+  vs->threshold = sqlite3_column_type(st, 7) == SQLITE_NULL || threshold < 1
+                      ? HM_VINDEX_THRESHOLD : threshold;
   sqlite3_reset(st);
   if (!builtin) {
     c->hybrid = a->qvec ? 1 : 0;
@@ -1700,9 +1725,7 @@ static char *hr_vector_top(hr_vtab *t, hr_cursor *c, const hv_ns *e, const hv_fi
   if (!top) return NULL;
   i64 rows = 0;
   for (int i = 0; i < e->nb; i++) rows += e->b[i].n;
-  /* with an index: the probe's share of the namespace, and 8 partitions at least */
-  i64 budget = (i64)ceil(vs->probe * (double)rows);
-  if (budget < 8 * vs->size) budget = 8 * vs->size;
+  i64 budget = hr_scan_budget(vs, rows); /* with an index */
   /* the threshold on the exact cosine, less a margin for int8's rounding */
   int n = hv_top(e, (const int8_t *)(q8 + 4), want, c->cfg.min_cosine - 0.05, f, budget, top);
   sqlite3_str *js = sqlite3_str_new(t->db);
@@ -1804,9 +1827,7 @@ static void heap_vector_top(sqlite3_context *ctx, int argc, sqlite3_value **argv
     hv_to_int8(c->qf, c->qdim, q8);
     i64 rows = 0;
     for (int i = 0; i < e->nb; i++) rows += e->b[i].n;
-    if (probe > 0) vs.probe = probe;
-    i64 budget = (i64)ceil(vs.probe * (double)rows);
-    if (budget < 8 * vs.size && probe < 0) budget = 8 * vs.size;
+    i64 budget = probe > 0 ? (i64)ceil(probe * (double)rows) : hr_scan_budget(&vs, rows);
     int n = top ? hv_top(e, (const int8_t *)(q8 + 4), want, -2.0, NULL, budget, top) : -1;
     for (int i = 0; i < n && rc == SQLITE_OK; i++) {
       double cs = 0;

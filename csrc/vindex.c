@@ -22,7 +22,8 @@
  * its own vectors: at most 2 x size + a batch of them, so no add waits for
  * the namespace's whole index), into partitions of new ids: a connection's
  * cache keeps the others.  Recall (recall.c, embed.c) scans the partitions
- * nearest the question until it has scanned `probe` of the namespace.
+ * nearest the question until it has scanned `probe` of the namespace, or
+ * more just past the threshold (recall.c's hr_scan_budget).
  * Relies on: embed.c (the vector formats, hv_nearest, hv_cents_*),
  * call.c (hc_ctx and its statement helpers), sample.c (hm_splitmix64),
  * text.c (hm_fnv64).
@@ -784,8 +785,8 @@ static int hx_settings_parse(hc_ctx *x, const char *text, hx_settings *s) {
              d <= 1)
       s->probe = d;
     else if (!strcmp(k, "probe"))
-      rc = hc_fail(x, SQLITE_ERROR, "probe must be a number above 0 and at most 1 (the share "
-                                    "of a namespace's vectors recall scans)");
+      rc = hc_fail(x, SQLITE_ERROR, "probe must be a number above 0 and at most 1 (the least "
+                                    "share of a namespace's vectors recall scans)");
     else if (!strcmp(k, "seed") && whole && v >= 0) s->seed = v;
     else if (!strcmp(k, "seed"))
       rc = hc_fail(x, SQLITE_ERROR, "seed must be a whole number >= 0");

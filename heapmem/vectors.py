@@ -118,7 +118,8 @@ class Vectors:
     def settings(self, **settings: Any) -> dict[str, Any]:
         """The vector index's settings (threshold: vectors a namespace holds
         before it is indexed; size: vectors a partition holds; probe: the
-        share of an indexed namespace recall scans; seed: k-means' seed),
+        least share of an indexed namespace recall scans, more just past the
+        threshold (its cube root of threshold / vectors); seed: k-means' seed),
         changed and saved first when any are given.  Bad names or values:
         ValueError, nothing written."""
         if not settings:

@@ -115,6 +115,26 @@ def test_above_the_threshold_recall_at_10_is_at_least_the_bound(tmp_path):
     m.close()
 
 
+def test_just_past_the_threshold_more_of_the_namespace_is_scanned(tmp_path):
+    """Recall scans the larger share of probe and (threshold / n) ** (1/3)
+    (recall.c's hr_scan_budget; RESULTS 28.4): 3,000 vectors past a threshold
+    of 1,000 scan 0.69 of them, not probe's 0.25.  On 5339a6b the default
+    top equals probe 0.25's and the first assertion fails."""
+    m = _indexed(tmp_path)
+    share = (1000 / 3000) ** (1 / 3)
+    rng = random.Random(11)
+    qs = [" ".join(rng.choice(WORDS) for _ in range(4)) for _ in range(40)]
+    assert all(_top(m, q, 10) == _top(m, q, 10, share) for q in qs)
+    exact = {q: _top(m, q, 10, 1.0) for q in qs}
+    lifted = np.mean([_recall(_top(m, q, 10), exact[q]) for q in qs])
+    quarter = np.mean([_recall(_top(m, q, 10, 0.25), exact[q]) for q in qs])
+    assert lifted >= quarter and lifted > 0.95, (lifted, quarter)
+    # a store whose probe asks for more than the lift keeps its probe
+    m.vectors.settings(probe=0.9)
+    assert all(_top(m, q, 10) == _top(m, q, 10, 0.9) for q in qs[:10])
+    m.close()
+
+
 def test_the_index_is_deterministic(tmp_path):
     a = _store(tmp_path / "a.db", 1500, 4, {"threshold": 1000, "size": 32})
     b = _store(tmp_path / "b.db", 1500, 4, {"threshold": 1000, "size": 32})

@@ -113,8 +113,9 @@ META_LAST_PART = "last_part"
 #: The vector index (csrc/vindex.c): a namespace of at least `threshold`
 #: vectors gets partitions of about `size` vectors (k-means, seeded by
 #: `seed`); recall scans the partitions nearest the question until it has
-#: scanned `probe` of the namespace's vectors (a share), or `size` x 8 if
-#: more; a namespace below the threshold is scanned whole, exactly.
+#: scanned the larger share of the namespace's n vectors of `probe` and
+#: (threshold / n) ** (1/3), or `size` x 8 if more; a namespace below the
+#: threshold is scanned whole, exactly.
 VECTOR_INDEX_DEFAULTS = {"threshold": 20000, "size": 512, "probe": 0.25, "seed": 0}
 
 #: Keys the file records about itself; never exported or imported.
