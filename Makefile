@@ -31,7 +31,7 @@ SAN_TESTS ?= tests/test_cfuzz.py tests/test_sql_loop.py tests/test_embed.py test
 	tests/test_time_in_questions.py tests/test_vindex.py \
 	tests/test_two_sqlite_libraries.py tests/test_entry_checks.py tests/test_one_add_path.py \
 	tests/test_explain_is_the_score.py tests/test_check_raw_writes.py \
-	tests/test_lazy_pool.py tests/test_autotune.py \
+	tests/test_lazy_pool.py tests/test_autotune.py tests/test_index_at_rest.py \
 	$(wildcard tests/test_sql.py tests/test_native.py)
 LIBASAN = $(shell $(CC) -print-file-name=libasan.so)
 LIBUBSAN = $(shell $(CC) -print-file-name=libubsan.so)
