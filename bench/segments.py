@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import shutil
 import sys
 import time
 from typing import Any, Sequence
@@ -103,13 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{args.reps})")
     mem.close()
 
-    copy = path + ".copy"
-    for p in (copy, copy + "-wal", copy + "-shm"):
-        if os.path.exists(p):
-            os.remove(p)
-    shutil.copyfile(path, copy)
-    with open(copy, "rb+") as fh:  # on disk before the clock starts (bench/scale.py)
-        os.fsync(fh.fileno())
+    copy = perf.synced_copy(path)
     mem = _open(copy, base.now)
     walls, cpus = [], []
     for b in perf.batched(list(items), args.batch):
@@ -123,9 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     n = args.more * args.batch
     print(f"adds into {args.size:,}: {n / sum(walls):,.0f}/s wall, {n / sum(cpus):,.0f}/s CPU "
           f"(slowest batch {args.batch / max(walls):,.0f}/s wall)")
-    for p in (copy, copy + "-wal", copy + "-shm"):
-        if os.path.exists(p):
-            os.remove(p)
+    perf.remove_sqlite(copy)
     return 0
 
 
