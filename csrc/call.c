@@ -45,6 +45,7 @@ typedef struct {
   long long cookie; /* ... at this schema cookie (store.c, hs_check) */
   hv_cache *vc;     /* the namespaces' vectors (embed.c), once a recall needs them */
   hr_qvec *qc;      /* HR_QCACHE logged questions' vectors, once a recall needs them */
+  unsigned long long qc_clock; /* lookups in qc so far: its entries' recency */
   ht_job *job;      /* the auto-tune this connection steps after its feedback (tune.c) */
   hm_stemmer *stem; /* porter over unicode61, as memories_fts tokenizes (register.c) */
 } hm_conn;

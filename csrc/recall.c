@@ -262,12 +262,20 @@ static const char *const hr_sql[HR_NST] = {
 
 /* The carried model's unit vectors of logged questions, by their text
  * (contextual utility compares each candidate's judged questions with the
- * new one, and the same questions come back recall after recall): direct
- * mapped, a slot per hash of the text, the text kept to compare, so that two
- * texts of one hash never share a vector. */
-#define HR_QCACHE 512
+ * new one, and the same questions come back recall after recall): HR_QSETS
+ * sets of HR_QWAYS entries, a set per hash of the text, the least recently
+ * used entry of its set making room for a new one.  The text is kept to
+ * compare, so that two texts of one hash never share a vector.  4,096
+ * entries (4.3 MB, allocated at the first recall that needs one) hold the
+ * questions of a few thousand recalls; 512 direct-mapped slots re-embedded
+ * most of them again at 2,000 (bench/RESULTS.md 29). */
+#define HR_QWAYS 4
+#define HR_QSETS 1024
+#define HR_QCACHE (HR_QWAYS * HR_QSETS)
 struct hr_qvec {
-  char *text;  /* NULL: an empty slot */
+  char *text;  /* NULL: an empty entry */
+  u64 hash;    /* hm_fnv64 of the text */
+  u64 used;    /* the connection's count of lookups at its last use */
   int len, ok; /* ok 0: the model knows none of its words */
   float v[HM_EMBED_DIM];
 };
@@ -2006,15 +2014,29 @@ static const float *hr_logged_vector(hm_conn *conn, const char *q, int len) {
     conn->qc = sqlite3_malloc64((sqlite3_uint64)HR_QCACHE * sizeof *conn->qc);
     if (conn->qc) memset(conn->qc, 0, (size_t)HR_QCACHE * sizeof *conn->qc);
   }
-  hr_qvec *e = conn && conn->qc ? &conn->qc[hm_fnv64(q, (size_t)len) % HR_QCACHE] : NULL;
-  if (e && e->text && e->len == len && !memcmp(e->text, q, (size_t)len))
-    return e->ok ? e->v : NULL;
+  u64 h = hm_fnv64(q, (size_t)len);
+  hr_qvec *e = NULL;
+  if (conn && conn->qc) {
+    hr_qvec *set = &conn->qc[(h % HR_QSETS) * HR_QWAYS];
+    u64 now = ++conn->qc_clock;
+    e = &set[0];
+    for (int w = 0; w < HR_QWAYS; w++) {
+      hr_qvec *c = &set[w];
+      if (c->text && c->hash == h && c->len == len && !memcmp(c->text, q, (size_t)len)) {
+        c->used = now;
+        return c->ok ? c->v : NULL;
+      }
+      if (e->text && (!c->text || c->used < e->used)) e = c; /* empty, else least recent */
+    }
+    e->used = now;
+  }
   float *v = e ? e->v : spare;
   int ok = hm_embed(q, len, v, HM_EMBED_DIM, err, sizeof err) > 0;
   if (e) {
     sqlite3_free(e->text);
     e->text = sqlite3_malloc64((sqlite3_uint64)len + 1);
     if (e->text) memcpy(e->text, q, (size_t)len), e->text[len] = 0;
+    e->hash = h;
     e->len = len;
     e->ok = ok;
   }

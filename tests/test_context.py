@@ -166,3 +166,55 @@ def test_a_connection_that_kept_the_questions_vectors_ranks_as_a_new_one(mem, tm
         cold = [[(r.id, r.score, r.context, r.context_n) for r in fresh.recall(
             q, namespace=NS, k=4, track=False)] for q in qs * 3]
     assert warm == cold and any(c > 1.0 for row in warm for _, _, c, _ in row)
+
+
+def _fnv64(text):
+    h = 1469598103934665603
+    for b in text.encode():
+        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def _one_set(n, sets=1024):
+    """n questions of one length, of words the model knows, whose texts fall
+    in one set of heap_recall's cache of logged questions' vectors
+    (csrc/recall.c: hm_fnv64 of the text, modulo HR_QSETS sets)."""
+    words = ["lake", "barn", "boat", "tree", "door", "wall", "bird", "road", "hill", "moon",
+             "star", "fish", "cake", "kite", "ship", "farm"]
+    by_set = {}
+    for a in words:
+        for b in words:
+            for c in words:
+                q = f"Did Melanie paint the {a} {b} {c}?"
+                by_set.setdefault(_fnv64(q) % sets, []).append(q)
+                if len(by_set[_fnv64(q) % sets]) == n:
+                    return by_set[_fnv64(q) % sets]
+    raise AssertionError("no set holds enough questions")
+
+
+def test_questions_that_share_a_set_of_the_cache_get_their_own_vectors(mem):
+    """More questions than a set of the cache has entries, all of one length:
+    each recall needs all of their vectors, so the set evicts and re-embeds
+    within a recall, and every vector it returns is its own question's: each
+    memory's context_n (its judgements, weighted by how close their questions
+    are) is what the questions' own vectors give (to float32's precision:
+    the recall's own question vector is normalized once more)."""
+    from heapmem.db import native
+    qs = _one_set(7)
+    for i, q in enumerate(qs):
+        _teach(mem, 1, used=f"t{i % 2}", q=q)
+    lo = heapmem.ScoringConfig().context_min_sim
+    vs = dict(zip(qs, native.embed(qs).astype(float)))
+    judged = mem.connection.execute(
+        "SELECT m.id, r.query FROM judged AS j JOIN recalls AS r ON r.id = j.recall_id "
+        "JOIN memories AS m ON m.seq = j.seq ORDER BY r.id, m.id").fetchall()
+    for _ in range(2):
+        for q in qs:
+            sims = {p: float(vs[p] @ vs[q]) for p in qs}
+            assert len({round(s, 6) for s in sims.values()}) > 2  # the vectors differ
+            got = mem.recall(q, namespace=NS, k=4, track=False)
+            assert len(got) >= 3
+            for r in got:
+                want = sum((sims[p] - lo) / (1 - lo) for i, p in judged
+                           if i == r.id and sims[p] > lo)
+                assert want > 0 and abs(r.context_n - want) < 1e-5, (q, r.id, r.context_n, want)
