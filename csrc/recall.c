@@ -146,13 +146,7 @@ static const char hr_sql_vstate[] =
     "(SELECT value FROM heapmem_meta WHERE key = '" HM_META_EMBEDDING_DIM "'), "
     "(SELECT added FROM vector_stamps WHERE namespace = ?1), "
     "(SELECT changed FROM vector_stamps WHERE namespace = ?1), "
-    "coalesce((SELECT version FROM vector_index WHERE namespace = ?1), 0), "
-    "(SELECT json_extract(value, '$.probe') FROM heapmem_meta WHERE key = '"
-    HM_META_VECTOR_INDEX "' AND json_valid(value)), "
-    "(SELECT json_extract(value, '$.size') FROM heapmem_meta WHERE key = '"
-    HM_META_VECTOR_INDEX "' AND json_valid(value)), "
-    "(SELECT json_extract(value, '$.threshold') FROM heapmem_meta WHERE key = '"
-    HM_META_VECTOR_INDEX "' AND json_valid(value))";
+    "coalesce((SELECT version FROM vector_index WHERE namespace = ?1), 0)";
 /* ?1 namespace, ?2 after this seq: the namespace's vectors in seq order, with
  * their memories' kinds and times and their partitions */
 static const char hr_sql_vload[] =
@@ -357,6 +351,11 @@ typedef struct hr_cursor {
 /* store.c: 0 when the database is a heapmem store of this schema, else an
  * error code with *err one sentence (sqlite3_malloc'ed). */
 static int hs_check_store(sqlite3 *db, hm_conn *conn, char **err);
+
+/* vindex.c: the vector index's settings in force (the defaults where the
+ * file says nothing usable), as the index's builder reads them: the least
+ * share a recall scans, the partitions' size, the threshold. */
+static int hx_scan_settings(hc_ctx *x, double *probe, i64 *size, i64 *threshold);
 
 static int hr_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                       sqlite3_vtab **out, char **err) {
@@ -1450,7 +1449,8 @@ static int hr_unit(float *v) {
 }
 
 /* What the file says of a namespace's vectors, read in the recall's
- * snapshot: its stamps, its vector index's version, how much to probe. */
+ * snapshot: its stamps, its vector index's version, how much to probe (the
+ * index's settings, as vindex.c reads them: hx_scan_settings). */
 typedef struct {
   i64 added, changed, version;
   double probe;    /* the least share of the namespace recall scans, with an index */
@@ -1495,19 +1495,12 @@ static int hr_vectors(hr_vtab *t, hr_cursor *c, const hr_args *a, hr_vstate *vs)
   vs->added = sqlite3_column_int64(st, 2);
   vs->changed = sqlite3_column_int64(st, 3);
   vs->version = sqlite3_column_int64(st, 4);
-  double probe = sqlite3_column_double(st, 5);
-  i64 size = sqlite3_column_int64(st, 6);
-  vs->probe = sqlite3_column_type(st, 5) == SQLITE_NULL || !(probe > 0 && probe <= 1)
-                  ? HM_VINDEX_PROBE : probe;
-  vs->size = sqlite3_column_type(st, 6) == SQLITE_NULL || size < 1 ? HM_VINDEX_SIZE : size;
-  i64 threshold = sqlite3_column_int64(st, 7);
-  vs->threshold = sqlite3_column_type(st, 7) == SQLITE_NULL || threshold < 1
-                      ? HM_VINDEX_THRESHOLD : threshold;
   sqlite3_reset(st);
   if (!builtin) {
     c->hybrid = a->qvec ? 1 : 0;
     return SQLITE_OK;
   }
+  if ((rc = hx_scan_settings(&t->call, &vs->probe, &vs->size, &vs->threshold))) return rc;
   char err[HM_ERRLEN];
   int dim = 0;
   if (a->qvec) {

@@ -69,6 +69,17 @@ static int hx_settings_read(hc_ctx *x, hx_settings *s) {
   return SQLITE_OK;
 }
 
+/* The settings a recall scans by (recall.c's hr_scan_budget): the ones in
+ * force, read by the one reader the index's builder uses. */
+static int hx_scan_settings(hc_ctx *x, double *probe, i64 *size, i64 *threshold) {
+  hx_settings s;
+  int rc = hx_settings_read(x, &s);
+  *probe = s.probe;
+  *size = s.size;
+  *threshold = s.threshold;
+  return rc;
+}
+
 /* -- k-means ------------------------------------------------------------------------ */
 
 /* A namespace's (or a partition's) vectors, read for a build or a split. */

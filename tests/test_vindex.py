@@ -135,6 +135,26 @@ def test_just_past_the_threshold_more_of_the_namespace_is_scanned(tmp_path):
     m.close()
 
 
+def test_recall_reads_the_settings_as_the_index_builder_does(tmp_path):
+    """One reader of the vector index's settings (vindex.c), for the builder
+    and for recall's scan: settings written by hand that it cannot use (a
+    threshold as text, a size below 16) are the defaults for both.  Before,
+    recall read them on its own, took the text threshold 1000 and scanned
+    0.69 of 3,000 vectors where the builder's threshold of 20,000 says scan
+    them all."""
+    m = _indexed(tmp_path)
+    c = m.connection
+    c.execute("UPDATE heapmem_meta SET value = ? WHERE key = 'vector_index'",
+              (json.dumps({"threshold": "1000", "size": 8, "probe": 0.25, "seed": 0}),))
+    assert m.vectors.settings()["threshold"] == 20000
+    rng = random.Random(12)
+    qs = [" ".join(rng.choice(WORDS) for _ in range(4)) for _ in range(20)]
+    assert all(_top(m, q, 50) == _top(m, q, 50, 1.0) for q in qs)
+    # (the share the text threshold would give finds another top 50)
+    assert any(_top(m, q, 50, (1000 / 3000) ** (1 / 3)) != _top(m, q, 50, 1.0) for q in qs)
+    m.close()
+
+
 def test_the_index_is_deterministic(tmp_path):
     a = _store(tmp_path / "a.db", 1500, 4, {"threshold": 1000, "size": 32})
     b = _store(tmp_path / "b.db", 1500, 4, {"threshold": 1000, "size": 32})
