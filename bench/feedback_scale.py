@@ -29,6 +29,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+import perf  # noqa: E402  (bench/perf.py: removing a store's files)
+
 import heapmem  # noqa: E402
 
 WORDS = ("alpha beta gamma delta flight hotel lisbon train car boat market pizza code vault "
@@ -107,9 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|")
     for k in (int(x) for x in args.namespaces.split(",")):
         path = os.path.join(work, f"k{k}.db")
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.exists(path + suffix):
-                os.remove(path + suffix)
+        perf.remove_sqlite(path)
         built = build(path, k)
         r = measure(path, k, args.feedbacks, args.profile)
         print(f"| {k:,} | {12 * k:,} | {built:.1f} | {r['p50_ms']:.2f} | {r['p90_ms']:.2f} |",

@@ -124,6 +124,7 @@ if REPO not in sys.path:
     sys.path.append(REPO)          # an uninstalled checkout still finds heapmem/
 
 import peers  # noqa: E402  (bench/peers.py)
+import perf  # noqa: E402  (bench/perf.py: removing a store's files)
 
 DEFAULT_DATA = os.path.join(REPO, "..", "shared", "data", "locomo", "locomo10.json")
 K_EVAL = 50                         # MRR is over the top 50
@@ -317,7 +318,7 @@ class HeapmemSystem:
     def build_base(self, memories: Sequence[dict[str, Any]], workdir: str, clock: float) -> str:
         self.clock = float(clock)
         path = os.path.join(workdir, "heapmem-base.db")
-        _remove_sqlite(path)
+        perf.remove_sqlite(path)
         mem = self.hm.open(path, clock=lambda: clock, embedder=self.embedder)
         try:
             if self.pool:
@@ -329,7 +330,7 @@ class HeapmemSystem:
 
     def fork(self, base: str, workdir: str, tag: str) -> "HeapmemStore":
         path = os.path.join(workdir, f"heapmem-{tag}.db")
-        _remove_sqlite(path)
+        perf.remove_sqlite(path)
         for suffix in ("", "-wal"):
             if os.path.exists(base + suffix):
                 shutil.copyfile(base + suffix, path + suffix)
@@ -389,7 +390,7 @@ class HeapmemStore:
                 log(f"auto-tune in {os.path.basename(self.path)}: " + ", ".join(self.tuned))
             self.mem.close()
             self.mem = None
-        _remove_sqlite(self.path)
+        perf.remove_sqlite(self.path)
 
 
 # ---------------------------------------------------------------------------------------
@@ -430,7 +431,7 @@ class ReferenceBM25:
         import heapmem
 
         self.path = os.path.join(workdir, "bm25-reference.db")
-        _remove_sqlite(self.path)
+        perf.remove_sqlite(self.path)
         self.mem = heapmem.open(self.path, clock=lambda: clock)
         self.mem.add_many([without_place(m) for m in memories])  # plain BM25: no threads
         c = self.mem.connection
@@ -505,7 +506,7 @@ class ReferenceBM25:
 
     def close(self) -> None:
         self.mem.close()
-        _remove_sqlite(self.path)
+        perf.remove_sqlite(self.path)
 
 
 def reference_rows(plan: "Plan", workdir: str) -> list["Row"]:
@@ -526,12 +527,6 @@ def reference_rows(plan: "Plan", workdir: str) -> list["Row"]:
     finally:
         ref.close()
     return rows
-
-
-def _remove_sqlite(path: str) -> None:
-    for p in (path, path + "-wal", path + "-shm", path + "-journal"):
-        if os.path.exists(p):
-            os.remove(p)
 
 
 def system_module(name: str) -> str:

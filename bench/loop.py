@@ -64,6 +64,8 @@ sys.path.insert(0, HERE)
 if REPO not in sys.path:
     sys.path.append(REPO)
 
+import perf  # noqa: E402  (bench/perf.py: the multi-tenant corpus, removing a store's files)
+
 DEFAULT_DATA = next((p for p in (os.path.join(REPO, *up, "shared", "data", "locomo",
                                               "locomo10.json") for up in ((".."), ("..", "..")))
                      if os.path.exists(p)), os.path.join(REPO, "..", "shared", "data", "locomo",
@@ -105,8 +107,6 @@ def build_locomo(path: str, memories: list[dict[str, Any]], now: float) -> None:
 def build_multi(path: str, data: str, n: int, seed: int, now_out: list[float],
                 ) -> list[dict[str, Any]]:
     """bench/perf.py's multi-tenant store of n memories; its questions as rounds."""
-    import perf
-
     import heapmem
     base = perf.Base(data)
     with heapmem.open(path, clock=lambda: base.now) as mem:
@@ -184,9 +184,7 @@ def run(path_base: str, workdir: str, rounds: list[dict[str, Any]], now: float, 
         seconds: float, seed: int, profile: bool = False, auto_tune: bool = True, k: int = K,
         checkpoint: str = "auto") -> dict[str, Any]:
     path = os.path.join(workdir, f"run-{procs}.db")
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(path + suffix):
-            os.remove(path + suffix)
+    perf.remove_sqlite(path)
     shutil.copyfile(path_base, path)
     ctx = mp.get_context("spawn")
     if procs == 1:

@@ -36,6 +36,8 @@ import os
 import shutil
 from typing import Any, Iterable, Iterator, Sequence
 
+import perf  # bench/perf.py: removing a store's files
+
 PEERS = ("heapdb-memory", "veramem")
 _MODULE = {"heapdb-memory": "heapdb_memory", "veramem": "veramem"}
 
@@ -178,8 +180,7 @@ class VeramemSystem:
 
     def build_base(self, memories: Sequence[dict[str, Any]], workdir: str, clock: float) -> Any:
         path = os.path.join(workdir, "veramem-base.db")
-        for p in _sqlite_files(path):
-            os.remove(p)
+        perf.remove_sqlite(path)
         mem = self._open(path)
         to_turn: dict[str, str] = {}     # veramem memory / episode id -> turn id
         fact_of: dict[str, str] = {}     # turn id -> veramem memory id
@@ -202,8 +203,7 @@ class VeramemSystem:
 
     def fork(self, base: Any, workdir: str, tag: str) -> "VeramemStore":
         path = os.path.join(workdir, f"veramem-{tag}.db")
-        for p in _sqlite_files(path):
-            os.remove(p)
+        perf.remove_sqlite(path)
         for suffix in ("", "-wal"):
             if os.path.exists(base["path"] + suffix):
                 shutil.copyfile(base["path"] + suffix, path + suffix)
@@ -269,14 +269,8 @@ class VeramemStore:
         if self.mem is not None:
             self.mem.close()
             self.mem = None
-        for p in _sqlite_files(self.path):
-            with contextlib.suppress(OSError):
-                os.remove(p)
-
-
-def _sqlite_files(path: str) -> list[str]:
-    return [p for p in (path, path + "-wal", path + "-shm", path + "-journal")
-            if os.path.exists(p)]
+        with contextlib.suppress(OSError):
+            perf.remove_sqlite(self.path)
 
 
 def _chunks_by_namespace(memories: Iterable[dict[str, Any]],

@@ -41,6 +41,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import perf  # noqa: E402  (bench/perf.py: removing a store's files)
+
 import heapmem  # noqa: E402
 from heapmem import learning  # noqa: E402
 from heapmem.io import report  # noqa: E402
@@ -89,9 +91,7 @@ def memory(rng: random.Random, words: list[str], ns: str, i: int) -> tuple[dict,
 
 
 def build(path: str, size: int, namespaces: int, days: int, recalls: int, seed: int) -> dict:
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(path + suffix):
-            os.remove(path + suffix)
+    perf.remove_sqlite(path)
     rng = random.Random(seed)
     words = vocabulary(rng, 3000)
     now = {"t": START}
