@@ -12,18 +12,19 @@ ignored).  Questions are LoCoMo's 1,986, in a seeded order of their own per proc
 
 Each run starts from a fresh copy of the built store (no feedback yet: auto-tune's
 points 30, 60, 120 ... fall inside the run), the processes start together (a barrier)
-and run for --seconds; a round counts when both of its calls returned.  Reported per
-process count: rounds per second over all processes together, and each call's latency
-p50 / p99 / p99.9 / max over every round of every process.  Then the same rounds from
+and run for --seconds (or --rounds each: the same work on any machine); a round counts
+when both of its calls returned.  Reported per process count: rounds per second over
+all processes together, and each call's latency p50 / p99 / p99.9 / max over every
+round of every process.  Then the same rounds from
 one process with auto-tune on, the feedbacks that ran it named.
 
     python bench/loop.py                       # 1, 2 and 4 processes, 20 s each
     python bench/loop.py --procs 1 --seconds 10
     python bench/loop.py --profile             # cProfile of one process's rounds
     python bench/loop.py --memories 100000     # feedback against recall at 100k (below)
-    valgrind --tool=callgrind python bench/loop.py --procs 1 --seconds 200 --no-auto-tune
+    valgrind --tool=callgrind python bench/loop.py --procs 1 --rounds 1500 --no-auto-tune
         # instructions a call: callgrind_annotate --inclusive=yes, heap_recall's hr_filter
-        # and heap_feedback's hf_sql, each over its number of calls
+        # and heap_feedback's hf_sql, each over the rounds (1,500 whatever the speed)
 
 --memories N (N > 5,882) builds instead a multi-tenant store of N memories as
 bench/perf.py does (one perturbed LoCoMo replica per namespace, perf.py's own code),
@@ -118,7 +119,7 @@ def build_multi(path: str, data: str, n: int, seed: int, now_out: list[float],
 
 
 def worker(args: tuple[Any, ...]) -> dict[str, Any]:
-    path, rounds, now, seed, seconds, barrier, profile, auto_tune, k, checkpoint = args
+    path, rounds, now, seed, seconds, barrier, profile, auto_tune, k, checkpoint, limit = args
     import heapmem
     mem = heapmem.open(path, clock=lambda: now, auto_tune=auto_tune)
     if checkpoint == "between":
@@ -144,7 +145,7 @@ def worker(args: tuple[Any, ...]) -> dict[str, Any]:
     if prof:
         prof.enable()
     paused = 0.0
-    while time.perf_counter() < t_end + paused:
+    while len(fb) < limit if limit else time.perf_counter() < t_end + paused:
         r = rounds[order[i % len(order)]]
         i += 1
         if checkpoint == "between" and i % 50 == 0:
@@ -182,20 +183,21 @@ def worker(args: tuple[Any, ...]) -> dict[str, Any]:
 
 def run(path_base: str, workdir: str, rounds: list[dict[str, Any]], now: float, procs: int,
         seconds: float, seed: int, profile: bool = False, auto_tune: bool = True, k: int = K,
-        checkpoint: str = "auto") -> dict[str, Any]:
+        checkpoint: str = "auto", limit: int = 0) -> dict[str, Any]:
     path = os.path.join(workdir, f"run-{procs}.db")
     perf.remove_sqlite(path)
     shutil.copyfile(path_base, path)
     ctx = mp.get_context("spawn")
     if procs == 1:
         outs = [worker((path, rounds, now, seed, seconds, None, profile, auto_tune, k,
-                        checkpoint))]
+                        checkpoint, limit))]
     else:
         with ctx.Manager() as mgr:
             barrier = mgr.Barrier(procs)
             with ctx.Pool(procs) as pool:
                 outs = pool.map(worker, [(path, rounds, now, seed + p, seconds, barrier, False,
-                                          auto_tune, k, checkpoint) for p in range(procs)])
+                                          auto_tune, k, checkpoint, limit)
+                                         for p in range(procs)])
     import heapmem
     with heapmem.open(path) as mem:
         check = mem.check()
@@ -268,6 +270,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--data", default=DEFAULT_DATA)
     ap.add_argument("--procs", default="1,2,4", help="process counts, comma-separated")
     ap.add_argument("--seconds", type=float, default=20.0, help="each run's length")
+    ap.add_argument("--rounds", type=int, default=0,
+                    help="instead of --seconds, this many rounds a process (the same work "
+                         "whatever the machine's speed: for callgrind, and builds compared)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--memories", type=int, default=0,
                     help="a bench/perf.py multi-tenant store of this many memories instead")
@@ -306,15 +311,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"store: {count} memories, built in {time.perf_counter() - t:.1f} s "
           f"({base})", file=sys.stderr)
     results = []
+    length = (f"{args.rounds:,} rounds a process" if args.rounds else
+              f"{args.seconds:g} s a run")
     if args.sweep_k:
         sweep = []
         for k in [int(x) for x in args.sweep_k.split(",")]:
             r = run(base, workdir, rounds, now, 1, args.seconds, args.seed, k=k,
-                    checkpoint=args.checkpoint)
+                    checkpoint=args.checkpoint, limit=args.rounds)
             sweep.append(r)
             print(f"k {k}: {r['rounds']} rounds, features touched p50 {r['features_p50']}, "
                   f"feedback p50 {r['feedback']['p50']:.2f} ms", file=sys.stderr)
-        print(f"\n{count} memories, {args.seconds:g} s a run, checkpoint {args.checkpoint}, "
+        print(f"\n{count} memories, {length}, checkpoint {args.checkpoint}, "
               f"load average {os.getloadavg()[0]:.2f}, {time.strftime('%Y-%m-%d %H:%M %Z')}\n")
         print("| k | rounds | features a feedback touched (p50) | feedback p50 / p99 ms | "
               "feedback CPU p50 ms | recall p50 ms |\n|---|---|---|---|---|---|")
@@ -325,14 +332,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     for p in [int(x) for x in args.procs.split(",")]:
         r = run(base, workdir, rounds, now, p, args.seconds, args.seed, args.profile and p == 1,
-                auto_tune=not args.no_auto_tune, checkpoint=args.checkpoint)
+                auto_tune=not args.no_auto_tune, checkpoint=args.checkpoint, limit=args.rounds)
         results.append(r)
         print(table([r]).splitlines()[-1], file=sys.stderr)
         for tt in r["tuned"]:
             print(f"  auto-tune at {tt['recalls']} judged recalls: that feedback took "
                   f"{tt['ms']:.1f} ms", file=sys.stderr)
     load = os.getloadavg()[0]
-    print(f"\n{count} memories, {args.seconds:g} s a run, checkpoint {args.checkpoint}, load "
+    print(f"\n{count} memories, {length}, checkpoint {args.checkpoint}, load "
           f"average {load:.2f}, {time.strftime('%Y-%m-%d %H:%M %Z')}\n")
     print(table(results))
     print("\nIn CPU time:\n")
@@ -345,7 +352,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"p99 {b['p99']:.2f} ms")
     if args.out:
         with open(args.out, "w") as fh:
-            json.dump({"memories": count, "seconds": args.seconds, "load": load,
+            json.dump({"memories": count, "seconds": args.seconds, "rounds": args.rounds,
+                       "load": load,
                        "results": results}, fh, indent=1)
     if not args.workdir and not args.store:
         shutil.rmtree(workdir, ignore_errors=True)
