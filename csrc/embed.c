@@ -931,16 +931,60 @@ static void hv_topn_put(hv_topn *t, float x, i64 seq) {
   t->seq[j] = seq;
 }
 
+#ifdef HV_AVX2
+/* hv_scan's rows r0.. of a block of m without a filter, eight at a time:
+ * each row's cosine as hv_scan works it out (float, (dot x inv) x q->inv),
+ * and only a row that could still enter t goes on to hv_topn_put.  A row is
+ * passed over only where the scalar test is sure to refuse it: a cosine
+ * below lf (a float at or below least) or, t full, below its worst.  Ties
+ * and rows without a vector (inv 0) take the scalar path.  Returns the rows
+ * with a vector (what hv_scan counts); *r0 is where the scalar loop goes on.
+ * b, i0: the bucket and the block's first row; dots: its dot products. */
+__attribute__((target("avx2"))) static int hv_scan_block_avx2(const hv_bucket *b, int i0,
+                                                              const int *dots, int m,
+                                                              const hv_query *q, double least,
+                                                              hv_topn *t, int *r0) {
+  float lf = (float)least;
+  if ((double)lf > least) lf = nextafterf(lf, -INFINITY);
+  const __m256 qinv = _mm256_set1_ps(q->inv), low = _mm256_set1_ps(lf),
+               zero = _mm256_setzero_ps();
+  int passed = 0, r = 0;
+  for (; r + 8 <= m; r += 8) {
+    __m256 inv = _mm256_loadu_ps(b->inv + i0 + r);
+    __m256i d = _mm256_loadu_si256((const __m256i *)(const void *)(dots + r));
+    __m256 x = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(d), inv), qinv);
+    int has = _mm256_movemask_ps(_mm256_cmp_ps(inv, zero, _CMP_NEQ_UQ));
+    passed += __builtin_popcount((unsigned)has);
+    __m256 bar = t->k == t->n ? _mm256_set1_ps(t->s[t->k - 1]) : low;
+    int out = _mm256_movemask_ps(_mm256_or_ps(_mm256_cmp_ps(x, low, _CMP_LT_OQ),
+                                              _mm256_cmp_ps(x, bar, _CMP_LT_OQ)));
+    for (int keep = has & ~out & 0xff; keep; keep &= keep - 1) {
+      int i = i0 + r + __builtin_ctz((unsigned)keep);
+      float xi = (float)dots[i - i0] * b->inv[i] * q->inv;
+      if (xi < least) continue;
+      hv_topn_put(t, xi, b->seq[i]);
+    }
+  }
+  *r0 = r;
+  return passed;
+}
+#endif
+
 /* Bucket b's rows into t (those the filter lets through, with a cosine of
- * least or more): the rows the filter let through.
+ * least or more): the rows the filter let through.  Without a filter, on a
+ * machine with AVX2, most rows are passed over eight at a time
+ * (hv_scan_block_avx2), for the same t.
  * e: the namespace's entry; q: the question; f: the filter (NULL: none). */
 static int hv_scan(const hv_ns *e, const hv_bucket *b, const hv_query *q, double least,
                    const hv_filter *f, hv_topn *t) {
   int dots[256], passed = 0;
   for (int i0 = 0; i0 < b->n; i0 += 256) { /* in blocks of 256 rows */
-    int m = b->n - i0 < 256 ? b->n - i0 : 256;
+    int m = b->n - i0 < 256 ? b->n - i0 : 256, r = 0;
     hv_dots(b->code + (size_t)i0 * (size_t)e->stride, m, q, dots);
-    for (int r = 0; r < m; r++) {
+#ifdef HV_AVX2
+    if (!f && hv_has_avx2()) passed += hv_scan_block_avx2(b, i0, dots, m, q, least, t, &r);
+#endif
+    for (; r < m; r++) {
       int i = i0 + r;
       if (b->inv[i] == 0 || !hv_allowed(e, b, i, f)) continue;
       passed++;
