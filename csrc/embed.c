@@ -932,18 +932,24 @@ static void hv_topn_put(hv_topn *t, float x, i64 seq) {
 }
 
 #ifdef HV_AVX2
-/* hv_scan's rows r0.. of a block of m without a filter, eight at a time:
- * each row's cosine as hv_scan works it out (float, (dot x inv) x q->inv),
- * and only a row that could still enter t goes on to hv_topn_put.  A row is
- * passed over only where the scalar test is sure to refuse it: a cosine
- * below lf (a float at or below least) or, t full, below its worst.  Ties
- * and rows without a vector (inv 0) take the scalar path.  Returns the rows
- * with a vector (what hv_scan counts); *r0 is where the scalar loop goes on.
- * b, i0: the bucket and the block's first row; dots: its dot products. */
-__attribute__((target("avx2"))) static int hv_scan_block_avx2(const hv_bucket *b, int i0,
+/* hv_scan's rows of a block of m, eight at a time: each row's cosine as
+ * hv_scan works it out (float, (dot x inv) x q->inv), and only a row that
+ * could still enter t goes on to hv_topn_put.  A row is passed over only
+ * where the scalar test is sure to refuse it: a cosine below lf (a float at
+ * or below least) or, t full, below its worst; ties take the scalar path.
+ * The filter f (NULL: none) is asked of every row with a vector (inv not
+ * 0), as hv_allowed asks it (its times compared eight at a time, its kinds
+ * row by row, in order), and so are the rows counted.  Returns the rows
+ * with a vector that the filter let through; *r0 is where the scalar loop
+ * goes on.
+ * e, b, i0: the entry, the bucket and the block's first row; dots: its dot
+ * products. */
+__attribute__((target("avx2"))) static int hv_scan_block_avx2(const hv_ns *e,
+                                                              const hv_bucket *b, int i0,
                                                               const int *dots, int m,
                                                               const hv_query *q, double least,
-                                                              hv_topn *t, int *r0) {
+                                                              const hv_filter *f, hv_topn *t,
+                                                              int *r0) {
   float lf = (float)least;
   if ((double)lf > least) lf = nextafterf(lf, -INFINITY);
   const __m256 qinv = _mm256_set1_ps(q->inv), low = _mm256_set1_ps(lf),
@@ -954,6 +960,25 @@ __attribute__((target("avx2"))) static int hv_scan_block_avx2(const hv_bucket *b
     __m256i d = _mm256_loadu_si256((const __m256i *)(const void *)(dots + r));
     __m256 x = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(d), inv), qinv);
     int has = _mm256_movemask_ps(_mm256_cmp_ps(inv, zero, _CMP_NEQ_UQ));
+    if (f) { /* the filter, as hv_allowed asks it: times eight at a time, then kinds */
+      const double *at = b->at + i0 + r;
+      if (f->has_since) {
+        __m256d s = _mm256_set1_pd(f->since);
+        has &= _mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(at), s, _CMP_GE_OQ)) |
+               _mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(at + 4), s, _CMP_GE_OQ)) << 4;
+      }
+      if (f->has_until) {
+        __m256d u = _mm256_set1_pd(f->until);
+        has &= _mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(at), u, _CMP_LT_OQ)) |
+               _mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(at + 4), u, _CMP_LT_OQ)) << 4;
+      }
+      for (int h = f->kinds ? has : 0; h; h &= h - 1) {
+        int i = i0 + r + __builtin_ctz((unsigned)h), k = b->kind[i];
+        int in = k == HV_KIND_OTHER ? (f->other ? f->other(f->ctx, b->seq[i]) : 0)
+                                    : k < e->nkinds && f->kinds[k];
+        if (!in) has &= ~(1 << __builtin_ctz((unsigned)h));
+      }
+    }
     passed += __builtin_popcount((unsigned)has);
     __m256 bar = t->k == t->n ? _mm256_set1_ps(t->s[t->k - 1]) : low;
     int out = _mm256_movemask_ps(_mm256_or_ps(_mm256_cmp_ps(x, low, _CMP_LT_OQ),
@@ -971,9 +996,9 @@ __attribute__((target("avx2"))) static int hv_scan_block_avx2(const hv_bucket *b
 #endif
 
 /* Bucket b's rows into t (those the filter lets through, with a cosine of
- * least or more): the rows the filter let through.  Without a filter, on a
- * machine with AVX2, most rows are passed over eight at a time
- * (hv_scan_block_avx2), for the same t.
+ * least or more): the rows the filter let through.  On a machine with AVX2
+ * most rows are passed over eight at a time (hv_scan_block_avx2), for the
+ * same t.
  * e: the namespace's entry; q: the question; f: the filter (NULL: none). */
 static int hv_scan(const hv_ns *e, const hv_bucket *b, const hv_query *q, double least,
                    const hv_filter *f, hv_topn *t) {
@@ -982,7 +1007,7 @@ static int hv_scan(const hv_ns *e, const hv_bucket *b, const hv_query *q, double
     int m = b->n - i0 < 256 ? b->n - i0 : 256, r = 0;
     hv_dots(b->code + (size_t)i0 * (size_t)e->stride, m, q, dots);
 #ifdef HV_AVX2
-    if (!f && hv_has_avx2()) passed += hv_scan_block_avx2(b, i0, dots, m, q, least, t, &r);
+    if (hv_has_avx2()) passed += hv_scan_block_avx2(e, b, i0, dots, m, q, least, f, t, &r);
 #endif
     for (; r < m; r++) {
       int i = i0 + r;

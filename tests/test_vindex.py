@@ -254,6 +254,10 @@ def test_filters_apply_inside_the_indexed_top_n(tmp_path):
         assert res.ids
         for r in res:
             assert r.kind == "note" and r.created_at >= since
+        # a window of time, no kinds: only what it holds
+        res = m.recall(q, k=20, namespace="big", since=since, until=since + 400, track=False,
+                       config=heapmem.ScoringConfig(lexical_weight=0.0))
+        assert res.ids and all(since <= r.created_at < since + 400 for r in res)
     m.close()
 
 
