@@ -899,16 +899,25 @@ typedef struct {
   void *ctx;
 } hv_filter;
 
+/* Whether row i of bucket b is of a kind the filter f keeps (f->kinds
+ * set): by e's kind indexes, or, a kind past them, by f->other. */
+static inline int hv_kind_allowed(const hv_ns *e, const hv_bucket *b, int i, const hv_filter *f) {
+  int k = b->kind[i];
+  if (k == HV_KIND_OTHER) return f->other ? f->other(f->ctx, b->seq[i]) : 0;
+  return k < e->nkinds && f->kinds[k];
+}
+
 static int hv_allowed(const hv_ns *e, const hv_bucket *b, int i, const hv_filter *f) {
   if (!f) return 1;
   if (f->has_since && !(b->at[i] >= f->since)) return 0;
   if (f->has_until && !(b->at[i] < f->until)) return 0;
-  if (f->kinds) {
-    int k = b->kind[i];
-    if (k == HV_KIND_OTHER) return f->other ? f->other(f->ctx, b->seq[i]) : 0;
-    return k < e->nkinds && f->kinds[k];
-  }
-  return 1;
+  return !f->kinds || hv_kind_allowed(e, b, i, f);
+}
+
+/* Row i's cosine with q, from its dot product: float, (dot x inv) x q->inv,
+ * the one product both scans compare (hv_scan, hv_scan_block_avx2). */
+static inline float hv_row_cos(const hv_bucket *b, int i, int dot, const hv_query *q) {
+  return (float)dot * b->inv[i] * q->inv;
 }
 
 /* The best n so far: scores best first, ties by seq. */
@@ -933,15 +942,15 @@ static void hv_topn_put(hv_topn *t, float x, i64 seq) {
 
 #ifdef HV_AVX2
 /* hv_scan's rows of a block of m, eight at a time: each row's cosine as
- * hv_scan works it out (float, (dot x inv) x q->inv), and only a row that
- * could still enter t goes on to hv_topn_put.  A row is passed over only
- * where the scalar test is sure to refuse it: a cosine below lf (a float at
- * or below least) or, t full, below its worst; ties take the scalar path.
- * The filter f (NULL: none) is asked of every row with a vector (inv not
- * 0), as hv_allowed asks it (its times compared eight at a time, its kinds
- * row by row, in order), and so are the rows counted.  Returns the rows
- * with a vector that the filter let through; *r0 is where the scalar loop
- * goes on.
+ * hv_row_cos works it out (the same float products, eight lanes), and only
+ * a row that could still enter t goes on to hv_topn_put.  A row is passed
+ * over only where the scalar test is sure to refuse it: a cosine below lf
+ * (a float at or below least) or, t full, below its worst; ties take the
+ * scalar path.  The filter f (NULL: none) is asked of every row with a
+ * vector (inv not 0), as hv_allowed asks it (its times compared eight at a
+ * time, its kinds row by row, in order: hv_kind_allowed), and so are the
+ * rows counted.  Returns the rows with a vector that the filter let
+ * through; *r0 is where the scalar loop goes on.
  * e, b, i0: the entry, the bucket and the block's first row; dots: its dot
  * products. */
 __attribute__((target("avx2"))) static int hv_scan_block_avx2(const hv_ns *e,
@@ -972,12 +981,9 @@ __attribute__((target("avx2"))) static int hv_scan_block_avx2(const hv_ns *e,
         has &= _mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(at), u, _CMP_LT_OQ)) |
                _mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(at + 4), u, _CMP_LT_OQ)) << 4;
       }
-      for (int h = f->kinds ? has : 0; h; h &= h - 1) {
-        int i = i0 + r + __builtin_ctz((unsigned)h), k = b->kind[i];
-        int in = k == HV_KIND_OTHER ? (f->other ? f->other(f->ctx, b->seq[i]) : 0)
-                                    : k < e->nkinds && f->kinds[k];
-        if (!in) has &= ~(1 << __builtin_ctz((unsigned)h));
-      }
+      for (int h = f->kinds ? has : 0; h; h &= h - 1)
+        if (!hv_kind_allowed(e, b, i0 + r + __builtin_ctz((unsigned)h), f))
+          has &= ~(1 << __builtin_ctz((unsigned)h));
     }
     passed += __builtin_popcount((unsigned)has);
     __m256 bar = t->k == t->n ? _mm256_set1_ps(t->s[t->k - 1]) : low;
@@ -985,7 +991,7 @@ __attribute__((target("avx2"))) static int hv_scan_block_avx2(const hv_ns *e,
                                               _mm256_cmp_ps(x, bar, _CMP_LT_OQ)));
     for (int keep = has & ~out & 0xff; keep; keep &= keep - 1) {
       int i = i0 + r + __builtin_ctz((unsigned)keep);
-      float xi = (float)dots[i - i0] * b->inv[i] * q->inv;
+      float xi = hv_row_cos(b, i, dots[i - i0], q);
       if (xi < least) continue;
       hv_topn_put(t, xi, b->seq[i]);
     }
@@ -1013,7 +1019,7 @@ static int hv_scan(const hv_ns *e, const hv_bucket *b, const hv_query *q, double
       int i = i0 + r;
       if (b->inv[i] == 0 || !hv_allowed(e, b, i, f)) continue;
       passed++;
-      float x = (float)dots[r] * b->inv[i] * q->inv;
+      float x = hv_row_cos(b, i, dots[r], q);
       if (x < least) continue;
       hv_topn_put(t, x, b->seq[i]);
     }
