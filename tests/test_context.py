@@ -9,6 +9,7 @@ import apsw
 import pytest
 
 import heapmem
+from heapmem.db import native
 from heapmem.io import transfer
 
 NS = "user:caroline"
@@ -168,17 +169,11 @@ def test_a_connection_that_kept_the_questions_vectors_ranks_as_a_new_one(mem, tm
     assert warm == cold and any(c > 1.0 for row in warm for _, _, c, _ in row)
 
 
-def _fnv64(text):
-    h = 1469598103934665603
-    for b in text.encode():
-        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
-    return h
-
-
 def _one_set(n, sets=1024):
     """n questions of one length, of words the model knows, whose texts fall
     in one set of heap_recall's cache of logged questions' vectors
-    (csrc/recall.c: hm_fnv64 of the text, modulo HR_QSETS sets)."""
+    (csrc/recall.c: hm_fnv64 of the text, native.fnv64 here, modulo HR_QSETS
+    sets)."""
     words = ["lake", "barn", "boat", "tree", "door", "wall", "bird", "road", "hill", "moon",
              "star", "fish", "cake", "kite", "ship", "farm"]
     by_set = {}
@@ -186,9 +181,10 @@ def _one_set(n, sets=1024):
         for b in words:
             for c in words:
                 q = f"Did Melanie paint the {a} {b} {c}?"
-                by_set.setdefault(_fnv64(q) % sets, []).append(q)
-                if len(by_set[_fnv64(q) % sets]) == n:
-                    return by_set[_fnv64(q) % sets]
+                at = by_set.setdefault(native.fnv64(q) % sets, [])
+                at.append(q)
+                if len(at) == n:
+                    return at
     raise AssertionError("no set holds enough questions")
 
 
@@ -199,7 +195,6 @@ def test_questions_that_share_a_set_of_the_cache_get_their_own_vectors(mem):
     memory's context_n (its judgements, weighted by how close their questions
     are) is what the questions' own vectors give (to float32's precision:
     the recall's own question vector is normalized once more)."""
-    from heapmem.db import native
     qs = _one_set(7)
     for i, q in enumerate(qs):
         _teach(mem, 1, used=f"t{i % 2}", q=q)
