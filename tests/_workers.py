@@ -218,6 +218,9 @@ def crash_writer(path: str, ackpath: str, seed: int, trial: int) -> None:
     every line is also reported on stdout (the zygote's pipe to the parent)."""
     rnd = random.Random(seed * 7919 + trial)
     acks = Acks(ackpath, progress=sys.stdout.fileno())
+    if trial % 2:  # the WAL checkpointed on its thread after almost every commit: kills land there
+        from heapmem.db import connect
+        connect.CHECKPOINT_PAGES = 4
     mem = heapmem.open(path)
     acks.write("O", trial)
     batch = 0

@@ -7,18 +7,21 @@ Owns: the choice between a file and a server (is_server, connect), the
 store's connection opened and its file checked (open_store: what open()'s
 path may name, the check of the file, a WAL file on read-only media read as
 immutable), the open connection a Memory holds (Handle: its lock, its write
-transactions and read snapshots, none ever left open, and its close), and
-leaving no -wal and -shm files behind a read-only connection that made them
+transactions and read snapshots, none ever left open, and its close), the
+WAL's checkpoints off the writer's path (Checkpointer), and leaving no -wal
+and -shm files behind a read-only connection that made them
 (release_wal_files).
 """
 from __future__ import annotations
 
+import atexit
 import os
 import stat
 import threading
 import urllib.parse
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+import weakref
+from contextlib import contextmanager, nullcontext
+from typing import Any, Callable, Iterator, cast
 
 import apsw
 
@@ -152,7 +155,15 @@ def open_store(path: str, *, readonly: bool, durable: bool, verify: bool,
         schema.configure(c)
         schema.open_file(c, path, readonly=readonly, durable=durable, verify=verify,
                          rebuild_pool=rebuild_pool)
-        return Handle(c, path, readonly=readonly, remote=remote, release_wal=release_wal)
+        h = Handle(c, path, readonly=readonly, remote=remote, release_wal=release_wal)
+        # a file of the default VFS checkpoints beside the writer (another
+        # VFS may not be safe to call from two threads, and a fault VFS
+        # counts its calls: it keeps SQLite's checkpoint inside the commit)
+        if plain and not readonly and vfs is None:
+            ck = h.checkpointer = Checkpointer(cast(apsw.Connection, c), os.path.abspath(path),
+                                               flags & ~apsw.SQLITE_OPEN_CREATE)
+            weakref.finalize(h, ck.stop, False)  # a store dropped unclosed: its thread ends
+        return h
 
     try:
         conn, remote = connect(path, flags=flags, auth_token=auth_token, database=database,
@@ -183,6 +194,130 @@ def open_store(path: str, *, readonly: bool, durable: bool, verify: bool,
         raise
 
 
+#: The WAL's size, in pages, from which a commit asks for a checkpoint:
+#: SQLite's own (wal_autocheckpoint's default).
+CHECKPOINT_PAGES = 1000
+#: A commit that finds the background checkpoint still running and the
+#: WAL past this many pages (64 MiB of 4 KiB pages) waits for it to end,
+#: so that a writer faster than the disk cannot grow the WAL without bound.
+CHECKPOINT_WAIT_PAGES = 16384
+
+
+class Checkpointer:
+    """The WAL's checkpoints on a thread of their own, with a connection of
+    their own, instead of inside the commit that took the WAL past
+    CHECKPOINT_PAGES (SQLite's autocheckpoint, which this replaces on the
+    store's connection through its WAL hook).  Copying a big batch's pages
+    into the file and syncing it took 0.55 s of add_many's 2.4 s for 10,000
+    memories into a 1M namespace (bench/RESULTS.md 30); the next batch's
+    work now runs meanwhile.  A PASSIVE checkpoint, as SQLite's: it never
+    waits for a lock and never blocks a writer or a reader; one that cannot
+    run (busy, an I/O error) leaves the pages in the WAL for the next, and
+    the last connection to close checkpoints whatever is left.  The thread
+    starts at the first commit that asks for it, and stops at stop()
+    (Handle.close, or the interpreter's exit for a store never closed).  If
+    it cannot open the file again, each such commit checkpoints inside its
+    hook instead, as SQLite's autocheckpoint would have."""
+
+    _live: "weakref.WeakSet[Checkpointer]" = weakref.WeakSet()
+
+    def __init__(self, conn: apsw.Connection, path: str, flags: int):
+        self.path, self.flags = path, flags
+        #: held while a checkpoint runs: Handle.checkpoint takes it first
+        self.lock = threading.Lock()
+        #: checkpoints run by the thread (a test waits on it)
+        self.runs = 0
+        self._cond = threading.Condition()
+        self._asked = self._done = 0  # checkpoints asked for; the asks the last one covered
+        self._stop = self._broken = False
+        self._thread: threading.Thread | None = None
+        conn.set_wal_hook(self._hook)
+        Checkpointer._live.add(self)
+
+    def _hook(self, conn: Any, name: str, pages: int) -> int:
+        """SQLite's WAL hook: called after each commit (its locks released)
+        with the WAL's size in pages."""
+        if pages < CHECKPOINT_PAGES:
+            return apsw.SQLITE_OK
+        if self._broken:
+            try:
+                conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+            except apsw.Error:  # busy or I/O: the pages wait for the next one
+                pass
+            return apsw.SQLITE_OK
+        with self._cond:
+            if self._stop:
+                return apsw.SQLITE_OK
+            if self._thread is None or not self._thread.is_alive():  # first, or after a fork
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name="heapmem-checkpoint")
+                self._thread.start()
+            if pages >= CHECKPOINT_WAIT_PAGES:
+                self._cond.wait_for(lambda: self._done >= self._asked or self._stop)
+            self._asked += 1
+            self._cond.notify_all()
+        return apsw.SQLITE_OK
+
+    def _run(self) -> None:
+        c = None
+        try:
+            try:
+                c = apsw.Connection(self.path, flags=self.flags)
+                # a read opens the file's WAL: until then a checkpoint does nothing
+                c.execute(sql.READ_SCHEMA).fetchall()
+            except apsw.Error:  # the file cannot be opened again: the hook checkpoints
+                self._broken = True
+                if c is not None:
+                    c.close()
+                    c = None
+                return
+            while True:
+                with self._cond:
+                    self._cond.wait_for(lambda: self._asked > self._done or self._stop)
+                    if self._stop:
+                        break
+                    asked = self._asked
+                with self.lock:
+                    try:
+                        c.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+                    except apsw.Error:  # busy or I/O: the pages wait for the next one
+                        pass
+                with self._cond:
+                    self.runs += 1
+                    self._done = asked
+                    self._cond.notify_all()
+        finally:
+            with self._cond:
+                self._done = self._asked
+                self._cond.notify_all()
+            if c is not None:
+                c.close()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Whether the checkpoints asked for so far have run (within timeout
+        seconds)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._done >= self._asked, timeout)
+
+    def stop(self, wait: bool = True) -> None:
+        """End the thread (a checkpoint running finishes first) and close its
+        connection, waiting for it unless wait is False.  Safe twice."""
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        if wait and self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+        Checkpointer._live.discard(self)
+
+
+@atexit.register
+def _stop_checkpointers() -> None:
+    """A store never closed: its checkpoint thread ends with the interpreter,
+    not inside a checkpoint."""
+    for ck in list(Checkpointer._live):
+        ck.stop()
+
+
 class Handle:
     """A store's open connection, as a Memory holds it: the connection
     (`connection`, refused once closed), the lock its threads share (one
@@ -199,6 +334,9 @@ class Handle:
         #: the store's lock: every verb of the Memory holding it runs under it
         self.lock = threading.RLock()
         self._release_wal = release_wal
+        #: the WAL's checkpoints off the writer's path (a writable file of the
+        #: default VFS), or None: SQLite's own, inside the commit
+        self.checkpointer: Checkpointer | None = None
 
     @property
     def connection(self) -> Connection:
@@ -254,7 +392,8 @@ class Handle:
         0.25 s at most; if other connections are busy then, the old pages stay
         in the -wal file until a later complete checkpoint (at the latest when
         the last connection closes)."""
-        with self.lock:
+        ck = self.checkpointer
+        with self.lock, (ck.lock if ck else nullcontext()):
             c = self.connection
             schema.wait_for_lock(c, 250)
             try:
@@ -270,6 +409,8 @@ class Handle:
         conn = self._conn
         if conn is None:
             return
+        if self.checkpointer is not None:  # its connection closed first: the last one ends the WAL
+            self.checkpointer.stop()
         try:
             if not self.readonly:
                 conn.execute(sql.OPTIMIZE)

@@ -297,7 +297,8 @@ FORGET_NAMESPACE = "SELECT heap_forget_namespace(:namespace)"
 DATA_VERSION = "PRAGMA data_version"
 # run at close: gathers the statistics the planner uses
 OPTIMIZE = "PRAGMA optimize"
-# read the schema, so that a connection opens the file's WAL (connect.release_wal_files)
+# read the schema, so that a connection opens the file's WAL (connect.release_wal_files;
+# the checkpoint thread's connection, whose checkpoints find no WAL before it)
 READ_SCHEMA = "SELECT 1 FROM sqlite_schema LIMIT 1"
 
 # -- tuning ----------------------------------------------------------------------
