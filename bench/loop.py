@@ -35,10 +35,13 @@ touched (links_updated), to show whether it grows with them; --sweep-k 3,10,40
 runs one process's rounds at each k (more memories shown and judged, more
 features touched) and prints feedback p50 against the features a feedback
 touched.
---checkpoint between turns SQLite's automatic WAL checkpoint off in every
-process and checkpoints between rounds, untimed (PRAGMA wal_checkpoint
-(PASSIVE) every 50 rounds): the loop's own cost without the disk's fsync,
-which the automatic checkpoint puts on whichever call's commit fills the WAL.
+--checkpoint between turns the store's WAL checkpoints off in every process
+(PRAGMA wal_autocheckpoint=0 takes the checkpoint thread's WAL hook away) and
+checkpoints between rounds, untimed (PRAGMA wal_checkpoint(PASSIVE) every 50
+rounds).  The default, auto, is the store's own: a thread of each process
+checkpoints beside its calls (db.connect.Checkpointer), where SQLite's
+autocheckpoint put the copy and the disk's fsync on whichever call's commit
+filled the WAL.
 
 Timings depend on the machine: on a shared one, say so beside the figures.  Each
 call is also timed in CPU time (time.thread_time: what it computed, without the
@@ -283,7 +286,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-auto-tune", action="store_true",
                     help="open the stores with auto_tune=False (the count kept, nothing tuned)")
     ap.add_argument("--checkpoint", choices=("auto", "between"), default="auto",
-                    help="auto: SQLite's own WAL checkpoints; between: untimed, between rounds")
+                    help="auto: the store's own (a thread beside the calls); between: "
+                         "untimed, between rounds")
     ap.add_argument("--workdir")
     ap.add_argument("--store", help="reuse this built store (copied for each run)")
     ap.add_argument("--out", help="write the results as JSON here")

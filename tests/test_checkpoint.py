@@ -133,6 +133,19 @@ def test_close_ends_the_thread_and_the_wal(tmp_path, monkeypatch):
     assert _in_main_file(path, "Booked the flight to Lisbon", tmp_path)
 
 
+def test_the_callers_wal_autocheckpoint_pragma_takes_the_hook_back(tmp_path, monkeypatch):
+    monkeypatch.setattr(connect, "CHECKPOINT_PAGES", 1)
+    path = str(tmp_path / "s.db")
+    h = _open(path)
+    try:
+        h.connection.execute("PRAGMA wal_autocheckpoint=0")  # the caller's own choice
+        _add(h, "kept in the WAL")
+        assert h.checkpointer is not None and h.checkpointer.runs == 0
+        assert not _in_main_file(path, "kept in the WAL", tmp_path)
+    finally:
+        h.close()
+
+
 def test_a_store_dropped_unclosed_ends_its_thread(tmp_path, monkeypatch):
     monkeypatch.setattr(connect, "CHECKPOINT_PAGES", 1)
     h = _open(str(tmp_path / "s.db"))

@@ -217,7 +217,9 @@ class Checkpointer:
     starts at the first commit that asks for it, and stops at stop()
     (Handle.close, or the interpreter's exit for a store never closed).  If
     it cannot open the file again, each such commit checkpoints inside its
-    hook instead, as SQLite's autocheckpoint would have."""
+    hook instead, as SQLite's autocheckpoint would have.  A PRAGMA
+    wal_autocheckpoint on the store's connection takes the hook back (SQLite's
+    own replaces it): the caller's choice wins."""
 
     _live: "weakref.WeakSet[Checkpointer]" = weakref.WeakSet()
 
