@@ -330,10 +330,7 @@ class HeapmemSystem:
 
     def fork(self, base: str, workdir: str, tag: str) -> "HeapmemStore":
         path = os.path.join(workdir, f"heapmem-{tag}.db")
-        perf.remove_sqlite(path)
-        for suffix in ("", "-wal"):
-            if os.path.exists(base + suffix):
-                shutil.copyfile(base + suffix, path + suffix)
+        perf.copy_sqlite(base, path)
         clock = self.clock
         return HeapmemStore(self.hm.open(path, clock=lambda: clock, embedder=self.embedder),
                             path)

@@ -33,7 +33,6 @@ import contextlib
 import importlib.metadata
 import importlib.util
 import os
-import shutil
 from typing import Any, Iterable, Iterator, Sequence
 
 import perf  # bench/perf.py: removing a store's files
@@ -203,10 +202,7 @@ class VeramemSystem:
 
     def fork(self, base: Any, workdir: str, tag: str) -> "VeramemStore":
         path = os.path.join(workdir, f"veramem-{tag}.db")
-        perf.remove_sqlite(path)
-        for suffix in ("", "-wal"):
-            if os.path.exists(base["path"] + suffix):
-                shutil.copyfile(base["path"] + suffix, path + suffix)
+        perf.copy_sqlite(base["path"], path)
         return VeramemStore(self._open(path), path, base["to_turn"], base["fact_of"])
 
 

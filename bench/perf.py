@@ -502,6 +502,15 @@ def remove_sqlite(path: str) -> None:
             os.remove(p)
 
 
+def copy_sqlite(src: str, to: str) -> None:
+    """A closed store's file and its -wal (where there is one) copied to
+    `to`, whatever was there removed first."""
+    remove_sqlite(to)
+    for suffix in ("", "-wal"):
+        if os.path.exists(src + suffix):
+            shutil.copyfile(src + suffix, to + suffix)
+
+
 def synced_copy(path: str) -> str:
     """A copy of a closed store beside it (path + ".copy", any older one
     removed), on disk before the caller's clock starts: the first
