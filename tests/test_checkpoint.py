@@ -158,6 +158,24 @@ def test_a_store_dropped_unclosed_ends_its_thread(tmp_path, monkeypatch):
     assert not thread.is_alive()
 
 
+def test_a_child_process_after_a_fork_has_fresh_locks_and_no_thread(tmp_path, monkeypatch):
+    monkeypatch.setattr(connect, "CHECKPOINT_PAGES", 1)
+    h = _open(str(tmp_path / "s.db"))
+    try:
+        ck = h.checkpointer
+        assert ck is not None
+        _add(h, "before the fork")
+        with ck.lock:  # as the thread holds it during a checkpoint
+            pid = os.fork()
+            if pid == 0:  # the child: the lock is free, no thread, nothing asked
+                ok = (ck.lock.acquire(timeout=5) and ck._thread is None and ck.wait(5))
+                os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        h.close()
+
+
 def test_another_vfs_keeps_sqlites_checkpoint_inside_the_commit(tmp_path):
     class Plain(apsw.VFS):
         def __init__(self) -> None:

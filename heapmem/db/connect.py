@@ -225,16 +225,22 @@ class Checkpointer:
 
     def __init__(self, conn: apsw.Connection, path: str, flags: int):
         self.path, self.flags = path, flags
-        #: held while a checkpoint runs: Handle.checkpoint takes it first
-        self.lock = threading.Lock()
         #: checkpoints run by the thread (a test waits on it)
         self.runs = 0
-        self._cond = threading.Condition()
-        self._asked = self._done = 0  # checkpoints asked for; the asks the last one covered
         self._stop = self._broken = False
-        self._thread: threading.Thread | None = None
+        self._fresh()
         conn.set_wal_hook(self._hook)
         Checkpointer._live.add(self)
+
+    def _fresh(self) -> None:
+        """No thread yet, nothing asked, locks no one holds: at the start, and
+        in a child process after a fork (which copies the parent's locks as
+        they were, perhaps held by its thread, and not the thread)."""
+        #: held while a checkpoint runs: Handle.checkpoint takes it first
+        self.lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._asked = self._done = 0  # checkpoints asked for; the asks the last one covered
+        self._thread: threading.Thread | None = None
 
     def _hook(self, conn: Any, name: str, pages: int) -> int:
         """SQLite's WAL hook: called after each commit (its locks released)
@@ -250,7 +256,7 @@ class Checkpointer:
         with self._cond:
             if self._stop:
                 return apsw.SQLITE_OK
-            if self._thread is None or not self._thread.is_alive():  # first, or after a fork
+            if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, daemon=True,
                                                 name="heapmem-checkpoint")
                 self._thread.start()
@@ -310,6 +316,14 @@ class Checkpointer:
         if wait and self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
         Checkpointer._live.discard(self)
+
+
+def _after_fork_in_child() -> None:
+    for ck in list(Checkpointer._live):
+        ck._fresh()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register
