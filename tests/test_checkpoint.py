@@ -11,6 +11,7 @@ import shutil
 import threading
 
 import apsw
+import pytest
 
 import heapmem
 from heapmem import learning
@@ -47,24 +48,28 @@ def _checkpoint_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "heapmem-checkpoint"]
 
 
-def test_a_commit_past_the_threshold_reaches_the_main_file_on_the_checkpoint_thread(
-        tmp_path, monkeypatch):
+@pytest.fixture
+def low(tmp_path, monkeypatch):
+    """A store whose every commit asks for a checkpoint (a threshold of one
+    page), closed after the test."""
     monkeypatch.setattr(connect, "CHECKPOINT_PAGES", 1)
-    path = str(tmp_path / "s.db")
-    h = _open(path)
-    try:
-        ck = h.checkpointer
-        assert ck is not None
-        # the thread held out of its checkpoint: the commit returns all the same,
-        # and what it wrote is in the WAL only (the commit did not checkpoint)
-        with ck.lock:
-            _add(h, "Booked the flight to Lisbon")
-            assert not _in_main_file(path, "Booked the flight to Lisbon", tmp_path)
-        assert ck.wait(30)
-        assert ck.runs >= 1
-        assert _in_main_file(path, "Booked the flight to Lisbon", tmp_path)
-    finally:
-        h.close()
+    h = _open(str(tmp_path / "s.db"))
+    assert h.checkpointer is not None
+    yield h
+    h.close()
+
+
+def test_a_commit_past_the_threshold_reaches_the_main_file_on_the_checkpoint_thread(
+        low, tmp_path):
+    ck = low.checkpointer
+    # the thread held out of its checkpoint: the commit returns all the same,
+    # and what it wrote is in the WAL only (the commit did not checkpoint)
+    with ck.lock:
+        _add(low, "Booked the flight to Lisbon")
+        assert not _in_main_file(low.path, "Booked the flight to Lisbon", tmp_path)
+    assert ck.wait(30)
+    assert ck.runs >= 1
+    assert _in_main_file(low.path, "Booked the flight to Lisbon", tmp_path)
 
 
 def test_below_the_threshold_nothing_is_asked_and_no_thread_starts(tmp_path):
@@ -78,47 +83,33 @@ def test_below_the_threshold_nothing_is_asked_and_no_thread_starts(tmp_path):
 
 
 def test_a_commit_waits_for_a_running_checkpoint_once_the_wal_is_past_its_bound(
-        tmp_path, monkeypatch):
-    monkeypatch.setattr(connect, "CHECKPOINT_PAGES", 1)
+        low, tmp_path, monkeypatch):
     monkeypatch.setattr(connect, "CHECKPOINT_WAIT_PAGES", 1)
-    path = str(tmp_path / "s.db")
-    h = _open(path)
+    ck = low.checkpointer
+    ck.lock.acquire()  # the first checkpoint asked for cannot end
     try:
-        ck = h.checkpointer
-        assert ck is not None
-        ck.lock.acquire()  # the first checkpoint asked for cannot end
-        try:
-            _add(h, "first")  # asks; the thread takes the ask and waits for the lock
-            done = threading.Event()
-            writer = threading.Thread(target=lambda: (_add(h, "second"), done.set()))
-            writer.start()
-            # the second commit waits in its WAL hook until the first checkpoint ends
-            assert not done.wait(0.5)
-        finally:
-            ck.lock.release()
-        writer.join(30)
-        assert done.is_set()
-        assert ck.wait(30)
-        assert _in_main_file(path, "second", tmp_path)
+        _add(low, "first")  # asks; the thread takes the ask and waits for the lock
+        done = threading.Event()
+        writer = threading.Thread(target=lambda: (_add(low, "second"), done.set()))
+        writer.start()
+        # the second commit waits in its WAL hook until the first checkpoint ends
+        assert not done.wait(0.5)
     finally:
-        h.close()
+        ck.lock.release()
+    writer.join(30)
+    assert done.is_set()
+    assert ck.wait(30)
+    assert _in_main_file(low.path, "second", tmp_path)
 
 
-def test_a_file_the_thread_cannot_open_is_checkpointed_inside_the_commit(tmp_path, monkeypatch):
-    monkeypatch.setattr(connect, "CHECKPOINT_PAGES", 1)
-    path = str(tmp_path / "s.db")
-    h = _open(path)
-    try:
-        ck = h.checkpointer
-        assert ck is not None
-        ck.path = str(tmp_path / "gone" / "s.db")  # as if the file's folder had moved
-        _add(h, "first")  # starts the thread, which cannot open the file
-        assert ck.wait(30)
-        _add(h, "second")  # checkpointed in its own WAL hook, as SQLite would
-        assert _in_main_file(path, "second", tmp_path)
-        assert ck.runs == 0
-    finally:
-        h.close()
+def test_a_file_the_thread_cannot_open_is_checkpointed_inside_the_commit(low, tmp_path):
+    ck = low.checkpointer
+    ck.path = str(tmp_path / "gone" / "s.db")  # as if the file's folder had moved
+    _add(low, "first")  # starts the thread, which cannot open the file
+    assert ck.wait(30)
+    _add(low, "second")  # checkpointed in its own WAL hook, as SQLite would
+    assert _in_main_file(low.path, "second", tmp_path)
+    assert ck.runs == 0
 
 
 def test_close_ends_the_thread_and_the_wal(tmp_path, monkeypatch):
@@ -133,17 +124,11 @@ def test_close_ends_the_thread_and_the_wal(tmp_path, monkeypatch):
     assert _in_main_file(path, "Booked the flight to Lisbon", tmp_path)
 
 
-def test_the_callers_wal_autocheckpoint_pragma_takes_the_hook_back(tmp_path, monkeypatch):
-    monkeypatch.setattr(connect, "CHECKPOINT_PAGES", 1)
-    path = str(tmp_path / "s.db")
-    h = _open(path)
-    try:
-        h.connection.execute("PRAGMA wal_autocheckpoint=0")  # the caller's own choice
-        _add(h, "kept in the WAL")
-        assert h.checkpointer is not None and h.checkpointer.runs == 0
-        assert not _in_main_file(path, "kept in the WAL", tmp_path)
-    finally:
-        h.close()
+def test_the_callers_wal_autocheckpoint_pragma_takes_the_hook_back(low, tmp_path):
+    low.connection.execute("PRAGMA wal_autocheckpoint=0")  # the caller's own choice
+    _add(low, "kept in the WAL")
+    assert low.checkpointer.runs == 0
+    assert not _in_main_file(low.path, "kept in the WAL", tmp_path)
 
 
 def test_a_store_dropped_unclosed_ends_its_thread(tmp_path, monkeypatch):
@@ -158,22 +143,16 @@ def test_a_store_dropped_unclosed_ends_its_thread(tmp_path, monkeypatch):
     assert not thread.is_alive()
 
 
-def test_a_child_process_after_a_fork_has_fresh_locks_and_no_thread(tmp_path, monkeypatch):
-    monkeypatch.setattr(connect, "CHECKPOINT_PAGES", 1)
-    h = _open(str(tmp_path / "s.db"))
-    try:
-        ck = h.checkpointer
-        assert ck is not None
-        _add(h, "before the fork")
-        with ck.lock:  # as the thread holds it during a checkpoint
-            pid = os.fork()
-            if pid == 0:  # the child: the lock is free, no thread, nothing asked
-                ok = (ck.lock.acquire(timeout=5) and ck._thread is None and ck.wait(5))
-                os._exit(0 if ok else 1)
-        _, status = os.waitpid(pid, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
-    finally:
-        h.close()
+def test_a_child_process_after_a_fork_has_fresh_locks_and_no_thread(low):
+    ck = low.checkpointer
+    _add(low, "before the fork")
+    with ck.lock:  # as the thread holds it during a checkpoint
+        pid = os.fork()
+        if pid == 0:  # the child: the lock is free, no thread, nothing asked
+            ok = (ck.lock.acquire(timeout=5) and ck._thread is None and ck.wait(5))
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_another_vfs_keeps_sqlites_checkpoint_inside_the_commit(tmp_path):
