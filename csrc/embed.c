@@ -779,6 +779,17 @@ static float hv_inv_norm(const int8_t *v, int dim) {
   return s > 0 ? (float)(1.0 / sqrt((double)s)) : 0.0f;
 }
 
+/* hv_inv_norm of an int4 row (dim components packed two a byte, as
+ * hv_unpack4 reads them) without unpacking it: the same integer sum of
+ * squares, a byte's two squares looked up.  What a namespace's first read
+ * into the cache spends most on, a row at a time (RESULTS 30.4). */
+static float hv_inv_norm4(const unsigned char *b, int dim) {
+  static const unsigned char sq[16] = {64, 49, 36, 25, 16, 9, 4, 1, 0, 1, 4, 9, 16, 25, 36, 49};
+  int s = 0;
+  for (int d = 0; d < dim / 2; d++) s += sq[b[d] & 15] + sq[b[d] >> 4];
+  return s > 0 ? (float)(1.0 / sqrt((double)s)) : 0.0f;
+}
+
 static void hv_query_make(hv_query *q, const int8_t *q8, int dim, int fmt) {
   q->dim = dim;
   q->fmt = fmt;
@@ -843,18 +854,20 @@ static int hv_put(hv_cache *c, hv_ns *e, hv_bucket *b, i64 seq, const void *blob
   int dim = e->dim;
   if (e->fmt == 4 && !(bytes == 4 + dim / 2 && !memcmp(blob, hv_int4_magic, 4))) return 2;
   if (hv_grow(c, e, b) != SQLITE_OK) return SQLITE_NOMEM;
-  int8_t row[HM_MAX_DIM];
   unsigned char *dst = b->code + (size_t)b->n * (size_t)e->stride;
+  float inv;
   if (e->fmt == 4) {
     memcpy(dst, (const unsigned char *)blob + 4, (size_t)e->stride);
-    hv_unpack4(dst, dim, row);
+    inv = hv_inv_norm4(dst, dim);
   } else {
+    int8_t row[HM_MAX_DIM];
     if (hv_read(blob, bytes, dim, row)) return 1;
     memcpy(dst, row, (size_t)dim);
+    inv = hv_inv_norm(row, dim);
   }
   int k = hv_kind_id(e, kind ? kind : "");
   if (k < 0) return SQLITE_NOMEM;
-  b->inv[b->n] = hv_inv_norm(row, dim);
+  b->inv[b->n] = inv;
   b->seq[b->n] = seq;
   b->kind[b->n] = (uint16_t)k;
   b->at[b->n] = at;
