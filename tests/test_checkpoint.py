@@ -8,6 +8,8 @@ from __future__ import annotations
 import gc
 import os
 import shutil
+import subprocess
+import sys
 import threading
 
 import apsw
@@ -141,6 +143,28 @@ def test_a_store_dropped_unclosed_ends_its_thread(tmp_path, monkeypatch):
     gc.collect()
     thread.join(30)
     assert not thread.is_alive()
+
+
+def test_a_store_never_closed_has_its_thread_waited_for_at_exit(tmp_path):
+    # the interpreter's exit waits for the thread (not inside a checkpoint):
+    # the dropped store's finalizer must not stop it first without waiting
+    script = (
+        "import sys\n"
+        "import heapmem\n"
+        "from heapmem.db import connect\n"
+        "connect.CHECKPOINT_PAGES = 1\n"
+        "stop = connect.Checkpointer.stop\n"
+        "def told(self, wait=True):\n"
+        "    alive = self._thread is not None and self._thread.is_alive()\n"
+        "    print('stop', wait, alive, flush=True)\n"
+        "    stop(self, wait)\n"
+        "connect.Checkpointer.stop = told\n"
+        "mem = heapmem.open(sys.argv[1])\n"
+        "mem.add('left open at exit', namespace='ns')\n")
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "s.db")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[0] == "stop True True"
 
 
 def test_a_child_process_after_a_fork_has_fresh_locks_and_no_thread(low):

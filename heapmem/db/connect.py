@@ -162,7 +162,10 @@ def open_store(path: str, *, readonly: bool, durable: bool, verify: bool,
         if plain and not readonly and vfs is None:
             ck = h.checkpointer = Checkpointer(cast(apsw.Connection, c), os.path.abspath(path),
                                                flags & ~apsw.SQLITE_OPEN_CREATE)
-            weakref.finalize(h, ck.stop, False)  # a store dropped unclosed: its thread ends
+            # a store dropped unclosed: its thread ends (at the interpreter's exit,
+            # _stop_checkpointers waits for it instead: a finalizer left to run
+            # then would stop it first, without waiting)
+            weakref.finalize(h, ck.stop, False).atexit = False
         return h
 
     try:
@@ -248,10 +251,7 @@ class Checkpointer:
         if pages < CHECKPOINT_PAGES:
             return apsw.SQLITE_OK
         if self._broken:
-            try:
-                conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
-            except apsw.Error:  # busy or I/O: the pages wait for the next one
-                pass
+            _passive(conn)
             return apsw.SQLITE_OK
         with self._cond:
             if self._stop:
@@ -286,10 +286,7 @@ class Checkpointer:
                         break
                     asked = self._asked
                 with self.lock:
-                    try:
-                        c.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
-                    except apsw.Error:  # busy or I/O: the pages wait for the next one
-                        pass
+                    _passive(c)
                 with self._cond:
                     self.runs += 1
                     self._done = asked
@@ -316,6 +313,15 @@ class Checkpointer:
         if wait and self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
         Checkpointer._live.discard(self)
+
+
+def _passive(c: apsw.Connection) -> None:
+    """A PASSIVE checkpoint of c's WAL, as SQLite's autocheckpoint runs it;
+    one that cannot run (busy, an I/O error) leaves the pages for the next."""
+    try:
+        c.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+    except apsw.Error:
+        pass
 
 
 def _after_fork_in_child() -> None:
