@@ -188,8 +188,7 @@ def run(path_base: str, workdir: str, rounds: list[dict[str, Any]], now: float, 
         seconds: float, seed: int, profile: bool = False, auto_tune: bool = True, k: int = K,
         checkpoint: str = "auto", limit: int = 0) -> dict[str, Any]:
     path = os.path.join(workdir, f"run-{procs}.db")
-    perf.remove_sqlite(path)
-    shutil.copyfile(path_base, path)
+    perf.copy_sqlite(path_base, path)
     ctx = mp.get_context("spawn")
     if procs == 1:
         outs = [worker((path, rounds, now, seed, seconds, None, profile, auto_tune, k,

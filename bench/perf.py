@@ -516,10 +516,11 @@ def synced_copy(path: str) -> str:
     removed), on disk before the caller's clock starts: the first
     checkpoint's fdatasync would otherwise flush the whole copy (~1 s at 1M)."""
     copy = path + ".copy"
-    remove_sqlite(copy)
-    shutil.copyfile(path, copy)
-    with open(copy, "rb+") as fh:
-        os.fsync(fh.fileno())
+    copy_sqlite(path, copy)
+    for suffix in ("", "-wal"):
+        if os.path.exists(copy + suffix):
+            with open(copy + suffix, "rb+") as fh:
+                os.fsync(fh.fileno())
     return copy
 
 
