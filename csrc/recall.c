@@ -135,10 +135,20 @@ static const char hr_sql_kind_each[] = "SELECT value FROM json_each(?1)";
  * it repeats the one before it */
 static const char hr_sql_space_each[] =
     "SELECT value, value IS lag(value) OVER (ORDER BY value) FROM json_each(?1) ORDER BY value";
-/* ?1 the candidates' seqs (JSON): each one's judgements and their questions */
+/* A candidate's most recent judgements, the record contextual utility reads
+ * of it: a window, so that a recall costs the same after a memory's
+ * thousandth judgement as after its fortieth (bench/RESULTS.md 32). */
+#define HR_CTX_RECENT 32
+#define HR_STR_(x) #x
+#define HR_STR(x) HR_STR_(x)
+/* ?1 the candidates' seqs (JSON): each one's place in it, and its
+ * HR_CTX_RECENT latest judgements (used, and the recall that showed it) */
 static const char hr_sql_judged[] =
-    "SELECT j.seq, j.used, r.query FROM json_each(?1) AS c CROSS JOIN judged AS j "
-    "ON j.seq = c.value CROSS JOIN recalls AS r ON r.id = j.recall_id";
+    "SELECT c.key, j.used, j.recall_id FROM json_each(?1) AS c CROSS JOIN judged AS j "
+    "ON j.seq = c.value AND j.recall_id >= coalesce((SELECT recall_id FROM judged "
+    "WHERE seq = c.value ORDER BY recall_id DESC LIMIT 1 OFFSET " HR_STR(HR_CTX_RECENT) " - 1), 0)";
+/* ?1 a recall: its question */
+static const char hr_sql_question[] = "SELECT query FROM recalls WHERE id = ?1";
 /* ?1 namespace: the store's embedder, its dimension, the namespace's stamps,
  * its vector index's version (0: none) and how much recall probes of it */
 static const char hr_sql_vstate[] =
@@ -222,7 +232,7 @@ enum { HR_ST_CAND, HR_ST_HYBRID, HR_ST_LINKS, HR_ST_SHOW, HR_ST_TUNED, HR_ST_LOG
        HR_ST_LOGGED, HR_ST_VPART, HR_ST_VPART_OF, HR_ST_VCENTS, HR_ST_KINDLIST, HR_ST_THREADS,
        HR_ST_PLACE, HR_ST_NEIGHBOURS, HR_ST_NROWS, HR_ST_KIND_EACH, HR_ST_OWN, HR_ST_PENDING,
        HR_ST_LEX_NS, HR_ST_LEX_TERM, HR_ST_LEX_MATCH, HR_ST_LEX_PASS, HR_ST_LEX_KINDS,
-       HR_ST_SPACE_EACH, HR_NST };
+       HR_ST_SPACE_EACH, HR_ST_QUESTION, HR_NST };
 /* The lexical search's (hr_lexical).  ?1 namespace: its documents and FTS5
  * tokens, and whether it is alone in the file (no memory of another
  * namespace: then the FTS5 tag filters nothing and is left out) */
@@ -252,7 +262,7 @@ static const char *const hr_sql[HR_NST] = {
     hv_sql_cents,   hr_sql_kindlist,   hr_sql_threads, hr_sql_place,   hr_sql_neighbours,
     hr_sql_nrows,   hr_sql_kind_each,  hr_sql_own,    hr_sql_pending,  hr_sql_lex_ns,
     hr_sql_lex_term, hr_sql_lex_match, hr_sql_lex_pass, hr_sql_lex_kinds,
-    hr_sql_space_each};
+    hr_sql_space_each, hr_sql_question};
 
 /* The carried model's unit vectors of logged questions, by their text
  * (contextual utility compares each candidate's judged questions with the
@@ -2036,6 +2046,51 @@ static const float *hr_logged_vector(hm_conn *conn, const char *q, int len) {
   return ok ? v : NULL;
 }
 
+/* The dot product of two of the carried model's vectors, in double, four
+ * sums at a time (a fixed order: the same inputs give the same bits). */
+static double hr_dot(const float *a, const float *b) {
+  double s[4] = {0, 0, 0, 0};
+  for (int d = 0; d < HM_EMBED_DIM; d += 4)
+    for (int k = 0; k < 4; k++) s[k] += (double)a[d + k] * b[d + k];
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+/* A logged recall's cosine with this recall's question, as one call of
+ * hr_context computes it once per recall: id 0 marks an empty slot (recall
+ * ids start at 1). */
+typedef struct {
+  i64 id;
+  double sim;
+} hr_sim;
+
+/* The cosine of logged recall `id`'s question with qv into *sim (-1 when the
+ * model knows none of its words, or the recall is gone), from memo (nmemo
+ * slots, a power of two) or computed and kept there.  *qs: the question's
+ * statement, prepared at the first miss. */
+static int hr_recall_sim(hr_vtab *t, hr_sim *memo, i64 nmemo, i64 id, const float *qv,
+                         sqlite3_stmt **qs, double *sim) {
+  u64 h = (u64)id * 0x9E3779B97F4A7C15ull;
+  i64 slot = (i64)(h >> 32) & (nmemo - 1);
+  for (i64 probe = 0; probe < nmemo; probe++, slot = (slot + 1) & (nmemo - 1)) {
+    if (memo[slot].id == id) {
+      *sim = memo[slot].sim;
+      return SQLITE_OK;
+    }
+    if (memo[slot].id == 0) break;
+  }
+  int rc = *qs ? SQLITE_OK : hr_stmt(t, HR_ST_QUESTION, qs);
+  if (rc != SQLITE_OK) return rc;
+  sqlite3_bind_int64(*qs, 1, id);
+  rc = sqlite3_step(*qs);
+  const char *q = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(*qs, 0) : NULL;
+  const float *v = q ? hr_logged_vector(t->conn, q, sqlite3_column_bytes(*qs, 0)) : NULL;
+  *sim = v ? hr_dot(v, qv) : -1.0;
+  sqlite3_reset(*qs);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return rc;
+  if (memo[slot].id == 0) memo[slot].id = id, memo[slot].sim = *sim; /* (else full: not kept) */
+  return SQLITE_OK;
+}
+
 static int hr_context(hr_vtab *t, hr_cursor *c, const char *query) {
   for (int i = 0; i < c->n; i++) c->rows[i].ctx = 1.0, c->rows[i].ctx_n = 0.0;
   float qv[HM_EMBED_DIM];
@@ -2047,34 +2102,34 @@ static int hr_context(hr_vtab *t, hr_cursor *c, const char *query) {
   sqlite3_str_appendchar(js, 1, ']');
   char *seqs = sqlite3_str_finish(js);
   if (!seqs) return SQLITE_NOMEM;
-  sqlite3_stmt *st = NULL;
+  sqlite3_stmt *st = NULL, *qs = NULL;
   int rc = hr_stmt(t, HR_ST_JUDGED, &st);
   if (rc != SQLITE_OK) { sqlite3_free(seqs); return hc_sqlfail(&t->call, rc); }
   sqlite3_bind_text(st, 1, seqs, -1, sqlite3_free);
   /* per candidate: weighted judgements used, ignored, and the best cosine
-   * of a question it was judged used for */
-  double *ua = sqlite3_malloc64((sqlite3_uint64)c->n * 3 * sizeof *ua);
+   * of a question it was judged used for; then each recall's cosine, once
+   * (a recall judged several of the candidates) */
+  i64 nmemo = 1;
+  while (nmemo < 2 * (i64)c->n * HR_CTX_RECENT) nmemo *= 2;
+  double *ua = sqlite3_malloc64((sqlite3_uint64)c->n * 3 * sizeof *ua +
+                                (sqlite3_uint64)nmemo * sizeof(hr_sim));
   if (!ua) { sqlite3_reset(st); return SQLITE_NOMEM; }
   double *ub = ua + c->n, *best = ub + c->n;
+  hr_sim *memo = (hr_sim *)(best + c->n);
   for (int i = 0; i < 3 * c->n; i++) ua[i] = i < 2 * c->n ? 0 : -1;
+  memset(memo, 0, (size_t)nmemo * sizeof *memo);
   double lo = c->cfg.context_min_sim;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    i64 seq = sqlite3_column_int64(st, 0);
+    i64 i = sqlite3_column_int64(st, 0);
     int used = sqlite3_column_int(st, 1) != 0;
-    const char *q = (const char *)sqlite3_column_text(st, 2);
-    const float *v = q ? hr_logged_vector(t->conn, q, sqlite3_column_bytes(st, 2)) : NULL;
-    if (!v) continue;
-    double sim = 0;
-    for (int d = 0; d < HM_EMBED_DIM; d++) sim += (double)v[d] * qv[d];
-    if (!(sim > lo)) continue;
+    double sim;
+    rc = hr_recall_sim(t, memo, nmemo, sqlite3_column_int64(st, 2), qv, &qs, &sim);
+    if (rc != SQLITE_OK) break;
+    if (i < 0 || i >= c->n || !(sim > lo)) continue;
     double w = lo < 1 ? (sim - lo) / (1 - lo) : 1.0;
-    for (int i = 0; i < c->n; i++)
-      if (c->rows[i].seq == seq) {
-        if (used) ua[i] += w;
-        else ub[i] += w;
-        if (used && sim > best[i]) best[i] = sim;
-        break;
-      }
+    if (used) ua[i] += w;
+    else ub[i] += w;
+    if (used && sim > best[i]) best[i] = sim;
   }
   sqlite3_reset(st);
   if (rc != SQLITE_DONE) { sqlite3_free(ua); return hc_sqlfail(&t->call, rc); }

@@ -101,7 +101,8 @@ class ScoringConfig:
       can do to a ranking is bounded too (explain() says when either bound
       applied; bench/RESULTS.md 22 measured bounding them together).
     - context (w_context, 1; every store, with vectors or without): the
-      memory's own record in this namespace, each past judgement of it
+      memory's own record in this namespace (its 32 latest judgements, so
+      that a recall's cost does not grow with a memory's history), each
       weighted by how similar its question was to this one (the library's
       own model's cosine, whatever the store's embedder, above
       context_min_sim, 0.7, rescaled to 0..1), against the base rate of use

@@ -213,3 +213,24 @@ def test_questions_that_share_a_set_of_the_cache_get_their_own_vectors(mem):
                 want = sum((sims[p] - lo) / (1 - lo) for i, p in judged
                            if i == r.id and sims[p] > lo)
                 assert want > 0 and abs(r.context_n - want) < 1e-5, (q, r.id, r.context_n, want)
+
+
+def test_a_memory_record_is_its_latest_judgements(mem):
+    """Contextual utility reads a candidate's 32 latest judgements, so that a
+    recall costs the same after a memory's thousandth feedback as after its
+    fortieth (csrc/recall.c HR_CTX_RECENT): t0, judged used for 40 different
+    questions, has the weight of the last 32 as its context_n, not of all 40
+    (the first eight are as alike the probe as the rest)."""
+    qs = _one_set(40, sets=1)  # any 40 distinct questions of one length
+    for q in qs:
+        _teach(mem, 1, used="t0", q=q)
+    lo = heapmem.ScoringConfig().context_min_sim
+    probe = qs[0]
+    vs = dict(zip(qs, native.embed(qs).astype(float)))
+    sims = [float(vs[p] @ vs[probe]) for p in qs]
+    weight = [(s - lo) / (1 - lo) if s > lo else 0.0 for s in sims]
+    assert sum(weight[:8]) > 1e-3  # the eight dropped ones weigh something
+    got = _by_id(mem, probe)["t0"].context_n
+    assert abs(got - sum(weight[8:])) < 1e-5, (got, sum(weight[8:]), sum(weight))
+    judged = mem.connection.execute("SELECT count(*) FROM judged WHERE seq = 1").fetchall()
+    assert judged[0][0] == 40  # the record is kept whole; recall reads its window
