@@ -35,6 +35,9 @@ touched (links_updated), to show whether it grows with them; --sweep-k 3,10,40
 runs one process's rounds at each k (more memories shown and judged, more
 features touched) and prints feedback p50 against the features a feedback
 touched.
+--history N prints the first process's recall and feedback CPU p50 per block of N
+rounds, in the order they ran: a round should cost the same after 8,000 rounds of
+feedback as after 1,000 (`--procs 1 --rounds 8000 --history 1000`).
 --checkpoint between turns the store's WAL checkpoints off in every process
 (PRAGMA wal_autocheckpoint=0 takes the checkpoint thread's WAL hook away) and
 checkpoints between rounds, untimed (PRAGMA wal_checkpoint(PASSIVE) every 50
@@ -186,7 +189,7 @@ def worker(args: tuple[Any, ...]) -> dict[str, Any]:
 
 def run(path_base: str, workdir: str, rounds: list[dict[str, Any]], now: float, procs: int,
         seconds: float, seed: int, profile: bool = False, auto_tune: bool = True, k: int = K,
-        checkpoint: str = "auto", limit: int = 0) -> dict[str, Any]:
+        checkpoint: str = "auto", limit: int = 0, history: int = 0) -> dict[str, Any]:
     path = os.path.join(workdir, f"run-{procs}.db")
     perf.copy_sqlite(path_base, path)
     ctx = mp.get_context("spawn")
@@ -215,7 +218,19 @@ def run(path_base: str, workdir: str, rounds: list[dict[str, Any]], now: float, 
             "recall_cpu": stats_ms([x for o in outs for x in o["rec_cpu"]]),
             "feedback_cpu": stats_ms([x for o in outs for x in o["fb_cpu"]]),
             "tuned": [t for o in outs for t in o["tuned"]], "check_ok": check.ok,
-            "by_features": by_features(fb, feats)}
+            "by_features": by_features(fb, feats),
+            "by_history": by_history(outs[0]["rec_cpu"], outs[0]["fb_cpu"], history)}
+
+
+def by_history(rec: Sequence[float], fb: Sequence[float], block: int) -> list[dict[str, Any]]:
+    """The first process's recall and feedback CPU p50 per block of `block`
+    rounds, in the order they ran: whether a round costs more as the store's
+    feedback piles up (none when block is 0)."""
+    out = []
+    for i in range(0, len(fb) - block + 1, block) if block > 0 else ():
+        out.append({"rounds": f"{i + 1}-{i + block}", "recall_p50": pct(rec[i:i + block], 50) * 1e3,
+                    "feedback_p50": pct(fb[i:i + block], 50) * 1e3})
+    return out
 
 
 def by_features(fb: Sequence[float], feats: Sequence[int]) -> list[dict[str, Any]]:
@@ -281,6 +296,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true", help="cProfile one process's rounds")
     ap.add_argument("--features", action="store_true",
                     help="feedback p50 by the number of features it touched")
+    ap.add_argument("--history", type=int, default=0, metavar="N",
+                    help="recall and feedback CPU p50 per block of N rounds of the first "
+                         "process, in order: whether a round grows with the feedback taken")
     ap.add_argument("--sweep-k", help="one process's rounds at each of these k instead")
     ap.add_argument("--no-auto-tune", action="store_true",
                     help="open the stores with auto_tune=False (the count kept, nothing tuned)")
@@ -335,7 +353,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     for p in [int(x) for x in args.procs.split(",")]:
         r = run(base, workdir, rounds, now, p, args.seconds, args.seed, args.profile and p == 1,
-                auto_tune=not args.no_auto_tune, checkpoint=args.checkpoint, limit=args.rounds)
+                auto_tune=not args.no_auto_tune, checkpoint=args.checkpoint, limit=args.rounds,
+                history=args.history)
         results.append(r)
         print(table([r]).splitlines()[-1], file=sys.stderr)
         for tt in r["tuned"]:
@@ -353,6 +372,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             for b in r["by_features"]:
                 print(f"  {b['features']:>8}: n {b['n']:5d}  p50 {b['p50']:.2f} ms  "
                       f"p99 {b['p99']:.2f} ms")
+    if args.history:
+        for r in results:
+            print(f"\nCPU p50 by rounds run, the first of {r['procs']} processes:")
+            for b in r["by_history"]:
+                print(f"  rounds {b['rounds']:>11}: recall {b['recall_p50']:.2f} ms  "
+                      f"feedback {b['feedback_p50']:.2f} ms")
     if args.out:
         with open(args.out, "w") as fh:
             json.dump({"memories": count, "seconds": args.seconds, "rounds": args.rounds,
