@@ -2109,17 +2109,22 @@ static int hr_context(hr_vtab *t, hr_cursor *c, const char *query) {
   /* per candidate: weighted judgements used, ignored, and the best cosine
    * of a question it was judged used for; then each recall's cosine, once
    * (a recall judged several of the candidates) */
-  i64 nmemo = 1;
-  while (nmemo < 2 * (i64)c->n * HR_CTX_RECENT) nmemo *= 2;
-  double *ua = sqlite3_malloc64((sqlite3_uint64)c->n * 3 * sizeof *ua +
-                                (sqlite3_uint64)nmemo * sizeof(hr_sim));
+  double *ua = sqlite3_malloc64((sqlite3_uint64)c->n * 3 * sizeof *ua);
   if (!ua) { sqlite3_reset(st); return SQLITE_NOMEM; }
   double *ub = ua + c->n, *best = ub + c->n;
-  hr_sim *memo = (hr_sim *)(best + c->n);
   for (int i = 0; i < 3 * c->n; i++) ua[i] = i < 2 * c->n ? 0 : -1;
-  memset(memo, 0, (size_t)nmemo * sizeof *memo);
+  hr_sim *memo = NULL; /* made at the first judgement: a store without any pays nothing */
+  i64 nmemo = 1;
+  while (nmemo < 2 * (i64)c->n * HR_CTX_RECENT) nmemo *= 2;
   double lo = c->cfg.context_min_sim;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (!memo) {
+      if (!(memo = sqlite3_malloc64((sqlite3_uint64)nmemo * sizeof *memo))) {
+        rc = SQLITE_NOMEM;
+        break;
+      }
+      memset(memo, 0, (size_t)nmemo * sizeof *memo);
+    }
     i64 i = sqlite3_column_int64(st, 0);
     int used = sqlite3_column_int(st, 1) != 0;
     double sim;
@@ -2131,6 +2136,7 @@ static int hr_context(hr_vtab *t, hr_cursor *c, const char *query) {
     else ub[i] += w;
     if (used && sim > best[i]) best[i] = sim;
   }
+  sqlite3_free(memo);
   sqlite3_reset(st);
   if (rc != SQLITE_DONE) { sqlite3_free(ua); return hc_sqlfail(&t->call, rc); }
   for (int i = 0; i < c->n; i++) {
