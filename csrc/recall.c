@@ -2056,8 +2056,8 @@ static double hr_dot(const float *a, const float *b) {
 }
 
 /* A logged recall's cosine with this recall's question, as one call of
- * hr_context computes it once per recall: id 0 marks an empty slot (recall
- * ids start at 1). */
+ * hr_context computes it once per recall: id 0 marks an empty slot (heapmem
+ * numbers recalls from 1). */
 typedef struct {
   i64 id;
   double sim;
@@ -2072,7 +2072,7 @@ static int hr_recall_sim(hr_vtab *t, hr_sim *memo, i64 nmemo, i64 id, const floa
   u64 h = (u64)id * 0x9E3779B97F4A7C15ull;
   i64 slot = (i64)(h >> 32) & (nmemo - 1);
   for (i64 probe = 0; probe < nmemo; probe++, slot = (slot + 1) & (nmemo - 1)) {
-    if (memo[slot].id == id) {
+    if (memo[slot].id == id && id != 0) { /* (an id of 0, written by hand, is never kept) */
       *sim = memo[slot].sim;
       return SQLITE_OK;
     }

@@ -234,3 +234,16 @@ def test_a_memory_record_is_its_latest_judgements(mem):
     assert abs(got - sum(weight[8:])) < 1e-5, (got, sum(weight[8:]), sum(weight))
     judged = mem.connection.execute("SELECT count(*) FROM judged WHERE seq = 1").fetchall()
     assert judged[0][0] == 40  # the record is kept whole; recall reads its window
+
+
+def test_a_recall_numbered_0_by_hand_still_counts(mem):
+    """A recall whose id was set to 0 by hand (heapmem numbers them from 1;
+    recall's memo of cosines marks its empty slots with 0) is read like any
+    other: t0's record is the same before and after."""
+    _teach(mem, 1)
+    before = _by_id(mem, Q)["t0"].context_n
+    c = mem.connection
+    rid = c.execute("SELECT max(id) FROM recalls").fetchall()[0][0]
+    c.execute("UPDATE recalls SET id = 0 WHERE id = ?", (rid,))
+    c.execute("UPDATE judged SET recall_id = 0 WHERE recall_id = ?", (rid,))
+    assert before > 0.5 and _by_id(mem, Q)["t0"].context_n == before
