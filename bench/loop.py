@@ -366,18 +366,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(table(results))
     print("\nIn CPU time:\n")
     print(cpu_table(results))
-    if args.features:
-        for r in results:
+    for r in results:
+        if args.features:
             print(f"\nfeedback by features touched ({r['procs']} processes):")
-            for b in r["by_features"]:
-                print(f"  {b['features']:>8}: n {b['n']:5d}  p50 {b['p50']:.2f} ms  "
-                      f"p99 {b['p99']:.2f} ms")
-    if args.history:
-        for r in results:
+            print("\n".join(f"  {b['features']:>8}: n {b['n']:5d}  p50 {b['p50']:.2f} ms  "
+                            f"p99 {b['p99']:.2f} ms" for b in r["by_features"]))
+        if args.history:
             print(f"\nCPU p50 by rounds run, the first of {r['procs']} processes:")
-            for b in r["by_history"]:
-                print(f"  rounds {b['rounds']:>11}: recall {b['recall_p50']:.2f} ms  "
-                      f"feedback {b['feedback_p50']:.2f} ms")
+            print("\n".join(f"  rounds {b['rounds']:>11}: recall {b['recall_p50']:.2f} ms  "
+                            f"feedback {b['feedback_p50']:.2f} ms" for b in r["by_history"]))
     if args.out:
         with open(args.out, "w") as fh:
             json.dump({"memories": count, "seconds": args.seconds, "rounds": args.rounds,
