@@ -36,8 +36,9 @@ runs one process's rounds at each k (more memories shown and judged, more
 features touched) and prints feedback p50 against the features a feedback
 touched.
 --history N prints the first process's recall and feedback CPU p50 per block of N
-rounds, in the order they ran: a round should cost the same after 8,000 rounds of
-feedback as after 1,000 (`--procs 1 --rounds 8000 --history 1000`).
+rounds, in the order they ran: how much more a round costs after 8,000 rounds of
+feedback than after 1,000 (`--procs 1 --rounds 8000 --history 1000`; a recall reads at
+most 32 judgements a candidate, so the growth stops once the windows are full).
 --checkpoint between turns the store's WAL checkpoints off in every process
 (PRAGMA wal_autocheckpoint=0 takes the checkpoint thread's WAL hook away) and
 checkpoints between rounds, untimed (PRAGMA wal_checkpoint(PASSIVE) every 50
