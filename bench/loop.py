@@ -227,11 +227,11 @@ def by_history(rec: Sequence[float], fb: Sequence[float], block: int) -> list[di
     """The first process's recall and feedback CPU p50 per block of `block`
     rounds, in the order they ran: whether a round costs more as the store's
     feedback piles up (none when block is 0)."""
-    out = []
-    for i in range(0, len(fb) - block + 1, block) if block > 0 else ():
-        out.append({"rounds": f"{i + 1}-{i + block}", "recall_p50": pct(rec[i:i + block], 50) * 1e3,
-                    "feedback_p50": pct(fb[i:i + block], 50) * 1e3})
-    return out
+    if block <= 0:
+        return []
+    return [{"rounds": f"{i + 1}-{i + block}", "recall_p50": pct(rec[i:i + block], 50) * 1e3,
+             "feedback_p50": pct(fb[i:i + block], 50) * 1e3}
+            for i in range(0, len(fb) - block + 1, block)]
 
 
 def by_features(fb: Sequence[float], feats: Sequence[int]) -> list[dict[str, Any]]:

@@ -185,12 +185,16 @@ class Replica:
 
 
 def iter_memories(base: Base, n: int, mode: str, seed: int,
-                  threads: bool = False) -> Iterator[dict[str, Any]]:
+                  threads: bool = False, start: int = 0) -> Iterator[dict[str, Any]]:
     """n memories, replica by replica. mode "multi": replica r is namespace
     tenant-{r:04d}; "single": every replica goes to namespace "solo".  threads:
     each memory's thread is its conversation's session (its replica's own), its
-    turn its number there (heapmem's add(thread=, turn=), --threads)."""
-    done, r = 0, 0
+    turn its number there (heapmem's add(thread=, turn=), --threads).  start:
+    memories start to n-1 only, the same ones the whole run yields there (those
+    before start are skipped, never built)."""
+    per = sum(len(c["turns"]) for c in base.convs)
+    r = start // per
+    done = r * per
     while done < n:
         rep = Replica(base, seed, r)
         ns = f"tenant-{r:04d}" if mode == "multi" else "solo"
@@ -198,6 +202,9 @@ def iter_memories(base: Base, n: int, mode: str, seed: int,
             for speaker, text, dia, ts in c["turns"]:
                 if done >= n:
                     return
+                if done < start:
+                    done += 1
+                    continue
                 who = rep.names[ci][speaker]
                 m = {"text": f"{who}: {rep.apply(base, ci, text)}", "kind": "fact",
                      "source": who, "id": f"r{r}:{c['id']}:{dia}", "namespace": ns,
@@ -502,13 +509,17 @@ def remove_sqlite(path: str) -> None:
             os.remove(p)
 
 
-def copy_sqlite(src: str, to: str) -> None:
+def copy_sqlite(src: str, to: str, sync: bool = False) -> None:
     """A closed store's file and its -wal (where there is one) copied to
-    `to`, whatever was there removed first."""
+    `to`, whatever was there removed first; sync: each copy on disk before
+    this returns."""
     remove_sqlite(to)
     for suffix in ("", "-wal"):
         if os.path.exists(src + suffix):
             shutil.copyfile(src + suffix, to + suffix)
+            if sync:
+                with open(to + suffix, "rb+") as fh:
+                    os.fsync(fh.fileno())
 
 
 def synced_copy(path: str) -> str:
@@ -516,11 +527,7 @@ def synced_copy(path: str) -> str:
     removed), on disk before the caller's clock starts: the first
     checkpoint's fdatasync would otherwise flush the whole copy (~1 s at 1M)."""
     copy = path + ".copy"
-    copy_sqlite(path, copy)
-    for suffix in ("", "-wal"):
-        if os.path.exists(copy + suffix):
-            with open(copy + suffix, "rb+") as fh:
-                os.fsync(fh.fileno())
+    copy_sqlite(path, copy, sync=True)
     return copy
 
 

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import itertools
 import json
 import os
 import platform
@@ -125,8 +124,8 @@ def job_into(job: dict[str, Any]) -> dict[str, Any]:
     INTO_BATCHES batches of new turns, each call timed, then close() (which
     waits for the last checkpoint)."""
     base = perf.Base(job["data"])
-    items = perf.iter_memories(base, job["n"] + INTO_BATCHES * BATCH, "single", job["seed"])
-    extra = list(itertools.islice(items, job["n"], None))
+    extra = list(perf.iter_memories(base, job["n"] + INTO_BATCHES * BATCH, "single",
+                                    job["seed"], start=job["n"]))
     copy = perf.synced_copy(job["path"])
     mem = _open(copy, job["store"], base.now)
     calls, t0, c0 = [], time.perf_counter(), time.process_time()

@@ -23,7 +23,6 @@ to build.
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import sys
 import time
@@ -71,8 +70,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"heapmem from {os.path.dirname(heapmem.__file__)}")
     base = perf.Base(args.data)
     path = args.store or f"/tmp/segments-{args.size}.db"
-    items = perf.iter_memories(base, args.size + args.more * args.batch, "single", args.seed)
-    first = list(itertools.islice(items, args.size))
     mem = _open(path, base.now)
     have = mem.connection.execute("SELECT count(*) FROM memories").fetchall()[0][0]
     if have not in (0, args.size):
@@ -80,7 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if have == 0:
         t, done = time.perf_counter(), 0
-        for b in perf.batched(first, args.batch):
+        for b in perf.batched(perf.iter_memories(base, args.size, "single", args.seed),
+                              args.batch):
             mem.add_many(b)
             done += len(b)
             if done % max(args.batch, args.size // 5) == 0 or done == args.size:
@@ -105,7 +103,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     copy = perf.synced_copy(path)
     mem = _open(copy, base.now)
     walls, cpus = [], []
-    for b in perf.batched(list(items), args.batch):
+    for b in perf.batched(list(perf.iter_memories(base, args.size + args.more * args.batch,
+                                                  "single", args.seed, start=args.size)),
+                          args.batch):
         t, p = time.perf_counter(), time.process_time()
         mem.add_many(b)
         walls.append(time.perf_counter() - t)
