@@ -22,6 +22,7 @@
 
 typedef struct hr_vtab hr_vtab; /* recall.c: the connection's heap_recall table */
 typedef struct hr_qvec hr_qvec; /* recall.c: a logged question's vector */
+typedef struct hr_pc hr_pc;     /* recall.c: the posting cache of big namespaces */
 typedef struct ht_job ht_job;   /* tune.c: a tune run in steps */
 static void ht_job_free(ht_job *j);
 
@@ -45,6 +46,7 @@ typedef struct {
   long long cookie; /* ... at this schema cookie (store.c, hs_check) */
   hv_cache *vc;     /* the namespaces' vectors (embed.c), once a recall needs them */
   hr_qvec *qc;      /* HR_QCACHE logged questions' vectors, once a recall needs them */
+  hr_pc *pc;        /* big namespaces' postings, once a BM25 search needs them */
   unsigned long long qc_clock; /* lookups in qc so far: its entries' recency */
   ht_job *job;      /* the auto-tune this connection steps after its feedback (tune.c) */
   hm_stemmer *stem; /* porter over unicode61, as memories_fts tokenizes (register.c) */

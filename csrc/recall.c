@@ -29,7 +29,8 @@
  *
  * It is the one ranking: Memory.recall, on a file and on a server, runs it
  * (heapmem/db/sql.py's RECALL).  The namespace's BM25 top N (hr_lexical: an
- * exact, pruned search over FTS5, also heap_bm25_search), the candidate
+ * exact, pruned search over FTS5, or over the postings a big namespace's
+ * connection holds, hr_pc; also heap_bm25_search), the candidate
  * statement (the superseded rule, the vector top N), the link set the namespace
  * sees (its own links and the pooled layer's), hm_score_batch, then score
  * order with ties by seq; in a tracked recall with explore > 0, each score
@@ -41,7 +42,7 @@
  * (hm_splitmix64), score.c (hm_config_parse, hm_score_batch, hm_explain,
  * hm_explore), sqlfuncs.c (hq_is_number, hm_repr,
  * hq_json_string), bm25.c (hb_bm25_rank, hm_bm25_bound, hm_bm25_guess,
- * hb_bm25_formula; heap_bm25_tail and heap_bm25_top run inside its
+ * hb_bm25_formula, hm_bm25, hm_varint, the ranking's heaps; heap_bm25_tail and heap_bm25_top run inside its
  * statements), heap_links and heap_relate (sqlfuncs.c) too.  store.c's hs_check_store is
  * declared here, ahead of its definition.
  */
@@ -232,7 +233,8 @@ enum { HR_ST_CAND, HR_ST_HYBRID, HR_ST_LINKS, HR_ST_SHOW, HR_ST_TUNED, HR_ST_LOG
        HR_ST_LOGGED, HR_ST_VPART, HR_ST_VPART_OF, HR_ST_VCENTS, HR_ST_KINDLIST, HR_ST_THREADS,
        HR_ST_PLACE, HR_ST_NEIGHBOURS, HR_ST_NROWS, HR_ST_KIND_EACH, HR_ST_OWN, HR_ST_PENDING,
        HR_ST_LEX_NS, HR_ST_LEX_TERM, HR_ST_LEX_MATCH, HR_ST_LEX_PASS, HR_ST_LEX_KINDS,
-       HR_ST_SPACE_EACH, HR_ST_QUESTION, HR_NST };
+       HR_ST_SPACE_EACH, HR_ST_QUESTION, HR_ST_PC_STAMP, HR_ST_PC_LENS, HR_ST_PC_LENS_OF,
+       HR_NST };
 /* The lexical search's (hr_lexical).  ?1 namespace: its documents and FTS5
  * tokens, and whether it is alone in the file (no memory of another
  * namespace: then the FTS5 tag filters nothing and is left out) */
@@ -254,6 +256,18 @@ static const char hr_sql_lex_match[] =
 static const char hr_sql_lex_pass[] = "SELECT kind, created_at FROM memories WHERE seq = ?1";
 /* ?1 the kinds filter (a JSON array of text, checked): its kinds */
 static const char hr_sql_lex_kinds[] = "SELECT value FROM json_each(?1)";
+/* The posting cache's (hr_pc).  memories_fts's structure record: FTS5
+ * writes it again whenever the index changes (a row added, deleted or
+ * merged), so while it reads the same, what the cache took from the index
+ * is still what the index holds */
+static const char hr_sql_pc_stamp[] = "SELECT block FROM memories_fts_data WHERE id = 10";
+/* every row's lengths (FTS5's %_docsize: a varint a column), in seq order:
+ * a namespace alone in the file */
+static const char hr_sql_pc_lens[] = "SELECT id, sz FROM memories_fts_docsize ORDER BY id";
+/* ?1 namespace: its rows' lengths, in seq order */
+static const char hr_sql_pc_lens_of[] =
+    "SELECT m.seq, d.sz FROM memories AS m CROSS JOIN memories_fts_docsize AS d "
+    "ON d.id = m.seq WHERE m.namespace = ?1 ORDER BY m.seq";
 
 static const char *const hr_sql[HR_NST] = {
     hr_sql_cand,    hr_sql_hybrid,     hr_sql_links,  hr_sql_show,     hr_sql_tuned,
@@ -262,7 +276,7 @@ static const char *const hr_sql[HR_NST] = {
     hv_sql_cents,   hr_sql_kindlist,   hr_sql_threads, hr_sql_place,   hr_sql_neighbours,
     hr_sql_nrows,   hr_sql_kind_each,  hr_sql_own,    hr_sql_pending,  hr_sql_lex_ns,
     hr_sql_lex_term, hr_sql_lex_match, hr_sql_lex_pass, hr_sql_lex_kinds,
-    hr_sql_space_each, hr_sql_question};
+    hr_sql_space_each, hr_sql_question, hr_sql_pc_stamp, hr_sql_pc_lens, hr_sql_pc_lens_of};
 
 /* The carried model's unit vectors of logged questions, by their text
  * (contextual utility compares each candidate's judged questions with the
@@ -284,12 +298,15 @@ struct hr_qvec {
   float v[HM_EMBED_DIM];
 };
 
+static void hr_pc_free(hr_pc *pc); /* (the posting cache, below) */
+
 /* the module's client data goes with the connection */
 static void hr_conn_free(void *p) {
   hm_conn *conn = p;
   if (!conn) return;
   sqlite3_api = conn->api;
   hv_free(conn->vc);
+  hr_pc_free(conn->pc);
   for (int i = 0; conn->qc && i < HR_QCACHE; i++) sqlite3_free(conn->qc[i].text);
   sqlite3_free(conn->qc);
   ht_job_free(conn->job);
@@ -653,6 +670,8 @@ typedef struct {
   const hr_args *a;         /* the question, the namespace and the filters */
   int n;                    /* how many rows: the candidates */
   double small;             /* postings below which the whole match set is read */
+  double cache_from;        /* postings from which the connection's posting cache answers */
+  hr_pc **pc;               /* the connection's posting cache (NULL: none to keep) */
   char *err;                /* what failed, one sentence (sqlite3_malloc'd) */
   sqlite3_blob *blob;       /* %_docsize, for exact lengths */
   hm_bm25_acc acc;          /* one round's rows */
@@ -914,6 +933,464 @@ static int hr_lex_pruned(hr_lex *x, const hm_bm25_phrase *p, int m, int nw, cons
   return rc;
 }
 
+/*
+ * The posting cache (hr_pc, one per connection): a big namespace's BM25 top
+ * N from each question term's postings held in memory, read from FTS5 once.
+ * The rounds above walk FTS5's doclists again for every question, and at a
+ * million memories that walk is most of a recall (bench/RESULTS.md 27.3,
+ * 33): FTS5 decodes every posting it passes and skips only page by page.
+ * Here a term's postings (each row holding it, its weighted frequency there,
+ * as heap_bm25_tail counts it, and the row's exact length from %_docsize)
+ * are read the first time a question of the namespace names the term, and a
+ * search is MaxScore over arrays: the terms sorted by their bound, the rows
+ * of the terms that can still lift a row into the top n walked, the others
+ * only looked up (a galloping search) for those rows, each row scored
+ * exactly (hm_bm25, with the question's IDF and the namespace's mean
+ * length, as every other path).  The rows that can reach the top are ranked
+ * by hb_bm25_rank as the rounds rank theirs: the same rows, the same scores.
+ *
+ * What the cache took is good while the index is as it was: memories_fts's
+ * structure record reads the same (FTS5 writes it again whenever it flushes
+ * rows added or changed; a row deleted in place, FTS5's secure-delete, may
+ * leave it as it was) and so do the namespace's memories and tokens (a
+ * delete moves them).  Any change empties the cache, and it is built again
+ * only once HR_PC_SETTLE searches in a row found the index unchanged: a
+ * namespace written between its recalls is searched by the rounds, as
+ * before, rather than read again each time.  The cache holds one
+ * namespace's at a time.  It answers only a question whose postings reach
+ * HR_PC_FROM (below that the rounds cost little), outside a transaction
+ * that has written (whose changes FTS5 may still hold unflushed), and
+ * within HR_PC_BYTES: a bigger namespace or question is searched by the
+ * rounds.
+ */
+
+#define HR_PC_FROM 20000            /* a question's postings from which the cache answers */
+#define HR_PC_BYTES ((i64)96 << 20) /* the most the cache holds, lengths and postings */
+#define HR_PC_SLACK 1e-9            /* a bound below the threshold by this much prunes */
+#define HR_PC_SETTLE 3              /* unchanged searches in a row before the cache is built */
+
+typedef struct {
+  char *ns, *term;   /* NULL: an empty slot */
+  i64 n;             /* its postings, in seq order: */
+  u32 *at;           /* the row's place among the namespace's lengths (so in seq order) */
+  float *freq;       /* weighted frequency (heap_bm25_tail's, the text column) */
+  float maxtf, minlen;
+  u64 used;          /* the cache's clock at its last search */
+} hr_pc_term;
+
+/* a posting's bytes, a length's */
+#define HR_PC_POSTING ((i64)(sizeof(u32) + sizeof(float)))
+#define HR_PC_LENGTH ((i64)(sizeof(i64) + sizeof(float)))
+
+struct hr_pc {
+  unsigned char *stamp; /* the structure record it was read under (nstamp bytes), */
+  int nstamp;
+  char *sns;            /* for this namespace, */
+  double sdocs, stokens; /* of these memories and tokens */
+  int settled;          /* searches in a row that found them so */
+  hr_pc_term *t;        /* nt slots */
+  int nt;
+  i64 bytes;            /* held in all */
+  u64 clock;            /* searches so far */
+  char *lns;            /* the namespace whose lengths are held (NULL: none): the */
+  i64 nlen;             /* entries are all of it (they point into its lengths) */
+  i64 *lseq;            /* its rows, in seq order, */
+  float *llen;          /* and their lengths, all columns (exact) */
+};
+
+static void hr_pc_term_free(hr_pc *pc, hr_pc_term *e) {
+  pc->bytes -= e->n * HR_PC_POSTING;
+  sqlite3_free(e->ns);
+  sqlite3_free(e->term);
+  sqlite3_free(e->at);
+  sqlite3_free(e->freq);
+  memset(e, 0, sizeof *e);
+}
+
+static void hr_pc_lens_free(hr_pc *pc) {
+  pc->bytes -= pc->nlen * HR_PC_LENGTH;
+  sqlite3_free(pc->lns);
+  sqlite3_free(pc->lseq);
+  sqlite3_free(pc->llen);
+  pc->lns = NULL;
+  pc->lseq = NULL;
+  pc->llen = NULL;
+  pc->nlen = 0;
+}
+
+static void hr_pc_terms_free(hr_pc *pc) {
+  for (int i = 0; i < pc->nt; i++) hr_pc_term_free(pc, &pc->t[i]);
+  sqlite3_free(pc->t);
+  pc->t = NULL;
+  pc->nt = 0;
+}
+
+/* Everything the cache holds let go (it stays, empty). */
+static void hr_pc_clear(hr_pc *pc) {
+  hr_pc_terms_free(pc);
+  hr_pc_lens_free(pc);
+  sqlite3_free(pc->stamp);
+  sqlite3_free(pc->sns);
+  pc->stamp = NULL;
+  pc->sns = NULL;
+  pc->nstamp = 0;
+  pc->settled = 0;
+  pc->bytes = 0;
+}
+
+static void hr_pc_free(hr_pc *pc) {
+  if (!pc) return;
+  hr_pc_clear(pc);
+  sqlite3_free(pc);
+}
+
+/* The cache, emptied if the index changed since it read it (or it holds
+ * another namespace's): *pc (made when missing), *ready when it may answer
+ * (settle: the unchanged searches in a row it waits for).  0 or an SQLite
+ * code.
+ * docs, tokens: the namespace's statistics now; ready: whether it may
+ * answer. */
+static int hr_pc_fresh(hr_lex *x, hr_pc **pc, double docs, double tokens, int settle,
+                       int *ready) {
+  *ready = 0;
+  sqlite3_stmt *st = NULL;
+  int rc = hr_lex_stmt(x, HR_ST_PC_STAMP, &st);
+  if (rc != SQLITE_OK) return hr_lex_sqlfail(x, rc);
+  if (!*pc) {
+    if (!(*pc = sqlite3_malloc64(sizeof **pc))) { sqlite3_reset(st); return SQLITE_NOMEM; }
+    memset(*pc, 0, sizeof **pc);
+  }
+  hr_pc *c = *pc;
+  rc = sqlite3_step(st);
+  const void *b = rc == SQLITE_ROW ? sqlite3_column_blob(st, 0) : NULL;
+  int nb = rc == SQLITE_ROW ? sqlite3_column_bytes(st, 0) : 0;
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    sqlite3_reset(st);
+    return hr_lex_sqlfail(x, rc);
+  }
+  if (!c->stamp || c->nstamp != nb || (nb && memcmp(c->stamp, b, (size_t)nb)) ||
+      strcmp(c->sns, x->a->ns) || c->sdocs != docs || c->stokens != tokens) {
+    hr_pc_clear(c);
+    c->stamp = sqlite3_malloc64((sqlite3_uint64)nb + 1);
+    c->sns = sqlite3_mprintf("%s", x->a->ns);
+    if (!c->stamp || !c->sns) {
+      hr_pc_clear(c);
+      rc = SQLITE_NOMEM;
+    } else {
+      if (nb) memcpy(c->stamp, b, (size_t)nb);
+      c->nstamp = nb;
+      c->sdocs = docs;
+      c->stokens = tokens;
+    }
+  } else if (c->settled < settle) {
+    c->settled++;
+  }
+  sqlite3_reset(st);
+  if (rc == SQLITE_NOMEM) return rc;
+  *ready = c->settled >= settle;
+  return SQLITE_OK;
+}
+
+/* The exact length of every row of the namespace, read once into the cache
+ * (alone: the namespace alone in the file); another namespace's, and the
+ * entries that point into them, let go. */
+static int hr_pc_lens(hr_lex *x, hr_pc *pc, int alone) {
+  if (pc->lns && !strcmp(pc->lns, x->a->ns)) return SQLITE_OK;
+  hr_pc_terms_free(pc);
+  hr_pc_lens_free(pc);
+  sqlite3_stmt *st = NULL;
+  int rc = hr_lex_stmt(x, alone ? HR_ST_PC_LENS : HR_ST_PC_LENS_OF, &st);
+  if (rc != SQLITE_OK) return hr_lex_sqlfail(x, rc);
+  if (!alone) sqlite3_bind_text(st, 1, x->a->ns, -1, SQLITE_TRANSIENT);
+  i64 n = 0, cap = 0;
+  i64 *seq = NULL;
+  float *len = NULL;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (n == cap) {
+      cap = cap ? 2 * cap : 4096;
+      i64 *s = sqlite3_realloc64(seq, (sqlite3_uint64)cap * sizeof *s);
+      if (s) seq = s;
+      float *l = sqlite3_realloc64(len, (sqlite3_uint64)cap * sizeof *l);
+      if (l) len = l;
+      if (!s || !l) { rc = SQLITE_NOMEM; break; }
+      if (cap > (i64)UINT32_MAX) { rc = SQLITE_TOOBIG; break; } /* (HR_PC_BYTES first) */
+    }
+    const unsigned char *b = sqlite3_column_blob(st, 1);
+    int nb = sqlite3_column_bytes(st, 1);
+    double total = 0.0;
+    for (int i = 0; i < nb;) {
+      u64 v;
+      int used = hm_varint(b + i, nb - i, &v);
+      if (!used) { rc = SQLITE_CORRUPT; break; }
+      total += (double)v;
+      i += used;
+    }
+    if (rc == SQLITE_CORRUPT) break;
+    seq[n] = sqlite3_column_int64(st, 0);
+    len[n++] = (float)total;
+  }
+  sqlite3_reset(st);
+  if (rc == SQLITE_DONE && !(pc->lns = sqlite3_mprintf("%s", x->a->ns))) rc = SQLITE_NOMEM;
+  if (rc != SQLITE_DONE) {
+    sqlite3_free(seq);
+    sqlite3_free(len);
+    if (rc == SQLITE_CORRUPT)
+      x->err = sqlite3_mprintf("the FTS index's row lengths are damaged");
+    return rc == SQLITE_NOMEM || rc == SQLITE_CORRUPT || rc == SQLITE_TOOBIG
+               ? rc : hr_lex_sqlfail(x, rc);
+  }
+  pc->lseq = seq;
+  pc->llen = len;
+  pc->nlen = n;
+  pc->bytes += n * HR_PC_LENGTH;
+  return SQLITE_OK;
+}
+
+/* The cache's entry for term in the namespace: found, or read from FTS5
+ * (each row the phrase p matches, with its frequency, and its length from
+ * the lengths held), its slot into *out (a slot, not a pointer: reading
+ * another term may move the slots).  Room is made by letting go of the
+ * entries least recently searched, never one this search uses (clock).
+ * pc: the cache; tag: the namespace's FTS5 tag (NULL: alone); term: p's
+ * FTS5 term; out: the entry's slot. */
+static int hr_pc_term_of(hr_lex *x, hr_pc *pc, const hm_bm25_phrase *p, const char *tag,
+                         const char *term, int *out) {
+  int free_slot = -1;
+  for (int i = 0; i < pc->nt; i++) {
+    hr_pc_term *e = &pc->t[i];
+    if (!e->term) { if (free_slot < 0) free_slot = i; continue; }
+    if (!strcmp(e->term, term) && !strcmp(e->ns, x->a->ns)) {
+      e->used = pc->clock;
+      *out = i;
+      return SQLITE_OK;
+    }
+  }
+  /* room for its postings (p->df of them: bm25_terms counts them exactly) */
+  i64 need = (i64)p->df * HR_PC_POSTING;
+  while (pc->bytes + need > HR_PC_BYTES) {
+    hr_pc_term *old = NULL;
+    for (int i = 0; i < pc->nt; i++)
+      if (pc->t[i].term && pc->t[i].used != pc->clock && (!old || pc->t[i].used < old->used))
+        old = &pc->t[i];
+    if (!old) break; /* this search's own: let it have what it needs */
+    hr_pc_term_free(pc, old);
+  }
+  char match[HM_MAX_WORD * 4 + HM_NS_TAG_LEN + 32];
+  if (tag) sqlite3_snprintf(sizeof match, match, "nstag : \"%s\" AND \"%.*s\"", tag, p->len,
+                            p->word);
+  else sqlite3_snprintf(sizeof match, match, "\"%.*s\"", p->len, p->word);
+  sqlite3_stmt *st = NULL;
+  int rc = hr_lex_stmt(x, HR_ST_LEX_MATCH, &st);
+  if (rc != SQLITE_OK) return hr_lex_sqlfail(x, rc);
+  sqlite3_bind_text(st, 1, match, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int(st, 2, 1);
+  rc = hr_lex_rows(x, st, 1);
+  sqlite3_reset(st);
+  if (rc != SQLITE_OK) return rc;
+  i64 n = x->acc.n;
+  hr_pc_term e = {.n = n, .used = pc->clock, .minlen = INFINITY};
+  e.ns = sqlite3_mprintf("%s", x->a->ns);
+  e.term = sqlite3_mprintf("%s", term);
+  e.at = sqlite3_malloc64((sqlite3_uint64)(n ? n : 1) * sizeof(u32));
+  e.freq = sqlite3_malloc64((sqlite3_uint64)(n ? n : 1) * sizeof(float));
+  pc->bytes += n * HR_PC_POSTING;
+  if (!e.ns || !e.term || !e.at || !e.freq) {
+    hr_pc_term_free(pc, &e);
+    return SQLITE_NOMEM;
+  }
+  /* FTS5 gives the rows in seq order, as the lengths are held: one pass */
+  i64 j = 0;
+  for (i64 i = 0; i < n; i++) {
+    i64 s = x->acc.rowid[i];
+    while (j < pc->nlen && pc->lseq[j] < s) j++;
+    if (j >= pc->nlen || pc->lseq[j] != s || (i && j <= e.at[i - 1])) {
+      hr_pc_term_free(pc, &e);
+      x->err = sqlite3_mprintf("the FTS index holds a row without its length");
+      return SQLITE_CORRUPT;
+    }
+    e.at[i] = (u32)j;
+    e.freq[i] = (float)x->acc.freq[i];
+    if (e.freq[i] > e.maxtf) e.maxtf = e.freq[i];
+    if (pc->llen[j] < e.minlen) e.minlen = pc->llen[j];
+  }
+  if (free_slot < 0) {
+    hr_pc_term *t = sqlite3_realloc64(pc->t, (sqlite3_uint64)(pc->nt + 1) * sizeof *t);
+    if (!t) { hr_pc_term_free(pc, &e); return SQLITE_NOMEM; }
+    pc->t = t;
+    free_slot = pc->nt++;
+  }
+  pc->t[free_slot] = e;
+  *out = free_slot;
+  return SQLITE_OK;
+}
+
+/* The first posting of e at or after index i whose row is at place s or
+ * after (e->n: none), by galloping from i. */
+static i64 hr_pc_seek(const hr_pc_term *e, i64 i, u32 s) {
+  if (i >= e->n || e->at[i] >= s) return i;
+  i64 step = 1, lo = i, hi = i + 1;
+  while (hi < e->n && e->at[hi] < s) {
+    lo = hi;
+    step *= 2;
+    hi = lo + step;
+  }
+  if (hi > e->n) hi = e->n;
+  while (lo + 1 < hi) { /* at[lo] < s, at[hi] >= s (or hi == n) */
+    i64 mid = lo + (hi - lo) / 2;
+    if (e->at[mid] < s) lo = mid;
+    else hi = mid;
+  }
+  return hi;
+}
+
+/* A phrase's part of a row's score (positive): hm_bm25's term. */
+static double hr_pc_part(double idf, double f, double len, double avgdl) {
+  return idf * (f * (HM_BM25_K1 + 1.0)) /
+         (f + HM_BM25_K1 * (1.0 - HM_BM25_B + HM_BM25_B * len / avgdl));
+}
+
+typedef struct {
+  i64 n, cap;
+  i64 *rowid;
+  double *len, *freq; /* freq: n x m */
+} hr_pc_rows;
+
+/* MaxScore over the m phrases' entries e (p's order), into top and *size:
+ * the rows that can still reach the top n collected (those the filters let
+ * through), then ranked by hb_bm25_rank.
+ * p: the phrases (their IDF); e: their entries; m: how many; avgdl: the
+ * namespace's mean length; top, size: as hr_lex_round's. */
+static int hr_pc_search(hr_lex *x, const hm_bm25_phrase *p, hr_pc_term *const *e, int m,
+                        double avgdl, hm_scored *top, i64 *size) {
+  const hr_pc *pc = *x->pc;
+  int o[HM_MAX_QUERY_TERMS];         /* the phrases by bound, lowest first */
+  double ub[HM_MAX_QUERY_TERMS], pre[HM_MAX_QUERY_TERMS + 1], idf[HM_MAX_QUERY_TERMS];
+  i64 cur[HM_MAX_QUERY_TERMS];
+  for (int i = 0; i < m; i++) {
+    idf[i] = p[i].idf;
+    cur[i] = 0;
+    ub[i] = e[i]->n ? hm_bm25_bound(p[i].idf, e[i]->maxtf, e[i]->minlen, avgdl) : 0.0;
+    int k = i;
+    while (k > 0 && ub[o[k - 1]] > ub[i]) { o[k] = o[k - 1]; k--; }
+    o[k] = i;
+  }
+  pre[0] = 0.0;
+  for (int k = 0; k < m; k++) pre[k + 1] = pre[k] + ub[o[k]];
+  hm_scored *heap = sqlite3_malloc64((sqlite3_uint64)x->n * sizeof *heap);
+  hr_pc_rows r = {0};
+  if (!heap) return SQLITE_NOMEM;
+  i64 held = 0;
+  double theta = 0.0; /* the n-th best score so far, once n rows are held (positive) */
+  int ess = 0;        /* phrases o[0..ess) are not essential: their bounds sum below theta */
+  int rc = SQLITE_OK;
+  double f[HM_MAX_QUERY_TERMS];
+  for (;;) {
+    double lo = theta * (1.0 - HR_PC_SLACK) - 1e-12;
+    if (held == x->n)
+      while (ess < m && pre[ess + 1] < lo) ess++;
+    if (ess == m) break;
+    i64 d = INT64_MAX; /* the next row, by its place */
+    for (int k = ess; k < m; k++)
+      if (cur[o[k]] < e[o[k]]->n && e[o[k]]->at[cur[o[k]]] < d) d = e[o[k]]->at[cur[o[k]]];
+    if (d == INT64_MAX) break;
+    double s = 0.0, len = pc->llen[d];
+    for (int i = 0; i < m; i++) f[i] = 0.0;
+    for (int k = ess; k < m; k++) {
+      int i = o[k];
+      if (cur[i] < e[i]->n && e[i]->at[cur[i]] == d) {
+        f[i] = e[i]->freq[cur[i]];
+        s += hr_pc_part(idf[i], f[i], len, avgdl);
+        cur[i]++;
+      }
+    }
+    if (held == x->n && s + pre[ess] < lo) continue;
+    int skip = 0;
+    for (int k = ess - 1; k >= 0 && !skip; k--) {
+      int i = o[k];
+      cur[i] = hr_pc_seek(e[i], cur[i], (u32)d);
+      if (cur[i] < e[i]->n && e[i]->at[cur[i]] == d) {
+        f[i] = e[i]->freq[cur[i]];
+        s += hr_pc_part(idf[i], f[i], len, avgdl);
+      }
+      skip = held == x->n && s + pre[k] < lo;
+    }
+    if (skip) continue;
+    i64 rowid = pc->lseq[d];
+    hm_scored sc = {.score = hm_bm25(m, f, idf, len, avgdl), .rowid = rowid};
+    if (held == x->n && -sc.score < lo) continue;
+    int ok = 1;
+    if (x->pass && ((rc = hr_lex_pass(x, rowid, &ok)) != SQLITE_OK)) break;
+    if (!ok) continue;
+    if (r.n == r.cap) {
+      i64 cap = r.cap ? 2 * r.cap : 256;
+      i64 *ri = sqlite3_realloc64(r.rowid, (sqlite3_uint64)cap * sizeof(i64));
+      if (ri) r.rowid = ri;
+      double *rl = sqlite3_realloc64(r.len, (sqlite3_uint64)cap * sizeof(double));
+      if (rl) r.len = rl;
+      double *rf = sqlite3_realloc64(r.freq, (sqlite3_uint64)(cap * m) * sizeof(double));
+      if (rf) r.freq = rf;
+      if (!ri || !rl || !rf) { rc = SQLITE_NOMEM; break; }
+      r.cap = cap;
+    }
+    r.rowid[r.n] = rowid;
+    r.len[r.n] = len;
+    memcpy(&r.freq[r.n * m], f, (size_t)m * sizeof(double));
+    r.n++;
+    if (held < x->n) {
+      heap[held++] = sc;
+      hm_heap_up(heap, held - 1, 1);
+    } else if (hm_scored_before(&sc, &heap[0])) {
+      heap[0] = sc;
+      hm_heap_down(heap, held, 0, 1);
+    }
+    if (held == x->n) theta = -heap[0].score;
+  }
+  if (rc == SQLITE_OK)
+    rc = hb_bm25_rank(x->db, "memories_fts", &x->blob, r.n, m, r.rowid, r.len, 1, r.freq, idf,
+                      avgdl, NULL, NULL, x->n, top, size);
+  sqlite3_free(heap);
+  sqlite3_free(r.rowid);
+  sqlite3_free(r.len);
+  sqlite3_free(r.freq);
+  return rc;
+}
+
+/* The search through the cache, when it can take it: 0 with *done 1 and the
+ * top in top and *size; 0 with *done 0 when the rounds must search (a
+ * namespace or question too big for it, a write under way).
+ * p, m: the phrases; tag: the namespace's FTS5 tag (NULL: alone); docs,
+ * tokens: its statistics; postings: the phrases' rows in all; done: whether
+ * it searched. */
+static int hr_pc_try(hr_lex *x, const hm_bm25_phrase *p, int m, const char *tag, double docs,
+                     double tokens, double postings, hm_scored *top, i64 *size, int *done) {
+  double avgdl = tokens / docs;
+  *done = 0;
+  if (!x->pc || !(postings >= x->cache_from) ||
+      sqlite3_txn_state(x->db, "main") == SQLITE_TXN_WRITE ||
+      docs * HR_PC_LENGTH + postings * HR_PC_POSTING > (double)HR_PC_BYTES)
+    return SQLITE_OK;
+  int ready = 0;
+  int rc = hr_pc_fresh(x, x->pc, docs, tokens, x->cache_from > 0 ? HR_PC_SETTLE : 0,
+                       &ready);
+  if (rc != SQLITE_OK || !ready) return rc;
+  hr_pc *pc = *x->pc;
+  pc->clock++;
+  if ((rc = hr_pc_lens(x, pc, !tag)) != SQLITE_OK) return rc;
+  hr_pc_term *e[HM_MAX_QUERY_TERMS];
+  int slot[HM_MAX_QUERY_TERMS];
+  for (int i = 0; i < m; i++) {
+    hr_lex_tok tk = {0};
+    rc = x->stem->tok.xTokenize(x->stem->inst, &tk, FTS5_TOKENIZE_QUERY, p[i].word, p[i].len,
+                                hr_lex_token);
+    if (rc != SQLITE_OK) return rc;
+    if (tk.n != 1) return SQLITE_OK; /* (hr_lex_phrases took only words of one term) */
+    if ((rc = hr_pc_term_of(x, pc, &p[i], tag, tk.tok, &slot[i])) != SQLITE_OK) return rc;
+  }
+  for (int i = 0; i < m; i++) e[i] = &pc->t[slot[i]];
+  *done = 1;
+  return hr_pc_search(x, p, e, m, avgdl, top, size);
+}
+
 /* The phrases of the question's words nw, looked up in bm25_terms into p
  * (those the namespace holds, in order; *m of them, *postings their rows in
  * all).  0, or 1 when the pruned search cannot take the question: a word of
@@ -1000,17 +1477,23 @@ static int hr_lex_search(hr_lex *x, hm_scored *top, i64 *size) {
   if (rc != SQLITE_OK) return rc;
   if (m == 0 || postings <= x->small) /* (m 0: no word in bm25_terms; FTS5 says so at once) */
     return hr_lex_full(x, nw, alone, docs, tokens, top, size);
+  int done = 0;
+  rc = hr_pc_try(x, p, m, alone ? NULL : tag, docs, tokens, postings, top, size, &done);
+  if (rc != SQLITE_OK || done) return rc;
   return hr_lex_pruned(x, p, m, nw, alone ? NULL : tag, docs, tokens, top, size);
 }
 
 /* The namespace's BM25 top n for a's question, as JSON ([[seq, bm25], ...],
  * best first: heap_bm25_top's) into *json, or an SQLite code with *err one
  * sentence.  vt keeps the statements (NULL: prepared for this call); below
- * `small` postings the whole match set is read (HR_LEX_SMALL).
- * stem: the FTS5 tokenizer's stemmer. */
+ * `small` postings the whole match set is read (HR_LEX_SMALL); from
+ * `cache_from` the connection's posting cache *pc answers (HR_PC_FROM).
+ * stem: the FTS5 tokenizer's stemmer; pc: the connection's cache (NULL:
+ * none). */
 static int hr_lexical(sqlite3 *db, hr_vtab *vt, hm_stemmer *stem, const hr_args *a, int n,
-                      double small, char **json, char **err) {
-  hr_lex x = {.db = db, .vt = vt, .stem = stem, .a = a, .n = n, .small = small};
+                      double small, double cache_from, hr_pc **pc, char **json, char **err) {
+  hr_lex x = {.db = db, .vt = vt, .stem = stem, .a = a, .n = n, .small = small,
+              .cache_from = cache_from, .pc = pc};
   hm_scored *top = sqlite3_malloc64((sqlite3_uint64)n * sizeof *top);
   i64 size = 0;
   int rc = top ? hr_lex_search(&x, top, &size) : SQLITE_NOMEM;
@@ -1031,18 +1514,20 @@ static int hr_lexical(sqlite3 *db, hr_vtab *vt, hm_stemmer *stem, const hr_args 
   return rc;
 }
 
-/* heap_bm25_search(question, namespace, n [, small]) -> JSON [[seq, bm25],
- * ...]: the namespace's BM25 top n (1 to 1000) for the question, best first,
- * ties by seq, as heap_recall takes its lexical candidates (without
- * filters): the same rows and scores heap_bm25_top gives over the whole
- * match set.  small: the question's postings (rows holding one of its
- * words, summed over its words) at or below which the whole match set is
- * read rather than pruned (2048, heap_recall's; 0: always pruned, where the
- * question allows). */
+/* heap_bm25_search(question, namespace, n [, small [, cache]]) -> JSON
+ * [[seq, bm25], ...]: the namespace's BM25 top n (1 to 1000) for the
+ * question, best first, ties by seq, as heap_recall takes its lexical
+ * candidates (without filters): the same rows and scores heap_bm25_top
+ * gives over the whole match set.  small: the question's postings (rows
+ * holding one of its words, summed over its words) at or below which the
+ * whole match set is read rather than pruned (2048, heap_recall's; 0:
+ * always pruned, where the question allows).  cache: the postings from
+ * which the connection's posting cache answers (20000, heap_recall's; 0:
+ * wherever it can). */
 static void heap_bm25_search(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   hm_conn *conn = hq_user_data(ctx);
   hr_args a = {0};
-  double small = HR_LEX_SMALL;
+  double small = HR_LEX_SMALL, cache_from = HR_PC_FROM;
   char bad[HM_ERRLEN];
   if (hq_arg_text(argv[0], "question", HM_ARG_NUL_OK, hm_limits.MAX_TEXT_BYTES, &a.query, bad,
                   sizeof bad) ||
@@ -1067,6 +1552,13 @@ static void heap_bm25_search(sqlite3_context *ctx, int argc, sqlite3_value **arg
     }
     small = sqlite3_value_double(argv[3]);
   }
+  if (argc > 4) {
+    if (sqlite3_value_type(argv[4]) != SQLITE_INTEGER || sqlite3_value_int64(argv[4]) < 0) {
+      hq_result_err(ctx, "heap_bm25_search", "cache must be an integer >= 0 (postings)");
+      return;
+    }
+    cache_from = sqlite3_value_double(argv[4]);
+  }
   if (!conn || !conn->stem) {
     hq_result_err(ctx, "heap_bm25_search", "the library was not loaded with FTS5");
     return;
@@ -1079,8 +1571,8 @@ static void heap_bm25_search(sqlite3_context *ctx, int argc, sqlite3_value **arg
     return;
   }
   char *json = NULL;
-  int rc = hr_lexical(db, conn->vt, conn->stem, &a, sqlite3_value_int(argv[2]), small, &json,
-                      &why);
+  int rc = hr_lexical(db, conn->vt, conn->stem, &a, sqlite3_value_int(argv[2]), small,
+                      cache_from, &conn->pc, &json, &why);
   if (rc == SQLITE_OK) sqlite3_result_text(ctx, json, -1, sqlite3_free);
   else if (rc == SQLITE_NOMEM) sqlite3_result_error_nomem(ctx);
   else hq_result_err(ctx, "heap_bm25_search", why);
@@ -1918,7 +2410,8 @@ static int hr_read_candidates(hr_vtab *t, hr_cursor *c, const hr_args *a,
   if (!t->conn || !t->conn->stem)
     return hc_fail(&t->call, SQLITE_ERROR, "the library was not loaded into this connection with "
                                            "FTS5");
-  if ((rc = hr_lexical(t->db, t, t->conn->stem, a, (int)c->cfg.candidates, HR_LEX_SMALL, &lex,
+  if ((rc = hr_lexical(t->db, t, t->conn->stem, a, (int)c->cfg.candidates, HR_LEX_SMALL,
+                       HR_PC_FROM, &t->conn->pc, &lex,
                        &why))) {
     if (rc != SQLITE_NOMEM) hc_fail(&t->call, SQLITE_ERROR, "%s", why);
     sqlite3_free(why);

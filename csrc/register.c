@@ -31,6 +31,8 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
       {"autotune_used", ht_sql_used}, {"autotune_count", ht_sql_count},
       {"bm25_namespace", hr_sql_lex_ns}, {"bm25_term", hr_sql_lex_term},
       {"bm25_match", hr_sql_lex_match}, {"bm25_pass", hr_sql_lex_pass},
+      {"bm25_stamp", hr_sql_pc_stamp}, {"bm25_lengths", hr_sql_pc_lens},
+      {"bm25_lengths_of", hr_sql_pc_lens_of},
   };
   const char *name = (const char *)sqlite3_value_text(argv[0]);
   for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
@@ -43,7 +45,8 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
                             "links, show, log, edges, before, vrows, vectors, allow, vpart, "
                             "threads, place, neighbours, nrows, "
                             "tune_recalls, tune_events, tune_first_event, autotune_used, "
-                            "autotune_count, bm25_namespace, bm25_term, bm25_match, bm25_pass", -1);
+                            "autotune_count, bm25_namespace, bm25_term, bm25_match, bm25_pass, "
+                            "bm25_stamp, bm25_lengths, bm25_lengths_of", -1);
 }
 
 #pragma endregion
@@ -255,6 +258,7 @@ static const struct {
      * file's views or triggers; given the connection's hm_conn) */
     HM_SCALAR("heap_bm25_search", 3, HM_WRITE, heap_bm25_search),
     HM_SCALAR("heap_bm25_search", 4, HM_WRITE, heap_bm25_search),
+    HM_SCALAR("heap_bm25_search", 5, HM_WRITE, heap_bm25_search),
     HM_SCALAR("heap_feedback", 2, HM_WRITE, heap_feedback),
     HM_SCALAR("heap_feedback", 3, HM_WRITE, heap_feedback),
     HM_SCALAR("heap_feedback", 4, HM_WRITE, heap_feedback),

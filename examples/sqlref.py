@@ -124,11 +124,13 @@ WORDS: dict[str, tuple[list[str], str]] = {
                        "heap_bm25_row's term frequencies for the query's last n phrases only "
                        "(the pruned search's rounds: a threshold's formula, then the "
                        "question's words)."),
-    "heap_bm25_search": (["question", "namespace", "n", "small"], "The namespace's exact BM25 "
-                         "top n as recall takes its lexical candidates, as JSON [[seq, bm25], "
-                         "...]: pruned by each word's bound in bm25_terms, not every matching "
-                         "row scored (small: postings at or below which the whole match set "
-                         "is read; 2048)."),
+    "heap_bm25_search": (["question", "namespace", "n", "small", "cache"], "The namespace's "
+                         "exact BM25 top n as recall takes its lexical candidates, as JSON "
+                         "[[seq, bm25], ...]: pruned by each word's bound in bm25_terms, not "
+                         "every matching row scored (small: postings at or below which the "
+                         "whole match set is read; 2048. cache: postings from which the "
+                         "connection's posting cache answers, once three searches in a row "
+                         "found the index unchanged; 20000; 0: wherever it can, at once)."),
     "heap_terms": (["text"], "(table-valued) each FTS5 term of the text and how often it "
                    "occurs (term, tf): what bm25_terms is kept from."),
     "heap_bm25_terms": (["first", "last"], "(table-valued) bm25_terms' rows for the memories "

@@ -44,6 +44,10 @@ EXHAUSTIVE = ("SELECT heap_bm25_top(hit.seq, hit.row, "
               "FROM memories_fts WHERE memories_fts MATCH heap_match(?1, ?2) LIMIT -1) AS hit")
 # the pruned search, forced to prune (small = 0) wherever the question allows
 PRUNED = "SELECT heap_bm25_search(?1, ?2, ?3, 0)"
+# the rounds only: the connection's posting cache never answers
+ROUNDS = "SELECT heap_bm25_search(?1, ?2, ?3, 0, 1000000000000000000)"
+# through the connection's posting cache (cache = 0) wherever the question allows
+CACHED = "SELECT heap_bm25_search(?1, ?2, ?3, 0, 0)"
 
 
 def turn(rnd: random.Random) -> str:
@@ -128,6 +132,7 @@ def test_the_pruned_top_n_is_the_whole_match_sets(seed, size, n, churn, make):
             want = top(c, EXHAUSTIVE, q, ns, n)
             assert_same(top(c, PRUNED, q, ns, n), want)
             assert_same(top(c, "SELECT heap_bm25_search(?1, ?2, ?3)", q, ns, n), want)
+            assert_same(top(c, CACHED, q, ns, n), want)
         mem.close()
 
 
@@ -185,14 +190,16 @@ def test_the_bounds_are_what_keeps_it_exact(big):
     c = big.connection
     q = "Melanie running marathon in Lisbon"
     want = top(c, EXHAUSTIVE, q, "a", 50)
-    assert_same(top(c, PRUNED, q, "a", 50), want)
+    assert_same(top(c, ROUNDS, q, "a", 50), want)
     c.execute("UPDATE bm25_terms SET maxtf = 1, minlen = 1000 WHERE term = 'marathon'")
-    assert [r for r, _ in top(c, PRUNED, q, "a", 50)] != [r for r, _ in want]
+    assert [r for r, _ in top(c, ROUNDS, q, "a", 50)] != [r for r, _ in want]
+    # the posting cache bounds each term by the postings it holds
+    assert_same(top(c, CACHED, q, "a", 50), want)
     assert any("BM25 term statistics" in p for p in big.check().problems)
     with big.transaction() as t:
         t.execute("DELETE FROM bm25_terms")
         schema.build_bm25_terms(t, "big.db")
-    assert_same(top(c, PRUNED, q, "a", 50), want)
+    assert_same(top(c, ROUNDS, q, "a", 50), want)
     assert big.check().ok
 
 
@@ -307,6 +314,8 @@ def test_heap_terms_reads_a_text_as_fts5_indexes_it(db):
     ("SELECT heap_bm25_search('q', 'a', 0)", "heap_bm25_search: n must be an integer from 1"),
     ("SELECT heap_bm25_search('q', 'a', 5, -1)", "heap_bm25_search: small must be an integer"),
     ("SELECT heap_bm25_search('q', 'a', 5, 'x')", "heap_bm25_search: small must be an integer"),
+    ("SELECT heap_bm25_search('q', 'a', 5, 0, -1)", "heap_bm25_search: cache must be an integer"),
+    ("SELECT heap_bm25_search('q', 'a', 5, 0, 0.5)", "heap_bm25_search: cache must be an integer"),
     ("SELECT heap_bm25_tail(memories_fts, 0) FROM memories_fts WHERE memories_fts MATCH 'a'",
      "heap_bm25_tail: n must be an integer from 1"),
     ("SELECT heap_bm25_tail(memories_fts, 1, 'x') FROM memories_fts WHERE memories_fts "
@@ -324,3 +333,132 @@ def test_bad_input_is_one_sentence_and_writes_nothing(lexmem, sql, msg):
 def test_heap_bm25_search_outside_a_store(db):
     with pytest.raises(apsw.SQLError, match="heap_bm25_search: this database is not a heapmem"):
         db.execute("SELECT heap_bm25_search('q', 'a', 5)").fetchall()
+
+
+# -- the posting cache (csrc/recall.c, hr_pc) ------------------------------------------
+
+
+def test_the_posting_cache_follows_every_write(tmp_path):
+    """What the cache took from the index is dropped when the index changes:
+    another connection's add, update and forget (in place: FTS5's structure
+    record may not move), this one's, memories moved to another namespace;
+    inside a transaction that has written, the rounds answer (FTS5 may hold
+    its changes unflushed).  Each answer is the whole match set's (cache =
+    0: the cache answers from the first unchanged search, not the third)."""
+    path = str(tmp_path / "w.db")
+    mem = heapmem.open(path, clock=lambda: T0, embedder=None)
+    other = heapmem.open(path, clock=lambda: T0, embedder=None)
+    rnd = random.Random(3)
+    mem.add_many([{"text": turn(rnd), "namespace": rnd.choice("ab")} for _ in range(400)])
+    c = mem.connection
+    qs = ["Caroline went to the support group", "marathon in Lisbon", "Melanie kids camping"]
+
+    def agree(ns="a"):  # (one namespace: the cache holds one namespace's lengths at a time)
+        for q in qs:
+            assert_same(top(c, CACHED, q, ns, 20), top(c, EXHAUSTIVE, q, ns, 20))
+
+    agree()
+    ids = [i for i, in c.execute("SELECT id FROM memories ORDER BY seq")]
+    other.add_many([{"text": "Caroline marathon Lisbon marathon", "namespace": "a"}] * 3)
+    agree()
+    other.update(ids[0], text="marathon marathon marathon Lisbon")
+    agree()
+    other.forget(ids[1:40])
+    agree()
+    agree("b")
+    mem.add("Melanie kids camping kids", namespace="b")
+    agree("b")
+    moved = [i for i, in c.execute("SELECT id FROM memories WHERE namespace = 'a' AND "
+                                   "text LIKE '%marathon%' ORDER BY seq LIMIT 3")]
+    c.execute("UPDATE memories SET namespace = 'b', nstag = heap_ns_tag('b') "
+              "WHERE id IN (?, ?, ?)", moved)
+    agree("b")
+    agree()
+    # a text changed inside a transaction, as many tokens as it had: nothing
+    # FTS5 has flushed yet, nor the namespace's statistics, tells of it
+    seq, n = c.execute("SELECT seq, heap_ntokens(text) FROM memories WHERE namespace = 'a' "
+                       "AND heap_ntokens(text) >= 4 ORDER BY seq DESC LIMIT 1").fetchall()[0]
+    agree()
+    with mem.transaction() as t:
+        t.execute("UPDATE memories SET text = ? WHERE seq = ?",
+                  (" ".join(["oboe"] * n), seq))
+        got = top(t, CACHED, "oboe", "a", 5)
+        assert got == top(t, EXHAUSTIVE, "oboe", "a", 5)
+        assert got[0][0] == seq
+    agree()
+    other.close()
+    mem.close()
+
+
+def dense_turn(rnd: random.Random) -> str:
+    """Mostly the common words: a few thousand rows hold each."""
+    words = [rnd.choice(SPEAKERS) + ":"]
+    for _ in range(rnd.randint(3, 12)):
+        words.append(rnd.choice(COMMON) if rnd.random() < 0.8 else rnd.choice(RARE))
+    return " ".join(words)
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory):
+    """Two namespaces big enough that recall's questions reach the posting
+    cache (HR_PC_FROM, 20,000 postings), kinds and times to filter by."""
+    path = str(tmp_path_factory.mktemp("wide") / "wide.db")
+    mem = heapmem.open(path, clock=lambda: T0, embedder=None)
+    rnd = random.Random(11)
+    for ns in ("a", "b"):
+        mem.add_many([{"text": dense_turn(rnd), "namespace": ns,
+                       "kind": rnd.choice(["fact", "note"]),
+                       "created_at": T0 - rnd.randrange(1000) * 3600.0} for _ in range(12000)])
+    yield mem
+    mem.close()
+
+
+WIDE = ["Caroline went to the support group today", "Melanie really love kids camping running",
+        "painting support group kids running camping marathon",
+        "Caroline Melanie went running today"]
+
+
+def test_recall_reaches_the_cache_and_ranks_as_the_whole_match_set(wide):
+    """recall's lexical candidates through the posting cache (the questions'
+    postings past HR_PC_FROM), alternating namespaces, with and without
+    filters: the same memories and BM25 as plain BM25 over the namespace."""
+    c = wide.connection
+    since = T0 - 500 * 3600.0
+    for ns in ("a", "b", "a"):
+        seqs = dict(c.execute("SELECT seq, id FROM memories WHERE namespace = ?", (ns,)))
+        keep = {i for i, in c.execute("SELECT id FROM memories WHERE namespace = ? AND "
+                                      "kind = 'note' AND created_at >= ?", (ns, since))}
+        for q in WIDE:
+            words = " ".join(re.findall(r'"([^"]*)"', one(c, "SELECT heap_match(?)", q)))
+            terms = {t for t, in c.execute("SELECT term FROM heap_terms(?)", (words,))}
+            postings = sum(d for t, d in c.execute(
+                "SELECT term, docs FROM bm25_terms WHERE namespace = ?", (ns,)) if t in terms)
+            assert postings >= 20000, q
+            tfs, doclen = fts_inputs(c, "memories_fts", q, seqs)
+            score = reference_bm25(tfs, doclen)
+            for filt, kept in (({}, set(seqs.values())),
+                               ({"kinds": "note", "since": since}, keep)):
+                res = wide.recall(q, namespace=ns, k=30, config=RELEVANCE_ONLY, track=False,
+                                  **filt)
+                want = ranked({d: s for d, s in score.items() if seqs[d] in kept})[:30]
+                assert [r.id for r in res] == [seqs[d] for d, _ in want]
+                for r, (_, s) in zip(res, want):
+                    assert r.bm25 == pytest.approx(s, rel=1e-9)
+
+
+def test_the_cache_waits_for_the_index_to_settle(big):
+    """The cache is built at the third search in a row that finds the index
+    unchanged, and every write starts the count again (until then the rounds
+    answer).  Seen through bounds set too low in bm25_terms, which only the
+    rounds read: they lose rows, the cache (which bounds a term by the
+    postings it holds) does not."""
+    c = big.connection
+    q = "Melanie running marathon in Lisbon"
+    search = "SELECT heap_bm25_search(?1, ?2, ?3, 0, 1)"  # cache from 1 posting, settling
+    want = top(c, EXHAUSTIVE, q, "a", 50)
+    c.execute("UPDATE bm25_terms SET maxtf = 1, minlen = 1000 WHERE term = 'marathon'")
+    for _ in range(2):
+        got = [[r for r, _ in top(c, search, q, "a", 50)] for _ in range(5)]
+        assert [g == [r for r, _ in want] for g in got] == [False, False, False, True, True]
+        big.add("Lisbon oboe", namespace="b")  # a write elsewhere: the index changed
+        want = top(c, EXHAUSTIVE, q, "a", 50)

@@ -158,3 +158,21 @@ def test_a_candidates_place_and_neighbours_are_index_seeks(tmp_path):
         assert any("USING INDEX memories_thread (namespace=? AND thread=? AND turn>? AND "
                    "turn<?)" in p for p in plan), plan
         assert not any(BAD in p or p.startswith("SCAN m") for p in plan), plan
+
+
+def test_the_posting_cache_reads_lengths_in_seq_order_without_sorting(tmp_path):
+    """The posting cache reads a namespace's lengths once, in seq order: a
+    namespace alone in the file walks %_docsize by its key, another walks
+    its own memories by memories_namespace and looks each length up by its
+    key; neither sorts, on a store never closed or reopened."""
+    m = _fill(tmp_path / "a.db")
+    for _ in range(2):
+        assert _plan(m, "bm25_lengths", ()) == ["SCAN memories_fts_docsize"]
+        plan = _plan(m, "bm25_lengths_of", ("ns1",))
+        assert plan == ["SEARCH m USING COVERING INDEX memories_namespace (namespace=?)",
+                        "SEARCH d USING INTEGER PRIMARY KEY (rowid=?)"], plan
+        assert _plan(m, "bm25_stamp", ()) == [
+            "SEARCH memories_fts_data USING INTEGER PRIMARY KEY (rowid=?)"]
+        m.close()
+        m = heapmem.open(str(tmp_path / "a.db"))
+    m.close()

@@ -19,6 +19,7 @@ FUNCTIONS = [
     ("heap_answer", 3), ("heap_answer", 4), ("heap_answer", 5), ("heap_answer", 6),
     ("heap_attribute", 5),
     ("heap_bm25_row", -1), ("heap_bm25_search", 3), ("heap_bm25_search", 4),
+    ("heap_bm25_search", 5),
     ("heap_bm25_tail", -1),
     ("heap_bm25_top", 6), ("heap_cosine", 2), ("heap_credit", 5),
     ("heap_credit", 6), ("heap_embed", 1), ("heap_embed", 2), ("heap_embedder", 0),
