@@ -964,7 +964,7 @@ static int hr_lex_pruned(hr_lex *x, const hm_bm25_phrase *p, int m, int nw, cons
  * rounds.
  */
 
-#define HR_PC_FROM 20000            /* a question's postings from which the cache answers */
+#define HR_PC_FROM 2048             /* a question's postings from which the cache answers */
 #define HR_PC_BYTES ((i64)96 << 20) /* the most the cache holds, lengths and postings */
 #define HR_PC_SLACK 1e-9            /* a bound below the threshold by this much prunes */
 #define HR_PC_SETTLE 3              /* unchanged searches in a row before the cache is built */
@@ -1552,7 +1552,7 @@ static int hr_lexical(sqlite3 *db, hr_vtab *vt, hm_stemmer *stem, const hr_args 
  * holding one of its words, summed over its words) at or below which the
  * whole match set is read rather than pruned (2048, heap_recall's; 0:
  * always pruned, where the question allows).  cache: the postings from
- * which the connection's posting cache answers (20000, heap_recall's; 0:
+ * which the connection's posting cache answers (2048, heap_recall's; 0:
  * wherever it can). */
 static void heap_bm25_search(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   hm_conn *conn = hq_user_data(ctx);

@@ -130,7 +130,7 @@ WORDS: dict[str, tuple[list[str], str]] = {
                          "every matching row scored (small: postings at or below which the "
                          "whole match set is read; 2048. cache: postings from which the "
                          "connection's posting cache answers, once three searches in a row "
-                         "found the index unchanged; 20000; 0: wherever it can, at once)."),
+                         "found the index unchanged; 2048; 0: wherever it can, at once)."),
     "heap_terms": (["text"], "(table-valued) each FTS5 term of the text and how often it "
                    "occurs (term, tf): what bm25_terms is kept from."),
     "heap_bm25_terms": (["first", "last"], "(table-valued) bm25_terms' rows for the memories "
