@@ -234,7 +234,7 @@ enum { HR_ST_CAND, HR_ST_HYBRID, HR_ST_LINKS, HR_ST_SHOW, HR_ST_TUNED, HR_ST_LOG
        HR_ST_PLACE, HR_ST_NEIGHBOURS, HR_ST_NROWS, HR_ST_KIND_EACH, HR_ST_OWN, HR_ST_PENDING,
        HR_ST_LEX_NS, HR_ST_LEX_TERM, HR_ST_LEX_MATCH, HR_ST_LEX_PASS, HR_ST_LEX_KINDS,
        HR_ST_SPACE_EACH, HR_ST_QUESTION, HR_ST_PC_STAMP, HR_ST_PC_LENS, HR_ST_PC_LENS_OF,
-       HR_NST };
+       HR_ST_PC_FILTERS, HR_NST };
 /* The lexical search's (hr_lexical).  ?1 namespace: its documents and FTS5
  * tokens, and whether it is alone in the file (no memory of another
  * namespace: then the FTS5 tag filters nothing and is left out) */
@@ -264,6 +264,10 @@ static const char hr_sql_pc_stamp[] = "SELECT block FROM memories_fts_data WHERE
 /* every row's lengths (FTS5's %_docsize: a varint a column), in seq order:
  * a namespace alone in the file */
 static const char hr_sql_pc_lens[] = "SELECT id, sz FROM memories_fts_docsize ORDER BY id";
+/* ?1 namespace: its memories' kinds and times, from memories_filter alone
+ * (what recall's filters ask, held beside the lengths) */
+static const char hr_sql_pc_filters[] =
+    "SELECT seq, kind, created_at FROM memories INDEXED BY memories_filter WHERE namespace = ?1";
 /* ?1 namespace: its rows' lengths, in seq order */
 static const char hr_sql_pc_lens_of[] =
     "SELECT m.seq, d.sz FROM memories AS m CROSS JOIN memories_fts_docsize AS d "
@@ -276,7 +280,8 @@ static const char *const hr_sql[HR_NST] = {
     hv_sql_cents,   hr_sql_kindlist,   hr_sql_threads, hr_sql_place,   hr_sql_neighbours,
     hr_sql_nrows,   hr_sql_kind_each,  hr_sql_own,    hr_sql_pending,  hr_sql_lex_ns,
     hr_sql_lex_term, hr_sql_lex_match, hr_sql_lex_pass, hr_sql_lex_kinds,
-    hr_sql_space_each, hr_sql_question, hr_sql_pc_stamp, hr_sql_pc_lens, hr_sql_pc_lens_of};
+    hr_sql_space_each, hr_sql_question, hr_sql_pc_stamp, hr_sql_pc_lens, hr_sql_pc_lens_of,
+    hr_sql_pc_filters};
 
 /* The carried model's unit vectors of logged questions, by their text
  * (contextual utility compares each candidate's judged questions with the
@@ -981,6 +986,7 @@ typedef struct {
 /* a posting's bytes, a length's */
 #define HR_PC_POSTING ((i64)(sizeof(u32) + sizeof(float)))
 #define HR_PC_LENGTH ((i64)(sizeof(i64) + sizeof(float)))
+#define HR_PC_FILTER ((i64)(sizeof(uint16_t) + sizeof(double)))
 
 struct hr_pc {
   unsigned char *stamp; /* the structure record it was read under (nstamp bytes), */
@@ -995,7 +1001,12 @@ struct hr_pc {
   char *lns;            /* the namespace whose lengths are held (NULL: none): the */
   i64 nlen;             /* entries are all of it (they point into its lengths) */
   i64 *lseq;            /* its rows, in seq order, */
-  float *llen;          /* and their lengths, all columns (exact) */
+  float *llen;          /* and their lengths, all columns (exact); */
+  int lfilt;            /* 1: and their kinds and times, read at a first filtered search */
+  uint16_t *lkind;      /* (kn's index) */
+  double *lat;          /* (created_at; NaN: none) */
+  char **kn;            /* the kinds named (nkn) */
+  int nkn;
 };
 
 static void hr_pc_term_free(hr_pc *pc, hr_pc_term *e) {
@@ -1007,7 +1018,21 @@ static void hr_pc_term_free(hr_pc *pc, hr_pc_term *e) {
   memset(e, 0, sizeof *e);
 }
 
+static void hr_pc_filters_free(hr_pc *pc) {
+  if (pc->lfilt == 1) pc->bytes -= pc->nlen * HR_PC_FILTER;
+  sqlite3_free(pc->lkind);
+  sqlite3_free(pc->lat);
+  for (int i = 0; i < pc->nkn; i++) sqlite3_free(pc->kn[i]);
+  sqlite3_free(pc->kn);
+  pc->lkind = NULL;
+  pc->lat = NULL;
+  pc->kn = NULL;
+  pc->nkn = 0;
+  pc->lfilt = 0;
+}
+
 static void hr_pc_lens_free(hr_pc *pc) {
+  hr_pc_filters_free(pc);
   pc->bytes -= pc->nlen * HR_PC_LENGTH;
   sqlite3_free(pc->lns);
   sqlite3_free(pc->lseq);
@@ -1146,6 +1171,56 @@ static int hr_pc_lens(hr_lex *x, hr_pc *pc, int alone) {
   return SQLITE_OK;
 }
 
+/* The namespace's memories' kinds and times beside their lengths (read once,
+ * at a first filtered search): pc->lfilt 1, or -1 where they cannot be held
+ * (past 65,535 kinds, or HR_PC_BYTES): then the filters are asked row by row. */
+static int hr_pc_filters(hr_lex *x, hr_pc *pc) {
+  if (pc->lfilt) return SQLITE_OK;
+  if (pc->bytes + pc->nlen * HR_PC_FILTER > HR_PC_BYTES) { pc->lfilt = -1; return SQLITE_OK; }
+  pc->lkind = sqlite3_malloc64((sqlite3_uint64)(pc->nlen ? pc->nlen : 1) * sizeof(uint16_t));
+  pc->lat = sqlite3_malloc64((sqlite3_uint64)(pc->nlen ? pc->nlen : 1) * sizeof(double));
+  if (!pc->lkind || !pc->lat) { hr_pc_filters_free(pc); return SQLITE_NOMEM; }
+  for (i64 j = 0; j < pc->nlen; j++) { pc->lkind[j] = 0; pc->lat[j] = NAN; }
+  sqlite3_stmt *st = NULL;
+  int rc = hr_lex_stmt(x, HR_ST_PC_FILTERS, &st);
+  if (rc != SQLITE_OK) { hr_pc_filters_free(pc); return hr_lex_sqlfail(x, rc); }
+  sqlite3_bind_text(st, 1, x->a->ns, -1, SQLITE_TRANSIENT);
+  int over = 0;
+  while (!over && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    i64 s = sqlite3_column_int64(st, 0);
+    i64 lo = 0, hi = pc->nlen; /* its place: a memory without an FTS5 row has none */
+    while (lo < hi) {
+      i64 mid = lo + (hi - lo) / 2;
+      if (pc->lseq[mid] < s) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo >= pc->nlen || pc->lseq[lo] != s) continue;
+    const char *kind = (const char *)sqlite3_column_text(st, 1);
+    if (!kind) kind = "";
+    int k = pc->nkn - 1;
+    while (k >= 0 && strcmp(pc->kn[k], kind)) k--;
+    if (k < 0) {
+      if (pc->nkn >= 65535) { over = 1; break; }
+      char **kn = sqlite3_realloc64(pc->kn, (sqlite3_uint64)(pc->nkn + 1) * sizeof *kn);
+      if (!kn) { rc = SQLITE_NOMEM; break; }
+      pc->kn = kn;
+      if (!(kn[pc->nkn] = sqlite3_mprintf("%s", kind))) { rc = SQLITE_NOMEM; break; }
+      k = pc->nkn++;
+    }
+    pc->lkind[lo] = (uint16_t)k;
+    pc->lat[lo] = sqlite3_column_type(st, 2) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 2);
+  }
+  sqlite3_reset(st);
+  if (over) { hr_pc_filters_free(pc); pc->lfilt = -1; return SQLITE_OK; }
+  if (rc != SQLITE_DONE) {
+    hr_pc_filters_free(pc);
+    return rc == SQLITE_NOMEM ? rc : hr_lex_sqlfail(x, rc);
+  }
+  pc->lfilt = 1;
+  pc->bytes += pc->nlen * HR_PC_FILTER;
+  return SQLITE_OK;
+}
+
 /* The first place at or after j whose row's seq is at least s (pc->nlen:
  * none), by galloping from j. */
 static i64 hr_pc_place(const hr_pc *pc, i64 j, i64 s) {
@@ -1281,11 +1356,92 @@ typedef struct {
   i64 n, cap;
   i64 *rowid;
   double *len, *freq; /* freq: n x m */
+  double *score;      /* hm_bm25's (negative: lower is better) */
+  unsigned char *ok;  /* the filters: 0 not asked yet, 1 let it through */
+  i64 *at;            /* the row's place among the namespace's lengths */
+  int inmem;          /* the filters asked of the kinds and times the cache holds, */
+  const unsigned char *allow; /* a kind (its index) let through (NULL: any kind) */
 } hr_pc_rows;
 
+/* Whether the filters let the row at place j through, asked of the kinds
+ * and times the cache holds (as hr_lex_pass asks the memories table).
+ * pc: the cache; r: the search's rows (the kinds let through); j: the place. */
+static int hr_pc_let(const hr_pc *pc, const hr_pc_rows *r, const hr_args *a, i64 j) {
+  double at = pc->lat[j];
+  return (!r->allow || r->allow[pc->lkind[j]]) && (!a->has_since || at >= a->since) &&
+         (!a->has_until || at < a->until);
+}
+
+/* With filters: rows are asked of them in batches of this many, best first */
+#define HR_PC_ASK(n) (4 * (n) + 64)
+
+/* The rows of r not yet asked of the filters, asked best first, each one
+ * that passes into the heap of the n best (heap, *held: the worst at its
+ * root), until none left can enter it; then r keeps only the rows that
+ * passed.  0 or an SQLite code.
+ * r: the rows (m frequencies each); heap, held: the n best that passed so
+ * far. */
+static int hr_pc_ask(hr_lex *x, hr_pc_rows *r, int m, hm_scored *heap, i64 *held) {
+  i64 nask = 0;
+  for (i64 k = 0; k < r->n; k++) nask += !r->ok[k];
+  hm_scored *ask = sqlite3_malloc64((sqlite3_uint64)(nask ? nask : 1) * sizeof *ask);
+  if (!ask) return SQLITE_NOMEM;
+  nask = 0;
+  for (i64 k = 0; k < r->n; k++)
+    if (!r->ok[k]) ask[nask++] = (hm_scored){.score = r->score[k], .rowid = r->rowid[k], .k = k};
+  qsort(ask, (size_t)nask, sizeof *ask, hm_scored_cmp);
+  int rc = SQLITE_OK;
+  for (i64 i = 0; i < nask && rc == SQLITE_OK; i++) {
+    if (*held == x->n && !hm_scored_before(&ask[i], &heap[0])) break; /* none after enters */
+    int ok = 0;
+    if (r->inmem) ok = hr_pc_let(*x->pc, r, x->a, r->at[ask[i].k]);
+    else if ((rc = hr_lex_pass(x, ask[i].rowid, &ok)) != SQLITE_OK) continue;
+    if (!ok) continue;
+    r->ok[ask[i].k] = 1;
+    if (*held < x->n) {
+      heap[(*held)++] = ask[i];
+      hm_heap_up(heap, *held - 1, 1);
+    } else {
+      heap[0] = ask[i];
+      hm_heap_down(heap, *held, 0, 1);
+    }
+  }
+  sqlite3_free(ask);
+  i64 kept = 0; /* the rows that passed, in their order */
+  for (i64 k = 0; k < r->n && rc == SQLITE_OK; k++) {
+    if (!r->ok[k]) continue;
+    r->rowid[kept] = r->rowid[k];
+    r->len[kept] = r->len[k];
+    r->score[kept] = r->score[k];
+    r->at[kept] = r->at[k];
+    r->ok[kept] = 1;
+    memmove(&r->freq[kept * m], &r->freq[k * m], (size_t)m * sizeof(double));
+    kept++;
+  }
+  if (rc == SQLITE_OK) r->n = kept;
+  return rc;
+}
+
+/* The filters asked of the kinds and times the cache holds, where it holds
+ * them: r->inmem, and r->allow (*allow, to free) each kind it names. */
+static int hr_pc_allow(hr_lex *x, const hr_pc *pc, hr_pc_rows *r, unsigned char **allow) {
+  if (!x->pass || pc->lfilt != 1) return SQLITE_OK;
+  r->inmem = 1;
+  if (!x->kinds) return SQLITE_OK;
+  if (!(*allow = sqlite3_malloc64((sqlite3_uint64)pc->nkn + 1))) return SQLITE_NOMEM;
+  for (int k = 0; k < pc->nkn; k++) {
+    (*allow)[k] = 0;
+    for (int i = 0; i < x->nkinds && !(*allow)[k]; i++) (*allow)[k] = !strcmp(pc->kn[k], x->kinds[i]);
+  }
+  r->allow = *allow;
+  return SQLITE_OK;
+}
+
 /* MaxScore over the m phrases' entries e (p's order), into top and *size:
- * the rows that can still reach the top n collected (those the filters let
- * through), then ranked by hb_bm25_rank.
+ * the rows that can still reach the top n collected, then ranked by
+ * hb_bm25_rank.  With filters, a row counts toward the threshold only once
+ * they let it through, and they are asked of the rows best first, a batch
+ * at a time (hr_pc_ask), not of every row in seq order.
  * p: the phrases (their IDF); e: their entries; m: how many; avgdl: the
  * namespace's mean length; top, size: as hr_lex_round's. */
 static int hr_pc_search(hr_lex *x, const hm_bm25_phrase *p, hr_pc_term *const *e, int m,
@@ -1306,8 +1462,12 @@ static int hr_pc_search(hr_lex *x, const hm_bm25_phrase *p, hr_pc_term *const *e
   for (int k = 0; k < m; k++) pre[k + 1] = pre[k] + ub[o[k]];
   hm_scored *heap = sqlite3_malloc64((sqlite3_uint64)x->n * sizeof *heap);
   hr_pc_rows r = {0};
-  if (!heap) return SQLITE_NOMEM;
-  i64 held = 0;
+  unsigned char *allow = NULL; /* the kinds filter, by the cache's kind indexes */
+  if (!heap || hr_pc_allow(x, pc, &r, &allow) != SQLITE_OK) {
+    sqlite3_free(heap);
+    return SQLITE_NOMEM;
+  }
+  i64 held = 0, asked = 0; /* asked: rows the filters have not seen yet */
   double theta = 0.0; /* the n-th best score so far, once n rows are held (positive) */
   int ess = 0;        /* phrases o[0..ess) are not essential: their bounds sum below theta */
   int rc = SQLITE_OK;
@@ -1348,9 +1508,6 @@ static int hr_pc_search(hr_lex *x, const hm_bm25_phrase *p, hr_pc_term *const *e
     i64 rowid = pc->lseq[d];
     hm_scored sc = {.score = hm_bm25(m, f, idf, len, avgdl), .rowid = rowid};
     if (held == x->n && -sc.score < lo) continue;
-    int ok = 1;
-    if (x->pass && ((rc = hr_lex_pass(x, rowid, &ok)) != SQLITE_OK)) break;
-    if (!ok) continue;
     if (r.n == r.cap) {
       i64 cap = r.cap ? 2 * r.cap : 256;
       i64 *ri = sqlite3_realloc64(r.rowid, (sqlite3_uint64)cap * sizeof(i64));
@@ -1359,13 +1516,29 @@ static int hr_pc_search(hr_lex *x, const hm_bm25_phrase *p, hr_pc_term *const *e
       if (rl) r.len = rl;
       double *rf = sqlite3_realloc64(r.freq, (sqlite3_uint64)(cap * m) * sizeof(double));
       if (rf) r.freq = rf;
-      if (!ri || !rl || !rf) { rc = SQLITE_NOMEM; break; }
+      double *rs = sqlite3_realloc64(r.score, (sqlite3_uint64)cap * sizeof(double));
+      if (rs) r.score = rs;
+      unsigned char *ro = sqlite3_realloc64(r.ok, (sqlite3_uint64)cap);
+      if (ro) r.ok = ro;
+      i64 *ra = sqlite3_realloc64(r.at, (sqlite3_uint64)cap * sizeof(i64));
+      if (ra) r.at = ra;
+      if (!ri || !rl || !rf || !rs || !ro || !ra) { rc = SQLITE_NOMEM; break; }
       r.cap = cap;
     }
     r.rowid[r.n] = rowid;
     r.len[r.n] = len;
+    r.score[r.n] = sc.score;
+    r.at[r.n] = d;
+    r.ok[r.n] = !x->pass;
     memcpy(&r.freq[r.n * m], f, (size_t)m * sizeof(double));
     r.n++;
+    if (x->pass) { /* counted once the filters let it through */
+      if (++asked < HR_PC_ASK(x->n)) continue;
+      asked = 0;
+      if ((rc = hr_pc_ask(x, &r, m, heap, &held)) != SQLITE_OK) break;
+      if (held == x->n) theta = -heap[0].score;
+      continue;
+    }
     if (held < x->n) {
       heap[held++] = sc;
       hm_heap_up(heap, held - 1, 1);
@@ -1375,6 +1548,7 @@ static int hr_pc_search(hr_lex *x, const hm_bm25_phrase *p, hr_pc_term *const *e
     }
     if (held == x->n) theta = -heap[0].score;
   }
+  if (rc == SQLITE_OK && x->pass) rc = hr_pc_ask(x, &r, m, heap, &held);
   if (rc == SQLITE_OK)
     rc = hb_bm25_rank(x->db, "memories_fts", &x->blob, r.n, m, r.rowid, r.len, 1, r.freq, idf,
                       avgdl, NULL, NULL, x->n, top, size);
@@ -1382,6 +1556,10 @@ static int hr_pc_search(hr_lex *x, const hm_bm25_phrase *p, hr_pc_term *const *e
   sqlite3_free(r.rowid);
   sqlite3_free(r.len);
   sqlite3_free(r.freq);
+  sqlite3_free(r.score);
+  sqlite3_free(r.ok);
+  sqlite3_free(r.at);
+  sqlite3_free(allow);
   return rc;
 }
 
@@ -1406,6 +1584,7 @@ static int hr_pc_try(hr_lex *x, const hm_bm25_phrase *p, int m, const char *tag,
   hr_pc *pc = *x->pc;
   pc->clock++;
   if ((rc = hr_pc_lens(x, pc, !tag)) != SQLITE_OK) return rc;
+  if (x->pass && (rc = hr_pc_filters(x, pc)) != SQLITE_OK) return rc;
   hr_pc_term *e[HM_MAX_QUERY_TERMS];
   int slot[HM_MAX_QUERY_TERMS];
   for (int i = 0; i < m; i++) {

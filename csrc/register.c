@@ -32,7 +32,7 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
       {"bm25_namespace", hr_sql_lex_ns}, {"bm25_term", hr_sql_lex_term},
       {"bm25_match", hr_sql_lex_match}, {"bm25_pass", hr_sql_lex_pass},
       {"bm25_stamp", hr_sql_pc_stamp}, {"bm25_lengths", hr_sql_pc_lens},
-      {"bm25_lengths_of", hr_sql_pc_lens_of},
+      {"bm25_lengths_of", hr_sql_pc_lens_of}, {"bm25_filters", hr_sql_pc_filters},
   };
   const char *name = (const char *)sqlite3_value_text(argv[0]);
   for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
@@ -46,7 +46,7 @@ static void heap_statement(sqlite3_context *ctx, int argc, sqlite3_value **argv)
                             "threads, place, neighbours, nrows, "
                             "tune_recalls, tune_events, tune_first_event, autotune_used, "
                             "autotune_count, bm25_namespace, bm25_term, bm25_match, bm25_pass, "
-                            "bm25_stamp, bm25_lengths, bm25_lengths_of", -1);
+                            "bm25_stamp, bm25_lengths, bm25_lengths_of, bm25_filters", -1);
 }
 
 #pragma endregion

@@ -164,7 +164,8 @@ def test_the_posting_cache_reads_lengths_in_seq_order_without_sorting(tmp_path):
     """The posting cache reads a namespace's lengths once, in seq order: a
     namespace alone in the file walks %_docsize by its key, another walks
     its own memories by memories_namespace and looks each length up by its
-    key; neither sorts, on a store never closed or reopened."""
+    key; neither sorts, on a store never closed or reopened.  Its kinds and
+    times come from memories_filter alone."""
     m = _fill(tmp_path / "a.db")
     for _ in range(2):
         assert _plan(m, "bm25_lengths", ()) == ["SCAN memories_fts_docsize"]
@@ -173,6 +174,9 @@ def test_the_posting_cache_reads_lengths_in_seq_order_without_sorting(tmp_path):
                         "SEARCH d USING INTEGER PRIMARY KEY (rowid=?)"], plan
         assert _plan(m, "bm25_stamp", ()) == [
             "SEARCH memories_fts_data USING INTEGER PRIMARY KEY (rowid=?)"]
+        # the kinds and times recall's filters ask, from the covering index alone
+        assert _plan(m, "bm25_filters", ("ns1",)) == [
+            "SEARCH memories USING COVERING INDEX memories_filter (namespace=?)"]
         m.close()
         m = heapmem.open(str(tmp_path / "a.db"))
     m.close()
