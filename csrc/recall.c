@@ -1221,24 +1221,29 @@ static int hr_pc_filters(hr_lex *x, hr_pc *pc) {
   return SQLITE_OK;
 }
 
-/* The first place at or after j whose row's seq is at least s (pc->nlen:
- * none), by galloping from j. */
-static i64 hr_pc_place(const hr_pc *pc, i64 j, i64 s) {
-  if (j >= pc->nlen || pc->lseq[j] >= s) return j;
-  i64 step = 1, lo = j, hi = j + 1;
-  while (hi < pc->nlen && pc->lseq[hi] < s) {
-    lo = hi;
-    step *= 2;
-    hi = lo + step;
+/* The first index at or after i of the ascending array a (n of them) whose
+ * value is at least s (n: none), by galloping from i: a word's rows are a
+ * few of the namespace's, and the rows a search looks up in a word are a
+ * few of the word's. */
+#define HR_GALLOP(name, type)                                                                 \
+  static i64 name(const type *a, i64 n, i64 i, type s) {                                     \
+    if (i >= n || a[i] >= s) return i;                                                       \
+    i64 step = 1, lo = i, hi = i + 1;                                                        \
+    while (hi < n && a[hi] < s) {                                                            \
+      lo = hi;                                                                               \
+      step *= 2;                                                                             \
+      hi = lo + step;                                                                        \
+    }                                                                                        \
+    if (hi > n) hi = n;                                                                      \
+    while (lo + 1 < hi) { /* a[lo] < s, a[hi] >= s (or hi == n) */                           \
+      i64 mid = lo + (hi - lo) / 2;                                                          \
+      if (a[mid] < s) lo = mid;                                                              \
+      else hi = mid;                                                                         \
+    }                                                                                        \
+    return hi;                                                                               \
   }
-  if (hi > pc->nlen) hi = pc->nlen;
-  while (lo + 1 < hi) { /* lseq[lo] < s, lseq[hi] >= s (or hi == nlen) */
-    i64 mid = lo + (hi - lo) / 2;
-    if (pc->lseq[mid] < s) lo = mid;
-    else hi = mid;
-  }
-  return hi;
-}
+HR_GALLOP(hr_gallop_seq, i64) /* a namespace's rows, by seq */
+HR_GALLOP(hr_gallop_at, u32)  /* a word's postings, by their rows' places */
 
 #if defined(__GNUC__) || defined(__clang__)
 #define HR_PREFETCH(p) __builtin_prefetch(p)
@@ -1305,7 +1310,7 @@ static int hr_pc_term_of(hr_lex *x, hr_pc *pc, const hm_bm25_phrase *p, const ch
   i64 j = 0;
   for (i64 i = 0; i < n; i++) {
     i64 s = x->acc.rowid[i];
-    j = hr_pc_place(pc, j, s);
+    j = hr_gallop_seq(pc->lseq, pc->nlen, j, s);
     if (j >= pc->nlen || pc->lseq[j] != s || (i && j <= e.at[i - 1])) {
       hr_pc_term_free(pc, &e);
       x->err = sqlite3_mprintf("the FTS index holds a row without its length");
@@ -1325,25 +1330,6 @@ static int hr_pc_term_of(hr_lex *x, hr_pc *pc, const hm_bm25_phrase *p, const ch
   pc->t[free_slot] = e;
   *out = free_slot;
   return SQLITE_OK;
-}
-
-/* The first posting of e at or after index i whose row is at place s or
- * after (e->n: none), by galloping from i. */
-static i64 hr_pc_seek(const hr_pc_term *e, i64 i, u32 s) {
-  if (i >= e->n || e->at[i] >= s) return i;
-  i64 step = 1, lo = i, hi = i + 1;
-  while (hi < e->n && e->at[hi] < s) {
-    lo = hi;
-    step *= 2;
-    hi = lo + step;
-  }
-  if (hi > e->n) hi = e->n;
-  while (lo + 1 < hi) { /* at[lo] < s, at[hi] >= s (or hi == n) */
-    i64 mid = lo + (hi - lo) / 2;
-    if (e->at[mid] < s) lo = mid;
-    else hi = mid;
-  }
-  return hi;
 }
 
 /* A phrase's part of a row's score (positive): hm_bm25's term. */
@@ -1497,7 +1483,7 @@ static int hr_pc_search(hr_lex *x, const hm_bm25_phrase *p, hr_pc_term *const *e
     int skip = 0;
     for (int k = ess - 1; k >= 0 && !skip; k--) {
       int i = o[k];
-      cur[i] = hr_pc_seek(e[i], cur[i], (u32)d);
+      cur[i] = hr_gallop_at(e[i]->at, e[i]->n, cur[i], (u32)d);
       if (cur[i] < e[i]->n && e[i]->at[cur[i]] == d) {
         f[i] = e[i]->freq[cur[i]];
         s += hr_pc_part(idf[i], f[i], len, avgdl);
