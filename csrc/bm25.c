@@ -51,15 +51,20 @@ static double hm_bm25_idf(double n_docs, double n_hit) {
   return log(1.0 + (n_docs - n_hit + 0.5) / (n_hit + 0.5));
 }
 
+/* One phrase's part of a row's BM25 score (positive): its IDF, its frequency
+ * in the row, the row's length and the collection's mean length. */
+static double hm_bm25_part(double idf, double freq, double doclen, double avgdl) {
+  return idf * (freq * (HM_BM25_K1 + 1.0)) /
+         (freq + HM_BM25_K1 * (1.0 - HM_BM25_B + HM_BM25_B * doclen / avgdl));
+}
+
 /* The (negative, lower is better, as FTS5) BM25 score of one row.
  * nphrase: the phrases; freq, idf: each one's frequency in the row and IDF;
  * doclen: the row's length; avgdl: the collection's mean length. */
 static double hm_bm25(int nphrase, const double *freq, const double *idf, double doclen,
                       double avgdl) {
   double score = 0.0;
-  for (int i = 0; i < nphrase; i++)
-    score += idf[i] * (freq[i] * (HM_BM25_K1 + 1.0)) /
-             (freq[i] + HM_BM25_K1 * (1.0 - HM_BM25_B + HM_BM25_B * doclen / avgdl));
+  for (int i = 0; i < nphrase; i++) score += hm_bm25_part(idf[i], freq[i], doclen, avgdl);
   return -1.0 * score;
 }
 
@@ -357,6 +362,22 @@ static int hm_varint(const unsigned char *p, int n, u64 *v) {
   return 0;
 }
 
+/* A %_docsize blob's row length (its columns' varints summed) into *out: 1,
+ * or 0 when a varint is cut (damage).
+ * b, n: the blob and its bytes. */
+static int hm_docsize(const unsigned char *b, int n, double *out) {
+  double total = 0.0;
+  for (int i = 0; i < n;) {
+    u64 v;
+    int used = hm_varint(b + i, n - i, &v);
+    if (!used) return 0;
+    total += (double)v;
+    i += used;
+  }
+  *out = total;
+  return 1;
+}
+
 /* The exact length of a row (all columns), from the table's %_docsize row,
  * through one blob handle moved from row to row.
  * table: the FTS5 table; blob: the handle kept between calls; rowid: the row;
@@ -383,16 +404,7 @@ static int hb_doclen(sqlite3 *db, const char *table, sqlite3_blob **blob, i64 ro
   if (n > (int)sizeof buf) n = (int)sizeof buf;
   rc = sqlite3_blob_read(*blob, buf, n, 0);
   if (rc != SQLITE_OK) return rc;
-  double total = 0.0;
-  for (int i = 0; i < n;) {
-    u64 v;
-    int used = hm_varint(buf + i, n - i, &v);
-    if (!used) return SQLITE_CORRUPT;
-    total += (double)v;
-    i += used;
-  }
-  *out = total;
-  return SQLITE_OK;
+  return hm_docsize(buf, n, out) ? SQLITE_OK : SQLITE_CORRUPT;
 }
 
 /* Whether a row may rank (recall's filters): 0 or an SQLite code, *ok 1 or 0. */

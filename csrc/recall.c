@@ -42,7 +42,7 @@
  * (hm_splitmix64), score.c (hm_config_parse, hm_score_batch, hm_explain,
  * hm_explore), sqlfuncs.c (hq_is_number, hm_repr,
  * hq_json_string), bm25.c (hb_bm25_rank, hm_bm25_bound, hm_bm25_guess,
- * hb_bm25_formula, hm_bm25, hm_varint, the ranking's heaps; heap_bm25_tail and heap_bm25_top run inside its
+ * hb_bm25_formula, hm_bm25, hm_bm25_part, hm_docsize, the ranking's heaps; heap_bm25_tail and heap_bm25_top run inside its
  * statements), heap_links and heap_relate (sqlfuncs.c) too.  store.c's hs_check_store is
  * declared here, ahead of its definition.
  */
@@ -677,6 +677,7 @@ typedef struct {
   double small;             /* postings below which the whole match set is read */
   double cache_from;        /* postings from which the connection's posting cache answers */
   hr_pc **pc;               /* the connection's posting cache (NULL: none to keep) */
+  char term[HM_MAX_QUERY_TERMS][HM_MAX_WORD * 4 + 1]; /* each phrase's FTS5 term (hr_lex_phrases) */
   char *err;                /* what failed, one sentence (sqlite3_malloc'd) */
   sqlite3_blob *blob;       /* %_docsize, for exact lengths */
   hm_bm25_acc acc;          /* one round's rows */
@@ -739,6 +740,12 @@ static int hr_lex_token(void *p, int flags, const char *t, int n, int start, int
   return SQLITE_OK;
 }
 
+/* Whether a memory created at `at` (NaN: no time) falls in a's window: at or
+ * after since and before until, where they are given (HR_FILTER's). */
+static int hr_in_window(const hr_args *a, double at) {
+  return (!a->has_since || at >= a->since) && (!a->has_until || at < a->until);
+}
+
 /* Whether the filters let the memory of seq through (hm_bm25_pass): as
  * HR_FILTER says, its kind among the kinds, created at or after since and
  * before until. */
@@ -754,9 +761,7 @@ static int hr_lex_pass(void *ctx, i64 seq, int *ok) {
     double at = sqlite3_column_double(x->pass, 1);
     int in = !x->kinds;
     for (int i = 0; kind && !in && i < x->nkinds; i++) in = !strcmp(kind, x->kinds[i]);
-    int dated = sqlite3_column_type(x->pass, 1) != SQLITE_NULL;
-    *ok = in && (!a->has_since || (dated && at >= a->since)) &&
-          (!a->has_until || (dated && at < a->until));
+    *ok = in && hr_in_window(a, sqlite3_column_type(x->pass, 1) != SQLITE_NULL ? at : NAN);
   }
   sqlite3_reset(x->pass);
   return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : hr_lex_sqlfail(x, rc);
@@ -975,7 +980,7 @@ static int hr_lex_pruned(hr_lex *x, const hm_bm25_phrase *p, int m, int nw, cons
 #define HR_PC_SETTLE 3              /* unchanged searches in a row before the cache is built */
 
 typedef struct {
-  char *ns, *term;   /* NULL: an empty slot */
+  char *term;        /* NULL: an empty slot (every entry is the namespace the cache holds) */
   i64 n;             /* its postings, in seq order: */
   u32 *at;           /* the row's place among the namespace's lengths (so in seq order) */
   float *freq;       /* weighted frequency (heap_bm25_tail's, the text column) */
@@ -998,8 +1003,8 @@ struct hr_pc {
   int nt;
   i64 bytes;            /* held in all */
   u64 clock;            /* searches so far */
-  char *lns;            /* the namespace whose lengths are held (NULL: none): the */
-  i64 nlen;             /* entries are all of it (they point into its lengths) */
+  int lread;            /* 1: the namespace's lengths are read (the entries point into them) */
+  i64 nlen;
   i64 *lseq;            /* its rows, in seq order, */
   float *llen;          /* and their lengths, all columns (exact); */
   int lfilt;            /* 1: and their kinds and times, read at a first filtered search */
@@ -1011,7 +1016,6 @@ struct hr_pc {
 
 static void hr_pc_term_free(hr_pc *pc, hr_pc_term *e) {
   pc->bytes -= e->n * HR_PC_POSTING;
-  sqlite3_free(e->ns);
   sqlite3_free(e->term);
   sqlite3_free(e->at);
   sqlite3_free(e->freq);
@@ -1034,25 +1038,20 @@ static void hr_pc_filters_free(hr_pc *pc) {
 static void hr_pc_lens_free(hr_pc *pc) {
   hr_pc_filters_free(pc);
   pc->bytes -= pc->nlen * HR_PC_LENGTH;
-  sqlite3_free(pc->lns);
   sqlite3_free(pc->lseq);
   sqlite3_free(pc->llen);
-  pc->lns = NULL;
+  pc->lread = 0;
   pc->lseq = NULL;
   pc->llen = NULL;
   pc->nlen = 0;
 }
 
-static void hr_pc_terms_free(hr_pc *pc) {
+/* Everything the cache holds let go (it stays, empty). */
+static void hr_pc_clear(hr_pc *pc) {
   for (int i = 0; i < pc->nt; i++) hr_pc_term_free(pc, &pc->t[i]);
   sqlite3_free(pc->t);
   pc->t = NULL;
   pc->nt = 0;
-}
-
-/* Everything the cache holds let go (it stays, empty). */
-static void hr_pc_clear(hr_pc *pc) {
-  hr_pc_terms_free(pc);
   hr_pc_lens_free(pc);
   sqlite3_free(pc->stamp);
   sqlite3_free(pc->sns);
@@ -1117,12 +1116,9 @@ static int hr_pc_fresh(hr_lex *x, hr_pc **pc, double docs, double tokens, int se
 }
 
 /* The exact length of every row of the namespace, read once into the cache
- * (alone: the namespace alone in the file); another namespace's, and the
- * entries that point into them, let go. */
+ * (alone: the namespace alone in the file). */
 static int hr_pc_lens(hr_lex *x, hr_pc *pc, int alone) {
-  if (pc->lns && !strcmp(pc->lns, x->a->ns)) return SQLITE_OK;
-  hr_pc_terms_free(pc);
-  hr_pc_lens_free(pc);
+  if (pc->lread) return SQLITE_OK;
   sqlite3_stmt *st = NULL;
   int rc = hr_lex_stmt(x, alone ? HR_ST_PC_LENS : HR_ST_PC_LENS_OF, &st);
   if (rc != SQLITE_OK) return hr_lex_sqlfail(x, rc);
@@ -1140,22 +1136,15 @@ static int hr_pc_lens(hr_lex *x, hr_pc *pc, int alone) {
       if (!s || !l) { rc = SQLITE_NOMEM; break; }
       if (cap > (i64)UINT32_MAX) { rc = SQLITE_TOOBIG; break; } /* (HR_PC_BYTES first) */
     }
-    const unsigned char *b = sqlite3_column_blob(st, 1);
-    int nb = sqlite3_column_bytes(st, 1);
     double total = 0.0;
-    for (int i = 0; i < nb;) {
-      u64 v;
-      int used = hm_varint(b + i, nb - i, &v);
-      if (!used) { rc = SQLITE_CORRUPT; break; }
-      total += (double)v;
-      i += used;
+    if (!hm_docsize(sqlite3_column_blob(st, 1), sqlite3_column_bytes(st, 1), &total)) {
+      rc = SQLITE_CORRUPT;
+      break;
     }
-    if (rc == SQLITE_CORRUPT) break;
     seq[n] = sqlite3_column_int64(st, 0);
     len[n++] = (float)total;
   }
   sqlite3_reset(st);
-  if (rc == SQLITE_DONE && !(pc->lns = sqlite3_mprintf("%s", x->a->ns))) rc = SQLITE_NOMEM;
   if (rc != SQLITE_DONE) {
     sqlite3_free(seq);
     sqlite3_free(len);
@@ -1167,57 +1156,8 @@ static int hr_pc_lens(hr_lex *x, hr_pc *pc, int alone) {
   pc->lseq = seq;
   pc->llen = len;
   pc->nlen = n;
+  pc->lread = 1;
   pc->bytes += n * HR_PC_LENGTH;
-  return SQLITE_OK;
-}
-
-/* The namespace's memories' kinds and times beside their lengths (read once,
- * at a first filtered search): pc->lfilt 1, or -1 where they cannot be held
- * (past 65,535 kinds, or HR_PC_BYTES): then the filters are asked row by row. */
-static int hr_pc_filters(hr_lex *x, hr_pc *pc) {
-  if (pc->lfilt) return SQLITE_OK;
-  if (pc->bytes + pc->nlen * HR_PC_FILTER > HR_PC_BYTES) { pc->lfilt = -1; return SQLITE_OK; }
-  pc->lkind = sqlite3_malloc64((sqlite3_uint64)(pc->nlen ? pc->nlen : 1) * sizeof(uint16_t));
-  pc->lat = sqlite3_malloc64((sqlite3_uint64)(pc->nlen ? pc->nlen : 1) * sizeof(double));
-  if (!pc->lkind || !pc->lat) { hr_pc_filters_free(pc); return SQLITE_NOMEM; }
-  for (i64 j = 0; j < pc->nlen; j++) { pc->lkind[j] = 0; pc->lat[j] = NAN; }
-  sqlite3_stmt *st = NULL;
-  int rc = hr_lex_stmt(x, HR_ST_PC_FILTERS, &st);
-  if (rc != SQLITE_OK) { hr_pc_filters_free(pc); return hr_lex_sqlfail(x, rc); }
-  sqlite3_bind_text(st, 1, x->a->ns, -1, SQLITE_TRANSIENT);
-  int over = 0;
-  while (!over && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-    i64 s = sqlite3_column_int64(st, 0);
-    i64 lo = 0, hi = pc->nlen; /* its place: a memory without an FTS5 row has none */
-    while (lo < hi) {
-      i64 mid = lo + (hi - lo) / 2;
-      if (pc->lseq[mid] < s) lo = mid + 1;
-      else hi = mid;
-    }
-    if (lo >= pc->nlen || pc->lseq[lo] != s) continue;
-    const char *kind = (const char *)sqlite3_column_text(st, 1);
-    if (!kind) kind = "";
-    int k = pc->nkn - 1;
-    while (k >= 0 && strcmp(pc->kn[k], kind)) k--;
-    if (k < 0) {
-      if (pc->nkn >= 65535) { over = 1; break; }
-      char **kn = sqlite3_realloc64(pc->kn, (sqlite3_uint64)(pc->nkn + 1) * sizeof *kn);
-      if (!kn) { rc = SQLITE_NOMEM; break; }
-      pc->kn = kn;
-      if (!(kn[pc->nkn] = sqlite3_mprintf("%s", kind))) { rc = SQLITE_NOMEM; break; }
-      k = pc->nkn++;
-    }
-    pc->lkind[lo] = (uint16_t)k;
-    pc->lat[lo] = sqlite3_column_type(st, 2) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 2);
-  }
-  sqlite3_reset(st);
-  if (over) { hr_pc_filters_free(pc); pc->lfilt = -1; return SQLITE_OK; }
-  if (rc != SQLITE_DONE) {
-    hr_pc_filters_free(pc);
-    return rc == SQLITE_NOMEM ? rc : hr_lex_sqlfail(x, rc);
-  }
-  pc->lfilt = 1;
-  pc->bytes += pc->nlen * HR_PC_FILTER;
   return SQLITE_OK;
 }
 
@@ -1245,6 +1185,51 @@ static int hr_pc_filters(hr_lex *x, hr_pc *pc) {
 HR_GALLOP(hr_gallop_seq, i64) /* a namespace's rows, by seq */
 HR_GALLOP(hr_gallop_at, u32)  /* a word's postings, by their rows' places */
 
+/* The namespace's memories' kinds and times beside their lengths (read once,
+ * at a first filtered search): pc->lfilt 1, or -1 where they cannot be held
+ * (past 65,535 kinds, or HR_PC_BYTES): then the filters are asked row by row. */
+static int hr_pc_filters(hr_lex *x, hr_pc *pc) {
+  if (pc->lfilt) return SQLITE_OK;
+  if (pc->bytes + pc->nlen * HR_PC_FILTER > HR_PC_BYTES) { pc->lfilt = -1; return SQLITE_OK; }
+  pc->lkind = sqlite3_malloc64((sqlite3_uint64)(pc->nlen ? pc->nlen : 1) * sizeof(uint16_t));
+  pc->lat = sqlite3_malloc64((sqlite3_uint64)(pc->nlen ? pc->nlen : 1) * sizeof(double));
+  if (!pc->lkind || !pc->lat) { hr_pc_filters_free(pc); return SQLITE_NOMEM; }
+  for (i64 j = 0; j < pc->nlen; j++) { pc->lkind[j] = 0; pc->lat[j] = NAN; }
+  sqlite3_stmt *st = NULL;
+  int rc = hr_lex_stmt(x, HR_ST_PC_FILTERS, &st);
+  if (rc != SQLITE_OK) { hr_pc_filters_free(pc); return hr_lex_sqlfail(x, rc); }
+  sqlite3_bind_text(st, 1, x->a->ns, -1, SQLITE_TRANSIENT);
+  int over = 0;
+  while (!over && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    i64 s = sqlite3_column_int64(st, 0);
+    i64 lo = hr_gallop_seq(pc->lseq, pc->nlen, 0, s); /* a memory without an FTS5 row has none */
+    if (lo >= pc->nlen || pc->lseq[lo] != s) continue;
+    const char *kind = (const char *)sqlite3_column_text(st, 1);
+    if (!kind) kind = "";
+    int k = pc->nkn - 1;
+    while (k >= 0 && strcmp(pc->kn[k], kind)) k--;
+    if (k < 0) {
+      if (pc->nkn >= 65535) { over = 1; break; }
+      char **kn = sqlite3_realloc64(pc->kn, (sqlite3_uint64)(pc->nkn + 1) * sizeof *kn);
+      if (!kn) { rc = SQLITE_NOMEM; break; }
+      pc->kn = kn;
+      if (!(kn[pc->nkn] = sqlite3_mprintf("%s", kind))) { rc = SQLITE_NOMEM; break; }
+      k = pc->nkn++;
+    }
+    pc->lkind[lo] = (uint16_t)k;
+    pc->lat[lo] = sqlite3_column_type(st, 2) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 2);
+  }
+  sqlite3_reset(st);
+  if (over) { hr_pc_filters_free(pc); pc->lfilt = -1; return SQLITE_OK; }
+  if (rc != SQLITE_DONE) {
+    hr_pc_filters_free(pc);
+    return rc == SQLITE_NOMEM ? rc : hr_lex_sqlfail(x, rc);
+  }
+  pc->lfilt = 1;
+  pc->bytes += pc->nlen * HR_PC_FILTER;
+  return SQLITE_OK;
+}
+
 #if defined(__GNUC__) || defined(__clang__)
 #define HR_PREFETCH(p) __builtin_prefetch(p)
 #else
@@ -1264,7 +1249,7 @@ static int hr_pc_term_of(hr_lex *x, hr_pc *pc, const hm_bm25_phrase *p, const ch
   for (int i = 0; i < pc->nt; i++) {
     hr_pc_term *e = &pc->t[i];
     if (!e->term) { if (free_slot < 0) free_slot = i; continue; }
-    if (!strcmp(e->term, term) && !strcmp(e->ns, x->a->ns)) {
+    if (!strcmp(e->term, term)) {
       e->used = pc->clock;
       *out = i;
       return SQLITE_OK;
@@ -1294,12 +1279,11 @@ static int hr_pc_term_of(hr_lex *x, hr_pc *pc, const hm_bm25_phrase *p, const ch
   if (rc != SQLITE_OK) return rc;
   i64 n = x->acc.n;
   hr_pc_term e = {.n = n, .used = pc->clock, .minlen = INFINITY};
-  e.ns = sqlite3_mprintf("%s", x->a->ns);
   e.term = sqlite3_mprintf("%s", term);
   e.at = sqlite3_malloc64((sqlite3_uint64)(n ? n : 1) * sizeof(u32));
   e.freq = sqlite3_malloc64((sqlite3_uint64)(n ? n : 1) * sizeof(float));
   pc->bytes += n * HR_PC_POSTING;
-  if (!e.ns || !e.term || !e.at || !e.freq) {
+  if (!e.term || !e.at || !e.freq) {
     hr_pc_term_free(pc, &e);
     return SQLITE_NOMEM;
   }
@@ -1332,12 +1316,6 @@ static int hr_pc_term_of(hr_lex *x, hr_pc *pc, const hm_bm25_phrase *p, const ch
   return SQLITE_OK;
 }
 
-/* A phrase's part of a row's score (positive): hm_bm25's term. */
-static double hr_pc_part(double idf, double f, double len, double avgdl) {
-  return idf * (f * (HM_BM25_K1 + 1.0)) /
-         (f + HM_BM25_K1 * (1.0 - HM_BM25_B + HM_BM25_B * len / avgdl));
-}
-
 typedef struct {
   i64 n, cap;
   i64 *rowid;
@@ -1353,9 +1331,7 @@ typedef struct {
  * and times the cache holds (as hr_lex_pass asks the memories table).
  * pc: the cache; r: the search's rows (the kinds let through); j: the place. */
 static int hr_pc_let(const hr_pc *pc, const hr_pc_rows *r, const hr_args *a, i64 j) {
-  double at = pc->lat[j];
-  return (!r->allow || r->allow[pc->lkind[j]]) && (!a->has_since || at >= a->since) &&
-         (!a->has_until || at < a->until);
+  return (!r->allow || r->allow[pc->lkind[j]]) && hr_in_window(a, pc->lat[j]);
 }
 
 /* With filters: rows are asked of them in batches of this many, best first */
@@ -1473,7 +1449,7 @@ static int hr_pc_search(hr_lex *x, const hm_bm25_phrase *p, hr_pc_term *const *e
       int i = o[k];
       if (cur[i] < e[i]->n && e[i]->at[cur[i]] == d) {
         f[i] = e[i]->freq[cur[i]];
-        s += hr_pc_part(idf[i], f[i], len, avgdl);
+        s += hm_bm25_part(idf[i], f[i], len, avgdl);
         /* the term's next row: its length is read from far away (a cache
          * miss that cost a fifth of the search), so ask for it now */
         if (++cur[i] < e[i]->n) HR_PREFETCH(&pc->llen[e[i]->at[cur[i]]]);
@@ -1486,7 +1462,7 @@ static int hr_pc_search(hr_lex *x, const hm_bm25_phrase *p, hr_pc_term *const *e
       cur[i] = hr_gallop_at(e[i]->at, e[i]->n, cur[i], (u32)d);
       if (cur[i] < e[i]->n && e[i]->at[cur[i]] == d) {
         f[i] = e[i]->freq[cur[i]];
-        s += hr_pc_part(idf[i], f[i], len, avgdl);
+        s += hm_bm25_part(idf[i], f[i], len, avgdl);
       }
       skip = held == x->n && s + pre[k] < lo;
     }
@@ -1573,22 +1549,16 @@ static int hr_pc_try(hr_lex *x, const hm_bm25_phrase *p, int m, const char *tag,
   if (x->pass && (rc = hr_pc_filters(x, pc)) != SQLITE_OK) return rc;
   hr_pc_term *e[HM_MAX_QUERY_TERMS];
   int slot[HM_MAX_QUERY_TERMS];
-  for (int i = 0; i < m; i++) {
-    hr_lex_tok tk = {0};
-    rc = x->stem->tok.xTokenize(x->stem->inst, &tk, FTS5_TOKENIZE_QUERY, p[i].word, p[i].len,
-                                hr_lex_token);
-    if (rc != SQLITE_OK) return rc;
-    if (tk.n != 1) return SQLITE_OK; /* (hr_lex_phrases took only words of one term) */
-    if ((rc = hr_pc_term_of(x, pc, &p[i], tag, tk.tok, &slot[i])) != SQLITE_OK) return rc;
-  }
+  for (int i = 0; i < m; i++)
+    if ((rc = hr_pc_term_of(x, pc, &p[i], tag, x->term[i], &slot[i])) != SQLITE_OK) return rc;
   for (int i = 0; i < m; i++) e[i] = &pc->t[slot[i]];
   *done = 1;
   return hr_pc_search(x, p, e, m, avgdl, top, size);
 }
 
 /* The phrases of the question's words nw, looked up in bm25_terms into p
- * (those the namespace holds, in order; *m of them, *postings their rows in
- * all).  0, or 1 when the pruned search cannot take the question: a word of
+ * (those the namespace holds, in order; *m of them, each one's FTS5 term in
+ * x->term, *postings their rows in all).  0, or 1 when the pruned search cannot take the question: a word of
  * several FTS5 tokens (or none), or the namespace's own tag.
  * word, wlen: each word and its bytes; docs, avgdl: the namespace's statistics;
  * *rc: an SQLite error. */
@@ -1612,6 +1582,7 @@ static int hr_lex_phrases(hr_lex *x, const char **word, const int *wlen, int nw,
     sqlite3_bind_text(st, 2, tk.tok, -1, SQLITE_TRANSIENT);
     int step = sqlite3_step(st);
     if (step == SQLITE_ROW && sqlite3_column_double(st, 0) >= 1) {
+      memcpy(x->term[*m], tk.tok, sizeof tk.tok);
       hm_bm25_phrase *q = &p[(*m)++];
       q->word = word[i];
       q->len = wlen[i];
