@@ -466,6 +466,8 @@ typedef struct {
   float *inv;
   uint16_t *kind;
   double *at;
+  unsigned char *sign; /* the sign plane (hv_has_sign), or NULL */
+  int live;            /* rows with a vector (inv not 0) */
 } hv_bucket;
 
 typedef struct {
@@ -504,8 +506,34 @@ typedef struct {
   size_t bytes;
 } hv_cache;
 
-static size_t hv_row_bytes(const hv_ns *e) {
-  return (size_t)e->stride + sizeof(i64) + sizeof(float) + sizeof(uint16_t) + sizeof(double);
+/* The sign plane of a partition's rows, what hv_sign_scan reads of every
+ * row it passes: where the row's unit vector lies from its partition's
+ * centroid's (the residual), each component's sign as one bit (set: 0 or
+ * more), 32 bytes a row, and one factor, the residual's squared length over
+ * its components' sizes summed (4 bytes), by which the residual's dot
+ * product with a question is about the factor times the question's with the
+ * signs.  Kept for the partitions of a namespace of the carried model's
+ * int4 vectors; laid out for hv_sign_block: blocks of 32 rows, and in a
+ * block, for each pair p of 4-component groups, 32 bytes, byte r holding
+ * row r's group 2p in its low nibble and group 2p + 1 in its high one, then
+ * the block's 32 factors (floats) in hv_sign_block's order (HV_SIGN_AT):
+ * one stream of 1,152 bytes per 32 rows. */
+#define HV_SIGN_ROW (HM_EMBED_DIM / 8)
+#define HV_SIGN_BITS (32 * HV_SIGN_ROW)                   /* a block's signs */
+#define HV_SIGN_BLOCK (HV_SIGN_BITS + 32 * sizeof(float)) /* and its factors */
+#define HV_SIGN_FAC(block) ((float *)(void *)((block) + HV_SIGN_BITS))
+/* the place of a block's row r in hv_sign_block's order: even rows 0-14,
+ * 16-30, then odd rows 1-15, 17-31 (as AVX2 widens 16 lanes at a time) */
+#define HV_SIGN_AT(r) ((r) % 2 * 16 + (r) / 16 * 8 + (r) % 16 / 2)
+
+static int hv_has_sign(const hv_ns *e, const hv_bucket *b) {
+  return b->id > 0 && e->fmt == 4 && e->dim == HM_EMBED_DIM;
+}
+
+/* What a row of bucket b of e costs the cache. */
+static size_t hv_row_bytes(const hv_ns *e, const hv_bucket *b) {
+  return (size_t)e->stride + sizeof(i64) + sizeof(float) + sizeof(uint16_t) + sizeof(double) +
+         (hv_has_sign(e, b) ? HV_SIGN_BLOCK / 32 : 0);
 }
 
 static void hv_bucket_free(hv_bucket *b) {
@@ -514,12 +542,13 @@ static void hv_bucket_free(hv_bucket *b) {
   sqlite3_free(b->inv);
   sqlite3_free(b->kind);
   sqlite3_free(b->at);
+  sqlite3_free(b->sign);
   memset(b, 0, sizeof *b);
 }
 
 /* Bucket b of e freed, its bytes given back. */
 static void hv_bucket_release(hv_cache *c, hv_ns *e, hv_bucket *b) {
-  size_t bytes = (size_t)b->cap * hv_row_bytes(e);
+  size_t bytes = (size_t)b->cap * hv_row_bytes(e, b);
   c->bytes -= bytes;
   e->bytes -= bytes;
   hv_bucket_free(b);
@@ -594,7 +623,7 @@ static hv_ns *hv_entry(hv_cache *c, const char *ns, int dim) {
 static int hv_grow(hv_cache *c, hv_ns *e, hv_bucket *b) {
   if (b->n < b->cap) return SQLITE_OK;
   int cap = b->cap ? 2 * b->cap : 64;
-  size_t row = hv_row_bytes(e);
+  size_t row = hv_row_bytes(e, b);
   while (c->bytes + (size_t)(cap - b->cap) * row > HV_BYTES) {
     hv_ns *oldest = NULL;
     for (int i = 0; i < HV_SLOTS; i++)
@@ -614,6 +643,11 @@ static int hv_grow(hv_cache *c, hv_ns *e, hv_bucket *b) {
   HV_REALLOC(inv, sizeof(float));
   HV_REALLOC(kind, sizeof(uint16_t));
   HV_REALLOC(at, sizeof(double));
+  if (hv_has_sign(e, b)) { /* cap: a multiple of 32; rows past n zero */
+    HV_REALLOC(sign, HV_SIGN_BLOCK / 32);
+    memset(b->sign + (size_t)b->cap / 32 * HV_SIGN_BLOCK, 0,
+           (size_t)(cap - b->cap) / 32 * HV_SIGN_BLOCK);
+  }
 #undef HV_REALLOC
   c->bytes += (size_t)(cap - b->cap) * row;
   e->bytes += (size_t)(cap - b->cap) * row;
@@ -753,10 +787,16 @@ __attribute__((target("avx2"))) static void hv_dots_small_avx2(const int8_t *row
 }
 #endif
 
+/* Whether the AVX2 kernels run: the machine has AVX2 and the environment
+ * does not set HEAPMEM_NO_AVX2 (the tests compare the portable C with them:
+ * the same integers and floats, so the same tops). */
 static int hv_has_avx2(void) {
 #ifdef HV_AVX2
   static int avx2 = -1;
-  if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+  if (avx2 < 0) {
+    const char *no = getenv("HEAPMEM_NO_AVX2");
+    avx2 = __builtin_cpu_supports("avx2") && !(no && *no && strcmp(no, "0")) ? 1 : 0;
+  }
   return avx2;
 #else
   return 0;
@@ -861,6 +901,72 @@ static void hv_dots(const unsigned char *rows, int n, const hv_query *q, int *ou
   }
 }
 
+/* The residual r = x inv - c cinv of a row x (int8 components, inverse
+ * norm inv) from a centroid c: its signs (bits, one a component, set: 0 or
+ * more), and its squares (sq) and sizes (abs_sum) summed in 8 lanes
+ * (component d in lane d % 8), so that hv_residual_avx2 gives the same
+ * floats. */
+static void hv_residual(const int8_t *x, float inv, const int8_t *c, float cinv,
+                        unsigned char *bits, float *sq, float *abs_sum) {
+  for (int j = 0; j < 8; j++) sq[j] = abs_sum[j] = 0;
+  for (int p = 0; p < HV_SIGN_ROW; p++) {
+    unsigned v = 0;
+    for (int j = 0; j < 8; j++) {
+      float r = (float)x[8 * p + j] * inv - (float)c[8 * p + j] * cinv;
+      sq[j] += r * r;
+      abs_sum[j] += fabsf(r);
+      v |= (unsigned)(r >= 0) << j;
+    }
+    bits[p] = (unsigned char)v;
+  }
+}
+
+#ifdef HV_AVX2
+__attribute__((target("avx2"))) static void hv_residual_avx2(const int8_t *x, float inv,
+                                                            const int8_t *c, float cinv,
+                                                            unsigned char *bits, float *sq,
+                                                            float *abs_sum) {
+  const __m256 vi = _mm256_set1_ps(inv), ci = _mm256_set1_ps(cinv), zero = _mm256_setzero_ps(),
+               sign = _mm256_set1_ps(-0.0f);
+  __m256 s2 = zero, s1 = zero;
+  for (int p = 0; p < HV_SIGN_ROW; p++) {
+    __m128i xb = _mm_loadl_epi64((const __m128i *)(const void *)(x + 8 * p));
+    __m128i cb = _mm_loadl_epi64((const __m128i *)(const void *)(c + 8 * p));
+    __m256 xv = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(xb));
+    __m256 cv = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(cb));
+    __m256 r = _mm256_sub_ps(_mm256_mul_ps(xv, vi), _mm256_mul_ps(cv, ci));
+    s2 = _mm256_add_ps(s2, _mm256_mul_ps(r, r));
+    s1 = _mm256_add_ps(s1, _mm256_andnot_ps(sign, r));
+    bits[p] = (unsigned char)_mm256_movemask_ps(_mm256_cmp_ps(r, zero, _CMP_GE_OQ));
+  }
+  _mm256_storeu_ps(sq, s2);
+  _mm256_storeu_ps(abs_sum, s1);
+}
+#endif
+
+/* Row i of bucket b of e (its int4 code, inverse norm inv) into b's sign
+ * plane: its residual from the centroid of b's partition. */
+static void hv_sign_put(const hv_ns *e, hv_bucket *b, int i, const unsigned char *code,
+                        float inv) {
+  int part = (int)(b - e->b) - 1;
+  int8_t x[HM_EMBED_DIM];
+  hv_unpack4(code, HM_EMBED_DIM, x);
+  unsigned char bits[HV_SIGN_ROW];
+  float sq[8], abs_sum[8];
+#ifdef HV_AVX2
+  if (hv_has_avx2()) hv_residual_avx2(x, inv, e->cent + (size_t)part * HM_EMBED_DIM,
+                                      e->cinv[part], bits, sq, abs_sum);
+  else
+#endif
+    hv_residual(x, inv, e->cent + (size_t)part * HM_EMBED_DIM, e->cinv[part], bits, sq, abs_sum);
+  float q = 0, a = 0;
+  for (int j = 0; j < 8; j++) q += sq[j], a += abs_sum[j];
+  /* byte p of bits: components 8p..8p+7, groups 2p (low nibble) and 2p + 1 */
+  unsigned char *block = b->sign + (size_t)(i / 32) * HV_SIGN_BLOCK;
+  for (int p = 0; p < HV_SIGN_ROW; p++) block[32 * p + i % 32] = bits[p];
+  HV_SIGN_FAC(block)[HV_SIGN_AT(i % 32)] = a > 0 ? q / a : 0;
+}
+
 /* Row i of bucket b of e as int8 components, into out[e->dim]. */
 static void hv_row8(const hv_ns *e, const hv_bucket *b, int i, int8_t *out) {
   const unsigned char *a = b->code + (size_t)i * (size_t)e->stride;
@@ -892,6 +998,8 @@ static int hv_put(hv_cache *c, hv_ns *e, hv_bucket *b, i64 seq, const void *blob
   }
   int k = hv_kind_id(e, kind ? kind : "");
   if (k < 0) return SQLITE_NOMEM;
+  if (b->sign) hv_sign_put(e, b, b->n, dst, inv);
+  b->live += inv != 0;
   b->inv[b->n] = inv;
   b->seq[b->n] = seq;
   b->kind[b->n] = (uint16_t)k;
@@ -1065,6 +1173,235 @@ static int hv_scan(const hv_ns *e, const hv_bucket *b, const hv_query *q, double
   return passed;
 }
 
+/* A question as hv_sign_block reads it: per group of 4 components, the
+ * sum of its components (as int8, scaled to at most 15 in size) over each
+ * subset of the group, by the subset's 4 bits: 16 entries, twice (one copy
+ * per AVX2 lane).  A row's sum L over its groups, of the entry its signs
+ * pick, is the question's components summed where the residual's are 0 or
+ * more; g x L - h is then the question's dot product with the signs (+1 or
+ * -1) over its length: the cosine's part from the residual, once times the
+ * row's factor. */
+typedef struct {
+  int8_t lut[HM_EMBED_DIM / 4][32];
+  float g, h;
+} hv_signq;
+
+static void hv_signq_make(hv_signq *s, const int8_t *q8, float qinv) {
+  int top = 0, sum = 0;
+  int8_t qs[HM_EMBED_DIM];
+  for (int d = 0; d < HM_EMBED_DIM; d++) top = abs(q8[d]) > top ? abs(q8[d]) : top;
+  for (int d = 0; d < HM_EMBED_DIM; d++) { /* integer rounding: the same on every machine */
+    qs[d] = (int8_t)(top ? (q8[d] * 30 + (q8[d] < 0 ? -top : top)) / (2 * top) : 0);
+    sum += qs[d];
+  }
+  for (int g = 0; g < HM_EMBED_DIM / 4; g++)
+    for (int m = 0; m < 16; m++) {
+      int x = 0;
+      for (int j = 0; j < 4; j++)
+        if (m >> j & 1) x += qs[4 * g + j];
+      s->lut[g][m] = s->lut[g][16 + m] = (int8_t)x; /* at most 60 in size */
+    }
+  s->g = (float)(2.0 * top / 15.0 * qinv);
+  s->h = (float)(top * (double)sum / 15.0 * qinv);
+}
+
+/* A block row's place in hv_sign_block's order (the inverse of HV_SIGN_AT) */
+#define HV_SIGN_ROW_OF(k) ((k) / 16 + (k) % 8 * 2 + (k) % 16 / 8 * 16)
+
+/* The estimated cosines of a block's 32 rows (in the order of HV_SIGN_AT)
+ * into est[32]: its partition's centroid's cosine (base) plus each row's
+ * factor (fac, the block's 32) times g x L - h.  Returns those of floor or
+ * more, a bit each in that order. */
+static unsigned hv_sign_block(const unsigned char *block, const hv_signq *s, float base,
+                              float floor, float *est) {
+  const float *fac = HV_SIGN_FAC(block);
+  unsigned rows = 0;
+  for (int r = 0; r < 32; r++) {
+    int sum = 0, k = HV_SIGN_AT(r);
+    for (int p = 0; p < HV_SIGN_ROW; p++) {
+      unsigned v = block[32 * p + r];
+      sum += s->lut[2 * p][v & 15] + s->lut[2 * p + 1][v >> 4];
+    }
+    est[k] = base + fac[k] * (s->g * (float)sum - s->h);
+    rows |= (unsigned)(est[k] >= floor) << k;
+  }
+  return rows;
+}
+
+#ifdef HV_AVX2
+#define HV_AHEAD (4 * HV_SIGN_BLOCK) /* what the scan fetches ahead of its block */
+/* hv_sign_block, 32 rows at a time: each byte's two nibbles looked up in
+ * their groups' tables (shuffle), the two added (at most 120: still a
+ * byte) and widened to 16 bits, even rows and odd rows apart; then the
+ * same float products, eight lanes at a time.  The block after next is
+ * fetched meanwhile. */
+__attribute__((target("avx2"))) static unsigned hv_sign_block_avx2(const unsigned char *block,
+                                                                  const hv_signq *s, float base,
+                                                                  float floor, float *est) {
+  const float *fac = HV_SIGN_FAC(block);
+  const __m256i m = _mm256_set1_epi8(15);
+  __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
+  for (int p = 0; p < HV_SIGN_ROW; p++) {
+    if (p % 2 == 0) _mm_prefetch((const char *)block + HV_AHEAD + 32 * p, _MM_HINT_T0);
+    __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(block + 32 * p));
+    __m256i lo = _mm256_shuffle_epi8(
+        _mm256_loadu_si256((const __m256i *)(const void *)s->lut[2 * p]), _mm256_and_si256(v, m));
+    __m256i hi = _mm256_shuffle_epi8(
+        _mm256_loadu_si256((const __m256i *)(const void *)s->lut[2 * p + 1]),
+        _mm256_and_si256(_mm256_srli_epi16(v, 4), m));
+    __m256i x = _mm256_add_epi8(lo, hi);
+    even = _mm256_add_epi16(even, _mm256_srai_epi16(_mm256_slli_epi16(x, 8), 8));
+    odd = _mm256_add_epi16(odd, _mm256_srai_epi16(x, 8));
+  }
+  _mm_prefetch((const char *)block + HV_AHEAD + HV_SIGN_BITS, _MM_HINT_T0);
+  _mm_prefetch((const char *)block + HV_AHEAD + HV_SIGN_BITS + 64, _MM_HINT_T0);
+  const __m256 g = _mm256_set1_ps(s->g), h = _mm256_set1_ps(s->h), b = _mm256_set1_ps(base),
+               f = _mm256_set1_ps(floor);
+  __m128i part[4] = {_mm256_castsi256_si128(even), _mm256_extracti128_si256(even, 1),
+                     _mm256_castsi256_si128(odd), _mm256_extracti128_si256(odd, 1)};
+  unsigned rows = 0;
+  for (int j = 0; j < 4; j++) {
+    __m256 sum = _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(part[j]));
+    __m256 y = _mm256_add_ps(b, _mm256_mul_ps(_mm256_loadu_ps(fac + 8 * j),
+                                              _mm256_sub_ps(_mm256_mul_ps(g, sum), h)));
+    _mm256_storeu_ps(est + 8 * j, y);
+    rows |= (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(y, f, _CMP_GE_OQ)) << (8 * j);
+  }
+  return rows;
+}
+#endif
+
+/* The rows of bucket b with a vector that the filter f (NULL: none) lets
+ * through: what hv_scan counts, without its dot products. */
+static int hv_allowed_rows(const hv_ns *e, const hv_bucket *b, const hv_filter *f) {
+  if (!f) return b->live;
+  int n = 0;
+  for (int i = 0; i < b->n; i++) n += b->inv[i] != 0 && hv_allowed(e, b, i, f);
+  return n;
+}
+
+/* The rows hv_sign_scan keeps for their exact cosines: the best `keep`
+ * estimates or a few more (ties), those below `floor` refused.  An estimate
+ * is counted by its key, floor(2,048 x it) (HV_KEY_MAX at most in size). */
+typedef struct {
+  int n, cap, keep, floor; /* floor: a key */
+  float *est;
+  int *bucket, *row;
+  int *count; /* a count per key, for hv_short_cut */
+} hv_short;
+
+#define HV_KEY_MAX 8192
+static int hv_key(float x) {
+  float k = floorf(x * 2048.0f);
+  return k > HV_KEY_MAX ? HV_KEY_MAX : k < -HV_KEY_MAX ? -HV_KEY_MAX : (int)k;
+}
+
+/* s cut to its best estimates: those of the highest key that keeps at
+ * least s->keep of them, or, when that keeps more than half as many again
+ * (ties), those above it; later rows below the new floor are refused. */
+static void hv_short_cut(hv_short *s) {
+  memset(s->count, 0, (2 * HV_KEY_MAX + 1) * sizeof *s->count);
+  for (int i = 0; i < s->n; i++) s->count[hv_key(s->est[i]) + HV_KEY_MAX]++;
+  int v = 2 * HV_KEY_MAX, above = 0;
+  while (v > 0 && above + s->count[v] < s->keep) above += s->count[v--];
+  int floor = v - HV_KEY_MAX;
+  if (above + s->count[v] > s->keep + s->keep / 2) floor++;
+  int w = 0;
+  for (int i = 0; i < s->n; i++)
+    if (hv_key(s->est[i]) >= floor) {
+      s->est[w] = s->est[i];
+      s->bucket[w] = s->bucket[i];
+      s->row[w++] = s->row[i];
+    }
+  s->n = w;
+  s->floor = floor;
+}
+
+/* Bucket bi of e's rows through their signs (sq: the question as they
+ * read it): those whose estimate could still make s, and that the filter f
+ * (NULL: none) lets through, into s.
+ * base: the cosine of the question with the partition's centroid. */
+static void hv_sign_bucket(const hv_ns *e, int bi, float base, const hv_signq *sq,
+                           const hv_filter *f, hv_short *s) {
+  const hv_bucket *b = &e->b[bi];
+  float est[32];
+  for (int i0 = 0; i0 < b->n; i0 += 32) {
+    const unsigned char *block = b->sign + (size_t)(i0 / 32) * HV_SIGN_BLOCK;
+    const float floor = (float)s->floor / 2048.0f;
+    unsigned rows;
+#ifdef HV_AVX2
+    if (hv_has_avx2()) rows = hv_sign_block_avx2(block, sq, base, floor, est);
+    else
+#endif
+      rows = hv_sign_block(block, sq, base, floor, est);
+    for (; rows; rows &= rows - 1) {
+      int k = __builtin_ctz(rows), i = i0 + HV_SIGN_ROW_OF(k);
+      if (i >= b->n || hv_key(est[k]) < s->floor || (f && !hv_allowed(e, b, i, f))) continue;
+      if (s->n == s->cap) {
+        hv_short_cut(s);
+        if (hv_key(est[k]) < s->floor) continue;
+      }
+      s->est[s->n] = est[k];
+      s->bucket[s->n] = bi;
+      s->row[s->n++] = i;
+    }
+  }
+}
+
+#define HV_SHORT 40
+#define HV_SHORT_MIN 512
+/* e's partitions, nearest first, scanned through their signs until
+ * `budget` rows the filter lets through were passed: the best estimates
+ * (HV_SHORT a row of t, HV_SHORT_MIN at least) then scored exactly into t,
+ * as hv_scan scores a row.  Returns the rows passed, or -1 when out of
+ * memory.
+ * order: hv_top's (cosine with the centroid over the question's norm,
+ * partition index) pairs for the `parts` partitions; q8: the question; q:
+ * as hv_dots takes it; least: the lowest cosine; f: the filter (NULL:
+ * none). */
+static i64 hv_sign_scan(const hv_ns *e, const float *order, int parts, const int8_t *q8,
+                        const hv_query *q, double least, const hv_filter *f, i64 budget,
+                        hv_topn *t) {
+  hv_short s = {.keep = t->n * HV_SHORT > HV_SHORT_MIN ? t->n * HV_SHORT : HV_SHORT_MIN,
+                .floor = -HV_KEY_MAX};
+  s.cap = 4 * s.keep;
+  hv_signq *sq = sqlite3_malloc64(sizeof *sq);
+  s.est = sqlite3_malloc64((sqlite3_uint64)s.cap * 3 * sizeof(int));
+  s.count = sqlite3_malloc64((2 * HV_KEY_MAX + 1) * sizeof(int));
+  i64 passed = -1;
+  if (!sq || !s.est || !s.count) goto done;
+  s.bucket = (int *)(void *)(s.est + s.cap);
+  s.row = s.bucket + s.cap;
+  hv_signq_make(sq, q8, q->inv);
+  passed = 0;
+  for (int j = 0; j < parts && passed < budget; j++) {
+    int bi = 1 + (int)order[2 * j + 1];
+    passed += hv_allowed_rows(e, &e->b[bi], f);
+    hv_sign_bucket(e, bi, order[2 * j] * q->inv, sq, f, &s);
+  }
+  if (s.n > s.keep) hv_short_cut(&s);
+  for (int k = 0; k < s.n; k++) {
+    if (k + 16 < s.n) { /* rows in scan order, fetched ahead */
+      const hv_bucket *ahead = &e->b[s.bucket[k + 16]];
+      const char *code = (const char *)ahead->code + (size_t)s.row[k + 16] * (size_t)e->stride;
+      __builtin_prefetch(code);
+      __builtin_prefetch(code + 64);
+      __builtin_prefetch(ahead->inv + s.row[k + 16]);
+    }
+    const hv_bucket *b = &e->b[s.bucket[k]];
+    int i = s.row[k], dot;
+    if (b->inv[i] == 0) continue; /* no vector, as hv_scan passes it over */
+    hv_dots(b->code + (size_t)i * (size_t)e->stride, 1, q, &dot);
+    float x = hv_row_cos(b, i, dot, q);
+    if (x >= least) hv_topn_put(t, x, b->seq[i]);
+  }
+done:
+  sqlite3_free(sq);
+  sqlite3_free(s.est);
+  sqlite3_free(s.count);
+  return passed;
+}
+
 static int hv_cmp_desc(const void *x, const void *y) {
   const float *a = x, *b = y; /* (score, index) pairs */
   if (a[0] != b[0]) return a[0] < b[0] ? 1 : -1;
@@ -1078,7 +1415,9 @@ static int hv_cmp_desc(const void *x, const void *y) {
  * threshold applied to the exact one), and so is one the filter (NULL:
  * none) does not let through.  Without partitions every row is scanned:
  * the exact top n.  With them, bucket 0 and then the partitions nearest q,
- * until `budget` rows the filter lets through were scanned.
+ * until `budget` rows the filter lets through were scanned: through their
+ * signs first (hv_sign_scan) when the budget is less than every row and the
+ * partitions keep them, each row whole otherwise.
  * q8: the question; f: the filter; budget: how many rows to scan at most. */
 static int hv_top(const hv_ns *e, const int8_t *q8, int n, double least, const hv_filter *f,
                   i64 budget, i64 *top) {
@@ -1103,8 +1442,14 @@ static int hv_top(const hv_ns *e, const int8_t *q8, int n, double least, const h
       order[2 * j + 1] = (float)j; /* exact: fewer than 2^24 partitions */
     }
     qsort(order, (size_t)parts, 2 * sizeof(float), hv_cmp_desc);
-    for (int j = 0; j < parts && scanned < budget; j++)
-      scanned += hv_scan(e, &e->b[1 + (int)order[2 * j + 1]], q, least, f, &t);
+    i64 rows = 0;
+    for (int j = 0; j < e->nb; j++) rows += e->b[j].n;
+    if (budget < rows && hv_has_sign(e, &e->b[1])) { /* a probe, not the whole: signs first */
+      if (hv_sign_scan(e, order, parts, q8, q, least, f, budget - scanned, &t) < 0) goto done;
+    } else {
+      for (int j = 0; j < parts && scanned < budget; j++)
+        scanned += hv_scan(e, &e->b[1 + (int)order[2 * j + 1]], q, least, f, &t);
+    }
   }
   got = t.k;
 done:
