@@ -1173,6 +1173,49 @@ static int hv_scan(const hv_ns *e, const hv_bucket *b, const hv_query *q, double
   return passed;
 }
 
+/* The partitions nearest a question first, popped one at a time from a
+ * heap (a probe takes a quarter of them or so): each a key that sorts as
+ * its cosine descending, then its index (ties to the lower). */
+typedef struct {
+  int n;
+  u64 *key;
+} hv_order;
+
+static u64 hv_order_key(float cos, int j) {
+  uint32_t u;
+  memcpy(&u, &cos, sizeof u);
+  u = u >> 31 ? ~u : u | 0x80000000u; /* ascending as the float */
+  return (u64)~u << 32 | (uint32_t)j;    /* descending, then the index */
+}
+
+static void hv_order_down(hv_order *o, int i) {
+  for (;;) {
+    int l = 2 * i + 1, m = i;
+    if (l < o->n && o->key[l] < o->key[m]) m = l;
+    if (l + 1 < o->n && o->key[l + 1] < o->key[m]) m = l + 1;
+    if (m == i) return;
+    u64 k = o->key[i];
+    o->key[i] = o->key[m];
+    o->key[m] = k;
+    i = m;
+  }
+}
+
+/* o made a heap of the cosines of its n partitions (cos[j] the j-th's). */
+static void hv_order_make(hv_order *o, const float *cos) {
+  for (int j = 0; j < o->n; j++) o->key[j] = hv_order_key(cos[j], j);
+  for (int i = o->n / 2 - 1; i >= 0; i--) hv_order_down(o, i);
+}
+
+/* The nearest partition not popped yet (its index), or -1. */
+static int hv_order_pop(hv_order *o) {
+  if (!o->n) return -1;
+  int j = (int)(uint32_t)o->key[0];
+  o->key[0] = o->key[--o->n];
+  hv_order_down(o, 0);
+  return j;
+}
+
 /* A question as hv_sign_block reads it: per group of 4 components, the
  * sum of its components (as int8, scaled to at most 15 in size) over each
  * subset of the group, by the subset's 4 bits: 16 entries, twice (one copy
@@ -1355,11 +1398,10 @@ static void hv_sign_bucket(const hv_ns *e, int bi, float base, const hv_signq *s
  * (HV_SHORT a row of t, HV_SHORT_MIN at least) then scored exactly into t,
  * as hv_scan scores a row.  Returns the rows passed, or -1 when out of
  * memory.
- * order: hv_top's (cosine with the centroid over the question's norm,
- * partition index) pairs for the `parts` partitions; q8: the question; q:
- * as hv_dots takes it; least: the lowest cosine; f: the filter (NULL:
- * none). */
-static i64 hv_sign_scan(const hv_ns *e, const float *order, int parts, const int8_t *q8,
+ * order: the partitions, nearest first; cos: each one's centroid's cosine
+ * with the question, over the question's norm; q8: the question; q: as
+ * hv_dots takes it; least: the lowest cosine; f: the filter (NULL: none). */
+static i64 hv_sign_scan(const hv_ns *e, hv_order *order, const float *cos, const int8_t *q8,
                         const hv_query *q, double least, const hv_filter *f, i64 budget,
                         hv_topn *t) {
   hv_short s = {.keep = t->n * HV_SHORT > HV_SHORT_MIN ? t->n * HV_SHORT : HV_SHORT_MIN,
@@ -1374,10 +1416,9 @@ static i64 hv_sign_scan(const hv_ns *e, const float *order, int parts, const int
   s.row = s.bucket + s.cap;
   hv_signq_make(sq, q8, q->inv);
   passed = 0;
-  for (int j = 0; j < parts && passed < budget; j++) {
-    int bi = 1 + (int)order[2 * j + 1];
-    passed += hv_allowed_rows(e, &e->b[bi], f);
-    hv_sign_bucket(e, bi, order[2 * j] * q->inv, sq, f, &s);
+  for (int j; passed < budget && (j = hv_order_pop(order)) >= 0;) {
+    passed += hv_allowed_rows(e, &e->b[1 + j], f);
+    hv_sign_bucket(e, 1 + j, cos[j] * q->inv, sq, f, &s);
   }
   if (s.n > s.keep) hv_short_cut(&s);
   for (int k = 0; k < s.n; k++) {
@@ -1402,11 +1443,6 @@ done:
   return passed;
 }
 
-static int hv_cmp_desc(const void *x, const void *y) {
-  const float *a = x, *b = y; /* (score, index) pairs */
-  if (a[0] != b[0]) return a[0] < b[0] ? 1 : -1;
-  return a[1] < b[1] ? -1 : a[1] > b[1];
-}
 
 /* Of e's rows, the n with the highest cosine to q (int8, as hv_to_int8
  * gives), best first (ties by seq), into top (seqs): their number, or -1
@@ -1426,9 +1462,11 @@ static int hv_top(const hv_ns *e, const int8_t *q8, int n, double least, const h
   hv_topn t = {.n = n};
   t.s = sqlite3_malloc64((sqlite3_uint64)n * sizeof *t.s);
   int parts = e->nb - 1, got = -1;
-  float *order = sqlite3_malloc64((sqlite3_uint64)(parts > 0 ? parts : 1) * 2 * sizeof(float));
-  int *dots = sqlite3_malloc64((sqlite3_uint64)(parts > 0 ? parts : 1) * sizeof(int));
-  if (!q || !t.s || !order || !dots) goto done;
+  size_t room = (size_t)(parts > 0 ? parts : 1);
+  float *cos = sqlite3_malloc64(room * sizeof(float));
+  int *dots = sqlite3_malloc64(room * sizeof(int));
+  hv_order order = {.key = sqlite3_malloc64(room * sizeof(u64))};
+  if (!q || !t.s || !cos || !dots || !order.key) goto done;
   t.seq = top;
   hv_query_make(q, q8, e->dim, e->fmt);
   i64 scanned = hv_scan(e, &e->b[0], q, least, f, &t);
@@ -1437,25 +1475,24 @@ static int hv_top(const hv_ns *e, const int8_t *q8, int n, double least, const h
     hv_query qc = *q;
     qc.fmt = 8;
     hv_dots((const unsigned char *)e->cent, parts, &qc, dots);
-    for (int j = 0; j < parts; j++) {
-      order[2 * j] = (float)dots[j] * e->cinv[j];
-      order[2 * j + 1] = (float)j; /* exact: fewer than 2^24 partitions */
-    }
-    qsort(order, (size_t)parts, 2 * sizeof(float), hv_cmp_desc);
+    for (int j = 0; j < parts; j++) cos[j] = (float)dots[j] * e->cinv[j];
+    order.n = parts;
+    hv_order_make(&order, cos);
     i64 rows = 0;
     for (int j = 0; j < e->nb; j++) rows += e->b[j].n;
     if (budget < rows && hv_has_sign(e, &e->b[1])) { /* a probe, not the whole: signs first */
-      if (hv_sign_scan(e, order, parts, q8, q, least, f, budget - scanned, &t) < 0) goto done;
+      if (hv_sign_scan(e, &order, cos, q8, q, least, f, budget - scanned, &t) < 0) goto done;
     } else {
-      for (int j = 0; j < parts && scanned < budget; j++)
-        scanned += hv_scan(e, &e->b[1 + (int)order[2 * j + 1]], q, least, f, &t);
+      for (int j; scanned < budget && (j = hv_order_pop(&order)) >= 0;)
+        scanned += hv_scan(e, &e->b[1 + j], q, least, f, &t);
     }
   }
   got = t.k;
 done:
   sqlite3_free(q);
   sqlite3_free(t.s);
-  sqlite3_free(order);
+  sqlite3_free(cos);
+  sqlite3_free(order.key);
   sqlite3_free(dots);
   return got;
 }
