@@ -241,10 +241,19 @@ def test_a_tracked_heap_recall_is_logged_as_recall_logs_it(mem):
 
 @pytest.fixture
 def loop_db(tmp_path):
+    """The file examples/loop.sql leaves and the raw connection that ran it
+    (its statements kept, its caches warm, as a client's would be).  The
+    loop's commits skip their syncs (a raw connection's rollback journal with
+    full syncs made this fixture cost more than the tests that use it); the
+    connection is back at SQLite's default before the test gets it."""
     path = tmp_path / "loop.db"
     c = _raw(path)
+    default = c.execute("PRAGMA synchronous").fetchall()[0][0]
+    c.execute("PRAGMA synchronous=OFF")
     for st in _statements(LOOP):
         c.execute(st).fetchall()
+    c.execute(f"PRAGMA synchronous={default}")
+    assert c.execute("PRAGMA synchronous").fetchall() == [(default,)]
     yield path, c
     c.close()
 
