@@ -467,6 +467,7 @@ typedef struct {
   uint16_t *kind;
   double *at;
   unsigned char *sign; /* the sign plane (hv_has_sign), or NULL */
+  int signed_n;        /* its rows written: the first scan of the bucket writes the rest */
   int live;            /* rows with a vector (inv not 0) */
 } hv_bucket;
 
@@ -513,7 +514,9 @@ typedef struct {
  * its components' sizes summed (4 bytes), by which the residual's dot
  * product with a question is about the factor times the question's with the
  * signs.  Kept for the partitions of a namespace of the carried model's
- * int4 vectors; laid out for hv_sign_block: blocks of 32 rows, and in a
+ * int4 vectors, written when a probe first scans the partition's rows (a
+ * connection's first recall pays only for the partitions it probes); laid
+ * out for hv_sign_block: blocks of 32 rows, and in a
  * block, for each pair p of 4-component groups, 32 bytes, byte r holding
  * row r's group 2p in its low nibble and group 2p + 1 in its high one, then
  * the block's 32 factors (floats) in hv_sign_block's order (HV_SIGN_AT):
@@ -901,18 +904,19 @@ static void hv_dots(const unsigned char *rows, int n, const hv_query *q, int *ou
   }
 }
 
-/* The residual r = x inv - c cinv of a row x (int8 components, inverse
- * norm inv) from a centroid c: its signs (bits, one a component, set: 0 or
+/* The residual r = x inv - c cinv of a row x (its int4 code, inverse norm
+ * inv) from a centroid c: its signs (bits, one a component, set: 0 or
  * more), and its squares (sq) and sizes (abs_sum) summed in 8 lanes
  * (component d in lane d % 8), so that hv_residual_avx2 gives the same
  * floats. */
-static void hv_residual(const int8_t *x, float inv, const int8_t *c, float cinv,
+static void hv_residual(const unsigned char *code, float inv, const int8_t *c, float cinv,
                         unsigned char *bits, float *sq, float *abs_sum) {
   for (int j = 0; j < 8; j++) sq[j] = abs_sum[j] = 0;
   for (int p = 0; p < HV_SIGN_ROW; p++) {
     unsigned v = 0;
     for (int j = 0; j < 8; j++) {
-      float r = (float)x[8 * p + j] * inv - (float)c[8 * p + j] * cinv;
+      int d = 8 * p + j, x = (d % 2 ? code[d / 2] >> 4 : code[d / 2] & 15) - 8;
+      float r = (float)x * inv - (float)c[d] * cinv;
       sq[j] += r * r;
       abs_sum[j] += fabsf(r);
       v |= (unsigned)(r >= 0) << j;
@@ -922,43 +926,51 @@ static void hv_residual(const int8_t *x, float inv, const int8_t *c, float cinv,
 }
 
 #ifdef HV_AVX2
-__attribute__((target("avx2"))) static void hv_residual_avx2(const int8_t *x, float inv,
-                                                            const int8_t *c, float cinv,
-                                                            unsigned char *bits, float *sq,
-                                                            float *abs_sum) {
+/* hv_residual, 8 components at a time, the code's nibbles unpacked 32 at
+ * a time. */
+__attribute__((target("avx2"))) static void hv_residual_avx2(const unsigned char *code,
+                                                            float inv, const int8_t *c,
+                                                            float cinv, unsigned char *bits,
+                                                            float *sq, float *abs_sum) {
   const __m256 vi = _mm256_set1_ps(inv), ci = _mm256_set1_ps(cinv), zero = _mm256_setzero_ps(),
                sign = _mm256_set1_ps(-0.0f);
+  const __m128i m = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
   __m256 s2 = zero, s1 = zero;
-  for (int p = 0; p < HV_SIGN_ROW; p++) {
-    __m128i xb = _mm_loadl_epi64((const __m128i *)(const void *)(x + 8 * p));
-    __m128i cb = _mm_loadl_epi64((const __m128i *)(const void *)(c + 8 * p));
-    __m256 xv = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(xb));
-    __m256 cv = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(cb));
-    __m256 r = _mm256_sub_ps(_mm256_mul_ps(xv, vi), _mm256_mul_ps(cv, ci));
-    s2 = _mm256_add_ps(s2, _mm256_mul_ps(r, r));
-    s1 = _mm256_add_ps(s1, _mm256_andnot_ps(sign, r));
-    bits[p] = (unsigned char)_mm256_movemask_ps(_mm256_cmp_ps(r, zero, _CMP_GE_OQ));
+  for (int h = 0; h < HM_EMBED_DIM / 32; h++) { /* 16 bytes: components 32h..32h+31 */
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(code + 16 * h));
+    __m128i lo = _mm_and_si128(b, m), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
+    __m128i x[2] = {_mm_sub_epi8(_mm_unpacklo_epi8(lo, hi), eight),
+                    _mm_sub_epi8(_mm_unpackhi_epi8(lo, hi), eight)};
+    for (int k = 0; k < 4; k++) {
+      int p = 4 * h + k;
+      __m128i xb = k % 2 ? _mm_srli_si128(x[k / 2], 8) : x[k / 2];
+      __m128i cb = _mm_loadl_epi64((const __m128i *)(const void *)(c + 8 * p));
+      __m256 xv = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(xb));
+      __m256 cv = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(cb));
+      __m256 r = _mm256_sub_ps(_mm256_mul_ps(xv, vi), _mm256_mul_ps(cv, ci));
+      s2 = _mm256_add_ps(s2, _mm256_mul_ps(r, r));
+      s1 = _mm256_add_ps(s1, _mm256_andnot_ps(sign, r));
+      bits[p] = (unsigned char)_mm256_movemask_ps(_mm256_cmp_ps(r, zero, _CMP_GE_OQ));
+    }
   }
   _mm256_storeu_ps(sq, s2);
   _mm256_storeu_ps(abs_sum, s1);
 }
 #endif
 
-/* Row i of bucket b of e (its int4 code, inverse norm inv) into b's sign
- * plane: its residual from the centroid of b's partition. */
-static void hv_sign_put(const hv_ns *e, hv_bucket *b, int i, const unsigned char *code,
-                        float inv) {
+/* Row i of bucket b of e into b's sign plane: its residual from the
+ * centroid of b's partition. */
+static void hv_sign_put(const hv_ns *e, hv_bucket *b, int i) {
   int part = (int)(b - e->b) - 1;
-  int8_t x[HM_EMBED_DIM];
-  hv_unpack4(code, HM_EMBED_DIM, x);
+  const unsigned char *code = b->code + (size_t)i * (size_t)e->stride;
+  const int8_t *c = e->cent + (size_t)part * HM_EMBED_DIM;
   unsigned char bits[HV_SIGN_ROW];
   float sq[8], abs_sum[8];
 #ifdef HV_AVX2
-  if (hv_has_avx2()) hv_residual_avx2(x, inv, e->cent + (size_t)part * HM_EMBED_DIM,
-                                      e->cinv[part], bits, sq, abs_sum);
+  if (hv_has_avx2()) hv_residual_avx2(code, b->inv[i], c, e->cinv[part], bits, sq, abs_sum);
   else
 #endif
-    hv_residual(x, inv, e->cent + (size_t)part * HM_EMBED_DIM, e->cinv[part], bits, sq, abs_sum);
+    hv_residual(code, b->inv[i], c, e->cinv[part], bits, sq, abs_sum);
   float q = 0, a = 0;
   for (int j = 0; j < 8; j++) q += sq[j], a += abs_sum[j];
   /* byte p of bits: components 8p..8p+7, groups 2p (low nibble) and 2p + 1 */
@@ -998,7 +1010,6 @@ static int hv_put(hv_cache *c, hv_ns *e, hv_bucket *b, i64 seq, const void *blob
   }
   int k = hv_kind_id(e, kind ? kind : "");
   if (k < 0) return SQLITE_NOMEM;
-  if (b->sign) hv_sign_put(e, b, b->n, dst, inv);
   b->live += inv != 0;
   b->inv[b->n] = inv;
   b->seq[b->n] = seq;
@@ -1366,7 +1377,8 @@ static void hv_short_cut(hv_short *s) {
  * base: the cosine of the question with the partition's centroid. */
 static void hv_sign_bucket(const hv_ns *e, int bi, float base, const hv_signq *sq,
                            const hv_filter *f, hv_short *s) {
-  const hv_bucket *b = &e->b[bi];
+  hv_bucket *b = &e->b[bi]; /* the cache's, written here: a connection's, one call at a time */
+  for (; b->signed_n < b->n; b->signed_n++) hv_sign_put(e, b, b->signed_n);
   float est[32];
   for (int i0 = 0; i0 < b->n; i0 += 32) {
     const unsigned char *block = b->sign + (size_t)(i0 / 32) * HV_SIGN_BLOCK;

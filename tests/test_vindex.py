@@ -500,3 +500,24 @@ def test_the_portable_kernels_give_what_avx2_gives(tmp_path):
                                    env=env, capture_output=True, text=True, check=True).stdout)
     assert json.loads(runs[0]) == json.loads(runs[1])
     assert len(json.loads(runs[0])) == 4 * len(QUESTIONS)
+
+
+def test_a_probe_after_adds_ranks_as_a_fresh_connection(tmp_path):
+    """A connection's cache writes a partition's signs when a probe first
+    scans it (embed.c, hv_sign_bucket), and the rows added later when a
+    probe next does: after adds between its probes, a connection that read
+    the namespace before gives the probe tops of one that reads it now.
+    With the added rows' signs left unwritten the tops differ."""
+    m = _store(tmp_path / "big.db", 3000, 12, {"threshold": 1000, "size": 200, "probe": 0.25})
+    rng = random.Random(5)
+    qs = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 6))) for _ in range(30)]
+    for q in qs:
+        _top(m, q, 10, 1.0)
+        _top(m, q, 10, 0.5)  # the partitions it probes signed
+    before = m.connection.execute("SELECT version FROM vector_index").fetchall()[0][0]
+    m.add_many([{"text": t, "namespace": "big"} for t in _texts(1500, 99)])
+    assert m.connection.execute("SELECT version FROM vector_index").fetchall()[0][0] == before
+    fresh = heapmem.open(str(tmp_path / "big.db"))
+    assert [_top(m, q, 10, 0.5) for q in qs] == [_top(fresh, q, 10, 0.5) for q in qs]
+    fresh.close()
+    m.close()
