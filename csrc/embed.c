@@ -1339,8 +1339,7 @@ static int hv_allowed_rows(const hv_ns *e, const hv_bucket *b, const hv_filter *
  * is counted by its key, floor(2,048 x it) (HV_KEY_MAX at most in size). */
 typedef struct {
   int n, cap, keep, floor; /* floor: a key */
-  float *est;
-  int *bucket, *row;
+  int *key, *bucket, *row;
   int *count; /* a count per key, for hv_short_cut */
 } hv_short;
 
@@ -1355,15 +1354,15 @@ static int hv_key(float x) {
  * (ties), those above it; later rows below the new floor are refused. */
 static void hv_short_cut(hv_short *s) {
   memset(s->count, 0, (2 * HV_KEY_MAX + 1) * sizeof *s->count);
-  for (int i = 0; i < s->n; i++) s->count[hv_key(s->est[i]) + HV_KEY_MAX]++;
+  for (int i = 0; i < s->n; i++) s->count[s->key[i] + HV_KEY_MAX]++;
   int v = 2 * HV_KEY_MAX, above = 0;
   while (v > 0 && above + s->count[v] < s->keep) above += s->count[v--];
   int floor = v - HV_KEY_MAX;
   if (above + s->count[v] > s->keep + s->keep / 2) floor++;
   int w = 0;
   for (int i = 0; i < s->n; i++)
-    if (hv_key(s->est[i]) >= floor) {
-      s->est[w] = s->est[i];
+    if (s->key[i] >= floor) {
+      s->key[w] = s->key[i];
       s->bucket[w] = s->bucket[i];
       s->row[w++] = s->row[i];
     }
@@ -1390,13 +1389,13 @@ static void hv_sign_bucket(const hv_ns *e, int bi, float base, const hv_signq *s
 #endif
       rows = hv_sign_block(block, sq, base, floor, est);
     for (; rows; rows &= rows - 1) {
-      int k = __builtin_ctz(rows), i = i0 + HV_SIGN_ROW_OF(k);
-      if (i >= b->n || hv_key(est[k]) < s->floor || (f && !hv_allowed(e, b, i, f))) continue;
+      int k = __builtin_ctz(rows), i = i0 + HV_SIGN_ROW_OF(k), key = hv_key(est[k]);
+      if (i >= b->n || key < s->floor || (f && !hv_allowed(e, b, i, f))) continue;
       if (s->n == s->cap) {
         hv_short_cut(s);
-        if (hv_key(est[k]) < s->floor) continue;
+        if (key < s->floor) continue;
       }
-      s->est[s->n] = est[k];
+      s->key[s->n] = key;
       s->bucket[s->n] = bi;
       s->row[s->n++] = i;
     }
@@ -1420,11 +1419,11 @@ static i64 hv_sign_scan(const hv_ns *e, hv_order *order, const float *cos, const
                 .floor = -HV_KEY_MAX};
   s.cap = 4 * s.keep;
   hv_signq *sq = sqlite3_malloc64(sizeof *sq);
-  s.est = sqlite3_malloc64((sqlite3_uint64)s.cap * 3 * sizeof(int));
+  s.key = sqlite3_malloc64((sqlite3_uint64)s.cap * 3 * sizeof(int));
   s.count = sqlite3_malloc64((2 * HV_KEY_MAX + 1) * sizeof(int));
   i64 passed = -1;
-  if (!sq || !s.est || !s.count) goto done;
-  s.bucket = (int *)(void *)(s.est + s.cap);
+  if (!sq || !s.key || !s.count) goto done;
+  s.bucket = s.key + s.cap;
   s.row = s.bucket + s.cap;
   hv_signq_make(sq, q8, q->inv);
   passed = 0;
@@ -1450,7 +1449,7 @@ static i64 hv_sign_scan(const hv_ns *e, hv_order *order, const float *cos, const
   }
 done:
   sqlite3_free(sq);
-  sqlite3_free(s.est);
+  sqlite3_free(s.key);
   sqlite3_free(s.count);
   return passed;
 }
