@@ -540,15 +540,18 @@ def test_with_the_primary_down_replicas_recall_and_writes_fail_clearly(cluster):
     cluster.primary.kill(signal.SIGKILL)
     for u in urls:
         m = heapmem.open(u, clock=clock)  # opening needs no primary
+        # the write waits out its connection's whole timeout: one of 1 s for it
+        w = heapmem.open(u.replace("?timeout=3", "?timeout=1"), clock=clock)
         try:
             res = m.recall("When is the adoption interview?", namespace="u", track=False)
             assert res[0].id == "u-8"
             assert m.get("u-3").text == TALK[3][1]
             assert m.stats().memories == len(TALK)
-            with pytest.raises(ServerError, match="did not acknowledge the write.*primary.*"
-                                                  "nothing was written"):
-                m.add("written while the primary is down", namespace="u")
+            with pytest.raises(ServerError, match="did not acknowledge the write within 1 s.*"
+                                                  "primary.*nothing was written"):
+                w.add("written while the primary is down", namespace="u")
         finally:
+            w.close()
             m.close()
     cluster.primary.start()
     m = heapmem.open(urls[0], clock=clock)
