@@ -1,4 +1,6 @@
 
+import os
+
 import apsw
 import pytest
 
@@ -8,6 +10,25 @@ import heapmem
 def pytest_configure(config):
     config.addinivalue_line("markers", "soak: long soak variants, run with HEAPMEM_SOAK=1 "
                                        "(see RELIABILITY.md)")
+
+
+def _memory_tmp(root="/dev/shm", room=1 << 30):
+    """root when it is a directory this process can write with at least room
+    bytes free, else None."""
+    try:
+        st = os.statvfs(root)
+    except OSError:
+        return None
+    ok = os.path.isdir(root) and os.access(root, os.W_OK | os.X_OK)
+    return root if ok and st.f_bavail * st.f_frsize >= room else None
+
+
+#: Where a test that makes a new store for each of many examples makes them
+#: (tempfile's dir=): a memory file system (/dev/shm) where there is one with
+#: room, as SQLite's own tests use one and tests/test_faults.py does, so that
+#: a store costs no fsync, which none of those tests is about; None (the usual
+#: temporary directory) elsewhere.  The stores are the same files either way.
+MEMORY_TMP = _memory_tmp()
 
 
 T0 = 1_700_000_000.0  # 2023-11-14: every test runs on this fixed clock

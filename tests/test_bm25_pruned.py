@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import heapmem
 from heapmem.db import schema
 
-from conftest import T0, back_to_schema_9, one
+from conftest import MEMORY_TMP, T0, back_to_schema_9, one
 from test_bm25 import fts_inputs, ranked, reference_bm25
 
 # relevance alone: no time in the question ("went today") lifts a memory
@@ -114,7 +114,7 @@ def assert_terms_follow(conn):
        make=st.sampled_from([turn, even_turn, spiky_turn]))
 def test_the_pruned_top_n_is_the_whole_match_sets(seed, size, n, churn, make):
     rnd = random.Random(seed)
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory(dir=MEMORY_TMP) as d:  # a new store each example
         mem = heapmem.open(f"{d}/p.db", clock=lambda: T0, embedder=None)
         spaces = ["a", "b"] if rnd.random() < 0.5 else ["a"]
         mem.add_many([{"text": make(rnd), "namespace": rnd.choice(spaces)}

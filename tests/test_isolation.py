@@ -35,6 +35,8 @@ from hypothesis import strategies as st
 import heapmem
 from heapmem.db.schema import SCHEMA_VERSION
 
+from conftest import MEMORY_TMP
+
 SOAK = os.environ.get("HEAPMEM_SOAK") == "1"
 WORKERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_workers.py")
 T0 = 1_700_000_000.0
@@ -63,7 +65,7 @@ def hsettings(n):
                         min_size=1, max_size=10),
        feedback=st.booleans())
 def test_recall_never_crosses_namespaces(adds, queries, feedback):
-    d = tempfile.mkdtemp()
+    d = tempfile.mkdtemp(dir=MEMORY_TMP)  # a new store each example: no fsyncs
     try:
         # lexical recall: "every memory that holds a query word" is BM25's set
         # (tests/test_embed.py checks that vector candidates keep to the namespace)

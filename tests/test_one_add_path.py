@@ -11,9 +11,12 @@ and the features are one implementation.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
+from pathlib import Path
 
 import apsw
 import pytest
@@ -22,7 +25,7 @@ from hypothesis import strategies as st
 
 import heapmem
 
-from conftest import T0
+from conftest import MEMORY_TMP, T0
 
 
 def test_add_many_names_an_automatic_id_as_add_does(tmp_path):
@@ -61,8 +64,8 @@ def _rows(m):
 
 @settings(max_examples=60, deadline=None)
 @given(items=ITEMS, copy=st.booleans())
-def test_add_add_many_and_sql_make_the_same_rows(tmp_path_factory, items, copy):
-    d = tmp_path_factory.mktemp("adds")
+def test_add_add_many_and_sql_make_the_same_rows(items, copy):
+    d = Path(tempfile.mkdtemp(prefix="adds", dir=MEMORY_TMP))  # three new stores each example
     items = [dict(it, created_at=T0) for it in items]
     one = heapmem.open(str(d / "one.db"), clock=lambda: T0)
     many = heapmem.open(str(d / "many.db"), clock=lambda: T0)
@@ -95,6 +98,7 @@ def test_add_add_many_and_sql_make_the_same_rows(tmp_path_factory, items, copy):
     finally:
         one.close()
         many.close()
+        shutil.rmtree(d)
 
 
 def test_a_bad_item_is_named_and_nothing_is_written(mem):
