@@ -19,6 +19,8 @@ from unittest import mock
 
 from heapmem.adapters.langgraph_store import HeapmemStore
 
+from conftest import MEMORY_TMP
+
 _DIRS: list[str] = []
 
 
@@ -29,7 +31,7 @@ def _cleanup() -> None:
 
 
 def new_path() -> str:
-    d = tempfile.mkdtemp(prefix="heapmem-lg-")
+    d = tempfile.mkdtemp(prefix="heapmem-lg-", dir=MEMORY_TMP)  # tests/conftest.py says why
     _DIRS.append(d)
     return d + "/store.db"
 
