@@ -236,7 +236,7 @@ def mcp_http(db, host="127.0.0.1", *extra, env=None):
             except OSError:
                 assert proc.poll() is None, proc.stderr.read().decode()
                 assert time.monotonic() < deadline, "the HTTP server did not start"
-                time.sleep(0.2)
+                time.sleep(0.05)
         yield port, proc, stderr
     finally:
         stop(proc)
@@ -346,28 +346,39 @@ def test_with_the_token_the_tools_work(tmp_path):
     assert "warning" not in stderr()
 
 
+@pytest.fixture(scope="module")
+def token_server(tmp_path_factory):
+    """One server with --token for the requests without the right token (a
+    server takes a second to start; each case checks the store is as seeded)."""
+    pytest.importorskip("mcp")
+    db = seeded(tmp_path_factory.mktemp("token"))
+    with mcp_http(db, "127.0.0.1", "--token", TOKEN) as (port, proc, _err):
+        yield db, port, proc
+    assert ids(db) == ["m1"]
+
+
 @pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong-token-0123456789"},
                                      {"Authorization": f"Basic {TOKEN}"},
                                      {"Authorization": f"Bearer {TOKEN}x"}])
-def test_without_the_right_token_nothing_runs(tmp_path, headers):
-    pytest.importorskip("mcp")
-    db = seeded(tmp_path)
+def test_without_the_right_token_nothing_runs(token_server, headers):
+    db, port, proc = token_server
+    assert proc.poll() is None
+    assert ids(db) == ["m1"], "an earlier case's request reached a tool"
     reached = []
 
     async def body(session):
         reached.append(True)
         await session.call_tool("forget", {"ids": ["m1"]})
 
-    with mcp_http(db, "127.0.0.1", "--token", TOKEN) as (port, _, _err):
-        err = sdk_session(f"http://127.0.0.1:{port}/mcp", headers, body, timeout=30)
-        assert err is not None and not reached  # the client fails at initialize
-        # (the SDK's client reports the 401 as an MCPError; the raw request shows it)
-        raw = Raw("127.0.0.1", port)
-        status, _, text = raw.call("forget", {"ids": ["m1"]}, **headers)
-        assert status == 401 and "Bearer" in text
-        status, _, _ = raw.post({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                                 "params": {}}, **headers)
-        assert status == 401
+    err = sdk_session(f"http://127.0.0.1:{port}/mcp", headers, body, timeout=30)
+    assert err is not None and not reached  # the client fails at initialize
+    # (the SDK's client reports the 401 as an MCPError; the raw request shows it)
+    raw = Raw("127.0.0.1", port)
+    status, _, text = raw.call("forget", {"ids": ["m1"]}, **headers)
+    assert status == 401 and "Bearer" in text
+    status, _, _ = raw.post({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                             "params": {}}, **headers)
+    assert status == 401
     assert ids(db) == ["m1"]
 
 
