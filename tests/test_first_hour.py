@@ -27,11 +27,22 @@ def heapmem_cli(*args, cwd):
                           capture_output=True, text=True, timeout=120)
 
 
-@pytest.fixture
-def demo(tmp_path):
-    """The README's first command: the demo leaves agent.db in the folder."""
-    subprocess.run([sys.executable, str(ROOT / "examples" / "lisbon.py")], cwd=tmp_path,
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory):
+    """The README's first command, run once for the module: the demo leaves
+    agent.db in its folder, and nothing else."""
+    d = tmp_path_factory.mktemp("demo")
+    subprocess.run([sys.executable, str(ROOT / "examples" / "lisbon.py")], cwd=d,
                    check=True, capture_output=True, timeout=120)
+    assert [p.name for p in d.iterdir()] == ["agent.db"]
+    return d / "agent.db"
+
+
+@pytest.fixture
+def demo(tmp_path, demo_db):
+    """A folder as the README's first command leaves it: a copy of the
+    demo's agent.db (the demo is a subprocess; five tests write to its file)."""
+    shutil.copyfile(demo_db, tmp_path / "agent.db")
     return tmp_path
 
 
