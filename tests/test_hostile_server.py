@@ -470,6 +470,7 @@ class Spoiler:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # the body is a second write: no 40 ms wait
 
             def _forward(self) -> None:
                 n = int(self.headers.get("Content-Length") or 0)
