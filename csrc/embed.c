@@ -1098,15 +1098,40 @@ static void hv_topn_put(hv_topn *t, float x, i64 seq) {
 }
 
 #ifdef HV_AVX2
+/* Of rows i..i+7 of bucket b, those with a vector (inv not 0) that the
+ * filter f lets through, a bit each, as hv_allowed asks: the times eight at
+ * a time, then the kinds row by row (hv_kind_allowed). */
+__attribute__((target("avx2"))) static int hv_allowed8_avx2(const hv_ns *e, const hv_bucket *b,
+                                                           int i, const hv_filter *f) {
+  int has = _mm256_movemask_ps(
+      _mm256_cmp_ps(_mm256_loadu_ps(b->inv + i), _mm256_setzero_ps(), _CMP_NEQ_UQ));
+  const double *at = b->at + i;
+  if (f->has_since) {
+    __m256d s = _mm256_set1_pd(f->since);
+    has &= _mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(at), s, _CMP_GE_OQ)) |
+           _mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(at + 4), s, _CMP_GE_OQ)) << 4;
+  }
+  if (f->has_until) {
+    __m256d u = _mm256_set1_pd(f->until);
+    has &= _mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(at), u, _CMP_LT_OQ)) |
+           _mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(at + 4), u, _CMP_LT_OQ)) << 4;
+  }
+  for (int h = f->kinds ? has : 0; h; h &= h - 1)
+    if (!hv_kind_allowed(e, b, i + __builtin_ctz((unsigned)h), f))
+      has &= ~(1 << __builtin_ctz((unsigned)h));
+  return has;
+}
+#endif
+
+#ifdef HV_AVX2
 /* hv_scan's rows of a block of m, eight at a time: each row's cosine as
  * hv_row_cos works it out (the same float products, eight lanes), and only
  * a row that could still enter t goes on to hv_topn_put.  A row is passed
  * over only where the scalar test is sure to refuse it: a cosine below lf
  * (a float at or below least) or, t full, below its worst; ties take the
  * scalar path.  The filter f (NULL: none) is asked of every row with a
- * vector (inv not 0), as hv_allowed asks it (its times compared eight at a
- * time, its kinds row by row, in order: hv_kind_allowed), and so are the
- * rows counted.  Returns the rows with a vector that the filter let
+ * vector (inv not 0), as hv_allowed asks it (hv_allowed8_avx2), and so
+ * are the rows counted.  Returns the rows with a vector that the filter let
  * through; *r0 is where the scalar loop goes on.
  * e, b, i0: the entry, the bucket and the block's first row; dots: its dot
  * products. */
@@ -1125,23 +1150,8 @@ __attribute__((target("avx2"))) static int hv_scan_block_avx2(const hv_ns *e,
     __m256 inv = _mm256_loadu_ps(b->inv + i0 + r);
     __m256i d = _mm256_loadu_si256((const __m256i *)(const void *)(dots + r));
     __m256 x = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(d), inv), qinv);
-    int has = _mm256_movemask_ps(_mm256_cmp_ps(inv, zero, _CMP_NEQ_UQ));
-    if (f) { /* the filter, as hv_allowed asks it: times eight at a time, then kinds */
-      const double *at = b->at + i0 + r;
-      if (f->has_since) {
-        __m256d s = _mm256_set1_pd(f->since);
-        has &= _mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(at), s, _CMP_GE_OQ)) |
-               _mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(at + 4), s, _CMP_GE_OQ)) << 4;
-      }
-      if (f->has_until) {
-        __m256d u = _mm256_set1_pd(f->until);
-        has &= _mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(at), u, _CMP_LT_OQ)) |
-               _mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(at + 4), u, _CMP_LT_OQ)) << 4;
-      }
-      for (int h = f->kinds ? has : 0; h; h &= h - 1)
-        if (!hv_kind_allowed(e, b, i0 + r + __builtin_ctz((unsigned)h), f))
-          has &= ~(1 << __builtin_ctz((unsigned)h));
-    }
+    int has = f ? hv_allowed8_avx2(e, b, i0 + r, f)
+                : _mm256_movemask_ps(_mm256_cmp_ps(inv, zero, _CMP_NEQ_UQ));
     passed += __builtin_popcount((unsigned)has);
     __m256 bar = t->k == t->n ? _mm256_set1_ps(t->s[t->k - 1]) : low;
     int out = _mm256_movemask_ps(_mm256_or_ps(_mm256_cmp_ps(x, low, _CMP_LT_OQ),
@@ -1329,8 +1339,12 @@ __attribute__((target("avx2"))) static unsigned hv_sign_block_avx2(const unsigne
  * through: what hv_scan counts, without its dot products. */
 static int hv_allowed_rows(const hv_ns *e, const hv_bucket *b, const hv_filter *f) {
   if (!f) return b->live;
-  int n = 0;
-  for (int i = 0; i < b->n; i++) n += b->inv[i] != 0 && hv_allowed(e, b, i, f);
+  int n = 0, i = 0;
+#ifdef HV_AVX2
+  if (hv_has_avx2())
+    for (; i + 8 <= b->n; i += 8) n += __builtin_popcount((unsigned)hv_allowed8_avx2(e, b, i, f));
+#endif
+  for (; i < b->n; i++) n += b->inv[i] != 0 && hv_allowed(e, b, i, f);
   return n;
 }
 
