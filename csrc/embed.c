@@ -1274,10 +1274,10 @@ static void hv_signq_make(hv_signq *s, const int8_t *q8, float qinv) {
 
 /* The estimated cosines of a block's 32 rows (in the order of HV_SIGN_AT)
  * into est[32]: its partition's centroid's cosine (base) plus each row's
- * factor (fac, the block's 32) times g x L - h.  Returns those of floor or
+ * factor (fac, the block's 32) times g x L - h.  Returns those of bar or
  * more, a bit each in that order. */
 static unsigned hv_sign_block(const unsigned char *block, const hv_signq *s, float base,
-                              float floor, float *est) {
+                              float bar, float *est) {
   const float *fac = HV_SIGN_FAC(block);
   unsigned rows = 0;
   for (int r = 0; r < 32; r++) {
@@ -1287,7 +1287,7 @@ static unsigned hv_sign_block(const unsigned char *block, const hv_signq *s, flo
       sum += s->lut[2 * p][v & 15] + s->lut[2 * p + 1][v >> 4];
     }
     est[k] = base + fac[k] * (s->g * (float)sum - s->h);
-    rows |= (unsigned)(est[k] >= floor) << k;
+    rows |= (unsigned)(est[k] >= bar) << k;
   }
   return rows;
 }
@@ -1297,11 +1297,11 @@ static unsigned hv_sign_block(const unsigned char *block, const hv_signq *s, flo
 /* hv_sign_block, 32 rows at a time: each byte's two nibbles looked up in
  * their groups' tables (shuffle), the two added (at most 120: still a
  * byte) and widened to 16 bits, even rows and odd rows apart; then the
- * same float products, eight lanes at a time.  The block after next is
- * fetched meanwhile. */
+ * same float products, eight lanes at a time.  The block HV_AHEAD bytes
+ * on is fetched meanwhile. */
 __attribute__((target("avx2"))) static unsigned hv_sign_block_avx2(const unsigned char *block,
                                                                   const hv_signq *s, float base,
-                                                                  float floor, float *est) {
+                                                                  float bar, float *est) {
   const float *fac = HV_SIGN_FAC(block);
   const __m256i m = _mm256_set1_epi8(15);
   __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
@@ -1320,7 +1320,7 @@ __attribute__((target("avx2"))) static unsigned hv_sign_block_avx2(const unsigne
   _mm_prefetch((const char *)block + HV_AHEAD + HV_SIGN_BITS, _MM_HINT_T0);
   _mm_prefetch((const char *)block + HV_AHEAD + HV_SIGN_BITS + 64, _MM_HINT_T0);
   const __m256 g = _mm256_set1_ps(s->g), h = _mm256_set1_ps(s->h), b = _mm256_set1_ps(base),
-               f = _mm256_set1_ps(floor);
+               f = _mm256_set1_ps(bar);
   __m128i part[4] = {_mm256_castsi256_si128(even), _mm256_extracti128_si256(even, 1),
                      _mm256_castsi256_si128(odd), _mm256_extracti128_si256(odd, 1)};
   unsigned rows = 0;
@@ -1371,17 +1371,17 @@ static void hv_short_cut(hv_short *s) {
   for (int i = 0; i < s->n; i++) s->count[s->key[i] + HV_KEY_MAX]++;
   int v = 2 * HV_KEY_MAX, above = 0;
   while (v > 0 && above + s->count[v] < s->keep) above += s->count[v--];
-  int floor = v - HV_KEY_MAX;
-  if (above + s->count[v] > s->keep + s->keep / 2) floor++;
+  int cut = v - HV_KEY_MAX;
+  if (above + s->count[v] > s->keep + s->keep / 2) cut++;
   int w = 0;
   for (int i = 0; i < s->n; i++)
-    if (s->key[i] >= floor) {
+    if (s->key[i] >= cut) {
       s->key[w] = s->key[i];
       s->bucket[w] = s->bucket[i];
       s->row[w++] = s->row[i];
     }
   s->n = w;
-  s->floor = floor;
+  s->floor = cut;
 }
 
 /* Bucket bi of e's rows through their signs (sq: the question as they
@@ -1395,13 +1395,13 @@ static void hv_sign_bucket(const hv_ns *e, int bi, float base, const hv_signq *s
   float est[32];
   for (int i0 = 0; i0 < b->n; i0 += 32) {
     const unsigned char *block = b->sign + (size_t)(i0 / 32) * HV_SIGN_BLOCK;
-    const float floor = (float)s->floor / 2048.0f;
+    const float bar = (float)s->floor / 2048.0f; /* a key's least estimate */
     unsigned rows;
 #ifdef HV_AVX2
-    if (hv_has_avx2()) rows = hv_sign_block_avx2(block, sq, base, floor, est);
+    if (hv_has_avx2()) rows = hv_sign_block_avx2(block, sq, base, bar, est);
     else
 #endif
-      rows = hv_sign_block(block, sq, base, floor, est);
+      rows = hv_sign_block(block, sq, base, bar, est);
     for (; rows; rows &= rows - 1) {
       int k = __builtin_ctz(rows), i = i0 + HV_SIGN_ROW_OF(k), key = hv_key(est[k]);
       if (i >= b->n || key < s->floor || (f && !hv_allowed(e, b, i, f))) continue;
