@@ -911,12 +911,14 @@ static void hv_dots(const unsigned char *rows, int n, const hv_query *q, int *ou
  * floats. */
 static void hv_residual(const unsigned char *code, float inv, const int8_t *c, float cinv,
                         unsigned char *bits, float *sq, float *abs_sum) {
+  int8_t x[HM_EMBED_DIM];
+  hv_unpack4(code, HM_EMBED_DIM, x);
   for (int j = 0; j < 8; j++) sq[j] = abs_sum[j] = 0;
   for (int p = 0; p < HV_SIGN_ROW; p++) {
     unsigned v = 0;
     for (int j = 0; j < 8; j++) {
-      int d = 8 * p + j, x = (d % 2 ? code[d / 2] >> 4 : code[d / 2] & 15) - 8;
-      float r = (float)x * inv - (float)c[d] * cinv;
+      int d = 8 * p + j;
+      float r = (float)x[d] * inv - (float)c[d] * cinv;
       sq[j] += r * r;
       abs_sum[j] += fabsf(r);
       v |= (unsigned)(r >= 0) << j;
@@ -1018,6 +1020,13 @@ static int hv_put(hv_cache *c, hv_ns *e, hv_bucket *b, i64 seq, const void *blob
   b->n++;
   if (seq > e->last) e->last = seq;
   return 0;
+}
+
+/* e's rows, in all its buckets (a probe's budget is a share of them). */
+static i64 hv_rows(const hv_ns *e) {
+  i64 rows = 0;
+  for (int i = 0; i < e->nb; i++) rows += e->b[i].n;
+  return rows;
 }
 
 /* The bucket of partition id in e (buckets 1.. in id order), or NULL. */
@@ -1468,7 +1477,6 @@ done:
   return passed;
 }
 
-
 /* Of e's rows, the n with the highest cosine to q (int8, as hv_to_int8
  * gives), best first (ties by seq), into top (seqs): their number, or -1
  * when out of memory.  A row whose cosine is below least is left out (the
@@ -1503,9 +1511,7 @@ static int hv_top(const hv_ns *e, const int8_t *q8, int n, double least, const h
     for (int j = 0; j < parts; j++) cos[j] = (float)dots[j] * e->cinv[j];
     order.n = parts;
     hv_order_make(&order, cos);
-    i64 rows = 0;
-    for (int j = 0; j < e->nb; j++) rows += e->b[j].n;
-    if (budget < rows && hv_has_sign(e, &e->b[1])) { /* a probe, not the whole: signs first */
+    if (budget < hv_rows(e) && hv_has_sign(e, &e->b[1])) { /* a probe, not the whole: signs first */
       if (hv_sign_scan(e, &order, cos, q8, q, least, f, budget - scanned, &t) < 0) goto done;
     } else {
       for (int j; scanned < budget && (j = hv_order_pop(&order)) >= 0;)

@@ -2392,9 +2392,7 @@ static char *hr_vector_top(hr_vtab *t, hr_cursor *c, const hv_ns *e, const hv_fi
   int want = (int)c->cfg.candidates;
   i64 *top = sqlite3_malloc64((sqlite3_uint64)(want > 0 ? want : 1) * sizeof *top);
   if (!top) return NULL;
-  i64 rows = 0;
-  for (int i = 0; i < e->nb; i++) rows += e->b[i].n;
-  i64 budget = hr_scan_budget(vs, rows); /* with an index */
+  i64 budget = hr_scan_budget(vs, hv_rows(e)); /* with an index */
   /* the threshold on the exact cosine, less a margin for int8's rounding */
   int n = hv_top(e, (const int8_t *)(q8 + 4), want, c->cfg.min_cosine - 0.05, f, budget, top);
   sqlite3_str *js = sqlite3_str_new(t->db);
@@ -2494,8 +2492,7 @@ static void heap_vector_top(sqlite3_context *ctx, int argc, sqlite3_value **argv
     i64 *top = sqlite3_malloc64((sqlite3_uint64)want * (sizeof(i64) + sizeof(float)));
     unsigned char q8[4 + HM_MAX_DIM];
     hv_to_int8(c->qf, c->qdim, q8);
-    i64 rows = 0;
-    for (int i = 0; i < e->nb; i++) rows += e->b[i].n;
+    i64 rows = hv_rows(e);
     i64 budget = probe > 0 ? (i64)ceil(probe * (double)rows) : hr_scan_budget(&vs, rows);
     int n = top ? hv_top(e, (const int8_t *)(q8 + 4), want, -2.0, NULL, budget, top) : -1;
     for (int i = 0; i < n && rc == SQLITE_OK; i++) {
