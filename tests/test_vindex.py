@@ -7,7 +7,10 @@ before it gets its index on the first writable open."""
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
+import sys
 
 import apsw
 import numpy as np
@@ -490,9 +493,6 @@ def test_the_portable_kernels_give_what_avx2_gives(tmp_path):
         "    res = m.recall(q, k=10, namespace='big', kinds=['note'], track=False)\n"
         "    out.append([[r.id, r.score] for r in res])\n"
         "print(json.dumps(out))\n")
-    import os
-    import subprocess
-    import sys
     runs = []
     for no in ("0", "1"):
         env = {**os.environ, "HEAPMEM_NO_AVX2": no}
